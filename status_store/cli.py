@@ -1,0 +1,57 @@
+"""Command line: ``status-store serve [--config FILE] [--host HOST] [--port PORT]``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+import sys
+
+from .errors import StatusStoreError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``status-store`` command."""
+    parser = argparse.ArgumentParser(prog="status-store", description="Kafka Connect status store sidecar.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the service (an embedded broker when bootstrap.servers is unset)")
+    serve.add_argument("--config", metavar="FILE", help="Java .properties file (a Connect worker file works)")
+    serve.add_argument("--host", help="HTTP bind address (overrides sidecar.rest.host)")
+    serve.add_argument("--port", type=int, help="HTTP port (overrides sidecar.rest.port)")
+    serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    commands.add_parser("openapi", help="print the OpenAPI document of the HTTP API")
+    args = parser.parse_args(argv)
+
+    if args.command == "openapi":
+        from .api import openapi_document
+
+        print(json.dumps(openapi_document(), indent=2, sort_keys=True))
+        return 0
+
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .config import load_config
+    from .service import serve as run_service
+
+    try:
+        config = load_config(args.config, os.environ)
+        overrides = {}
+        if args.host is not None:
+            overrides["rest_host"] = args.host
+        if args.port is not None:
+            overrides["rest_port"] = args.port
+        config = dataclasses.replace(config, **overrides)
+        asyncio.run(run_service(config))
+    except StatusStoreError as e:
+        print(f"status-store: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

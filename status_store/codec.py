@@ -1,0 +1,119 @@
+"""Connect's wire format for status values: byte-exact encoding and tolerant decoding (pure).
+
+Connect writes values with its ``JsonConverter`` (schemas disabled), which is Jackson underneath:
+compact JSON, fields in schema order, non-ASCII written raw, control characters other than
+``\\b \\f \\n \\r \\t`` escaped as ``\\u00XX`` with upper-case hex. A ``DESTROYED`` status is
+never serialized; it is written as a tombstone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from .model import INT32_MIN, INT64_MAX, INT64_MIN, State, TopicStatus
+
+# Jackson's escapes: the two mandatory ones, the five short forms, \u00XX (upper-case) for the rest.
+_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ESCAPES = {code: _SHORT.get(chr(code), f"\\u{code:04X}") for code in range(0x20)}
+_ESCAPES[ord('"')] = '\\"'
+_ESCAPES[ord("\\")] = "\\\\"
+
+
+class GarbledValue(ValueError):
+    """A record value Connect would log and skip."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusValue:
+    """The decoded value of a connector or task status record."""
+
+    state: State
+    trace: str | None
+    worker_id: str
+    generation: int
+
+
+def json_string(text: str) -> str:
+    """A JSON string literal exactly as Jackson writes it."""
+    return '"' + text.translate(_ESCAPES) + '"'
+
+
+def encode_status(state: State, worker_id: str, generation: int, trace: str | None) -> bytes | None:
+    """The value bytes of a connector or task status; ``None`` (a tombstone) for DESTROYED."""
+    if state is State.DESTROYED:
+        return None
+    trace_json = "null" if trace is None else json_string(trace)
+    return (
+        f'{{"state":"{state.value}","trace":{trace_json},'
+        f'"worker_id":{json_string(worker_id)},"generation":{generation}}}'
+    ).encode()
+
+
+def encode_topic_status(status: TopicStatus) -> bytes:
+    """The value bytes of a topic status record."""
+    return (
+        f'{{"topic":{{"name":{json_string(status.topic)},"connector":{json_string(status.connector)},'
+        f'"task":{status.task},"discoverTimestamp":{status.discover_timestamp}}}}}'
+    ).encode()
+
+
+def decode_status(value: bytes) -> StatusValue:
+    """Decode a connector or task status value; raise GarbledValue for what Connect skips."""
+    fields = _decode_object(value)
+    state_name = fields.get("state")
+    if not isinstance(state_name, str) or state_name not in State.__members__:
+        raise GarbledValue(f"unknown state {state_name!r}")
+    trace = fields.get("trace")
+    if trace is not None and not isinstance(trace, str):
+        raise GarbledValue(f"trace is not a string: {trace!r}")
+    worker_id = fields.get("worker_id")
+    if not isinstance(worker_id, str):
+        raise GarbledValue(f"worker_id is not a string: {worker_id!r}")
+    return StatusValue(State(state_name), trace, worker_id, _java_int(fields.get("generation"), "generation"))
+
+
+def decode_topic_status(value: bytes) -> TopicStatus:
+    """Decode a topic status value; raise GarbledValue for what Connect skips."""
+    inner = _decode_object(value).get("topic")
+    if not isinstance(inner, dict):
+        raise GarbledValue("no 'topic' object")
+    name, connector = inner.get("name"), inner.get("connector")
+    if not isinstance(name, str) or not isinstance(connector, str):
+        raise GarbledValue("topic name or connector is not a string")
+    timestamp = inner.get("discoverTimestamp")
+    if not _is_int(timestamp) or not INT64_MIN <= timestamp <= INT64_MAX:
+        raise GarbledValue(f"discoverTimestamp is not a long: {timestamp!r}")
+    try:
+        return TopicStatus(name, connector, _java_int(inner.get("task"), "task"), timestamp)
+    except ValueError as e:
+        raise GarbledValue(str(e)) from None
+
+
+def _decode_object(value: bytes) -> dict[str, Any]:
+    if not value:
+        raise GarbledValue("empty value (a tombstone is a null value, not empty bytes)")
+    try:
+        decoded = json.loads(value, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as e:
+        raise GarbledValue(f"not JSON: {e}") from None
+    if not isinstance(decoded, dict):
+        raise GarbledValue(f"not a JSON object: {type(decoded).__name__}")
+    return decoded
+
+
+def _reject_constant(name: str) -> None:
+    # Jackson rejects NaN and Infinity by default; Python would accept them.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _java_int(value: object, field: str) -> int:
+    """An integer field as Connect reads it: a JSON integer narrowed like Java's Long.intValue()."""
+    if not _is_int(value) or not INT64_MIN <= value <= INT64_MAX:
+        raise GarbledValue(f"{field} is not an integer: {value!r}")
+    return (value - INT32_MIN) % 2**32 + INT32_MIN

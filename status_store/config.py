@@ -1,0 +1,323 @@
+"""Configuration: a Java ``.properties`` file plus environment overrides -> one validated object.
+
+Connect's own keys keep Connect's names (``bootstrap.servers``, ``status.storage.topic``, ...), so
+the sidecar can read a Connect worker's properties file; keys this service does not use are
+ignored. Inside this service's own namespaces (``status.storage.retry.`` and ``sidecar.``) an
+unknown key is an error, so a typo never passes silently. Every other ``status.storage.<x>`` is
+passed to topic creation as topic config ``<x>``, exactly as Connect does.
+
+An environment variable ``STATUS_STORE_<KEY>`` overrides ``<key>``: upper-case, dots as
+underscores (``STATUS_STORE_BOOTSTRAP_SERVERS`` -> ``bootstrap.servers``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import librdkafka
+from .errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+ENV_PREFIX = "STATUS_STORE_"
+DEFAULT_TOPIC = "connect-status"
+TOPIC_PREFIX = "status.storage."
+RETRY_PREFIX = "status.storage.retry."
+SIDECAR_PREFIX = "sidecar."
+KAFKA_PREFIX = "sidecar.kafka."
+# Client settings of a Connect worker file that the Kafka clients of this service use too.
+CLIENT_PREFIXES = ("security.protocol", "sasl.", "ssl.")
+# Settings the store's correctness depends on; sidecar.kafka.* may not change them.
+PROTECTED_CLIENT_SETTINGS = frozenset({
+    "bootstrap.servers", "metadata.broker.list", "acks", "request.required.acks", "retries",
+    "message.send.max.retries", "partitioner", "enable.idempotence", "max.in.flight",
+    "max.in.flight.requests.per.connection", "group.id", "enable.auto.commit", "enable.partition.eof",
+    "enable.auto.offset.store", "transactional.id",
+})
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+_JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One configuration key: its name, default, rule and documentation."""
+
+    key: str
+    default: Any
+    parse: Callable[[str, str], Any]
+    doc: str
+
+
+@dataclass(frozen=True, slots=True)
+class RetryConfig:
+    """KIP-1278's retry settings, used by the retry engine."""
+
+    max_retries: int
+    initial_backoff_ms: int
+    max_backoff_ms: int
+    backoff_multiplier: float
+    jitter_factor: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """The validated configuration of one status-store instance."""
+
+    bootstrap_servers: str | None
+    topic: str
+    partitions: int
+    replication_factor: int
+    topic_configs: Mapping[str, str]
+    client_configs: Mapping[str, str]
+    retry: RetryConfig
+    rest_host: str
+    rest_port: int
+    startup_timeout_s: float
+    shutdown_timeout_s: float
+
+    @property
+    def embedded(self) -> bool:
+        """True when no ``bootstrap.servers`` is set: the service starts its own in-memory broker."""
+        return self.bootstrap_servers is None
+
+
+def _integer(low: int, high: int, extra: tuple[int, ...] = ()) -> Callable[[str, str], int]:
+    def parse(key: str, raw: str) -> int:
+        try:
+            value = int(raw.strip(), 10)
+        except ValueError:
+            raise ConfigError(key, raw, "not an integer") from None
+        if not (low <= value <= high or value in extra):
+            allowed = f"[{low}, {high}]" + "".join(f" or {e}" for e in extra)
+            raise ConfigError(key, raw, f"must be in {allowed}")
+        return value
+
+    return parse
+
+
+def _number(low: float, high: float) -> Callable[[str, str], float]:
+    def parse(key: str, raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ConfigError(key, raw, "not a number") from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise ConfigError(key, raw, f"must be a number in [{low}, {high}]")
+        return value
+
+    return parse
+
+
+def _text(key: str, raw: str) -> str:
+    value = raw.strip()
+    if not value:
+        raise ConfigError(key, raw, "must not be empty")
+    return value
+
+
+def _topic_name(key: str, raw: str) -> str:
+    value = _text(key, raw)
+    if value in {".", ".."} or len(value) > 249 or not re.fullmatch(r"[A-Za-z0-9._-]+", value):
+        raise ConfigError(key, raw, "not a legal Kafka topic name (1-249 of [a-zA-Z0-9._-], not '.' or '..')")
+    return value
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("bootstrap.servers", None, _text,
+            "Kafka brokers (host:port,...). Unset: start an embedded in-memory broker (not durable)."),
+    Setting("status.storage.topic", None, _topic_name,
+            f"The compacted status topic. Required with bootstrap.servers; '{DEFAULT_TOPIC}' when embedded."),
+    Setting("status.storage.partitions", 5, _integer(1, _INT32_MAX, (-1,)),
+            "Partitions of the status topic when this service creates it (-1: broker default)."),
+    Setting("status.storage.replication.factor", 3, _integer(1, 32767, (-1,)),
+            "Replication factor of the status topic when this service creates it (-1: broker default)."),
+    Setting("status.storage.retry.max.retries", 5, _integer(0, _INT32_MAX),
+            "KIP-1278: retries of a failed status write (2147483647: retry forever)."),
+    Setting("status.storage.retry.initial.backoff.ms", 300, _integer(0, _INT64_MAX),
+            "KIP-1278: backoff before the first retry, in milliseconds."),
+    Setting("status.storage.retry.max.backoff.ms", 10000, _integer(0, _INT64_MAX),
+            "KIP-1278: cap on the backoff before jitter, in milliseconds."),
+    Setting("status.storage.retry.backoff.multiplier", 2.0, _number(1.0, 1e6),
+            "KIP-1278: growth of the backoff per retry."),
+    Setting("status.storage.retry.jitter.factor", 0.25, _number(0.0, 1.0),
+            "KIP-1278: share of the backoff added as random jitter."),
+    Setting("sidecar.rest.host", "127.0.0.1", _text,
+            "Address the HTTP API binds to. Loopback by default; widen it deliberately."),
+    Setting("sidecar.rest.port", 8084, _integer(0, 65535),
+            "Port of the HTTP API (0: any free port)."),
+    Setting("sidecar.startup.timeout.ms", 60000, _integer(1, _INT32_MAX),
+            "Bound on reaching the brokers, setting up the topic and reading it to the end at start."),
+    Setting("sidecar.shutdown.timeout.ms", 10000, _integer(0, _INT32_MAX),
+            "Bound on flushing pending writes at shutdown; what is still pending then is reported."),
+)
+SETTINGS_BY_KEY = {s.key: s for s in SETTINGS}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text (comments, ``=``/``:``/space separators, escapes, continuations)."""
+    result: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip(" \t\f")
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        # A line ending in an odd number of backslashes continues on the next line.
+        while _continues(line) and i < len(lines):
+            line = line[:-1] + lines[i].lstrip(" \t\f")
+            i += 1
+        if _continues(line):
+            line = line[:-1]
+        key, value = _split_entry(line)
+        result[_unescape(key)] = _unescape(value)
+    return result
+
+
+def _continues(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def _split_entry(line: str) -> tuple[str, str]:
+    j = 0
+    while j < len(line):
+        c = line[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c in "=: \t\f":
+            break
+        j += 1
+    key = line[:j]
+    rest = line[j:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":") and (j >= len(line) or line[j] in " \t\f=:"):
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
+
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        seq = match.group(1)
+        if len(seq) == 5 and seq[0] == "u":
+            return chr(int(seq[1:], 16))
+        return _SIMPLE_ESCAPES.get(seq, seq)
+
+    return _ESCAPE.sub(replace, text)
+
+
+def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> StoreConfig:
+    """Read the properties file (if any), apply ``STATUS_STORE_*`` overrides, validate."""
+    properties: dict[str, str] = {}
+    if path is not None:
+        try:
+            properties = parse_properties(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError("--config", str(path), f"cannot read the file: {e}") from None
+    for name, value in (environ or {}).items():
+        if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX):
+            properties[name[len(ENV_PREFIX):].lower().replace("_", ".")] = value
+    return build_config(properties)
+
+
+def build_config(properties: Mapping[str, str]) -> StoreConfig:
+    """Validate a flat key -> value mapping into a StoreConfig."""
+    values: dict[str, Any] = {s.key: s.default for s in SETTINGS}
+    topic_configs: dict[str, str] = {}
+    client_configs: dict[str, str] = {}
+    overrides: dict[str, str] = {}
+    for key, raw in properties.items():
+        setting = SETTINGS_BY_KEY.get(key)
+        if setting is not None:
+            values[key] = setting.parse(key, raw)
+        elif key.startswith(KAFKA_PREFIX):
+            overrides[key[len(KAFKA_PREFIX):]] = _kafka_override(key, raw)
+        elif key.startswith((RETRY_PREFIX, SIDECAR_PREFIX)):
+            raise ConfigError(key, raw, "unknown key" + _did_you_mean(key))
+        elif key.startswith(TOPIC_PREFIX):
+            name = key[len(TOPIC_PREFIX):]
+            if name == "cleanup.policy":
+                log.warning("Ignoring %s=%s: the status topic is always compacted", key, raw)
+            elif name:
+                topic_configs[name] = raw.strip()
+        elif key.startswith(CLIENT_PREFIXES):
+            client_configs.update(_worker_client_setting(key, raw))
+    # Explicit sidecar.kafka.* settings win over those taken from a worker file.
+    client_configs.update(overrides)
+
+    if values["status.storage.topic"] is None:
+        if values["bootstrap.servers"] is not None:
+            raise ConfigError("status.storage.topic", None, "required when bootstrap.servers is set")
+        values["status.storage.topic"] = DEFAULT_TOPIC
+    retry = RetryConfig(
+        max_retries=values["status.storage.retry.max.retries"],
+        initial_backoff_ms=values["status.storage.retry.initial.backoff.ms"],
+        max_backoff_ms=values["status.storage.retry.max.backoff.ms"],
+        backoff_multiplier=values["status.storage.retry.backoff.multiplier"],
+        jitter_factor=values["status.storage.retry.jitter.factor"],
+    )
+    if retry.initial_backoff_ms > retry.max_backoff_ms:
+        raise ConfigError("status.storage.retry.initial.backoff.ms", retry.initial_backoff_ms,
+                          f"must not exceed status.storage.retry.max.backoff.ms ({retry.max_backoff_ms})")
+    return StoreConfig(
+        bootstrap_servers=values["bootstrap.servers"],
+        topic=values["status.storage.topic"],
+        partitions=values["status.storage.partitions"],
+        replication_factor=values["status.storage.replication.factor"],
+        topic_configs=topic_configs,
+        client_configs=client_configs,
+        retry=retry,
+        rest_host=values["sidecar.rest.host"],
+        rest_port=values["sidecar.rest.port"],
+        startup_timeout_s=values["sidecar.startup.timeout.ms"] / 1000,
+        shutdown_timeout_s=values["sidecar.shutdown.timeout.ms"] / 1000,
+    )
+
+
+def _did_you_mean(key: str) -> str:
+    close = difflib.get_close_matches(key, SETTINGS_BY_KEY, n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else f"; known keys: {', '.join(sorted(SETTINGS_BY_KEY))}"
+
+
+def _kafka_override(key: str, raw: str) -> str:
+    name, value = key[len(KAFKA_PREFIX):], raw.strip()
+    if name in PROTECTED_CLIENT_SETTINGS:
+        raise ConfigError(key, raw, "this client setting is fixed by status-store (correctness depends on it)")
+    problem = librdkafka.check_property(name, value)
+    if problem == "unknown":
+        raise ConfigError(key, raw, f"librdkafka has no property {name!r}")
+    if problem is not None:
+        raise ConfigError(key, raw, problem)
+    return value
+
+
+def _worker_client_setting(key: str, raw: str) -> dict[str, str]:
+    """Translate one security setting of a Connect worker file for librdkafka."""
+    value = raw.strip()
+    if key == "sasl.jaas.config":
+        # PLAIN and SCRAM logins carry a username and password; librdkafka takes them directly.
+        fields = dict(_JAAS_FIELD.findall(value))
+        if "username" in fields and "password" in fields:
+            return {"sasl.username": _unescape(fields["username"]), "sasl.password": _unescape(fields["password"])}
+        log.warning("Ignoring sasl.jaas.config: only PLAIN/SCRAM username and password can be taken over; "
+                    "set sidecar.kafka.<librdkafka property> instead")
+        return {}
+    problem = librdkafka.check_property(key, value)
+    if problem is None:
+        return {key: value}
+    if problem == "unknown":
+        problem = "a Java client setting librdkafka does not have"
+    log.warning("Ignoring %s from the worker configuration: %s. Set sidecar.kafka.<librdkafka property> "
+                "instead.", key, problem)
+    return {}

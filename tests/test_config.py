@@ -1,0 +1,141 @@
+"""Configuration: .properties parsing, validation with clear errors, environment overrides."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from status_store.config import SETTINGS, build_config, load_config, parse_properties
+from status_store.errors import ConfigError
+
+EXAMPLE = Path(__file__).parent.parent / "config" / "status-store.properties"
+KAFKA = {"bootstrap.servers": "127.0.0.1:9092", "status.storage.topic": "connect-status"}
+
+
+def test_properties_syntax_follows_java() -> None:
+    text = (
+        "# comment\n"
+        "! also a comment\n"
+        "  a=1\n"
+        "b : 2\n"
+        "c 3\n"
+        "d=x\\\n"
+        "   y\n"
+        "e=tab\\there\\u00e9\n"
+        "f\\=g=h\n"
+        "empty=\n"
+        "spaced   =   v  w\n"
+    )
+    assert parse_properties(text) == {
+        "a": "1", "b": "2", "c": "3", "d": "xy", "e": "tab\there\u00e9", "f=g": "h",
+        "empty": "", "spaced": "v  w",
+    }
+
+
+def test_defaults_run_an_embedded_broker() -> None:
+    config = build_config({})
+    assert config.embedded
+    assert config.topic == "connect-status"
+    assert (config.partitions, config.replication_factor) == (5, 3)
+    assert config.retry.max_retries == 5
+    assert config.rest_host == "127.0.0.1"
+
+
+def test_topic_is_required_with_bootstrap_servers() -> None:
+    with pytest.raises(ConfigError, match=r"status\.storage\.topic: required"):
+        build_config({"bootstrap.servers": "127.0.0.1:9092"})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "rule"),
+    [
+        ("status.storage.topic", "", "must not be empty"),
+        ("status.storage.topic", "bad topic!", "not a legal Kafka topic name"),
+        ("status.storage.partitions", "-3", r"must be in \[1, 2147483647\] or -1"),
+        ("status.storage.partitions", "0", "must be in"),
+        ("status.storage.partitions", "five", "not an integer"),
+        ("status.storage.replication.factor", "40000", "must be in"),
+        ("status.storage.retry.max.retries", "1e3", "not an integer"),
+        ("status.storage.retry.jitter.factor", "1.5", r"must be a number in \[0.0, 1.0\]"),
+        ("status.storage.retry.jitter.factor", "nan", "must be a number"),
+        ("status.storage.retry.backoff.multiplier", "0.5", "must be a number in"),
+        ("sidecar.rest.port", "70000", "must be in"),
+    ],
+)
+def test_bad_values_name_the_key_the_value_and_the_rule(key: str, value: str, rule: str) -> None:
+    with pytest.raises(ConfigError, match=rule) as caught:
+        build_config({**KAFKA, key: value})
+    assert caught.value.key == key
+    assert key in str(caught.value)
+    assert repr(value) in str(caught.value)
+
+
+def test_typo_in_our_namespace_is_an_error_with_a_suggestion() -> None:
+    with pytest.raises(ConfigError, match=r"unknown key \(did you mean status\.storage\.retry\.max\.retries\?\)"):
+        build_config({**KAFKA, "status.storage.retry.max.retires": "3"})
+    with pytest.raises(ConfigError, match="sidecar.rest.prot"):
+        build_config({**KAFKA, "sidecar.rest.prot": "1"})
+
+
+def test_initial_backoff_above_max_is_refused() -> None:
+    with pytest.raises(ConfigError, match="must not exceed status.storage.retry.max.backoff.ms"):
+        build_config({**KAFKA, "status.storage.retry.initial.backoff.ms": "500",
+                      "status.storage.retry.max.backoff.ms": "100"})
+
+
+def test_other_status_storage_keys_become_topic_configs(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        config = build_config({**KAFKA, "status.storage.min.insync.replicas": "2",
+                               "status.storage.cleanup.policy": "delete"})
+    assert config.topic_configs == {"min.insync.replicas": "2"}
+    assert "always compacted" in caplog.text
+
+
+def test_worker_file_keys_we_do_not_use_are_ignored() -> None:
+    config = build_config({**KAFKA, "group.id": "connect-cluster", "key.converter": "x",
+                           "offset.storage.topic": "connect-offsets", "config.storage.topic": "connect-configs"})
+    assert config.client_configs == {}
+
+
+def test_worker_security_settings_reach_the_clients(caplog: pytest.LogCaptureFixture) -> None:
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p\\"w";'
+    with caplog.at_level(logging.WARNING):
+        config = build_config({**KAFKA, "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                               "sasl.jaas.config": jaas, "ssl.truststore.location": "/x.jks"})
+    assert config.client_configs == {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                                     "sasl.username": "u", "sasl.password": 'p"w'}
+    assert "Ignoring ssl.truststore.location" in caplog.text
+
+
+def test_librdkafka_overrides_are_checked() -> None:
+    config = build_config({**KAFKA, "sidecar.kafka.socket.timeout.ms": "5000"})
+    assert config.client_configs == {"socket.timeout.ms": "5000"}
+    with pytest.raises(ConfigError, match="librdkafka has no property 'no.such.thing'"):
+        build_config({**KAFKA, "sidecar.kafka.no.such.thing": "1"})
+    with pytest.raises(ConfigError, match="fixed by status-store"):
+        build_config({**KAFKA, "sidecar.kafka.acks": "1"})
+    with pytest.raises(ConfigError, match="sidecar.kafka.security.protocol"):
+        build_config({**KAFKA, "sidecar.kafka.security.protocol": "CARRIER_PIGEON"})
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "worker.properties"
+    path.write_text("bootstrap.servers=file:9092\nstatus.storage.topic=from-file\n")
+    config = load_config(path, {"STATUS_STORE_STATUS_STORAGE_TOPIC": "from-env", "STATUS_STORE_SIDECAR_REST_PORT": "9",
+                                "UNRELATED": "x"})
+    assert (config.bootstrap_servers, config.topic, config.rest_port) == ("file:9092", "from-env", 9)
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the file"):
+        load_config(tmp_path / "nope.properties", {})
+
+
+def test_example_file_documents_every_key_and_loads() -> None:
+    text = EXAMPLE.read_text()
+    for setting in SETTINGS:
+        assert setting.key in text, f"{setting.key} is missing from {EXAMPLE.name}"
+    config = load_config(EXAMPLE, {})
+    assert config.topic == "connect-status"

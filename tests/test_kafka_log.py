@@ -1,0 +1,134 @@
+"""The Kafka log: topic bootstrap (REFERENCE §5), failure reporting, bounded stop, barriers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.cimpl import NewTopic
+
+from status_store.errors import KafkaUnavailableError, TopicSetupError, WriteFailedError
+from status_store.kafka_log import ensure_topic
+from status_store.librdkafka import MockCluster
+from status_store.model import ConnectorStatus, State
+
+from .brokers import TansuBroker, free_port
+from .conftest import Broker, StoreFactory
+
+WAIT = 15.0
+NOT_ENOUGH_REPLICAS = 19
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
+
+
+def describe(bootstrap: str, topic: str) -> dict[str, str]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    client = admin(bootstrap)  # must outlive its futures
+    entries = client.describe_configs([resource])[resource].result(WAIT)
+    return {name: entry.value for name, entry in entries.items()}
+
+
+def create(bootstrap: str, topic: str, config: dict[str, str]) -> None:
+    client = admin(bootstrap)  # must outlive its futures
+    client.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(WAIT)
+
+
+async def test_bootstrap_creates_a_compacted_topic_with_passed_configs(tansu: TansuBroker) -> None:
+    topic = f"status-{uuid.uuid4().hex[:8]}"
+    await ensure_topic(tansu.bootstrap_servers, {}, topic, 3, 1, {"min.compaction.lag.ms": "100"}, WAIT)
+    assert describe(tansu.bootstrap_servers, topic) == {"cleanup.policy": "compact", "min.compaction.lag.ms": "100"}
+    metadata = admin(tansu.bootstrap_servers).list_topics(topic, WAIT)
+    assert len(metadata.topics[topic].partitions) == 3
+    # Idempotent: an existing compacted topic is accepted as it is.
+    await ensure_topic(tansu.bootstrap_servers, {}, topic, 3, 1, {}, WAIT)
+
+
+@pytest.mark.parametrize(("config", "policy"), [({"cleanup.policy": "delete"}, "delete"),
+                                                ({"cleanup.policy": "compact,delete"}, "compact,delete"),
+                                                ({}, "delete")])
+async def test_bootstrap_refuses_a_topic_that_is_not_only_compacted(tansu: TansuBroker, config: dict[str, str],
+                                                                    policy: str) -> None:
+    topic = f"status-{uuid.uuid4().hex[:8]}"
+    create(tansu.bootstrap_servers, topic, config)
+    with pytest.raises(TopicSetupError, match=f"'{topic}' has cleanup.policy={policy}") as caught:
+        await ensure_topic(tansu.bootstrap_servers, {}, topic, 5, 1, {}, WAIT)
+    assert "--add-config cleanup.policy=compact" in str(caught.value)
+
+
+async def test_a_store_does_not_start_on_a_delete_policy_topic(tansu: TansuBroker,
+                                                               store_factory: StoreFactory) -> None:
+    topic = f"status-{uuid.uuid4().hex[:8]}"
+    create(tansu.bootstrap_servers, topic, {"cleanup.policy": "delete"})
+    with pytest.raises(TopicSetupError, match="cleanup.policy=delete"):
+        async with store_factory(tansu.bootstrap_servers, topic):
+            pass
+
+
+async def test_bootstrap_carries_on_where_configs_cannot_be_described(mock_cluster: MockCluster,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    mock_cluster.create_topic("connect-status", 5, 3)
+    with caplog.at_level(logging.WARNING):
+        await ensure_topic(mock_cluster.bootstrap_servers, {}, "connect-status", 5, 3, {}, WAIT)
+    assert "Cannot describe the configs of status topic connect-status" in caplog.text
+
+
+async def test_bootstrap_reports_a_topic_it_cannot_create(mock_cluster: MockCluster) -> None:
+    with pytest.raises(TopicSetupError, match="does not exist and could not be created"):
+        await ensure_topic(mock_cluster.bootstrap_servers, {}, "missing", 5, 3, {}, WAIT)
+
+
+async def test_unreachable_brokers_fail_fast_with_a_clear_error() -> None:
+    bootstrap = f"127.0.0.1:{free_port()}"
+    with pytest.raises(KafkaUnavailableError, match=f"cannot reach Kafka at {bootstrap}"):
+        await ensure_topic(bootstrap, {}, "t", 5, 3, {}, 2.0)
+
+
+async def test_a_failed_write_is_reported_not_retried(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    async with store_factory(mock_cluster.bootstrap_servers, topic) as store:
+        mock_cluster.start_tracking()
+        mock_cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
+        with pytest.raises(WriteFailedError) as caught:
+            await asyncio.wait_for(store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)), WAIT)
+        assert (caught.value.code, caught.value.name, caught.value.key) == (
+            NOT_ENOUGH_REPLICAS, "NOT_ENOUGH_REPLICAS", "status-connector-c")
+        assert len(mock_cluster.requests(MockCluster.PRODUCE)) == 1
+        # The store goes on: the next write succeeds and is read back.
+        await asyncio.wait_for(store.put(ConnectorStatus("c", State.PAUSED, "w:1", 1)), WAIT)
+        await store.read_your_writes(WAIT)
+        assert store.get_connector("c") == ConnectorStatus("c", State.PAUSED, "w:1", 1)
+
+
+async def test_stop_is_bounded_while_every_broker_is_down(mock_cluster: MockCluster,
+                                                          store_factory: StoreFactory) -> None:
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    async with store_factory(mock_cluster.bootstrap_servers, topic, **{"sidecar.shutdown.timeout.ms": "500"}) as store:
+        mock_cluster.broker_down(-1)
+        pending = [store.put(ConnectorStatus(f"c{i}", State.RUNNING, "w:1", 1)) for i in range(50)]
+        lost = await asyncio.wait_for(store.stop(), WAIT)
+    assert lost == 50
+    results = await asyncio.gather(*pending, return_exceptions=True)
+    assert all(isinstance(r, WriteFailedError) for r in results)
+
+
+async def test_read_to_end_sees_records_written_in_many_batches(broker: Broker, store_factory: StoreFactory) -> None:
+    # Tansu's ListOffsets counts batches, not records: a barrier trusting it would stop early.
+    topic = broker.new_topic()
+    async with store_factory(broker.bootstrap_servers, topic) as store:
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "partitioner": "murmur2_random",
+                             "linger.ms": 0})
+        for i in range(500):
+            producer.produce(topic, b'{"state":"RUNNING","trace":null,"worker_id":"w","generation":%d}' % i,
+                             b"status-task-c-%d" % i)
+            if i % 50 == 0:
+                producer.flush(WAIT)
+        assert producer.flush(WAIT) == 0
+        await store.read_to_end(WAIT)
+        assert len(store.get_all_tasks("c")) == 500

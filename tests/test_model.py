@@ -1,0 +1,108 @@
+"""Keys and status values (REFERENCE §2): building and parsing exactly as Connect does."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from status_store.model import (
+    ConnectorKey,
+    ConnectorStatus,
+    State,
+    TaskId,
+    TaskKey,
+    TaskStatus,
+    TopicKey,
+    TopicStatus,
+    connector_key,
+    parse_key,
+    task_key,
+    topic_key,
+)
+
+# Names with dashes, colons, unicode and control characters (no lone surrogates: not encodable).
+names = st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=1, max_size=40)
+topic_names = st.text(alphabet=st.characters(exclude_categories=["Cs"], exclude_characters=":"), min_size=1,
+                      max_size=40)
+
+
+def test_reference_keys_are_built_exactly() -> None:
+    assert connector_key("conn") == "status-connector-conn"
+    assert task_key(TaskId("my-conn", 12)) == "status-task-my-conn-12"
+    assert topic_key("foo-source", "foo-topic") == "status-topic-foo-topic:connector-foo-source"
+
+
+@pytest.mark.parametrize(
+    ("key", "parsed"),
+    [
+        ("status-connector-conn", ConnectorKey("conn")),
+        ("status-task-my-conn-12", TaskKey(TaskId("my-conn", 12))),
+        ("status-task-conn-0", TaskKey(TaskId("conn", 0))),
+        ("status-topic-foo-topic:connector-foo-source", TopicKey("foo-topic", "foo-source")),
+        # The topic ends at the first ':'; the connector may contain ':' and ':connector-'.
+        ("status-topic-t:connector-a:connector-b", TopicKey("t", "a:connector-b")),
+        # Java's split("-") drops trailing empty strings; inner empty parts survive the re-join.
+        ("status-task-a--b-3", TaskKey(TaskId("a--b", 3))),
+        ("status-task-ab--0", TaskKey(TaskId("ab-", 0))),
+        # Integer.parseInt accepts a leading '+'.
+        ("status-task-conn-+7", TaskKey(TaskId("conn", 7))),
+    ],
+)
+def test_parse_key_reads_what_connect_reads(key: str, parsed: object) -> None:
+    assert parse_key(key) == parsed
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "status-connector-",  # empty connector
+        "status-task-conn",  # fewer than 4 parts
+        "status-task-conn-",  # trailing dash: split drops it, 3 parts remain
+        "status-task-conn-x",  # non-numeric task
+        "status-task-conn- 1",  # Java does not trim
+        "status-task-conn-٣",  # non-ASCII digit
+        "status-task-conn-2147483648",  # overflows int
+        "status-topic-:connector-c",  # empty topic
+        "status-topic-t:connector-",  # empty connector
+        "status-topic-t-connector-c",  # no ':'
+        "status-topic-t:conn-c",  # ':' not followed by the separator
+        "something-else",
+        "",
+    ],
+)
+def test_parse_key_discards_what_connect_discards(key: str) -> None:
+    assert parse_key(key) is None
+
+
+@given(names, st.integers(0, 2**31 - 1))
+def test_task_keys_round_trip(connector: str, task: int) -> None:
+    assert parse_key(task_key(TaskId(connector, task))) == TaskKey(TaskId(connector, task))
+
+
+@given(names)
+def test_connector_keys_round_trip(connector: str) -> None:
+    assert parse_key(connector_key(connector)) == ConnectorKey(connector)
+
+
+@given(names, topic_names)
+def test_topic_keys_round_trip(connector: str, topic: str) -> None:
+    assert parse_key(topic_key(connector, topic)) == TopicKey(topic, connector)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: ConnectorStatus("", State.RUNNING, "w", 0), "connector name"),
+        (lambda: ConnectorStatus("c", State.RUNNING, "w", 2**31), "generation"),
+        (lambda: ConnectorStatus("c", State.RUNNING, "w", True), "generation"),
+        (lambda: ConnectorStatus("c\ud800", State.RUNNING, "w", 0), "surrogate"),
+        (lambda: TaskStatus(TaskId("c", -1), State.RUNNING, "w", 0), "task"),
+        (lambda: TaskStatus(TaskId("c", 0), State.STOPPED, "w", 0), "STOPPED"),
+        (lambda: TopicStatus("a:b", "c", 0, 0), "':'"),
+        (lambda: TopicStatus("t", "c", 0, 2**63), "discover_timestamp"),
+    ],
+)
+def test_invalid_status_values_are_refused(build: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        build()  # type: ignore[operator]
