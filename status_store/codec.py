@@ -8,9 +8,9 @@ never serialized; it is written as a tombstone.
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 from .model import INT32_MIN, INT64_MAX, INT64_MIN, State, TopicStatus
 
@@ -19,14 +19,14 @@ _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r":
 _ESCAPES = {code: _SHORT.get(chr(code), f"\\u{code:04X}") for code in range(0x20)}
 _ESCAPES[ord('"')] = '\\"'
 _ESCAPES[ord("\\")] = "\\\\"
+_STATES = {state.value: state for state in State}
 
 
 class GarbledValue(ValueError):
     """A record value Connect would log and skip."""
 
 
-@dataclass(frozen=True, slots=True)
-class StatusValue:
+class StatusValue(NamedTuple):
     """The decoded value of a connector or task status record."""
 
     state: State
@@ -59,11 +59,14 @@ def encode_topic_status(status: TopicStatus) -> bytes:
     ).encode()
 
 
+# Status values repeat (same state, worker and generation across many tasks), so decoding is cached.
+@functools.lru_cache(maxsize=8192)
 def decode_status(value: bytes) -> StatusValue:
     """Decode a connector or task status value; raise GarbledValue for what Connect skips."""
     fields = _decode_object(value)
     state_name = fields.get("state")
-    if not isinstance(state_name, str) or state_name not in State.__members__:
+    state = _STATES.get(state_name) if isinstance(state_name, str) else None
+    if state is None:
         raise GarbledValue(f"unknown state {state_name!r}")
     trace = fields.get("trace")
     if trace is not None and not isinstance(trace, str):
@@ -71,7 +74,7 @@ def decode_status(value: bytes) -> StatusValue:
     worker_id = fields.get("worker_id")
     if not isinstance(worker_id, str):
         raise GarbledValue(f"worker_id is not a string: {worker_id!r}")
-    return StatusValue(State(state_name), trace, worker_id, _java_int(fields.get("generation"), "generation"))
+    return StatusValue(state, trace, worker_id, _java_int(fields.get("generation"), "generation"))
 
 
 def decode_topic_status(value: bytes) -> TopicStatus:

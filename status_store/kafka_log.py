@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import itertools
 import logging
 import threading
 import time
@@ -30,7 +31,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from .errors import KafkaUnavailableError, StoreClosedError, TopicSetupError, WriteFailedError
+from .errors import KafkaUnavailableError, StatusStoreError, StoreClosedError, TopicSetupError, WriteFailedError
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +39,6 @@ _POLL_INTERVAL_S = 0.1
 _CONSUME_BATCH = 1000
 # How long librdkafka holds a status write (queued or in flight) before failing it.
 DELIVERY_TIMEOUT_MS = 30000
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One record read from the log."""
-
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +86,8 @@ def consumer_settings(bootstrap_servers: str, client_configs: Mapping[str, str])
     }
 
 
-# (future, error, partition, offset, key) of one delivery report.
-_Report = tuple["asyncio.Future[Delivery]", KafkaError | None, int, int, bytes | None]
+# (send number, error, partition, offset, key) of one delivery report.
+_Report = tuple[int, KafkaError | None, int, int, bytes | None]
 
 
 class _Waiter:
@@ -116,7 +107,7 @@ class KafkaLog:
         topic: str,
         bootstrap_servers: str,
         client_configs: Mapping[str, str],
-        on_records: Callable[[Sequence[Record]], None],
+        on_records: Callable[[Sequence[Message]], None],
     ) -> None:
         self.topic = topic
         self._bootstrap = bootstrap_servers
@@ -133,8 +124,12 @@ class KafkaLog:
         self._reports: collections.deque[_Report] = collections.deque()
         self._drain_scheduled = False
         # Writes librdkafka's queue had no room for, sent in order as room frees up.
-        self._backlog: collections.deque[tuple[bytes, bytes | None, asyncio.Future[Delivery]]] = collections.deque()
-        self._outstanding: set[asyncio.Future[Delivery]] = set()
+        self._backlog: collections.deque[tuple[bytes, bytes | None, int]] = collections.deque()
+        # Unsettled writes by send number; insertion-ordered, so the first key is the oldest.
+        self._pending: dict[int, asyncio.Future[Delivery]] = {}
+        self._sends = itertools.count()
+        # Callers of flush(), each waiting for every send numbered below its mark to settle.
+        self._flushes: list[tuple[int, asyncio.Future[None]]] = []
         self._written: dict[int, int] = {}
         self._applied: dict[int, int] = {}
         self._waiters: list[_Waiter] = []
@@ -197,20 +192,20 @@ class KafkaLog:
                           pending, timeout)
                 producer.purge()
                 await asyncio.to_thread(producer.poll, 0)
-        for _, _, future in self._backlog:
+        for _, _, number in self._backlog:
             pending += 1
-            if not future.done():
-                future.set_exception(StoreClosedError("the store stopped before this write was sent"))
+            self._settle(number, StoreClosedError("the store stopped before this write was sent"))
         self._backlog.clear()
         self._stopping.set()
         for thread in self._threads:
             await asyncio.to_thread(thread.join, 5)
         self._drain_reports()
         await self._close_clients()
-        for waiter in self._waiters:
+        for waiter in [*self._waiters, *(_Waiter({}, future) for _, future in self._flushes)]:
             if not waiter.future.done():
                 waiter.future.set_exception(StoreClosedError("the store stopped"))
         self._waiters.clear()
+        self._flushes.clear()
         while self._barrier_requests:
             request = self._barrier_requests.popleft()
             if not request.done():
@@ -230,26 +225,26 @@ class KafkaLog:
         if self._closed or self._producer is None or self._loop is None:
             raise StoreClosedError("the Kafka log is not running")
         future: asyncio.Future[Delivery] = self._loop.create_future()
-        self._outstanding.add(future)
-        future.add_done_callback(self._outstanding.discard)
-        if self._backlog or not self._produce(key, value, future):
-            self._backlog.append((key, value, future))
+        number = next(self._sends)
+        self._pending[number] = future
+        if self._backlog or not self._produce(key, value, number):
+            self._backlog.append((key, value, number))
         return future
 
-    def _produce(self, key: bytes, value: bytes | None, future: asyncio.Future[Delivery]) -> bool:
+    def _produce(self, key: bytes, value: bytes | None, number: int) -> bool:
         """Produce one record; False when librdkafka's queue is full."""
         assert self._producer is not None
         try:
-            self._producer.produce(self.topic, value, key, on_delivery=functools.partial(self._delivered, future))
+            self._producer.produce(self.topic, value, key, on_delivery=functools.partial(self._delivered, number))
         except BufferError:
             return False
         except KafkaException as e:
-            future.set_exception(_write_failed(key, e.args[0]))
+            self._settle(number, _write_failed(key, e.args[0]))
         return True
 
-    def _delivered(self, future: asyncio.Future[Delivery], error: KafkaError | None, message: Message) -> None:
-        # Runs on whichever thread polled the producer: only hand over, never touch the future.
-        self._reports.append((future, error, message.partition() or 0, message.offset() or 0,
+    def _delivered(self, number: int, error: KafkaError | None, message: Message) -> None:
+        # Runs on whichever thread polled the producer: only hand over, never touch a future.
+        self._reports.append((number, error, message.partition() or 0, message.offset() or 0,
                               message.key() if error is not None else None))
 
     def _serve_deliveries(self) -> None:
@@ -269,27 +264,57 @@ class KafkaLog:
 
     def _drain_reports(self) -> None:
         self._drain_scheduled = False
-        reports, written = self._reports, self._written
+        reports, written, pending = self._reports, self._written, self._pending
         while reports:
-            future, error, partition, offset, key = reports.popleft()
-            if future.done():
+            number, error, partition, offset, key = reports.popleft()
+            if error is not None:
+                self._settle(number, _write_failed(key, error))
                 continue
-            if error is None:
-                if offset > written.get(partition, -1):
-                    written[partition] = offset
+            if offset > written.get(partition, -1):
+                written[partition] = offset
+            future = pending.pop(number, None)
+            if future is not None and not future.done():
                 future.set_result(Delivery(partition, offset))
-            else:
-                future.set_exception(_write_failed(key, error))
         while self._backlog and self._producer is not None:
-            key, value, future = self._backlog[0]
-            if not self._produce(key, value, future):
+            key, value, number = self._backlog[0]
+            if not self._produce(key, value, number):
                 break
             self._backlog.popleft()
+        if self._flushes:
+            self._release_flushes()
+
+    def _settle(self, number: int, error: StatusStoreError) -> None:
+        """Fail one write; logged here, so a caller that ignores the future is not needed for that."""
+        future = self._pending.pop(number, None)
+        log.error("Status write failed: %s", error)
+        if future is not None and not future.done():
+            future.set_exception(error)
+            future.exception()  # retrieved: asyncio need not warn when nobody awaits it
+
+    def _release_flushes(self) -> None:
+        oldest = next(iter(self._pending), None)
+        still_waiting = []
+        for mark, future in self._flushes:
+            if oldest is None or oldest >= mark:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                still_waiting.append((mark, future))
+        self._flushes = still_waiting
 
     @property
     def pending_writes(self) -> int:
         """Writes handed to ``send`` that Kafka has not yet acknowledged or failed."""
-        return len(self._outstanding)
+        return len(self._pending)
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until every write sent before this call is acknowledged or failed."""
+        if self._closed or self._loop is None:
+            raise StoreClosedError("the Kafka log is not running")
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._flushes.append((next(self._sends), future))
+        self._release_flushes()
+        await asyncio.wait_for(future, timeout)
 
     # ----------------------------------------------------------------------------- reads
 
@@ -310,24 +335,24 @@ class KafkaLog:
                 consumer.assign([TopicPartition(self.topic, p, positions.get(p, OFFSET_BEGINNING))
                                  for p in self.partitions])
                 at_end = set()
-            records: list[Record] = []
+            records: list[Message] = []
+            reached: dict[int, int] = {}
             for message in consumer.consume(_CONSUME_BATCH, _POLL_INTERVAL_S):
                 error = message.error()
-                partition = message.partition() or 0
                 if error is None:
-                    offset = message.offset() or 0
-                    records.append(Record(partition, offset, message.key(), message.value()))
-                    positions[partition] = offset + 1
+                    records.append(message)
+                    reached[message.partition() or 0] = (message.offset() or 0) + 1
                 elif error.code() == eof:
-                    at_end.add(partition)
+                    at_end.add(message.partition() or 0)
                 else:
                     self._log_read_error(error)
+            positions.update(reached)
             completed = None
             if round_ is not None and at_end.issuperset(self.partitions):
                 completed, round_ = round_, None
             if records or completed:
                 try:
-                    loop.call_soon_threadsafe(self._apply, records, completed)
+                    loop.call_soon_threadsafe(self._apply, records, reached, completed)
                 except RuntimeError:
                     return
 
@@ -338,12 +363,11 @@ class KafkaLog:
             log.warning("Reading status topic %s: %s (repeats of this error are logged every 30 s)",
                         self.topic, error.str())
 
-    def _apply(self, records: list[Record], completed: list[asyncio.Future[None]] | None) -> None:
+    def _apply(self, records: list[Message], reached: dict[int, int],
+               completed: list[asyncio.Future[None]] | None) -> None:
         if records:
             self._on_records(records)
-            applied = self._applied
-            for record in records:
-                applied[record.partition] = record.offset + 1
+            self._applied.update(reached)
             if self._waiters:
                 self._waiters = [w for w in self._waiters if not self._satisfies(w)]
         for future in completed or ():
@@ -371,8 +395,7 @@ class KafkaLog:
         if self._closed or self._loop is None:
             raise StoreClosedError("the Kafka log is not running")
         async with asyncio.timeout(timeout):
-            if self._outstanding:
-                await asyncio.wait(list(self._outstanding))
+            await self.flush()
             waiter = _Waiter({p: offset + 1 for p, offset in self._written.items()}, self._loop.create_future())
             if not self._satisfies(waiter):
                 self._waiters.append(waiter)

@@ -63,10 +63,7 @@ class ConnectorStatus:
     trace: str | None = None
 
     def __post_init__(self) -> None:
-        _check_name("connector", self.connector)
-        _check_status_fields(self.worker_id, self.generation, self.trace)
-        if not isinstance(self.state, State):
-            raise ValueError(f"state must be a State, got {self.state!r}")
+        _check_status(self.connector, self.state, self.worker_id, self.generation, self.trace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +77,8 @@ class TaskStatus:
     trace: str | None = None
 
     def __post_init__(self) -> None:
-        _check_name("connector", self.id.connector)
+        _check_status(self.id.connector, self.state, self.worker_id, self.generation, self.trace)
         _check_int("task", self.id.task, 0, INT32_MAX)
-        _check_status_fields(self.worker_id, self.generation, self.trace)
-        if not isinstance(self.state, State):
-            raise ValueError(f"state must be a State, got {self.state!r}")
         if self.state is State.STOPPED:
             raise ValueError("STOPPED is a connector state; tasks cannot be STOPPED")
 
@@ -171,6 +165,13 @@ def parse_key(key: str) -> Key | None:
 
 
 def _parse_task_key(key: str) -> TaskKey | None:
+    if not key.endswith("-"):
+        # Common case, same result as the split below: the task number follows the last '-'.
+        connector, dash, number = key[len(TASK_PREFIX) :].rpartition("-")
+        if not dash:
+            return None
+        if number.isascii() and number.isdigit() and len(number) < 10:
+            return TaskKey(TaskId(connector, int(number)))
     # Java's String.split("-") drops trailing empty strings; the last part is the task
     # number and the parts between the prefix and it, re-joined, are the connector.
     parts = key.split("-")
@@ -199,10 +200,15 @@ def _parse_topic_key(key: str) -> TopicKey | None:
 def _check_name(what: str, name: str) -> None:
     if not isinstance(name, str) or not name:
         raise ValueError(f"{what} name must be a non-empty string, got {name!r}")
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{what} name is not valid Unicode (lone surrogate): {name!r}") from None
+    _check_unicode(what, name)
+
+
+def _check_unicode(what: str, text: str) -> None:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{what} is not valid Unicode (lone surrogate): {text!r}") from None
 
 
 def _check_int(what: str, value: int, low: int, high: int) -> None:
@@ -210,15 +216,15 @@ def _check_int(what: str, value: int, low: int, high: int) -> None:
         raise ValueError(f"{what} must be an integer in [{low}, {high}], got {value!r}")
 
 
-def _check_status_fields(worker_id: str, generation: int, trace: str | None) -> None:
+def _check_status(connector: str, state: State, worker_id: str, generation: int, trace: str | None) -> None:
+    _check_name("connector", connector)
+    if not isinstance(state, State):
+        raise ValueError(f"state must be a State, got {state!r}")
     if not isinstance(worker_id, str):
         raise ValueError(f"worker_id must be a string, got {worker_id!r}")
+    _check_unicode("worker_id", worker_id)
     _check_int("generation", generation, INT32_MIN, INT32_MAX)
-    if trace is not None and not isinstance(trace, str):
-        raise ValueError(f"trace must be a string or None, got {trace!r}")
-    for text in (worker_id, trace):
-        if text is not None:
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError(f"not valid Unicode (lone surrogate): {text!r}") from None
+    if trace is not None:
+        if not isinstance(trace, str):
+            raise ValueError(f"trace must be a string or None, got {trace!r}")
+        _check_unicode("trace", trace)

@@ -15,10 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from confluent_kafka import Message
+
 from . import codec
 from .codec import GarbledValue
 from .config import StoreConfig
-from .kafka_log import Delivery, KafkaLog, Record, ensure_topic
+from .kafka_log import Delivery, KafkaLog, ensure_topic
 from .model import (
     ConnectorKey,
     ConnectorStatus,
@@ -113,6 +115,10 @@ class StatusStore:
         """Wait until everything written to the topic before this call is in the cache."""
         await self._log.read_to_end(timeout)
 
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until every write made so far is acknowledged or failed (not necessarily read back)."""
+        await self._log.flush(timeout)
+
     async def read_your_writes(self, timeout: float | None = None) -> None:
         """Wait until every write made through this store so far is acknowledged and read back."""
         await self._log.read_own_writes(timeout)
@@ -156,10 +162,10 @@ class StatusStore:
     def _send_status(self, status: Status, safe: bool) -> asyncio.Future[Delivery] | None:
         entry: _Entry[ConnectorStatus] | _Entry[TaskStatus]
         if isinstance(status, ConnectorStatus):
-            entry = self._connectors.setdefault(status.connector, _Entry())
+            entry = self._connector_entry(status.connector)
             key = connector_key(status.connector)
         else:
-            entry = self._tasks.setdefault(status.id.connector, {}).setdefault(status.id.task, _Entry())
+            entry = self._task_entry(status.id)
             key = task_key(status.id)
         self.generation = status.generation
         if safe and not entry.can_write_safely(status):  # type: ignore[arg-type]
@@ -169,9 +175,7 @@ class StatusStore:
         return self._send(key, codec.encode_status(status.state, status.worker_id, status.generation, status.trace))
 
     def _send(self, key: str, value: bytes | None) -> asyncio.Future[Delivery]:
-        future = self._log.send(key.encode(), value)
-        future.add_done_callback(_log_failure)
-        return future
+        return self._log.send(key.encode(), value)
 
     # ----------------------------------------------------------------------------- reads
 
@@ -203,20 +207,22 @@ class StatusStore:
         topics = self._topics.get(connector, {})
         return [topics[name] for name in sorted(topics)]
 
-    def _apply(self, records: Sequence[Record]) -> None:
+    def _apply(self, records: Sequence[Message]) -> None:
         for record in records:
-            if record.key is None:
+            raw_key = record.key()
+            if raw_key is None:
                 self._discard("invalid_keys", "no key", record)
                 continue
-            key = record.key.decode("utf-8", "replace")
+            key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else raw_key
             parsed = parse_key(key)
+            value = record.value()
             try:
-                if isinstance(parsed, ConnectorKey):
-                    self._read_connector(parsed.connector, record.value)
-                elif isinstance(parsed, TaskKey):
-                    self._read_task(parsed.id, record.value)
+                if isinstance(parsed, TaskKey):
+                    self._read_task(parsed.id, value)
+                elif isinstance(parsed, ConnectorKey):
+                    self._read_connector(parsed.connector, value)
                 elif isinstance(parsed, TopicKey):
-                    self._read_topic(parsed, record.value)
+                    self._read_topic(parsed, value)
                 else:
                     self._discard("invalid_keys", f"invalid key {key!r}", record)
                     continue
@@ -225,9 +231,24 @@ class StatusStore:
                 continue
             self.stats.applied += 1
 
-    def _discard(self, counter: str, reason: str, record: Record) -> None:
+    def _discard(self, counter: str, reason: str, record: Message) -> None:
         setattr(self.stats, counter, getattr(self.stats, counter) + 1)
-        log.warning("Discarding record at partition %d offset %d: %s", record.partition, record.offset, reason)
+        log.warning("Discarding record at partition %s offset %s: %s", record.partition(), record.offset(), reason)
+
+    def _connector_entry(self, connector: str) -> _Entry[ConnectorStatus]:
+        entry = self._connectors.get(connector)
+        if entry is None:
+            entry = self._connectors[connector] = _Entry()
+        return entry
+
+    def _task_entry(self, task: TaskId) -> _Entry[TaskStatus]:
+        tasks = self._tasks.get(task.connector)
+        if tasks is None:
+            tasks = self._tasks[task.connector] = {}
+        entry = tasks.get(task.task)
+        if entry is None:
+            entry = tasks[task.task] = _Entry()
+        return entry
 
     def _read_connector(self, connector: str, value: bytes | None) -> None:
         if value is None:
@@ -239,7 +260,7 @@ class StatusStore:
             return
         decoded = codec.decode_status(value)
         status = ConnectorStatus(connector, decoded.state, decoded.worker_id, decoded.generation, decoded.trace)
-        self._connectors.setdefault(connector, _Entry()).value = status
+        self._connector_entry(connector).value = status
 
     def _read_task(self, task: TaskId, value: bytes | None) -> None:
         tasks = self._tasks.get(task.connector)
@@ -250,7 +271,7 @@ class StatusStore:
             return
         decoded = codec.decode_status(value)
         status = TaskStatus(task, decoded.state, decoded.worker_id, decoded.generation, decoded.trace)
-        entry = self._tasks.setdefault(task.connector, {}).setdefault(task.task, _Entry())
+        entry = self._task_entry(task)
         cached = entry.value
         if (status.state is State.UNASSIGNED and cached is not None and cached.state is State.RUNNING
                 and cached.generation >= status.generation):
@@ -267,9 +288,3 @@ class StatusStore:
                 topics.pop(key.topic, None)
             return
         self._topics.setdefault(key.connector, {})[key.topic] = codec.decode_topic_status(value)
-
-
-def _log_failure(future: asyncio.Future[Delivery] | asyncio.Future[list[Delivery]]) -> None:
-    # Also marks the exception as retrieved, so a caller that ignores the handle sees no asyncio noise.
-    if not future.cancelled() and (error := future.exception()) is not None:
-        log.error("Status write failed: %s", error)

@@ -132,3 +132,17 @@ async def test_read_to_end_sees_records_written_in_many_batches(broker: Broker, 
         assert producer.flush(WAIT) == 0
         await store.read_to_end(WAIT)
         assert len(store.get_all_tasks("c")) == 500
+
+
+async def test_writes_beyond_the_client_queue_are_kept_in_order(broker: Broker, store_factory: StoreFactory) -> None:
+    # librdkafka's queue holds 10 records here; the rest wait in the store's backlog, in order.
+    async with store_factory(broker.bootstrap_servers, broker.new_topic(),
+                             **{"sidecar.kafka.queue.buffering.max.messages": "10"}) as store:
+        futures = [store.put(ConnectorStatus(f"c{i % 3}", State.RUNNING, "w:1", i)) for i in range(600)]
+        await store.flush(WAIT)
+        assert store.pending_writes == 0
+        assert all(f.done() and f.exception() is None for f in futures)
+        offsets = [f.result() for f in futures if f.result().partition == futures[0].result().partition]
+        assert offsets == sorted(offsets, key=lambda d: d.offset)
+        await store.read_your_writes(WAIT)
+        assert [store.get_connector(f"c{i}").generation for i in range(3)] == [597, 598, 599]  # type: ignore[union-attr]

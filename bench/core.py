@@ -1,0 +1,203 @@
+"""Benchmark the core store against raw confluent-kafka clients, in the same run.
+
+    .venv/bin/python bench/core.py [--records 200000] [--rounds 3]
+
+(a) read-to-end: StatusStore.start() (topic check, read every record to the end, apply Connect's
+    read rules to the cache) vs a raw Consumer reading the same records to the end.
+(b) write path: StatusStore.put() of N statuses, then flush() until all are acknowledged, vs a raw
+    Producer.produce() loop of the same pre-encoded records (same producer settings) until flushed;
+    confluent_kafka.aio.AIOProducer is measured too, as the alternative the store does not use.
+Both run on librdkafka's mock cluster in this process (20 partitions, so that its ~5 MiB per
+partition retention drops nothing). Prints a Markdown table: medians of the rounds and ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.aio import AIOProducer  # noqa: E402
+
+from status_store.codec import encode_status  # noqa: E402
+from status_store.config import build_config  # noqa: E402
+from status_store.kafka_log import consumer_settings, producer_settings  # noqa: E402
+from status_store.librdkafka import MockCluster  # noqa: E402
+from status_store.model import State, TaskId, TaskStatus, task_key  # noqa: E402
+from status_store.store import StatusStore  # noqa: E402
+
+PARTITIONS = 20
+
+
+def statuses(n: int) -> list[TaskStatus]:
+    """Tasks of 2,000 connectors on 10 workers; every 50th FAILED with its own stack trace."""
+    return [
+        TaskStatus(TaskId(f"connector-{i % 2000}", i // 2000), State.FAILED if i % 50 == 0 else State.RUNNING,
+                   f"worker-{i % 10}.example.com:8083", i % 50,
+                   f"org.apache.kafka.connect.errors.ConnectException: failure {i}\n\tat X.y(X.java:1)\n"
+                   if i % 50 == 0 else None)
+        for i in range(n)
+    ]
+
+
+def make_store(bootstrap: str, topic: str) -> StatusStore:
+    return StatusStore(build_config({"bootstrap.servers": bootstrap, "status.storage.topic": topic,
+                                     "sidecar.startup.timeout.ms": "600000"}), bootstrap)
+
+
+async def store_write(bootstrap: str, topic: str, items: list[TaskStatus]) -> float:
+    store = make_store(bootstrap, topic)
+    await store.start()
+    start = time.perf_counter()
+    for status in items:
+        store.put(status)
+    await store.flush()
+    elapsed = time.perf_counter() - start
+    assert store.pending_writes == 0
+    await store.stop()
+    return elapsed
+
+
+async def raw_write(bootstrap: str, topic: str, items: list[TaskStatus]) -> float:
+    records = [(task_key(s.id).encode(), encode_status(s.state, s.worker_id, s.generation, s.trace)) for s in items]
+    producer = Producer(producer_settings(bootstrap, {}))
+    delivered = 0
+
+    def on_delivery(error: KafkaError | None, _message: object) -> None:
+        nonlocal delivered
+        delivered += error is None
+
+    start = time.perf_counter()
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value, key, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(600)
+    elapsed = time.perf_counter() - start
+    assert delivered == len(records), (delivered, len(records))
+    return elapsed
+
+
+async def aio_write(bootstrap: str, topic: str, items: list[TaskStatus]) -> float:
+    records = [(task_key(s.id).encode(), encode_status(s.state, s.worker_id, s.generation, s.trace)) for s in items]
+    producer = AIOProducer(producer_settings(bootstrap, {}))
+    start = time.perf_counter()
+    futures = [await producer.produce(topic, value=value, key=key) for key, value in records]
+    await producer.flush()
+    await asyncio.gather(*futures)
+    elapsed = time.perf_counter() - start
+    await producer.close()
+    return elapsed
+
+
+async def aio_single_latency(bootstrap: str, topic: str) -> float:
+    producer = AIOProducer(producer_settings(bootstrap, {}))
+    start = time.perf_counter()
+    await (await producer.produce(topic, value=b"{}", key=b"status-connector-latency"))
+    elapsed = time.perf_counter() - start
+    await producer.close()
+    return elapsed
+
+
+async def store_single_latency(bootstrap: str, topic: str) -> float:
+    store = make_store(bootstrap, topic)
+    await store.start()
+    start = time.perf_counter()
+    await store.put(TaskStatus(TaskId("latency", 0), State.RUNNING, "w:1", 0))
+    elapsed = time.perf_counter() - start
+    await store.stop()
+    return elapsed
+
+
+async def store_read(bootstrap: str, topic: str, expected: int) -> float:
+    store = make_store(bootstrap, topic)
+    start = time.perf_counter()
+    await store.start()
+    elapsed = time.perf_counter() - start
+    assert store.stats.applied == expected, (store.stats.applied, expected)
+    await store.stop()
+    return elapsed
+
+
+async def raw_read(bootstrap: str, topic: str, expected: int) -> float:
+    consumer = Consumer(consumer_settings(bootstrap, {}))
+    start = time.perf_counter()
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    count, at_end = 0, set()
+    while len(at_end) < PARTITIONS:
+        for message in consumer.consume(1000, 0.1):
+            error = message.error()
+            if error is None:
+                count += 1
+            elif error.code() == KafkaError._PARTITION_EOF:
+                at_end.add(message.partition())
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    assert count == expected, (count, expected)
+    return elapsed
+
+
+async def median_of(rounds: int, run: Callable[[], Awaitable[float]]) -> float:
+    return statistics.median([await run() for _ in range(rounds)])
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    n, rounds = args.records, args.rounds
+    cluster = MockCluster(brokers=1)
+    items = statuses(n)
+
+    def fresh_topic() -> str:
+        topic = f"bench-{uuid.uuid4().hex[:8]}"
+        cluster.create_topic(topic, PARTITIONS, 1)
+        return topic
+
+    bootstrap = cluster.bootstrap_servers
+    # Write path: each round on a fresh topic, the three clients interleaved.
+    write: dict[str, list[float]] = {"store": [], "raw": [], "aio": []}
+    for _ in range(rounds):
+        write["raw"].append(await raw_write(bootstrap, fresh_topic(), items))
+        write["store"].append(await store_write(bootstrap, fresh_topic(), items))
+        write["aio"].append(await aio_write(bootstrap, fresh_topic(), items))
+    latency_store = await median_of(rounds, lambda: store_single_latency(bootstrap, fresh_topic()))
+    latency_aio = await median_of(rounds, lambda: aio_single_latency(bootstrap, fresh_topic()))
+    # Read path: one topic holding the n records, read by both, interleaved.
+    topic = fresh_topic()
+    await raw_write(bootstrap, topic, items)
+    read: dict[str, list[float]] = {"store": [], "raw": []}
+    for _ in range(rounds):
+        read["raw"].append(await raw_read(bootstrap, topic, n))
+        read["store"].append(await store_read(bootstrap, topic, n))
+    cluster.close()
+
+    def rate(seconds: list[float]) -> float:
+        return n / statistics.median(seconds)
+
+    print(f"records: {n}, rounds: {rounds} (medians), mock cluster, {PARTITIONS} partitions\n")
+    print("| path | client | records/s | ratio to raw |")
+    print("|---|---|---:|---:|")
+    for name in ("raw", "store"):
+        print(f"| read-to-end | {name} | {rate(read[name]):,.0f} | {rate(read[name]) / rate(read['raw']):.2f} |")
+    for name in ("raw", "store", "aio"):
+        print(f"| write until acknowledged | {name} | {rate(write[name]):,.0f} | "
+              f"{rate(write[name]) / rate(write['raw']):.2f} |")
+    print(f"\nsingle write, submit to acknowledged: store {latency_store * 1000:.1f} ms, "
+          f"AIOProducer {latency_aio * 1000:.1f} ms")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
