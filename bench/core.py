@@ -29,7 +29,7 @@ from confluent_kafka.aio import AIOProducer  # noqa: E402
 
 from status_store.codec import encode_status  # noqa: E402
 from status_store.config import build_config  # noqa: E402
-from status_store.kafka_log import consumer_settings, producer_settings  # noqa: E402
+from status_store.kafka_log import CONSUME_BATCH, consumer_settings, producer_settings  # noqa: E402
 from status_store.librdkafka import MockCluster  # noqa: E402
 from status_store.model import State, TaskId, TaskStatus, task_key  # noqa: E402
 from status_store.store import StatusStore  # noqa: E402
@@ -136,7 +136,7 @@ async def raw_read(bootstrap: str, topic: str, expected: int) -> float:
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     count, at_end = 0, set()
     while len(at_end) < PARTITIONS:
-        for message in consumer.consume(1000, 0.1):
+        for message in consumer.consume(CONSUME_BATCH, 0.1):
             error = message.error()
             if error is None:
                 count += 1

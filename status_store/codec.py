@@ -74,6 +74,8 @@ def decode_status(value: bytes) -> StatusValue:
     worker_id = fields.get("worker_id")
     if not isinstance(worker_id, str):
         raise GarbledValue(f"worker_id is not a string: {worker_id!r}")
+    if not _encodable(worker_id) or (trace is not None and not _encodable(trace)):
+        raise GarbledValue("a lone surrogate escape in worker_id or trace")
     return StatusValue(state, trace, worker_id, _java_int(fields.get("generation"), "generation"))
 
 
@@ -104,6 +106,14 @@ def _decode_object(value: bytes) -> dict[str, Any]:
     if not isinstance(decoded, dict):
         raise GarbledValue(f"not a JSON object: {type(decoded).__name__}")
     return decoded
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _reject_constant(name: str) -> None:

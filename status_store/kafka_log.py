@@ -36,7 +36,7 @@ from .errors import KafkaUnavailableError, StatusStoreError, StoreClosedError, T
 log = logging.getLogger(__name__)
 
 _POLL_INTERVAL_S = 0.1
-_CONSUME_BATCH = 1000
+CONSUME_BATCH = 5000
 # How long librdkafka holds a status write (queued or in flight) before failing it.
 DELIVERY_TIMEOUT_MS = 30000
 
@@ -322,10 +322,10 @@ class KafkaLog:
         consumer, loop = self._consumer, self._loop
         assert consumer is not None
         assert loop is not None
+        assignment = [TopicPartition(self.topic, p) for p in self.partitions]
         round_: list[asyncio.Future[None]] | None = [first_round]
         at_end: set[int] = set()
         positions: dict[int, int] = {}
-        eof = KafkaError._PARTITION_EOF
         while not self._stopping.is_set():
             if round_ is None and self._barrier_requests:
                 round_ = []
@@ -335,18 +335,15 @@ class KafkaLog:
                 consumer.assign([TopicPartition(self.topic, p, positions.get(p, OFFSET_BEGINNING))
                                  for p in self.partitions])
                 at_end = set()
-            records: list[Message] = []
+            messages = consumer.consume(CONSUME_BATCH, _POLL_INTERVAL_S)
+            records = [message for message in messages if message.error() is None]
+            if len(records) < len(messages):
+                self._note_events(messages, at_end)
             reached: dict[int, int] = {}
-            for message in consumer.consume(_CONSUME_BATCH, _POLL_INTERVAL_S):
-                error = message.error()
-                if error is None:
-                    records.append(message)
-                    reached[message.partition() or 0] = (message.offset() or 0) + 1
-                elif error.code() == eof:
-                    at_end.add(message.partition() or 0)
-                else:
-                    self._log_read_error(error)
-            positions.update(reached)
+            if records:
+                # librdkafka tracks what consume() has returned: one call instead of a look at each record.
+                reached = {tp.partition: tp.offset for tp in consumer.position(assignment) if tp.offset >= 0}
+                positions.update(reached)
             completed = None
             if round_ is not None and at_end.issuperset(self.partitions):
                 completed, round_ = round_, None
@@ -355,6 +352,16 @@ class KafkaLog:
                     loop.call_soon_threadsafe(self._apply, records, reached, completed)
                 except RuntimeError:
                     return
+
+    def _note_events(self, messages: list[Message], at_end: set[int]) -> None:
+        for message in messages:
+            error = message.error()
+            if error is None:
+                continue
+            if error.code() == KafkaError._PARTITION_EOF:
+                at_end.add(message.partition() or 0)
+            else:
+                self._log_read_error(error)
 
     def _log_read_error(self, error: KafkaError) -> None:
         now = time.monotonic()

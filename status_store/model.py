@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 CONNECTOR_PREFIX = "status-connector-"
 TASK_PREFIX = "status-task-"
@@ -105,22 +106,21 @@ class TopicStatus:
 Status = ConnectorStatus | TaskStatus
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectorKey:
+# Parsed keys are NamedTuples: the reader builds one per record, so they must be cheap.
+class ConnectorKey(NamedTuple):
     """A parsed ``status-connector-`` key."""
 
     connector: str
 
 
-@dataclass(frozen=True, slots=True)
-class TaskKey:
+class TaskKey(NamedTuple):
     """A parsed ``status-task-`` key."""
 
-    id: TaskId
+    connector: str
+    task: int
 
 
-@dataclass(frozen=True, slots=True)
-class TopicKey:
+class TopicKey(NamedTuple):
     """A parsed ``status-topic-`` key."""
 
     topic: str
@@ -171,7 +171,7 @@ def _parse_task_key(key: str) -> TaskKey | None:
         if not dash:
             return None
         if number.isascii() and number.isdigit() and len(number) < 10:
-            return TaskKey(TaskId(connector, int(number)))
+            return TaskKey(connector, int(number))
     # Java's String.split("-") drops trailing empty strings; the last part is the task
     # number and the parts between the prefix and it, re-joined, are the connector.
     parts = key.split("-")
@@ -182,7 +182,7 @@ def _parse_task_key(key: str) -> TaskKey | None:
     task = int(parts[-1])
     if not INT32_MIN <= task <= INT32_MAX:
         return None
-    return TaskKey(TaskId("-".join(parts[2:-1]), task))
+    return TaskKey("-".join(parts[2:-1]), task)
 
 
 def _parse_topic_key(key: str) -> TopicKey | None:

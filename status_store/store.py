@@ -13,12 +13,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 from confluent_kafka import Message
 
 from . import codec
-from .codec import GarbledValue
+from .codec import GarbledValue, StatusValue
 from .config import StoreConfig
 from .kafka_log import Delivery, KafkaLog, ensure_topic
 from .model import (
@@ -39,20 +38,21 @@ from .model import (
 
 log = logging.getLogger(__name__)
 
-S = TypeVar("S", ConnectorStatus, TaskStatus)
+class _Entry:
+    """A cached status with Connect's per-key write sequence and deletion mark.
 
-
-class _Entry(Generic[S]):
-    """A cached status with Connect's per-key write sequence and deletion mark."""
+    It keeps the decoded wire value (shared between records with equal bytes); the status object
+    is built when someone asks for it, so reading a large topic allocates little.
+    """
 
     __slots__ = ("deleted", "sequence", "value")
 
     def __init__(self) -> None:
-        self.value: S | None = None
+        self.value: StatusValue | None = None
         self.sequence = 0
         self.deleted = False
 
-    def can_write_safely(self, status: S) -> bool:
+    def can_write_safely(self, status: Status) -> bool:
         value = self.value
         return value is None or value.worker_id == status.worker_id or value.generation <= status.generation
 
@@ -75,8 +75,8 @@ class StatusStore:
         self.bootstrap_servers = bootstrap_servers
         self.generation = 0
         self.stats = ReadStats()
-        self._connectors: dict[str, _Entry[ConnectorStatus]] = {}
-        self._tasks: dict[str, dict[int, _Entry[TaskStatus]]] = {}
+        self._connectors: dict[str, _Entry] = {}
+        self._tasks: dict[str, dict[int, _Entry]] = {}
         self._topics: dict[str, dict[str, TopicStatus]] = {}
         self._log = KafkaLog(config.topic, bootstrap_servers, config.client_configs, self._apply)
 
@@ -160,15 +160,14 @@ class StatusStore:
         return asyncio.gather(*(self.delete_topic(connector, topic) for topic in topics))
 
     def _send_status(self, status: Status, safe: bool) -> asyncio.Future[Delivery] | None:
-        entry: _Entry[ConnectorStatus] | _Entry[TaskStatus]
         if isinstance(status, ConnectorStatus):
             entry = self._connector_entry(status.connector)
             key = connector_key(status.connector)
         else:
-            entry = self._task_entry(status.id)
+            entry = self._task_entry(status.id.connector, status.id.task)
             key = task_key(status.id)
         self.generation = status.generation
-        if safe and not entry.can_write_safely(status):  # type: ignore[arg-type]
+        if safe and not entry.can_write_safely(status):
             log.debug("put_safe dropped %s: cached status of another worker is newer", key)
             return None
         entry.sequence += 1
@@ -182,17 +181,23 @@ class StatusStore:
     def get_connector(self, connector: str) -> ConnectorStatus | None:
         """The connector's status as last read from the topic."""
         entry = self._connectors.get(connector)
-        return entry.value if entry is not None else None
+        value = entry.value if entry is not None else None
+        if value is None:
+            return None
+        return ConnectorStatus(connector, value.state, value.worker_id, value.generation, value.trace)
 
     def get_task(self, task: TaskId) -> TaskStatus | None:
         """The task's status as last read from the topic."""
         entry = self._tasks.get(task.connector, {}).get(task.task)
-        return entry.value if entry is not None else None
+        value = entry.value if entry is not None else None
+        if value is None:
+            return None
+        return TaskStatus(task, value.state, value.worker_id, value.generation, value.trace)
 
     def get_all_tasks(self, connector: str) -> list[TaskStatus]:
         """The statuses of the connector's tasks, by task id."""
-        entries = self._tasks.get(connector, {})
-        return [entries[t].value for t in sorted(entries) if entries[t].value is not None]  # type: ignore[misc]
+        found = (self.get_task(TaskId(connector, task)) for task in sorted(self._tasks.get(connector, ())))
+        return [status for status in found if status is not None]
 
     def connectors(self) -> list[str]:
         """Names of connectors with a status, sorted."""
@@ -208,6 +213,8 @@ class StatusStore:
         return [topics[name] for name in sorted(topics)]
 
     def _apply(self, records: Sequence[Message]) -> None:
+        applied = 0
+        read_task, read_connector, read_topic = self._read_task, self._read_connector, self._read_topic
         for record in records:
             raw_key = record.key()
             if raw_key is None:
@@ -215,39 +222,39 @@ class StatusStore:
                 continue
             key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else raw_key
             parsed = parse_key(key)
-            value = record.value()
             try:
-                if isinstance(parsed, TaskKey):
-                    self._read_task(parsed.id, value)
-                elif isinstance(parsed, ConnectorKey):
-                    self._read_connector(parsed.connector, value)
-                elif isinstance(parsed, TopicKey):
-                    self._read_topic(parsed, value)
+                if type(parsed) is TaskKey:
+                    read_task(parsed.connector, parsed.task, record.value())
+                elif type(parsed) is ConnectorKey:
+                    read_connector(parsed.connector, record.value())
+                elif type(parsed) is TopicKey:
+                    read_topic(parsed, record.value())
                 else:
                     self._discard("invalid_keys", f"invalid key {key!r}", record)
                     continue
             except (GarbledValue, ValueError) as e:
                 self._discard("garbled_values", f"garbled value for {key!r}: {e}", record)
                 continue
-            self.stats.applied += 1
+            applied += 1
+        self.stats.applied += applied
 
     def _discard(self, counter: str, reason: str, record: Message) -> None:
         setattr(self.stats, counter, getattr(self.stats, counter) + 1)
         log.warning("Discarding record at partition %s offset %s: %s", record.partition(), record.offset(), reason)
 
-    def _connector_entry(self, connector: str) -> _Entry[ConnectorStatus]:
+    def _connector_entry(self, connector: str) -> _Entry:
         entry = self._connectors.get(connector)
         if entry is None:
             entry = self._connectors[connector] = _Entry()
         return entry
 
-    def _task_entry(self, task: TaskId) -> _Entry[TaskStatus]:
-        tasks = self._tasks.get(task.connector)
+    def _task_entry(self, connector: str, task: int) -> _Entry:
+        tasks = self._tasks.get(connector)
         if tasks is None:
-            tasks = self._tasks[task.connector] = {}
-        entry = tasks.get(task.task)
+            tasks = self._tasks[connector] = {}
+        entry = tasks.get(task)
         if entry is None:
-            entry = tasks[task.task] = _Entry()
+            entry = tasks[task] = _Entry()
         return entry
 
     def _read_connector(self, connector: str, value: bytes | None) -> None:
@@ -258,26 +265,28 @@ class StatusStore:
             for entry in self._tasks.pop(connector, {}).values():
                 entry.deleted = True
             return
-        decoded = codec.decode_status(value)
-        status = ConnectorStatus(connector, decoded.state, decoded.worker_id, decoded.generation, decoded.trace)
-        self._connector_entry(connector).value = status
+        self._connector_entry(connector).value = codec.decode_status(value)
 
-    def _read_task(self, task: TaskId, value: bytes | None) -> None:
-        tasks = self._tasks.get(task.connector)
+    def _read_task(self, connector: str, task: int, value: bytes | None) -> None:
         if value is None:
-            removed = tasks.pop(task.task, None) if tasks is not None else None
+            tasks = self._tasks.get(connector)
+            removed = tasks.pop(task, None) if tasks is not None else None
             if removed is not None:
                 removed.deleted = True
             return
-        decoded = codec.decode_status(value)
-        status = TaskStatus(task, decoded.state, decoded.worker_id, decoded.generation, decoded.trace)
-        entry = self._task_entry(task)
+        if not connector or task < 0:
+            # Java parses these, but no connector can have written them; our status model refuses them.
+            raise ValueError(f"no connector can have task {task} of connector {connector!r}")
+        status = codec.decode_status(value)
+        if status.state is State.STOPPED:
+            raise ValueError("a task cannot be STOPPED")
+        entry = self._task_entry(connector, task)
         cached = entry.value
         if (status.state is State.UNASSIGNED and cached is not None and cached.state is State.RUNNING
                 and cached.generation >= status.generation):
             self.stats.stale_unassigned += 1
-            log.debug("Ignoring stale UNASSIGNED for task %s: RUNNING at generation %d is newer",
-                      task, cached.generation)
+            log.debug("Ignoring stale UNASSIGNED for task %s-%d: RUNNING at generation %d is newer",
+                      connector, task, cached.generation)
             return
         entry.value = status
 

@@ -37,16 +37,16 @@ def test_reference_keys_are_built_exactly() -> None:
     ("key", "parsed"),
     [
         ("status-connector-conn", ConnectorKey("conn")),
-        ("status-task-my-conn-12", TaskKey(TaskId("my-conn", 12))),
-        ("status-task-conn-0", TaskKey(TaskId("conn", 0))),
+        ("status-task-my-conn-12", TaskKey("my-conn", 12)),
+        ("status-task-conn-0", TaskKey("conn", 0)),
         ("status-topic-foo-topic:connector-foo-source", TopicKey("foo-topic", "foo-source")),
         # The topic ends at the first ':'; the connector may contain ':' and ':connector-'.
         ("status-topic-t:connector-a:connector-b", TopicKey("t", "a:connector-b")),
         # Java's split("-") drops trailing empty strings; inner empty parts survive the re-join.
-        ("status-task-a--b-3", TaskKey(TaskId("a--b", 3))),
-        ("status-task-ab--0", TaskKey(TaskId("ab-", 0))),
+        ("status-task-a--b-3", TaskKey("a--b", 3)),
+        ("status-task-ab--0", TaskKey("ab-", 0)),
         # Integer.parseInt accepts a leading '+'.
-        ("status-task-conn-+7", TaskKey(TaskId("conn", 7))),
+        ("status-task-conn-+7", TaskKey("conn", 7)),
     ],
 )
 def test_parse_key_reads_what_connect_reads(key: str, parsed: object) -> None:
@@ -77,7 +77,7 @@ def test_parse_key_discards_what_connect_discards(key: str) -> None:
 
 @given(names, st.integers(0, 2**31 - 1))
 def test_task_keys_round_trip(connector: str, task: int) -> None:
-    assert parse_key(task_key(TaskId(connector, task))) == TaskKey(TaskId(connector, task))
+    assert parse_key(task_key(TaskId(connector, task))) == TaskKey(connector, task)
 
 
 @given(names)
