@@ -24,15 +24,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.aio import AIOProducer  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.aio import AIOProducer
 
-from status_store.codec import encode_status  # noqa: E402
-from status_store.config import build_config  # noqa: E402
-from status_store.kafka_log import CONSUME_BATCH, consumer_settings, producer_settings  # noqa: E402
-from status_store.librdkafka import MockCluster  # noqa: E402
-from status_store.model import State, TaskId, TaskStatus, task_key  # noqa: E402
-from status_store.store import StatusStore  # noqa: E402
+from status_store.codec import encode_status
+from status_store.config import build_config
+from status_store.kafka_log import CONSUME_BATCH, consumer_settings, producer_settings
+from status_store.librdkafka import MockCluster
+from status_store.model import State, TaskId, TaskStatus, task_key
+from status_store.store import StatusStore
 
 PARTITIONS = 20
 

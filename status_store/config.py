@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import librdkafka
+from .backoff import JitterMode
 from .errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -58,13 +59,16 @@ class Setting:
 
 @dataclass(frozen=True, slots=True)
 class RetryConfig:
-    """KIP-1278's retry settings, used by the retry engine."""
+    """How failed status writes are retried: KIP-1278's settings and ours."""
 
     max_retries: int
     initial_backoff_ms: int
     max_backoff_ms: int
     backoff_multiplier: float
     jitter_factor: float
+    jitter_mode: JitterMode = JitterMode.ADDITIVE
+    timeout_ms: int | None = None
+    delivery_timeout_ms: int = 10000
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,13 @@ def _number(low: float, high: float) -> Callable[[str, str], float]:
     return parse
 
 
+def _jitter_mode(key: str, raw: str) -> JitterMode:
+    try:
+        return JitterMode(raw.strip().lower())
+    except ValueError:
+        raise ConfigError(key, raw, f"must be one of {', '.join(m.value for m in JitterMode)}") from None
+
+
 def _text(key: str, raw: str) -> str:
     value = raw.strip()
     if not value:
@@ -149,6 +160,13 @@ SETTINGS: tuple[Setting, ...] = (
             "KIP-1278: growth of the backoff per retry."),
     Setting("status.storage.retry.jitter.factor", 0.25, _number(0.0, 1.0),
             "KIP-1278: share of the backoff added as random jitter."),
+    Setting("status.storage.retry.jitter.mode", JitterMode.ADDITIVE, _jitter_mode,
+            "additive: KIP-1278 (jitter adds up to jitter.factor); symmetric: KIP-580, U[1-j,1+j) and never "
+            "above max; full: U[0, backoff), AWS full jitter."),
+    Setting("status.storage.retry.timeout.ms", None, _integer(1, _INT64_MAX),
+            "Total time bound for one update across all attempts (KIP-572 style). Unset: no bound."),
+    Setting("status.storage.retry.delivery.timeout.ms", 10000, _integer(1, _INT32_MAX),
+            "Bound on one attempt: how long the producer may hold a write before failing it."),
     Setting("sidecar.rest.host", "127.0.0.1", _text,
             "Address the HTTP API binds to. Loopback by default; widen it deliberately."),
     Setting("sidecar.rest.port", 8084, _integer(0, 65535),
@@ -266,10 +284,14 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
         max_backoff_ms=values["status.storage.retry.max.backoff.ms"],
         backoff_multiplier=values["status.storage.retry.backoff.multiplier"],
         jitter_factor=values["status.storage.retry.jitter.factor"],
+        jitter_mode=values["status.storage.retry.jitter.mode"],
+        timeout_ms=values["status.storage.retry.timeout.ms"],
+        delivery_timeout_ms=values["status.storage.retry.delivery.timeout.ms"],
     )
     if retry.initial_backoff_ms > retry.max_backoff_ms:
         raise ConfigError("status.storage.retry.initial.backoff.ms", retry.initial_backoff_ms,
                           f"must not exceed status.storage.retry.max.backoff.ms ({retry.max_backoff_ms})")
+    _warn_about_retry_settings(retry)
     return StoreConfig(
         bootstrap_servers=values["bootstrap.servers"],
         topic=values["status.storage.topic"],
@@ -283,6 +305,21 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
         startup_timeout_s=values["sidecar.startup.timeout.ms"] / 1000,
         shutdown_timeout_s=values["sidecar.shutdown.timeout.ms"] / 1000,
     )
+
+
+def _warn_about_retry_settings(retry: RetryConfig) -> None:
+    """Settings that are valid but probably not what the operator meant."""
+    if retry.timeout_ms is not None and retry.delivery_timeout_ms > retry.timeout_ms:
+        log.warning("status.storage.retry.delivery.timeout.ms (%d) is longer than status.storage.retry.timeout.ms "
+                    "(%d): one attempt may outlast the total bound, so an update can settle late",
+                    retry.delivery_timeout_ms, retry.timeout_ms)
+    if retry.max_retries > 0 and retry.max_backoff_ms == 0:
+        log.warning("status.storage.retry.max.backoff.ms=0: retries are sent at once, with no backoff at all")
+    if retry.max_retries == _INT32_MAX and retry.timeout_ms is None:
+        log.warning("status.storage.retry.max.retries=%d and no status.storage.retry.timeout.ms: a write is retried "
+                    "forever while Kafka rejects it", _INT32_MAX)
+    if retry.jitter_factor == 0 and retry.jitter_mode is not JitterMode.FULL:
+        log.warning("status.storage.retry.jitter.factor=0: many sidecars retrying together will do so in step")
 
 
 def _did_you_mean(key: str) -> str:

@@ -8,9 +8,15 @@
      └── WriteFailedError   Kafka did not accept a status write (carries the Kafka error code)
 
 Waits that run out raise the built-in ``TimeoutError``.
+
+Kafka error codes are classified once, in ``ERROR_KINDS``: the retry decision reads the table.
 """
 
 from __future__ import annotations
+
+import enum
+
+from confluent_kafka import KafkaError
 
 
 class StatusStoreError(Exception):
@@ -43,3 +49,48 @@ class WriteFailedError(StatusStoreError):
     def __init__(self, key: str, code: int, name: str, reason: str) -> None:
         self.key, self.code, self.name, self.reason = key, code, name, reason
         super().__init__(f"write of {key!r} failed: {name}: {reason}")
+
+
+class ErrorKind(enum.Enum):
+    """What a failed write's error code means for a retry."""
+
+    RETRIABLE = "retriable"
+    # KIP-951: newer leader information is on its way; retry once at once.
+    LEADER_CHANGE = "leader_change"
+    # Retrying cannot help (too large, not allowed, malformed, client shutting down).
+    FATAL = "fatal"
+
+
+_E = KafkaError
+ERROR_KINDS: dict[int, ErrorKind] = {
+    **dict.fromkeys([
+        _E.NOT_LEADER_FOR_PARTITION, _E.FENCED_LEADER_EPOCH, _E.LEADER_NOT_AVAILABLE,
+    ], ErrorKind.LEADER_CHANGE),
+    **dict.fromkeys([
+        _E._MSG_TIMED_OUT, _E._TIMED_OUT, _E._TIMED_OUT_QUEUE, _E._TRANSPORT, _E._ALL_BROKERS_DOWN,
+        _E._RESOLVE, _E._UNKNOWN_PARTITION, _E._UNKNOWN_TOPIC, _E._QUEUE_FULL, _E._NODE_UPDATE,
+        _E._ISR_INSUFF, _E._UNKNOWN_BROKER, _E._FAIL,
+        _E.INVALID_MSG, _E.UNKNOWN_TOPIC_OR_PART, _E.REQUEST_TIMED_OUT, _E.BROKER_NOT_AVAILABLE,
+        _E.REPLICA_NOT_AVAILABLE, _E.NETWORK_EXCEPTION, _E.NOT_ENOUGH_REPLICAS,
+        _E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, _E.NOT_CONTROLLER, _E.KAFKA_STORAGE_ERROR,
+        _E.UNKNOWN_LEADER_EPOCH, _E.OFFSET_NOT_AVAILABLE, _E.THROTTLING_QUOTA_EXCEEDED,
+        _E.PREFERRED_LEADER_NOT_AVAILABLE,
+    ], ErrorKind.RETRIABLE),
+    **dict.fromkeys([
+        _E.MSG_SIZE_TOO_LARGE, _E.RECORD_LIST_TOO_LARGE, _E.INVALID_RECORD, _E.TOPIC_EXCEPTION,
+        _E.INVALID_REQUIRED_ACKS, _E.TOPIC_AUTHORIZATION_FAILED, _E.CLUSTER_AUTHORIZATION_FAILED,
+        _E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, _E.SASL_AUTHENTICATION_FAILED, _E.ILLEGAL_SASL_STATE,
+        _E.INVALID_TIMESTAMP, _E.UNSUPPORTED_VERSION, _E.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        _E.POLICY_VIOLATION, _E.INVALID_CONFIG, _E.UNKNOWN, _E.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        _E.INVALID_PRODUCER_EPOCH, _E.UNKNOWN_PRODUCER_ID, _E.DUPLICATE_SEQUENCE_NUMBER,
+        _E._AUTHENTICATION, _E._SSL, _E._FATAL, _E._INVALID_ARG, _E._DESTROY, _E._PURGE_QUEUE,
+        _E._PURGE_INFLIGHT, _E._BAD_MSG, _E._KEY_SERIALIZATION, _E._VALUE_SERIALIZATION,
+        _E._NOT_IMPLEMENTED, _E._UNSUPPORTED_FEATURE, _E._STATE,
+    ], ErrorKind.FATAL),
+}
+
+
+def classify(code: int) -> ErrorKind:
+    """The kind of a Kafka error code. An unknown code is retried: retries are bounded, and a new
+    broker error is more often transient than not."""
+    return ERROR_KINDS.get(code, ErrorKind.RETRIABLE)

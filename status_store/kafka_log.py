@@ -31,14 +31,13 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from .errors import KafkaUnavailableError, StatusStoreError, StoreClosedError, TopicSetupError, WriteFailedError
+from .errors import KafkaUnavailableError, StoreClosedError, TopicSetupError, WriteFailedError
 
 log = logging.getLogger(__name__)
 
 _POLL_INTERVAL_S = 0.1
+DEFAULT_DELIVERY_TIMEOUT_MS = 10000
 CONSUME_BATCH = 5000
-# How long librdkafka holds a status write (queued or in flight) before failing it.
-DELIVERY_TIMEOUT_MS = 30000
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +48,13 @@ class Delivery:
     offset: int
 
 
-def producer_settings(bootstrap_servers: str, client_configs: Mapping[str, str]) -> dict[str, Any]:
-    """librdkafka producer settings matching Connect's status producer."""
+def producer_settings(bootstrap_servers: str, client_configs: Mapping[str, str],
+                      delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS) -> dict[str, Any]:
+    """librdkafka producer settings matching Connect's status producer.
+
+    ``delivery_timeout_ms`` bounds one attempt: how long librdkafka holds a write (queued or in
+    flight) before failing it back to the retry queue.
+    """
     return {
         **client_configs,
         "bootstrap.servers": bootstrap_servers,
@@ -62,7 +66,8 @@ def producer_settings(bootstrap_servers: str, client_configs: Mapping[str, str])
         "retries": 0,
         "max.in.flight.requests.per.connection": 1,
         "enable.idempotence": False,
-        "message.timeout.ms": DELIVERY_TIMEOUT_MS,
+        "message.timeout.ms": delivery_timeout_ms,
+        "request.timeout.ms": min(30000, delivery_timeout_ms),
         # The status topic is set up deliberately (ensure_topic), never auto-created by a write.
         "allow.auto.create.topics": False,
     }
@@ -86,6 +91,8 @@ def consumer_settings(bootstrap_servers: str, client_configs: Mapping[str, str])
     }
 
 
+# Runs on the event loop when a write settles: (where it is, None) or (None, why it failed).
+DoneCallback = Callable[["Delivery | None", "WriteFailedError | None"], None]
 # (send number, error, partition, offset, key) of one delivery report.
 _Report = tuple[int, KafkaError | None, int, int, bytes | None]
 
@@ -108,11 +115,13 @@ class KafkaLog:
         bootstrap_servers: str,
         client_configs: Mapping[str, str],
         on_records: Callable[[Sequence[Message]], None],
+        delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS,
     ) -> None:
         self.topic = topic
         self._bootstrap = bootstrap_servers
         self._client_configs = dict(client_configs)
         self._on_records = on_records
+        self._delivery_timeout_ms = delivery_timeout_ms
         self.cluster_id: str | None = None
         self.partitions: tuple[int, ...] = ()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -125,11 +134,9 @@ class KafkaLog:
         self._drain_scheduled = False
         # Writes librdkafka's queue had no room for, sent in order as room frees up.
         self._backlog: collections.deque[tuple[bytes, bytes | None, int]] = collections.deque()
-        # Unsettled writes by send number; insertion-ordered, so the first key is the oldest.
-        self._pending: dict[int, asyncio.Future[Delivery]] = {}
+        # The completion callbacks of unsettled writes, by send number.
+        self._pending: dict[int, DoneCallback] = {}
         self._sends = itertools.count()
-        # Callers of flush(), each waiting for every send numbered below its mark to settle.
-        self._flushes: list[tuple[int, asyncio.Future[None]]] = []
         self._written: dict[int, int] = {}
         self._applied: dict[int, int] = {}
         self._waiters: list[_Waiter] = []
@@ -144,7 +151,7 @@ class KafkaLog:
         """Connect, find the partitions, and read the topic to its end; bounded by ``timeout``."""
         self._loop = asyncio.get_running_loop()
         deadline = time.monotonic() + timeout
-        self._producer = Producer(producer_settings(self._bootstrap, self._client_configs))
+        self._producer = Producer(producer_settings(self._bootstrap, self._client_configs, self._delivery_timeout_ms))
         self._consumer = Consumer(consumer_settings(self._bootstrap, self._client_configs))
         try:
             metadata = await asyncio.to_thread(self._consumer.list_topics, self.topic, timeout)
@@ -192,20 +199,20 @@ class KafkaLog:
                           pending, timeout)
                 producer.purge()
                 await asyncio.to_thread(producer.poll, 0)
-        for _, _, number in self._backlog:
+        for key, _, number in self._backlog:
             pending += 1
-            self._settle(number, StoreClosedError("the store stopped before this write was sent"))
+            self._settle(number, WriteFailedError(key.decode(errors="replace"), KafkaError._DESTROY, "_DESTROY",
+                                                  "the store stopped before this write was sent"))
         self._backlog.clear()
         self._stopping.set()
         for thread in self._threads:
             await asyncio.to_thread(thread.join, 5)
         self._drain_reports()
         await self._close_clients()
-        for waiter in [*self._waiters, *(_Waiter({}, future) for _, future in self._flushes)]:
+        for waiter in self._waiters:
             if not waiter.future.done():
                 waiter.future.set_exception(StoreClosedError("the store stopped"))
         self._waiters.clear()
-        self._flushes.clear()
         while self._barrier_requests:
             request = self._barrier_requests.popleft()
             if not request.done():
@@ -220,16 +227,15 @@ class KafkaLog:
 
     # ----------------------------------------------------------------------------- writes
 
-    def send(self, key: bytes, value: bytes | None) -> asyncio.Future[Delivery]:
-        """Hand one record to the producer; never blocks. The future resolves when Kafka has it."""
-        if self._closed or self._producer is None or self._loop is None:
+    def send(self, key: bytes, value: bytes | None, done: DoneCallback) -> None:
+        """Hand one record to the producer; never blocks. ``done`` runs on the event loop when Kafka
+        has acknowledged the record (with where it is) or failed it (with the error)."""
+        if self._closed or self._producer is None:
             raise StoreClosedError("the Kafka log is not running")
-        future: asyncio.Future[Delivery] = self._loop.create_future()
         number = next(self._sends)
-        self._pending[number] = future
+        self._pending[number] = done
         if self._backlog or not self._produce(key, value, number):
             self._backlog.append((key, value, number))
-        return future
 
     def _produce(self, key: bytes, value: bytes | None, number: int) -> bool:
         """Produce one record; False when librdkafka's queue is full."""
@@ -272,49 +278,24 @@ class KafkaLog:
                 continue
             if offset > written.get(partition, -1):
                 written[partition] = offset
-            future = pending.pop(number, None)
-            if future is not None and not future.done():
-                future.set_result(Delivery(partition, offset))
+            done = pending.pop(number, None)
+            if done is not None:
+                done(Delivery(partition, offset), None)
         while self._backlog and self._producer is not None:
             key, value, number = self._backlog[0]
             if not self._produce(key, value, number):
                 break
             self._backlog.popleft()
-        if self._flushes:
-            self._release_flushes()
 
-    def _settle(self, number: int, error: StatusStoreError) -> None:
-        """Fail one write; logged here, so a caller that ignores the future is not needed for that."""
-        future = self._pending.pop(number, None)
-        log.error("Status write failed: %s", error)
-        if future is not None and not future.done():
-            future.set_exception(error)
-            future.exception()  # retrieved: asyncio need not warn when nobody awaits it
-
-    def _release_flushes(self) -> None:
-        oldest = next(iter(self._pending), None)
-        still_waiting = []
-        for mark, future in self._flushes:
-            if oldest is None or oldest >= mark:
-                if not future.done():
-                    future.set_result(None)
-            else:
-                still_waiting.append((mark, future))
-        self._flushes = still_waiting
+    def _settle(self, number: int, error: WriteFailedError) -> None:
+        done = self._pending.pop(number, None)
+        if done is not None:
+            done(None, error)
 
     @property
     def pending_writes(self) -> int:
         """Writes handed to ``send`` that Kafka has not yet acknowledged or failed."""
         return len(self._pending)
-
-    async def flush(self, timeout: float | None = None) -> None:
-        """Wait until every write sent before this call is acknowledged or failed."""
-        if self._closed or self._loop is None:
-            raise StoreClosedError("the Kafka log is not running")
-        future: asyncio.Future[None] = self._loop.create_future()
-        self._flushes.append((next(self._sends), future))
-        self._release_flushes()
-        await asyncio.wait_for(future, timeout)
 
     # ----------------------------------------------------------------------------- reads
 
@@ -398,15 +379,13 @@ class KafkaLog:
         await asyncio.wait_for(future, timeout)
 
     async def read_own_writes(self, timeout: float | None = None) -> None:
-        """Wait until every write sent before this call is acknowledged and read back."""
+        """Wait until every write acknowledged so far has been read back."""
         if self._closed or self._loop is None:
             raise StoreClosedError("the Kafka log is not running")
-        async with asyncio.timeout(timeout):
-            await self.flush()
-            waiter = _Waiter({p: offset + 1 for p, offset in self._written.items()}, self._loop.create_future())
-            if not self._satisfies(waiter):
-                self._waiters.append(waiter)
-                await waiter.future
+        waiter = _Waiter({p: offset + 1 for p, offset in self._written.items()}, self._loop.create_future())
+        if not self._satisfies(waiter):
+            self._waiters.append(waiter)
+            await asyncio.wait_for(waiter.future, timeout)
 
 
 def _write_failed(key: bytes | None, error: KafkaError) -> WriteFailedError:

@@ -53,8 +53,6 @@ async def serve(config: StoreConfig) -> None:
         await server.serve()
     finally:
         lost = await store.stop()
-        if lost:
-            log.error("%d status write(s) were not written before shutdown", lost)
         if cluster is not None:
             cluster.close()
     if lost:

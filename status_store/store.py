@@ -10,16 +10,19 @@ and a task's stale UNASSIGNED never hides a RUNNING status of the same or a newe
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import Message
 
 from . import codec
+from .backoff import Random, backoff_policy
 from .codec import GarbledValue, StatusValue
 from .config import StoreConfig
-from .kafka_log import Delivery, KafkaLog, ensure_topic
+from .kafka_log import KafkaLog, ensure_topic
 from .model import (
     ConnectorKey,
     ConnectorStatus,
@@ -35,6 +38,7 @@ from .model import (
     task_key,
     topic_key,
 )
+from .retry_queue import RetryListener, RetryPolicy, RetryQueue, StatusUpdate
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,8 @@ class ReadStats:
 class StatusStore:
     """Connector, task and topic statuses kept in Connect's compacted status topic."""
 
-    def __init__(self, config: StoreConfig, bootstrap_servers: str) -> None:
+    def __init__(self, config: StoreConfig, bootstrap_servers: str,
+                 listeners: Sequence[RetryListener] = (), rng: Random = random.random) -> None:
         self.config = config
         self.bootstrap_servers = bootstrap_servers
         self.generation = 0
@@ -78,7 +83,13 @@ class StatusStore:
         self._connectors: dict[str, _Entry] = {}
         self._tasks: dict[str, dict[int, _Entry]] = {}
         self._topics: dict[str, dict[str, TopicStatus]] = {}
-        self._log = KafkaLog(config.topic, bootstrap_servers, config.client_configs, self._apply)
+        retry = config.retry
+        self._log = KafkaLog(config.topic, bootstrap_servers, config.client_configs, self._apply,
+                             retry.delivery_timeout_ms)
+        backoff = backoff_policy(retry.jitter_mode, retry.initial_backoff_ms, retry.max_backoff_ms,
+                                 retry.backoff_multiplier, retry.jitter_factor, rng)
+        timeout = retry.timeout_ms / 1000 if retry.timeout_ms is not None else None
+        self._queue = RetryQueue(self._log.send, RetryPolicy(backoff, retry.max_retries, timeout), listeners)
 
     # ----------------------------------------------------------------------------- lifecycle
 
@@ -92,9 +103,18 @@ class StatusStore:
         log.info("Status store ready: topic %s, %d partitions, %d connectors cached",
                  cfg.topic, len(self._log.partitions), len(self._connectors))
 
-    async def stop(self) -> int:
-        """Flush for at most ``sidecar.shutdown.timeout.ms``; returns the writes that were lost."""
-        return await self._log.stop(self.config.shutdown_timeout_s)
+    async def stop(self) -> list[StatusUpdate]:
+        """Settle pending updates for at most ``sidecar.shutdown.timeout.ms``, then close.
+
+        Returns the updates that failed because the store stopped first (also logged); never waits
+        longer than the bound (KAFKA-15563).
+        """
+        lost = await self._queue.stop(self.config.shutdown_timeout_s)
+        if lost:
+            keys = ", ".join(u.key for u in lost[:10]) + (", ..." if len(lost) > 10 else "")
+            log.error("Stopped with %d status update(s) not durable: %s", len(lost), keys)
+        await self._log.stop(0.0)
+        return lost
 
     @property
     def cluster_id(self) -> str | None:
@@ -107,74 +127,89 @@ class StatusStore:
         return self._log.partitions
 
     @property
-    def pending_writes(self) -> int:
-        """Writes Kafka has not yet acknowledged or failed."""
-        return self._log.pending_writes
+    def queue(self) -> RetryQueue:
+        """The retry queue of this store (for observing pending updates)."""
+        return self._queue
 
     async def read_to_end(self, timeout: float | None = None) -> None:
         """Wait until everything written to the topic before this call is in the cache."""
         await self._log.read_to_end(timeout)
 
     async def flush(self, timeout: float | None = None) -> None:
-        """Wait until every write made so far is acknowledged or failed (not necessarily read back)."""
-        await self._log.flush(timeout)
+        """Wait until every update submitted so far has an outcome (written, failed or superseded)."""
+        await self._queue.flush(timeout)
 
     async def read_your_writes(self, timeout: float | None = None) -> None:
-        """Wait until every write made through this store so far is acknowledged and read back."""
-        await self._log.read_own_writes(timeout)
+        """Wait until every update submitted so far has an outcome and the written ones are read back."""
+        async with asyncio.timeout(timeout):
+            await self._queue.flush()
+            await self._log.read_own_writes()
 
     # ----------------------------------------------------------------------------- writes
 
-    def put(self, status: Status) -> asyncio.Future[Delivery]:
-        """Write a status unconditionally. Never blocks; the future resolves when Kafka has it."""
-        future = self._send_status(status, safe=False)
-        assert future is not None
-        return future
+    def put(self, status: Status) -> StatusUpdate:
+        """Write a status unconditionally. Never blocks; await ``result()`` on the update for its outcome."""
+        update = self._send_status(status, safe=False)
+        assert update is not None
+        return update
 
-    def put_safe(self, status: Status) -> asyncio.Future[Delivery] | None:
+    def put_safe(self, status: Status) -> StatusUpdate | None:
         """Write a status unless it could overwrite a newer status of another worker.
 
         Written when nothing is cached for the key, the cached status came from the same worker,
-        or its generation is not newer; otherwise dropped (returns None), as Connect does.
+        or its generation is not newer; otherwise dropped (returns None), as Connect does. The check
+        is repeated before every retry.
         """
         return self._send_status(status, safe=True)
 
-    def delete_connector(self, connector: str) -> asyncio.Future[list[Delivery]]:
+    def delete_connector(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every known task of the connector, then for the connector itself."""
         tasks = sorted(self._tasks.get(connector, ()))
-        futures = [self._send(task_key(TaskId(connector, task)), None) for task in tasks]
-        futures.append(self._send(connector_key(connector), None))
-        return asyncio.gather(*futures)
+        updates = [self._submit(task_key(TaskId(connector, task)), None, "task") for task in tasks]
+        updates.append(self._submit(connector_key(connector), None, "connector"))
+        return updates
 
-    def put_topic(self, status: TopicStatus) -> asyncio.Future[Delivery]:
+    def put_topic(self, status: TopicStatus) -> StatusUpdate:
         """Record that a connector uses a topic."""
-        return self._send(topic_key(status.connector, status.topic), codec.encode_topic_status(status))
+        return self._submit(topic_key(status.connector, status.topic), codec.encode_topic_status(status), "topic")
 
-    def delete_topic(self, connector: str, topic: str) -> asyncio.Future[Delivery]:
+    def delete_topic(self, connector: str, topic: str) -> StatusUpdate:
         """Forget that a connector uses a topic (a tombstone)."""
-        return self._send(topic_key(connector, topic), None)
+        return self._submit(topic_key(connector, topic), None, "topic")
 
-    def reset_topics(self, connector: str) -> asyncio.Future[list[Delivery]]:
+    def reset_topics(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every topic known for the connector."""
-        topics = sorted(self._topics.get(connector, ()))
-        return asyncio.gather(*(self.delete_topic(connector, topic) for topic in topics))
+        return [self.delete_topic(connector, topic) for topic in sorted(self._topics.get(connector, ()))]
 
-    def _send_status(self, status: Status, safe: bool) -> asyncio.Future[Delivery] | None:
+    def _send_status(self, status: Status, safe: bool) -> StatusUpdate | None:
         if isinstance(status, ConnectorStatus):
             entry = self._connector_entry(status.connector)
-            key = connector_key(status.connector)
+            key, kind = connector_key(status.connector), "connector"
         else:
             entry = self._task_entry(status.id.connector, status.id.task)
-            key = task_key(status.id)
+            key, kind = task_key(status.id), "task"
         self.generation = status.generation
         if safe and not entry.can_write_safely(status):
             log.debug("put_safe dropped %s: cached status of another worker is newer", key)
             return None
         entry.sequence += 1
-        return self._send(key, codec.encode_status(status.state, status.worker_id, status.generation, status.trace))
+        value = codec.encode_status(status.state, status.worker_id, status.generation, status.trace)
+        return self._submit(key, value, kind, functools.partial(self._abandon_reason, entry, status, safe))
 
-    def _send(self, key: str, value: bytes | None) -> asyncio.Future[Delivery]:
-        return self._log.send(key.encode(), value)
+    def _abandon_reason(self, entry: _Entry, status: Status, safe: bool) -> str | None:
+        """Connect's reasons to give up a retry: the key is gone, the generation moved on, or a safe
+        write is no longer safe. (A newer write of the key supersedes in the retry queue.)"""
+        if entry.deleted:
+            return "the key was deleted (a tombstone was read)"
+        if status.generation != self.generation:
+            return f"the store's generation moved from {status.generation} to {self.generation}"
+        if safe and not entry.can_write_safely(status):
+            return "another worker's newer status was read"
+        return None
+
+    def _submit(self, key: str, value: bytes | None, kind: str,
+                abandon: Callable[[], str | None] | None = None) -> StatusUpdate:
+        return self._queue.submit(StatusUpdate(key, value, kind, abandon))
 
     # ----------------------------------------------------------------------------- reads
 

@@ -12,10 +12,11 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from status_store.errors import KafkaUnavailableError, TopicSetupError, WriteFailedError
+from status_store.errors import KafkaUnavailableError, TopicSetupError
 from status_store.kafka_log import ensure_topic
 from status_store.librdkafka import MockCluster
 from status_store.model import ConnectorStatus, State
+from status_store.retry_queue import Result
 
 from .brokers import TansuBroker, free_port
 from .conftest import Broker, StoreFactory
@@ -90,18 +91,20 @@ async def test_unreachable_brokers_fail_fast_with_a_clear_error() -> None:
         await ensure_topic(bootstrap, {}, "t", 5, 3, {}, 2.0)
 
 
-async def test_a_failed_write_is_reported_not_retried(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+async def test_a_failed_write_is_reported_with_its_error(mock_cluster: MockCluster,
+                                                        store_factory: StoreFactory) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
-    async with store_factory(mock_cluster.bootstrap_servers, topic) as store:
+    no_retries = {"status.storage.retry.max.retries": "0"}
+    async with store_factory(mock_cluster.bootstrap_servers, topic, **no_retries) as store:
         mock_cluster.start_tracking()
         mock_cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
-        with pytest.raises(WriteFailedError) as caught:
-            await asyncio.wait_for(store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)), WAIT)
-        assert (caught.value.code, caught.value.name, caught.value.key) == (
-            NOT_ENOUGH_REPLICAS, "NOT_ENOUGH_REPLICAS", "status-connector-c")
+        outcome = await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(WAIT)
+        assert (outcome.result, outcome.attempts, outcome.key) == (Result.FAILED, 1, "status-connector-c")
+        assert outcome.error is not None
+        assert (outcome.error.code, outcome.error.name) == (NOT_ENOUGH_REPLICAS, "NOT_ENOUGH_REPLICAS")
         assert len(mock_cluster.requests(MockCluster.PRODUCE)) == 1
         # The store goes on: the next write succeeds and is read back.
-        await asyncio.wait_for(store.put(ConnectorStatus("c", State.PAUSED, "w:1", 1)), WAIT)
+        assert (await store.put(ConnectorStatus("c", State.PAUSED, "w:1", 1)).result(WAIT)).ok
         await store.read_your_writes(WAIT)
         assert store.get_connector("c") == ConnectorStatus("c", State.PAUSED, "w:1", 1)
 
@@ -111,11 +114,10 @@ async def test_stop_is_bounded_while_every_broker_is_down(mock_cluster: MockClus
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     async with store_factory(mock_cluster.bootstrap_servers, topic, **{"sidecar.shutdown.timeout.ms": "500"}) as store:
         mock_cluster.broker_down(-1)
-        pending = [store.put(ConnectorStatus(f"c{i}", State.RUNNING, "w:1", 1)) for i in range(50)]
+        updates = [store.put(ConnectorStatus(f"c{i}", State.RUNNING, "w:1", 1)) for i in range(50)]
         lost = await asyncio.wait_for(store.stop(), WAIT)
-    assert lost == 50
-    results = await asyncio.gather(*pending, return_exceptions=True)
-    assert all(isinstance(r, WriteFailedError) for r in results)
+    assert sorted(u.key for u in lost) == sorted(u.key for u in updates)
+    assert all(u.outcome is not None and u.outcome.result is Result.FAILED for u in updates)
 
 
 async def test_read_to_end_sees_records_written_in_many_batches(broker: Broker, store_factory: StoreFactory) -> None:
@@ -135,14 +137,18 @@ async def test_read_to_end_sees_records_written_in_many_batches(broker: Broker, 
 
 
 async def test_writes_beyond_the_client_queue_are_kept_in_order(broker: Broker, store_factory: StoreFactory) -> None:
-    # librdkafka's queue holds 10 records here; the rest wait in the store's backlog, in order.
+    # librdkafka's queue holds 10 records here; the rest wait in the log's backlog, in order.
     async with store_factory(broker.bootstrap_servers, broker.new_topic(),
                              **{"sidecar.kafka.queue.buffering.max.messages": "10"}) as store:
-        futures = [store.put(ConnectorStatus(f"c{i % 3}", State.RUNNING, "w:1", i)) for i in range(600)]
+        updates = [store.put(ConnectorStatus(f"c{i}", State.RUNNING, "w:1", 1)) for i in range(600)]
         await store.flush(WAIT)
-        assert store.pending_writes == 0
-        assert all(f.done() and f.exception() is None for f in futures)
-        offsets = [f.result() for f in futures if f.result().partition == futures[0].result().partition]
-        assert offsets == sorted(offsets, key=lambda d: d.offset)
+        outcomes = [u.outcome for u in updates]
+        assert all(o is not None and o.ok and o.delivery is not None for o in outcomes)
+        by_partition: dict[int, list[int]] = {}
+        for outcome in outcomes:
+            assert outcome is not None
+            assert outcome.delivery is not None
+            by_partition.setdefault(outcome.delivery.partition, []).append(outcome.delivery.offset)
+        assert all(offsets == sorted(offsets) for offsets in by_partition.values())
         await store.read_your_writes(WAIT)
-        assert [store.get_connector(f"c{i}").generation for i in range(3)] == [597, 598, 599]  # type: ignore[union-attr]
+        assert len(store.connectors()) == 600

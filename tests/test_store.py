@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -62,9 +61,9 @@ def read_raw(store: StatusStore) -> list[tuple[int, bytes | None, bytes | None]]
 
 
 async def test_put_is_visible_only_after_read_back(store: StatusStore) -> None:
-    future = store.put(connector("conn"))
+    update = store.put(connector("conn"))
     assert store.get_connector("conn") is None  # not read back yet
-    await asyncio.wait_for(future, WAIT)
+    assert (await update.result(WAIT)).ok
     await store.read_your_writes(WAIT)
     assert store.get_connector("conn") == connector("conn")
     assert store.connectors() == ["conn"]
@@ -160,9 +159,10 @@ async def test_delete_connector_writes_task_tombstones_then_the_connector(store:
     store.put(task("c", 0))
     store.put(task("c", 1))
     await store.read_your_writes(WAIT)
-    deliveries = await asyncio.wait_for(store.delete_connector("c"), WAIT)
+    updates = store.delete_connector("c")
     await store.read_your_writes(WAIT)
-    assert len(deliveries) == 3
+    assert [u.key for u in updates] == ["status-task-c-0", "status-task-c-1", "status-connector-c"]
+    assert all(u.outcome is not None and u.outcome.ok for u in updates)
     assert store.get_connector("c") is None
     assert store.get_all_tasks("c") == []
     tombstones = [key for _, key, value in read_raw(store) if value is None]
@@ -208,11 +208,11 @@ async def test_topic_status_put_delete_and_reset(store: StatusStore) -> None:
     store.put_topic(TopicStatus("t1", "other", 1, 1))
     await store.read_your_writes(WAIT)
     assert [t.topic for t in store.get_all_topics("c")] == ["t1", "t2", "t3"]
-    await asyncio.wait_for(store.delete_topic("c", "t2"), WAIT)
+    assert (await store.delete_topic("c", "t2").result(WAIT)).ok
     await store.read_your_writes(WAIT)
     assert store.get_topic("c", "t2") is None
     assert [t.topic for t in store.get_all_topics("c")] == ["t1", "t3"]
-    await asyncio.wait_for(store.reset_topics("c"), WAIT)
+    assert len(store.reset_topics("c")) == 2
     await store.read_your_writes(WAIT)
     assert store.get_all_topics("c") == []
     assert store.get_topic("other", "t1") == TopicStatus("t1", "other", 1, 1)

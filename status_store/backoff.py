@@ -1,0 +1,106 @@
+"""Backoff policies: how long to wait before retry number ``n`` (pure, no I/O).
+
+Each policy is a small object with one method, ``delay(retry_count) -> seconds``, and an injectable
+random source returning floats in [0, 1), so tests can pin every value.
+
+- ``additive`` (KIP-1278, the default): ``capped = min(initial * multiplier^n, max)``, then
+  ``capped + capped * jitter * U[0,1)``. Jitter only adds, so a delay may exceed ``max`` by the
+  jitter share.
+- ``symmetric`` (KIP-580, as Kafka's clients back off): ``min(initial * multiplier^n * U[1-j, 1+j), max)``,
+  never above ``max``; when ``initial >= max`` the delay is ``max``, constant, without jitter.
+- ``full`` (AWS "full jitter"): ``U[0, capped)``, which spreads a herd of clients the most.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+Random = Callable[[], float]
+
+
+class JitterMode(enum.StrEnum):
+    """How random jitter is applied to the exponential backoff."""
+
+    ADDITIVE = "additive"
+    SYMMETRIC = "symmetric"
+    FULL = "full"
+
+
+class Backoff(Protocol):
+    """A backoff policy."""
+
+    def delay(self, retry_count: int) -> float:
+        """Seconds to wait before retry ``retry_count`` (0 for the first retry)."""
+        ...
+
+
+def capped_exponential(initial_ms: float, max_ms: float, multiplier: float, retry_count: int) -> float:
+    """``min(initial * multiplier^n, max)`` in milliseconds, without overflowing for huge ``n``."""
+    try:
+        return min(initial_ms * multiplier**retry_count, max_ms)
+    except OverflowError:
+        return max_ms
+
+
+@dataclass(frozen=True, slots=True)
+class AdditiveJitter:
+    """KIP-1278: ``capped + capped * jitter * U[0,1)``."""
+
+    initial_ms: float
+    max_ms: float
+    multiplier: float
+    jitter: float
+    random: Random = field(default=random.random, compare=False)
+
+    def delay(self, retry_count: int) -> float:
+        capped = capped_exponential(self.initial_ms, self.max_ms, self.multiplier, retry_count)
+        return (capped + capped * self.jitter * self.random()) / 1000
+
+
+@dataclass(frozen=True, slots=True)
+class SymmetricJitter:
+    """KIP-580: ``min(initial * multiplier^n * U[1-j, 1+j), max)``; constant ``max`` if ``initial >= max``."""
+
+    initial_ms: float
+    max_ms: float
+    multiplier: float
+    jitter: float
+    random: Random = field(default=random.random, compare=False)
+
+    def delay(self, retry_count: int) -> float:
+        if self.initial_ms >= self.max_ms:
+            return self.max_ms / 1000
+        factor = 1 - self.jitter + 2 * self.jitter * self.random()
+        try:
+            value = self.initial_ms * self.multiplier**retry_count * factor
+        except OverflowError:
+            value = self.max_ms
+        return min(value, self.max_ms) / 1000
+
+
+@dataclass(frozen=True, slots=True)
+class FullJitter:
+    """AWS full jitter: ``U[0, capped)``."""
+
+    initial_ms: float
+    max_ms: float
+    multiplier: float
+    random: Random = field(default=random.random, compare=False)
+
+    def delay(self, retry_count: int) -> float:
+        capped = capped_exponential(self.initial_ms, self.max_ms, self.multiplier, retry_count)
+        return capped * self.random() / 1000
+
+
+def backoff_policy(mode: JitterMode, initial_ms: float, max_ms: float, multiplier: float, jitter: float,
+                   rng: Random = random.random) -> Backoff:
+    """The policy for a jitter mode and KIP-1278's settings."""
+    if mode is JitterMode.ADDITIVE:
+        return AdditiveJitter(initial_ms, max_ms, multiplier, jitter, rng)
+    if mode is JitterMode.SYMMETRIC:
+        return SymmetricJitter(initial_ms, max_ms, multiplier, jitter, rng)
+    return FullJitter(initial_ms, max_ms, multiplier, rng)

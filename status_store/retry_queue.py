@@ -1,0 +1,367 @@
+"""The retry queue: one scheduler on the event loop for every status write and its retries.
+
+Why not a sleeping coroutine per retry (tenacity, Connect's immediate resend)? One timer heap costs
+a few hundred bytes per pending update, and it can see every update of a key at once:
+
+- **Per-key coalescing.** A key has at most one write in flight and at most one waiting. A newer
+  write for the key supersedes the waiting one (counted as superseded, not failed), and is held
+  until the write in flight settles, so an older value is never written after a newer one.
+- **Bounded retries** (KIP-1278): backoff from a policy in ``backoff.py``, at most ``max_retries``
+  retries and, optionally, a total time bound per update (in the spirit of KIP-572).
+- **Error classes** from ``errors.classify``: fatal errors are not retried; a leader change is
+  retried once at once (KIP-951), later retries back off.
+- **Abandonment** (Connect's rules): before each retry the owner of the update may abandon it
+  (key deleted, generation changed, a safe write no longer safe).
+- **Never blocks the caller.** ``submit`` returns at once; ``StatusUpdate.result()`` awaits the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import functools
+import heapq
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from .backoff import Backoff
+from .errors import ErrorKind, StoreClosedError, WriteFailedError, classify
+from .kafka_log import Delivery, DoneCallback
+
+log = logging.getLogger(__name__)
+
+# send(key, value, done): hand a record to Kafka; done(delivery, error) runs on the loop when it settles.
+Send = Callable[[bytes, bytes | None, DoneCallback], None]
+
+
+class Result(enum.StrEnum):
+    """How an update ended."""
+
+    WRITTEN = "written"
+    FAILED = "failed"
+    SUPERSEDED = "superseded"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The end of one status update."""
+
+    key: str
+    result: Result
+    attempts: int
+    reason: str
+    delivery: Delivery | None = None
+    error: WriteFailedError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when this value is durable in Kafka."""
+        return self.result is Result.WRITTEN
+
+
+class StatusUpdate:
+    """One submitted write: its key and value, its attempts so far, and, once settled, its outcome."""
+
+    __slots__ = ("_future", "abandon", "attempts", "deadline", "due", "key", "kind", "last_error", "leader_retried",
+                 "number", "outcome", "retries", "submitted_at", "value")
+
+    def __init__(self, key: str, value: bytes | None, kind: str,
+                 abandon: Callable[[], str | None] | None = None) -> None:
+        self.key, self.value, self.kind, self.abandon = key, value, kind, abandon
+        self.attempts = 0
+        self.retries = 0
+        self.leader_retried = False
+        self.number = 0
+        self.submitted_at = 0.0
+        self.deadline: float | None = None
+        # When the update waits: the loop time of its next attempt, or None while held behind a write in flight.
+        self.due: float | None = None
+        self.last_error: WriteFailedError | None = None
+        self.outcome: Outcome | None = None
+        self._future: asyncio.Future[Outcome] | None = None
+
+    def done(self) -> bool:
+        """True once the update has an outcome."""
+        return self.outcome is not None
+
+    async def result(self, timeout: float | None = None) -> Outcome:
+        """Wait for the outcome (it never raises for a failed write: see ``Outcome.result``)."""
+        if self.outcome is not None:
+            return self.outcome
+        if self._future is None:
+            self._future = asyncio.get_running_loop().create_future()
+        return await asyncio.wait_for(asyncio.shield(self._future), timeout)
+
+    def _finish(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+        if self._future is not None and not self._future.done():
+            self._future.set_result(outcome)
+
+    def __repr__(self) -> str:
+        return f"StatusUpdate({self.key!r}, attempts={self.attempts}, outcome={self.outcome})"
+
+
+class RetryListener(Protocol):
+    """Receives the queue's events (metrics, history); must be quick and must not raise."""
+
+    def on_submitted(self, update: StatusUpdate) -> None: ...
+
+    def on_retry(self, update: StatusUpdate, delay: float) -> None: ...
+
+    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """When to retry: the backoff, the retry limit and the optional total time bound (seconds)."""
+
+    backoff: Backoff
+    max_retries: int
+    timeout: float | None = None
+
+
+class _Slot:
+    """The updates of one key: at most one in flight and one waiting."""
+
+    __slots__ = ("inflight", "waiting")
+
+    def __init__(self) -> None:
+        self.inflight: StatusUpdate | None = None
+        self.waiting: StatusUpdate | None = None
+
+
+class RetryQueue:
+    """Schedules every attempt of every status write on one event loop."""
+
+    def __init__(self, send: Send, policy: RetryPolicy, listeners: Sequence[RetryListener] = ()) -> None:
+        self._send = send
+        self.policy = policy
+        self._listeners = tuple(listeners)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._slots: dict[str, _Slot] = {}
+        self._heap: list[tuple[float, int, StatusUpdate]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._numbers = itertools.count(1)
+        # Unsettled updates by number; insertion-ordered, so the first is the oldest.
+        self._unsettled: dict[int, StatusUpdate] = {}
+        self._flushes: list[tuple[int, asyncio.Future[None]]] = []
+        # Stopping: no new submissions. Closed: nothing is sent any more.
+        self._stopped = False
+        self._closed = False
+
+    # ----------------------------------------------------------------------------- submitting
+
+    def submit(self, update: StatusUpdate) -> StatusUpdate:
+        """Take an update; it is sent now, or held behind the key's write in flight. Never blocks."""
+        if self._stopped:
+            raise StoreClosedError("the store is stopped")
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        update.number = next(self._numbers)
+        update.submitted_at = now = loop.time()
+        if self.policy.timeout is not None:
+            update.deadline = now + self.policy.timeout
+        self._unsettled[update.number] = update
+        for listener in self._listeners:
+            listener.on_submitted(update)
+        slot = self._slots.get(update.key)
+        if slot is None:
+            slot = self._slots[update.key] = _Slot()
+        if slot.waiting is not None:
+            self._finish(slot.waiting, Result.SUPERSEDED, "a newer write for the key was submitted")
+        if slot.inflight is None:
+            slot.waiting = None
+            self._attempt(slot, update)
+        else:
+            update.due = None
+            slot.waiting = update
+        return update
+
+    def _attempt(self, slot: _Slot, update: StatusUpdate) -> None:
+        slot.inflight = update
+        update.attempts += 1
+        update.due = None
+        try:
+            self._send(update.key.encode(), update.value, functools.partial(self._settled, slot, update))
+        except StoreClosedError as e:
+            slot.inflight = None
+            self._finish(update, Result.FAILED, f"not sent: {e}")
+
+    # ----------------------------------------------------------------------------- settling
+
+    def _settled(self, slot: _Slot, update: StatusUpdate, delivery: Delivery | None,
+                 error: WriteFailedError | None) -> None:
+        if slot.inflight is update:
+            slot.inflight = None
+        if update.outcome is None:
+            if error is None:
+                self._finish(update, Result.WRITTEN, "written", delivery)
+            else:
+                update.last_error = error
+                self._after_failure(slot, update, error)
+        self._advance(slot, update.key)
+
+    def _after_failure(self, slot: _Slot, update: StatusUpdate, error: WriteFailedError) -> None:
+        if slot.waiting is not None:
+            self._finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
+            return
+        kind = classify(error.code)
+        if kind is ErrorKind.FATAL:
+            self._finish(update, Result.FAILED, f"{error.name} is not retriable")
+            return
+        reason = update.abandon() if update.abandon is not None else None
+        if reason is not None:
+            self._finish(update, Result.SUPERSEDED, reason)
+            return
+        if update.retries >= self.policy.max_retries:
+            self._finish(update, Result.FAILED, f"no retries left after {update.attempts} attempt(s)")
+            return
+        if kind is ErrorKind.LEADER_CHANGE and not update.leader_retried:
+            # KIP-951: the new leader is known or about to be; waiting would only add latency.
+            update.leader_retried = True
+            delay = 0.0
+        else:
+            delay = self.policy.backoff.delay(update.retries)
+        assert self._loop is not None
+        due = self._loop.time() + delay
+        if update.deadline is not None and due > update.deadline:
+            self._finish(update, Result.FAILED,
+                         f"the next attempt would pass the {self.policy.timeout:g} s bound of "
+                         "status.storage.retry.timeout.ms")
+            return
+        update.retries += 1
+        for listener in self._listeners:
+            listener.on_retry(update, delay)
+        update.due = due
+        slot.waiting = update
+        heapq.heappush(self._heap, (due, update.number, update))
+        self._arm()
+
+    def _advance(self, slot: _Slot, key: str) -> None:
+        """Send a held update once the key has nothing in flight; forget idle keys."""
+        if self._closed:
+            return
+        waiting = slot.waiting
+        if slot.inflight is None and waiting is not None and waiting.due is None:
+            slot.waiting = None
+            self._attempt(slot, waiting)
+        if slot.inflight is None and slot.waiting is None and self._slots.get(key) is slot:
+            del self._slots[key]
+
+    def _finish(self, update: StatusUpdate, result: Result, reason: str, delivery: Delivery | None = None) -> None:
+        if update.outcome is not None:
+            return
+        outcome = Outcome(update.key, result, update.attempts, reason, delivery, update.last_error)
+        update._finish(outcome)
+        self._unsettled.pop(update.number, None)
+        if result is Result.FAILED:
+            log.error("Status update of %s failed after %d attempt(s): %s; last error: %s",
+                      update.key, update.attempts, reason, update.last_error)
+        for listener in self._listeners:
+            listener.on_finished(update, outcome)
+        if self._flushes:
+            self._release_flushes()
+
+    # ----------------------------------------------------------------------------- the timer
+
+    def _arm(self) -> None:
+        if not self._heap or self._loop is None or self._closed:
+            return
+        due = self._heap[0][0]
+        if self._timer is not None:
+            if self._timer.when() <= due:
+                return
+            self._timer.cancel()
+        self._timer = self._loop.call_at(due, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        if self._closed:
+            return
+        assert self._loop is not None
+        now = self._loop.time()
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            due, _, update = heapq.heappop(heap)
+            slot = self._slots.get(update.key)
+            # Entries of superseded or rescheduled updates are left in the heap and skipped here.
+            if slot is None or slot.waiting is not update or update.due != due:
+                continue
+            slot.waiting = None
+            reason = update.abandon() if update.abandon is not None else None
+            if reason is not None:
+                self._finish(update, Result.SUPERSEDED, reason)
+                self._advance(slot, update.key)
+            else:
+                self._attempt(slot, update)
+        self._arm()
+
+    # ----------------------------------------------------------------------------- observing
+
+    @property
+    def unsettled(self) -> int:
+        """Updates without an outcome yet (in flight, held, or waiting for a retry)."""
+        return len(self._unsettled)
+
+    def waiting_retries(self) -> list[StatusUpdate]:
+        """Updates waiting for their next attempt, soonest first."""
+        waiting = [slot.waiting for slot in self._slots.values() if slot.waiting is not None]
+        return sorted((u for u in waiting if u.due is not None), key=lambda u: u.due or 0.0)
+
+    def oldest_unsettled_age(self) -> float:
+        """Seconds since the oldest update without an outcome was submitted (0 when none)."""
+        oldest = next(iter(self._unsettled.values()), None)
+        if oldest is None or self._loop is None:
+            return 0.0
+        return self._loop.time() - oldest.submitted_at
+
+    # ----------------------------------------------------------------------------- flush and stop
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until every update submitted before this call has an outcome."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._flushes.append((next(self._numbers), future))
+        self._release_flushes()
+        await asyncio.wait_for(future, timeout)
+
+    def _release_flushes(self) -> None:
+        oldest = next(iter(self._unsettled), None)
+        waiting = []
+        for mark, future in self._flushes:
+            if oldest is None or oldest >= mark:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                waiting.append((mark, future))
+        self._flushes = waiting
+
+    async def stop(self, timeout: float) -> list[StatusUpdate]:
+        """Send what waits for a retry once more, wait at most ``timeout`` s for every outcome, then fail
+        what is left. Returns the updates that failed because the store stopped; never waits longer."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for slot in list(self._slots.values()):
+            waiting = slot.waiting
+            if waiting is not None and waiting.due is not None and slot.inflight is None:
+                slot.waiting = None
+                self._attempt(slot, waiting)
+        self._stopped = True
+        with contextlib.suppress(TimeoutError):
+            await self.flush(timeout)
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        lost = list(self._unsettled.values())
+        for update in lost:
+            self._finish(update, Result.FAILED, "the store stopped before the write was durable")
+        self._heap.clear()
+        self._slots.clear()
+        return lost
