@@ -12,7 +12,7 @@ import functools
 import json
 from typing import Any, NamedTuple, TypeGuard
 
-from .model import INT32_MIN, INT64_MAX, INT64_MIN, State, TopicStatus
+from .model import State, TopicStatus
 
 # Jackson's escapes: the two mandatory ones, the five short forms, \u00XX (upper-case) for the rest.
 _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -59,10 +59,22 @@ def encode_topic_status(status: TopicStatus) -> bytes:
     ).encode()
 
 
-# Status values repeat (same state, worker and generation across many tasks), so decoding is cached.
-@functools.lru_cache(maxsize=8192)
 def decode_status(value: bytes) -> StatusValue:
     """Decode a connector or task status value; raise GarbledValue for what Connect skips."""
+    # Small values repeat (same state, worker and generation across many tasks): decode them once.
+    # Values with stack traces are large and mostly unique: caching them would only hold memory.
+    return _decode_small_status(value) if len(value) <= _CACHED_VALUE_BYTES else _decode_status(value)
+
+
+_CACHED_VALUE_BYTES = 256
+
+
+@functools.lru_cache(maxsize=8192)
+def _decode_small_status(value: bytes) -> StatusValue:
+    return _decode_status(value)
+
+
+def _decode_status(value: bytes) -> StatusValue:
     fields = _decode_object(value)
     state_name = fields.get("state")
     state = _STATES.get(state_name) if isinstance(state_name, str) else None
@@ -88,10 +100,10 @@ def decode_topic_status(value: bytes) -> TopicStatus:
     if not isinstance(name, str) or not isinstance(connector, str):
         raise GarbledValue("topic name or connector is not a string")
     timestamp = inner.get("discoverTimestamp")
-    if not _is_int(timestamp) or not INT64_MIN <= timestamp <= INT64_MAX:
-        raise GarbledValue(f"discoverTimestamp is not a long: {timestamp!r}")
+    if not _is_int(timestamp):
+        raise GarbledValue(f"discoverTimestamp is not an integer: {timestamp!r}")
     try:
-        return TopicStatus(name, connector, _java_int(inner.get("task"), "task"), timestamp)
+        return TopicStatus(name, connector, _java_int(inner.get("task"), "task"), _narrow(timestamp, 64))
     except ValueError as e:
         raise GarbledValue(str(e)) from None
 
@@ -100,7 +112,9 @@ def _decode_object(value: bytes) -> dict[str, Any]:
     if not value:
         raise GarbledValue("empty value (a tombstone is a null value, not empty bytes)")
     try:
-        decoded = json.loads(value, parse_constant=_reject_constant)
+        text = value.decode("utf-8").lstrip(" \t\r\n")
+        # Like Jackson's readTree, read one JSON value and ignore whatever follows it.
+        decoded, _ = _DECODER.raw_decode(text)
     except (ValueError, RecursionError) as e:
         raise GarbledValue(f"not JSON: {e}") from None
     if not isinstance(decoded, dict):
@@ -121,12 +135,21 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _java_int(value: object, field: str) -> int:
-    """An integer field as Connect reads it: a JSON integer narrowed like Java's Long.intValue()."""
-    if not _is_int(value) or not INT64_MIN <= value <= INT64_MAX:
+    """An integer field as Connect reads it: any JSON integer, narrowed like Java's longValue().intValue()."""
+    if not _is_int(value):
         raise GarbledValue(f"{field} is not an integer: {value!r}")
-    return (value - INT32_MIN) % 2**32 + INT32_MIN
+    return _narrow(value, 32)
+
+
+def _narrow(value: int, bits: int) -> int:
+    """The low ``bits`` bits of an integer, as a signed number (Java's narrowing conversions)."""
+    half = 1 << (bits - 1)
+    return (value + half) % (1 << bits) - half

@@ -182,7 +182,8 @@ SETTINGS_BY_KEY = {s.key: s for s in SETTINGS}
 def parse_properties(text: str) -> dict[str, str]:
     """Parse Java ``.properties`` text (comments, ``=``/``:``/space separators, escapes, continuations)."""
     result: dict[str, str] = {}
-    lines = text.splitlines()
+    # Only \n, \r and \r\n end a line in a .properties file (str.splitlines would split on more).
+    lines = re.split(r"\r\n|\r|\n", text)
     i = 0
     while i < len(lines):
         line = lines[i].lstrip(" \t\f")
@@ -221,18 +222,22 @@ def _split_entry(line: str) -> tuple[str, str]:
     return key, rest
 
 
-_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|u|.)", re.DOTALL)
 _SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
 def _unescape(text: str) -> str:
     def replace(match: re.Match[str]) -> str:
         seq = match.group(1)
-        if len(seq) == 5 and seq[0] == "u":
+        if seq[0] == "u":
+            if len(seq) != 5:
+                raise ValueError(f"malformed \\uXXXX escape in {text!r}")
             return chr(int(seq[1:], 16))
         return _SIMPLE_ESCAPES.get(seq, seq)
 
-    return _ESCAPE.sub(replace, text)
+    unescaped = _ESCAPE.sub(replace, text)
+    # Java strings are UTF-16: a \uD83D\uDE00 pair is one character.
+    return unescaped.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> StoreConfig:
@@ -240,9 +245,18 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     properties: dict[str, str] = {}
     if path is not None:
         try:
-            properties = parse_properties(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as e:
+            raw = Path(path).read_bytes()
+        except OSError as e:
             raise ConfigError("--config", str(path), f"cannot read the file: {e}") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            # Java reads .properties files as ISO-8859-1; a Connect worker file may be in it.
+            text = raw.decode("latin-1")
+        try:
+            properties = parse_properties(text)
+        except ValueError as e:
+            raise ConfigError("--config", str(path), str(e)) from None
     for name, value in (environ or {}).items():
         if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX):
             properties[name[len(ENV_PREFIX):].lower().replace("_", ".")] = value

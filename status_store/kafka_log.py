@@ -243,6 +243,11 @@ class KafkaLog:
         try:
             self._producer.produce(self.topic, value, key, on_delivery=functools.partial(self._delivered, number))
         except BufferError:
+            if len(self._producer) == 0:
+                # The queue is empty and the record still does not fit: it never will.
+                self._settle(number, WriteFailedError(key.decode(errors="replace"), KafkaError.MSG_SIZE_TOO_LARGE,
+                                                      "MSG_SIZE_TOO_LARGE", "larger than the producer's whole queue"))
+                return True
             return False
         except KafkaException as e:
             self._settle(number, _write_failed(key, e.args[0]))
@@ -257,8 +262,12 @@ class KafkaLog:
         producer = self._producer
         assert producer is not None
         while not self._stopping.is_set():
-            producer.poll(_POLL_INTERVAL_S)
-            self._schedule_drain()
+            try:
+                producer.poll(_POLL_INTERVAL_S)
+                self._schedule_drain()
+            except Exception:
+                log.exception("Serving delivery reports hit an error; retrying in 1 s")
+                self._stopping.wait(1.0)
 
     def _schedule_drain(self) -> None:
         if self._reports and not self._drain_scheduled and self._loop is not None:
@@ -307,32 +316,42 @@ class KafkaLog:
         round_: list[asyncio.Future[None]] | None = [first_round]
         at_end: set[int] = set()
         positions: dict[int, int] = {}
+        reassign = False
         while not self._stopping.is_set():
-            if round_ is None and self._barrier_requests:
-                round_ = []
-                while self._barrier_requests:
-                    round_.append(self._barrier_requests.popleft())
-                # Re-assigning restarts fetching, so the partitions report their end again.
-                consumer.assign([TopicPartition(self.topic, p, positions.get(p, OFFSET_BEGINNING))
-                                 for p in self.partitions])
-                at_end = set()
-            messages = consumer.consume(CONSUME_BATCH, _POLL_INTERVAL_S)
-            records = [message for message in messages if message.error() is None]
-            if len(records) < len(messages):
-                self._note_events(messages, at_end)
-            reached: dict[int, int] = {}
-            if records:
-                # librdkafka tracks what consume() has returned: one call instead of a look at each record.
-                reached = {tp.partition: tp.offset for tp in consumer.position(assignment) if tp.offset >= 0}
-                positions.update(reached)
-            completed = None
-            if round_ is not None and at_end.issuperset(self.partitions):
-                completed, round_ = round_, None
-            if records or completed:
-                try:
-                    loop.call_soon_threadsafe(self._apply, records, reached, completed)
-                except RuntimeError:
-                    return
+            try:
+                if round_ is None and self._barrier_requests:
+                    round_ = []
+                    while self._barrier_requests:
+                        round_.append(self._barrier_requests.popleft())
+                    # Re-assigning restarts fetching, so the partitions report their end again.
+                    reassign = True
+                if reassign:
+                    consumer.assign([TopicPartition(self.topic, p, positions.get(p, OFFSET_BEGINNING))
+                                     for p in self.partitions])
+                    at_end, reassign = set(), False
+                messages = consumer.consume(CONSUME_BATCH, _POLL_INTERVAL_S)
+                records = [message for message in messages if message.error() is None]
+                if len(records) < len(messages):
+                    self._note_events(messages, at_end)
+                reached: dict[int, int] = {}
+                if records:
+                    # librdkafka tracks what consume() has returned: one call instead of a look at each record.
+                    reached = {tp.partition: tp.offset for tp in consumer.position(assignment) if tp.offset >= 0}
+                    positions.update(reached)
+                completed = None
+                if round_ is not None and at_end.issuperset(self.partitions):
+                    completed, round_ = round_, None
+                if records or completed:
+                    try:
+                        loop.call_soon_threadsafe(self._apply, records, reached, completed)
+                    except RuntimeError:
+                        return
+            except Exception:
+                # A bug or a client error must not silently end the reader: log it, then read again from
+                # the last records handed over, so nothing consumed but not applied is skipped.
+                log.exception("The status topic reader hit an error; reading again in 1 s")
+                reassign = True
+                self._stopping.wait(1.0)
 
     def _note_events(self, messages: list[Message], at_end: set[int]) -> None:
         for message in messages:

@@ -24,8 +24,8 @@ INT32_MIN = -(2**31)
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 
-# Java's Integer.parseInt accepts an optional sign and ASCII digits only.
-_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+# Java's Integer.parseInt: an optional sign, then decimal digits of any script (Character.digit).
+_JAVA_INT = re.compile(r"[+-]?\d+")
 
 
 class State(enum.StrEnum):
@@ -80,8 +80,6 @@ class TaskStatus:
     def __post_init__(self) -> None:
         _check_status(self.id.connector, self.state, self.worker_id, self.generation, self.trace)
         _check_int("task", self.id.task, 0, INT32_MAX)
-        if self.state is State.STOPPED:
-            raise ValueError("STOPPED is a connector state; tasks cannot be STOPPED")
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +168,7 @@ def _parse_task_key(key: str) -> TaskKey | None:
         connector, dash, number = key[len(TASK_PREFIX) :].rpartition("-")
         if not dash:
             return None
-        if number.isascii() and number.isdigit() and len(number) < 10:
+        if number.isdecimal() and len(number) < 10:
             return TaskKey(connector, int(number))
     # Java's String.split("-") drops trailing empty strings; the last part is the task
     # number and the parts between the prefix and it, re-joined, are the connector.
@@ -186,9 +184,10 @@ def _parse_task_key(key: str) -> TaskKey | None:
 
 
 def _parse_topic_key(key: str) -> TopicKey | None:
-    # The topic ends at the FIRST ':' (topic names cannot contain one; connector names can).
+    # The topic ends at the FIRST ':' (topic names cannot contain one; connector names can). Like Connect,
+    # the separator's length is skipped without looking at it.
     colon = key.find(":", len(TOPIC_PREFIX))
-    if colon < 0 or not key.startswith(TOPIC_SEPARATOR, colon):
+    if colon < 0:
         return None
     topic = key[len(TOPIC_PREFIX) : colon]
     connector = key[colon + len(TOPIC_SEPARATOR) :]

@@ -292,14 +292,22 @@ class RetryQueue:
             # Entries of superseded or rescheduled updates are left in the heap and skipped here.
             if slot is None or slot.waiting is not update or update.due != due:
                 continue
-            slot.waiting = None
-            reason = update.abandon() if update.abandon is not None else None
-            if reason is not None:
-                self._finish(update, Result.SUPERSEDED, reason)
-                self._advance(slot, update.key)
-            else:
-                self._attempt(slot, update)
+            self._retry_now(slot, update)
         self._arm()
+
+    def _retry_now(self, slot: _Slot, update: StatusUpdate) -> None:
+        """Send a waiting retry now, unless its owner abandons it (Connect's rules) or its bound has passed."""
+        slot.waiting = None
+        reason = update.abandon() if update.abandon is not None else None
+        if reason is not None:
+            self._finish(update, Result.SUPERSEDED, reason)
+            self._advance(slot, update.key)
+        elif update.deadline is not None and self._loop is not None and self._loop.time() > update.deadline:
+            self._finish(update, Result.FAILED, f"the {self.policy.timeout:g} s bound of "
+                                                "status.storage.retry.timeout.ms passed")
+            self._advance(slot, update.key)
+        else:
+            self._attempt(slot, update)
 
     # ----------------------------------------------------------------------------- observing
 
@@ -350,8 +358,7 @@ class RetryQueue:
         for slot in list(self._slots.values()):
             waiting = slot.waiting
             if waiting is not None and waiting.due is not None and slot.inflight is None:
-                slot.waiting = None
-                self._attempt(slot, waiting)
+                self._retry_now(slot, waiting)
         self._stopped = True
         with contextlib.suppress(TimeoutError):
             await self.flush(timeout)

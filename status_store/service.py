@@ -9,11 +9,13 @@ import sys
 from collections.abc import Iterator
 
 import uvicorn
+from prometheus_client import CollectorRegistry
 
 from .api import create_app
 from .config import StoreConfig
 from .embedded import start_embedded_broker
 from .librdkafka import MockCluster
+from .metrics import StoreMetrics
 from .store import StatusStore
 
 log = logging.getLogger(__name__)
@@ -45,10 +47,13 @@ async def serve(config: StoreConfig) -> None:
         print(f"Embedded Kafka broker (in-memory, not durable): bootstrap.servers={bootstrap}", flush=True)
     else:
         bootstrap = config.bootstrap_servers
-    store = StatusStore(config, bootstrap)
+    registry = CollectorRegistry()
+    metrics = StoreMetrics(registry)
+    store = StatusStore(config, bootstrap, listeners=[metrics])
+    metrics.watch(store.queue)
     try:
         await store.start()
-        server = _Server(uvicorn.Config(create_app(store), host=config.rest_host, port=config.rest_port,
+        server = _Server(uvicorn.Config(create_app(store, registry), host=config.rest_host, port=config.rest_port,
                                         log_config=None, access_log=False))
         await server.serve()
     finally:

@@ -96,10 +96,13 @@ class StatusStore:
     async def start(self) -> None:
         """Set up the topic and read it to the end; bounded by ``sidecar.startup.timeout.ms``."""
         cfg = self.config
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + cfg.startup_timeout_s
         async with asyncio.timeout(cfg.startup_timeout_s):
             await ensure_topic(self.bootstrap_servers, cfg.client_configs, cfg.topic, cfg.partitions,
                                cfg.replication_factor, cfg.topic_configs, cfg.startup_timeout_s)
-        await self._log.start(cfg.startup_timeout_s)
+        # One bound for the whole start: reading to the end gets what the topic set-up left.
+        await self._log.start(max(0.001, deadline - loop.time()))
         log.info("Status store ready: topic %s, %d partitions, %d connectors cached",
                  cfg.topic, len(self._log.partitions), len(self._connectors))
 
@@ -313,8 +316,6 @@ class StatusStore:
             # Java parses these, but no connector can have written them; our status model refuses them.
             raise ValueError(f"no connector can have task {task} of connector {connector!r}")
         status = codec.decode_status(value)
-        if status.state is State.STOPPED:
-            raise ValueError("a task cannot be STOPPED")
         entry = self._task_entry(connector, task)
         cached = entry.value
         if (status.state is State.UNASSIGNED and cached is not None and cached.state is State.RUNNING

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import random
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 
 import pytest
 
+from status_store.backoff import Random
 from status_store.config import build_config
 from status_store.librdkafka import MockCluster
+from status_store.retry_queue import RetryListener
 from status_store.store import StatusStore
 
 from .brokers import TansuBroker, tansu_binary
@@ -72,7 +75,8 @@ def store_factory() -> StoreFactory:
     """Start a store on a broker and topic; stopped (bounded) when the context exits."""
 
     @asynccontextmanager
-    async def make(bootstrap_servers: str, topic: str, **settings: str) -> AsyncIterator[StatusStore]:
+    async def make(bootstrap_servers: str, topic: str, listeners: Sequence[RetryListener] = (),
+                   rng: Random = random.random, **settings: str) -> AsyncIterator[StatusStore]:
         properties = {
             "bootstrap.servers": bootstrap_servers,
             "status.storage.topic": topic,
@@ -82,7 +86,7 @@ def store_factory() -> StoreFactory:
             "sidecar.shutdown.timeout.ms": "5000",
             **settings,
         }
-        store = StatusStore(build_config(properties), bootstrap_servers)
+        store = StatusStore(build_config(properties), bootstrap_servers, listeners, rng)
         await store.start()
         try:
             yield store

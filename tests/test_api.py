@@ -6,10 +6,16 @@ import json
 from pathlib import Path
 
 import httpx
+from prometheus_client import CollectorRegistry
 
 from status_store import __version__
 from status_store.api import create_app, openapi_document
+from status_store.librdkafka import MockCluster
+from status_store.metrics import StoreMetrics
+from status_store.model import ConnectorStatus, State
 from status_store.store import StatusStore
+
+from .conftest import Broker, StoreFactory
 
 OPENAPI = Path(__file__).parent.parent / "api" / "openapi.json"
 
@@ -48,3 +54,20 @@ async def test_root_without_a_store_is_503() -> None:
 def test_openapi_document_is_in_sync() -> None:
     expected = json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n"
     assert OPENAPI.read_text() == expected, "api/openapi.json drifted: run `status-store openapi > api/openapi.json`"
+
+
+async def test_metrics_exposes_the_kip_counters(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+    registry = CollectorRegistry()
+    metrics = StoreMetrics(registry)
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics]) as store:
+        metrics.watch(store.queue)
+        assert (await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(15)).ok
+        app = create_app(store, registry)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+            response = await http.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    assert 'status_update_success_total{kind="connector"} 1.0' in response.text
+    assert 'status_update_failure_total{kind="connector"} 0.0' in response.text
+    assert 'status_update_retry_total{kind="connector"} 0.0' in response.text

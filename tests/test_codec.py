@@ -93,6 +93,23 @@ def test_unknown_fields_are_ignored() -> None:
 def test_generation_is_narrowed_like_javas_long_intvalue() -> None:
     wire = b'{"state":"RUNNING","worker_id":"w","generation":4294967297}'
     assert decode_status(wire).generation == 1
+    wire = b'{"state":"RUNNING","worker_id":"w","generation":99999999999999999999}'
+    assert decode_status(wire).generation == 1661992959  # the low 32 bits, as Java keeps them
+
+
+def test_data_after_the_json_value_is_ignored_like_jacksons_read_tree() -> None:
+    wire = b' {"state":"RUNNING","trace":null,"worker_id":"w","generation":2}garbage'
+    assert decode_status(wire) == StatusValue(State.RUNNING, None, "w", 2)
+
+
+def test_values_with_traces_are_not_kept_in_the_decode_cache() -> None:
+    from status_store.codec import _decode_small_status
+
+    before = _decode_small_status.cache_info().currsize
+    big = encode_status(State.FAILED, "w", 1, "x" * 10000)
+    assert big is not None
+    assert decode_status(big).trace == "x" * 10000
+    assert _decode_small_status.cache_info().currsize == before
 
 
 @pytest.mark.parametrize(
@@ -110,7 +127,6 @@ def test_generation_is_narrowed_like_javas_long_intvalue() -> None:
         b'{"state":"RUNNING","worker_id":"w","generation":"1"}',
         b'{"state":"RUNNING","worker_id":"w","generation":true}',
         b'{"state":"RUNNING","worker_id":"w","generation":NaN}',
-        b'{"state":"RUNNING","worker_id":"w","generation":99999999999999999999}',
         b'{"state":"RUNNING","worker_id":7,"generation":0}',
         b'{"state":"RUNNING","trace":5,"worker_id":"w","generation":0}',
         b'{"state":"RUNNING","worker_id":"w","generation":0',

@@ -34,6 +34,18 @@ def test_properties_syntax_follows_java() -> None:
     }
 
 
+def test_properties_lines_unicode_escapes_and_encodings_follow_java(tmp_path: Path) -> None:
+    # Only \n, \r and \r\n end lines; a \uXXXX surrogate pair is one character.
+    assert parse_properties("a=x\x0by\rb=\\uD83D\\uDE00\r\nc=z") == {"a": "x\x0by", "b": "😀", "c": "z"}
+    bad = tmp_path / "bad.properties"
+    bad.write_text("status.storage.topic=\\u12zz\n")
+    with pytest.raises(ConfigError, match="malformed"):
+        load_config(bad, {})
+    latin = tmp_path / "worker.properties"
+    latin.write_bytes("# caf\xe9\nstatus.storage.topic=t\n".encode("latin-1"))
+    assert load_config(latin, {}).topic == "t"
+
+
 def test_defaults_run_an_embedded_broker() -> None:
     config = build_config({})
     assert config.embedded

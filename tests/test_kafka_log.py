@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
+from status_store import kafka_log
 from status_store.errors import KafkaUnavailableError, TopicSetupError
 from status_store.kafka_log import ensure_topic
 from status_store.librdkafka import MockCluster
@@ -152,3 +154,28 @@ async def test_writes_beyond_the_client_queue_are_kept_in_order(broker: Broker, 
         assert all(offsets == sorted(offsets) for offsets in by_partition.values())
         await store.read_your_writes(WAIT)
         assert len(store.connectors()) == 600
+
+
+class FlakyConsumer(Consumer):
+    """The real consumer, with one injected failure of consume()."""
+
+    failures = 1
+
+    def consume(self, *args: Any, **kwargs: Any) -> list[Message]:
+        if FlakyConsumer.failures:
+            FlakyConsumer.failures -= 1
+            raise RuntimeError("injected consume failure")
+        return super().consume(*args, **kwargs)
+
+
+async def test_the_reader_survives_an_error_and_skips_nothing(mock_cluster: MockCluster, store_factory: StoreFactory,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(kafka_log, "Consumer", FlakyConsumer)
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    async with store_factory(mock_cluster.bootstrap_servers, topic) as store:
+        for i in range(50):
+            store.put(ConnectorStatus(f"c{i}", State.RUNNING, "w:1", 1))
+        await store.read_your_writes(WAIT)
+        assert len(store.connectors()) == 50
+    assert "reader hit an error" in caplog.text

@@ -45,8 +45,11 @@ def test_reference_keys_are_built_exactly() -> None:
         # Java's split("-") drops trailing empty strings; inner empty parts survive the re-join.
         ("status-task-a--b-3", TaskKey("a--b", 3)),
         ("status-task-ab--0", TaskKey("ab-", 0)),
-        # Integer.parseInt accepts a leading '+'.
+        # Integer.parseInt accepts a leading '+' and decimal digits of any script.
         ("status-task-conn-+7", TaskKey("conn", 7)),
+        ("status-task-conn-٣", TaskKey("conn", 3)),
+        # Like Connect, the 11 characters from the first ':' are skipped without being looked at.
+        ("status-topic-t:XXXXXXXXXXc", TopicKey("t", "c")),
     ],
 )
 def test_parse_key_reads_what_connect_reads(key: str, parsed: object) -> None:
@@ -61,7 +64,8 @@ def test_parse_key_reads_what_connect_reads(key: str, parsed: object) -> None:
         "status-task-conn-",  # trailing dash: split drops it, 3 parts remain
         "status-task-conn-x",  # non-numeric task
         "status-task-conn- 1",  # Java does not trim
-        "status-task-conn-٣",  # non-ASCII digit
+        "status-task-conn-²",  # a digit character that is not a decimal digit
+        "status-task-conn-1_0",  # Python's int() would take it; Java's parseInt does not
         "status-task-conn-2147483648",  # overflows int
         "status-topic-:connector-c",  # empty topic
         "status-topic-t:connector-",  # empty connector
@@ -98,7 +102,6 @@ def test_topic_keys_round_trip(connector: str, topic: str) -> None:
         (lambda: ConnectorStatus("c", State.RUNNING, "w", True), "generation"),
         (lambda: ConnectorStatus("c\ud800", State.RUNNING, "w", 0), "surrogate"),
         (lambda: TaskStatus(TaskId("c", -1), State.RUNNING, "w", 0), "task"),
-        (lambda: TaskStatus(TaskId("c", 0), State.STOPPED, "w", 0), "STOPPED"),
         (lambda: TopicStatus("a:b", "c", 0, 0), "':'"),
         (lambda: TopicStatus("t", "c", 0, 2**63), "discover_timestamp"),
     ],

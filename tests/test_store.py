@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from status_store.errors import StoreClosedError
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
 from status_store.store import StatusStore
 
 from .conftest import Broker, StoreFactory
+from .helpers import read_raw, write_raw
 
 WAIT = 15.0
 
@@ -26,38 +25,6 @@ def connector(name: str, state: State = State.RUNNING, worker: str = "w1:8083", 
 def task(name: str, number: int, state: State = State.RUNNING, worker: str = "w1:8083",
          generation: int = 1) -> TaskStatus:
     return TaskStatus(TaskId(name, number), state, worker, generation)
-
-
-def raw_producer(store: StatusStore) -> Producer:
-    """A plain client writing the way a Connect worker does (Java partitioning)."""
-    return Producer({"bootstrap.servers": store.bootstrap_servers, "partitioner": "murmur2_random"})
-
-
-def write_raw(store: StatusStore, *records: tuple[bytes | None, bytes | None]) -> None:
-    producer = raw_producer(store)
-    for key, value in records:
-        producer.produce(store.config.topic, value, key)
-    assert producer.flush(WAIT) == 0
-
-
-def read_raw(store: StatusStore) -> list[tuple[int, bytes | None, bytes | None]]:
-    """Every record of the topic as (partition, key, value), read with a plain consumer."""
-    consumer = Consumer({"bootstrap.servers": store.bootstrap_servers, "group.id": "raw-reader",
-                         "enable.partition.eof": True, "enable.auto.commit": False})
-    consumer.assign([TopicPartition(store.config.topic, p, OFFSET_BEGINNING) for p in store.partitions])
-    records, at_end, deadline = [], set(), time.monotonic() + WAIT
-    try:
-        while at_end != set(store.partitions) and time.monotonic() < deadline:
-            for message in consumer.consume(100, 0.1):
-                error = message.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-                elif error is None:
-                    records.append((message.partition(), message.key(), message.value()))
-    finally:
-        consumer.close()
-    assert at_end == set(store.partitions), "did not reach the end of the topic in time"
-    return records
 
 
 async def test_put_is_visible_only_after_read_back(store: StatusStore) -> None:

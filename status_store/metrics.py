@@ -1,0 +1,83 @@
+"""Prometheus metrics of the store, fed by the retry queue's events (the core never imports this).
+
+KIP-1278's three counters keep their names (``status-update-{retry,failure,success}-total`` become
+``status_update_{retry,failure,success}_total``), with one low-cardinality label, ``kind``:
+connector, task or topic. Connector names are never labels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from .retry_queue import Outcome, Result, RetryQueue, StatusUpdate
+
+KINDS = ("connector", "task", "topic")
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_ATTEMPT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 11, 16, 32, 64)
+
+
+class StoreMetrics:
+    """The store's metrics in one registry; a RetryListener of the store's retry queue."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, ["kind"], registry=registry)
+
+        self.submitted = counter("status_update_submitted", "Status updates submitted to the retry queue.")
+        self.retries = counter("status_update_retry",
+                               "Retries of status writes (KIP-1278 status-update-retry-total).")
+        self.failures = counter("status_update_failure",
+                                "Status updates that failed for good: retries exhausted, time bound passed, a "
+                                "fatal error, or the store stopped (KIP-1278 status-update-failure-total).")
+        self.successes = counter("status_update_success",
+                                 "Status updates written to Kafka (KIP-1278 status-update-success-total).")
+        self.superseded = counter("status_update_superseded",
+                                  "Status updates given up because a newer write of the key, a deletion or a "
+                                  "generation change made them obsolete (not failures).")
+        self.latency = Histogram("status_update_write_latency_seconds",
+                                 "Time from submitting a status update to Kafka acknowledging it.", ["kind"],
+                                 buckets=_LATENCY_BUCKETS, registry=registry)
+        self.attempts = Histogram("status_update_attempts", "Attempts per settled status update.", ["kind"],
+                                  buckets=_ATTEMPT_BUCKETS, registry=registry)
+        self.queue_pending = Gauge("status_retry_queue_pending",
+                                   "Status updates without an outcome yet (in flight, held or waiting to retry).",
+                                   registry=registry)
+        self.queue_waiting = Gauge("status_retry_queue_waiting_retries",
+                                   "Status updates waiting for their next attempt.", registry=registry)
+        self.oldest_age = Gauge("status_retry_queue_oldest_pending_age_seconds",
+                                "Age of the oldest status update without an outcome (0 when none).",
+                                registry=registry)
+        # Children bound once: the hot path does no label look-ups.
+        self._by_result: dict[tuple[str, Result], Counter] = {}
+        for kind in KINDS:
+            self._by_result[kind, Result.WRITTEN] = self.successes.labels(kind)
+            self._by_result[kind, Result.FAILED] = self.failures.labels(kind)
+            self._by_result[kind, Result.SUPERSEDED] = self.superseded.labels(kind)
+        self._submitted = {kind: self.submitted.labels(kind) for kind in KINDS}
+        self._retries = {kind: self.retries.labels(kind) for kind in KINDS}
+        self._latency = {kind: self.latency.labels(kind) for kind in KINDS}
+        self._attempts = {kind: self.attempts.labels(kind) for kind in KINDS}
+
+    def watch(self, queue: RetryQueue) -> None:
+        """Read the queue's gauges from this queue at every scrape."""
+        self.queue_pending.set_function(lambda: queue.unsettled)
+        self.queue_waiting.set_function(lambda: len(queue.waiting_retries()))
+        self.oldest_age.set_function(queue.oldest_unsettled_age)
+
+    def on_submitted(self, update: StatusUpdate) -> None:
+        self._submitted[update.kind].inc()
+
+    def on_retry(self, update: StatusUpdate, delay: float) -> None:
+        self._retries[update.kind].inc()
+
+    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
+        self._by_result[update.kind, outcome.result].inc()
+        if outcome.attempts:
+            self._attempts[update.kind].observe(outcome.attempts)
+        if outcome.result is Result.WRITTEN:
+            # submitted_at is the event loop's clock.
+            self._latency[update.kind].observe(asyncio.get_running_loop().time() - update.submitted_at)

@@ -1,0 +1,214 @@
+"""The retry engine against the mock cluster's fault injection (REFERENCE §4, §6; KIP-1278, KIP-951)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from status_store.librdkafka import MockCluster
+from status_store.metrics import StoreMetrics
+from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
+from status_store.retry_queue import Result
+from status_store.store import StatusStore
+
+from .conftest import Broker, StoreFactory
+from .helpers import eventually, last_values, write_raw
+
+WAIT = 20.0
+NOT_ENOUGH_REPLICAS = 19
+# librdkafka itself re-sends after NOT_LEADER_OR_FOLLOWER and LEADER_NOT_AVAILABLE (it refreshes metadata and
+# re-routes, even with retries=0); FENCED_LEADER_EPOCH reaches the store.
+FENCED_LEADER_EPOCH = 74
+TOPIC_AUTHORIZATION_FAILED = 29
+FAST = {
+    "status.storage.retry.initial.backoff.ms": "100",
+    "status.storage.retry.max.backoff.ms": "400",
+    "status.storage.retry.jitter.factor": "0.25",
+    "status.storage.retry.delivery.timeout.ms": "400",
+    "sidecar.shutdown.timeout.ms": "3000",
+}
+
+
+class Faulty:
+    """A store on the mock cluster, with its metrics and the cluster's control API."""
+
+    def __init__(self, cluster: MockCluster, store: StatusStore, metrics: StoreMetrics) -> None:
+        self.cluster, self.store, self.metrics = cluster, store, metrics
+
+    def count(self, name: str, kind: str) -> float:
+        value = self.metrics.registry.get_sample_value(f"{name}_total", {"kind": kind})
+        return value or 0.0
+
+
+@pytest.fixture
+async def faulty(mock_cluster: MockCluster, store_factory: StoreFactory,
+                 request: pytest.FixtureRequest) -> AsyncIterator[Faulty]:
+    settings = {**FAST, **getattr(request, "param", {})}
+    metrics = StoreMetrics(CollectorRegistry())
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    # A pinned random source: every backoff is exactly initial * 2^n * (1 + 0.25 * 0.5).
+    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], lambda: 0.5, **settings) as store:
+        metrics.watch(store.queue)
+        yield Faulty(mock_cluster, store, metrics)
+
+
+def connector(name: str, generation: int = 1, state: State = State.RUNNING) -> ConnectorStatus:
+    return ConnectorStatus(name, state, "w1:8083", generation)
+
+
+def produce_times(cluster: MockCluster) -> list[float]:
+    return [r.timestamp_us / 1e6 for r in cluster.requests(MockCluster.PRODUCE)]
+
+
+async def test_a_transient_failure_ends_in_success_with_the_right_retry_count(faulty: Faulty) -> None:
+    faulty.cluster.start_tracking()
+    faulty.cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS)
+    outcome = await faulty.store.put(connector("c")).result(WAIT)
+    assert (outcome.result, outcome.attempts) == (Result.WRITTEN, 3)
+    assert faulty.count("status_update_retry", "connector") == 2
+    assert faulty.count("status_update_success", "connector") == 1
+    assert faulty.count("status_update_failure", "connector") == 0
+    # The gaps between Produce requests respect the backoff: 100 ms * 1.125, then 200 ms * 1.125.
+    times = produce_times(faulty.cluster)
+    assert len(times) == 3
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert gaps[0] >= 0.1125 - 0.005
+    assert gaps[1] >= 0.225 - 0.005
+    assert all(gap < 5.0 for gap in gaps)  # backed off, not stuck (a hang bound, not a benchmark)
+
+
+async def test_fatal_errors_are_not_retried(faulty: Faulty) -> None:
+    faulty.cluster.start_tracking()
+    faulty.cluster.push_request_errors(MockCluster.PRODUCE, TOPIC_AUTHORIZATION_FAILED)
+    outcome = await faulty.store.put(TaskStatus(TaskId("c", 0), State.RUNNING, "w:1", 1)).result(WAIT)
+    assert (outcome.result, outcome.attempts) == (Result.FAILED, 1)
+    assert outcome.error is not None
+    assert outcome.error.name == "TOPIC_AUTHORIZATION_FAILED"
+    assert len(produce_times(faulty.cluster)) == 1
+    assert faulty.count("status_update_retry", "task") == 0
+    assert faulty.count("status_update_failure", "task") == 1
+
+
+async def test_a_leader_change_is_retried_at_once_then_backs_off(faulty: Faulty) -> None:
+    faulty.cluster.start_tracking()
+    faulty.cluster.push_request_errors(MockCluster.PRODUCE, FENCED_LEADER_EPOCH, FENCED_LEADER_EPOCH)
+    outcome = await faulty.store.put(connector("c")).result(WAIT)
+    assert (outcome.result, outcome.attempts) == (Result.WRITTEN, 3)
+    gaps = [b - a for a, b in itertools.pairwise(produce_times(faulty.cluster))]
+    # The first retry waits for no backoff (KIP-951); the second backs off (retry 1: 200 ms * 1.125).
+    assert gaps[1] >= 0.225 - 0.005
+    assert gaps[0] < gaps[1]
+
+
+@pytest.mark.parametrize("faulty", [{"status.storage.retry.max.retries": "2"}], indirect=True)
+async def test_an_outage_longer_than_the_retry_window_fails_each_update_once(faulty: Faulty) -> None:
+    faulty.cluster.broker_down(-1)
+    updates = [faulty.store.put(connector(f"c{i}")) for i in range(20)]
+    outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), WAIT)
+    assert all(o.result is Result.FAILED and o.attempts == 3 for o in outcomes)
+    assert all(o.error is not None and o.error.name == "_MSG_TIMED_OUT" for o in outcomes)
+    assert faulty.count("status_update_failure", "connector") == 20
+    assert faulty.count("status_update_retry", "connector") == 40
+    assert faulty.count("status_update_success", "connector") == 0
+    # After the outage the store works again.
+    faulty.cluster.broker_up(-1)
+    assert (await faulty.store.put(connector("after")).result(WAIT)).ok
+
+
+@pytest.mark.parametrize("faulty", [{"status.storage.retry.timeout.ms": "500",
+                                     "status.storage.retry.max.retries": "100"}], indirect=True)
+async def test_the_total_time_bound_ends_retries(faulty: Faulty) -> None:
+    faulty.cluster.broker_down(-1)
+    started = time.monotonic()
+    outcome = await faulty.store.put(connector("c")).result(WAIT)
+    assert outcome.result is Result.FAILED
+    assert "status.storage.retry.timeout.ms" in outcome.reason
+    assert time.monotonic() - started < WAIT
+
+
+async def test_a_newer_write_supersedes_a_pending_retry_and_is_never_overwritten(faulty: Faulty) -> None:
+    faulty.cluster.broker_down(-1)
+    first = faulty.store.put(connector("c", state=State.RUNNING))
+    second = faulty.store.put(connector("c", state=State.PAUSED))
+    third = faulty.store.put(connector("c", state=State.FAILED))
+    # One write in flight, one waiting: the second was superseded by the third before it was sent.
+    assert second.outcome is not None
+    assert second.outcome.result is Result.SUPERSEDED
+    await asyncio.sleep(0.5)  # the first attempt times out while brokers are down
+    faulty.cluster.broker_up(-1)
+    outcomes = [await u.result(WAIT) for u in (first, third)]
+    assert outcomes[1].result is Result.WRITTEN
+    assert outcomes[0].result is Result.SUPERSEDED
+    await faulty.store.read_your_writes(WAIT)
+    assert faulty.store.get_connector("c") == connector("c", state=State.FAILED)
+    assert faulty.count("status_update_superseded", "connector") == 2
+
+
+async def test_a_retry_is_abandoned_when_the_generation_changes(faulty: Faulty) -> None:
+    faulty.cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
+    old = faulty.store.put(connector("a", generation=1))
+    await asyncio.sleep(0.02)
+    faulty.store.put(connector("b", generation=2))
+    outcome = await old.result(WAIT)
+    assert outcome.result is Result.SUPERSEDED
+    assert "generation" in outcome.reason
+
+
+async def test_put_returns_at_once_while_every_broker_is_down(faulty: Faulty) -> None:
+    faulty.cluster.broker_down(-1)
+    slowest = 0.0
+    for i in range(200):
+        started = time.perf_counter()
+        faulty.store.put(connector(f"c{i}"))
+        slowest = max(slowest, time.perf_counter() - started)
+    # put never waits for Kafka; "a few milliseconds" with generous room for a loaded machine.
+    assert slowest < 0.05
+
+
+async def test_the_kip_counters_have_their_exact_exposition_names(faulty: Faulty) -> None:
+    faulty.cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
+    await faulty.store.put(connector("c")).result(WAIT)
+    text = generate_latest(faulty.metrics.registry).decode()
+    for name in ("status_update_retry_total", "status_update_failure_total", "status_update_success_total",
+                 "status_update_superseded_total"):
+        assert f'{name}{{kind="connector"}}' in text
+    assert "_total_total" not in text
+    assert 'status_update_retry_total{kind="connector"} 1.0' in text
+    assert "status_retry_queue_oldest_pending_age_seconds" in text
+    assert "status_update_write_latency_seconds_bucket" in text
+
+
+@pytest.mark.parametrize("faulty", [{"status.storage.retry.initial.backoff.ms": "60000",
+                                     "status.storage.retry.max.backoff.ms": "60000"}], indirect=True)
+async def test_stop_does_not_send_a_retry_that_connects_rules_abandon(faulty: Faulty) -> None:
+    store = faulty.store
+    await store.put(connector("c", generation=5)).result(WAIT)
+    await store.read_your_writes(WAIT)
+    faulty.cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
+    safe = store.put_safe(connector("c", generation=5, state=State.UNASSIGNED))
+    assert safe is not None
+    await eventually(lambda: bool(store.queue.waiting_retries()))
+    # Another worker's newer status arrives while the safe write waits for its (long) retry.
+    write_raw(store, (b"status-connector-c", b'{"state":"RUNNING","trace":null,"worker_id":"w2:8083","generation":6}'))
+    await store.read_to_end(WAIT)
+    assert await store.stop() == []
+    assert safe.outcome is not None
+    assert safe.outcome.result is Result.SUPERSEDED
+    assert last_values(store)[b"status-connector-c"] == (
+        b'{"state":"RUNNING","trace":null,"worker_id":"w2:8083","generation":6}')
+
+
+@pytest.mark.parametrize("faulty", [{"sidecar.kafka.queue.buffering.max.kbytes": "4"}], indirect=True)
+async def test_a_record_larger_than_the_client_queue_fails_instead_of_blocking_others(faulty: Faulty) -> None:
+    big = faulty.store.put(ConnectorStatus("big", State.FAILED, "w:1", 1, "x" * 8000))
+    small = faulty.store.put(connector("small"))
+    outcome = await big.result(WAIT)
+    assert (outcome.result, outcome.attempts) == (Result.FAILED, 1)
+    assert outcome.error is not None
+    assert outcome.error.name == "MSG_SIZE_TOO_LARGE"
+    assert (await small.result(WAIT)).ok
