@@ -5,7 +5,9 @@ a few hundred bytes per pending update, and it can see every update of a key at 
 
 - **Per-key coalescing.** A key has at most one write in flight and at most one waiting. A newer
   write for the key supersedes the waiting one (counted as superseded, not failed), and is held
-  until the write in flight settles, so an older value is never written after a newer one.
+  until the write in flight settles, so an older value is never written after a newer one. The
+  backoff belongs to the key: a newer value takes over the waiting retry's place in time, so a
+  key that keeps changing during an outage costs the broker no more attempts than a quiet one.
 - **Bounded retries** (KIP-1278): backoff from a policy in ``backoff.py``, at most ``max_retries``
   retries and, optionally, a total time bound per update (in the spirit of KIP-572).
 - **Error classes** from ``errors.classify``: fatal errors are not retried; a leader change is
@@ -125,13 +127,19 @@ class RetryPolicy:
 
 
 class _Slot:
-    """The updates of one key: at most one in flight and one waiting."""
+    """The updates of one key: at most one in flight and one waiting, and the key's failure streak.
 
-    __slots__ = ("inflight", "waiting")
+    The backoff follows the key, not the update: a newer value that supersedes a waiting retry takes
+    over its place in time, so a key that keeps changing during an outage is not retried any faster.
+    """
+
+    __slots__ = ("inflight", "streak", "waiting")
 
     def __init__(self) -> None:
         self.inflight: StatusUpdate | None = None
         self.waiting: StatusUpdate | None = None
+        # Retriable failures of this key since its last success.
+        self.streak = 0
 
 
 class RetryQueue:
@@ -172,9 +180,12 @@ class RetryQueue:
         slot = self._slots.get(update.key)
         if slot is None:
             slot = self._slots[update.key] = _Slot()
-        if slot.waiting is not None:
-            self._finish(slot.waiting, Result.SUPERSEDED, "a newer write for the key was submitted")
-        if slot.inflight is None:
+        replaced = slot.waiting
+        if replaced is not None:
+            self._finish(replaced, Result.SUPERSEDED, "a newer write for the key was submitted")
+        if replaced is not None and replaced.due is not None:
+            self._schedule(slot, update, replaced.due)  # the newer value keeps the key's place in time
+        elif slot.inflight is None:
             slot.waiting = None
             self._attempt(slot, update)
         else:
@@ -200,6 +211,7 @@ class RetryQueue:
             slot.inflight = None
         if update.outcome is None:
             if error is None:
+                slot.streak = 0
                 self._finish(update, Result.WRITTEN, "written", delivery)
             else:
                 update.last_error = error
@@ -207,10 +219,16 @@ class RetryQueue:
         self._advance(slot, update.key)
 
     def _after_failure(self, slot: _Slot, update: StatusUpdate, error: WriteFailedError) -> None:
-        if slot.waiting is not None:
-            self._finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
-            return
         kind = classify(error.code)
+        if kind is not ErrorKind.FATAL:
+            slot.streak += 1
+        newer = slot.waiting
+        if newer is not None:
+            # A newer value was held behind this attempt: it replaces this one, after the key's backoff.
+            self._finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
+            if kind is not ErrorKind.FATAL:
+                self._schedule(slot, newer, self._due(slot, newer, kind))
+            return
         if kind is ErrorKind.FATAL:
             self._finish(update, Result.FAILED, f"{error.name} is not retriable")
             return
@@ -221,14 +239,7 @@ class RetryQueue:
         if update.retries >= self.policy.max_retries:
             self._finish(update, Result.FAILED, f"no retries left after {update.attempts} attempt(s)")
             return
-        if kind is ErrorKind.LEADER_CHANGE and not update.leader_retried:
-            # KIP-951: the new leader is known or about to be; waiting would only add latency.
-            update.leader_retried = True
-            delay = 0.0
-        else:
-            delay = self.policy.backoff.delay(update.retries)
-        assert self._loop is not None
-        due = self._loop.time() + delay
+        due = self._due(slot, update, kind)
         if update.deadline is not None and due > update.deadline:
             self._finish(update, Result.FAILED,
                          f"the next attempt would pass the {self.policy.timeout:g} s bound of "
@@ -236,7 +247,22 @@ class RetryQueue:
             return
         update.retries += 1
         for listener in self._listeners:
-            listener.on_retry(update, delay)
+            listener.on_retry(update, due - self._now())
+        self._schedule(slot, update, due)
+
+    def _due(self, slot: _Slot, update: StatusUpdate, kind: ErrorKind) -> float:
+        """When the key may be tried again after its latest failure."""
+        if kind is ErrorKind.LEADER_CHANGE and not update.leader_retried:
+            # KIP-951: the new leader is known or about to be; waiting would only add latency.
+            update.leader_retried = True
+            return self._now()
+        return self._now() + self.policy.backoff.delay(slot.streak - 1)
+
+    def _now(self) -> float:
+        assert self._loop is not None
+        return self._loop.time()
+
+    def _schedule(self, slot: _Slot, update: StatusUpdate, due: float) -> None:
         update.due = due
         slot.waiting = update
         heapq.heappush(self._heap, (due, update.number, update))
