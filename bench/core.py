@@ -61,7 +61,7 @@ async def store_write(bootstrap: str, topic: str, items: list[TaskStatus]) -> fl
         store.put(status)
     await store.flush()
     elapsed = time.perf_counter() - start
-    assert store.pending_writes == 0
+    assert store.queue.unsettled == 0
     await store.stop()
     return elapsed
 
@@ -114,7 +114,7 @@ async def store_single_latency(bootstrap: str, topic: str) -> float:
     store = make_store(bootstrap, topic)
     await store.start()
     start = time.perf_counter()
-    await store.put(TaskStatus(TaskId("latency", 0), State.RUNNING, "w:1", 0))
+    assert (await store.put(TaskStatus(TaskId("latency", 0), State.RUNNING, "w:1", 0)).result()).ok
     elapsed = time.perf_counter() - start
     await store.stop()
     return elapsed

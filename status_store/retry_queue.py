@@ -9,7 +9,8 @@ a few hundred bytes per pending update, and it can see every update of a key at 
   backoff belongs to the key: a newer value takes over the waiting retry's place in time, so a
   key that keeps changing during an outage costs the broker no more attempts than a quiet one.
 - **Bounded retries** (KIP-1278): backoff from a policy in ``backoff.py``, at most ``max_retries``
-  retries and, optionally, a total time bound per update (in the spirit of KIP-572).
+  retries and, optionally, a total time bound per update (in the spirit of KIP-572). A retry is
+  sent at the first 100 ms tick after its backoff, so retries of many keys share Produce requests.
 - **Error classes** from ``errors.classify``: fatal errors are not retried; a leader change is
   retried once at once (KIP-951), later retries back off.
 - **Abandonment** (Connect's rules): before each retry the owner of the update may abandon it
@@ -26,6 +27,7 @@ import functools
 import heapq
 import itertools
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -35,6 +37,9 @@ from .errors import ErrorKind, StoreClosedError, WriteFailedError, classify
 from .kafka_log import Delivery, DoneCallback
 
 log = logging.getLogger(__name__)
+
+# Retries due within the same RETRY_GRID_S are sent together (the delay is rounded up, never down).
+RETRY_GRID_S = 0.1
 
 # send(key, value, done): hand a record to Kafka; done(delivery, error) runs on the loop when it settles.
 Send = Callable[[bytes, bytes | None, DoneCallback], None]
@@ -154,9 +159,12 @@ class RetryQueue:
         self._heap: list[tuple[float, int, StatusUpdate]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._numbers = itertools.count(1)
-        # Unsettled updates by number; insertion-ordered, so the first is the oldest.
+        # Unsettled updates by number, and a pointer that only moves forward to the oldest of them
+        # (a dict's first key is slow to find after many removals from its front).
         self._unsettled: dict[int, StatusUpdate] = {}
+        self._oldest = 1
         self._flushes: list[tuple[int, asyncio.Future[None]]] = []
+        self.attempts_total = 0
         # Stopping: no new submissions. Closed: nothing is sent any more.
         self._stopped = False
         self._closed = False
@@ -196,6 +204,7 @@ class RetryQueue:
     def _attempt(self, slot: _Slot, update: StatusUpdate) -> None:
         slot.inflight = update
         update.attempts += 1
+        self.attempts_total += 1
         update.due = None
         try:
             self._send(update.key.encode(), update.value, functools.partial(self._settled, slot, update))
@@ -256,7 +265,10 @@ class RetryQueue:
             # KIP-951: the new leader is known or about to be; waiting would only add latency.
             update.leader_retried = True
             return self._now()
-        return self._now() + self.policy.backoff.delay(slot.streak - 1)
+        due = self._now() + self.policy.backoff.delay(slot.streak - 1)
+        # Retries are aligned up to a grid, so the retries of many keys leave together and share Produce
+        # requests; never earlier than the backoff says.
+        return math.ceil(due / RETRY_GRID_S) * RETRY_GRID_S
 
     def _now(self) -> float:
         assert self._loop is not None
@@ -349,10 +361,17 @@ class RetryQueue:
 
     def oldest_unsettled_age(self) -> float:
         """Seconds since the oldest update without an outcome was submitted (0 when none)."""
-        oldest = next(iter(self._unsettled.values()), None)
-        if oldest is None or self._loop is None:
+        number = self._oldest_unsettled()
+        if number is None or self._loop is None:
             return 0.0
-        return self._loop.time() - oldest.submitted_at
+        return self._loop.time() - self._unsettled[number].submitted_at
+
+    def _oldest_unsettled(self) -> int | None:
+        if not self._unsettled:
+            return None
+        while self._oldest not in self._unsettled:
+            self._oldest += 1
+        return self._oldest
 
     # ----------------------------------------------------------------------------- flush and stop
 
@@ -365,7 +384,7 @@ class RetryQueue:
         await asyncio.wait_for(future, timeout)
 
     def _release_flushes(self) -> None:
-        oldest = next(iter(self._unsettled), None)
+        oldest = self._oldest_unsettled()
         waiting = []
         for mark, future in self._flushes:
             if oldest is None or oldest >= mark:
