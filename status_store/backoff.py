@@ -47,8 +47,8 @@ def capped_exponential(initial_ms: float, max_ms: float, multiplier: float, retr
 
 
 @dataclass(frozen=True, slots=True)
-class AdditiveJitter:
-    """KIP-1278: ``capped + capped * jitter * U[0,1)``."""
+class ExponentialBackoff:
+    """The settings every policy shares; subclasses say how jitter applies."""
 
     initial_ms: float
     max_ms: float
@@ -56,20 +56,23 @@ class AdditiveJitter:
     jitter: float
     random: Random = field(default=random.random, compare=False)
 
+    def capped_ms(self, retry_count: int) -> float:
+        """``min(initial * multiplier^n, max)`` in milliseconds."""
+        return capped_exponential(self.initial_ms, self.max_ms, self.multiplier, retry_count)
+
+
+@dataclass(frozen=True, slots=True)
+class AdditiveJitter(ExponentialBackoff):
+    """KIP-1278: ``capped + capped * jitter * U[0,1)``."""
+
     def delay(self, retry_count: int) -> float:
-        capped = capped_exponential(self.initial_ms, self.max_ms, self.multiplier, retry_count)
+        capped = self.capped_ms(retry_count)
         return (capped + capped * self.jitter * self.random()) / 1000
 
 
 @dataclass(frozen=True, slots=True)
-class SymmetricJitter:
+class SymmetricJitter(ExponentialBackoff):
     """KIP-580: ``min(initial * multiplier^n * U[1-j, 1+j), max)``; constant ``max`` if ``initial >= max``."""
-
-    initial_ms: float
-    max_ms: float
-    multiplier: float
-    jitter: float
-    random: Random = field(default=random.random, compare=False)
 
     def delay(self, retry_count: int) -> float:
         if self.initial_ms >= self.max_ms:
@@ -83,24 +86,21 @@ class SymmetricJitter:
 
 
 @dataclass(frozen=True, slots=True)
-class FullJitter:
-    """AWS full jitter: ``U[0, capped)``."""
-
-    initial_ms: float
-    max_ms: float
-    multiplier: float
-    random: Random = field(default=random.random, compare=False)
+class FullJitter(ExponentialBackoff):
+    """AWS full jitter: ``U[0, capped)`` (the whole range is random; ``jitter`` does not apply)."""
 
     def delay(self, retry_count: int) -> float:
-        capped = capped_exponential(self.initial_ms, self.max_ms, self.multiplier, retry_count)
-        return capped * self.random() / 1000
+        return self.capped_ms(retry_count) * self.random() / 1000
+
+
+_POLICIES: dict[JitterMode, Callable[[float, float, float, float, Random], Backoff]] = {
+    JitterMode.ADDITIVE: AdditiveJitter,
+    JitterMode.SYMMETRIC: SymmetricJitter,
+    JitterMode.FULL: FullJitter,
+}
 
 
 def backoff_policy(mode: JitterMode, initial_ms: float, max_ms: float, multiplier: float, jitter: float,
                    rng: Random = random.random) -> Backoff:
     """The policy for a jitter mode and KIP-1278's settings."""
-    if mode is JitterMode.ADDITIVE:
-        return AdditiveJitter(initial_ms, max_ms, multiplier, jitter, rng)
-    if mode is JitterMode.SYMMETRIC:
-        return SymmetricJitter(initial_ms, max_ms, multiplier, jitter, rng)
-    return FullJitter(initial_ms, max_ms, multiplier, rng)
+    return _POLICIES[mode](initial_ms, max_ms, multiplier, jitter, rng)

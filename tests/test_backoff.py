@@ -39,7 +39,7 @@ def test_symmetric_jitter_spreads_both_ways_and_never_exceeds_max() -> None:
 
 def test_full_jitter_draws_below_the_capped_value() -> None:
     values = fixed(0.0, 0.5)
-    policy = FullJitter(300, 10000, 2.0, random=lambda: next(values))
+    policy = FullJitter(300, 10000, 2.0, 0.0, random=lambda: next(values))
     assert [policy.delay(n) for n in range(2)] == [0.0, 0.3]
 
 
@@ -74,5 +74,5 @@ def test_bounds_hold_for_any_seed(case: tuple[int, int, float, float, int, float
     assert capped - 1e-6 <= additive <= capped * (1 + jitter) + 1e-6
     symmetric = SymmetricJitter(initial, maximum, multiplier, jitter, random=lambda: u).delay(n) * 1000
     assert 0 <= symmetric <= maximum + 1e-6
-    full = FullJitter(initial, maximum, multiplier, random=lambda: u).delay(n) * 1000
+    full = FullJitter(initial, maximum, multiplier, jitter, random=lambda: u).delay(n) * 1000
     assert 0 <= full <= capped + 1e-6
