@@ -17,7 +17,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,8 @@ class StoreConfig:
     retry: RetryConfig
     rest_host: str
     rest_port: int
+    rest_token: str | None = field(repr=False)
+    rest_max_body_bytes: int
     startup_timeout_s: float
     shutdown_timeout_s: float
 
@@ -171,6 +173,11 @@ SETTINGS: tuple[Setting, ...] = (
             "Address the HTTP API binds to. Loopback by default; widen it deliberately."),
     Setting("sidecar.rest.port", 8084, _integer(0, 65535),
             "Port of the HTTP API (0: any free port)."),
+    Setting("sidecar.rest.token", None, _text,
+            "Bearer token every write request must carry (Authorization: Bearer ...). Unset: writes are open, "
+            "so keep the API on loopback. Reads are always open, as Connect's are."),
+    Setting("sidecar.rest.max.body.bytes", 1048576, _integer(1, _INT32_MAX),
+            "Largest request body the API accepts (larger: 413)."),
     Setting("sidecar.startup.timeout.ms", 60000, _integer(1, _INT32_MAX),
             "Bound on reaching the brokers, setting up the topic and reading it to the end at start."),
     Setting("sidecar.shutdown.timeout.ms", 10000, _integer(0, _INT32_MAX),
@@ -316,6 +323,8 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
         retry=retry,
         rest_host=values["sidecar.rest.host"],
         rest_port=values["sidecar.rest.port"],
+        rest_token=values["sidecar.rest.token"],
+        rest_max_body_bytes=values["sidecar.rest.max.body.bytes"],
         startup_timeout_s=values["sidecar.startup.timeout.ms"] / 1000,
         shutdown_timeout_s=values["sidecar.shutdown.timeout.ms"] / 1000,
     )

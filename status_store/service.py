@@ -53,8 +53,9 @@ async def serve(config: StoreConfig) -> None:
     metrics.watch(store.queue)
     try:
         await store.start()
-        server = _Server(uvicorn.Config(create_app(store, registry), host=config.rest_host, port=config.rest_port,
-                                        log_config=None, access_log=False))
+        app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes)
+        server = _Server(uvicorn.Config(app, host=config.rest_host, port=config.rest_port, log_config=None,
+                                        access_log=False))
         await server.serve()
     finally:
         lost = await store.stop()

@@ -83,6 +83,8 @@ class StatusStore:
         self._connectors: dict[str, _Entry] = {}
         self._tasks: dict[str, dict[int, _Entry]] = {}
         self._topics: dict[str, dict[str, TopicStatus]] = {}
+        # Connector types as writers hinted them ("source" or "sink"); Connect's topic has no such field.
+        self._types: dict[str, str] = {}
         retry = config.retry
         self._log = KafkaLog(config.topic, bootstrap_servers, config.client_configs, self._apply,
                              retry.delivery_timeout_ms)
@@ -165,8 +167,17 @@ class StatusStore:
         """
         return self._send_status(status, safe=True)
 
+    def set_connector_type(self, connector: str, connector_type: str) -> None:
+        """Remember a writer's hint of a connector's type (kept in memory only)."""
+        self._types[connector] = connector_type
+
+    def connector_type(self, connector: str) -> str:
+        """``source``, ``sink``, or ``unknown`` when no writer said."""
+        return self._types.get(connector, "unknown")
+
     def delete_connector(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every known task of the connector, then for the connector itself."""
+        self._types.pop(connector, None)
         tasks = sorted(self._tasks.get(connector, ()))
         updates = [self._submit(task_key(TaskId(connector, task)), None, "task") for task in tasks]
         updates.append(self._submit(connector_key(connector), None, "connector"))

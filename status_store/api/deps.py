@@ -1,20 +1,107 @@
-"""Dependencies shared by the routers."""
+"""Dependencies shared by the routers: the store, the write token, path names, waiting for outcomes."""
 
 from __future__ import annotations
 
+import asyncio
+import hmac
+import unicodedata
+from collections.abc import Sequence
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Query, Request
 
+from ..retry_queue import Result, StatusUpdate
 from ..store import StatusStore
+from .responses import ApiError, ConnectJSONResponse
+
+# Longest wait a ?wait=true request may ask for.
+MAX_WAIT_MS = 120_000
 
 
 def get_store(request: Request) -> StatusStore:
     """The running store of this app."""
     store: StatusStore | None = request.app.state.store
     if store is None:
-        raise HTTPException(status_code=503, detail="the status store is not running")
+        raise ApiError(503, "The status store is not running")
     return store
 
 
 StoreDep = Annotated[StatusStore, Depends(get_store)]
+
+
+def require_writer(request: Request) -> None:
+    """Writes need ``Authorization: Bearer <token>`` when a token is configured (compared in constant time)."""
+    token: str | None = request.app.state.token
+    if token is None:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+        raise ApiError(401, "A valid bearer token is required for writes", {"WWW-Authenticate": "Bearer"})
+
+
+WriterDep = Depends(require_writer)
+
+
+def checked_name(name: str, what: str = "connector") -> str:
+    """A connector name from the path, refused when Connect would refuse it."""
+    if not name or not name.strip():
+        raise ApiError(400, f"The {what} name must not be empty")
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        raise ApiError(400, f"The {what} name must not contain control characters")
+    if len(name) > 1024:
+        raise ApiError(400, f"The {what} name is longer than 1024 characters")
+    return name
+
+
+def checked_topic(topic: str) -> str:
+    """A Kafka topic name from the path."""
+    if not topic or len(topic) > 249 or topic in {".", ".."} or any(
+            not (c.isascii() and (c.isalnum() or c in "._-")) for c in topic):
+        raise ApiError(400, f"{topic!r} is not a legal Kafka topic name")
+    return topic
+
+
+class WaitParams:
+    """``?wait=true`` waits for the durable outcome, at most ``timeout_ms``."""
+
+    def __init__(
+        self,
+        wait: Annotated[bool, Query(description="Wait for the durable outcome instead of answering 202.")] = False,
+        timeout_ms: Annotated[int, Query(ge=1, le=MAX_WAIT_MS, description="Bound on the wait.")] = 30000,
+    ) -> None:
+        self.wait, self.timeout = wait, timeout_ms / 1000
+
+
+WaitDep = Annotated[WaitParams, Depends()]
+
+
+def _result(update: StatusUpdate) -> dict[str, object]:
+    outcome = update.outcome
+    if outcome is None:
+        return {"key": update.key, "result": "pending", "attempts": update.attempts}
+    body: dict[str, object] = {"key": update.key, "result": outcome.result.value, "attempts": outcome.attempts}
+    if outcome.delivery is not None:
+        body["partition"], body["offset"] = outcome.delivery.partition, outcome.delivery.offset
+    if not outcome.ok:
+        body["reason"] = outcome.reason
+    return body
+
+
+async def answer(updates: Sequence[StatusUpdate], params: WaitParams) -> ConnectJSONResponse:
+    """202 at once; or, with ``wait``, 200 once every update is durable or superseded, 503 if one failed,
+    504 if the bound passed first."""
+    if not params.wait:
+        return ConnectJSONResponse({"results": [_result(u) for u in updates]}, status_code=202)
+    try:
+        await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), params.timeout)
+    except TimeoutError:
+        raise ApiError(504, f"The write was accepted but is not durable after {params.timeout:g} s; it is still "
+                            "being retried (see GET /retries)") from None
+    failed = [u for u in updates if u.outcome is not None and u.outcome.result is Result.FAILED]
+    if failed:
+        first = failed[0].outcome
+        assert first is not None
+        raise ApiError(503, f"Kafka did not accept the write of {first.key}: {first.reason}"
+                            + (f" ({first.error})" if first.error is not None else ""))
+    return ConnectJSONResponse({"results": [_result(u) for u in updates]}, status_code=200)

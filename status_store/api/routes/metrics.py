@@ -9,7 +9,7 @@ router = APIRouter(tags=["operations"])
 
 
 @router.get("/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
-def metrics(request: Request) -> Response:
+async def metrics(request: Request) -> Response:
     """The Prometheus text exposition: the KIP-1278 counters, retry queue gauges and latencies."""
     registry: CollectorRegistry = request.app.state.registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

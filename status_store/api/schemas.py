@@ -1,0 +1,158 @@
+"""Request and response bodies of the HTTP API (also the OpenAPI document's schemas)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from ..model import INT32_MAX, State
+
+Generation = Annotated[StrictInt, Field(ge=0, le=INT32_MAX, description="The worker group generation.")]
+TaskNumber = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]
+Name = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
+TopicName = Annotated[StrictStr, Field(min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StatusBody(_Body):
+    """A task status, as a Connect worker reports it."""
+
+    state: State
+    trace: StrictStr | None = None
+    worker_id: Annotated[StrictStr, Field(min_length=1, max_length=1024)]
+    generation: Generation
+
+
+class ConnectorStatusBody(StatusBody):
+    """A connector status, with an optional hint of the connector's type."""
+
+    type: Literal["source", "sink"] | None = None
+
+
+class TopicStatusBody(_Body):
+    """A topic a connector's task has used (KIP-558)."""
+
+    task: TaskNumber
+    discoverTimestamp: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] | None = None
+
+
+class ConnectorUpdate(ConnectorStatusBody):
+    """Batch item: write a connector's status."""
+
+    kind: Literal["connector"]
+    connector: Name
+    safe: bool = False
+
+
+class TaskUpdate(StatusBody):
+    """Batch item: write a task's status."""
+
+    kind: Literal["task"]
+    connector: Name
+    task: TaskNumber
+    safe: bool = False
+
+
+class TopicUpdate(TopicStatusBody):
+    """Batch item: record that a connector uses a topic."""
+
+    kind: Literal["topic"]
+    connector: Name
+    topic: TopicName
+
+
+class ConnectorDeletion(_Body):
+    """Batch item: delete a connector's statuses (its tasks, then itself)."""
+
+    kind: Literal["delete_connector"]
+    connector: Name
+
+
+class TopicDeletion(_Body):
+    """Batch item: forget that a connector uses a topic."""
+
+    kind: Literal["delete_topic"]
+    connector: Name
+    topic: TopicName
+
+
+BatchItem = Annotated[
+    ConnectorUpdate | TaskUpdate | TopicUpdate | ConnectorDeletion | TopicDeletion, Field(discriminator="kind")
+]
+
+
+class StatusBatch(_Body):
+    """Many status updates in one request, applied in order."""
+
+    updates: Annotated[list[BatchItem], Field(min_length=1, max_length=10000)]
+
+
+class WriteResult(BaseModel):
+    """What happened to one write: ``pending`` (accepted), ``written``, ``failed`` or ``superseded``."""
+
+    key: str
+    result: Literal["pending", "written", "failed", "superseded", "dropped"]
+    attempts: int = 0
+    partition: int | None = None
+    offset: int | None = None
+    reason: str | None = None
+
+
+class WriteResponse(BaseModel):
+    """The answer to a write request."""
+
+    results: list[WriteResult]
+
+
+class ConnectorState(BaseModel):
+    """A connector's state in Connect's status shape (``trace`` only when there is one)."""
+
+    state: str
+    worker_id: str
+    trace: str | None = None
+
+
+class TaskState(BaseModel):
+    """A task's state in Connect's status shape."""
+
+    id: int
+    state: str
+    worker_id: str
+    trace: str | None = None
+
+
+class ConnectorStateInfo(BaseModel):
+    """Connect's ``GET /connectors/{name}/status`` answer."""
+
+    name: str
+    connector: ConnectorState
+    tasks: list[TaskState]
+    type: str
+
+
+class ErrorBody(BaseModel):
+    """Connect's error body."""
+
+    error_code: int
+    message: str
+
+
+class PendingRetry(BaseModel):
+    """An update waiting for its next attempt."""
+
+    key: str
+    kind: str
+    attempts: int
+    next_attempt_in_seconds: float
+    last_error: str | None
+
+
+class Readiness(BaseModel):
+    """``GET /ready``: the broker answers and the cache has caught up with the topic."""
+
+    status: str
+    message: str
