@@ -14,6 +14,7 @@ random source returning floats in [0, 1), so tests can pin every value.
 from __future__ import annotations
 
 import enum
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,13 +38,24 @@ class Backoff(Protocol):
         """Seconds to wait before retry ``retry_count`` (0 for the first retry)."""
         ...
 
+    def shortest(self, retry_count: int) -> float:
+        """The least ``delay(retry_count)`` can be, whatever the random draw."""
+        ...
+
+
+def exponential(initial_ms: float, multiplier: float, retry_count: int) -> float:
+    """``initial * multiplier^n`` in milliseconds; infinity instead of an overflow for huge ``n``."""
+    if initial_ms == 0:
+        return 0.0
+    try:
+        return initial_ms * multiplier**retry_count
+    except OverflowError:
+        return math.inf
+
 
 def capped_exponential(initial_ms: float, max_ms: float, multiplier: float, retry_count: int) -> float:
-    """``min(initial * multiplier^n, max)`` in milliseconds, without overflowing for huge ``n``."""
-    try:
-        return min(initial_ms * multiplier**retry_count, max_ms)
-    except OverflowError:
-        return max_ms
+    """``min(initial * multiplier^n, max)`` in milliseconds."""
+    return min(exponential(initial_ms, multiplier, retry_count), max_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,20 +81,25 @@ class AdditiveJitter(ExponentialBackoff):
         capped = self.capped_ms(retry_count)
         return (capped + capped * self.jitter * self.random()) / 1000
 
+    def shortest(self, retry_count: int) -> float:
+        return self.capped_ms(retry_count) / 1000
+
 
 @dataclass(frozen=True, slots=True)
 class SymmetricJitter(ExponentialBackoff):
     """KIP-580: ``min(initial * multiplier^n * U[1-j, 1+j), max)``; constant ``max`` if ``initial >= max``."""
 
     def delay(self, retry_count: int) -> float:
+        return self._spread(retry_count, 1 - self.jitter + 2 * self.jitter * self.random())
+
+    def shortest(self, retry_count: int) -> float:
+        return self._spread(retry_count, 1 - self.jitter)
+
+    def _spread(self, retry_count: int, factor: float) -> float:
         if self.initial_ms >= self.max_ms:
             return self.max_ms / 1000
-        factor = 1 - self.jitter + 2 * self.jitter * self.random()
-        try:
-            value = self.initial_ms * self.multiplier**retry_count * factor
-        except OverflowError:
-            value = self.max_ms
-        return min(value, self.max_ms) / 1000
+        # KIP-580 spreads the uncapped value, then caps: far into the backoff the delay is max.
+        return min(exponential(self.initial_ms, self.multiplier, retry_count) * factor, self.max_ms) / 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +108,9 @@ class FullJitter(ExponentialBackoff):
 
     def delay(self, retry_count: int) -> float:
         return self.capped_ms(retry_count) * self.random() / 1000
+
+    def shortest(self, retry_count: int) -> float:
+        return 0.0
 
 
 _POLICIES: dict[JitterMode, Callable[[float, float, float, float, Random], Backoff]] = {

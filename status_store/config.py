@@ -309,6 +309,10 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
         timeout_ms=values["status.storage.retry.timeout.ms"],
         delivery_timeout_ms=values["status.storage.retry.delivery.timeout.ms"],
     )
+    linger = client_configs.get("linger.ms", client_configs.get("queue.buffering.max.ms"))
+    if linger is not None and float(linger) >= retry.delivery_timeout_ms:
+        raise ConfigError("status.storage.retry.delivery.timeout.ms", retry.delivery_timeout_ms,
+                          f"must be greater than the producer's linger.ms ({linger})")
     if retry.initial_backoff_ms > retry.max_backoff_ms:
         raise ConfigError("status.storage.retry.initial.backoff.ms", retry.initial_backoff_ms,
                           f"must not exceed status.storage.retry.max.backoff.ms ({retry.max_backoff_ms})")

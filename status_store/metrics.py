@@ -71,7 +71,7 @@ class StoreMetrics:
     def on_submitted(self, update: StatusUpdate) -> None:
         self._submitted[update.kind].inc()
 
-    def on_retry(self, update: StatusUpdate, delay: float) -> None:
+    def on_retry(self, update: StatusUpdate) -> None:
         self._retries[update.kind].inc()
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:

@@ -9,8 +9,9 @@ a few hundred bytes per pending update, and it can see every update of a key at 
   backoff belongs to the key: a newer value takes over the waiting retry's place in time, so a
   key that keeps changing during an outage costs the broker no more attempts than a quiet one.
 - **Bounded retries** (KIP-1278): backoff from a policy in ``backoff.py``, at most ``max_retries``
-  retries and, optionally, a total time bound per update (in the spirit of KIP-572). A retry is
-  sent at the first 100 ms tick after its backoff, so retries of many keys share Produce requests.
+  retries and, optionally, a total time bound per update (in the spirit of KIP-572). Retry times
+  are aligned down to a 100 ms tick where the policy's bounds allow, so retries of many keys share
+  Produce requests.
 - **Error classes** from ``errors.classify``: fatal errors are not retried; a leader change is
   retried once at once (KIP-951), later retries back off.
 - **Abandonment** (Connect's rules): before each retry the owner of the update may abandon it
@@ -38,8 +39,8 @@ from .kafka_log import Delivery, DoneCallback
 
 log = logging.getLogger(__name__)
 
-# Retries due within the same RETRY_GRID_S are sent together (the delay is rounded up, never down).
-RETRY_GRID_S = 0.1
+# Retry times are aligned down to this tick where the backoff policy allows it (see RetryQueue._due).
+RETRY_TICK_S = 0.1
 
 # send(key, value, done): hand a record to Kafka; done(delivery, error) runs on the loop when it settles.
 Send = Callable[[bytes, bytes | None, DoneCallback], None]
@@ -77,7 +78,7 @@ class StatusUpdate:
                  "number", "outcome", "retries", "submitted_at", "value")
 
     def __init__(self, key: str, value: bytes | None, kind: str,
-                 abandon: Callable[[], str | None] | None = None) -> None:
+                 abandon: Callable[[bool], str | None] | None = None) -> None:
         self.key, self.value, self.kind, self.abandon = key, value, kind, abandon
         self.attempts = 0
         self.retries = 0
@@ -117,7 +118,7 @@ class RetryListener(Protocol):
 
     def on_submitted(self, update: StatusUpdate) -> None: ...
 
-    def on_retry(self, update: StatusUpdate, delay: float) -> None: ...
+    def on_retry(self, update: StatusUpdate) -> None: ...
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None: ...
 
@@ -229,19 +230,18 @@ class RetryQueue:
 
     def _after_failure(self, slot: _Slot, update: StatusUpdate, error: WriteFailedError) -> None:
         kind = classify(error.code)
-        if kind is not ErrorKind.FATAL:
-            slot.streak += 1
+        if kind is ErrorKind.FATAL:
+            # Failed for good, even with a newer value held: that one is sent next (_advance).
+            self._finish(update, Result.FAILED, f"{error.name} is not retriable")
+            return
+        slot.streak += 1
         newer = slot.waiting
         if newer is not None:
             # A newer value was held behind this attempt: it replaces this one, after the key's backoff.
             self._finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
-            if kind is not ErrorKind.FATAL:
-                self._schedule(slot, newer, self._due(slot, newer, kind))
+            self._schedule(slot, newer, self._due(slot, newer, kind))
             return
-        if kind is ErrorKind.FATAL:
-            self._finish(update, Result.FAILED, f"{error.name} is not retriable")
-            return
-        reason = update.abandon() if update.abandon is not None else None
+        reason = update.abandon(True) if update.abandon is not None else None
         if reason is not None:
             self._finish(update, Result.SUPERSEDED, reason)
             return
@@ -255,8 +255,6 @@ class RetryQueue:
                          "status.storage.retry.timeout.ms")
             return
         update.retries += 1
-        for listener in self._listeners:
-            listener.on_retry(update, due - self._now())
         self._schedule(slot, update, due)
 
     def _due(self, slot: _Slot, update: StatusUpdate, kind: ErrorKind) -> float:
@@ -265,16 +263,21 @@ class RetryQueue:
             # KIP-951: the new leader is known or about to be; waiting would only add latency.
             update.leader_retried = True
             return self._now()
-        due = self._now() + self.policy.backoff.delay(slot.streak - 1)
-        # Retries are aligned up to a grid, so the retries of many keys leave together and share Produce
-        # requests; never earlier than the backoff says.
-        return math.ceil(due / RETRY_GRID_S) * RETRY_GRID_S
+        now, backoff, retry = self._now(), self.policy.backoff, slot.streak - 1
+        due = now + backoff.delay(retry)
+        # Retries of many keys leave together (and share Produce requests) when their times are aligned
+        # down to a tick; only where the policy's shortest delay still holds, so never outside its bounds.
+        aligned = math.floor(due / RETRY_TICK_S) * RETRY_TICK_S
+        return aligned if aligned >= now + backoff.shortest(retry) else due
 
     def _now(self) -> float:
         assert self._loop is not None
         return self._loop.time()
 
     def _schedule(self, slot: _Slot, update: StatusUpdate, due: float) -> None:
+        if update.deadline is not None:
+            # An update not yet tried gets its one attempt at its bound at the latest.
+            due = min(due, update.deadline)
         update.due = due
         slot.waiting = update
         heapq.heappush(self._heap, (due, update.number, update))
@@ -286,8 +289,7 @@ class RetryQueue:
             return
         waiting = slot.waiting
         if slot.inflight is None and waiting is not None and waiting.due is None:
-            slot.waiting = None
-            self._attempt(slot, waiting)
+            self._send_now(slot, waiting)
         if slot.inflight is None and slot.waiting is None and self._slots.get(key) is slot:
             del self._slots[key]
 
@@ -330,21 +332,26 @@ class RetryQueue:
             # Entries of superseded or rescheduled updates are left in the heap and skipped here.
             if slot is None or slot.waiting is not update or update.due != due:
                 continue
-            self._retry_now(slot, update)
+            self._send_now(slot, update)
         self._arm()
 
-    def _retry_now(self, slot: _Slot, update: StatusUpdate) -> None:
-        """Send a waiting retry now, unless its owner abandons it (Connect's rules) or its bound has passed."""
+    def _send_now(self, slot: _Slot, update: StatusUpdate) -> None:
+        """Send a waiting update now, unless its owner abandons it (Connect's rules: on a retry, the key
+        deleted or the generation moved on; always, a safe write no longer safe) or its bound has passed."""
         slot.waiting = None
-        reason = update.abandon() if update.abandon is not None else None
+        retry = update.attempts > 0
+        reason = update.abandon(retry) if update.abandon is not None else None
         if reason is not None:
             self._finish(update, Result.SUPERSEDED, reason)
             self._advance(slot, update.key)
-        elif update.deadline is not None and self._loop is not None and self._loop.time() > update.deadline:
+        elif update.deadline is not None and self._now() > update.deadline:
             self._finish(update, Result.FAILED, f"the {self.policy.timeout:g} s bound of "
                                                 "status.storage.retry.timeout.ms passed")
             self._advance(slot, update.key)
         else:
+            if retry:
+                for listener in self._listeners:
+                    listener.on_retry(update)
             self._attempt(slot, update)
 
     # ----------------------------------------------------------------------------- observing
@@ -403,7 +410,7 @@ class RetryQueue:
         for slot in list(self._slots.values()):
             waiting = slot.waiting
             if waiting is not None and waiting.due is not None and slot.inflight is None:
-                self._retry_now(slot, waiting)
+                self._send_now(slot, waiting)
         self._stopped = True
         with contextlib.suppress(TimeoutError):
             await self.flush(timeout)

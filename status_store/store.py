@@ -210,19 +210,19 @@ class StatusStore:
         value = codec.encode_status(status.state, status.worker_id, status.generation, status.trace)
         return self._submit(key, value, kind, functools.partial(self._abandon_reason, entry, status, safe))
 
-    def _abandon_reason(self, entry: _Entry, status: Status, safe: bool) -> str | None:
-        """Connect's reasons to give up a retry: the key is gone, the generation moved on, or a safe
-        write is no longer safe. (A newer write of the key supersedes in the retry queue.)"""
-        if entry.deleted:
+    def _abandon_reason(self, entry: _Entry, status: Status, safe: bool, retry: bool) -> str | None:
+        """Connect's reasons not to send: on a retry, the key is gone or the generation moved on; on any
+        send, a safe write that is no longer safe. (A newer write of the key supersedes in the queue.)"""
+        if retry and entry.deleted:
             return "the key was deleted (a tombstone was read)"
-        if status.generation != self.generation:
+        if retry and status.generation != self.generation:
             return f"the store's generation moved from {status.generation} to {self.generation}"
         if safe and not entry.can_write_safely(status):
             return "another worker's newer status was read"
         return None
 
     def _submit(self, key: str, value: bytes | None, kind: str,
-                abandon: Callable[[], str | None] | None = None) -> StatusUpdate:
+                abandon: Callable[[bool], str | None] | None = None) -> StatusUpdate:
         return self._queue.submit(StatusUpdate(key, value, kind, abandon))
 
     # ----------------------------------------------------------------------------- reads

@@ -16,7 +16,8 @@ from status_store.librdkafka import MockCluster
 from status_store.retry_queue import RetryListener
 from status_store.store import StatusStore
 
-from .brokers import TansuBroker, tansu_binary
+from .brokers import TansuBroker, free_port, tansu_binary
+from .helpers import Service
 
 PARTITIONS = 5
 
@@ -101,3 +102,11 @@ async def store(broker: Broker, store_factory: StoreFactory) -> AsyncIterator[St
     """A started store on a fresh topic of each broker kind."""
     async with store_factory(broker.bootstrap_servers, broker.new_topic()) as started:
         yield started
+
+
+@pytest.fixture
+def service() -> Iterator[Service]:
+    """``status-store serve`` as a real process on the embedded broker, on a free port."""
+    running = Service("--port", str(free_port()))
+    yield running
+    running.stop()

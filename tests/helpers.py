@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from status_store.store import StatusStore
@@ -56,3 +63,43 @@ async def eventually(condition: Callable[[], bool], timeout: float = WAIT) -> No
     while not condition():
         assert time.monotonic() < deadline, "the condition did not hold in time"
         await asyncio.sleep(0.01)
+
+
+SERVICE_WAIT = 30.0
+
+
+class Service:
+    """A `status-store serve` process whose output lines are collected by background threads."""
+
+    def __init__(self, *args: str) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen([sys.executable, "-m", "status_store.cli", "serve", *args],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        for stream in (self.process.stdout, self.process.stderr):
+            threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            self.lines.put(line)
+
+    def wait_for(self, text: str) -> str:
+        """The first output line containing ``text``; fails after SERVICE_WAIT seconds."""
+        while True:
+            try:
+                line = self.lines.get(timeout=SERVICE_WAIT)
+            except queue.Empty:
+                pytest.fail(f"no line with {text!r} in {SERVICE_WAIT} s; output so far: {''.join(self.seen)}")
+            self.seen.append(line)
+            if text in line:
+                return line
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(SERVICE_WAIT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            pytest.fail("status-store did not stop within the bound after SIGTERM")

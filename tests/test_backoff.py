@@ -57,6 +57,14 @@ def test_additive_with_initial_above_max_is_capped_at_max() -> None:
 def test_huge_retry_counts_do_not_overflow() -> None:
     for mode in JitterMode:
         assert backoff_policy(mode, 300, 10000, 2.0, 0.25, rng=lambda: 0.5).delay(2**31 - 1) <= 12.5
+        # A zero initial backoff stays zero, however many retries.
+        assert backoff_policy(mode, 0, 10000, 2.0, 0.25, rng=lambda: 0.5).delay(5000) == 0
+
+
+def test_shortest_is_the_least_delay_of_each_policy() -> None:
+    for mode in JitterMode:
+        low = backoff_policy(mode, 300, 10000, 2.0, 0.25, rng=lambda: 0.0)
+        assert low.shortest(3) == low.delay(3)
 
 
 settings = st.tuples(st.integers(0, 60000), st.integers(0, 60000), st.floats(1.0, 10.0), st.floats(0.0, 1.0),
@@ -69,7 +77,7 @@ def test_bounds_hold_for_any_seed(case: tuple[int, int, float, float, int, float
     try:
         capped = min(initial * multiplier**n, maximum)
     except OverflowError:
-        capped = maximum
+        capped = maximum if initial else 0
     additive = AdditiveJitter(initial, maximum, multiplier, jitter, random=lambda: u).delay(n) * 1000
     assert capped - 1e-6 <= additive <= capped * (1 + jitter) + 1e-6
     symmetric = SymmetricJitter(initial, maximum, multiplier, jitter, random=lambda: u).delay(n) * 1000

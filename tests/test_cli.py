@@ -2,68 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import queue
-import signal
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from status_store.model import ConnectorStatus, State
 
-from .brokers import free_port
 from .conftest import StoreFactory
+from .helpers import Service
 
 WAIT = 30.0
-
-
-class Service:
-    """A `status-store serve` process whose output lines are collected by background threads."""
-
-    def __init__(self, *args: str) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.process = subprocess.Popen([sys.executable, "-m", "status_store.cli", "serve", *args],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        for stream in (self.process.stdout, self.process.stderr):
-            threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
-
-    def _pump(self, stream: object) -> None:
-        for line in stream:  # type: ignore[attr-defined]
-            self.lines.put(line)
-
-    def wait_for(self, text: str) -> str:
-        """The first output line containing ``text``; fails after WAIT seconds."""
-        while True:
-            try:
-                line = self.lines.get(timeout=WAIT)
-            except queue.Empty:
-                pytest.fail(f"no line with {text!r} in {WAIT} s; output so far: {''.join(self.seen)}")
-            self.seen.append(line)
-            if text in line:
-                return line
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(WAIT)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            pytest.fail("status-store did not stop within the bound after SIGTERM")
-
-
-@pytest.fixture
-def service() -> Iterator[Service]:
-    running = Service("--port", str(free_port()))
-    yield running
-    running.stop()
 
 
 async def test_serve_runs_on_the_embedded_broker(service: Service, store_factory: StoreFactory) -> None:

@@ -91,6 +91,11 @@ def test_typo_in_our_namespace_is_an_error_with_a_suggestion() -> None:
         build_config({**KAFKA, "sidecar.rest.prot": "1"})
 
 
+def test_a_delivery_timeout_below_the_linger_is_refused() -> None:
+    with pytest.raises(ConfigError, match="greater than the producer's linger.ms"):
+        build_config({**KAFKA, "sidecar.kafka.linger.ms": "2000", "status.storage.retry.delivery.timeout.ms": "1000"})
+
+
 def test_initial_backoff_above_max_is_refused() -> None:
     with pytest.raises(ConfigError, match="must not exceed status.storage.retry.max.backoff.ms"):
         build_config({**KAFKA, "status.storage.retry.initial.backoff.ms": "500",

@@ -68,7 +68,8 @@ class WaitParams:
     def __init__(
         self,
         wait: Annotated[bool, Query(description="Wait for the durable outcome instead of answering 202.")] = False,
-        timeout_ms: Annotated[int, Query(ge=1, le=MAX_WAIT_MS, description="Bound on the wait.")] = 30000,
+        timeout_ms: Annotated[int, Query(ge=1000, le=MAX_WAIT_MS,
+                                         description="Bound on the wait, from 1 s to 120 s.")] = 30000,
     ) -> None:
         self.wait, self.timeout = wait, timeout_ms / 1000
 
