@@ -42,6 +42,10 @@ class Backoff(Protocol):
         """The least ``delay(retry_count)`` can be, whatever the random draw."""
         ...
 
+    def longest(self, retry_count: int) -> float:
+        """The most ``delay(retry_count)`` can be, whatever the random draw."""
+        ...
+
 
 def exponential(initial_ms: float, multiplier: float, retry_count: int) -> float:
     """``initial * multiplier^n`` in milliseconds; infinity instead of an overflow for huge ``n``."""
@@ -84,6 +88,9 @@ class AdditiveJitter(ExponentialBackoff):
     def shortest(self, retry_count: int) -> float:
         return self.capped_ms(retry_count) / 1000
 
+    def longest(self, retry_count: int) -> float:
+        return self.capped_ms(retry_count) * (1 + self.jitter) / 1000
+
 
 @dataclass(frozen=True, slots=True)
 class SymmetricJitter(ExponentialBackoff):
@@ -94,6 +101,9 @@ class SymmetricJitter(ExponentialBackoff):
 
     def shortest(self, retry_count: int) -> float:
         return self._spread(retry_count, 1 - self.jitter)
+
+    def longest(self, retry_count: int) -> float:
+        return self._spread(retry_count, 1 + self.jitter)
 
     def _spread(self, retry_count: int, factor: float) -> float:
         if self.initial_ms >= self.max_ms:
@@ -111,6 +121,9 @@ class FullJitter(ExponentialBackoff):
 
     def shortest(self, retry_count: int) -> float:
         return 0.0
+
+    def longest(self, retry_count: int) -> float:
+        return self.capped_ms(retry_count) / 1000
 
 
 _POLICIES: dict[JitterMode, Callable[[float, float, float, float, Random], Backoff]] = {

@@ -10,8 +10,8 @@ a few hundred bytes per pending update, and it can see every update of a key at 
   key that keeps changing during an outage costs the broker no more attempts than a quiet one.
 - **Bounded retries** (KIP-1278): backoff from a policy in ``backoff.py``, at most ``max_retries``
   retries and, optionally, a total time bound per update (in the spirit of KIP-572). Retry times
-  are aligned down to a 100 ms tick where the policy's bounds allow, so retries of many keys share
-  Produce requests.
+  move to a 100 ms tick where the policy's bounds allow, so retries of many keys share Produce
+  requests.
 - **Error classes** from ``errors.classify``: fatal errors are not retried; a leader change is
   retried once at once (KIP-951), later retries back off.
 - **Abandonment** (Connect's rules): before each retry the owner of the update may abandon it
@@ -39,7 +39,7 @@ from .kafka_log import Delivery, DoneCallback
 
 log = logging.getLogger(__name__)
 
-# Retry times are aligned down to this tick where the backoff policy allows it (see RetryQueue._due).
+# Retry times are moved to this tick where the backoff policy's bounds allow it (see RetryQueue._due).
 RETRY_TICK_S = 0.1
 
 # send(key, value, done): hand a record to Kafka; done(delivery, error) runs on the loop when it settles.
@@ -265,10 +265,13 @@ class RetryQueue:
             return self._now()
         now, backoff, retry = self._now(), self.policy.backoff, slot.streak - 1
         due = now + backoff.delay(retry)
-        # Retries of many keys leave together (and share Produce requests) when their times are aligned
-        # down to a tick; only where the policy's shortest delay still holds, so never outside its bounds.
-        aligned = math.floor(due / RETRY_TICK_S) * RETRY_TICK_S
-        return aligned if aligned >= now + backoff.shortest(retry) else due
+        # Retries of many keys leave together (and share Produce requests) when their times fall on a
+        # common tick: the tick before or after the drawn time, if it is inside the policy's bounds.
+        earlier = math.floor(due / RETRY_TICK_S) * RETRY_TICK_S
+        if earlier >= now + backoff.shortest(retry):
+            return earlier
+        later = earlier + RETRY_TICK_S
+        return later if later <= now + backoff.longest(retry) else due
 
     def _now(self) -> float:
         assert self._loop is not None

@@ -61,10 +61,13 @@ def test_huge_retry_counts_do_not_overflow() -> None:
         assert backoff_policy(mode, 0, 10000, 2.0, 0.25, rng=lambda: 0.5).delay(5000) == 0
 
 
-def test_shortest_is_the_least_delay_of_each_policy() -> None:
+def test_shortest_and_longest_bound_each_policy() -> None:
     for mode in JitterMode:
         low = backoff_policy(mode, 300, 10000, 2.0, 0.25, rng=lambda: 0.0)
-        assert low.shortest(3) == low.delay(3)
+        high = backoff_policy(mode, 300, 10000, 2.0, 0.25, rng=lambda: 0.999999)
+        for n in (0, 3, 10):
+            assert low.shortest(n) == low.delay(n)
+            assert high.delay(n) <= high.longest(n) <= high.delay(n) + 1e-5
 
 
 settings = st.tuples(st.integers(0, 60000), st.integers(0, 60000), st.floats(1.0, 10.0), st.floats(0.0, 1.0),
