@@ -399,9 +399,13 @@ class KafkaLog:
 
     async def read_own_writes(self, timeout: float | None = None) -> None:
         """Wait until every write acknowledged so far has been read back."""
+        await self.wait_applied({p: offset + 1 for p, offset in self._written.items()}, timeout)
+
+    async def wait_applied(self, targets: Mapping[int, int], timeout: float | None = None) -> None:
+        """Wait until the reader has applied every record below ``targets[partition]``."""
         if self._closed or self._loop is None:
             raise StoreClosedError("the Kafka log is not running")
-        waiter = _Waiter({p: offset + 1 for p, offset in self._written.items()}, self._loop.create_future())
+        waiter = _Waiter(dict(targets), self._loop.create_future())
         if not self._satisfies(waiter):
             self._waiters.append(waiter)
             await asyncio.wait_for(waiter.future, timeout)

@@ -144,6 +144,17 @@ class StatusStore:
         """Wait until every update submitted so far has an outcome (written, failed or superseded)."""
         await self._queue.flush(timeout)
 
+    async def wait_visible(self, updates: Sequence[StatusUpdate], timeout: float | None = None) -> None:
+        """Wait until these updates are settled and the written ones have been read back into the cache."""
+        async with asyncio.timeout(timeout):
+            await asyncio.gather(*(update.result() for update in updates))
+            targets: dict[int, int] = {}
+            for update in updates:
+                delivery = update.outcome.delivery if update.outcome is not None else None
+                if delivery is not None:
+                    targets[delivery.partition] = max(targets.get(delivery.partition, 0), delivery.offset + 1)
+            await self._log.wait_applied(targets)
+
     async def read_your_writes(self, timeout: float | None = None) -> None:
         """Wait until every update submitted so far has an outcome and the written ones are read back."""
         async with asyncio.timeout(timeout):

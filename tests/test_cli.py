@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import httpx
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from status_store.model import ConnectorStatus, State
 
@@ -35,6 +36,64 @@ async def test_serve_runs_on_the_embedded_broker(service: Service, store_factory
         assert other.get_connector("conn") is not None
     assert service.stop() == 0
     assert any("NOT durable" in line for line in service.seen)
+
+
+def test_documented_steps_write_read_bytes_and_count(service: Service) -> None:
+    bootstrap = service.wait_for("Embedded Kafka broker").strip().rsplit("bootstrap.servers=", 1)[1]
+    url = service.wait_for("Uvicorn running on").split("Uvicorn running on ", 1)[1].split()[0]
+    with httpx.Client(base_url=url, timeout=WAIT) as http:
+        written = http.put("/connectors/conn/status", params={"wait": "true"},
+                                 json={"state": "RUNNING", "worker_id": "localhost:8083", "generation": 0,
+                                       "type": "source"})
+        assert written.status_code == 200, written.text
+        http.put("/connectors/conn/tasks/0/status", params={"wait": "true"},
+                       json={"state": "FAILED", "trace": "boom\n\tat X", "worker_id": "localhost:8083",
+                             "generation": 0})
+        metrics = http.get("/metrics").text
+        status = http.get("/connectors/conn/status")
+        assert status.status_code == 200
+    # The bytes in the topic, read with a plain consumer, are Connect's.
+    records = read_topic(bootstrap, "connect-status")
+    assert (b"status-connector-conn",
+            b'{"state":"RUNNING","trace":null,"worker_id":"localhost:8083","generation":0}') in records
+    assert (b"status-task-conn-0",
+            b'{"state":"FAILED","trace":"boom\\n\\tat X","worker_id":"localhost:8083","generation":0}') in records
+    # The KIP-1278 counters moved.
+    assert 'status_update_success_total{kind="connector"} 1.0' in metrics
+    assert 'status_update_success_total{kind="task"} 1.0' in metrics
+    assert 'status_update_failure_total{kind="connector"} 0.0' in metrics
+    # A person at a terminal sees the statuses as a table.
+    shown = subprocess.run([sys.executable, "-m", "status_store.cli", "status", "conn", "--url", url],
+                           capture_output=True, text=True, timeout=WAIT)
+    assert shown.returncode == 0, shown.stderr
+    assert "conn (source)" in shown.stdout
+    assert "FAILED" in shown.stdout
+    assert "boom" in shown.stdout
+    missing = subprocess.run([sys.executable, "-m", "status_store.cli", "status", "nope", "--url", url],
+                             capture_output=True, text=True, timeout=WAIT)
+    assert missing.returncode == 1
+    assert "No status found for connector nope (HTTP 404)" in missing.stderr
+
+
+def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e", "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+    partitions = list(consumer.list_topics(topic, timeout=WAIT).topics[topic].partitions)
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    records, at_end = [], set()
+    try:
+        for _ in range(300):
+            for message in consumer.consume(100, 0.1):
+                error = message.error()
+                if error is None:
+                    records.append((message.key(), message.value()))
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+            if at_end == set(partitions):
+                return records
+    finally:
+        consumer.close()
+    raise AssertionError("the topic was not read to its end in time")
 
 
 def test_bad_configuration_fails_fast_naming_the_key(tmp_path: Path) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
@@ -18,7 +18,8 @@ from .responses import ApiError, ConnectJSONResponse
 MAX_WAIT_MS = 120_000
 
 
-def get_store(request: Request) -> StatusStore:
+# Dependencies are async: FastAPI runs a plain function in a thread pool, a costly hop per request.
+async def get_store(request: Request) -> StatusStore:
     """The running store of this app."""
     store: StatusStore | None = request.app.state.store
     if store is None:
@@ -29,7 +30,7 @@ def get_store(request: Request) -> StatusStore:
 StoreDep = Annotated[StatusStore, Depends(get_store)]
 
 
-def require_writer(request: Request) -> None:
+async def require_writer(request: Request) -> None:
     """Writes need ``Authorization: Bearer <token>`` when a token is configured (compared in constant time)."""
     token: str | None = request.app.state.token
     if token is None:
@@ -62,19 +63,24 @@ def checked_topic(topic: str) -> str:
     return topic
 
 
+@dataclass(frozen=True, slots=True)
 class WaitParams:
-    """``?wait=true`` waits for the durable outcome, at most ``timeout_ms``."""
+    """``?wait=true`` waits for the durable outcome, at most ``timeout`` seconds."""
 
-    def __init__(
-        self,
-        wait: Annotated[bool, Query(description="Wait for the durable outcome instead of answering 202.")] = False,
-        timeout_ms: Annotated[int, Query(ge=1000, le=MAX_WAIT_MS,
-                                         description="Bound on the wait, from 1 s to 120 s.")] = 30000,
-    ) -> None:
-        self.wait, self.timeout = wait, timeout_ms / 1000
+    wait: bool
+    timeout: float
 
 
-WaitDep = Annotated[WaitParams, Depends()]
+async def wait_params(
+    wait: Annotated[bool, Query(description="Wait for the durable outcome instead of answering 202.")] = False,
+    timeout_ms: Annotated[int, Query(ge=1000, le=MAX_WAIT_MS, description="Bound on the wait, from 1 s to 120 s.")]
+    = 30000,
+) -> WaitParams:
+    """The wait parameters of a write request."""
+    return WaitParams(wait, timeout_ms / 1000)
+
+
+WaitDep = Annotated[WaitParams, Depends(wait_params)]
 
 
 def _result(update: StatusUpdate) -> dict[str, object]:
@@ -89,13 +95,13 @@ def _result(update: StatusUpdate) -> dict[str, object]:
     return body
 
 
-async def answer(updates: Sequence[StatusUpdate], params: WaitParams) -> ConnectJSONResponse:
-    """202 at once; or, with ``wait``, 200 once every update is durable or superseded, 503 if one failed,
-    504 if the bound passed first."""
+async def answer(store: StatusStore, updates: Sequence[StatusUpdate], params: WaitParams) -> ConnectJSONResponse:
+    """202 at once; or, with ``wait``, 200 once every update is durable (and visible in this service's
+    reads) or superseded, 503 if one failed, 504 if the bound passed first."""
     if not params.wait:
         return ConnectJSONResponse({"results": [_result(u) for u in updates]}, status_code=202)
     try:
-        await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), params.timeout)
+        await store.wait_visible(updates, params.timeout)
     except TimeoutError:
         raise ApiError(504, f"The write was accepted but is not durable after {params.timeout:g} s; it is still "
                             "being retried (see GET /retries)") from None

@@ -95,7 +95,7 @@ async def put_connector_status(name: str, body: ConnectorStatusBody, store: Stor
     status = ConnectorStatus(checked_name(name), body.state, body.worker_id, body.generation, body.trace)
     if body.type is not None:
         store.set_connector_type(name, body.type)
-    return await answer([submit(store, status, safe)], params)
+    return await answer(store, [submit(store, status, safe)], params)
 
 
 @router.put("/connectors/{name}/tasks/{task}/status", status_code=202, response_model=WriteResponse,
@@ -106,11 +106,11 @@ async def put_task_status(name: str, task: TaskPath, body: StatusBody, store: St
     if body.state is State.STOPPED:
         raise ApiError(422, "STOPPED is a connector state; a task cannot be STOPPED")
     status = TaskStatus(TaskId(checked_name(name), task), body.state, body.worker_id, body.generation, body.trace)
-    return await answer([submit(store, status, safe)], params)
+    return await answer(store, [submit(store, status, safe)], params)
 
 
 @router.delete("/connectors/{name}", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS,
                dependencies=[WriterDep])
 async def delete_connector(name: str, store: StoreDep, params: WaitDep) -> ConnectJSONResponse:
     """Delete a connector's statuses: tombstones for its tasks, then for the connector."""
-    return await answer(store.delete_connector(checked_name(name)), params)
+    return await answer(store, store.delete_connector(checked_name(name)), params)

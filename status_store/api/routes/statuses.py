@@ -65,4 +65,4 @@ async def post_statuses(batch: StatusBatch, store: StoreDep, params: WaitDep) ->
         check(item)
     now_ms = int(time.time() * 1000)
     updates = [update for item in batch.updates for update in apply(store, item, now_ms)]
-    return await answer(updates, params)
+    return await answer(store, updates, params)

@@ -37,11 +37,11 @@ async def put_topic(name: str, topic: str, body: TopicStatusBody, store: StoreDe
     """Record that a connector's task uses a topic (``discoverTimestamp`` defaults to now, in ms)."""
     timestamp = body.discoverTimestamp if body.discoverTimestamp is not None else int(time.time() * 1000)
     status = TopicStatus(checked_topic(topic), checked_name(name), body.task, timestamp)
-    return await answer([store.put_topic(status)], params)
+    return await answer(store, [store.put_topic(status)], params)
 
 
 @router.delete("/connectors/{name}/topics/{topic}", status_code=202, response_model=WriteResponse,
                responses=WRITE_ERRORS, dependencies=[WriterDep])
 async def delete_topic(name: str, topic: str, store: StoreDep, params: WaitDep) -> ConnectJSONResponse:
     """Forget that a connector uses a topic (a tombstone)."""
-    return await answer([store.delete_topic(checked_name(name), checked_topic(topic))], params)
+    return await answer(store, [store.delete_topic(checked_name(name), checked_topic(topic))], params)

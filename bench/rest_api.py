@@ -1,0 +1,176 @@
+"""Benchmark the HTTP API against a bare FastAPI endpoint, in the same run (issue 4).
+
+    .venv/bin/python bench/rest_api.py [--seconds 10] [--connections 8] [--batch 500]
+
+Both servers run under uvicorn as separate processes on 127.0.0.1: `status-store serve` on its
+embedded broker, and bench/bare_app.py, whose endpoints do nothing. The load comes from another
+process: a small asyncio HTTP/1.1 client with keep-alive connections (no third-party client, so
+the client costs little per request). Measured:
+
+- single writes: PUT /connectors/{name}/status (202, the retry queue owns the write) vs the bare PUT;
+- batch writes: POST /statuses with --batch updates per request, in status updates per second;
+- read latency under load: GET /connectors/{name}/status on one connection while the others write,
+  p50 and p99, vs the bare GET under the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STATUS = {"state": "RUNNING", "trace": None, "worker_id": "worker-1.example.com:8083", "generation": 3}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_listening(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on {port}")
+
+
+# ----------------------------------------------------------------------------- the load process
+
+
+def request_bytes(method: str, path: str, body: bytes | None) -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    if body is not None:
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    return (head + "\r\n").encode() + (body or b"")
+
+
+async def read_response(reader: asyncio.StreamReader) -> int:
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    if length:
+        await reader.readexactly(length)
+    return status
+
+
+async def worker(port: int, requests: list[bytes], until: float, expect: int, latencies: list[float] | None,
+                 counts: list[int]) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    i = 0
+    try:
+        while time.perf_counter() < until:
+            started = time.perf_counter()
+            writer.write(requests[i % len(requests)])
+            status = await read_response(reader)
+            if status != expect:
+                raise RuntimeError(f"unexpected HTTP {status}")
+            if latencies is not None:
+                latencies.append(time.perf_counter() - started)
+            counts[0] += 1
+            i += 1
+    finally:
+        writer.close()
+
+
+async def load(port: int, kind: str, seconds: float, connections: int, batch: int) -> dict[str, float]:
+    until = time.perf_counter() + seconds
+    counts = [0]
+    if kind == "single":
+        requests = [request_bytes("PUT", f"/connectors/c{i}/status", json.dumps(STATUS).encode())
+                    for i in range(1000)]
+        await asyncio.gather(*(worker(port, requests, until, 202, None, counts) for _ in range(connections)))
+        return {"per_second": counts[0] / seconds}
+    if kind == "batch":
+        body = json.dumps({"updates": [{"kind": "task", "connector": f"c{i % 200}", "task": i // 200, **STATUS}
+                                       for i in range(batch)]}).encode()
+        requests = [request_bytes("POST", "/statuses", body)]
+        await asyncio.gather(*(worker(port, requests, until, 202, None, counts) for _ in range(connections)))
+        return {"per_second": counts[0] * batch / seconds}
+    # Reads on one connection while the others write.
+    latencies: list[float] = []
+    writes = [request_bytes("PUT", f"/connectors/c{i}/status", json.dumps(STATUS).encode()) for i in range(1000)]
+    reads = [request_bytes("GET", "/connectors/c1/status", None)]
+    await asyncio.gather(worker(port, reads, until, 200, latencies, [0]),
+                         *(worker(port, writes, until, 202, None, counts) for _ in range(connections - 1)))
+    latencies.sort()
+    return {"p50_ms": statistics.median(latencies) * 1000,
+            "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000}
+
+
+def run_load(port: int, kind: str, args: argparse.Namespace) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "--load", kind, "--port", str(port), "--seconds",
+                          str(args.seconds), "--connections", str(args.connections), "--batch", str(args.batch)],
+                         capture_output=True, text=True, timeout=args.seconds + 120, check=True)
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--load", choices=["single", "batch", "read"])
+    parser.add_argument("--port", type=int)
+    args = parser.parse_args()
+    if args.load:
+        print(json.dumps(asyncio.run(load(args.port, args.load, args.seconds, args.connections, args.batch))))
+        return
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    store_port, bare_port = free_port(), free_port()
+    store = subprocess.Popen([sys.executable, "-m", "status_store.cli", "serve", "--port", str(store_port),
+                              "--log-level", "ERROR"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bare = subprocess.Popen([sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(bare_port),
+                             "--host", "127.0.0.1", "--log-level", "error", "--no-access-log"],
+                            cwd=Path(__file__).parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(store_port, store)
+        wait_listening(bare_port, bare)
+        # Something to read, and warm-up.
+        run_load(store_port, "single", argparse.Namespace(**{**vars(args), "seconds": 2}))
+        run_load(bare_port, "single", argparse.Namespace(**{**vars(args), "seconds": 2}))
+        bare_single = run_load(bare_port, "single", args)
+        store_single = run_load(store_port, "single", args)
+        store_batch = run_load(store_port, "batch", args)
+        bare_read = run_load(bare_port, "read", args)
+        store_read = run_load(store_port, "read", args)
+    finally:
+        for process in (store, bare):
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    print(f"{args.seconds:g} s per measurement, {args.connections} keep-alive connections, load from a separate "
+          "process on 127.0.0.1\n")
+    print("| measurement | bare FastAPI | status-store | ratio |")
+    print("|---|---:|---:|---:|")
+    print(f"| single writes (requests/s) | {bare_single['per_second']:,.0f} | {store_single['per_second']:,.0f} | "
+          f"{store_single['per_second'] / bare_single['per_second']:.2f} |")
+    print(f"| batch writes, {args.batch} per request (updates/s) | | {store_batch['per_second']:,.0f} | |")
+    print(f"| read p50 under write load (ms) | {bare_read['p50_ms']:.2f} | {store_read['p50_ms']:.2f} | "
+          f"{store_read['p50_ms'] / bare_read['p50_ms']:.2f} |")
+    print(f"| read p99 under write load (ms) | {bare_read['p99_ms']:.2f} | {store_read['p99_ms']:.2f} | "
+          f"{store_read['p99_ms'] / bare_read['p99_ms']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
