@@ -23,10 +23,17 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, help="HTTP port (overrides sidecar.rest.port)")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     commands.add_parser("openapi", help="print the OpenAPI document of the HTTP API")
+    commands.add_parser("config-docs", help="print the configuration reference (docs/configuration.md)")
     status = commands.add_parser("status", help="show statuses from a running status-store, as a table")
     status.add_argument("name", nargs="?", help="a connector (default: every connector)")
     status.add_argument("--url", default="http://127.0.0.1:8084", help="the service (default: %(default)s)")
     args = parser.parse_args(argv)
+
+    if args.command == "config-docs":
+        from .config import reference_markdown
+
+        print(reference_markdown(), end="")
+        return 0
 
     if args.command == "status":
         from .client import show_status

@@ -104,3 +104,25 @@ def test_bad_configuration_fails_fast_naming_the_key(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "status.storage.partitions" in result.stderr
     assert "must be in" in result.stderr
+
+
+def test_the_readmes_first_write_and_read_work_as_written(service: Service) -> None:
+    url = service.wait_for("Uvicorn running on").split("Uvicorn running on ", 1)[1].split()[0]
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("A first write and read", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    commands = [line.split("  #", 1)[0].strip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+    assert len(commands) == 4
+    outputs = []
+    for command in commands:
+        command = command.replace("http://127.0.0.1:8084", url).replace(".venv/bin/status-store",
+                                                                          f"{sys.executable} -m status_store.cli")
+        if "status-store" in command or "status_store.cli" in command:
+            command += f" --url {url}"
+        result = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=WAIT)
+        assert result.returncode == 0, result.stderr
+        outputs.append(result.stdout)
+    assert '"result":"written"' in outputs[0]
+    assert outputs[1] == ('{"name":"my-conn","connector":{"state":"RUNNING","worker_id":"localhost:8083"},'
+                          '"tasks":[],"type":"source"}')
+    assert "my-conn (source)" in outputs[2]
+    assert 'status_update_success_total{kind="connector"} 1.0' in outputs[3]

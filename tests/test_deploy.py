@@ -1,0 +1,202 @@
+"""Deployment files: they parse, reference only what exists, pass promtool, and a real Prometheus
+scrapes a running service and sees the KIP-1278 counters move."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import urllib.parse
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+import yaml
+from prometheus_client import CollectorRegistry, generate_latest
+
+from status_store.api import create_app, openapi_document
+from status_store.config import SETTINGS, build_config, parse_properties, reference_markdown
+from status_store.librdkafka import MockCluster
+from status_store.metrics import StoreMetrics
+from status_store.model import ConnectorStatus, State
+
+from .brokers import free_port
+from .conftest import Broker, StoreFactory
+from .helpers import eventually
+
+ROOT = Path(__file__).parent.parent
+DEPLOY = ROOT / "deploy"
+PROMTOOL = shutil.which("promtool")
+PROMETHEUS = shutil.which("prometheus")
+needs_prometheus = pytest.mark.skipif(PROMTOOL is None or PROMETHEUS is None,
+                                      reason="Debian's prometheus package is not installed (scripts/test.sh installs "
+                                             "it where the machine allows)")
+NOT_ENOUGH_REPLICAS = 19
+INVALID_RECORD = 87
+WAIT = 30.0
+
+
+def manifests() -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all((DEPLOY / "kubernetes" / "connect-with-status-store.yaml").read_text())
+            if doc]
+
+
+def sidecar(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    containers: list[dict[str, Any]] = deployment["spec"]["template"]["spec"]["containers"]
+    return next(c for c in containers if c["name"] == "status-store")
+
+
+def test_the_kubernetes_scrape_config_parses_and_matches_the_annotations() -> None:
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus-kubernetes.yml").read_text())
+    relabel = config["scrape_configs"][0]["relabel_configs"]
+    port = next(r for r in relabel if r["source_labels"] == ["__meta_kubernetes_pod_container_port_number"])
+    assert port["regex"] == str(sidecar(manifests())["ports"][0]["containerPort"])
+
+
+def test_manifests_parse_and_reference_real_endpoints_and_settings() -> None:
+    docs = manifests()
+    paths = set(openapi_document()["paths"])
+    container = sidecar(docs)
+    assert container["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert container["startupProbe"]["httpGet"]["path"] == "/health"
+    startup = container["startupProbe"]["periodSeconds"] * container["startupProbe"]["failureThreshold"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
+    assert {"/health", "/ready", "/metrics"} <= paths
+    config_map = next(d for d in docs if d["kind"] == "ConfigMap")
+    properties = parse_properties(config_map["data"]["status-store.properties"])
+    env = {e["name"][len("STATUS_STORE_"):].lower().replace("_", "."): "x" for e in container["env"]}
+    config = build_config({**properties, **env})  # every key exists and every value is valid
+    assert config.rest_token == "x"
+    assert startup > config.startup_timeout_s
+    annotations = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert int(annotations["prometheus.io/port"]) == config.rest_port == container["ports"][0]["containerPort"]
+    assert annotations["prometheus.io/path"] == "/metrics"
+    assert container["args"][-1] == container["volumeMounts"][0]["mountPath"] + "/status-store.properties"
+
+
+def test_dashboard_is_json_and_uses_real_metrics() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "status-store-dashboard.json").read_text())
+    exprs = json.dumps(dashboard)
+    for name in ("status_update_success_total", "status_update_failure_total", "status_update_retry_total"):
+        assert name in exprs
+
+
+def test_configuration_reference_is_in_sync() -> None:
+    assert (ROOT / "docs" / "configuration.md").read_text() == reference_markdown(), (
+        "docs/configuration.md drifted: run `status-store config-docs > docs/configuration.md`")
+
+
+def test_example_configuration_names_only_real_keys() -> None:
+    known = {s.key for s in SETTINGS}
+    text = (ROOT / "config" / "status-store.properties").read_text()
+    # Settings, including commented-out ones ("#key=value"); prose comments have spaces before any '='.
+    keys = [line.lstrip("#").split("=", 1)[0] for line in text.splitlines()
+            if "=" in line and " " not in line.lstrip("#").split("=", 1)[0]]
+    unknown = [k for k in keys if k not in known and not k.startswith(("status.storage.", "sidecar.kafka.", "sasl.",
+                                                                        "security.", "ssl."))]
+    assert unknown == []
+    assert known <= set(keys)
+
+
+@needs_prometheus
+def test_promtool_accepts_the_scrape_config_and_the_rules() -> None:
+    for args in (["check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
+                 ["check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")]):
+        result = subprocess.run([str(PROMTOOL), *args], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_prometheus
+async def test_promtool_accepts_the_exposition(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+    registry = CollectorRegistry()
+    metrics = StoreMetrics(registry)
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics]) as store:
+        metrics.watch(store.queue)
+        create_app(store, registry)  # registers the HTTP metrics too
+        await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(WAIT)
+        exposition = generate_latest(registry)
+    result = await asyncio.to_thread(subprocess.run, [str(PROMTOOL), "check", "metrics"], input=exposition,
+                                     capture_output=True, timeout=60)
+    assert result.returncode == 0, (result.stdout + result.stderr).decode()
+
+
+class Prometheus:
+    """A real Prometheus server on 127.0.0.1 scraping one target every second."""
+
+    def __init__(self, tmp: Path, target: str) -> None:
+        self.port = free_port()
+        config = tmp / "prometheus.yml"
+        config.write_text(yaml.safe_dump({
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [{"job_name": "status-store", "static_configs": [{"targets": [target]}]}],
+        }))
+        self.process = subprocess.Popen(
+            [str(PROMETHEUS), f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def value(self, query: str) -> float | None:
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?query={urllib.parse.quote(query)}"
+        try:
+            async with httpx.AsyncClient(timeout=5) as http:
+                result = (await http.get(url)).json()["data"]["result"]
+        except (httpx.HTTPError, KeyError, ValueError):
+            return None
+        return float(result[0]["value"][1]) if result else None
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@pytest.fixture
+async def served_store(mock_cluster: MockCluster, store_factory: StoreFactory) -> AsyncIterator[tuple[Any, str]]:
+    registry = CollectorRegistry()
+    metrics = StoreMetrics(registry)
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics],
+                             **{"status.storage.retry.initial.backoff.ms": "50"}) as store:
+        metrics.watch(store.queue)
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(create_app(store, registry), host="127.0.0.1", port=port,
+                                               log_config=None, access_log=False))
+        task = asyncio.create_task(server.serve())
+        await eventually(lambda: server.started)
+        try:
+            yield store, f"127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            await asyncio.wait_for(task, WAIT)
+
+
+@needs_prometheus
+async def test_a_real_prometheus_sees_the_kip_counters_move(served_store: tuple[Any, str], mock_cluster: MockCluster,
+                                                            tmp_path: Path) -> None:
+    store, target = served_store
+    prometheus = Prometheus(tmp_path, target)
+    try:
+        assert (await store.put(ConnectorStatus("a", State.RUNNING, "w:1", 1)).result(WAIT)).ok
+        mock_cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
+        assert (await store.put(ConnectorStatus("b", State.RUNNING, "w:1", 1)).result(WAIT)).ok
+        mock_cluster.push_request_errors(MockCluster.PRODUCE, INVALID_RECORD)
+        assert not (await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(WAIT)).ok
+        expected = {"status_update_success_total": 2.0, "status_update_retry_total": 1.0,
+                    "status_update_failure_total": 1.0}
+        seen: dict[str, float | None] = {}
+        for _ in range(int(WAIT / 0.5)):
+            seen = {name: await prometheus.value(f'{name}{{kind="connector"}}') for name in expected}
+            if seen == expected:
+                break
+            await asyncio.sleep(0.5)
+        assert seen == expected
+    finally:
+        prometheus.stop()
