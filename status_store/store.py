@@ -42,6 +42,7 @@ from .retry_queue import RetryListener, RetryPolicy, RetryQueue, StatusUpdate
 
 log = logging.getLogger(__name__)
 
+
 class _Entry:
     """A cached status with Connect's per-key write sequence and deletion mark.
 
