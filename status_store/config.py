@@ -31,6 +31,7 @@ ENV_PREFIX = "STATUS_STORE_"
 DEFAULT_TOPIC = "connect-status"
 TOPIC_PREFIX = "status.storage."
 RETRY_PREFIX = "status.storage.retry."
+SPOOL_PREFIX = "status.storage.spool."
 SIDECAR_PREFIX = "sidecar."
 KAFKA_PREFIX = "sidecar.kafka."
 # Client settings of a Connect worker file that the Kafka clients of this service use too.
@@ -82,6 +83,7 @@ class StoreConfig:
     topic_configs: Mapping[str, str]
     client_configs: Mapping[str, str]
     retry: RetryConfig
+    spool_path: str | None
     rest_host: str
     rest_port: int
     rest_token: str | None = field(repr=False)
@@ -169,6 +171,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Total time bound for one update across all attempts (KIP-572 style). Unset: no bound."),
     Setting("status.storage.retry.delivery.timeout.ms", 10000, _integer(1, _INT32_MAX),
             "Bound on one attempt: how long the producer may hold a write before failing it."),
+    Setting("status.storage.spool.path", None, _text,
+            "A local file (SQLite) keeping every update not yet settled, replayed at start: nothing accepted "
+            "is lost when the sidecar is killed. Unset: no spool."),
     Setting("sidecar.rest.host", "127.0.0.1", _text,
             "Address the HTTP API binds to. Loopback by default; widen it deliberately."),
     Setting("sidecar.rest.port", 8084, _integer(0, 65535),
@@ -282,7 +287,7 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
             values[key] = setting.parse(key, raw)
         elif key.startswith(KAFKA_PREFIX):
             overrides[key[len(KAFKA_PREFIX):]] = _kafka_override(key, raw)
-        elif key.startswith((RETRY_PREFIX, SIDECAR_PREFIX)):
+        elif key.startswith((RETRY_PREFIX, SPOOL_PREFIX, SIDECAR_PREFIX)):
             raise ConfigError(key, raw, "unknown key" + _did_you_mean(key))
         elif key.startswith(TOPIC_PREFIX):
             name = key[len(TOPIC_PREFIX):]
@@ -325,6 +330,7 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
         topic_configs=topic_configs,
         client_configs=client_configs,
         retry=retry,
+        spool_path=values["status.storage.spool.path"],
         rest_host=values["sidecar.rest.host"],
         rest_port=values["sidecar.rest.port"],
         rest_token=values["sidecar.rest.token"],

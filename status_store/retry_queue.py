@@ -64,6 +64,8 @@ class Outcome:
     reason: str
     delivery: Delivery | None = None
     error: WriteFailedError | None = None
+    # Failed only because the store stopped first: not settled in Kafka's eyes either way.
+    stopped: bool = False
 
     @property
     def ok(self) -> bool:
@@ -75,11 +77,11 @@ class StatusUpdate:
     """One submitted write: its key and value, its attempts so far, and, once settled, its outcome."""
 
     __slots__ = ("_future", "abandon", "attempts", "deadline", "due", "key", "kind", "last_error", "leader_retried",
-                 "number", "outcome", "retries", "submitted_at", "value")
+                 "number", "outcome", "retries", "safe", "submitted_at", "value")
 
     def __init__(self, key: str, value: bytes | None, kind: str,
-                 abandon: Callable[[bool], str | None] | None = None) -> None:
-        self.key, self.value, self.kind, self.abandon = key, value, kind, abandon
+                 abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> None:
+        self.key, self.value, self.kind, self.abandon, self.safe = key, value, kind, abandon, safe
         self.attempts = 0
         self.retries = 0
         self.leader_retried = False
@@ -296,10 +298,11 @@ class RetryQueue:
         if slot.inflight is None and slot.waiting is None and self._slots.get(key) is slot:
             del self._slots[key]
 
-    def _finish(self, update: StatusUpdate, result: Result, reason: str, delivery: Delivery | None = None) -> None:
+    def _finish(self, update: StatusUpdate, result: Result, reason: str, delivery: Delivery | None = None,
+                stopped: bool = False) -> None:
         if update.outcome is not None:
             return
-        outcome = Outcome(update.key, result, update.attempts, reason, delivery, update.last_error)
+        outcome = Outcome(update.key, result, update.attempts, reason, delivery, update.last_error, stopped)
         update._finish(outcome)
         self._unsettled.pop(update.number, None)
         if result is Result.FAILED:
@@ -423,7 +426,7 @@ class RetryQueue:
             self._timer = None
         lost = list(self._unsettled.values())
         for update in lost:
-            self._finish(update, Result.FAILED, "the store stopped before the write was durable")
+            self._finish(update, Result.FAILED, "the store stopped before the write was durable", stopped=True)
         self._heap.clear()
         self._slots.clear()
         return lost

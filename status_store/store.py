@@ -39,6 +39,7 @@ from .model import (
     topic_key,
 )
 from .retry_queue import RetryListener, RetryPolicy, RetryQueue, StatusUpdate
+from .spool import Spool
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,9 @@ class StatusStore:
         self._topics: dict[str, dict[str, TopicStatus]] = {}
         # Connector types as writers hinted them ("source" or "sink"); Connect's topic has no such field.
         self._types: dict[str, str] = {}
+        self._spool = Spool(config.spool_path) if config.spool_path is not None else None
+        if self._spool is not None:
+            listeners = [*listeners, self._spool]
         retry = config.retry
         self._log = KafkaLog(config.topic, bootstrap_servers, config.client_configs, self._apply,
                              retry.delivery_timeout_ms)
@@ -106,6 +110,8 @@ class StatusStore:
                                cfg.replication_factor, cfg.topic_configs, cfg.startup_timeout_s)
         # One bound for the whole start: reading to the end gets what the topic set-up left.
         await self._log.start(max(0.001, deadline - loop.time()))
+        if self._spool is not None:
+            self._replay(self._spool)
         log.info("Status store ready: topic %s, %d partitions, %d connectors cached",
                  cfg.topic, len(self._log.partitions), len(self._connectors))
 
@@ -120,7 +126,30 @@ class StatusStore:
             keys = ", ".join(u.key for u in lost[:10]) + (", ..." if len(lost) > 10 else "")
             log.error("Stopped with %d status update(s) not durable: %s", len(lost), keys)
         await self._log.stop(0.0)
+        if self._spool is not None:
+            self._spool.close()
         return lost
+
+    def _replay(self, spool: Spool) -> None:
+        """Submit what the spool kept from an earlier run, as the writes they were (safe ones checked again)."""
+        spooled = spool.pending()
+        if spooled:
+            log.warning("Replaying %d status update(s) that the spool %s kept from an earlier run",
+                        len(spooled), spool.path)
+        for item in spooled:
+            parsed = parse_key(item.key)
+            if item.value is None or not isinstance(parsed, ConnectorKey | TaskKey):
+                self._submit(item.key, item.value, item.kind)
+                continue
+            value = codec.decode_status(item.value)
+            status: Status
+            if isinstance(parsed, ConnectorKey):
+                status = ConnectorStatus(parsed.connector, value.state, value.worker_id, value.generation, value.trace)
+            else:
+                status = TaskStatus(TaskId(parsed.connector, parsed.task), value.state, value.worker_id,
+                                    value.generation, value.trace)
+            if self._send_status(status, item.safe) is None:
+                spool.forget(item.key)
 
     @property
     def cluster_id(self) -> str | None:
@@ -220,7 +249,7 @@ class StatusStore:
             return None
         entry.sequence += 1
         value = codec.encode_status(status.state, status.worker_id, status.generation, status.trace)
-        return self._submit(key, value, kind, functools.partial(self._abandon_reason, entry, status, safe))
+        return self._submit(key, value, kind, functools.partial(self._abandon_reason, entry, status, safe), safe)
 
     def _abandon_reason(self, entry: _Entry, status: Status, safe: bool, retry: bool) -> str | None:
         """Connect's reasons not to send: on a retry, the key is gone or the generation moved on; on any
@@ -234,8 +263,8 @@ class StatusStore:
         return None
 
     def _submit(self, key: str, value: bytes | None, kind: str,
-                abandon: Callable[[bool], str | None] | None = None) -> StatusUpdate:
-        return self._queue.submit(StatusUpdate(key, value, kind, abandon))
+                abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> StatusUpdate:
+        return self._queue.submit(StatusUpdate(key, value, kind, abandon, safe))
 
     # ----------------------------------------------------------------------------- reads
 

