@@ -4,7 +4,8 @@
 
 (a) read-to-end: StatusStore.start() (topic check, read every record to the end, apply Connect's
     read rules to the cache) vs a raw Consumer reading the same records to the end.
-(b) write path: StatusStore.put() of N statuses, then flush() until all are acknowledged, vs a raw
+(b) write path: StatusStore.put() of N statuses (also with the durable spool on), then flush() until
+    all are acknowledged, vs a raw
     Producer.produce() loop of the same pre-encoded records (same producer settings) until flushed;
     confluent_kafka.aio.AIOProducer is measured too, as the alternative the store does not use.
 Both run on librdkafka's mock cluster in this process (20 partitions, so that its ~5 MiB per
@@ -15,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -48,13 +51,15 @@ def statuses(n: int) -> list[TaskStatus]:
     ]
 
 
-def make_store(bootstrap: str, topic: str) -> StatusStore:
-    return StatusStore(build_config({"bootstrap.servers": bootstrap, "status.storage.topic": topic,
-                                     "sidecar.startup.timeout.ms": "600000"}), bootstrap)
+def make_store(bootstrap: str, topic: str, spool: str | None = None) -> StatusStore:
+    settings = {"bootstrap.servers": bootstrap, "status.storage.topic": topic, "sidecar.startup.timeout.ms": "600000"}
+    if spool is not None:
+        settings["status.storage.spool.path"] = spool
+    return StatusStore(build_config(settings), bootstrap)
 
 
-async def store_write(bootstrap: str, topic: str, items: list[TaskStatus]) -> float:
-    store = make_store(bootstrap, topic)
+async def store_write(bootstrap: str, topic: str, items: list[TaskStatus], spool: str | None = None) -> float:
+    store = make_store(bootstrap, topic, spool)
     await store.start()
     start = time.perf_counter()
     for status in items:
@@ -167,21 +172,24 @@ async def main() -> None:
         return topic
 
     bootstrap = cluster.bootstrap_servers
-    # Write path: each round on a fresh topic, the three clients interleaved.
-    write: dict[str, list[float]] = {"store": [], "raw": [], "aio": []}
-    for _ in range(rounds):
-        write["raw"].append(await raw_write(bootstrap, fresh_topic(), items))
-        write["store"].append(await store_write(bootstrap, fresh_topic(), items))
-        write["aio"].append(await aio_write(bootstrap, fresh_topic(), items))
-    latency_store = await median_of(rounds, lambda: store_single_latency(bootstrap, fresh_topic()))
-    latency_aio = await median_of(rounds, lambda: aio_single_latency(bootstrap, fresh_topic()))
-    # Read path: one topic holding the n records, read by both, interleaved.
+    # Read path first, on a cluster holding nothing else: one topic of n records, read by both, interleaved.
     topic = fresh_topic()
     await raw_write(bootstrap, topic, items)
     read: dict[str, list[float]] = {"store": [], "raw": []}
     for _ in range(rounds):
         read["raw"].append(await raw_read(bootstrap, topic, n))
         read["store"].append(await store_read(bootstrap, topic, n))
+    # Write path: each round on a fresh topic, the three clients interleaved.
+    write: dict[str, list[float]] = {"store": [], "store with spool": [], "raw": [], "aio": []}
+    with tempfile.TemporaryDirectory() as spool_dir:
+        for round_ in range(rounds):
+            write["raw"].append(await raw_write(bootstrap, fresh_topic(), items))
+            write["store"].append(await store_write(bootstrap, fresh_topic(), items))
+            spool = os.path.join(spool_dir, f"spool-{round_}.db")
+            write["store with spool"].append(await store_write(bootstrap, fresh_topic(), items, spool))
+            write["aio"].append(await aio_write(bootstrap, fresh_topic(), items))
+    latency_store = await median_of(rounds, lambda: store_single_latency(bootstrap, fresh_topic()))
+    latency_aio = await median_of(rounds, lambda: aio_single_latency(bootstrap, fresh_topic()))
     cluster.close()
 
     def rate(seconds: list[float]) -> float:
@@ -192,9 +200,11 @@ async def main() -> None:
     print("|---|---|---:|---:|")
     for name in ("raw", "store"):
         print(f"| read-to-end | {name} | {rate(read[name]):,.0f} | {rate(read[name]) / rate(read['raw']):.2f} |")
-    for name in ("raw", "store", "aio"):
+    for name in ("raw", "store", "store with spool", "aio"):
         print(f"| write until acknowledged | {name} | {rate(write[name]):,.0f} | "
               f"{rate(write[name]) / rate(write['raw']):.2f} |")
+    spool_cost = rate(write["store with spool"]) / rate(write["store"])
+    print(f"\nthe spool's cost: the store writes at {spool_cost:.2f} of its rate without a spool")
     print(f"\nsingle write, submit to acknowledged: store {latency_store * 1000:.1f} ms, "
           f"AIOProducer {latency_aio * 1000:.1f} ms")
 
