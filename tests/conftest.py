@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -20,6 +21,14 @@ from .brokers import TansuBroker, free_port, tansu_binary
 from .helpers import Service
 
 PARTITIONS = 5
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _clients_destroyed_before_the_summary() -> Iterator[None]:
+    """Destroy leftover Kafka clients while pytest still runs, so their last log lines (a closed test
+    broker refusing connections) come before pytest's summary line, not after it."""
+    yield
+    gc.collect()
 
 
 @dataclass
