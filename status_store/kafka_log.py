@@ -301,11 +301,6 @@ class KafkaLog:
         if done is not None:
             done(None, error)
 
-    @property
-    def pending_writes(self) -> int:
-        """Writes handed to ``send`` that Kafka has not yet acknowledged or failed."""
-        return len(self._pending)
-
     # ----------------------------------------------------------------------------- reads
 
     def _read(self, first_round: asyncio.Future[None]) -> None:

@@ -65,7 +65,7 @@ class StoreMetrics:
     def watch(self, queue: RetryQueue) -> None:
         """Read the queue's gauges from this queue at every scrape."""
         self.queue_pending.set_function(lambda: queue.unsettled)
-        self.queue_waiting.set_function(lambda: len(queue.waiting_retries()))
+        self.queue_waiting.set_function(lambda: queue.waiting_count)
         self.oldest_age.set_function(queue.oldest_unsettled_age)
 
     def on_submitted(self, update: StatusUpdate) -> None:
