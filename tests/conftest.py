@@ -14,6 +14,7 @@ import pytest
 from status_store.backoff import Random
 from status_store.config import build_config
 from status_store.librdkafka import MockCluster
+from status_store.metrics import StoreMetrics
 from status_store.retry_queue import RetryListener
 from status_store.store import StatusStore
 
@@ -97,6 +98,9 @@ def store_factory() -> StoreFactory:
             **settings,
         }
         store = StatusStore(build_config(properties), bootstrap_servers, listeners, rng)
+        for listener in listeners:
+            if isinstance(listener, StoreMetrics):
+                listener.watch(store.queue)  # the queue gauges, as the service wires them
         await store.start()
         try:
             yield store

@@ -61,7 +61,6 @@ async def test_metrics_exposes_the_kip_counters(mock_cluster: MockCluster, store
     metrics = StoreMetrics(registry)
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics]) as store:
-        metrics.watch(store.queue)
         assert (await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(15)).ok
         app = create_app(store, registry)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:

@@ -117,7 +117,6 @@ async def test_promtool_accepts_the_exposition(mock_cluster: MockCluster, store_
     metrics = StoreMetrics(registry)
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics]) as store:
-        metrics.watch(store.queue)
         create_app(store, registry)  # registers the HTTP metrics too
         await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(WAIT)
         exposition = generate_latest(registry)
@@ -165,7 +164,6 @@ async def served_store(mock_cluster: MockCluster, store_factory: StoreFactory) -
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics],
                              **{"status.storage.retry.initial.backoff.ms": "50"}) as store:
-        metrics.watch(store.queue)
         port = free_port()
         server = uvicorn.Server(uvicorn.Config(create_app(store, registry), host="127.0.0.1", port=port,
                                                log_config=None, access_log=False))

@@ -48,7 +48,6 @@ def api_factory(mock_cluster: MockCluster, store_factory: StoreFactory) -> ApiFa
         metrics = StoreMetrics(registry)
         topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
         async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **settings) as store:
-            metrics.watch(store.queue)
             app = create_app(store, registry, token, max_body_bytes)
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
                 yield Api(http, store, mock_cluster)

@@ -57,7 +57,6 @@ async def faulty(mock_cluster: MockCluster, store_factory: StoreFactory,
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     # A pinned random source: every backoff is exactly initial * 2^n * (1 + 0.25 * 0.5).
     async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], lambda: 0.5, **settings) as store:
-        metrics.watch(store.queue)
         yield Faulty(mock_cluster, store, metrics)
 
 
