@@ -142,12 +142,8 @@ class StatusStore:
                 self._submit(item.key, item.value, item.kind)
                 continue
             value = codec.decode_status(item.value)
-            status: Status
-            if isinstance(parsed, ConnectorKey):
-                status = ConnectorStatus(parsed.connector, value.state, value.worker_id, value.generation, value.trace)
-            else:
-                status = TaskStatus(TaskId(parsed.connector, parsed.task), value.state, value.worker_id,
-                                    value.generation, value.trace)
+            status: Status = (_connector_status(parsed.connector, value) if isinstance(parsed, ConnectorKey)
+                              else _task_status(TaskId(parsed.connector, parsed.task), value))
             if self._send_status(status, item.safe) is None:
                 spool.forget(item.key)
 
@@ -274,7 +270,7 @@ class StatusStore:
         value = entry.value if entry is not None else None
         if value is None:
             return None
-        return ConnectorStatus(connector, value.state, value.worker_id, value.generation, value.trace)
+        return _connector_status(connector, value)
 
     def get_task(self, task: TaskId) -> TaskStatus | None:
         """The task's status as last read from the topic."""
@@ -282,7 +278,7 @@ class StatusStore:
         value = entry.value if entry is not None else None
         if value is None:
             return None
-        return TaskStatus(task, value.state, value.worker_id, value.generation, value.trace)
+        return _task_status(task, value)
 
     def get_all_tasks(self, connector: str) -> list[TaskStatus]:
         """The statuses of the connector's tasks, by task id."""
@@ -385,3 +381,11 @@ class StatusStore:
                 topics.pop(key.topic, None)
             return
         self._topics.setdefault(key.connector, {})[key.topic] = codec.decode_topic_status(value)
+
+
+def _connector_status(connector: str, value: StatusValue) -> ConnectorStatus:
+    return ConnectorStatus(connector, value.state, value.worker_id, value.generation, value.trace)
+
+
+def _task_status(task: TaskId, value: StatusValue) -> TaskStatus:
+    return TaskStatus(task, value.state, value.worker_id, value.generation, value.trace)
