@@ -33,11 +33,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from .options import MAX_RECORDS_PER_RANGE, RANGE_TIMEOUT_S
+
 RAW_SCHEMA = "topic string, partition int, offset long, timestamp long, key string, value binary"
 _READ_SCHEMA = RAW_SCHEMA + ", read_error string"
 SOURCE_NAME = "status_store_kafka_ranges"
-MAX_RECORDS_PER_RANGE = 500_000
-RANGE_TIMEOUT_S = 120.0
 PLAN_TIMEOUT_S = 30.0
 _BATCH_ROWS = 10_000
 _JSON_SUFFIXES = {".jsonl", ".json", ".ndjson"}
@@ -69,11 +69,13 @@ class ReadProblem:
 
 @dataclass
 class Records:
-    """Raw records, and what could not be read."""
+    """Raw records, what could not be read, and the ranges planned (Kafka)."""
 
     frame: DataFrame
     problems: list[ReadProblem]
     ranges: list[OffsetRange]
+    #: What the reader persisted (unpersist it when done).
+    persisted: DataFrame | None = None
 
 
 # ------------------------------------------------------------------------------------------ Kafka
@@ -152,7 +154,7 @@ def read_kafka(spark: SparkSession, consumer_config: dict[str, Any], topic: str,
     raw = spark.read.format(SOURCE_NAME).option("plan", json.dumps(plan)).load().persist()
     for row in raw.filter(F.col("read_error").isNotNull()).collect():
         problems.append(ReadProblem(f"{row.topic}/{row.partition}", row.read_error))
-    return Records(raw.filter(F.col("read_error").isNull()).drop("read_error"), problems, ranges)
+    return Records(raw.filter(F.col("read_error").isNull()).drop("read_error"), problems, ranges, raw)
 
 
 def _consumer_config(config: dict[str, Any]) -> dict[str, Any]:
