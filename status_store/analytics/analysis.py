@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,8 +109,9 @@ class Analysis:
         return {"latest": self.latest, "mttr": self.mttr, "state_durations": self.state_durations,
                 "episodes": self.episodes, "flapping": self.flapping, "retry_outcomes": self.retry_outcomes}
 
-    def write(self, out_dir: str | Path) -> dict[str, Any]:
-        """Write every output as Parquet partitioned by date, plus ``summary.json``; returns the summary.
+    def write(self, out_dir: str | Path, notes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Write every output as Parquet partitioned by date, plus ``summary.json`` (the counters, settings
+        and ``notes``); returns the summary.
 
         Dynamic partition overwrite (set on each writer, not on the session) replaces exactly the dates
         this run produced, so a re-run over the same input does not duplicate rows.
@@ -123,6 +125,7 @@ class Analysis:
             "flap_transitions": self.flap_transitions,
             "flap_window_ms": self.flap_window_ms,
             "counters": self.counters(),
+            **(notes or {}),
         }
         if "://" not in out:  # a local directory; on a cluster the summary is printed by the job
             Path(out).mkdir(parents=True, exist_ok=True)
