@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType
@@ -54,8 +55,11 @@ _DECIMAL_VALUES = "".join(str(int(c)) for c in _DECIMALS)
 
 # The JSON reader as strict as Python's json module (Jackson's defaults as Connect uses them).
 _JSON_OPTIONS = {"allowNonNumericNumbers": "false", "allowSingleQuotes": "false", "mode": "PERMISSIVE"}
-_STATUS_SCHEMA = "state string, trace variant, worker_id variant, generation string"
-_TOPIC_SCHEMA = "topic struct<name variant, connector variant, task string, discoverTimestamp string>"
+# Values are read twice: as text (numbers keep their exact spelling: 3 vs 3.0) and as variants (JSON
+# types: 3 vs "3"); a field is an integer when both agree.
+_VALUE_SCHEMA = ("state string, trace variant, worker_id variant, generation string, "
+                 "topic struct<name variant, connector variant, task string, discoverTimestamp string>")
+_VALUE_TYPES_SCHEMA = "generation variant, topic struct<task variant, discoverTimestamp variant>"
 _HISTORY_SCHEMA = ", ".join([
     "event string", "time string", "sidecar string", "key string", "kind string", "connector string",
     "task long", "topic string", "state string", "worker_id string", "generation long", "trace string",
@@ -104,6 +108,11 @@ class Analysis:
             self._counters = found
         return dict(self._counters)
 
+    def unpersist(self) -> None:
+        """Free the parsed inputs this analysis keeps (its DataFrames stay usable, recomputed on demand)."""
+        self._status.unpersist()
+        self._history.unpersist()
+
     def outputs(self) -> dict[str, DataFrame]:
         """The outputs by name, each with a ``date`` column (UTC) to partition by."""
         return {"latest": self.latest, "mttr": self.mttr, "state_durations": self.state_durations,
@@ -145,8 +154,9 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
     if flap_transitions < 0 or flap_window_ms <= 0:
         raise ValueError(f"flapping needs transitions >= 0 and a window > 0 ms, got {flap_transitions} "
                          f"and {flap_window_ms}")
-    status = parse_status_records(status_records)
-    history = parse_history_records(history_records)
+    # Parsed once, kept for the several outputs that read them (spilled to disk when memory is short).
+    status = parse_status_records(status_records).persist(StorageLevel.MEMORY_AND_DISK)
+    history = parse_history_records(history_records).persist(StorageLevel.MEMORY_AND_DISK)
     if as_of_ms is None:
         newest = history.filter(~F.col("garbled")).agg(F.max("time")).first()
         as_of_ms = newest[0] if newest is not None and newest[0] is not None else None
@@ -216,21 +226,22 @@ def parse_status_records(records: DataFrame) -> DataFrame:
                     | ((kind == "topic") & (colon > 0) & (F.col("topic") != "") & (F.col("connector") != ""))))
     frame = frame.withColumn("valid_key", F.coalesce(valid_key, F.lit(False)))
     frame = frame.withColumn("tombstone", F.col("value").isNull())
-    decoded = F.from_json("value", _STATUS_SCHEMA, _JSON_OPTIONS)
-    generation_type = F.schema_of_variant(F.from_json("value", "generation variant", _JSON_OPTIONS).generation)
-    frame = frame.select("*", decoded.alias("s"), generation_type.alias("generation_type"),
-                         F.from_json("value", _TOPIC_SCHEMA, _JSON_OPTIONS).topic.alias("t"))
+    frame = frame.select("*", F.from_json("value", _VALUE_SCHEMA, _JSON_OPTIONS).alias("s"),
+                         F.from_json("value", _VALUE_TYPES_SCHEMA, _JSON_OPTIONS).alias("types"))
     trace_type = F.schema_of_variant("s.trace")
-    generation = _java_int(F.col("s.generation"), F.col("generation_type"), 32)
+    generation = _java_int(F.col("s.generation"), F.schema_of_variant("types.generation"), 32)
     status_ok = (F.col("s.state").isin(STATES) & (F.schema_of_variant("s.worker_id") == "STRING")
                  & (F.col("s.trace").isNull() | trace_type.isin("STRING", "VOID")) & generation.isNotNull())
     if_task = (kind != "task") | ((F.col("connector") != "") & (F.col("task") >= 0))
-    topic_task = _java_int(F.col("t.task"), F.lit("BIGINT"), 32)
-    topic_name_value = F.variant_get("t.name", "$", "string")
-    topic_ok = ((F.schema_of_variant("t.name") == "STRING") & (F.schema_of_variant("t.connector") == "STRING")
-                & (topic_name_value != "") & ~topic_name_value.contains(":")
-                & (F.variant_get("t.connector", "$", "string") != "")
-                & (topic_task >= 0) & _java_int(F.col("t.discoverTimestamp"), F.lit("BIGINT"), 64).isNotNull())
+    topic_task = _java_int(F.col("s.topic.task"), F.schema_of_variant("types.topic.task"), 32)
+    discovered = _java_int(F.col("s.topic.discoverTimestamp"), F.schema_of_variant("types.topic.discoverTimestamp"),
+                           64)
+    value_topic = F.variant_get("s.topic.name", "$", "string")
+    topic_ok = ((F.schema_of_variant("s.topic.name") == "STRING")
+                & (F.schema_of_variant("s.topic.connector") == "STRING")
+                & (value_topic != "") & ~value_topic.contains(":")
+                & (F.variant_get("s.topic.connector", "$", "string") != "")
+                & (topic_task >= 0) & discovered.isNotNull())
     value_ok = F.col("utf8") & F.when(kind == "topic", topic_ok).otherwise(status_ok & if_task)
     garbled = ~F.col("tombstone") & ~F.coalesce(value_ok, F.lit(False))
     return frame.select(

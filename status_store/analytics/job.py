@@ -12,7 +12,6 @@ import argparse
 import sys
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -35,11 +34,17 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
     try:
         analysis = analyze(status, history, as_of_ms=args.as_of, flap_transitions=args.flap_transitions,
                            flap_window_ms=args.flap_window_ms)
-        summary = analysis.write(args.out, {"out": args.out, "kafka_ranges": ranges,
-                                            "problems": [str(problem) for problem in problems]})
-        if not args.no_report:
-            summary["report"] = str(write_report(analysis, args.out, problems))
-        return summary
+        analysis.counters()  # reads every input record once: the parsed inputs are cached from here on
+        for frame in persisted:
+            frame.unpersist()
+        try:
+            summary = analysis.write(args.out, {"out": args.out, "kafka_ranges": ranges,
+                                                "problems": [str(problem) for problem in problems]})
+            if not args.no_report:
+                summary["report"] = str(write_report(analysis, args.out, problems))
+            return summary
+        finally:
+            analysis.unpersist()
     finally:
         for frame in persisted:
             frame.unpersist()
@@ -47,16 +52,15 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str
 
 def _inputs(spark: SparkSession, args: argparse.Namespace,
             ranges: dict[str, int]) -> tuple[DataFrame, DataFrame, list[ReadProblem], list[DataFrame]]:
-    """The status and history records, the problems, and the frames persisted for them (the analysis reads
-    the input several times); ``ranges`` gets the number of Kafka ranges read per topic."""
+    """The status and history records, the problems, and the frames persisted for them (records read from
+    Kafka are kept: the analysis must not read the topics twice); ``ranges`` gets the ranges per topic."""
     problems: list[ReadProblem] = []
     persisted: list[DataFrame] = []
     empty = spark.createDataFrame([], RAW_SCHEMA)
     if args.files is not None:
         records = read_files(spark, args.files)
         problems.extend(records.problems)
-        frame = records.frame.persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(frame)
+        frame = records.frame
         status = frame.filter(F.col("topic") == args.status_topic)
         history = frame.filter(F.col("topic") == args.history_topic) if args.history_topic else empty
         topics = [args.status_topic, *([args.history_topic] if args.history_topic else [])]
