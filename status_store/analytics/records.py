@@ -86,7 +86,10 @@ def plan_ranges(consumer_config: dict[str, Any], topic: str, max_records_per_ran
     """Offset ranges covering what the topic holds now, at most ``max_records_per_range`` offsets each."""
     if max_records_per_range <= 0:
         raise ValueError(f"max_records_per_range must be > 0, got {max_records_per_range}")
-    consumer = Consumer(_consumer_config(consumer_config))
+    try:
+        consumer = Consumer(_consumer_config(consumer_config))
+    except KafkaException as e:
+        raise ValueError(f"bad Kafka consumer settings {sorted(consumer_config)}: {e}") from None
     try:
         try:
             metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
@@ -134,7 +137,11 @@ def _partition_bounds(consumer: Consumer, topic: str, partitions: list[int],
         if start is None:
             continue  # empty (or reported above)
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-        bounds[partition] = (start, max(high, start + 1))
+        if high <= start:
+            problems.append(ReadProblem(f"{topic}/{partition}", f"no high watermark known past offset {start}; "
+                                                                "not read"))
+            continue
+        bounds[partition] = (start, high)
     return bounds, problems
 
 
