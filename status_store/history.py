@@ -88,17 +88,19 @@ class AppendLog:
         self.kind = kind
         self.max_pending = max_pending
         self.dropped = 0
+        self.written = 0
+        self.failed = 0
         self._log = KafkaLog(topic, bootstrap_servers, client_configs, None, delivery_timeout_ms)
-        self._queue = RetryQueue(self._send, policy, listeners)
+        self._queue = RetryQueue(self._send, policy, [*listeners, _Tally(self)])
         self._numbers = itertools.count(1)
         self._buffer: collections.deque[tuple[str, bytes, Callable[[Outcome], None] | None]] = collections.deque()
         self._drain: asyncio.Handle | None = None
         self._running = False
 
     @property
-    def queue(self) -> RetryQueue:
-        """The retry queue of this topic (for metrics)."""
-        return self._queue
+    def pending(self) -> int:
+        """Events not written yet (queued or in the retry queue)."""
+        return len(self._buffer) + self._queue.unsettled
 
     async def start(self, timeout: float) -> None:
         """Connect and find the topic's partitions (the topic must exist: see ``ensure_topic``)."""
@@ -144,6 +146,25 @@ class AppendLog:
 
     def _send(self, slot_key: bytes, value: bytes | None, done: DoneCallback) -> None:
         self._log.send(slot_key.rpartition(_SLOT_SEPARATOR.encode())[0], value, done)
+
+
+class _Tally:
+    """Counts the outcomes of an AppendLog's events."""
+
+    def __init__(self, events: AppendLog) -> None:
+        self._events = events
+
+    def on_submitted(self, update: StatusUpdate) -> None:
+        pass
+
+    def on_retry(self, update: StatusUpdate) -> None:
+        pass
+
+    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
+        if outcome.ok:
+            self._events.written += 1
+        else:
+            self._events.failed += 1
 
 
 class HistorySink:
