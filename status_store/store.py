@@ -127,6 +127,8 @@ class StatusStore:
         if self._spool is not None:
             listeners.append(self._spool)
         self._queue = RetryQueue(self._log.send, policy, listeners)
+        for events in self.event_logs:
+            events.yield_to = self._queue
 
     # ----------------------------------------------------------------------------- lifecycle
 
