@@ -220,6 +220,12 @@ class StatusStore:
         """The append-only topics this store writes besides the status topic (history, dead letters)."""
         return [events for events in (self._history, self._dead_letters) if events is not None]
 
+    def commit_spool(self) -> None:
+        """Make the spool's record of every update submitted so far durable now (the HTTP API does this
+        before it answers; otherwise it happens at the end of the event loop's turn)."""
+        if self._spool is not None:
+            self._spool.commit()
+
     def parked(self) -> list[StatusUpdate]:
         """Updates parked after their last retry, oldest first (the probe in flight is not among them)."""
         return list(self._parked.values())
