@@ -127,6 +127,8 @@ class StatusStore:
         if self._spool is not None:
             listeners.append(self._spool)
         self._queue = RetryQueue(self._log.send, policy, listeners)
+        for events in self.event_logs:
+            events.yield_to = self._queue
 
     # ----------------------------------------------------------------------------- lifecycle
 
@@ -217,6 +219,12 @@ class StatusStore:
     def event_logs(self) -> list[AppendLog]:
         """The append-only topics this store writes besides the status topic (history, dead letters)."""
         return [events for events in (self._history, self._dead_letters) if events is not None]
+
+    def commit_spool(self) -> None:
+        """Make the spool's record of every update submitted so far durable now (the HTTP API does this
+        before it answers; otherwise it happens at the end of the event loop's turn)."""
+        if self._spool is not None:
+            self._spool.commit()
 
     def parked(self) -> list[StatusUpdate]:
         """Updates parked after their last retry, oldest first (the probe in flight is not among them)."""
