@@ -66,6 +66,9 @@ _HISTORY_SCHEMA = ", ".join([
     "result string", "attempts long", "error string", "reason string", "latency_ms long",
 ])
 _STATUS_FIELDS = ["state", "worker_id", "generation", "trace"]
+_CACHED_FIELDS = ["connector", "task", *_STATUS_FIELDS, "value", "partition", "offset", "timestamp", "tombstone"]
+# Records of a partition ordered by one long: the partition above 2^40 offsets (about 10^12 per partition).
+_OFFSET_BITS = 40
 
 
 @dataclass
@@ -315,22 +318,29 @@ def _task_cache(status: DataFrame) -> DataFrame:
                                 F.col("packed_max") % 2**33 - _INT32)
     rejected = (unassigned & ~F.coalesce(F.col("head_deleted"), F.lit(True))
                 & (F.col("head_state") == State.RUNNING.value) & (highest_unassigned <= F.col("head_generation")))
-    return events.withColumn("rejected", F.coalesce(rejected, F.lit(False)))
+    events = events.withColumn("rejected", F.coalesce(rejected, F.lit(False)))
+    # What the cache holds after each event (a rejected UNASSIGNED leaves it as it was), and the key's last
+    # event: further functions over the same window, so no further shuffle or sort.
+    kept = F.when(~F.col("rejected"), F.struct(*_CACHED_FIELDS))
+    return events.select("*", F.last(kept, ignorenulls=True).over(running).alias("cached"),
+                         F.lead("rank").over(order).isNull().alias("last"))
 
 
 def _latest(status: DataFrame, tasks: DataFrame, snapshot_date: Column, as_of_ms: int | None) -> DataFrame:
     """The store's cache after reading everything: one row per key that has a value."""
-    columns = ["kind", "connector", "task", "topic", "state", "worker_id", "generation", "trace",
-               "value", "partition", "offset", "timestamp", "tombstone"]
-    others = (status.filter(F.col("valid_key") & ~F.col("garbled") & (F.col("kind") != "task"))
-              .groupBy("key").agg(F.max_by(F.struct(*columns), F.struct("partition", "offset")).alias("r")))
-    # A task's last accepted record, unless a deletion came after it; a rejected UNASSIGNED changes nothing.
-    accepted = tasks.filter(~F.col("rejected")).select(
-        "*", F.lit("task").alias("kind"), F.lit(None).cast("string").alias("topic"))
-    last_tasks = accepted.groupBy("key").agg(
-        F.max_by(F.struct(*columns), F.struct("pos", "rank", "partition", "offset")).alias("r"))
-    latest = (others.unionByName(last_tasks).filter(~F.col("r.tombstone"))
-              .select("key", *[F.col(f"r.{c}").alias(c) for c in columns[:-1]]))
+    columns = ["key", "kind", "connector", "task", "topic", *_STATUS_FIELDS, "value", "partition", "offset",
+               "timestamp"]
+    # Connectors and topics: the last record per key, found by a hash aggregation of one packed long and
+    # joined back (cheaper than sorting every key's records).
+    records = status.filter(F.col("valid_key") & ~F.col("garbled") & (F.col("kind") != "task")).withColumn(
+        "position", F.shiftleft(F.col("partition").cast("long"), _OFFSET_BITS) + F.col("offset"))
+    last = records.groupBy("key").agg(F.max("position").alias("position"))
+    others = records.join(last, ["key", "position"]).filter(~F.col("tombstone")).select(*columns)
+    # Tasks: what the cache holds after the key's last event (nothing after a deletion).
+    last_tasks = tasks.filter(F.col("last") & ~F.col("cached.tombstone")).select(
+        "key", F.lit("task").alias("kind"), "cached.connector", "cached.task",
+        F.lit(None).cast("string").alias("topic"), *[F.col(f"cached.{c}").alias(c) for c in _CACHED_FIELDS[2:-1]])
+    latest = others.unionByName(last_tasks)
     return latest.withColumn("date", snapshot_date if as_of_ms is not None else _date(F.col("timestamp")))
 
 
