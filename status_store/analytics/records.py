@@ -87,7 +87,9 @@ def plan_ranges(consumer_config: dict[str, Any], topic: str, max_records_per_ran
     if max_records_per_range <= 0:
         raise ValueError(f"max_records_per_range must be > 0, got {max_records_per_range}")
     try:
-        consumer = Consumer(_consumer_config(consumer_config))
+        # Only the first record of each partition is needed here: small fetches.
+        consumer = Consumer({"max.partition.fetch.bytes": 65536, "queued.max.messages.kbytes": 1024,
+                             **_consumer_config(consumer_config)})
     except KafkaException as e:
         raise ValueError(f"bad Kafka consumer settings {sorted(consumer_config)}: {e}") from None
     try:
