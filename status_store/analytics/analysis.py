@@ -306,7 +306,7 @@ def _task_cache(status: DataFrame) -> DataFrame:
     events = events.withColumn("group", F.sum(boundary.cast("long")).over(running))
     # The latest boundary (a deletion or a non-UNASSIGNED record) and the highest UNASSIGNED generation
     # since it, in one running window: generations packed under the group number.
-    packed = F.when(unassigned, F.col("group") * (2**33) + F.col("generation") + _INT32)
+    packed = F.when(unassigned, F.shiftleft(F.col("group"), 33) + F.col("generation") + _INT32)
     events = events.select(
         "*",
         F.last(F.when(boundary, F.col("tombstone")), ignorenulls=True).over(running).alias("head_deleted"),
@@ -314,8 +314,8 @@ def _task_cache(status: DataFrame) -> DataFrame:
         F.last(F.when(boundary, F.col("generation")), ignorenulls=True).over(running).alias("head_generation"),
         F.max(packed).over(running).alias("packed_max"),
     )
-    highest_unassigned = F.when(F.floor(F.col("packed_max") / 2**33) == F.col("group"),
-                                F.col("packed_max") % 2**33 - _INT32)
+    highest_unassigned = F.when(F.shiftright(F.col("packed_max"), 33) == F.col("group"),
+                                F.col("packed_max").bitwiseAND(2**33 - 1) - _INT32)
     rejected = (unassigned & ~F.coalesce(F.col("head_deleted"), F.lit(True))
                 & (F.col("head_state") == State.RUNNING.value) & (highest_unassigned <= F.col("head_generation")))
     events = events.withColumn("rejected", F.coalesce(rejected, F.lit(False)))
