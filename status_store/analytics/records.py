@@ -274,7 +274,8 @@ def _batch(r: _RangePartition | OffsetRange, rows: dict[str, list[Any]]) -> pa.R
 
 
 def read_files(spark: SparkSession, paths: Sequence[str]) -> Records:
-    """Records exported as JSON Lines or Parquet (files or directories); missing paths are reported."""
+    """Records exported as JSON Lines or Parquet (files or directories), each record once (by topic, partition
+    and offset); missing paths are reported."""
     problems: list[ReadProblem] = []
     json_paths: list[str] = []
     parquet_paths: list[str] = []
@@ -296,7 +297,8 @@ def read_files(spark: SparkSession, paths: Sequence[str]) -> Records:
     combined = normalized[0]
     for frame in normalized[1:]:
         combined = combined.unionByName(frame)
-    return Records(combined, problems, [])
+    # Exports overlap (a topic exported twice, a re-run): a record is counted once.
+    return Records(combined.dropDuplicates(["topic", "partition", "offset"]), problems, [])
 
 
 def _normalize(frame: DataFrame) -> DataFrame:

@@ -29,7 +29,7 @@ def test_files_json_lines_and_parquet_with_text_or_binary_values(spark: SparkSes
     pq.write_table(pa.table({**columns, "value": [RUNNING.encode()]}), tmp_path / "binary.parquet")
     pq.write_table(pa.table({**columns, "offset": [6], "value": [RUNNING]}), tmp_path / "text.parquet")
     records = read_files(spark, [str(lines), str(tmp_path / "binary.parquet"), str(tmp_path / "text.parquet"),
-                                 str(tmp_path / "missing.jsonl")])
+                                 str(tmp_path / "missing.jsonl"), str(lines)])  # the same export twice
     rows = sorted((r.offset if r.offset is not None else -1, r.key, r.value) for r in records.frame.collect())
     assert rows == [(-1, None, None), (0, "status-connector-a", RUNNING.encode()), (1, "status-connector-b", None),
                     (5, "status-task-a-0", RUNNING.encode()), (6, "status-task-a-0", RUNNING.encode())]
