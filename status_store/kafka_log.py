@@ -143,6 +143,8 @@ class KafkaLog:
         self._waiters: list[_Waiter] = []
         # Barrier requests, taken by the reader thread in rounds.
         self._barrier_requests: collections.deque[asyncio.Future[None]] = collections.deque()
+        # Partitions whose log started over, to be read again from their beginning (taken by the reader).
+        self._restarts: collections.deque[int] = collections.deque()
         self._error_logged_at: dict[int, float] = {}
         self._closed = False
 
@@ -290,8 +292,17 @@ class KafkaLog:
             if error is not None:
                 self._settle(number, _write_failed(key, error))
                 continue
-            if offset > written.get(partition, -1):
+            last = written.get(partition, -1)
+            if offset > last:
                 written[partition] = offset
+            elif offset < last:
+                # Offsets went back: the partition's log started over (the topic was deleted and created
+                # again). What was applied belongs to the old log; read-your-writes waits for the new one.
+                log.error("Partition %d of %s acknowledged offset %d after %d: the topic was created again; "
+                          "reading it anew", partition, self.topic, offset, last)
+                written[partition] = offset
+                self._applied[partition] = 0
+                self._restarts.append(partition)
             done = pending.pop(number, None)
             if done is not None:
                 done(Delivery(partition, offset), None)
@@ -324,6 +335,9 @@ class KafkaLog:
                     while self._barrier_requests:
                         round_.append(self._barrier_requests.popleft())
                     # Re-assigning restarts fetching, so the partitions report their end again.
+                    reassign = True
+                while self._restarts:
+                    positions.pop(self._restarts.popleft(), None)
                     reassign = True
                 if reassign:
                     consumer.assign([TopicPartition(self.topic, p, positions.get(p, OFFSET_BEGINNING))
