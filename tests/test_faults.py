@@ -8,6 +8,7 @@ Each wait is bounded; the brokers listen on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,17 @@ from status_store.librdkafka import MockCluster
 
 from .conftest import Broker, StoreFactory
 from .faults_support import check, settle, stream, stream_until_written, subjects
+from .test_exhausted import counts
+
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+NOT_ENOUGH_REPLICAS = 19
+FENCED_LEADER_EPOCH = 74
+# A one-shot fatal error (TOPIC_AUTHORIZATION_FAILED would stick to the topic inside librdkafka).
+INVALID_RECORD = 87
+# Leader changes the store retries at once (KIP-951; librdkafka re-sends NOT_LEADER_OR_FOLLOWER itself),
+# plain retriable errors, and a fatal one.
+MIXED_ERRORS = (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, INVALID_RECORD)
 
 KEYS = range(1000)
 # Keys whose last update is submitted during the fault: under drop they are the ones that can be lost.
@@ -47,3 +59,46 @@ async def test_a_broker_outage_during_a_stream_loses_no_latest_status(
         assert check(park) == {}
         lost = check(drop)
         assert lost, "the outage outlasted the retries: under drop, tail keys lose their latest value"
+
+
+async def test_leader_moves_and_fatal_errors_mixed_with_retriable_ones(
+        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+    broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
+    topics = [broker.new_topic(), broker.new_topic()]
+    rng = random.Random(6)
+    async with subjects(store_factory, broker.bootstrap_servers, topics, tmp_path) as fleet:
+        await stream(fleet, KEYS, range(3), 0.1)
+        for round_ in range(3, 23):
+            for topic in topics:
+                mock_cluster.set_leader(topic, rng.randrange(5), rng.choice(mock_cluster.broker_ids))
+            mock_cluster.push_request_errors(MockCluster.PRODUCE, *rng.choices(MIXED_ERRORS, k=4))
+            await stream(fleet, KEYS if round_ == 3 else AFTER_TAIL, [round_], 0.1)
+        mock_cluster.clear_request_errors(MockCluster.PRODUCE)
+        await stream(fleet, AFTER_TAIL, range(23, 25), 0.1)
+        await settle(fleet)
+        for subject in fleet:
+            check(subject)
+    # The faults reached the stores (the pushed errors go to whichever store's Produce request comes next).
+    assert sum(subject.outcomes.failed("INVALID_RECORD") for subject in fleet) > 0
+    assert sum(subject.outcomes.retried["FENCED_LEADER_EPOCH"] for subject in fleet) > 0
+    assert sum(subject.outcomes.retried["NOT_ENOUGH_REPLICAS"] for subject in fleet) > 0
+
+
+async def test_a_slow_broker_under_load_loses_no_latest_status(
+        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+    broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
+    async with subjects(store_factory, broker.bootstrap_servers, [broker.new_topic(), broker.new_topic()],
+                        tmp_path, **{"status.storage.retry.delivery.timeout.ms": "1000"}) as fleet:
+        await stream(fleet, KEYS, range(3), 0.1)
+        mock_cluster.set_rtt(-1, 200)  # slow, but inside the 1 s bound of an attempt
+        await stream(fleet, KEYS, range(3, 13), 0.1)
+        mock_cluster.set_rtt(-1, 3000)  # a spike: attempts time out and are retried
+        await stream(fleet, KEYS, [13], 0.25)
+        await stream(fleet, AFTER_TAIL, range(14, 22), 0.25)
+        mock_cluster.set_rtt(-1, 0)
+        after = await stream_until_written(fleet, AFTER_TAIL, 22, 0.1)
+        await stream(fleet, AFTER_TAIL, range(after, after + 2), 0.1)
+        await settle(fleet)
+        for subject in fleet:
+            check(subject)
+            assert counts(subject.metrics)["status_update_retry_total"] > 0
