@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from status_store.codec import encode_status
 from status_store.errors import ErrorKind, classify
 from status_store.metrics import StoreMetrics
-from status_store.model import State, TaskId, TaskStatus
+from status_store.model import State, TaskId, TaskStatus, task_key
 from status_store.retry_queue import Outcome, Result, StatusUpdate
 from status_store.store import StatusStore
 
@@ -97,8 +97,8 @@ class Subject:
         """One new value for each key; the round number makes every value distinct."""
         for key in keys:
             status = task_status(key, round_)
-            self.latest[f"status-task-{status.id.connector}-{status.id.task}".encode()] = (
-                self.store.put(status), encode_status(status.state, status.worker_id, status.generation, status.trace))
+            record_key, value = record(status)
+            self.latest[record_key] = (self.store.put(status), value)
 
     def settled(self) -> bool:
         """Every update has an outcome and nothing is parked."""
@@ -113,6 +113,18 @@ def task_status(key: int, round_: int) -> TaskStatus:
     generation change (Connect's rule) and every latest value must reach the topic."""
     return TaskStatus(TaskId(f"conn-{key // 10}", key % 10), STATES[round_ % len(STATES)], "worker-1:8083", 1,
                       f"round {round_}")
+
+
+def record(status: TaskStatus) -> tuple[bytes, bytes]:
+    """The status's record in the topic: key and value bytes."""
+    return (task_key(status.id).encode(),
+            encode_status(status.state, status.worker_id, status.generation, status.trace))
+
+
+def batch_item(status: TaskStatus) -> dict[str, object]:
+    """The status as an item of ``POST /statuses``."""
+    return {"kind": "task", "connector": status.id.connector, "task": status.id.task, "state": status.state.value,
+            "worker_id": status.worker_id, "generation": status.generation, "trace": status.trace}
 
 
 @contextlib.asynccontextmanager

@@ -8,15 +8,31 @@ Each wait is bounded; the brokers listen on 127.0.0.1 only.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from status_store.librdkafka import MockCluster
+from status_store.spool import Spool
 
-from .conftest import Broker, StoreFactory
-from .faults_support import check, settle, stream, stream_until_written, subjects
+from .brokers import free_port
+from .conftest import PARTITIONS, Broker, StoreFactory
+from .faults_support import (
+    QUICK,
+    batch_item,
+    check,
+    record,
+    settle,
+    stream,
+    stream_until_written,
+    subjects,
+    task_status,
+)
+from .helpers import Service, last_values
 from .test_exhausted import counts
 
 NOT_LEADER_OR_FOLLOWER = 6
@@ -29,6 +45,7 @@ INVALID_RECORD = 87
 # plain retriable errors, and a fatal one.
 MIXED_ERRORS = (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, INVALID_RECORD)
 
+WAIT = 30.0
 KEYS = range(1000)
 # Keys whose last update is submitted during the fault: under drop they are the ones that can be lost.
 TAIL = range(300)
@@ -102,3 +119,75 @@ async def test_a_slow_broker_under_load_loses_no_latest_status(
         for subject in fleet:
             check(subject)
             assert counts(subject.metrics)["status_update_retry_total"] > 0
+
+
+async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_loses_nothing_it_accepted(
+        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+    # The broker lives in this process and survives the sidecar; "down" keeps its records.
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    spool = tmp_path / "spool.db"
+    config = tmp_path / "sidecar.properties"
+    config.write_text("\n".join([
+        f"bootstrap.servers={mock_cluster.bootstrap_servers}", f"status.storage.topic={topic}",
+        f"status.storage.partitions={PARTITIONS}", "status.storage.replication.factor=1",
+        f"status.storage.spool.path={spool}", "sidecar.startup.timeout.ms=20000",
+        *(f"{key}={value}" for key, value in QUICK.items()),
+    ]) + "\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    accepted: dict[bytes, bytes] = {}
+
+    async def post(http: httpx.AsyncClient, keys: range, round_: int, wait: bool = False) -> None:
+        statuses = [task_status(key, round_) for key in keys]
+        response = await http.post("/statuses", params={"wait": "true"} if wait else {},
+                                   json={"updates": [batch_item(status) for status in statuses]})
+        assert response.status_code == (200 if wait else 202), response.text
+        accepted.update(record(status) for status in statuses)
+
+    service = Service("--config", str(config), "--port", str(port))
+    try:
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+            await post(http, KEYS, 0, wait=True)
+            await post(http, KEYS, 1)
+            mock_cluster.broker_down(-1)
+            await post(http, KEYS, 2)
+            for round_ in range(3, 6):
+                await asyncio.sleep(0.3)
+                await post(http, AFTER_TAIL, round_)
+        service.process.kill()  # SIGKILL: no flush, no goodbye
+        await asyncio.to_thread(service.process.wait, WAIT)
+        kept = Spool(spool)
+        assert len(kept) == len(KEYS)  # every key had an update that was not durable when the sidecar died
+        kept.close()
+        mock_cluster.broker_up(-1)
+        service = Service("--config", str(config), "--port", str(port))
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        assert any(f"Replaying {len(KEYS)} status update(s)" in line for line in service.seen)
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+            totals = await settled_totals(http)
+        assert totals["status_update_submitted_total"] == (totals["status_update_success_total"]
+                                                           + totals["status_update_failure_total"]
+                                                           + totals["status_update_superseded_total"]), totals
+    finally:
+        service.stop()
+    assert len(Spool(spool)) == 0
+    async with store_factory(mock_cluster.bootstrap_servers, topic) as reader:
+        values = last_values(reader)
+    lost = [key for key, value in accepted.items() if values.get(key) != value]
+    assert not lost, f"{len(lost)} accepted latest value(s) lost, e.g. {lost[0]!r}"
+
+
+async def settled_totals(http: httpx.AsyncClient, timeout: float = 60.0) -> dict[str, float]:
+    """The service's counters (summed over labels) once nothing is pending or parked; bounded."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        totals: dict[str, float] = {}
+        for family in text_string_to_metric_families((await http.get("/metrics")).text):
+            for sample in family.samples:
+                totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+        if totals["status_retry_queue_pending"] == 0 and totals["status_parked_updates"] == 0:
+            return totals
+        assert loop.time() < deadline, f"the service did not settle in time: {totals}"
+        await asyncio.sleep(0.2)
