@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,8 +117,9 @@ def task_status(key: int, round_: int) -> TaskStatus:
 
 def record(status: TaskStatus) -> tuple[bytes, bytes]:
     """The status's record in the topic: key and value bytes."""
-    return (task_key(status.id).encode(),
-            encode_status(status.state, status.worker_id, status.generation, status.trace))
+    value = encode_status(status.state, status.worker_id, status.generation, status.trace)
+    assert value is not None  # never DESTROYED here: no tombstone
+    return task_key(status.id).encode(), value
 
 
 def batch_item(status: TaskStatus) -> dict[str, object]:
@@ -129,14 +130,16 @@ def batch_item(status: TaskStatus) -> dict[str, object]:
 
 @contextlib.asynccontextmanager
 async def subjects(store_factory: StoreFactory, bootstrap_servers: str, topics: Sequence[str], spool_dir: Path,
-                   policies: Sequence[Policy] = POLICIES, **settings: str) -> AsyncIterator[list[Subject]]:
+                   policies: Sequence[Policy] = POLICIES,
+                   settings: Mapping[str, str] | None = None) -> AsyncIterator[list[Subject]]:
     """A started store per policy, each on its own topic, with QUICK retries unless ``settings`` say otherwise."""
     async with contextlib.AsyncExitStack() as stack:
         started = []
         for policy, topic in zip(policies, topics, strict=True):
             metrics, outcomes = StoreMetrics(CollectorRegistry()), Outcomes()
-            store = await stack.enter_async_context(store_factory(
-                bootstrap_servers, topic, [metrics, outcomes], **{**QUICK, **policy.settings(spool_dir), **settings}))
+            properties = {**QUICK, **policy.settings(spool_dir), **(settings or {})}
+            store = await stack.enter_async_context(
+                store_factory(bootstrap_servers, topic, [metrics, outcomes], **properties))
             started.append(Subject(policy, store, metrics, outcomes))
         yield started
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from status_store.librdkafka import MockCluster
@@ -109,7 +110,7 @@ async def test_a_slow_broker_under_load_loses_no_latest_status(
         mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
     broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
     async with subjects(store_factory, broker.bootstrap_servers, [broker.new_topic(), broker.new_topic()],
-                        tmp_path, **{"status.storage.retry.delivery.timeout.ms": "1000"}) as fleet:
+                        tmp_path, settings={"status.storage.retry.delivery.timeout.ms": "1000"}) as fleet:
         await stream(fleet, KEYS, range(3), 0.1)
         mock_cluster.set_rtt(-1, 200)  # slow, but inside the 1 s bound of an attempt
         await stream(fleet, KEYS, range(3, 13), 0.1)
