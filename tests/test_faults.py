@@ -52,8 +52,8 @@ MIXED_ERRORS = (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS
 
 WAIT = 30.0
 KEYS = range(1000)
-# Keys whose last update is submitted during the fault: under drop they are the ones that can be lost.
-TAIL = range(300)
+# Keys 0-299 (the tail) get their last value as the fault begins: under drop they are the ones that can
+# lose it. The others keep getting values through the fault and after it.
 AFTER_TAIL = range(300, 1000)
 
 
@@ -81,6 +81,7 @@ async def test_a_broker_outage_during_a_stream_loses_no_latest_status(
         assert check(park) == {}
         lost = check(drop)
         assert lost, "the outage outlasted the retries: under drop, tail keys lose their latest value"
+    assert len(Spool(tmp_path / "park-spool.db")) == 0  # every parked update was released and written
 
 
 async def test_leader_moves_and_fatal_errors_mixed_with_retriable_ones(
@@ -198,7 +199,7 @@ async def settled_totals(http: httpx.AsyncClient, timeout: float = 60.0) -> dict
         await asyncio.sleep(0.2)
 
 
-# Tansu writes through a separate process: fewer keys keep the scenario short.
+# Tansu writes through a separate process: fewer keys keep the scenario short (the tail: keys 0-99).
 TANSU_KEYS = range(300)
 TANSU_AFTER_TAIL = range(100, 300)
 
@@ -238,8 +239,9 @@ async def kill_and_restart_mid_stream(fleet: list[Subject], tansu: TansuBroker, 
 async def test_a_broker_killed_and_restarted_with_its_topics_loses_no_latest_status(
         own_tansu: TansuBroker, store_factory: StoreFactory, tmp_path: Path) -> None:
     # Tansu's memory storage forgets everything on restart. A broker with durable storage keeps its topics:
-    # the test creates them again as that broker would still have them (their old records are gone, so
-    # every key gets newer values after the kill, and those are what is checked).
+    # the test creates them again as that broker would still have them. Their old records are gone, but
+    # every key's latest value is submitted after the kill (the tail's while the broker is gone, parked or
+    # failed), and those are what is checked.
     topics = ["status-killed-a", "status-killed-b"]
     async with subjects(store_factory, own_tansu.bootstrap_servers, topics, tmp_path) as fleet:
         await kill_and_restart_mid_stream(fleet, own_tansu, topics)
