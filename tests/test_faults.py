@@ -260,3 +260,27 @@ async def test_a_running_store_writes_again_after_the_broker_restarted_without_i
                         policies=[PARK_SPOOL]) as fleet:
         await kill_and_restart_mid_stream(fleet, own_tansu, [])
         check(fleet[0])
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "store bug: after the broker lost the status topic and it was created again, KafkaLog keeps the old "
+    "topic's offsets (acknowledged and applied, and the reader's positions): wait_visible() returns at once "
+    "and the cache never shows the new write"))
+async def test_a_running_store_reads_its_writes_after_the_broker_lost_its_topic_and_it_was_created_again(
+        own_tansu: TansuBroker, store_factory: StoreFactory) -> None:
+    topic = "status-reborn"
+    async with store_factory(own_tansu.bootstrap_servers, topic) as store:
+        for round_ in range(10):
+            for key in range(20):
+                store.put(task_status(key, round_))
+        await store.read_your_writes(WAIT)
+        own_tansu.kill()
+        own_tansu.start()
+        admin = AdminClient({"bootstrap.servers": own_tansu.bootstrap_servers})
+        created = admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"cleanup.policy": "compact"})])
+        await asyncio.wrap_future(created[topic])
+        newer = task_status(0, 10)
+        update = store.put(newer)
+        assert (await update.result(WAIT)).ok
+        await store.wait_visible([update], WAIT)
+        assert store.get_task(newer.id) == newer
