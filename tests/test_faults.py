@@ -161,6 +161,7 @@ async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_lo
             for round_ in range(3, 6):
                 await asyncio.sleep(0.3)
                 await post(http, AFTER_TAIL, round_)
+            assert_accounted(await scrape(http))  # what is not settled yet is pending: nothing unaccounted
         service.process.kill()  # SIGKILL: no flush, no goodbye
         await asyncio.to_thread(service.process.wait, WAIT)
         kept = Spool(spool)
@@ -171,10 +172,7 @@ async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_lo
         await asyncio.to_thread(service.wait_for, "Uvicorn running on")
         assert any(f"Replaying {len(KEYS)} status update(s)" in line for line in service.seen)
         async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
-            totals = await settled_totals(http)
-        assert totals["status_update_submitted_total"] == (totals["status_update_success_total"]
-                                                           + totals["status_update_failure_total"]
-                                                           + totals["status_update_superseded_total"]), totals
+            assert_accounted(await settled(http))
     finally:
         service.stop()
     assert len(Spool(spool)) == 0
@@ -184,19 +182,31 @@ async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_lo
     assert not lost, f"{len(lost)} accepted latest value(s) lost, e.g. {lost[0]!r}"
 
 
-async def settled_totals(http: httpx.AsyncClient, timeout: float = 60.0) -> dict[str, float]:
-    """The service's counters (summed over labels) once nothing is pending or parked; bounded."""
+async def scrape(http: httpx.AsyncClient) -> dict[str, float]:
+    """The service's metrics, summed over labels (one scrape is one consistent view: it runs on the loop)."""
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families((await http.get("/metrics")).text):
+        for sample in family.samples:
+            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+    return totals
+
+
+async def settled(http: httpx.AsyncClient, timeout: float = 60.0) -> dict[str, float]:
+    """The service's metrics once nothing is pending or parked; bounded."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
-        totals: dict[str, float] = {}
-        for family in text_string_to_metric_families((await http.get("/metrics")).text):
-            for sample in family.samples:
-                totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+        totals = await scrape(http)
         if totals["status_retry_queue_pending"] == 0 and totals["status_parked_updates"] == 0:
             return totals
         assert loop.time() < deadline, f"the service did not settle in time: {totals}"
         await asyncio.sleep(0.2)
+
+
+def assert_accounted(totals: dict[str, float]) -> None:
+    """Every submitted update is written, failed, superseded or still pending."""
+    outcomes = sum(totals[f"status_update_{name}_total"] for name in ("success", "failure", "superseded"))
+    assert totals["status_update_submitted_total"] == outcomes + totals["status_retry_queue_pending"], totals
 
 
 # Tansu writes through a separate process: fewer keys keep the scenario short (the tail: keys 0-99).
