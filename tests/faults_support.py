@@ -51,6 +51,7 @@ class Policy:
         return self.action == "park" and self.spooled
 
     def settings(self, spool_dir: Path) -> dict[str, str]:
+        """The store properties of this policy; a spool lives in ``spool_dir``."""
         settings = {"status.storage.retry.exhausted.action": self.action}
         if self.spooled:
             settings["status.storage.spool.path"] = str(spool_dir / f"{self.name}.db")
@@ -105,6 +106,7 @@ class Subject:
         return self.store.queue.unsettled == 0 and not self.store.parked()
 
     def written(self) -> float:
+        """Updates written so far (the success counter)."""
         return counts(self.metrics).get("status_update_success_total", 0)
 
 

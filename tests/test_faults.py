@@ -3,7 +3,9 @@ retriable errors, a slow broker. Every scenario streams many updates per key, in
 the stores recover, and ends with the same checks (``faults_support.check``): the counters add up, no
 latest status is lost under park with a spool, and under drop every loss is a counted failure.
 
-Each wait is bounded; the brokers listen on 127.0.0.1 only.
+Each wait is bounded; the brokers listen on 127.0.0.1 only. Two strict xfails at the end reproduce store
+bugs this suite found: a running store whose broker lost the status topic (Tansu's memory storage after a
+restart, or a deleted topic) neither creates it again nor reads its writes once it is created again.
 """
 
 from __future__ import annotations
