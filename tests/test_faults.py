@@ -3,9 +3,10 @@ retriable errors, a slow broker. Every scenario streams many updates per key, in
 the stores recover, and ends with the same checks (``faults_support.check``): the counters add up, no
 latest status is lost under park with a spool, and under drop every loss is a counted failure.
 
-Each wait is bounded; the brokers listen on 127.0.0.1 only. Two strict xfails at the end reproduce store
-bugs this suite found: a running store whose broker lost the status topic (Tansu's memory storage after a
-restart, or a deleted topic) neither creates it again nor reads its writes once it is created again.
+Each wait is bounded; the brokers listen on 127.0.0.1 only. The two tests at the end cover store bugs
+this suite found (both fixed): a running store whose broker lost the status topic (Tansu's memory storage
+after a restart, or a deleted topic) neither created it again nor read its writes once it was created
+again.
 """
 
 from __future__ import annotations
@@ -262,10 +263,6 @@ async def test_a_broker_killed_and_restarted_with_its_topics_loses_no_latest_sta
             assert counts(subject.metrics)["status_update_retry_total"] > 0  # the kill was felt
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "store bug: the status topic is created only in StatusStore.start(); when the broker loses it (Tansu "
-    "memory storage restarted, or the topic deleted) a running store never creates it again, and every "
-    "write parks (or fails, under drop) with _MSG_TIMED_OUT until the sidecar is restarted"))
 async def test_a_running_store_writes_again_after_the_broker_restarted_without_its_topic(
         own_tansu: TansuBroker, store_factory: StoreFactory, tmp_path: Path) -> None:
     async with subjects(store_factory, own_tansu.bootstrap_servers, ["status-forgotten"], tmp_path,
@@ -274,10 +271,6 @@ async def test_a_running_store_writes_again_after_the_broker_restarted_without_i
         check(fleet[0])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "store bug: after the broker lost the status topic and it was created again, KafkaLog keeps the old "
-    "topic's offsets (acknowledged and applied, and the reader's positions): wait_visible() returns at once "
-    "and the cache never shows the new write"))
 async def test_a_running_store_reads_its_writes_after_the_broker_lost_its_topic_and_it_was_created_again(
         own_tansu: TansuBroker, store_factory: StoreFactory) -> None:
     topic = "status-reborn"
