@@ -34,6 +34,8 @@ KINDS = ("connector", "task", "topic")
 RESULTS = ("written", "failed", "superseded")
 DEFAULT_FLAP_TRANSITIONS = 5
 DEFAULT_FLAP_WINDOW_MS = 600_000
+DAY_MS = 86_400_000
+LONG_MAX = 2**63 - 1
 
 HISTORY_FIELDS = pa.schema([
     ("event", pa.string()), ("time", pa.int64()), ("key", pa.string()), ("kind", pa.string()),
@@ -130,7 +132,7 @@ def read_history(paths: list[Path]) -> tuple[pd.DataFrame, int]:
         good_state = pc.or_kleene(pc.is_in(state, pa.array(STATES)),
                                   pc.and_kleene(pc.equal(kind, "topic"), pc.is_null(state)))
         good_outcome = pc.and_kleene(pc.is_in(parsed.column("result"), pa.array(RESULTS)),
-                                     pc.greater_equal(parsed.column("attempts"), 0))
+                                     pc.greater_equal(parsed.column("attempts").fill_null(0), 0))
         shape = pc.and_kleene(shape, pc.if_else(status, good_state, good_outcome))
         keep = pc.and_(valid, shape.fill_null(False))
         garbled += len(ok) - pc.sum(keep).as_py() if len(ok) else 0
@@ -173,7 +175,7 @@ def read_status(paths: list[Path]) -> pd.DataFrame:
 
 @dataclass
 class Results:
-    """The analytics' outputs, one DataFrame each, as status_store.analytics computes them."""
+    """The analytics' outputs, one DataFrame each, named and shaped as status_store.analytics names them."""
 
     latest: pd.DataFrame
     state_durations: pd.DataFrame
@@ -190,102 +192,148 @@ class Results:
             getattr(self, f.name).to_parquet(out_dir / f"{f.name}.parquet", index=False)
 
 
+ENTITY = ["kind", "connector", "task"]
+
+
+def _day(ms: pd.Series) -> pd.Series:
+    """The UTC day number of an epoch-milliseconds time."""
+    return ms // DAY_MS
+
+
+def _task_sequence(df: pd.DataFrame) -> pd.DataFrame:
+    """Task records and deletions in read order: a connector tombstone is placed in each of its tasks'
+    order, before the task's records of the same partition with a higher offset, or (another partition)
+    before its first record with a newer timestamp."""
+    tasks = df[df["kind"] == "task"].assign(pos=lambda d: d["offset"], rank=1)
+    tombstones = df[(df["kind"] == "connector") & df["tombstone"]][["connector", "partition", "offset", "timestamp"]]
+    tombstones = tombstones.rename(columns={"partition": "t_partition", "offset": "t_offset", "timestamp": "t_ts"})
+    pairs = tasks[["key", "connector", "task", "partition"]].drop_duplicates("key").merge(tombstones, on="connector")
+    same = pairs[pairs["partition"] == pairs["t_partition"]].assign(pos=lambda d: d["t_offset"])
+    other = pairs[pairs["partition"] != pairs["t_partition"]]
+    newer = other.merge(tasks[["key", "offset", "timestamp"]], on="key", how="left")
+    newer = newer[newer["timestamp"] > newer["t_ts"]].groupby(["key", "t_partition", "t_offset"])["offset"].min()
+    other = other.merge(newer.rename("pos").reset_index(), on=["key", "t_partition", "t_offset"], how="left")
+    other["pos"] = other["pos"].fillna(LONG_MAX).astype(np.int64)
+    synthetic = pd.concat([same, other])[["key", "connector", "task", "partition", "t_offset", "pos"]]
+    synthetic = synthetic.rename(columns={"t_offset": "offset"}).assign(tombstone=True, rank=0)
+    events = pd.concat([tasks, synthetic], ignore_index=True)
+    return events.sort_values(["key", "pos", "rank", "partition", "offset"], kind="stable").reset_index(drop=True)
+
+
+def _stale_unassigned(ev: pd.DataFrame) -> pd.Series:
+    """The task records the store ignores: an UNASSIGNED meeting a cached RUNNING of a generation >= its own.
+
+    Ignored records change nothing, so the value an UNASSIGNED meets is the last other record or
+    deletion before it (the head), unless an UNASSIGNED since the head was applied: the first one
+    with a generation above the head's, after which the cached state is UNASSIGNED.
+    """
+    unassigned = ~ev["tombstone"] & (ev["state"] == "UNASSIGNED")
+    group = [ev["key"], (~unassigned).astype(np.int64).groupby(ev["key"]).cumsum()]
+    head_running = (~ev["tombstone"] & (ev["state"] == "RUNNING")).astype(float).where(~unassigned)
+    head_running = head_running.groupby(group).transform("first") == 1.0
+    head_generation = ev["generation"].where(~unassigned).groupby(group).transform("first")
+    highest = ev["generation"].where(unassigned).groupby(group).cummax()
+    return unassigned & head_running & (highest <= head_generation)
+
+
 def latest_status(df: pd.DataFrame) -> pd.DataFrame:
-    """The status each key has after reading the whole topic with the store's read rules."""
-    df = df[df["kind"].notna()]
+    """The store's cache after reading the whole status topic: one row per key that has a value."""
     value_ok = np.where(df["kind"] == "topic", df["topic_ok"], df["status_ok"])
-    df = df[df["tombstone"] | value_ok].sort_values(["key", "partition", "offset"], kind="stable")
-    # Stale UNASSIGNED (tasks): ignored when the value it would replace is RUNNING at a generation >= its
-    # own. Ignored records change nothing, so the value an UNASSIGNED meets is the last other record
-    # (or tombstone) before it, unless an earlier UNASSIGNED since then was applied (a larger generation).
-    unassigned = (df["kind"] == "task") & (df["state"] == "UNASSIGNED") & ~df["tombstone"]
-    anchor = (~unassigned).astype(np.int64).groupby(df["key"], observed=True).cumsum()
-    group = [df["key"], anchor]
-    anchor_running = (df["state"].where(~unassigned).where(~df["tombstone"]) == "RUNNING").groupby(
-        group, observed=True).transform("first")
-    anchor_gen = df["generation"].where(~unassigned).groupby(group, observed=True).transform("first")
-    seen_gen = df["generation"].where(unassigned).groupby(group, observed=True).cummax()
-    stale = unassigned & anchor_running & (seen_gen <= anchor_gen)
-    last = df[~stale.fillna(False)].groupby("key", observed=True).tail(1)
-    # A connector tombstone also deletes its tasks (records of them written before it).
-    dropped = df[df["tombstone"] & (df["kind"] == "connector")].groupby("connector")["timestamp"].max()
-    dropped_at = last["connector"].map(dropped)
-    gone = last["tombstone"] | ((last["kind"] == "task") & (dropped_at > last["timestamp"]))
-    out = last[~gone][["key", "kind", "connector", "task", "topic", "state", "worker_id", "generation"]]
-    out.loc[out["kind"] == "topic", ["state", "worker_id", "generation"]] = None
+    df = df[df["kind"].notna() & (df["tombstone"] | value_ok)]
+    others = df[df["kind"] != "task"].sort_values(["key", "partition", "offset"]).groupby("key").tail(1)
+    tasks = _task_sequence(df)
+    tasks = tasks[~_stale_unassigned(tasks)].groupby("key").tail(1)
+    last = pd.concat([others, tasks])
+    out = last[~last["tombstone"].astype(bool)][["key", "kind", "connector", "task", "topic", "state", "worker_id",
+                                                 "generation"]]
     return out.sort_values("key").reset_index(drop=True)
 
 
 def _status_events(history: pd.DataFrame, as_of_ms: int) -> pd.DataFrame:
+    """Status events of connectors and tasks up to as_of_ms, in order, with the previous state and next time."""
     ev = history[(history["event"] == "status") & history["kind"].isin(["connector", "task"])
                  & (history["time"] <= as_of_ms)]
-    ev = ev[["key", "kind", "connector", "task", "state", "time", "partition", "offset"]]
-    ev = ev.sort_values(["key", "time", "partition", "offset"], kind="stable").reset_index(drop=True)
-    ev["key"] = ev["key"].cat.remove_unused_categories()
+    ev = ev[["kind", "connector", "task", "state", "time", "partition", "offset"]].copy()
+    ev["task"] = ev["task"].fillna(-1).astype(np.int64)  # a groupable stand-in for "no task" (connectors)
+    for col in ("kind", "connector", "state"):
+        ev[col] = ev[col].cat.remove_unused_categories()
+    ev = ev.sort_values([*ENTITY, "time", "partition", "offset"], kind="stable").reset_index(drop=True)
+    ev["entity"] = ev.groupby(ENTITY, observed=True, sort=False).ngroup()
+    by_entity = ev.groupby("entity", sort=False)
+    ev["previous_state"] = by_entity["state"].shift(1)
+    ev["next_time"] = by_entity["time"].shift(-1)
     return ev
 
 
+def _entity(frame: pd.DataFrame) -> pd.DataFrame:
+    """Back to the output's entity columns: task null for connectors."""
+    frame["task"] = frame["task"].where(frame["task"] >= 0).astype("Int64")
+    return frame
+
+
 def state_durations(ev: pd.DataFrame, as_of_ms: int) -> pd.DataFrame:
-    """Per key and state: the time spent in it (until the key's next status event, or as_of_ms)."""
-    following = ev.groupby("key", observed=True)["time"].shift(-1).fillna(as_of_ms).astype(np.int64)
-    ev = ev.assign(duration_ms=following - ev["time"])
-    ev = ev[ev["state"] != "DESTROYED"]
-    out = ev.groupby(["key", "state"], observed=True).agg(
-        kind=("kind", "first"), connector=("connector", "first"), task=("task", "first"),
-        duration_ms=("duration_ms", "sum"))
-    return out.reset_index()[["key", "kind", "connector", "task", "state", "duration_ms"]]
+    """Milliseconds in each state per connector/task and UTC day (an interval is split at midnight)."""
+    end = ev["next_time"].fillna(as_of_ms).astype(np.int64)
+    iv = ev[[*ENTITY, "state"]].assign(start=ev["time"], end=end)
+    iv = iv[iv["end"] > iv["start"]]
+    first, last = _day(iv["start"]), _day(iv["end"] - 1)
+    repeat = (last - first + 1).to_numpy()
+    split = iv.loc[iv.index.repeat(repeat)]
+    step = np.arange(len(split)) - np.repeat(np.cumsum(repeat) - repeat, repeat)
+    day = np.repeat(first.to_numpy(), repeat) + step
+    overlap = (np.minimum(split["end"].to_numpy(), (day + 1) * DAY_MS)
+               - np.maximum(split["start"].to_numpy(), day * DAY_MS))
+    split = split.assign(day=day, duration_ms=overlap)
+    out = split.groupby(["day", *ENTITY, "state"], observed=True)["duration_ms"].sum().reset_index()
+    return _entity(out)
 
 
 def failed_episodes(ev: pd.DataFrame) -> pd.DataFrame:
-    """FAILED episodes: from the first FAILED to the next RUNNING (recovered) or DESTROYED (deleted).
-
-    The events between two RUNNING/DESTROYED events form a segment; its first FAILED opens an
-    episode and the RUNNING/DESTROYED that ends the segment closes it (none: still open).
-    """
-    closing = ev["state"].isin(["RUNNING", "DESTROYED"])
-    segment = closing.astype(np.int64).groupby(ev["key"], observed=True).cumsum()
-    ev = ev.assign(segment=segment)
-    starts = ev[ev["state"] == "FAILED"].drop_duplicates(["key", "segment"])
-    ends = ev[closing][["key", "segment", "time", "state"]].rename(columns={"time": "end_ms", "state": "end_state"})
-    ends["segment"] -= 1
-    episodes = starts.merge(ends, on=["key", "segment"], how="left")
-    episodes["recovered"] = episodes["end_state"] == "RUNNING"
-    episodes["duration_ms"] = (episodes["end_ms"] - episodes["time"]).astype("Int64")
-    episodes = episodes.rename(columns={"time": "start_ms"})
-    return episodes[["key", "kind", "connector", "task", "start_ms", "end_ms", "recovered", "duration_ms"]]
+    """FAILED episodes: each entry into FAILED, and the first RUNNING at or after it (none yet: null)."""
+    running = ev["time"].where(ev["state"] == "RUNNING")
+    next_running = running.groupby(ev["entity"], sort=False).bfill()
+    entry = (ev["state"] == "FAILED") & (ev["previous_state"].isna() | (ev["previous_state"] != "FAILED"))
+    episodes = ev.loc[entry, ENTITY].assign(failed_ms=ev["time"][entry], recovered_ms=next_running[entry])
+    episodes["time_to_recovery_ms"] = episodes["recovered_ms"] - episodes["failed_ms"]
+    episodes["day"] = _day(episodes["failed_ms"])
+    return _entity(episodes.reset_index(drop=True))
 
 
 def mean_time_to_recovery(episodes: pd.DataFrame) -> pd.DataFrame:
-    """Per key: FAILED episodes, how many recovered, and the mean time to recovery of those."""
-    recovered = episodes["duration_ms"].where(episodes["recovered"])
-    out = episodes.assign(recovered_ms=recovered).groupby("key", observed=True).agg(
-        kind=("kind", "first"), connector=("connector", "first"), task=("task", "first"),
-        episodes=("start_ms", "size"), recovered=("recovered", "sum"), mttr_ms=("recovered_ms", "mean"))
-    return out.reset_index()
+    """Per connector/task: FAILED episodes, how many recovered, and the mean time to recovery of those."""
+    out = episodes.assign(task=episodes["task"].fillna(-1)).groupby(ENTITY, observed=True).agg(
+        failed_episodes=("failed_ms", "size"), recovered=("recovered_ms", "count"),
+        mttr_ms=("time_to_recovery_ms", "mean"), last_failed_ms=("failed_ms", "max")).reset_index()
+    out["unrecovered"] = out["failed_episodes"] - out["recovered"]
+    return _entity(out)
 
 
 def flapping(ev: pd.DataFrame, transitions: int, window_ms: int) -> pd.DataFrame:
-    """Keys with more than ``transitions`` state changes within some ``window_ms`` (a sliding window)."""
-    previous = ev.groupby("key", observed=True)["state"].shift(1)
-    changes = ev[previous.notna() & (ev["state"] != previous)]
-    codes = changes["key"].cat.codes.to_numpy(np.int64)
-    times = changes["time"].to_numpy(np.int64)
-    # One sorted axis for (key, time): the number of a key's changes in (t - window, t] is a search away.
-    span = int(times.max() - times.min()) + window_ms + 1 if len(times) else 1
-    axis = codes * span + (times - (times.min() if len(times) else 0))
-    in_window = np.arange(len(axis)) - np.searchsorted(axis, axis - window_ms, side="right") + 1
-    changes = changes.assign(in_window=in_window)
-    per_key = changes.groupby("key", observed=True).agg(
-        kind=("kind", "first"), connector=("connector", "first"), task=("task", "first"),
-        transitions=("time", "size"), max_in_window=("in_window", "max"))
-    return per_key[per_key["max_in_window"] > transitions].reset_index()
+    """Connectors and tasks with more than ``transitions`` state changes inside a ``window_ms`` window, per day."""
+    moves = ev[ev["previous_state"].notna() & (ev["state"] != ev["previous_state"])]
+    entity = moves["entity"].to_numpy(np.int64)
+    times = moves["time"].to_numpy(np.int64)
+    # One sorted axis for (entity, time): a move's count is the moves of its entity in (t - window, t].
+    low = int(times.min()) if len(times) else 0
+    span = int(times.max()) - low + window_ms + 1 if len(times) else 1
+    axis = entity * span + (times - low)
+    in_window = np.searchsorted(axis, axis, side="right") - np.searchsorted(axis, axis - window_ms, side="right")
+    flagged = moves.assign(in_window=in_window)[in_window > transitions]
+    out = flagged.assign(day=_day(flagged["time"])).groupby(["day", *ENTITY], observed=True).agg(
+        max_transitions_in_window=("in_window", "max"), flapping_transitions=("time", "size"),
+        first_flapping_ms=("time", "min"), last_flapping_ms=("time", "max")).reset_index()
+    return _entity(out)
 
 
-def retry_outcomes(history: pd.DataFrame) -> pd.DataFrame:
-    """Outcome events by kind and result: how many, attempts in all, mean and max latency."""
-    out = history[history["event"] == "outcome"].groupby(["kind", "result"], observed=True).agg(
-        outcomes=("time", "size"), attempts=("attempts", "sum"),
-        mean_latency_ms=("latency_ms", "mean"), max_latency_ms=("latency_ms", "max"))
+def retry_outcomes(history: pd.DataFrame, as_of_ms: int) -> pd.DataFrame:
+    """How writes ended in the retry queue, per UTC day, kind and result."""
+    outcomes = history[(history["event"] == "outcome") & (history["time"] <= as_of_ms)]
+    outcomes = outcomes.assign(day=_day(outcomes["time"]))
+    out = outcomes.groupby(["day", "kind", "result"], observed=True).agg(
+        count=("time", "size"), mean_attempts=("attempts", "mean"), max_attempts=("attempts", "max"),
+        with_error=("error", "count"), latency_p50_ms=("latency_ms", "median"),
+        latency_p95_ms=("latency_ms", lambda s: s.quantile(0.95)),
+        latency_p99_ms=("latency_ms", lambda s: s.quantile(0.99)))
     return out.reset_index()
 
 
@@ -294,16 +342,16 @@ def analyze(data_dir: Path, *, as_of_ms: int | None = None, flap_transitions: in
     """Every analytic over DATA_DIR/status and DATA_DIR/history."""
     status = read_status(sorted((data_dir / "status").glob("*.parquet")))
     history, garbled = read_history(sorted((data_dir / "history").glob("*.parquet")))
-    status_events = history[history["event"] == "status"]
-    as_of = int(status_events["time"].max()) if as_of_ms is None else as_of_ms
+    # By default the analysis is as of the newest valid event.
+    as_of = int(history["time"].max()) if as_of_ms is None else as_of_ms
     ev = _status_events(history, as_of)
     episodes = failed_episodes(ev)
-    status_garbled = int((~status["tombstone"] & status["kind"].notna()
-                          & ~np.where(status["kind"] == "topic", status["topic_ok"], status["status_ok"])).sum())
+    value_ok = np.where(status["kind"] == "topic", status["topic_ok"], status["status_ok"])
+    status_garbled = int((status["kind"].notna() & ~status["tombstone"] & ~value_ok).sum())
     return Results(
         latest=latest_status(status), state_durations=state_durations(ev, as_of), episodes=episodes,
         mttr=mean_time_to_recovery(episodes), flapping=flapping(ev, flap_transitions, flap_window_ms),
-        retry_outcomes=retry_outcomes(history),
+        retry_outcomes=retry_outcomes(history, as_of),
         garbled=pd.DataFrame({"input": ["status", "history"], "garbled": [status_garbled, garbled]}),
     )
 
