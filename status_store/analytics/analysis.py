@@ -1,0 +1,431 @@
+"""The analytics, as DataFrame/SQL expressions (no Python UDF runs per record).
+
+Two inputs, both in the raw record schema of ``records.RAW_SCHEMA`` (topic, partition, offset,
+timestamp, key, value; ``value`` is text or bytes, null for a tombstone):
+
+- the **status topic**: the latest status per key, with exactly the read rules of
+  ``StatusStore._apply`` (keys as ``model.parse_key`` reads them, values as ``codec.decode_status``
+  and ``codec.decode_topic_status`` decode them, tombstones, a connector tombstone deleting the
+  connector's tasks, the stale-UNASSIGNED filter, garbled records skipped and counted);
+- the **history topic**: time in each state, FAILED episodes and time to recovery, flapping, and
+  retry outcomes, from the events the service writes as statuses change and writes end.
+
+Order of records. Records of one key are read in offset order (Connect's partitioner puts a key in
+one partition). A connector tombstone deletes the tasks of the connector read before it: a task
+record of the same partition comes before it when its offset is lower; a record of another
+partition (the usual case) when its timestamp is not newer than the tombstone's, since Connect's
+order across partitions is the order of arrival, which record timestamps approximate.
+
+The stale-UNASSIGNED filter depends on the cached value at the time each record is read, which
+is itself the result of the filter. It unrolls into window functions: non-UNASSIGNED records are
+always cached, so the cached value when an UNASSIGNED arrives is either the last non-UNASSIGNED
+record since the last deletion (the "head") or an UNASSIGNED accepted after it. The UNASSIGNED
+records after a RUNNING head of generation G are dropped while none of them (up to this one) has
+a generation above G; once one is accepted, the cached state is UNASSIGNED and the rest pass.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType
+
+from ..model import CONNECTOR_PREFIX, TASK_PREFIX, TOPIC_PREFIX, TOPIC_SEPARATOR, State
+
+DAY_MS = 86_400_000
+#: Defaults of the flapping rule: more than this many state transitions inside the window.
+FLAP_TRANSITIONS = 5
+FLAP_WINDOW_MS = 10 * 60 * 1000
+
+STATES = [state.value for state in State]
+OUTCOME_RESULTS = ["written", "failed", "superseded"]
+HISTORY_KINDS = ["connector", "task", "topic"]
+
+_INT32 = 2**31
+_LONG_MAX = 2**63 - 1
+# Python's str.isdecimal() digits (what parse_key accepts in a task number) mapped to ASCII ones.
+_DECIMALS = "".join(chr(c) for c in range(0x80, sys.maxunicode + 1) if chr(c).isdecimal())
+_DECIMAL_VALUES = "".join(str(int(c)) for c in _DECIMALS)
+
+# The JSON reader as strict as Python's json module (Jackson's defaults as Connect uses them).
+_JSON_OPTIONS = {"allowNonNumericNumbers": "false", "allowSingleQuotes": "false", "mode": "PERMISSIVE"}
+_STATUS_SCHEMA = "state string, trace variant, worker_id variant, generation string"
+_TOPIC_SCHEMA = "topic struct<name variant, connector variant, task string, discoverTimestamp string>"
+_HISTORY_SCHEMA = ", ".join([
+    "event string", "time string", "sidecar string", "key string", "kind string", "connector string",
+    "task long", "topic string", "state string", "worker_id string", "generation long", "trace string",
+    "result string", "attempts long", "error string", "reason string", "latency_ms long",
+])
+_STATUS_FIELDS = ["state", "worker_id", "generation", "trace"]
+
+
+@dataclass
+class Analysis:
+    """The results of one run: lazy DataFrames, counters of skipped records, and the writer."""
+
+    as_of_ms: int | None
+    latest: DataFrame
+    state_durations: DataFrame
+    episodes: DataFrame
+    mttr: DataFrame
+    flapping: DataFrame
+    retry_outcomes: DataFrame
+    flap_transitions: int
+    flap_window_ms: int
+    _status: DataFrame = field(repr=False)
+    _history: DataFrame = field(repr=False)
+    _tasks: DataFrame = field(repr=False)
+    _counters: dict[str, int] | None = field(default=None, repr=False)
+
+    def counters(self) -> dict[str, int]:
+        """Records read and records skipped (the store's ``ReadStats`` names for the status topic)."""
+        if self._counters is None:
+            status = self._status.agg(
+                F.count(F.lit(1)).alias("status_records"),
+                F.count_if(~F.col("valid_key")).alias("invalid_keys"),
+                F.count_if(F.col("valid_key") & F.col("garbled")).alias("garbled_values"),
+            ).first()
+            stale = self._tasks.agg(F.count_if(F.col("rejected")).alias("stale_unassigned")).first()
+            history = self._history.agg(
+                F.count(F.lit(1)).alias("history_records"),
+                F.count_if(F.col("garbled")).alias("history_garbled"),
+                F.count_if(~F.col("garbled") & (F.col("event") == "status")).alias("history_status_events"),
+                F.count_if(~F.col("garbled") & (F.col("event") == "outcome")).alias("history_outcome_events"),
+            ).first()
+            found: dict[str, int] = {}
+            for row in (status, stale, history):
+                assert row is not None  # a global aggregation always has one row
+                found.update({name: int(value or 0) for name, value in row.asDict().items()})
+            self._counters = found
+        return dict(self._counters)
+
+    def outputs(self) -> dict[str, DataFrame]:
+        """The outputs by name, each with a ``date`` column (UTC) to partition by."""
+        return {"latest": self.latest, "mttr": self.mttr, "state_durations": self.state_durations,
+                "episodes": self.episodes, "flapping": self.flapping, "retry_outcomes": self.retry_outcomes}
+
+    def write(self, out_dir: str | Path) -> dict[str, Any]:
+        """Write every output as Parquet partitioned by date, plus ``summary.json``; returns the summary.
+
+        Dynamic partition overwrite (set on each writer, not on the session) replaces exactly the dates
+        this run produced, so a re-run over the same input does not duplicate rows.
+        """
+        out = str(out_dir).rstrip("/")
+        for name, frame in self.outputs().items():
+            (frame.write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+             .partitionBy("date").parquet(f"{out}/{name}"))
+        summary: dict[str, Any] = {
+            "as_of_ms": self.as_of_ms,
+            "flap_transitions": self.flap_transitions,
+            "flap_window_ms": self.flap_window_ms,
+            "counters": self.counters(),
+        }
+        if "://" not in out:  # a local directory; on a cluster the summary is printed by the job
+            Path(out).mkdir(parents=True, exist_ok=True)
+            (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        return summary
+
+
+def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: int | None = None,
+            flap_transitions: int = FLAP_TRANSITIONS, flap_window_ms: int = FLAP_WINDOW_MS) -> Analysis:
+    """Build every result from the two inputs (lazily; ``Analysis.write`` or an action runs them).
+
+    ``as_of_ms`` is the time of the analysis: history events after it are left out and the last
+    state of each connector and task lasts until it. By default it is the newest valid history
+    event's time. A task or connector is flapping when more than ``flap_transitions`` state
+    transitions fall inside any ``flap_window_ms`` window.
+    """
+    if flap_transitions < 0 or flap_window_ms <= 0:
+        raise ValueError(f"flapping needs transitions >= 0 and a window > 0 ms, got {flap_transitions} "
+                         f"and {flap_window_ms}")
+    status = parse_status_records(status_records)
+    history = parse_history_records(history_records)
+    if as_of_ms is None:
+        newest = history.filter(~F.col("garbled")).agg(F.max("time")).first()
+        as_of_ms = newest[0] if newest is not None and newest[0] is not None else None
+    snapshot_date = _date(F.lit(as_of_ms).cast("long")) if as_of_ms is not None else _date(F.col("timestamp"))
+    tasks = _task_cache(status)
+    latest = _latest(status, tasks, snapshot_date, as_of_ms)
+    changes = _state_changes(history, as_of_ms)
+    episodes = _episodes(changes)
+    return Analysis(
+        as_of_ms=as_of_ms,
+        latest=latest,
+        state_durations=_state_durations(changes, as_of_ms),
+        episodes=episodes,
+        mttr=_mttr(episodes, snapshot_date, as_of_ms),
+        flapping=_flapping(changes, flap_transitions, flap_window_ms),
+        retry_outcomes=_retry_outcomes(history, as_of_ms),
+        flap_transitions=flap_transitions,
+        flap_window_ms=flap_window_ms,
+        _status=status,
+        _history=history,
+        _tasks=tasks,
+    )
+
+
+# ------------------------------------------------------------------------------------------ status topic
+
+
+def _text(frame: DataFrame, column: str) -> tuple[Column, Column]:
+    """A column as text and whether it is valid UTF-8 (bytes are decoded, text is taken as it is)."""
+    if isinstance(frame.schema[column].dataType, BinaryType):
+        return F.col(column).cast("string"), F.is_valid_utf8(column)
+    return F.col(column), F.lit(True)
+
+
+def parse_status_records(records: DataFrame) -> DataFrame:
+    """Each status record with its parsed key (``model.parse_key``) and decoded value (``codec``)."""
+    key, _ = _text(records, "key")
+    value, utf8 = _text(records, "value")
+    frame = records.select("partition", "offset", "timestamp", key.alias("key"), value.alias("value"),
+                           utf8.alias("utf8"))
+    kind = (F.when(F.col("key").startswith(CONNECTOR_PREFIX), "connector")
+            .when(F.col("key").startswith(TASK_PREFIX), "task")
+            .when(F.col("key").startswith(TOPIC_PREFIX), "topic"))
+    frame = frame.withColumn("kind", kind)
+    # Task keys: Java's split("-") drops trailing empty parts; the number follows the last '-'.
+    task_key = F.regexp_replace("key", "-+$", "")
+    task_match = F.regexp_extract(task_key, r"^status-task-(.*)-([^-]*)$", 0) != ""
+    number = F.translate(F.regexp_extract(task_key, r"^status-task-(.*)-([^-]*)$", 2), _DECIMALS, _DECIMAL_VALUES)
+    digits = F.regexp_replace(F.regexp_replace(number, r"^\+", ""), "^0+(?=.)", "")
+    task_number = F.when(number.rlike(r"^\+?[0-9]+$") & (F.length(digits) <= 10), digits.try_cast("long"))
+    # Topic keys: the topic ends at the first ':'; the separator's length is skipped unchecked, like Connect.
+    colon = F.locate(":", F.col("key"), len(TOPIC_PREFIX) + 1)
+    topic_name = F.expr(f"substring(key, {len(TOPIC_PREFIX) + 1}, locate(':', key, {len(TOPIC_PREFIX) + 1}) "
+                        f"- {len(TOPIC_PREFIX) + 1})")
+    topic_connector = F.expr(f"substring(key, locate(':', key, {len(TOPIC_PREFIX) + 1}) + {len(TOPIC_SEPARATOR)})")
+    frame = frame.select(
+        "*",
+        F.when(kind == "connector", F.substring("key", len(CONNECTOR_PREFIX) + 1, _INT32 - 1))
+        .when(kind == "task", F.regexp_extract(task_key, r"^status-task-(.*)-([^-]*)$", 1))
+        .when(kind == "topic", topic_connector).alias("connector"),
+        F.when((kind == "task") & task_match & (task_number < _INT32), task_number.try_cast("int")).alias("task"),
+        F.when(kind == "topic", topic_name).alias("topic"),
+    )
+    valid_key = (F.col("key").isNotNull()
+                 & (((kind == "connector") & (F.col("connector") != ""))
+                    | ((kind == "task") & F.col("task").isNotNull())
+                    | ((kind == "topic") & (colon > 0) & (F.col("topic") != "") & (F.col("connector") != ""))))
+    frame = frame.withColumn("valid_key", F.coalesce(valid_key, F.lit(False)))
+    frame = frame.withColumn("tombstone", F.col("value").isNull())
+    decoded = F.from_json("value", _STATUS_SCHEMA, _JSON_OPTIONS)
+    generation_type = F.schema_of_variant(F.from_json("value", "generation variant", _JSON_OPTIONS).generation)
+    frame = frame.select("*", decoded.alias("s"), generation_type.alias("generation_type"),
+                         F.from_json("value", _TOPIC_SCHEMA, _JSON_OPTIONS).topic.alias("t"))
+    trace_type = F.schema_of_variant("s.trace")
+    generation = _java_int(F.col("s.generation"), F.col("generation_type"), 32)
+    status_ok = (F.col("s.state").isin(STATES) & (F.schema_of_variant("s.worker_id") == "STRING")
+                 & (F.col("s.trace").isNull() | trace_type.isin("STRING", "VOID")) & generation.isNotNull())
+    if_task = (kind != "task") | ((F.col("connector") != "") & (F.col("task") >= 0))
+    topic_task = _java_int(F.col("t.task"), F.lit("BIGINT"), 32)
+    topic_name_value = F.variant_get("t.name", "$", "string")
+    topic_ok = ((F.schema_of_variant("t.name") == "STRING") & (F.schema_of_variant("t.connector") == "STRING")
+                & (topic_name_value != "") & ~topic_name_value.contains(":")
+                & (F.variant_get("t.connector", "$", "string") != "")
+                & (topic_task >= 0) & _java_int(F.col("t.discoverTimestamp"), F.lit("BIGINT"), 64).isNotNull())
+    value_ok = F.col("utf8") & F.when(kind == "topic", topic_ok).otherwise(status_ok & if_task)
+    garbled = ~F.col("tombstone") & ~F.coalesce(value_ok, F.lit(False))
+    return frame.select(
+        "partition", "offset", "timestamp", "key", "value", "kind", "connector", "task", "topic", "valid_key",
+        "tombstone", garbled.alias("garbled"), F.col("s.state").alias("state"),
+        F.variant_get("s.worker_id", "$", "string").alias("worker_id"), generation.alias("generation"),
+        F.variant_get("s.trace", "$", "string").alias("trace"),
+    )
+
+
+def _java_int(text: Column, json_type: Column, bits: int) -> Column:
+    """A JSON integer (its text and variant type) narrowed like Java's ``longValue().intValue()``.
+
+    Null when the value is not a JSON integer (a string, a fraction, an exponent, a boolean...).
+    Integers of more than 37 digits are not supported (null).
+    """
+    integer = text.rlike(r"^-?[0-9]{1,37}$") & (json_type != "STRING")
+    half, full = F.lit(str(2 ** (bits - 1))).cast("decimal(38,0)"), F.lit(str(2**bits)).cast("decimal(38,0)")
+    narrowed = F.pmod(text.try_cast("decimal(38,0)") + half, full) - half
+    return F.when(integer, narrowed.try_cast("int" if bits == 32 else "long"))
+
+
+def _task_cache(status: DataFrame) -> DataFrame:
+    """Every task record and deletion in read order, with what it leaves in the store's cache.
+
+    Deletions are task tombstones and, for each task key of a deleted connector, its connector's
+    tombstones placed in the key's order (see the module docstring).
+    """
+    live = status.filter(F.col("valid_key") & ~F.col("garbled"))
+    tasks = live.filter(F.col("kind") == "task").select(
+        "key", "connector", "task", "partition", "offset", "timestamp", "value", "tombstone", *_STATUS_FIELDS,
+        F.col("offset").alias("pos"), F.lit(1).alias("rank"))
+    tombstones = live.filter((F.col("kind") == "connector") & F.col("tombstone")).select(
+        "connector", F.col("partition").alias("t_partition"), F.col("offset").alias("t_offset"),
+        F.col("timestamp").alias("t_timestamp"))
+    task_keys = tasks.select("key", "connector", "task", "partition").distinct()
+    pairs = task_keys.join(tombstones, "connector")
+    same_partition = pairs.filter(F.col("partition") == F.col("t_partition")).select(
+        "key", "connector", "task", "partition", "t_partition", "t_offset", F.col("t_offset").alias("pos"))
+    # From another partition: just before the key's first record newer than the tombstone.
+    other = pairs.filter(F.col("partition") != F.col("t_partition")).alias("p")
+    newer = tasks.select("key", F.col("partition").alias("r_partition"), F.col("offset").alias("r_offset"),
+                         F.col("timestamp").alias("r_timestamp")).alias("r")
+    placed = (other.join(newer, (F.col("p.key") == F.col("r.key")) & (F.col("r.r_partition") == F.col("p.partition"))
+                         & (F.col("r.r_timestamp") > F.col("p.t_timestamp")), "left")
+              .groupBy("p.key", "p.connector", "p.task", "p.partition", "p.t_partition", "p.t_offset")
+              .agg(F.coalesce(F.min("r.r_offset"), F.lit(_LONG_MAX)).alias("pos")))
+    synthetic = same_partition.unionByName(placed).select(
+        "key", "connector", "task", "partition", F.col("t_offset").alias("offset"),
+        F.lit(None).cast("long").alias("timestamp"), F.lit(None).cast("string").alias("value"),
+        F.lit(True).alias("tombstone"), *[F.lit(None).cast(t).alias(c) for c, t in
+                                          zip(_STATUS_FIELDS, ["string", "string", "int", "string"], strict=True)],
+        "pos", F.lit(0).alias("rank"))
+    events = tasks.unionByName(synthetic)
+    order = Window.partitionBy("key").orderBy("pos", "rank", "partition", "offset")
+    running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    unassigned = ~F.col("tombstone") & (F.col("state") == State.UNASSIGNED.value)
+    boundary = ~unassigned
+    events = events.withColumn("group", F.sum(boundary.cast("long")).over(running))
+    # The latest boundary (a deletion or a non-UNASSIGNED record) and the highest UNASSIGNED generation
+    # since it, in one running window: generations packed under the group number.
+    packed = F.when(unassigned, F.col("group") * (2**33) + F.col("generation") + _INT32)
+    events = events.select(
+        "*",
+        F.last(F.when(boundary, F.col("tombstone")), ignorenulls=True).over(running).alias("head_deleted"),
+        F.last(F.when(boundary, F.col("state")), ignorenulls=True).over(running).alias("head_state"),
+        F.last(F.when(boundary, F.col("generation")), ignorenulls=True).over(running).alias("head_generation"),
+        F.max(packed).over(running).alias("packed_max"),
+    )
+    highest_unassigned = F.when(F.floor(F.col("packed_max") / 2**33) == F.col("group"),
+                                F.col("packed_max") % 2**33 - _INT32)
+    rejected = (unassigned & ~F.coalesce(F.col("head_deleted"), F.lit(True))
+                & (F.col("head_state") == State.RUNNING.value) & (highest_unassigned <= F.col("head_generation")))
+    return events.withColumn("rejected", F.coalesce(rejected, F.lit(False)))
+
+
+def _latest(status: DataFrame, tasks: DataFrame, snapshot_date: Column, as_of_ms: int | None) -> DataFrame:
+    """The store's cache after reading everything: one row per key that has a value."""
+    columns = ["kind", "connector", "task", "topic", "state", "worker_id", "generation", "trace",
+               "value", "partition", "offset", "timestamp", "tombstone"]
+    others = (status.filter(F.col("valid_key") & ~F.col("garbled") & (F.col("kind") != "task"))
+              .groupBy("key").agg(F.max_by(F.struct(*columns), F.struct("partition", "offset")).alias("r")))
+    # A task's last accepted record, unless a deletion came after it; a rejected UNASSIGNED changes nothing.
+    accepted = tasks.filter(~F.col("rejected")).select(
+        "*", F.lit("task").alias("kind"), F.lit(None).cast("string").alias("topic"))
+    last_tasks = accepted.groupBy("key").agg(
+        F.max_by(F.struct(*columns), F.struct("pos", "rank", "partition", "offset")).alias("r"))
+    latest = (others.unionByName(last_tasks).filter(~F.col("r.tombstone"))
+              .select("key", *[F.col(f"r.{c}").alias(c) for c in columns[:-1]]))
+    return latest.withColumn("date", snapshot_date if as_of_ms is not None else _date(F.col("timestamp")))
+
+
+def _date(epoch_ms: Column) -> Column:
+    """The UTC date of an epoch-milliseconds time (not the session's time zone)."""
+    return F.date_from_unix_date(F.floor(epoch_ms / DAY_MS).cast("int"))
+
+
+# ------------------------------------------------------------------------------------------ history topic
+
+
+def parse_history_records(records: DataFrame) -> DataFrame:
+    """Each history record decoded; ``garbled`` when it is not a valid status or outcome event."""
+    value, utf8 = _text(records, "value")
+    event = F.from_json(value, _HISTORY_SCHEMA, _JSON_OPTIONS)
+    frame = records.select("partition", "offset", "timestamp", utf8.alias("utf8"), event.alias("e"))
+    time = F.when(F.col("e.time").rlike(r"^-?[0-9]{1,18}$"), F.col("e.time").try_cast("long"))
+    entity_ok = (F.col("e.kind").isin(HISTORY_KINDS) & F.col("e.key").isNotNull() & F.col("e.connector").isNotNull()
+                 & ((F.col("e.kind") != "task") | F.col("e.task").isNotNull()))
+    status_ok = (F.col("e.event") == "status") & (
+        F.col("e.state").isin(STATES) | ((F.col("e.kind") == "topic") & F.col("e.state").isNull()))
+    outcome_ok = ((F.col("e.event") == "outcome") & F.col("e.result").isin(OUTCOME_RESULTS)
+                  & (F.coalesce(F.col("e.attempts"), F.lit(0)) >= 0))
+    valid = F.col("utf8") & time.isNotNull() & entity_ok & (status_ok | outcome_ok)
+    return frame.select(
+        "partition", "offset", "timestamp", (~F.coalesce(valid, F.lit(False))).alias("garbled"),
+        F.col("e.event").alias("event"), time.alias("time"), "e.key", "e.kind", "e.connector",
+        F.when(F.col("e.kind") == "task", F.col("e.task")).alias("task"), "e.topic", "e.state", "e.result",
+        "e.attempts", "e.error", "e.latency_ms",
+    )
+
+
+def _state_changes(history: DataFrame, as_of_ms: int | None) -> DataFrame:
+    """Status events of connectors and tasks up to ``as_of_ms``, each with the previous and next event."""
+    events = history.filter(~F.col("garbled") & (F.col("event") == "status") & F.col("kind").isin("connector", "task"))
+    if as_of_ms is not None:
+        events = events.filter(F.col("time") <= as_of_ms)
+    order = Window.partitionBy("kind", "connector", "task").orderBy("time", "partition", "offset")
+    return events.select("kind", "connector", "task", "state", "time", "partition", "offset",
+                         F.lag("state").over(order).alias("previous_state"),
+                         F.lead("time").over(order).alias("next_time"))
+
+
+def _state_durations(changes: DataFrame, as_of_ms: int | None) -> DataFrame:
+    """Milliseconds in each state per connector/task and UTC day (intervals are split at midnight)."""
+    end = F.col("next_time") if as_of_ms is None else F.coalesce(F.col("next_time"), F.lit(as_of_ms))
+    intervals = changes.select("kind", "connector", "task", "state", F.col("time").alias("start"), end.alias("end"))
+    intervals = intervals.filter(F.col("end") > F.col("start"))
+    day = F.explode(F.sequence(F.floor(F.col("start") / DAY_MS), F.floor((F.col("end") - 1) / DAY_MS))).alias("day")
+    split = intervals.select("*", day)
+    overlap = (F.least(F.col("end"), (F.col("day") + 1) * DAY_MS) - F.greatest(F.col("start"), F.col("day") * DAY_MS))
+    return (split.groupBy(F.date_from_unix_date(F.col("day").cast("int")).alias("date"), "kind", "connector",
+                          "task", "state")
+            .agg(F.sum(overlap).alias("duration_ms")))
+
+
+def _episodes(changes: DataFrame) -> DataFrame:
+    """FAILED episodes: an entry into FAILED, and the first RUNNING after it (null when none yet)."""
+    # The next RUNNING at or after each event, by a running window in descending order (a window
+    # "from the current row to the end" would be quadratic).
+    backwards = (Window.partitionBy("kind", "connector", "task")
+                 .orderBy(F.desc("time"), F.desc("partition"), F.desc("offset"))
+                 .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    next_running = F.min(F.when(F.col("state") == State.RUNNING.value, F.col("time"))).over(backwards)
+    marked = changes.withColumn("recovered_ms", next_running)
+    entries = marked.filter((F.col("state") == State.FAILED.value)
+                            & (F.col("previous_state").isNull() | (F.col("previous_state") != State.FAILED.value)))
+    return entries.select(_date(F.col("time")).alias("date"), "kind", "connector", "task",
+                          F.col("time").alias("failed_ms"), "recovered_ms",
+                          (F.col("recovered_ms") - F.col("time")).alias("time_to_recovery_ms"))
+
+
+def _mttr(episodes: DataFrame, snapshot_date: Column, as_of_ms: int | None) -> DataFrame:
+    """Per connector/task over the whole input: FAILED episodes, recovered or not, and mean time to recovery."""
+    summary = episodes.groupBy("kind", "connector", "task").agg(
+        F.count(F.lit(1)).alias("failed_episodes"),
+        F.count("recovered_ms").alias("recovered"),
+        F.count_if(F.col("recovered_ms").isNull()).alias("unrecovered"),
+        F.avg("time_to_recovery_ms").alias("mttr_ms"),
+        F.max("failed_ms").alias("last_failed_ms"),
+    )
+    return summary.withColumn("date", snapshot_date if as_of_ms is not None else _date(F.col("last_failed_ms")))
+
+
+def _flapping(changes: DataFrame, transitions: int, window_ms: int) -> DataFrame:
+    """Connectors and tasks with more than ``transitions`` state changes inside a ``window_ms`` window, per day."""
+    moves = changes.filter(F.col("previous_state").isNotNull() & (F.col("previous_state") != F.col("state")))
+    window = Window.partitionBy("kind", "connector", "task").orderBy("time").rangeBetween(-(window_ms - 1), 0)
+    counted = moves.withColumn("in_window", F.count(F.lit(1)).over(window))
+    flapping = counted.filter(F.col("in_window") > transitions)
+    return flapping.groupBy(_date(F.col("time")).alias("date"), "kind", "connector", "task").agg(
+        F.max("in_window").alias("max_transitions_in_window"),
+        F.count(F.lit(1)).alias("flapping_transitions"),
+        F.min("time").alias("first_flapping_ms"),
+        F.max("time").alias("last_flapping_ms"),
+    )
+
+
+def _retry_outcomes(history: DataFrame, as_of_ms: int | None) -> DataFrame:
+    """How writes ended in the retry queue, per UTC day, kind and result."""
+    outcomes = history.filter(~F.col("garbled") & (F.col("event") == "outcome"))
+    if as_of_ms is not None:
+        outcomes = outcomes.filter(F.col("time") <= as_of_ms)
+    latency = F.percentile_approx("latency_ms", [0.5, 0.95, 0.99])
+    summary = (outcomes.groupBy(_date(F.col("time")).alias("date"), "kind", "result")
+               .agg(F.count(F.lit(1)).alias("count"), F.avg("attempts").alias("mean_attempts"),
+                    F.max("attempts").alias("max_attempts"), F.count("error").alias("with_error"),
+                    latency.alias("latency")))
+    return summary.select("date", "kind", "result", "count", "mean_attempts", "max_attempts", "with_error",
+                          *[F.col("latency")[i].alias(f"latency_p{p}_ms") for i, p in enumerate((50, 95, 99))])

@@ -1,0 +1,85 @@
+"""The SparkSession: Java check, local defaults only where nothing is configured, loopback for local runs.
+
+Master, memory and shuffle partitions are never fixed here: ``--conf`` (or ``spark-submit``) sets them.
+Without a configured master the job runs on an embedded ``local[*]`` Spark. Local runs bind to
+127.0.0.1 (Spark otherwise picks a non-loopback interface), and the Python workers run the very
+interpreter of the driver.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+MIN_JAVA = 17
+JAVA_HELP = (f"Spark needs Java {MIN_JAVA} or newer: install a JDK (e.g. 'apt-get install openjdk-17-jre-headless') "
+             "and put its java on PATH or point JAVA_HOME at it (JAVA_HOME/bin/java).")
+
+
+class JavaMissingError(RuntimeError):
+    """No usable Java for Spark."""
+
+
+def java_version(env: Mapping[str, str] = os.environ) -> int:
+    """The major version of the Java Spark would start; JavaMissingError when none works."""
+    home = env.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java", path=env.get("PATH"))
+    if java is None or not Path(java).exists():
+        where = f"JAVA_HOME={home} has no bin/java" if home else "no java on PATH and JAVA_HOME is not set"
+        raise JavaMissingError(f"{where}. {JAVA_HELP}")
+    try:
+        shown = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, check=False).stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise JavaMissingError(f"{java} does not run ({e}). {JAVA_HELP}") from None
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', shown)
+    if found is None:
+        raise JavaMissingError(f"cannot tell the version of {java}: {shown.strip()!r}. {JAVA_HELP}")
+    major = int(found.group(1))
+    # Java 8 and older report "1.8".
+    return int(found.group(2) or 0) if major == 1 else major
+
+
+def check_java(env: Mapping[str, str] = os.environ) -> None:
+    """Raise JavaMissingError unless Java 17+ is there."""
+    major = java_version(env)
+    if major < MIN_JAVA:
+        raise JavaMissingError(f"found Java {major}. {JAVA_HELP}")
+
+
+def get_session(conf: Mapping[str, str], app_name: str = "status-store-analyze") -> SparkSession:
+    """The running session, or a new one from ``conf``; ``local[*]`` when no master is configured.
+
+    Under ``spark-submit`` the master and every ``--conf`` come from spark-submit itself.
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    master = conf.get("spark.master") or _submitted_master()
+    if master is None:
+        master = "local[*]"
+        builder = builder.master(master)
+    if master.startswith("local"):
+        check_java()
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _submitted_master() -> str | None:
+    """The master of the spark-submit that launched this driver (it starts the JVM first), if any."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf
+
+    return SparkConf().get("spark.master", None)
