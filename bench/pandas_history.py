@@ -266,8 +266,10 @@ def _status_events(history: pd.DataFrame, as_of_ms: int) -> pd.DataFrame:
 
 
 def _entity(frame: pd.DataFrame) -> pd.DataFrame:
-    """Back to the output's entity columns: task null for connectors."""
+    """Back to the output's columns: task null for connectors, the UTC date instead of the day number."""
     frame["task"] = frame["task"].where(frame["task"] >= 0).astype("Int64")
+    if "day" in frame.columns:
+        frame.insert(0, "date", (pd.Timestamp(0) + pd.to_timedelta(frame.pop("day"), unit="D")).dt.date)
     return frame
 
 
@@ -334,7 +336,9 @@ def retry_outcomes(history: pd.DataFrame, as_of_ms: int) -> pd.DataFrame:
         with_error=("error", "count"), latency_p50_ms=("latency_ms", "median"),
         latency_p95_ms=("latency_ms", lambda s: s.quantile(0.95)),
         latency_p99_ms=("latency_ms", lambda s: s.quantile(0.99)))
-    return out.reset_index()
+    out = out.reset_index()
+    out.insert(0, "date", (pd.Timestamp(0) + pd.to_timedelta(out.pop("day"), unit="D")).dt.date)
+    return out
 
 
 def analyze(data_dir: Path, *, as_of_ms: int | None = None, flap_transitions: int = DEFAULT_FLAP_TRANSITIONS,

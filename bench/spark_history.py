@@ -277,16 +277,18 @@ def _frame(df: Any) -> Any:
 
     pdf = df.toPandas() if hasattr(df, "toPandas") else df.copy()
     for col in pdf.columns:
-        if isinstance(pdf[col].dtype, pd.CategoricalDtype) or pdf[col].dtype == object:
-            pdf[col] = pdf[col].astype(object).where(pdf[col].notna(), None)
-        elif pd.api.types.is_numeric_dtype(pdf[col].dtype) and not pd.api.types.is_bool_dtype(pdf[col].dtype):
+        dtype = pdf[col].dtype
+        if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
             pdf[col] = pdf[col].astype("Float64").round(3)
+        else:
+            pdf[col] = pdf[col].astype(object).where(pdf[col].notna(), None)
     return pdf.sort_values(list(pdf.columns)).reset_index(drop=True)
 
 
 def check(data_dir: Path, cap: int, conf: list[str]) -> None:
     """Run both sides on the same small input and exit non-zero at the first disagreement."""
     import pandas_history
+
     from status_store.analytics.analysis import analyze
 
     spark = spark_session(cap, conf)
@@ -302,20 +304,29 @@ def check(data_dir: Path, cap: int, conf: list[str]) -> None:
                             f"{diff.head(20).to_string()}")
         else:
             print(f"cross-check {name}: {len(left)} rows agree")
+    counters = theirs.counters()
+    garbled = dict(zip(ours.garbled["input"], ours.garbled["garbled"], strict=True))
+    if (counters["garbled_values"], counters["history_garbled"]) != (garbled["status"], garbled["history"]):
+        failures.append(f"garbled records: pandas {garbled}, Spark {counters}")
+    else:
+        print(f"cross-check garbled records: {garbled} agree")
     spark.stop()
     if failures:
         print("\n\n".join(failures), file=sys.stderr)
         sys.exit(1)
 
 
-# Result -> the columns compared (both sides name them alike).
+# Result -> the columns compared (both sides name them alike). Latency percentiles are left out:
+# Spark's are approximate (percentile_approx), pandas' exact.
+ENTITY = ["kind", "connector", "task"]
 COMPARED: dict[str, list[str]] = {
-    "latest": ["key", "state", "worker_id", "generation"],
-    "state_durations": ["key", "state", "duration_ms"],
-    "episodes": ["key", "start_ms", "end_ms", "recovered"],
-    "mttr": ["key", "episodes", "recovered", "mttr_ms"],
-    "flapping": ["key"],
-    "retry_outcomes": ["kind", "result", "outcomes", "attempts"],
+    "latest": ["key", "kind", "connector", "task", "state", "worker_id", "generation"],
+    "state_durations": ["date", *ENTITY, "state", "duration_ms"],
+    "episodes": ["date", *ENTITY, "failed_ms", "recovered_ms", "time_to_recovery_ms"],
+    "mttr": [*ENTITY, "failed_episodes", "recovered", "unrecovered", "mttr_ms", "last_failed_ms"],
+    "flapping": ["date", *ENTITY, "max_transitions_in_window", "flapping_transitions", "first_flapping_ms",
+                 "last_flapping_ms"],
+    "retry_outcomes": ["date", "kind", "result", "count", "mean_attempts", "max_attempts", "with_error"],
 }
 
 
