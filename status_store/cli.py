@@ -1,4 +1,4 @@
-"""Command line: ``status-store serve [--config FILE] [--host HOST] [--port PORT]``."""
+"""Command line: ``status-store serve | status | analyze | openapi | config-docs``."""
 
 from __future__ import annotations
 
@@ -27,7 +27,17 @@ def main(argv: list[str] | None = None) -> int:
     status = commands.add_parser("status", help="show statuses from a running status-store, as a table")
     status.add_argument("name", nargs="?", help="a connector (default: every connector)")
     status.add_argument("--url", default="http://127.0.0.1:8084", help="the service (default: %(default)s)")
+    analyze = commands.add_parser("analyze", help="status analytics with Spark (needs the spark extra and Java 17+)",
+                                  description="Read the status and history topics (or exported files), compute the "
+                                              "latest statuses, time in state, FAILED episodes, flapping and retry "
+                                              "outcomes, write them as Parquet partitioned by date, and a report.")
+    from .analytics.options import add_arguments
+
+    add_arguments(analyze)
     args = parser.parse_args(argv)
+
+    if args.command == "analyze":
+        return _analyze(args)
 
     if args.command == "config-docs":
         from .config import reference_markdown
@@ -66,6 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    try:
+        from .analytics.job import execute
+    except ImportError as e:
+        print(f"status-store analyze needs PySpark ({e}): pip install 'status-store[spark]'", file=sys.stderr)
+        return 2
+    return execute(args)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 Connect's own keys keep Connect's names (``bootstrap.servers``, ``status.storage.topic``, ...), so
 the sidecar can read a Connect worker's properties file; keys this service does not use are
-ignored. Inside this service's own namespaces (``status.storage.retry.`` and ``sidecar.``) an
-unknown key is an error, so a typo never passes silently. Every other ``status.storage.<x>`` is
+ignored. Inside this service's own namespaces (``status.storage.retry.``, ``.spool.``, ``.history.``
+and ``sidecar.``) an unknown key is an error, so a typo never passes silently. Every other ``status.storage.<x>`` is
 passed to topic creation as topic config ``<x>``, exactly as Connect does.
 
 An environment variable ``STATUS_STORE_<KEY>`` overrides ``<key>``: upper-case, dots as
@@ -13,9 +13,11 @@ underscores (``STATUS_STORE_BOOTSTRAP_SERVERS`` -> ``bootstrap.servers``).
 from __future__ import annotations
 
 import difflib
+import enum
 import logging
 import math
 import re
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ DEFAULT_TOPIC = "connect-status"
 TOPIC_PREFIX = "status.storage."
 RETRY_PREFIX = "status.storage.retry."
 SPOOL_PREFIX = "status.storage.spool."
+HISTORY_PREFIX = "status.storage.history."
 SIDECAR_PREFIX = "sidecar."
 KAFKA_PREFIX = "sidecar.kafka."
 # Client settings of a Connect worker file that the Kafka clients of this service use too.
@@ -46,6 +49,14 @@ PROTECTED_CLIENT_SETTINGS = frozenset({
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+class ExhaustedAction(enum.StrEnum):
+    """What happens to a status update after its last retry failed."""
+
+    DROP = "drop"
+    DEAD_LETTER = "dead-letter"
+    PARK = "park"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +101,11 @@ class StoreConfig:
     rest_max_body_bytes: int
     startup_timeout_s: float
     shutdown_timeout_s: float
+    exhausted_action: ExhaustedAction = ExhaustedAction.PARK
+    dead_letter_topic: str | None = None
+    history_topic: str | None = None
+    history_max_pending: int = 100_000
+    sidecar_name: str = "status-store"
 
     @property
     def embedded(self) -> bool:
@@ -129,6 +145,13 @@ def _jitter_mode(key: str, raw: str) -> JitterMode:
         return JitterMode(raw.strip().lower())
     except ValueError:
         raise ConfigError(key, raw, f"must be one of {', '.join(m.value for m in JitterMode)}") from None
+
+
+def _exhausted_action(key: str, raw: str) -> ExhaustedAction:
+    try:
+        return ExhaustedAction(raw.strip().lower())
+    except ValueError:
+        raise ConfigError(key, raw, f"must be one of {', '.join(a.value for a in ExhaustedAction)}") from None
 
 
 def _text(key: str, raw: str) -> str:
@@ -171,6 +194,22 @@ SETTINGS: tuple[Setting, ...] = (
             "Total time bound for one update across all attempts (KIP-572 style). Unset: no bound."),
     Setting("status.storage.retry.delivery.timeout.ms", 10000, _integer(1, _INT32_MAX),
             "Bound on one attempt: how long the producer may hold a write before failing it."),
+    Setting("status.storage.retry.exhausted.action", ExhaustedAction.PARK, _exhausted_action,
+            "After the last retry failed: drop (KIP-1278: counted and logged, the update is lost), dead-letter "
+            "(appended with its error and attempts to status.storage.retry.dead.letter.topic), or park (the "
+            "latest value per key is kept, in the spool when there is one, and sent again once a write succeeds "
+            "or a probe every max.backoff.ms gets through; still counted as a failure). An update Kafka refused "
+            "for good (a fatal error) is never parked: sending it again cannot help."),
+    Setting("status.storage.retry.dead.letter.topic", None, _topic_name,
+            "The dead-letter topic (not compacted; created if missing) for exhausted.action=dead-letter."),
+    Setting("status.storage.history.topic", None, _topic_name,
+            "A non-compacted topic receiving every accepted status change and every write outcome as an event "
+            "(created if missing; read by `status-store analyze`). Unset: no history."),
+    Setting("status.storage.history.max.pending", 100000, _integer(1, _INT32_MAX),
+            "History events waiting to be written at most; beyond it events are dropped and counted, so an "
+            "unreachable history topic never grows memory or slows status writes."),
+    Setting("sidecar.name", None, _text,
+            "This sidecar's name in history events and dead letters. Unset: the host name."),
     Setting("status.storage.spool.path", None, _text,
             "A local file (SQLite) keeping every update not yet settled, replayed at start: nothing accepted "
             "is lost when the sidecar is killed. Unset: no spool."),
@@ -287,7 +326,7 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
             values[key] = setting.parse(key, raw)
         elif key.startswith(KAFKA_PREFIX):
             overrides[key[len(KAFKA_PREFIX):]] = _kafka_override(key, raw)
-        elif key.startswith((RETRY_PREFIX, SPOOL_PREFIX, SIDECAR_PREFIX)):
+        elif key.startswith((RETRY_PREFIX, SPOOL_PREFIX, HISTORY_PREFIX, SIDECAR_PREFIX)):
             raise ConfigError(key, raw, "unknown key" + _did_you_mean(key))
         elif key.startswith(TOPIC_PREFIX):
             name = key[len(TOPIC_PREFIX):]
@@ -322,6 +361,18 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
         raise ConfigError("status.storage.retry.initial.backoff.ms", retry.initial_backoff_ms,
                           f"must not exceed status.storage.retry.max.backoff.ms ({retry.max_backoff_ms})")
     _warn_about_retry_settings(retry)
+    action: ExhaustedAction = values["status.storage.retry.exhausted.action"]
+    dead_letter_topic = values["status.storage.retry.dead.letter.topic"]
+    if action is ExhaustedAction.DEAD_LETTER and dead_letter_topic is None:
+        raise ConfigError("status.storage.retry.dead.letter.topic", None,
+                          "required when status.storage.retry.exhausted.action=dead-letter")
+    reserved = {values["status.storage.topic"]: "status.storage.topic"}
+    for key in ("status.storage.retry.dead.letter.topic", "status.storage.history.topic"):
+        name = values[key]
+        if name is not None and name in reserved:
+            raise ConfigError(key, name, f"must differ from {reserved[name]}")
+        if name is not None:
+            reserved[name] = key
     return StoreConfig(
         bootstrap_servers=values["bootstrap.servers"],
         topic=values["status.storage.topic"],
@@ -337,6 +388,11 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
         rest_max_body_bytes=values["sidecar.rest.max.body.bytes"],
         startup_timeout_s=values["sidecar.startup.timeout.ms"] / 1000,
         shutdown_timeout_s=values["sidecar.shutdown.timeout.ms"] / 1000,
+        exhausted_action=action,
+        dead_letter_topic=dead_letter_topic,
+        history_topic=values["status.storage.history.topic"],
+        history_max_pending=values["status.storage.history.max.pending"],
+        sidecar_name=values["sidecar.name"] or socket.gethostname(),
     )
 
 

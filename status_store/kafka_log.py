@@ -114,9 +114,10 @@ class KafkaLog:
         topic: str,
         bootstrap_servers: str,
         client_configs: Mapping[str, str],
-        on_records: Callable[[Sequence[Message]], None],
+        on_records: Callable[[Sequence[Message]], None] | None,
         delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS,
     ) -> None:
+        """``on_records`` None: write only (an append-only topic such as the history topic); no reader."""
         self.topic = topic
         self._bootstrap = bootstrap_servers
         self._client_configs = dict(client_configs)
@@ -152,9 +153,11 @@ class KafkaLog:
         self._loop = asyncio.get_running_loop()
         deadline = time.monotonic() + timeout
         self._producer = Producer(producer_settings(self._bootstrap, self._client_configs, self._delivery_timeout_ms))
-        self._consumer = Consumer(consumer_settings(self._bootstrap, self._client_configs))
+        client: Producer | Consumer = self._producer
+        if self._on_records is not None:
+            client = self._consumer = Consumer(consumer_settings(self._bootstrap, self._client_configs))
         try:
-            metadata = await asyncio.to_thread(self._consumer.list_topics, self.topic, timeout)
+            metadata = await asyncio.to_thread(client.list_topics, self.topic, timeout)
         except KafkaException as e:
             await self._close_clients()
             raise _unreachable(self._bootstrap, e) from None
@@ -163,14 +166,16 @@ class KafkaLog:
         if topic is None or topic.error is not None or not topic.partitions:
             await self._close_clients()
             reason = topic.error if topic is not None and topic.error is not None else "no partitions"
-            raise TopicSetupError(f"status topic {self.topic!r} cannot be read: {reason}")
+            raise TopicSetupError(f"topic {self.topic!r} cannot be used: {reason}")
         self.partitions = tuple(sorted(topic.partitions))
-        self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in self.partitions])
+        self._threads = [threading.Thread(target=self._serve_deliveries, name="status-store-producer", daemon=True)]
         first_round = self._loop.create_future()
-        self._threads = [
-            threading.Thread(target=self._serve_deliveries, name="status-store-producer", daemon=True),
-            threading.Thread(target=self._read, args=(first_round,), name="status-store-reader", daemon=True),
-        ]
+        if self._consumer is None:
+            first_round.set_result(None)
+        else:
+            self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in self.partitions])
+            self._threads.append(threading.Thread(target=self._read, args=(first_round,), name="status-store-reader",
+                                                  daemon=True))
         for thread in self._threads:
             thread.start()
         try:
@@ -367,7 +372,7 @@ class KafkaLog:
 
     def _apply(self, records: list[Message], reached: dict[int, int],
                completed: list[asyncio.Future[None]] | None) -> None:
-        if records:
+        if records and self._on_records is not None:
             self._on_records(records)
             self._applied.update(reached)
             if self._waiters:
@@ -386,7 +391,7 @@ class KafkaLog:
 
     async def read_to_end(self, timeout: float | None = None) -> None:
         """Wait until every record written to the topic before this call has been applied."""
-        if self._closed or self._loop is None:
+        if self._closed or self._loop is None or self._consumer is None:
             raise StoreClosedError("the Kafka log is not running")
         future: asyncio.Future[None] = self._loop.create_future()
         self._barrier_requests.append(future)
@@ -423,12 +428,17 @@ async def ensure_topic(
     replication_factor: int,
     topic_configs: Mapping[str, str],
     timeout: float,
+    compacted: bool = True,
+    role: str = "status topic",
 ) -> None:
-    """Create the compacted status topic if missing; refuse a topic that is not compacted.
+    """Create the topic if missing; refuse one whose cleanup policy would lose data.
 
-    Follows Connect: a topic that exists with any cleanup policy but exactly ``compact`` would lose
-    statuses, so it is an error; a broker that cannot describe configs is trusted, with a warning.
+    The status topic (``compacted``) follows Connect: a topic that exists with any cleanup policy but
+    exactly ``compact`` would lose statuses, so it is an error. An append-only topic (history, dead
+    letters) must not be compacted, or all but the last event per key go. A broker that cannot
+    describe configs is trusted, with a warning.
     """
+    wanted = "compact" if compacted else "delete"
     # Without this, a Metadata request for a missing topic may create it with broker defaults.
     admin = AdminClient({**client_configs, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False})
     try:
@@ -438,33 +448,38 @@ async def ensure_topic(
     existing = metadata.topics.get(topic)
     if existing is None or existing.error is not None:
         new_topic = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
-                             config={**topic_configs, "cleanup.policy": "compact"})
+                             config={**topic_configs, "cleanup.policy": wanted})
         future = admin.create_topics([new_topic], request_timeout=timeout)[topic]
         try:
             await asyncio.wrap_future(future)
-            log.info("Created status topic %s (%d partitions, replication factor %d, compacted)",
-                     topic, partitions, replication_factor)
+            log.info("Created %s %s (%d partitions, replication factor %d, cleanup.policy=%s)",
+                     role, topic, partitions, replication_factor, wanted)
             return
         except KafkaException as e:
             error = e.args[0]
             if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise TopicSetupError(
-                    f"status topic {topic!r} does not exist and could not be created: {error.str()}. "
-                    f"Create it with cleanup.policy=compact, or grant this client CreateTopics."
+                    f"{role} {topic!r} does not exist and could not be created: {error.str()}. "
+                    f"Create it with cleanup.policy={wanted}, or grant this client CreateTopics."
                 ) from None
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     try:
         entries = await asyncio.wrap_future(admin.describe_configs([resource], request_timeout=timeout)[resource])
     except KafkaException as e:
-        log.warning("Cannot describe the configs of status topic %s (%s); assuming it is compacted",
-                    topic, e.args[0].str())
+        log.warning("Cannot describe the configs of %s %s (%s); assuming cleanup.policy=%s",
+                    role, topic, e.args[0].str(), wanted)
         return
     # A broker may leave out keys still at their defaults; Kafka's default policy is "delete".
     entry = entries.get("cleanup.policy")
     policy = entry.value if entry is not None else "delete"
-    if policy != "compact":
+    if compacted and policy != "compact":
         raise TopicSetupError(
-            f"status topic {topic!r} has cleanup.policy={policy}, but it must be exactly 'compact' or "
+            f"{role} {topic!r} has cleanup.policy={policy}, but it must be exactly 'compact' or "
             f"statuses are lost. Fix: kafka-configs.sh --alter --entity-type topics --entity-name {topic} "
             f"--add-config cleanup.policy=compact (or set status.storage.topic to another topic)."
+        )
+    if not compacted and "compact" in policy:
+        raise TopicSetupError(
+            f"{role} {topic!r} has cleanup.policy={policy}, but it must not be compacted: compaction keeps only "
+            f"the last record per key and the events before it are lost. Use a topic with cleanup.policy=delete."
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,13 +48,17 @@ class SpooledUpdate:
 class Spool:
     """The unsettled updates of one store, on disk; a listener of its retry queue."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, keep: Callable[[StatusUpdate, Outcome], bool] | None = None) -> None:
+        """``keep(update, outcome)``: whether a settled update's row stays (a parked update, or one whose
+        dead letter is not written yet) until ``release`` is called for it."""
         self.path = Path(path)
+        self._keep = keep
         self._db = self._open()
         row = self._db.execute("SELECT MAX(version) FROM pending").fetchone()
         self._next_version = (row[0] or 0) + 1
-        # The spool version of each update of this process, by update number, until it settles.
+        # The spool version of each update of this process, by update number, until it settles or is released.
         self._versions: dict[int, int] = {}
+        self._kept: dict[int, int] = {}
 
     def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,6 +101,15 @@ class Spool:
         """Drop a key's row (a replayed update that Connect's rules no longer allow)."""
         self._db.execute("DELETE FROM pending WHERE key = ?", (key,))
 
+    def release(self, update: StatusUpdate, forget: bool = False) -> None:
+        """A kept update is done with: its row goes unless a newer value of the key replaced it. ``forget``:
+        the row goes, whatever replaced it (the update's key was deleted or its generation moved on)."""
+        version = self._kept.pop(update.number, None)
+        if forget:
+            self.forget(update.key)
+        elif version is not None:
+            self._db.execute("DELETE FROM pending WHERE key = ? AND version <= ?", (update.key, version))
+
     def close(self) -> None:
         """Close the database (its rows stay for the next start)."""
         self._db.close()
@@ -122,5 +136,8 @@ class Spool:
             return
         if outcome.stopped:
             return  # not settled: the next start replays it
+        if self._keep is not None and self._keep(update, outcome):
+            self._kept[update.number] = version
+            return
         # Written (Kafka has this value), given up, or failed: the row goes unless a newer value replaced it.
         self._db.execute("DELETE FROM pending WHERE key = ? AND version <= ?", (update.key, version))

@@ -21,7 +21,9 @@ from confluent_kafka import Message
 from . import codec
 from .backoff import Random, backoff_policy
 from .codec import GarbledValue, StatusValue
-from .config import StoreConfig
+from .config import ExhaustedAction, StoreConfig
+from .errors import ErrorKind, classify
+from .history import AppendLog, HistorySink, dead_letter
 from .kafka_log import KafkaLog, ensure_topic
 from .model import (
     ConnectorKey,
@@ -38,7 +40,7 @@ from .model import (
     task_key,
     topic_key,
 )
-from .retry_queue import RetryListener, RetryPolicy, RetryQueue, StatusUpdate
+from .retry_queue import Outcome, Result, RetryListener, RetryPolicy, RetryQueue, StatusUpdate
 from .spool import Spool
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,17 @@ class ReadStats:
     stale_unassigned: int = 0
 
 
+@dataclass(slots=True)
+class ExhaustedStats:
+    """What became of updates after their last retry (``status.storage.retry.exhausted.action``)."""
+
+    parked: int = 0
+    dead_lettered: int = 0
+    dead_letter_failed: int = 0
+    history_dropped: int = 0
+    parked_now: int = 0
+
+
 class StatusStore:
     """Connector, task and topic statuses kept in Connect's compacted status topic."""
 
@@ -87,16 +100,33 @@ class StatusStore:
         self._topics: dict[str, dict[str, TopicStatus]] = {}
         # Connector types as writers hinted them ("source" or "sink"); Connect's topic has no such field.
         self._types: dict[str, str] = {}
-        self._spool = Spool(config.spool_path) if config.spool_path is not None else None
-        if self._spool is not None:
-            listeners = [*listeners, self._spool]
+        self.exhausted = ExhaustedStats()
+        # Parked updates (exhausted.action=park) by key, oldest first, and the one sent as a probe.
+        self._parked: dict[str, StatusUpdate] = {}
+        self._probe: StatusUpdate | None = None
+        self._probe_timer: asyncio.TimerHandle | None = None
+        self._spool = Spool(config.spool_path, keep=self._keeps) if config.spool_path is not None else None
         retry = config.retry
         self._log = KafkaLog(config.topic, bootstrap_servers, config.client_configs, self._apply,
                              retry.delivery_timeout_ms)
         backoff = backoff_policy(retry.jitter_mode, retry.initial_backoff_ms, retry.max_backoff_ms,
                                  retry.backoff_multiplier, retry.jitter_factor, rng)
         timeout = retry.timeout_ms / 1000 if retry.timeout_ms is not None else None
-        self._queue = RetryQueue(self._log.send, RetryPolicy(backoff, retry.max_retries, timeout), listeners)
+        policy = RetryPolicy(backoff, retry.max_retries, timeout)
+        self._history = self._dead_letters = None
+        if config.history_topic is not None:
+            self._history = AppendLog(config.history_topic, bootstrap_servers, config.client_configs, policy,
+                                      retry.delivery_timeout_ms, "history", max_pending=config.history_max_pending)
+            listeners = [*listeners, HistorySink(self._history, config.sidecar_name)]
+        if config.exhausted_action is ExhaustedAction.DEAD_LETTER:
+            assert config.dead_letter_topic is not None
+            self._dead_letters = AppendLog(config.dead_letter_topic, bootstrap_servers, config.client_configs,
+                                           policy, retry.delivery_timeout_ms, "dead-letter")
+        # The spool comes last: it asks _keeps, which the store's own listener has decided by then.
+        listeners = [*listeners, _AfterLastRetry(self)]
+        if self._spool is not None:
+            listeners.append(self._spool)
+        self._queue = RetryQueue(self._log.send, policy, listeners)
 
     # ----------------------------------------------------------------------------- lifecycle
 
@@ -108,6 +138,12 @@ class StatusStore:
         async with asyncio.timeout(cfg.startup_timeout_s):
             await ensure_topic(self.bootstrap_servers, cfg.client_configs, cfg.topic, cfg.partitions,
                                cfg.replication_factor, cfg.topic_configs, cfg.startup_timeout_s)
+        for events, role in ((self._history, "history topic"), (self._dead_letters, "dead-letter topic")):
+            if events is not None:
+                async with asyncio.timeout(max(0.001, deadline - loop.time())):
+                    await ensure_topic(self.bootstrap_servers, cfg.client_configs, events.topic, cfg.partitions,
+                                       cfg.replication_factor, {}, cfg.startup_timeout_s, compacted=False, role=role)
+                await events.start(max(0.001, deadline - loop.time()))
         # One bound for the whole start: reading to the end gets what the topic set-up left.
         await self._log.start(max(0.001, deadline - loop.time()))
         if self._spool is not None:
@@ -121,10 +157,25 @@ class StatusStore:
         Returns the updates that failed because the store stopped first (also logged); never waits
         longer than the bound (KAFKA-15563).
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.shutdown_timeout_s
+        if self._probe_timer is not None:
+            self._probe_timer.cancel()
         lost = await self._queue.stop(self.config.shutdown_timeout_s)
+        parked = list(self._parked.values())
+        if parked and self._spool is None:
+            lost += parked
+            log.error("Stopped with %d parked status update(s) and no spool: they are lost", len(parked))
+        elif parked:
+            log.warning("Stopped with %d parked status update(s); the spool keeps them for the next start",
+                        len(parked))
         if lost:
             keys = ", ".join(u.key for u in lost[:10]) + (", ..." if len(lost) > 10 else "")
             log.error("Stopped with %d status update(s) not durable: %s", len(lost), keys)
+        # The outcomes above are events too: the append-only topics stop after the status queue.
+        for events in (self._dead_letters, self._history):
+            if events is not None:
+                await events.stop(max(0.0, deadline - loop.time()))
         await self._log.stop(0.0)
         if self._spool is not None:
             self._spool.close()
@@ -161,6 +212,15 @@ class StatusStore:
     def queue(self) -> RetryQueue:
         """The retry queue of this store (for observing pending updates)."""
         return self._queue
+
+    @property
+    def event_logs(self) -> list[AppendLog]:
+        """The append-only topics this store writes besides the status topic (history, dead letters)."""
+        return [events for events in (self._history, self._dead_letters) if events is not None]
+
+    def parked(self) -> list[StatusUpdate]:
+        """Updates parked after their last retry, oldest first (the probe in flight is not among them)."""
+        return list(self._parked.values())
 
     async def read_to_end(self, timeout: float | None = None) -> None:
         """Wait until everything written to the topic before this call is in the cache."""
@@ -260,7 +320,96 @@ class StatusStore:
 
     def _submit(self, key: str, value: bytes | None, kind: str,
                 abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> StatusUpdate:
-        return self._queue.submit(StatusUpdate(key, value, kind, abandon, safe))
+        update = self._queue.submit(StatusUpdate(key, value, kind, abandon, safe))
+        parked = self._parked.pop(key, None) if self._parked else None
+        if parked is not None:
+            # The newer value replaces the parked one (in the spool too: the key's row now holds it).
+            self._unpark(parked)
+        return update
+
+    # ----------------------------------------------------------------------------- after the last retry
+
+    def _keeps(self, update: StatusUpdate, outcome: Outcome) -> bool:
+        """Whether the spool keeps a failed update's row: parked, or until its dead letter is written."""
+        return self._parked.get(update.key) is update or (
+            self._dead_letters is not None and outcome.result is Result.FAILED and not outcome.stopped)
+
+    def _exhausted(self, update: StatusUpdate, outcome: Outcome) -> None:
+        """An update failed for good (not because the store stopped): apply the configured action."""
+        action = self.config.exhausted_action
+        error = outcome.error
+        if action is ExhaustedAction.PARK and error is not None and classify(error.code) is not ErrorKind.FATAL:
+            self._parked[update.key] = update
+            self.exhausted.parked += 1
+            self.exhausted.parked_now = len(self._parked)
+            log.warning("Parked the status update of %s: it is sent again once Kafka takes writes", update.key)
+            self._arm_probe()
+        elif self._dead_letters is not None:
+            record = dead_letter(update, outcome, self.config.sidecar_name)
+            if not self._dead_letters.append(update.key, record, lambda result: self._dead_lettered(update, result)):
+                self._dead_lettered(update, None)
+
+    def _dead_lettered(self, update: StatusUpdate, outcome: Outcome | None) -> None:
+        if outcome is not None and outcome.ok:
+            self.exhausted.dead_lettered += 1
+            if self._spool is not None:
+                self._spool.release(update)
+            return
+        self.exhausted.dead_letter_failed += 1
+        reason = outcome.reason if outcome is not None else "not queued"
+        log.error("The dead letter of %s could not be written either (%s)%s", update.key, reason,
+                  "; the spool keeps the update for the next start" if self._spool is not None else "")
+
+    def _written(self) -> None:
+        """A write got through: Kafka takes writes again, so parked updates are sent now."""
+        if self._parked:
+            asyncio.get_running_loop().call_soon(self._release_parked)
+
+    def _release_parked(self) -> None:
+        parked, self._parked = self._parked, {}
+        if parked:
+            log.info("Kafka takes writes again: sending %d parked status update(s)", len(parked))
+        for update in parked.values():
+            self._resubmit(update)
+        self.exhausted.parked_now = 0
+
+    def _resubmit(self, update: StatusUpdate) -> StatusUpdate | None:
+        reason = update.abandon(True) if update.abandon is not None else None
+        if reason is not None:
+            log.info("Not sending the parked update of %s again: %s", update.key, reason)
+            if self._spool is not None:
+                self._spool.release(update, forget=True)
+            return None
+        again = self._queue.submit(StatusUpdate(update.key, update.value, update.kind, update.abandon, update.safe))
+        self._unpark(update)
+        return again
+
+    def _unpark(self, update: StatusUpdate) -> None:
+        self.exhausted.parked_now = len(self._parked)
+        if self._spool is not None:
+            self._spool.release(update)
+
+    def _arm_probe(self) -> None:
+        if self._probe is None and self._probe_timer is None and self._parked:
+            interval = max(1.0, self.config.retry.max_backoff_ms / 1000)
+            self._probe_timer = asyncio.get_running_loop().call_later(interval, self._send_probe)
+
+    def _send_probe(self) -> None:
+        """Send one parked update (the oldest): if it gets through, the others follow."""
+        self._probe_timer = None
+        while self._parked and self._probe is None:
+            key = next(iter(self._parked))
+            self._probe = self._resubmit(self._parked.pop(key))
+            self.exhausted.parked_now = len(self._parked)
+
+    def _settled(self, update: StatusUpdate, outcome: Outcome) -> None:
+        if update is self._probe:
+            self._probe = None
+        if outcome.result is Result.WRITTEN:
+            self._written()
+        elif outcome.result is Result.FAILED and not outcome.stopped:
+            self._exhausted(update, outcome)
+        self._arm_probe()
 
     # ----------------------------------------------------------------------------- reads
 
@@ -381,6 +530,22 @@ class StatusStore:
                 topics.pop(key.topic, None)
             return
         self._topics.setdefault(key.connector, {})[key.topic] = codec.decode_topic_status(value)
+
+
+class _AfterLastRetry:
+    """The store's own listener of its retry queue: parks or dead-letters exhausted updates."""
+
+    def __init__(self, store: StatusStore) -> None:
+        self._store = store
+
+    def on_submitted(self, update: StatusUpdate) -> None:
+        pass
+
+    def on_retry(self, update: StatusUpdate) -> None:
+        pass
+
+    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
+        self._store._settled(update, outcome)
 
 
 def _connector_status(connector: str, value: StatusValue) -> ConnectorStatus:

@@ -40,7 +40,8 @@ async def test_updates_pending_at_a_stop_are_replayed_by_the_next_start(mock_clu
                 first.put(status)
             latest[f"status-task-c-{i}".encode()] = encode_status(State.FAILED, "w:1", 1, None)
         lost = await first.stop()
-        assert len(lost) == 20
+        # A key's value in flight and its newer value held behind it may both be cut short by the stop.
+        assert {update.key.encode() for update in lost} == set(latest)
     assert len(Spool(spool)) == 20
     mock_cluster.broker_up(-1)
     async with store_factory(mock_cluster.bootstrap_servers, topic, **{"status.storage.spool.path": spool}) as second:

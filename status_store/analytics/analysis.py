@@ -37,11 +37,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType
 
 from ..model import CONNECTOR_PREFIX, TASK_PREFIX, TOPIC_PREFIX, TOPIC_SEPARATOR, State
+from .options import FLAP_TRANSITIONS, FLAP_WINDOW_MS
 
 DAY_MS = 86_400_000
-#: Defaults of the flapping rule: more than this many state transitions inside the window.
-FLAP_TRANSITIONS = 5
-FLAP_WINDOW_MS = 10 * 60 * 1000
 
 STATES = [state.value for state in State]
 OUTCOME_RESULTS = ["written", "failed", "superseded"]

@@ -1,0 +1,184 @@
+"""Append-only event topics beside the status topic: the status history and the dead letters.
+
+The status topic is compacted: it says what a status is now, not how it got there. With
+``status.storage.history.topic`` set, every status change the store accepts and every outcome of
+its retry queue (written after N attempts, failed, superseded) is appended as an event to a
+non-compacted topic, keyed like the status topic (the event format is in docs/analytics.md; the
+PySpark pipeline reads it). With ``status.storage.retry.exhausted.action=dead-letter``, an update
+that ran out of retries is appended, with its error and attempts, to a dead-letter topic.
+
+Both go through their own ``RetryQueue`` (the same engine and policy as status writes) over their
+own producer, so they never slow the status write path: an event is queued and sent on the next
+turn of the event loop, never coalesced (every event is kept, where status writes keep the latest),
+and at most ``max_pending`` events wait at once; beyond that an event is dropped and counted,
+never blocking the writer (a broker outage must not grow memory without bound).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import itertools
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from . import codec
+from .codec import GarbledValue
+from .kafka_log import DoneCallback, KafkaLog
+from .model import ConnectorKey, TaskKey, TopicKey, parse_key
+from .retry_queue import Outcome, RetryListener, RetryPolicy, RetryQueue, StatusUpdate
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_PENDING = 100_000
+# The retry queue keeps one slot per key; events get a slot each: "<record key>#<n>".
+_SLOT_SEPARATOR = "#"
+
+
+def _report(done: Callable[[Outcome], None], future: asyncio.Future[Outcome]) -> None:
+    if not future.cancelled():
+        done(future.result())
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def key_fields(key: str) -> dict[str, Any]:
+    """The parts of a status key as event fields: kind, connector, task (and topic for topic keys)."""
+    parsed = parse_key(key)
+    if isinstance(parsed, TaskKey):
+        return {"kind": "task", "connector": parsed.connector, "task": parsed.task}
+    if isinstance(parsed, ConnectorKey):
+        return {"kind": "connector", "connector": parsed.connector, "task": None}
+    if isinstance(parsed, TopicKey):
+        return {"kind": "topic", "connector": parsed.connector, "task": None, "topic": parsed.topic}
+    return {"kind": "unknown", "connector": None, "task": None}
+
+
+def value_fields(kind: str, value: bytes | None) -> dict[str, Any]:
+    """A status value as event fields; a tombstone is the state DESTROYED (as Connect writes it)."""
+    if value is None:
+        return {"state": "DESTROYED", "worker_id": None, "generation": None, "trace": None}
+    if kind == "topic":
+        return {"state": None}
+    try:
+        status = codec.decode_status(value)
+    except GarbledValue:
+        return {"state": None}
+    return {"state": status.state.value, "worker_id": status.worker_id, "generation": status.generation,
+            "trace": status.trace}
+
+
+def _encode(event: Mapping[str, Any]) -> bytes:
+    return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class AppendLog:
+    """An append-only topic written through its own retry queue; ``append`` never blocks."""
+
+    def __init__(self, topic: str, bootstrap_servers: str, client_configs: Mapping[str, str], policy: RetryPolicy,
+                 delivery_timeout_ms: int, kind: str, listeners: Sequence[RetryListener] = (),
+                 max_pending: int = DEFAULT_MAX_PENDING) -> None:
+        self.topic = topic
+        self.kind = kind
+        self.max_pending = max_pending
+        self.dropped = 0
+        self._log = KafkaLog(topic, bootstrap_servers, client_configs, None, delivery_timeout_ms)
+        self._queue = RetryQueue(self._send, policy, listeners)
+        self._numbers = itertools.count(1)
+        self._buffer: collections.deque[tuple[str, bytes, Callable[[Outcome], None] | None]] = collections.deque()
+        self._drain: asyncio.Handle | None = None
+        self._running = False
+
+    @property
+    def queue(self) -> RetryQueue:
+        """The retry queue of this topic (for metrics)."""
+        return self._queue
+
+    async def start(self, timeout: float) -> None:
+        """Connect and find the topic's partitions (the topic must exist: see ``ensure_topic``)."""
+        await self._log.start(timeout)
+        self._running = True
+
+    async def stop(self, timeout: float) -> list[StatusUpdate]:
+        """Send what is queued, wait at most ``timeout`` s, then close; returns the events not written."""
+        self._running = False
+        if self._drain is not None:
+            self._drain.cancel()
+        self._send_buffered()
+        lost = await self._queue.stop(timeout)
+        await self._log.stop(0.0)
+        if lost:
+            log.warning("%d event(s) for %s were not written before the store stopped", len(lost), self.topic)
+        return lost
+
+    def append(self, key: str, value: bytes, done: Callable[[Outcome], None] | None = None) -> bool:
+        """Queue one event for the next turn of the event loop; False (and counted) when it is dropped.
+
+        ``done`` runs with the event's outcome (written, or failed after the retry policy ran out).
+        """
+        if not self._running or len(self._buffer) + self._queue.unsettled >= self.max_pending:
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 10_000 == 0:
+                log.warning("Dropped %d event(s) for %s: %s", self.dropped, self.topic,
+                            "too many pending (the topic is unreachable?)" if self._running else "not running")
+            return False
+        self._buffer.append((key, value, done))
+        if self._drain is None:
+            self._drain = asyncio.get_running_loop().call_soon(self._send_buffered)
+        return True
+
+    def _send_buffered(self) -> None:
+        self._drain = None
+        while self._buffer:
+            key, value, done = self._buffer.popleft()
+            update = StatusUpdate(f"{key}{_SLOT_SEPARATOR}{next(self._numbers)}", value, self.kind)
+            self._queue.submit(update)
+            if done is not None:
+                asyncio.ensure_future(update.result()).add_done_callback(functools.partial(_report, done))
+
+    def _send(self, slot_key: bytes, value: bytes | None, done: DoneCallback) -> None:
+        self._log.send(slot_key.rpartition(_SLOT_SEPARATOR.encode())[0], value, done)
+
+
+class HistorySink:
+    """A retry-queue listener that appends every accepted status change and every outcome to the history topic."""
+
+    def __init__(self, events: AppendLog, sidecar: str) -> None:
+        self._events = events
+        self._sidecar = sidecar
+
+    def on_submitted(self, update: StatusUpdate) -> None:
+        fields = key_fields(update.key)
+        event = {"event": "status", "time": _now_ms(), "sidecar": self._sidecar, "key": update.key, **fields,
+                 **value_fields(fields["kind"], update.value)}
+        self._events.append(update.key, _encode(event))
+
+    def on_retry(self, update: StatusUpdate) -> None:
+        pass
+
+    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
+        fields = key_fields(update.key)
+        now = _now_ms()
+        # submitted_at is the event loop's clock.
+        latency_ms = max(0, round((asyncio.get_running_loop().time() - update.submitted_at) * 1000))
+        event = {"event": "outcome", "time": now, "sidecar": self._sidecar, "key": update.key, **fields,
+                 "state": value_fields(fields["kind"], update.value)["state"], "result": outcome.result.value,
+                 "attempts": outcome.attempts, "error": outcome.error.name if outcome.error is not None else None,
+                 "reason": outcome.reason, "latency_ms": latency_ms}
+        self._events.append(update.key, _encode(event))
+
+
+def dead_letter(update: StatusUpdate, outcome: Outcome, sidecar: str) -> bytes:
+    """The dead-letter record of an update that ran out of retries: the value, its error and attempts."""
+    value = update.value.decode("utf-8", "replace") if update.value is not None else None
+    error = outcome.error
+    return _encode({"key": update.key, **key_fields(update.key), "value": value, "time": _now_ms(),
+                    "sidecar": sidecar, "attempts": outcome.attempts, "reason": outcome.reason,
+                    "error": error.name if error is not None else None,
+                    "error_message": str(error) if error is not None else None})

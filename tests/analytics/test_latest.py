@@ -1,0 +1,155 @@
+"""The latest status per key computed by Spark equals the cache of a real StatusStore reading the same topic."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from confluent_kafka import Producer
+from pyspark.sql import SparkSession
+
+from status_store import codec
+from status_store.analytics.analysis import analyze
+from status_store.analytics.records import RAW_SCHEMA, read_kafka
+from status_store.model import State, TaskId, TopicStatus
+
+from ..conftest import Broker, StoreFactory
+
+CONNECTORS = ["sink", "my-conn", "src-2"]
+GARBLED = [
+    b"not json", b"", b"[1]", b'"RUNNING"', b'{"state":"BOGUS","trace":null,"worker_id":"w","generation":1}',
+    b'{"state":"RUNNING","trace":null,"worker_id":"w","generation":1.5}',
+    b'{"state":"RUNNING","trace":null,"worker_id":"w","generation":3.0}',
+    b'{"state":"RUNNING","trace":null,"worker_id":"w","generation":"3"}',
+    b'{"state":"RUNNING","trace":null,"worker_id":"w"}',
+    b'{"state":"RUNNING","trace":5,"worker_id":"w","generation":1}',
+    b'{"state":"RUNNING","trace":null,"worker_id":7,"generation":1}', b'{"state":"RUNNING","generation":NaN}',
+    b"\xff\xfe{}", b'{"topic":{"name":"t","connector":"c","task":"0","discoverTimestamp":1}}',
+]
+ODD_BUT_VALID = [
+    # Trailing text after the object, unknown fields, a generation beyond 32 bits (narrowed as Java does).
+    b'{"state":"FAILED","trace":"boom","worker_id":"w9","generation":4} trailing',
+    b'{"extra":[1,2],"state":"PAUSED","trace":null,"worker_id":"w8","generation":2}',
+    b'{"state":"RUNNING","trace":null,"worker_id":"w7","generation":4294967299}',
+]
+INVALID_KEYS = [b"status-task-sink", b"other-key", b"status-connector-", b"status-topic-nocolon", b"status-task-sink-x"]
+
+
+def _status(state: State, worker: str, generation: int, trace: str | None = None) -> bytes | None:
+    return codec.encode_status(state, worker, generation, trace)
+
+
+def generated_history(rng: random.Random, count: int) -> list[tuple[bytes | None, bytes | None]]:
+    """Records a busy cluster could leave: rebalances (stale UNASSIGNED), deletes, recreations, garbage."""
+    records: list[tuple[bytes | None, bytes | None]] = []
+    for _ in range(count):
+        connector = rng.choice(CONNECTORS)
+        roll = rng.random()
+        task_key = f"status-task-{connector}-{rng.randrange(4)}".encode()
+        if roll < 0.45:
+            state = rng.choice([State.RUNNING, State.RUNNING, State.UNASSIGNED, State.UNASSIGNED, State.FAILED,
+                                State.PAUSED, State.RESTARTING])
+            trace = "boom\n\tat X" if state is State.FAILED else None
+            records.append((task_key, _status(state, f"w{rng.randrange(3)}:8083", rng.randrange(6), trace)))
+        elif roll < 0.52:
+            records.append((task_key, None))
+        elif roll < 0.65:
+            state = rng.choice([State.RUNNING, State.PAUSED, State.STOPPED, State.FAILED])
+            records.append((f"status-connector-{connector}".encode(), _status(state, "w0:8083", rng.randrange(6))))
+        elif roll < 0.69:
+            records.append((f"status-connector-{connector}".encode(), None))
+        elif roll < 0.78:
+            topic = f"topic-{rng.randrange(3)}"
+            key = f"status-topic-{topic}:connector-{connector}".encode()
+            value = codec.encode_topic_status(TopicStatus(topic, connector, rng.randrange(3), rng.randrange(10**12)))
+            records.append((key, value if rng.random() < 0.8 else None))
+        elif roll < 0.88:
+            records.append((rng.choice([task_key, f"status-connector-{connector}".encode()]), rng.choice(GARBLED)))
+        elif roll < 0.94:
+            records.append((task_key, rng.choice(ODD_BUT_VALID)))
+        else:
+            records.append((rng.choice([*INVALID_KEYS, None]), _status(State.RUNNING, "w", 1)))
+    return records
+
+
+def produce(bootstrap_servers: str, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
+    """Write the records in order, with strictly increasing timestamps."""
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "partitioner": "murmur2_random", "linger.ms": 5})
+    for i, (key, value) in enumerate(records):
+        producer.produce(topic, value, key, timestamp=1_763_780_000_000 + i * 1000)
+    assert producer.flush(30) == 0
+
+
+def store_view(store: Any) -> set[tuple[Any, ...]]:
+    """Everything the store's cache holds, through its public read API."""
+    view: set[tuple[Any, ...]] = set()
+    for connector in CONNECTORS:
+        status = store.get_connector(connector)
+        if status is not None:
+            view.add(("connector", connector, None, status.state.value, status.worker_id, status.generation,
+                      status.trace))
+        for task in range(4):
+            found = store.get_task(TaskId(connector, task))
+            if found is not None:
+                view.add(("task", connector, task, found.state.value, found.worker_id, found.generation, found.trace))
+        for topic in store.get_all_topics(connector):
+            view.add(("topic", connector, topic.topic, topic))
+    return view
+
+
+def spark_view(rows: list[Any]) -> set[tuple[Any, ...]]:
+    view: set[tuple[Any, ...]] = set()
+    for row in rows:
+        if row.kind == "topic":
+            view.add(("topic", row.connector, row.topic, codec.decode_topic_status(row.value.encode())))
+        else:
+            view.add((row.kind, row.connector, row.task, row.state, row.worker_id, row.generation, row.trace))
+    return view
+
+
+async def test_latest_per_key_equals_the_store_cache(spark: SparkSession, broker: Broker,
+                                                     store_factory: StoreFactory) -> None:
+    topic = broker.new_topic(partitions=1)  # one partition: the store's order across keys is then exact
+    records = generated_history(random.Random(20261122), 1500)
+    async with store_factory(broker.bootstrap_servers, topic, **{"status.storage.partitions": "1"}) as store:
+        produce(broker.bootstrap_servers, topic, records)
+        await store.read_to_end(30)
+        expected = store_view(store)
+        stats = store.stats
+    read = read_kafka(spark, {"bootstrap.servers": broker.bootstrap_servers}, topic, max_records_per_range=400)
+    assert len(read.ranges) == 4, read.ranges  # 1500 offsets in ranges of at most 400, read in parallel
+    assert read.problems == []
+    analysis = analyze(read.frame, spark.createDataFrame([], RAW_SCHEMA))
+    latest = analysis.latest.collect()
+    assert spark_view(latest) == expected
+    assert len(latest) == len(expected)  # one row per key
+    counters = analysis.counters()
+    assert counters["status_records"] == len(records)
+    assert (counters["invalid_keys"], counters["garbled_values"], counters["stale_unassigned"]) == (
+        stats.invalid_keys, stats.garbled_values, stats.stale_unassigned)
+    # The generated history exercised every rule.
+    assert min(stats.invalid_keys, stats.garbled_values, stats.stale_unassigned) > 0
+    assert any(value is None and key is not None and key.startswith(b"status-connector-") for key, value in records)
+    assert read.persisted is not None
+    read.persisted.unpersist()
+
+
+def test_a_connector_tombstone_in_another_partition_deletes_the_tasks_written_before_it(spark: SparkSession) -> None:
+    def status(state: str, generation: int) -> str:
+        return json.dumps({"state": state, "trace": None, "worker_id": "w", "generation": generation})
+
+    rows = [
+        ("s", 4, 0, 1000, "status-task-c-0", status("RUNNING", 1)),
+        ("s", 2, 0, 2000, "status-connector-c", None),
+        ("s", 4, 1, 3000, "status-task-c-1", status("RUNNING", 1)),
+        # Deleted too (older than the tombstone): the UNASSIGNED after it finds nothing cached, so it is kept.
+        ("s", 4, 2, 1500, "status-task-c-0", status("RUNNING", 5)),
+        ("s", 4, 3, 2500, "status-task-c-0", status("UNASSIGNED", 1)),
+    ]
+    frame = spark.createDataFrame(rows, "topic string, partition int, offset long, timestamp long, key string, "
+                                        "value string")
+    analysis = analyze(frame, spark.createDataFrame([], RAW_SCHEMA))
+    latest = {(row.task, row.state, row.generation) for row in analysis.latest.collect()}
+    assert latest == {(1, "RUNNING", 1), (0, "UNASSIGNED", 1)}
+    assert analysis.counters()["stale_unassigned"] == 0
