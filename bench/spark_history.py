@@ -10,7 +10,9 @@ after the other and each in its own subprocess with a timeout:
 
 - pandas: bench/pandas_history.py, the same analytics, vectorised, in one process run under
   ``RLIMIT_AS`` = the cap. A MemoryError, or death by a signal under that limit, is recorded as
-  "did not fit the cap", not as a failure of the benchmark.
+  "did not fit the cap", not as a failure of the benchmark. ``RLIMIT_AS`` bounds address space,
+  which pyarrow's allocator and glibc's per-thread arenas reserve well beyond what they touch, so
+  the side ``pandas-rss`` runs the same code with only the RSS bound that Spark gets (below).
 - Spark: ``status_store.analytics.analysis.analyze`` on ``local[2]`` reading the same files, its
   results written as Parquet. A JVM cannot run under ``RLIMIT_AS`` (it reserves far more address
   space than it uses), so the cap is kept by sizing: the driver's heap is 5/8 of the cap
@@ -209,6 +211,7 @@ def run_side(side: str, data_dir: Path, out_dir: Path, events: int, cap: int, ti
         outcome = "over cap"
         detail = ("MemoryError under RLIMIT_AS" if proc.returncode == MEMORY_EXIT
                   else f"killed by signal {-proc.returncode} under RLIMIT_AS")
+        detail += ": " + " | ".join(stderr.strip().splitlines()[-2:])
     else:
         outcome, detail = "failed", stderr[-3000:]
     return Run(side, events, outcome, wall, timings.get("job_s"), timings.get("startup_s"),
@@ -245,8 +248,9 @@ def spark_worker(data_dir: Path, out_dir: Path, cap: int, conf: list[str]) -> di
     return {"startup_s": started - began, "job_s": done - started}
 
 
-def pandas_worker(data_dir: Path, out_dir: Path, cap: int) -> dict[str, float]:
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+def pandas_worker(data_dir: Path, out_dir: Path, cap: int | None) -> dict[str, float]:
+    if cap is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     import pandas_history
 
     began = time.perf_counter()
@@ -256,9 +260,9 @@ def pandas_worker(data_dir: Path, out_dir: Path, cap: int) -> dict[str, float]:
 
 def worker(args: argparse.Namespace) -> None:
     cap = int(args.memory_cap)
-    if args.worker == "pandas":
+    if args.worker in ("pandas", "pandas-rss"):
         try:
-            timings = pandas_worker(args.data, args.out, cap)
+            timings = pandas_worker(args.data, args.out, cap if args.worker == "pandas" else None)
         except MemoryError:
             sys.exit(MEMORY_EXIT)
     elif args.worker == "spark":
@@ -285,34 +289,40 @@ def _frame(df: Any) -> Any:
     return pdf.sort_values(list(pdf.columns)).reset_index(drop=True)
 
 
+def compare(ours: Any, theirs: Any) -> tuple[list[str], list[str]]:
+    """(agreements, disagreements) between pandas' Results and Spark's Analysis, result by result."""
+    agree, differ = [], []
+    for name, columns in COMPARED.items():
+        left = _frame(getattr(ours, name)[columns])
+        right = _frame(getattr(theirs, name).select(*columns))
+        if left.equals(right):
+            agree.append(f"{name}: {len(left)} rows agree")
+            continue
+        diff = left.merge(right, how="outer", indicator=True).query("_merge != 'both'")
+        differ.append(f"{name}: pandas {len(left)} rows, Spark {len(right)} rows; differing rows "
+                      f"(left_only = pandas):\n{diff.head(20).to_string()}")
+    counters = theirs.counters()
+    garbled = dict(zip(ours.garbled["input"], ours.garbled["garbled"], strict=True))
+    if (counters["garbled_values"], counters["history_garbled"]) == (garbled["status"], garbled["history"]):
+        agree.append(f"garbled records: {garbled} agree")
+    else:
+        differ.append(f"garbled records: pandas {garbled}, Spark {counters}")
+    return agree, differ
+
+
 def check(data_dir: Path, cap: int, conf: list[str]) -> None:
-    """Run both sides on the same small input and exit non-zero at the first disagreement."""
+    """Run both sides on the same small input; exit non-zero if they disagree on anything."""
     import pandas_history
 
     from status_store.analytics.analysis import analyze
 
     spark = spark_session(cap, conf)
     theirs = analyze(spark.read.parquet(str(data_dir / "status")), spark.read.parquet(str(data_dir / "history")))
-    ours = pandas_history.analyze(data_dir)
-    failures = []
-    for name, columns in COMPARED.items():
-        left = _frame(getattr(ours, name)[columns])
-        right = _frame(getattr(theirs, name).select(*columns))
-        if not left.equals(right):
-            diff = left.merge(right, how="outer", indicator=True).query("_merge != 'both'")
-            failures.append(f"{name}: pandas {len(left)} rows, Spark {len(right)} rows; differing rows:\n"
-                            f"{diff.head(20).to_string()}")
-        else:
-            print(f"cross-check {name}: {len(left)} rows agree")
-    counters = theirs.counters()
-    garbled = dict(zip(ours.garbled["input"], ours.garbled["garbled"], strict=True))
-    if (counters["garbled_values"], counters["history_garbled"]) != (garbled["status"], garbled["history"]):
-        failures.append(f"garbled records: pandas {garbled}, Spark {counters}")
-    else:
-        print(f"cross-check garbled records: {garbled} agree")
+    agree, differ = compare(pandas_history.analyze(data_dir), theirs)
     spark.stop()
-    if failures:
-        print("\n\n".join(failures), file=sys.stderr)
+    print("\n".join(f"cross-check {line}" for line in agree), flush=True)
+    if differ:
+        print("\n\n".join(differ), file=sys.stderr)
         sys.exit(1)
 
 
@@ -342,12 +352,20 @@ def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
     return mean_y - b * mean_x, b
 
 
-def _cell(run: Run | None) -> list[str]:
+def _time(run: Run | None, rate: bool = True) -> list[str]:
+    """Wall time (and events/s), or the outcome when the run did not finish."""
     if run is None:
-        return ["not run"] * 3
+        return ["not run", "-"] if rate else ["not run"]
     if run.outcome != "ok":
-        return [f"**{run.outcome}**", "-", f"{run.peak_tree_mb:,.0f} (at kill)" if run.outcome != "failed" else "-"]
-    return [f"{run.wall_s:,.1f}", f"{run.events / run.wall_s:,.0f}", ""]
+        return [f"**{run.outcome}**", "-"] if rate else [f"**{run.outcome}**"]
+    wall = f"{run.wall_s:,.1f}" + (f" ({run.startup_s:.1f})" if run.startup_s is not None else "")
+    return [wall, f"{run.events / run.wall_s:,.0f}"] if rate else [wall]
+
+
+def _memory(mb: float, run: Run | None) -> str:
+    if run is None or (run.outcome == "failed" and not mb):
+        return "-"
+    return f"{mb:,.0f}" if run.outcome == "ok" else f"({mb:,.0f} when stopped)"
 
 
 def report(runs: list[Run], cap: int, command: str, markdown: Path, chart: Path) -> None:
@@ -355,21 +373,16 @@ def report(runs: list[Run], cap: int, command: str, markdown: Path, chart: Path)
     latest: dict[tuple[str, int], Run] = {(r.side, r.events): r for r in runs}
     sizes = sorted({r.events for r in runs})
     lines = [
-        "| events | pandas s | pandas events/s | pandas peak MB | Spark s (start-up) | Spark events/s "
-        "| Spark peak JVM MB | Spark peak Python MB |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| events | pandas, RLIMIT_AS: s | events/s | peak RSS MB | pandas, RSS cap: s | peak RSS MB "
+        "| Spark: s (start-up) | events/s | peak JVM MB | peak Python MB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n in sizes:
-        p, s = latest.get(("pandas", n)), latest.get(("spark", n))
-        pt, pe, pm = _cell(p)
-        if p is not None and p.outcome == "ok":
-            pm = f"{p.peak_tree_mb:,.0f}"
-        st, se, _ = _cell(s)
-        if s is not None and s.outcome == "ok" and s.startup_s is not None:
-            st = f"{s.wall_s:,.1f} ({s.startup_s:.1f})"
-        sj = f"{s.peak_jvm_mb:,.0f}" if s is not None else "-"
-        sp = f"{s.peak_python_mb:,.0f}" if s is not None else "-"
-        lines.append(f"| {label(n)} | {pt} | {pe} | {pm} | {st} | {se} | {sj} | {sp} |")
+        p, r, s = (latest.get((side, n)) for side in ("pandas", "pandas-rss", "spark"))
+        cells = [label(n), *_time(p), _memory(p.peak_tree_mb if p else 0, p), *_time(r, rate=False),
+                 _memory(r.peak_tree_mb if r else 0, r), *_time(s), _memory(s.peak_jvm_mb if s else 0, s),
+                 _memory(s.peak_python_mb if s else 0, s)]
+        lines.append("| " + " | ".join(cells) + " |")
     spark_ok = [(r.events, r.wall_s) for r in (latest.get(("spark", n)) for n in sizes) if r and r.outcome == "ok"]
     summary = []
     if len(spark_ok) >= 2:
@@ -385,7 +398,7 @@ def report(runs: list[Run], cap: int, command: str, markdown: Path, chart: Path)
         f"Command: `{command}`", "",
         f"Machine: {os.cpu_count()} cores, {_total_memory_gib():.0f} GiB, {platform.platform()}, "
         f"Python {platform.python_version()}. Memory cap: {cap / GIB:g} GiB for each side "
-        f"(pandas: RLIMIT_AS; Spark: driver heap {cap * 5 // 8 // MIB:,} MiB, direct memory "
+        f"(pandas: RLIMIT_AS, or only the RSS bound; Spark: driver heap {cap * 5 // 8 // MIB:,} MiB, direct memory "
         f"{cap // 16 // MIB:,} MiB; both: killed if the process tree's RSS passes the cap).", "",
         *lines, "", *(f"- {s}" for s in summary), "",
     ])
@@ -406,17 +419,20 @@ def _chart(latest: dict[tuple[str, int], Run], sizes: list[int], cap: int, path:
     import matplotlib.pyplot as plt
 
     fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for side, colour in (("pandas", "tab:blue"), ("spark", "tab:orange")):
+    for side, colour in (("pandas", "tab:blue"), ("pandas-rss", "tab:green"), ("spark", "tab:orange")):
         ok = [latest[(side, n)] for n in sizes if (side, n) in latest and latest[(side, n)].outcome == "ok"]
         over = [latest[(side, n)] for n in sizes if (side, n) in latest and latest[(side, n)].outcome != "ok"]
         xs = [r.events / 1e6 for r in ok]
-        ax_time.plot(xs, [r.wall_s for r in ok], "o-", color=colour, label=side)
-        ax_mem.plot(xs, [r.peak_tree_mb / 1024 for r in ok], "o-", color=colour, label=f"{side} (process tree)")
+        if not ok and not over:
+            continue
+        name = {"pandas": "pandas, RLIMIT_AS", "pandas-rss": "pandas, RSS cap", "spark": "Spark local[2]"}[side]
+        ax_time.plot(xs, [r.wall_s for r in ok], "o-", color=colour, label=name)
+        ax_mem.plot(xs, [r.peak_tree_mb / 1024 for r in ok], "o-", color=colour, label=f"{name}: all processes")
         if side == "spark":
-            ax_mem.plot(xs, [r.peak_jvm_mb / 1024 for r in ok], "s--", color=colour, alpha=0.6, label="spark JVM")
+            ax_mem.plot(xs, [r.peak_jvm_mb / 1024 for r in ok], "s--", color=colour, alpha=0.6, label="Spark: JVM")
         for r in over:
             ax_mem.plot([r.events / 1e6], [cap / GIB], "x", color=colour, markersize=12,
-                        label=f"{side}: {r.outcome} at {label(r.events)}")
+                        label=f"{name}: {r.outcome} at {label(r.events)}")
     ax_mem.axhline(cap / GIB, color="grey", linestyle=":", label=f"cap {cap / GIB:g} GiB")
     ax_time.set(xlabel="history events (millions)", ylabel="wall time (s)", title="Time")
     ax_mem.set(xlabel="history events (millions)", ylabel="peak RSS (GiB)", title="Peak memory")
@@ -456,7 +472,7 @@ def main() -> None:
     parser.add_argument("--chart", type=Path, default=ROOT / "docs" / "img" / "spark-vs-pandas.png")
     parser.add_argument("--report", action="store_true", help="only render the recorded results")
     parser.add_argument("--conf", action="append", default=[], help="extra Spark setting, name=value")
-    parser.add_argument("--worker", choices=["pandas", "spark", "check"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["pandas", "pandas-rss", "spark", "check"], help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
