@@ -133,6 +133,8 @@ def make_fleet(n_events: int, rng: np.random.Generator) -> Fleet:
     n = len(keys)
     kind = np.array(kinds, dtype=np.int8)
     flapper = (rng.random(n) < FLAPPER_SHARE) & (kind != KIND_TOPIC)
+    if not flapper.any():
+        flapper[np.flatnonzero(kind == KIND_TASK)[0]] = True  # small inputs too have one flapping key
     return Fleet(
         key=np.array(keys, dtype=object), kind=kind, prefix=pa.array(prefixes),
         topic_name=topics, connector_name=connectors, flapper=flapper,
