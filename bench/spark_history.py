@@ -21,8 +21,9 @@ after the other and each in its own subprocess with a timeout:
 
 Both sides are timed from process start to results written (Spark's session start-up included,
 and reported apart). A sampler reads /proc every 0.2 s for the whole process tree: the peak of the
-tree's summed RSS, the JVM's VmHWM, and the Python processes' (driver and any workers) summed RSS.
-If the tree's RSS ever passes the cap, the run is killed and recorded as over the cap.
+tree's memory (summed PSS, see ``_pss``), the JVM's VmHWM, and the Python processes' (driver and
+any workers) summed RSS. If the tree's memory ever passes the cap, the run is killed and recorded
+as over the cap.
 
 Before the series, both sides run on a small input (``--check-size``, 20k events) and their results
 are compared (latest status per key, time in each state, FAILED episodes, MTTR, flapping keys,
@@ -100,7 +101,7 @@ def _children(pid: int) -> list[int]:
 
 
 def _status(pid: int) -> tuple[str, float, float]:
-    """(command name, RSS MB, VmHWM MB) of a process; zeros once it is gone."""
+    """(command name, VmRSS MB, VmHWM MB) of a process; zeros once it is gone."""
     name, rss, hwm = "", 0.0, 0.0
     with contextlib.suppress(OSError), open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -111,6 +112,20 @@ def _status(pid: int) -> tuple[str, float, float]:
             elif line.startswith("VmHWM:"):
                 hwm = int(line.split()[1]) / 1024
     return name, rss, hwm
+
+
+def _pss(pid: int, rss: float) -> float:
+    """A process's proportional set size in MB (its RSS if the kernel does not say).
+
+    Summing RSS over a tree counts shared pages once per process: a child the JVM forks (to run a
+    shell command) shows the JVM's whole RSS until it execs, which doubled the "tree" peak of Spark
+    runs for an instant. PSS shares those pages out, so the sum is the memory the tree really holds.
+    """
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    return rss
 
 
 class Sampler(threading.Thread):
@@ -137,7 +152,7 @@ class Sampler(threading.Thread):
         tree = python = 0.0
         for pid in pids:
             name, rss, hwm = _status(pid)
-            tree += rss
+            tree += _pss(pid, rss)
             if name == "java":
                 self.peak.jvm_mb = max(self.peak.jvm_mb, hwm)
             elif name.startswith("python"):
@@ -428,9 +443,13 @@ def _chart(latest: dict[tuple[str, int], Run], sizes: list[int], cap: int, path:
             continue
         name = {"pandas": "pandas, RLIMIT_AS", "pandas-rss": "pandas, RSS cap", "spark": "Spark local[2]"}[side]
         ax_time.plot(xs, [r.wall_s for r in ok], "o-", color=colour, label=name)
-        ax_mem.plot(xs, [r.peak_tree_mb / 1024 for r in ok], "o-", color=colour, label=f"{name}: all processes")
         if side == "spark":
+            # Each process's own peak: JVM (VmHWM) + Python, robust to forked children's shared pages.
+            ax_mem.plot(xs, [(r.peak_jvm_mb + r.peak_python_mb) / 1024 for r in ok], "o-", color=colour,
+                        label=f"{name}: JVM + Python")
             ax_mem.plot(xs, [r.peak_jvm_mb / 1024 for r in ok], "s--", color=colour, alpha=0.6, label="Spark: JVM")
+        else:
+            ax_mem.plot(xs, [r.peak_tree_mb / 1024 for r in ok], "o-", color=colour, label=name)
         for r in over:
             ax_mem.plot([r.events / 1e6], [cap / GIB], "x", color=colour, markersize=12,
                         label=f"{name}: {r.outcome} at {label(r.events)}")
