@@ -404,12 +404,16 @@ def report(runs: list[Run], cap: int, command: str, markdown: Path, chart: Path)
     if len(spark_ok) >= 2:
         a, b = fit(spark_ok)
         (n0, t0), (n1, t1) = spark_ok[0], spark_ok[-1]
-        summary.append(f"Spark's growth: time = {a:.1f} s + {b * 1e6:.2f} s per million events (least squares); "
-                       f"time({label(n1)})/time({label(n0)}) = {t1 / t0:.2f} for {n1 / n0:.0f} times the events.")
+        worst = max(abs(t - (a + b * n)) / t for n, t in spark_ok)
+        summary.append(f"Spark's growth: time = {a:.1f} s + {b * 1e6:.2f} s per million events (least squares, "
+                       f"largest deviation {worst:.0%}); time({label(n1)})/time({label(n0)}) = {t1 / t0:.2f} "
+                       f"for {n1 / n0:.0f} times the events.")
     for n in sizes:
-        p, s = latest.get(("pandas", n)), latest.get(("spark", n))
-        if p and s and p.outcome == "ok" and s.outcome == "ok":
-            summary.append(f"{label(n)}: Spark/pandas wall time = {s.wall_s / p.wall_s:.2f}.")
+        s = latest.get(("spark", n))
+        for side in ("pandas", "pandas-rss"):
+            p = latest.get((side, n))
+            if p and s and p.outcome == "ok" and s.outcome == "ok":
+                summary.append(f"{label(n)}: Spark/{side} wall time = {s.wall_s / p.wall_s:.2f}.")
     text = "\n".join([
         f"Command: `{command}`", "",
         f"Machine: {os.cpu_count()} cores, {_total_memory_gib():.0f} GiB, {platform.platform()}, "
@@ -458,7 +462,7 @@ def _chart(latest: dict[tuple[str, int], Run], sizes: list[int], cap: int, path:
     ax_mem.set(xlabel="history events (millions)", ylabel="peak RSS (GiB)", title="Peak memory")
     for ax in (ax_time, ax_mem):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="center right" if ax is ax_mem else "upper left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
