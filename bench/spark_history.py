@@ -419,7 +419,7 @@ def report(runs: list[Run], cap: int, command: str, markdown: Path, chart: Path)
         f"Machine: {os.cpu_count()} cores, {_total_memory_gib():.0f} GiB, {platform.platform()}, "
         f"Python {platform.python_version()}. Memory cap: {cap / GIB:g} GiB for each side "
         f"(pandas: RLIMIT_AS, or only the RSS bound; Spark: driver heap {cap * 5 // 8 // MIB:,} MiB, direct memory "
-        f"{cap // 16 // MIB:,} MiB; both: killed if the process tree's RSS passes the cap).", "",
+        f"{cap // 16 // MIB:,} MiB; both: killed if the process tree's memory passes the cap).", "",
         *lines, "", *(f"- {s}" for s in summary), "",
     ])
     markdown.write_text(text)
