@@ -488,7 +488,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1M,3M,10M,30M")
     parser.add_argument("--memory-cap", default="8GiB")
     parser.add_argument("--check-size", default="20k", help="the cross-check's input; 0 to skip it")
-    parser.add_argument("--sides", default="pandas,spark")
+    parser.add_argument("--sides", default="pandas,pandas-rss,spark")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds, for each side at each size")
     parser.add_argument("--data-root", type=Path, default=Path("/tmp/spark-history-bench/data"))
     parser.add_argument("--results", type=Path, default=Path("/tmp/spark-history-bench/results.jsonl"))
