@@ -4,8 +4,9 @@
 
 (a) read-to-end: StatusStore.start() (topic check, read every record to the end, apply Connect's
     read rules to the cache) vs a raw Consumer reading the same records to the end.
-(b) write path: StatusStore.put() of N statuses (also with the durable spool on), then flush() until
-    all are acknowledged, vs a raw
+(b) write path: StatusStore.put() of N statuses (also with the durable spool on, and with the history
+    topic on: two events per write, whose own writes may still be under way when the status writes
+    are acknowledged), then flush() until all are acknowledged, vs a raw
     Producer.produce() loop of the same pre-encoded records (same producer settings) until flushed;
     confluent_kafka.aio.AIOProducer is measured too, as the alternative the store does not use.
 Both run on librdkafka's mock cluster in this process (20 partitions, so that its ~5 MiB per
@@ -38,6 +39,8 @@ from status_store.model import State, TaskId, TaskStatus, task_key
 from status_store.store import StatusStore
 
 PARTITIONS = 20
+# History events are never dropped in this benchmark: the bound is set above what a run submits.
+MAX_RECORDS = 10_000_000
 
 
 def statuses(n: int) -> list[TaskStatus]:
@@ -51,15 +54,19 @@ def statuses(n: int) -> list[TaskStatus]:
     ]
 
 
-def make_store(bootstrap: str, topic: str, spool: str | None = None) -> StatusStore:
+def make_store(bootstrap: str, topic: str, spool: str | None = None, history: str | None = None) -> StatusStore:
     settings = {"bootstrap.servers": bootstrap, "status.storage.topic": topic, "sidecar.startup.timeout.ms": "600000"}
     if spool is not None:
         settings["status.storage.spool.path"] = spool
+    if history is not None:
+        settings["status.storage.history.topic"] = history
+        settings["status.storage.history.max.pending"] = str(2 * MAX_RECORDS)  # two events per write
     return StatusStore(build_config(settings), bootstrap)
 
 
-async def store_write(bootstrap: str, topic: str, items: list[TaskStatus], spool: str | None = None) -> float:
-    store = make_store(bootstrap, topic, spool)
+async def store_write(bootstrap: str, topic: str, items: list[TaskStatus], spool: str | None = None,
+                      history: str | None = None) -> float:
+    store = make_store(bootstrap, topic, spool, history)
     await store.start()
     start = time.perf_counter()
     for status in items:
@@ -180,13 +187,16 @@ async def main() -> None:
         read["raw"].append(await raw_read(bootstrap, topic, n))
         read["store"].append(await store_read(bootstrap, topic, n))
     # Write path: each round on a fresh topic, the three clients interleaved.
-    write: dict[str, list[float]] = {"store": [], "store with spool": [], "raw": [], "aio": []}
+    write: dict[str, list[float]] = {"store": [], "store with spool": [], "store with history": [], "raw": [],
+                                     "aio": []}
     with tempfile.TemporaryDirectory() as spool_dir:
         for round_ in range(rounds):
             write["raw"].append(await raw_write(bootstrap, fresh_topic(), items))
             write["store"].append(await store_write(bootstrap, fresh_topic(), items))
             spool = os.path.join(spool_dir, f"spool-{round_}.db")
             write["store with spool"].append(await store_write(bootstrap, fresh_topic(), items, spool))
+            write["store with history"].append(await store_write(bootstrap, fresh_topic(), items,
+                                                                 history=fresh_topic()))
             write["aio"].append(await aio_write(bootstrap, fresh_topic(), items))
     latency_store = await median_of(rounds, lambda: store_single_latency(bootstrap, fresh_topic()))
     latency_aio = await median_of(rounds, lambda: aio_single_latency(bootstrap, fresh_topic()))
@@ -200,11 +210,13 @@ async def main() -> None:
     print("|---|---|---:|---:|")
     for name in ("raw", "store"):
         print(f"| read-to-end | {name} | {rate(read[name]):,.0f} | {rate(read[name]) / rate(read['raw']):.2f} |")
-    for name in ("raw", "store", "store with spool", "aio"):
+    for name in ("raw", "store", "store with spool", "store with history", "aio"):
         print(f"| write until acknowledged | {name} | {rate(write[name]):,.0f} | "
               f"{rate(write[name]) / rate(write['raw']):.2f} |")
     spool_cost = rate(write["store with spool"]) / rate(write["store"])
     print(f"\nthe spool's cost: the store writes at {spool_cost:.2f} of its rate without a spool")
+    history_cost = rate(write["store with history"]) / rate(write["store"])
+    print(f"the history topic's cost: the store writes at {history_cost:.2f} of its rate without history")
     print(f"\nsingle write, submit to acknowledged: store {latency_store * 1000:.1f} ms, "
           f"AIOProducer {latency_aio * 1000:.1f} ms")
 

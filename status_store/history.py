@@ -8,10 +8,12 @@ PySpark pipeline reads it). With ``status.storage.retry.exhausted.action=dead-le
 that ran out of retries is appended, with its error and attempts, to a dead-letter topic.
 
 Both go through their own ``RetryQueue`` (the same engine and policy as status writes) over their
-own producer, so they never slow the status write path: an event is queued and sent on the next
-turn of the event loop, never coalesced (every event is kept, where status writes keep the latest),
-and at most ``max_pending`` events wait at once; beyond that an event is dropped and counted,
-never blocking the writer (a broker outage must not grow memory without bound).
+own producer, and yield to status writes: a writer only queues the event's fields (no encoding);
+events are encoded and sent on later turns of the event loop, all at once while no status write is
+pending, else a chunk at a time between status work, so status writes keep their rate and latency
+and events catch up when the store is idle. Events are never coalesced (every event is kept, where
+status writes keep the latest), and at most ``max_pending`` wait at once; beyond that an event is
+dropped and counted, never blocking the writer (a broker outage must not grow memory without bound).
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ from .retry_queue import Outcome, RetryListener, RetryPolicy, RetryQueue, Status
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PENDING = 100_000
+# Events sent per turn of the event loop: while status writes are pending (then every _BUSY_PAUSE_S), and when not.
+_BUSY_CHUNK = 50
+_BUSY_PAUSE_S = 0.01
+_IDLE_CHUNK = 2000
+# An event's value, or how to encode it (encoding is deferred to the send, off the status write path).
+EventValue = bytes | Callable[[], bytes]
 # The retry queue keeps one slot per key; events get a slot each: "<record key>#<n>".
 _SLOT_SEPARATOR = "#"
 
@@ -88,17 +96,21 @@ class AppendLog:
         self.kind = kind
         self.max_pending = max_pending
         self.dropped = 0
+        self.written = 0
+        self.failed = 0
         self._log = KafkaLog(topic, bootstrap_servers, client_configs, None, delivery_timeout_ms)
-        self._queue = RetryQueue(self._send, policy, listeners)
+        self._queue = RetryQueue(self._produce, policy, [*listeners, _Tally(self)])
         self._numbers = itertools.count(1)
-        self._buffer: collections.deque[tuple[str, bytes, Callable[[Outcome], None] | None]] = collections.deque()
+        self._buffer: collections.deque[tuple[str, EventValue, Callable[[Outcome], None] | None]] = collections.deque()
         self._drain: asyncio.Handle | None = None
         self._running = False
+        # The status queue these events yield to (set by the store).
+        self.yield_to: RetryQueue | None = None
 
     @property
-    def queue(self) -> RetryQueue:
-        """The retry queue of this topic (for metrics)."""
-        return self._queue
+    def pending(self) -> int:
+        """Events not written yet (queued or in the retry queue)."""
+        return len(self._buffer) + self._queue.unsettled
 
     async def start(self, timeout: float) -> None:
         """Connect and find the topic's partitions (the topic must exist: see ``ensure_topic``)."""
@@ -110,15 +122,16 @@ class AppendLog:
         self._running = False
         if self._drain is not None:
             self._drain.cancel()
-        self._send_buffered()
+            self._drain = None
+        self._send(len(self._buffer))
         lost = await self._queue.stop(timeout)
         await self._log.stop(0.0)
         if lost:
             log.warning("%d event(s) for %s were not written before the store stopped", len(lost), self.topic)
         return lost
 
-    def append(self, key: str, value: bytes, done: Callable[[Outcome], None] | None = None) -> bool:
-        """Queue one event for the next turn of the event loop; False (and counted) when it is dropped.
+    def append(self, key: str, value: EventValue, done: Callable[[Outcome], None] | None = None) -> bool:
+        """Queue one event for a later turn of the event loop; False (and counted) when it is dropped.
 
         ``done`` runs with the event's outcome (written, or failed after the retry policy ran out).
         """
@@ -130,20 +143,47 @@ class AppendLog:
             return False
         self._buffer.append((key, value, done))
         if self._drain is None:
-            self._drain = asyncio.get_running_loop().call_soon(self._send_buffered)
+            self._drain = asyncio.get_running_loop().call_soon(self._send_some)
         return True
 
-    def _send_buffered(self) -> None:
+    def _send_some(self) -> None:
         self._drain = None
-        while self._buffer:
-            key, value, done = self._buffer.popleft()
-            update = StatusUpdate(f"{key}{_SLOT_SEPARATOR}{next(self._numbers)}", value, self.kind)
-            self._queue.submit(update)
+        busy = self.yield_to is not None and self.yield_to.unsettled > 0
+        self._send(_BUSY_CHUNK if busy else _IDLE_CHUNK)
+        if self._buffer and self._running:
+            loop = asyncio.get_running_loop()
+            self._drain = loop.call_later(_BUSY_PAUSE_S, self._send_some) if busy else loop.call_soon(self._send_some)
+
+    def _send(self, count: int) -> None:
+        buffer, submit, numbers = self._buffer, self._queue.submit, self._numbers
+        for _ in range(min(count, len(buffer))):
+            key, value, done = buffer.popleft()
+            encoded = value if isinstance(value, bytes) else value()
+            update = submit(StatusUpdate(f"{key}{_SLOT_SEPARATOR}{next(numbers)}", encoded, self.kind))
             if done is not None:
                 asyncio.ensure_future(update.result()).add_done_callback(functools.partial(_report, done))
 
-    def _send(self, slot_key: bytes, value: bytes | None, done: DoneCallback) -> None:
+    def _produce(self, slot_key: bytes, value: bytes | None, done: DoneCallback) -> None:
         self._log.send(slot_key.rpartition(_SLOT_SEPARATOR.encode())[0], value, done)
+
+
+class _Tally:
+    """Counts the outcomes of an AppendLog's events."""
+
+    def __init__(self, events: AppendLog) -> None:
+        self._events = events
+
+    def on_submitted(self, update: StatusUpdate) -> None:
+        pass
+
+    def on_retry(self, update: StatusUpdate) -> None:
+        pass
+
+    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
+        if outcome.ok:
+            self._events.written += 1
+        else:
+            self._events.failed += 1
 
 
 class HistorySink:
@@ -154,24 +194,29 @@ class HistorySink:
         self._sidecar = sidecar
 
     def on_submitted(self, update: StatusUpdate) -> None:
-        fields = key_fields(update.key)
-        event = {"event": "status", "time": _now_ms(), "sidecar": self._sidecar, "key": update.key, **fields,
-                 **value_fields(fields["kind"], update.value)}
-        self._events.append(update.key, _encode(event))
+        self._events.append(update.key, functools.partial(self._status_event, update.key, update.value, _now_ms()))
 
     def on_retry(self, update: StatusUpdate) -> None:
         pass
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
-        fields = key_fields(update.key)
-        now = _now_ms()
         # submitted_at is the event loop's clock.
         latency_ms = max(0, round((asyncio.get_running_loop().time() - update.submitted_at) * 1000))
-        event = {"event": "outcome", "time": now, "sidecar": self._sidecar, "key": update.key, **fields,
-                 "state": value_fields(fields["kind"], update.value)["state"], "result": outcome.result.value,
-                 "attempts": outcome.attempts, "error": outcome.error.name if outcome.error is not None else None,
-                 "reason": outcome.reason, "latency_ms": latency_ms}
-        self._events.append(update.key, _encode(event))
+        self._events.append(update.key, functools.partial(self._outcome_event, update.key, update.value, outcome,
+                                                          _now_ms(), latency_ms))
+
+    def _status_event(self, key: str, value: bytes | None, time_ms: int) -> bytes:
+        fields = key_fields(key)
+        return _encode({"event": "status", "time": time_ms, "sidecar": self._sidecar, "key": key, **fields,
+                        **value_fields(fields["kind"], value)})
+
+    def _outcome_event(self, key: str, value: bytes | None, outcome: Outcome, time_ms: int, latency_ms: int) -> bytes:
+        fields = key_fields(key)
+        return _encode({"event": "outcome", "time": time_ms, "sidecar": self._sidecar, "key": key, **fields,
+                        "state": value_fields(fields["kind"], value)["state"], "result": outcome.result.value,
+                        "attempts": outcome.attempts,
+                        "error": outcome.error.name if outcome.error is not None else None,
+                        "reason": outcome.reason, "latency_ms": latency_ms})
 
 
 def dead_letter(update: StatusUpdate, outcome: Outcome, sidecar: str) -> bytes:

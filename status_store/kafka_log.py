@@ -420,6 +420,17 @@ def _unreachable(bootstrap_servers: str, error: KafkaException) -> KafkaUnavaila
     return KafkaUnavailableError(f"cannot reach Kafka at {bootstrap_servers}: {error.args[0].str()}")
 
 
+async def topic_exists(bootstrap_servers: str, client_configs: Mapping[str, str], topic: str, timeout: float) -> bool:
+    """Whether the cluster has the topic (a Metadata request that never creates it)."""
+    admin = AdminClient({**client_configs, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False})
+    try:
+        metadata = await asyncio.to_thread(admin.list_topics, topic, timeout)
+    except KafkaException as e:
+        raise _unreachable(bootstrap_servers, e) from None
+    found = metadata.topics.get(topic)
+    return found is not None and found.error is None
+
+
 async def ensure_topic(
     bootstrap_servers: str,
     client_configs: Mapping[str, str],

@@ -8,10 +8,14 @@ connector, task or topic. Connector names are never labels.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from .retry_queue import Outcome, Result, RetryQueue, StatusUpdate
+from .store import StatusStore
 
 KINDS = ("connector", "task", "topic")
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -68,6 +72,11 @@ class StoreMetrics:
         self.queue_waiting.set_function(lambda: queue.waiting_count)
         self.oldest_age.set_function(queue.oldest_unsettled_age)
 
+    def watch_store(self, store: StatusStore) -> None:
+        """The queue's gauges, and what became of exhausted updates and of the event topics' events."""
+        self.watch(store.queue)
+        self.registry.register(_StoreCollector(store))
+
     def on_submitted(self, update: StatusUpdate) -> None:
         self._submitted[update.kind].inc()
 
@@ -81,3 +90,36 @@ class StoreMetrics:
         if outcome.result is Result.WRITTEN:
             # submitted_at is the event loop's clock.
             self._latency[update.kind].observe(asyncio.get_running_loop().time() - update.submitted_at)
+
+
+class _StoreCollector(Collector):
+    """Figures the store keeps itself, read at every scrape."""
+
+    def __init__(self, store: StatusStore) -> None:
+        self._store = store
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._store.exhausted
+        for name, doc, value in (
+            ("status_update_parked", "Status updates parked after their last retry (exhausted.action=park).",
+             stats.parked),
+            ("status_update_dead_lettered", "Status updates written to the dead-letter topic after their last retry.",
+             stats.dead_lettered),
+            ("status_update_dead_letter_failed", "Exhausted status updates whose dead letter could not be written "
+             "either (the spool, if any, keeps them).", stats.dead_letter_failed),
+        ):
+            yield CounterMetricFamily(name, doc, value)
+        yield GaugeMetricFamily("status_parked_updates", "Status updates parked now, waiting for Kafka to take "
+                                "writes again.", stats.parked_now)
+        outcomes = CounterMetricFamily("status_event_total", "Events for the append-only topics (history, "
+                                       "dead letters) by outcome: written, failed, dropped (too many pending).",
+                                       labels=["log", "outcome"])
+        pending = GaugeMetricFamily("status_event_pending", "Events not yet written, per append-only topic.",
+                                    labels=["log"])
+        for events in self._store.event_logs:
+            outcomes.add_metric([events.kind, "written"], events.written)
+            outcomes.add_metric([events.kind, "failed"], events.failed)
+            outcomes.add_metric([events.kind, "dropped"], events.dropped)
+            pending.add_metric([events.kind], events.pending)
+        yield outcomes
+        yield pending

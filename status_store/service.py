@@ -50,7 +50,7 @@ async def serve(config: StoreConfig) -> None:
     registry = CollectorRegistry()
     metrics = StoreMetrics(registry)
     store = StatusStore(config, bootstrap, listeners=[metrics])
-    metrics.watch(store.queue)
+    metrics.watch_store(store)
     try:
         await store.start()
         app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes)

@@ -1,8 +1,10 @@
 """The durable spool: every status update not yet settled, kept on local disk across crashes.
 
 Optional (``status.storage.spool.path``). A SQLite database in WAL mode (Python's standard library)
-holds the latest unsettled value per key. A row is written when an update is submitted, before
-the caller gets its answer, and removed when the update settles: written (Kafka has this value or
+holds the latest unsettled value per key. A row is written when an update is submitted and
+committed before the HTTP API answers (``commit``; otherwise at the end of that turn of the event
+loop: one commit covers every update of a batch or a burst, not one fsync-free commit per update),
+and removed when the update settles: written (Kafka has this value or
 a newer one) or given up under Connect's rules. A failed update leaves it too (the KIP-1278
 behaviour); the row stays only while the update is unsettled. On start the store replays what
 is left, before it serves writes, so a sidecar killed during an outage loses nothing it accepted.
@@ -13,6 +15,7 @@ naming both paths, never silently discarded, and a new one is started.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import time
@@ -59,6 +62,8 @@ class Spool:
         # The spool version of each update of this process, by update number, until it settles or is released.
         self._versions: dict[int, int] = {}
         self._kept: dict[int, int] = {}
+        self._commit_scheduled = False
+        self._closed = False
 
     def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -99,7 +104,25 @@ class Spool:
 
     def forget(self, key: str) -> None:
         """Drop a key's row (a replayed update that Connect's rules no longer allow)."""
-        self._db.execute("DELETE FROM pending WHERE key = ?", (key,))
+        self._write("DELETE FROM pending WHERE key = ?", (key,))
+
+    def commit(self) -> None:
+        """Make every change so far durable (the WAL survives the process being killed)."""
+        self._commit_scheduled = False
+        if not self._closed and self._db.in_transaction:
+            self._db.execute("COMMIT")
+
+    def _write(self, sql: str, parameters: tuple[object, ...]) -> None:
+        """Run a change in the open transaction, committed at the end of this turn of the event loop."""
+        if not self._db.in_transaction:
+            self._db.execute("BEGIN")
+        self._db.execute(sql, parameters)
+        if not self._commit_scheduled:
+            try:
+                asyncio.get_running_loop().call_soon(self.commit)
+                self._commit_scheduled = True
+            except RuntimeError:  # no event loop: commit now
+                self.commit()
 
     def release(self, update: StatusUpdate, forget: bool = False) -> None:
         """A kept update is done with: its row goes unless a newer value of the key replaced it. ``forget``:
@@ -108,10 +131,12 @@ class Spool:
         if forget:
             self.forget(update.key)
         elif version is not None:
-            self._db.execute("DELETE FROM pending WHERE key = ? AND version <= ?", (update.key, version))
+            self._write("DELETE FROM pending WHERE key = ? AND version <= ?", (update.key, version))
 
     def close(self) -> None:
-        """Close the database (its rows stay for the next start)."""
+        """Commit and close the database (its rows stay for the next start)."""
+        self.commit()
+        self._closed = True
         self._db.close()
 
     # ----------------------------------------------------------------------------- RetryListener
@@ -120,7 +145,7 @@ class Spool:
         version = self._next_version
         self._next_version += 1
         self._versions[update.number] = version
-        self._db.execute(
+        self._write(
             "INSERT INTO pending (key, version, kind, safe, value) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(key) DO UPDATE SET version=excluded.version, kind=excluded.kind, safe=excluded.safe, "
             "value=excluded.value",
@@ -140,4 +165,4 @@ class Spool:
             self._kept[update.number] = version
             return
         # Written (Kafka has this value), given up, or failed: the row goes unless a newer value replaced it.
-        self._db.execute("DELETE FROM pending WHERE key = ? AND version <= ?", (update.key, version))
+        self._write("DELETE FROM pending WHERE key = ? AND version <= ?", (update.key, version))

@@ -24,7 +24,7 @@ from .codec import GarbledValue, StatusValue
 from .config import ExhaustedAction, StoreConfig
 from .errors import ErrorKind, classify
 from .history import AppendLog, HistorySink, dead_letter
-from .kafka_log import KafkaLog, ensure_topic
+from .kafka_log import KafkaLog, ensure_topic, topic_exists
 from .model import (
     ConnectorKey,
     ConnectorStatus,
@@ -44,6 +44,9 @@ from .retry_queue import Outcome, Result, RetryListener, RetryPolicy, RetryQueue
 from .spool import Spool
 
 log = logging.getLogger(__name__)
+
+# While writes fail, whether the status topic still exists is checked at most this often.
+TOPIC_CHECK_INTERVAL_S = 10.0
 
 
 class _Entry:
@@ -105,6 +108,8 @@ class StatusStore:
         self._parked: dict[str, StatusUpdate] = {}
         self._probe: StatusUpdate | None = None
         self._probe_timer: asyncio.TimerHandle | None = None
+        self._topic_check: asyncio.Task[None] | None = None
+        self._next_topic_check = 0.0
         self._spool = Spool(config.spool_path, keep=self._keeps) if config.spool_path is not None else None
         retry = config.retry
         self._log = KafkaLog(config.topic, bootstrap_servers, config.client_configs, self._apply,
@@ -127,6 +132,8 @@ class StatusStore:
         if self._spool is not None:
             listeners.append(self._spool)
         self._queue = RetryQueue(self._log.send, policy, listeners)
+        for events in self.event_logs:
+            events.yield_to = self._queue
 
     # ----------------------------------------------------------------------------- lifecycle
 
@@ -161,6 +168,8 @@ class StatusStore:
         deadline = loop.time() + self.config.shutdown_timeout_s
         if self._probe_timer is not None:
             self._probe_timer.cancel()
+        if self._topic_check is not None:
+            self._topic_check.cancel()
         lost = await self._queue.stop(self.config.shutdown_timeout_s)
         parked = list(self._parked.values())
         if parked and self._spool is None:
@@ -217,6 +226,12 @@ class StatusStore:
     def event_logs(self) -> list[AppendLog]:
         """The append-only topics this store writes besides the status topic (history, dead letters)."""
         return [events for events in (self._history, self._dead_letters) if events is not None]
+
+    def commit_spool(self) -> None:
+        """Make the spool's record of every update submitted so far durable now (the HTTP API does this
+        before it answers; otherwise it happens at the end of the event loop's turn)."""
+        if self._spool is not None:
+            self._spool.commit()
 
     def parked(self) -> list[StatusUpdate]:
         """Updates parked after their last retry, oldest first (the probe in flight is not among them)."""
@@ -402,12 +417,37 @@ class StatusStore:
             self._probe = self._resubmit(self._parked.pop(key))
             self.exhausted.parked_now = len(self._parked)
 
+    def _write_failed(self) -> None:
+        """A write failed: now and then, check that the status topic still exists."""
+        now = asyncio.get_running_loop().time()
+        if self._topic_check is None and now >= self._next_topic_check:
+            self._next_topic_check = now + TOPIC_CHECK_INTERVAL_S
+            self._topic_check = asyncio.get_running_loop().create_task(self._recreate_lost_topic())
+
+    async def _recreate_lost_topic(self) -> None:
+        """Create the status topic again if the cluster lost it (deleted, or a broker without durable
+        storage restarted): otherwise no write could ever succeed again until a restart."""
+        cfg = self.config
+        try:
+            if await topic_exists(self.bootstrap_servers, cfg.client_configs, cfg.topic, TOPIC_CHECK_INTERVAL_S):
+                return
+            log.error("The status topic %s no longer exists on the cluster (deleted, or the brokers lost it): "
+                      "creating it again; statuses written before are gone from Kafka, pending and parked ones "
+                      "are written again", cfg.topic)
+            await ensure_topic(self.bootstrap_servers, cfg.client_configs, cfg.topic, cfg.partitions,
+                               cfg.replication_factor, cfg.topic_configs, TOPIC_CHECK_INTERVAL_S)
+        except Exception as e:  # unreachable brokers, refused creation: the next failed write checks again
+            log.warning("Could not check or create the status topic %s: %s", cfg.topic, e)
+        finally:
+            self._topic_check = None
+
     def _settled(self, update: StatusUpdate, outcome: Outcome) -> None:
         if update is self._probe:
             self._probe = None
         if outcome.result is Result.WRITTEN:
             self._written()
         elif outcome.result is Result.FAILED and not outcome.stopped:
+            self._write_failed()
             self._exhausted(update, outcome)
         self._arm_probe()
 
@@ -542,7 +582,7 @@ class _AfterLastRetry:
         pass
 
     def on_retry(self, update: StatusUpdate) -> None:
-        pass
+        self._store._write_failed()
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
         self._store._settled(update, outcome)

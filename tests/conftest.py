@@ -100,7 +100,7 @@ def store_factory() -> StoreFactory:
         store = StatusStore(build_config(properties), bootstrap_servers, listeners, rng)
         for listener in listeners:
             if isinstance(listener, StoreMetrics):
-                listener.watch(store.queue)  # the queue gauges, as the service wires them
+                listener.watch_store(store)  # as the service wires them
         await store.start()
         try:
             yield store

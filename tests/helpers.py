@@ -32,14 +32,17 @@ def write_raw(store: StatusStore, *records: tuple[bytes | None, bytes | None]) -
     assert producer.flush(WAIT) == 0
 
 
-def read_raw(store: StatusStore) -> list[tuple[int, bytes | None, bytes | None]]:
-    """Every record of the topic as (partition, key, value), read with a plain consumer."""
+def read_raw(store: StatusStore, topic: str | None = None) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every record of the status topic (or another topic) as (partition, key, value), read with a plain
+    consumer."""
+    topic = topic or store.config.topic
     consumer = Consumer({"bootstrap.servers": store.bootstrap_servers, "group.id": "raw-reader",
                          "enable.partition.eof": True, "enable.auto.commit": False})
-    consumer.assign([TopicPartition(store.config.topic, p, OFFSET_BEGINNING) for p in store.partitions])
+    partitions = set(consumer.list_topics(topic, WAIT).topics[topic].partitions)
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     records, at_end, deadline = [], set(), time.monotonic() + WAIT
     try:
-        while at_end != set(store.partitions) and time.monotonic() < deadline:
+        while at_end != partitions and time.monotonic() < deadline:
             for message in consumer.consume(100, 0.1):
                 error = message.error()
                 if error is not None and error.code() == KafkaError._PARTITION_EOF:
@@ -48,7 +51,7 @@ def read_raw(store: StatusStore) -> list[tuple[int, bytes | None, bytes | None]]
                     records.append((message.partition(), message.key(), message.value()))
     finally:
         consumer.close()
-    assert at_end == set(store.partitions), "did not reach the end of the topic in time"
+    assert at_end == partitions, "did not reach the end of the topic in time"
     return records
 
 

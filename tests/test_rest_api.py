@@ -277,6 +277,26 @@ async def test_retries_lists_pending_updates(api_factory: ApiFactory) -> None:
         api.cluster.broker_up(-1)
 
 
+async def test_parked_lists_updates_out_of_retries_and_metrics_count_them(api_factory: ApiFactory) -> None:
+    settings = {"status.storage.retry.max.retries": "0", "status.storage.retry.delivery.timeout.ms": "200",
+                "status.storage.retry.max.backoff.ms": "60000"}
+    async with api_factory(**settings) as api:
+        assert (await api.http.get("/retries/parked")).json() == []
+        api.cluster.broker_down(-1)
+        await api.http.put("/connectors/c/status", json=RUNNING)
+        for _ in range(100):
+            parked = (await api.http.get("/retries/parked")).json()
+            if parked:
+                break
+            await asyncio.sleep(0.05)
+        assert [(p["key"], p["kind"], p["attempts"]) for p in parked] == [("status-connector-c", "connector", 1)]
+        assert "_MSG_TIMED_OUT" in parked[0]["last_error"]
+        text = (await api.http.get("/metrics")).text
+        assert "status_update_parked_total 1.0" in text
+        assert "status_parked_updates 1.0" in text
+        api.cluster.broker_up(-1)
+
+
 async def test_metrics_count_http_requests_by_route(api: Api) -> None:
     await api.http.get("/connectors/x/status")
     text = (await api.http.get("/metrics")).text

@@ -3,6 +3,7 @@ corrupt spool is moved aside, never silently dropped."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from pathlib import Path
@@ -123,3 +124,22 @@ def test_a_sidecar_killed_during_an_outage_loses_nothing_it_accepted(tmp_path: P
     finally:
         service.stop()
         broker.stop()
+
+
+async def test_spool_rows_are_committed_per_turn_and_on_demand(mock_cluster: MockCluster, store_factory: StoreFactory,
+                                                              tmp_path: Path) -> None:
+    spool = tmp_path / "spool.db"
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    settings = {"status.storage.spool.path": str(spool)}
+    async with store_factory(mock_cluster.bootstrap_servers, topic, **settings) as store:
+        mock_cluster.broker_down(-1)
+        for i in range(100):
+            store.put(ConnectorStatus(f"c{i}", State.RUNNING, "w:1", 1))
+        assert len(Spool(spool)) == 0  # one transaction for the whole burst, not yet committed
+        store.commit_spool()  # what the HTTP API does before it answers
+        assert len(Spool(spool)) == 100
+        store.put(ConnectorStatus("late", State.RUNNING, "w:1", 1))
+        await asyncio.sleep(0)  # the end of the loop's turn commits by itself
+        await asyncio.sleep(0)
+        assert len(Spool(spool)) == 101
+        mock_cluster.broker_up(-1)

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType
@@ -53,14 +55,20 @@ _DECIMAL_VALUES = "".join(str(int(c)) for c in _DECIMALS)
 
 # The JSON reader as strict as Python's json module (Jackson's defaults as Connect uses them).
 _JSON_OPTIONS = {"allowNonNumericNumbers": "false", "allowSingleQuotes": "false", "mode": "PERMISSIVE"}
-_STATUS_SCHEMA = "state string, trace variant, worker_id variant, generation string"
-_TOPIC_SCHEMA = "topic struct<name variant, connector variant, task string, discoverTimestamp string>"
+# Values are read twice: as text (numbers keep their exact spelling: 3 vs 3.0) and as variants (JSON
+# types: 3 vs "3"); a field is an integer when both agree.
+_VALUE_SCHEMA = ("state string, trace variant, worker_id variant, generation string, "
+                 "topic struct<name variant, connector variant, task string, discoverTimestamp string>")
+_VALUE_TYPES_SCHEMA = "generation variant, topic struct<task variant, discoverTimestamp variant>"
 _HISTORY_SCHEMA = ", ".join([
     "event string", "time string", "sidecar string", "key string", "kind string", "connector string",
     "task long", "topic string", "state string", "worker_id string", "generation long", "trace string",
     "result string", "attempts long", "error string", "reason string", "latency_ms long",
 ])
 _STATUS_FIELDS = ["state", "worker_id", "generation", "trace"]
+_CACHED_FIELDS = ["connector", "task", *_STATUS_FIELDS, "value", "partition", "offset", "timestamp", "tombstone"]
+# Records of a partition ordered by one long: the partition above 2^40 offsets (about 10^12 per partition).
+_OFFSET_BITS = 40
 
 
 @dataclass
@@ -103,13 +111,19 @@ class Analysis:
             self._counters = found
         return dict(self._counters)
 
+    def unpersist(self) -> None:
+        """Free the parsed inputs this analysis keeps (its DataFrames stay usable, recomputed on demand)."""
+        self._status.unpersist()
+        self._history.unpersist()
+
     def outputs(self) -> dict[str, DataFrame]:
         """The outputs by name, each with a ``date`` column (UTC) to partition by."""
         return {"latest": self.latest, "mttr": self.mttr, "state_durations": self.state_durations,
                 "episodes": self.episodes, "flapping": self.flapping, "retry_outcomes": self.retry_outcomes}
 
-    def write(self, out_dir: str | Path) -> dict[str, Any]:
-        """Write every output as Parquet partitioned by date, plus ``summary.json``; returns the summary.
+    def write(self, out_dir: str | Path, notes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Write every output as Parquet partitioned by date, plus ``summary.json`` (the counters, settings
+        and ``notes``); returns the summary.
 
         Dynamic partition overwrite (set on each writer, not on the session) replaces exactly the dates
         this run produced, so a re-run over the same input does not duplicate rows.
@@ -123,6 +137,7 @@ class Analysis:
             "flap_transitions": self.flap_transitions,
             "flap_window_ms": self.flap_window_ms,
             "counters": self.counters(),
+            **(notes or {}),
         }
         if "://" not in out:  # a local directory; on a cluster the summary is printed by the job
             Path(out).mkdir(parents=True, exist_ok=True)
@@ -142,8 +157,9 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
     if flap_transitions < 0 or flap_window_ms <= 0:
         raise ValueError(f"flapping needs transitions >= 0 and a window > 0 ms, got {flap_transitions} "
                          f"and {flap_window_ms}")
-    status = parse_status_records(status_records)
-    history = parse_history_records(history_records)
+    # Parsed once, kept for the several outputs that read them (spilled to disk when memory is short).
+    status = parse_status_records(status_records).persist(StorageLevel.MEMORY_AND_DISK)
+    history = parse_history_records(history_records).persist(StorageLevel.MEMORY_AND_DISK)
     if as_of_ms is None:
         newest = history.filter(~F.col("garbled")).agg(F.max("time")).first()
         as_of_ms = newest[0] if newest is not None and newest[0] is not None else None
@@ -213,21 +229,22 @@ def parse_status_records(records: DataFrame) -> DataFrame:
                     | ((kind == "topic") & (colon > 0) & (F.col("topic") != "") & (F.col("connector") != ""))))
     frame = frame.withColumn("valid_key", F.coalesce(valid_key, F.lit(False)))
     frame = frame.withColumn("tombstone", F.col("value").isNull())
-    decoded = F.from_json("value", _STATUS_SCHEMA, _JSON_OPTIONS)
-    generation_type = F.schema_of_variant(F.from_json("value", "generation variant", _JSON_OPTIONS).generation)
-    frame = frame.select("*", decoded.alias("s"), generation_type.alias("generation_type"),
-                         F.from_json("value", _TOPIC_SCHEMA, _JSON_OPTIONS).topic.alias("t"))
+    frame = frame.select("*", F.from_json("value", _VALUE_SCHEMA, _JSON_OPTIONS).alias("s"),
+                         F.from_json("value", _VALUE_TYPES_SCHEMA, _JSON_OPTIONS).alias("types"))
     trace_type = F.schema_of_variant("s.trace")
-    generation = _java_int(F.col("s.generation"), F.col("generation_type"), 32)
+    generation = _java_int(F.col("s.generation"), F.schema_of_variant("types.generation"), 32)
     status_ok = (F.col("s.state").isin(STATES) & (F.schema_of_variant("s.worker_id") == "STRING")
                  & (F.col("s.trace").isNull() | trace_type.isin("STRING", "VOID")) & generation.isNotNull())
     if_task = (kind != "task") | ((F.col("connector") != "") & (F.col("task") >= 0))
-    topic_task = _java_int(F.col("t.task"), F.lit("BIGINT"), 32)
-    topic_name_value = F.variant_get("t.name", "$", "string")
-    topic_ok = ((F.schema_of_variant("t.name") == "STRING") & (F.schema_of_variant("t.connector") == "STRING")
-                & (topic_name_value != "") & ~topic_name_value.contains(":")
-                & (F.variant_get("t.connector", "$", "string") != "")
-                & (topic_task >= 0) & _java_int(F.col("t.discoverTimestamp"), F.lit("BIGINT"), 64).isNotNull())
+    topic_task = _java_int(F.col("s.topic.task"), F.schema_of_variant("types.topic.task"), 32)
+    discovered = _java_int(F.col("s.topic.discoverTimestamp"), F.schema_of_variant("types.topic.discoverTimestamp"),
+                           64)
+    value_topic = F.variant_get("s.topic.name", "$", "string")
+    topic_ok = ((F.schema_of_variant("s.topic.name") == "STRING")
+                & (F.schema_of_variant("s.topic.connector") == "STRING")
+                & (value_topic != "") & ~value_topic.contains(":")
+                & (F.variant_get("s.topic.connector", "$", "string") != "")
+                & (topic_task >= 0) & discovered.isNotNull())
     value_ok = F.col("utf8") & F.when(kind == "topic", topic_ok).otherwise(status_ok & if_task)
     garbled = ~F.col("tombstone") & ~F.coalesce(value_ok, F.lit(False))
     return frame.select(
@@ -289,7 +306,7 @@ def _task_cache(status: DataFrame) -> DataFrame:
     events = events.withColumn("group", F.sum(boundary.cast("long")).over(running))
     # The latest boundary (a deletion or a non-UNASSIGNED record) and the highest UNASSIGNED generation
     # since it, in one running window: generations packed under the group number.
-    packed = F.when(unassigned, F.col("group") * (2**33) + F.col("generation") + _INT32)
+    packed = F.when(unassigned, F.shiftleft(F.col("group"), 33) + F.col("generation") + _INT32)
     events = events.select(
         "*",
         F.last(F.when(boundary, F.col("tombstone")), ignorenulls=True).over(running).alias("head_deleted"),
@@ -297,26 +314,33 @@ def _task_cache(status: DataFrame) -> DataFrame:
         F.last(F.when(boundary, F.col("generation")), ignorenulls=True).over(running).alias("head_generation"),
         F.max(packed).over(running).alias("packed_max"),
     )
-    highest_unassigned = F.when(F.floor(F.col("packed_max") / 2**33) == F.col("group"),
-                                F.col("packed_max") % 2**33 - _INT32)
+    highest_unassigned = F.when(F.shiftright(F.col("packed_max"), 33) == F.col("group"),
+                                F.col("packed_max").bitwiseAND(2**33 - 1) - _INT32)
     rejected = (unassigned & ~F.coalesce(F.col("head_deleted"), F.lit(True))
                 & (F.col("head_state") == State.RUNNING.value) & (highest_unassigned <= F.col("head_generation")))
-    return events.withColumn("rejected", F.coalesce(rejected, F.lit(False)))
+    events = events.withColumn("rejected", F.coalesce(rejected, F.lit(False)))
+    # What the cache holds after each event (a rejected UNASSIGNED leaves it as it was), and the key's last
+    # event: further functions over the same window, so no further shuffle or sort.
+    kept = F.when(~F.col("rejected"), F.struct(*_CACHED_FIELDS))
+    return events.select("*", F.last(kept, ignorenulls=True).over(running).alias("cached"),
+                         F.lead("rank").over(order).isNull().alias("last"))
 
 
 def _latest(status: DataFrame, tasks: DataFrame, snapshot_date: Column, as_of_ms: int | None) -> DataFrame:
     """The store's cache after reading everything: one row per key that has a value."""
-    columns = ["kind", "connector", "task", "topic", "state", "worker_id", "generation", "trace",
-               "value", "partition", "offset", "timestamp", "tombstone"]
-    others = (status.filter(F.col("valid_key") & ~F.col("garbled") & (F.col("kind") != "task"))
-              .groupBy("key").agg(F.max_by(F.struct(*columns), F.struct("partition", "offset")).alias("r")))
-    # A task's last accepted record, unless a deletion came after it; a rejected UNASSIGNED changes nothing.
-    accepted = tasks.filter(~F.col("rejected")).select(
-        "*", F.lit("task").alias("kind"), F.lit(None).cast("string").alias("topic"))
-    last_tasks = accepted.groupBy("key").agg(
-        F.max_by(F.struct(*columns), F.struct("pos", "rank", "partition", "offset")).alias("r"))
-    latest = (others.unionByName(last_tasks).filter(~F.col("r.tombstone"))
-              .select("key", *[F.col(f"r.{c}").alias(c) for c in columns[:-1]]))
+    columns = ["key", "kind", "connector", "task", "topic", *_STATUS_FIELDS, "value", "partition", "offset",
+               "timestamp"]
+    # Connectors and topics: the last record per key, found by a hash aggregation of one packed long and
+    # joined back (cheaper than sorting every key's records).
+    records = status.filter(F.col("valid_key") & ~F.col("garbled") & (F.col("kind") != "task")).withColumn(
+        "position", F.shiftleft(F.col("partition").cast("long"), _OFFSET_BITS) + F.col("offset"))
+    last = records.groupBy("key").agg(F.max("position").alias("position"))
+    others = records.join(last, ["key", "position"]).filter(~F.col("tombstone")).select(*columns)
+    # Tasks: what the cache holds after the key's last event (nothing after a deletion).
+    last_tasks = tasks.filter(F.col("last") & ~F.col("cached.tombstone")).select(
+        "key", F.lit("task").alias("kind"), "cached.connector", "cached.task",
+        F.lit(None).cast("string").alias("topic"), *[F.col(f"cached.{c}").alias(c) for c in _CACHED_FIELDS[2:-1]])
+    latest = others.unionByName(last_tasks)
     return latest.withColumn("date", snapshot_date if as_of_ms is not None else _date(F.col("timestamp")))
 
 

@@ -9,11 +9,9 @@ topic or partition, an empty topic, a range not read in time) is reported, never
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -25,41 +23,44 @@ from status_store.analytics.records import RAW_SCHEMA, ReadProblem, Records, rea
 from status_store.analytics.report import write_report
 from status_store.analytics.session import JavaMissingError, get_session
 
-log = logging.getLogger(__name__)
-
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None) -> dict[str, Any]:
     """Run the job for parsed options; returns the summary (also in ``<out>/summary.json`` for local outputs)."""
     if (args.files is None) == (args.bootstrap_servers is None):
         raise ValueError("give either --bootstrap-servers (read the topics from Kafka) or --files, not both")
     spark = spark or get_session(parse_settings(args.conf, "--conf"))
-    status, history, problems, persisted = _inputs(spark, args)
+    ranges: dict[str, int] = {}
+    status, history, problems, persisted = _inputs(spark, args, ranges)
     try:
         analysis = analyze(status, history, as_of_ms=args.as_of, flap_transitions=args.flap_transitions,
                            flap_window_ms=args.flap_window_ms)
-        summary = analysis.write(args.out)
-        summary["problems"] = [str(problem) for problem in problems]
-        summary["out"] = args.out
-        if not args.no_report:
-            summary["report"] = str(write_report(analysis, args.out, problems))
-        return summary
+        analysis.counters()  # reads every input record once: the parsed inputs are cached from here on
+        for frame in persisted:
+            frame.unpersist()
+        try:
+            summary = analysis.write(args.out, {"out": args.out, "kafka_ranges": ranges,
+                                                "problems": [str(problem) for problem in problems]})
+            if not args.no_report:
+                summary["report"] = str(write_report(analysis, args.out, problems))
+            return summary
+        finally:
+            analysis.unpersist()
     finally:
         for frame in persisted:
             frame.unpersist()
 
 
-def _inputs(spark: SparkSession,
-            args: argparse.Namespace) -> tuple[DataFrame, DataFrame, list[ReadProblem], list[DataFrame]]:
-    """The status and history records, the problems, and the frames persisted for them (the analysis reads
-    the input several times)."""
+def _inputs(spark: SparkSession, args: argparse.Namespace,
+            ranges: dict[str, int]) -> tuple[DataFrame, DataFrame, list[ReadProblem], list[DataFrame]]:
+    """The status and history records, the problems, and the frames persisted for them (records read from
+    Kafka are kept: the analysis must not read the topics twice); ``ranges`` gets the ranges per topic."""
     problems: list[ReadProblem] = []
     persisted: list[DataFrame] = []
     empty = spark.createDataFrame([], RAW_SCHEMA)
     if args.files is not None:
         records = read_files(spark, args.files)
         problems.extend(records.problems)
-        frame = records.frame.persist(StorageLevel.MEMORY_AND_DISK)
-        persisted.append(frame)
+        frame = records.frame
         status = frame.filter(F.col("topic") == args.status_topic)
         history = frame.filter(F.col("topic") == args.history_topic) if args.history_topic else empty
         topics = [args.status_topic, *([args.history_topic] if args.history_topic else [])]
@@ -73,6 +74,7 @@ def _inputs(spark: SparkSession,
     def topic(name: str) -> DataFrame:
         records: Records = read_kafka(spark, consumer, name, args.max_records_per_range, args.range_timeout)
         problems.extend(records.problems)
+        ranges[name] = len(records.ranges)
         if records.persisted is not None:
             persisted.append(records.persisted)
         if not records.ranges:
@@ -94,7 +96,6 @@ def summary_text(summary: dict[str, Any]) -> str:
 
 def execute(args: argparse.Namespace) -> int:
     """Run the job for parsed options and print the summary; 2 for bad options or no Java."""
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         summary = run(args)
     except (JavaMissingError, ValueError, argparse.ArgumentTypeError) as e:

@@ -86,7 +86,12 @@ def plan_ranges(consumer_config: dict[str, Any], topic: str, max_records_per_ran
     """Offset ranges covering what the topic holds now, at most ``max_records_per_range`` offsets each."""
     if max_records_per_range <= 0:
         raise ValueError(f"max_records_per_range must be > 0, got {max_records_per_range}")
-    consumer = Consumer(_consumer_config(consumer_config))
+    try:
+        # Only the first record of each partition is needed here: small fetches.
+        consumer = Consumer({"max.partition.fetch.bytes": 65536, "queued.max.messages.kbytes": 1024,
+                             **_consumer_config(consumer_config)})
+    except KafkaException as e:
+        raise ValueError(f"bad Kafka consumer settings {sorted(consumer_config)}: {e}") from None
     try:
         try:
             metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
@@ -134,7 +139,11 @@ def _partition_bounds(consumer: Consumer, topic: str, partitions: list[int],
         if start is None:
             continue  # empty (or reported above)
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-        bounds[partition] = (start, max(high, start + 1))
+        if high <= start:
+            problems.append(ReadProblem(f"{topic}/{partition}", f"no high watermark known past offset {start}; "
+                                                                "not read"))
+            continue
+        bounds[partition] = (start, high)
     return bounds, problems
 
 
@@ -265,7 +274,8 @@ def _batch(r: _RangePartition | OffsetRange, rows: dict[str, list[Any]]) -> pa.R
 
 
 def read_files(spark: SparkSession, paths: Sequence[str]) -> Records:
-    """Records exported as JSON Lines or Parquet (files or directories); missing paths are reported."""
+    """Records exported as JSON Lines or Parquet (files or directories), each record once (by topic, partition
+    and offset); missing paths are reported."""
     problems: list[ReadProblem] = []
     json_paths: list[str] = []
     parquet_paths: list[str] = []
@@ -287,7 +297,8 @@ def read_files(spark: SparkSession, paths: Sequence[str]) -> Records:
     combined = normalized[0]
     for frame in normalized[1:]:
         combined = combined.unionByName(frame)
-    return Records(combined, problems, [])
+    # Exports overlap (a topic exported twice, a re-run): a record is counted once.
+    return Records(combined.dropDuplicates(["topic", "partition", "offset"]), problems, [])
 
 
 def _normalize(frame: DataFrame) -> DataFrame:

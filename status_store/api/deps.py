@@ -98,6 +98,8 @@ def _result(update: StatusUpdate) -> dict[str, object]:
 async def answer(store: StatusStore, updates: Sequence[StatusUpdate], params: WaitParams) -> ConnectJSONResponse:
     """202 at once; or, with ``wait``, 200 once every update is durable (and visible in this service's
     reads) or superseded, 503 if one failed, 504 if the bound passed first."""
+    # Accepted means spooled: the answer leaves only once the spool has the updates on disk.
+    store.commit_spool()
     if not params.wait:
         return ConnectJSONResponse({"results": [_result(u) for u in updates]}, status_code=202)
     try:

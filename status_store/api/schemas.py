@@ -151,6 +151,15 @@ class PendingRetry(BaseModel):
     last_error: str | None
 
 
+class ParkedUpdate(BaseModel):
+    """An update parked after its last retry (``status.storage.retry.exhausted.action=park``)."""
+
+    key: str
+    kind: str
+    attempts: int
+    last_error: str | None
+
+
 class Readiness(BaseModel):
     """``GET /ready``: the broker answers and the cache has caught up with the topic."""
 

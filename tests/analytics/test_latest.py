@@ -33,6 +33,15 @@ ODD_BUT_VALID = [
     b'{"extra":[1,2],"state":"PAUSED","trace":null,"worker_id":"w8","generation":2}',
     b'{"state":"RUNNING","trace":null,"worker_id":"w7","generation":4294967299}',
 ]
+GARBLED_TOPICS = [
+    b'{"topic":{"name":"t","connector":"c","task":"0","discoverTimestamp":1}}',
+    b'{"topic":{"name":"t","connector":"c","task":-1,"discoverTimestamp":1}}',
+    b'{"topic":{"name":"t:x","connector":"c","task":0,"discoverTimestamp":1}}',
+    b'{"topic":{"name":"t","connector":"","task":0,"discoverTimestamp":1}}',
+    b'{"topic":{"name":"t","connector":"c","task":0,"discoverTimestamp":1.5}}',
+    b'{"topic":{"name":"t","connector":"c","task":0}}', b'{"topic":"t"}',
+    b'{"state":"RUNNING","trace":null,"worker_id":"w","generation":1}',
+]
 INVALID_KEYS = [b"status-task-sink", b"other-key", b"status-connector-", b"status-topic-nocolon", b"status-task-sink-x"]
 
 
@@ -63,7 +72,8 @@ def generated_history(rng: random.Random, count: int) -> list[tuple[bytes | None
             topic = f"topic-{rng.randrange(3)}"
             key = f"status-topic-{topic}:connector-{connector}".encode()
             value = codec.encode_topic_status(TopicStatus(topic, connector, rng.randrange(3), rng.randrange(10**12)))
-            records.append((key, value if rng.random() < 0.8 else None))
+            roll = rng.random()
+            records.append((key, value if roll < 0.7 else None if roll < 0.85 else rng.choice(GARBLED_TOPICS)))
         elif roll < 0.88:
             records.append((rng.choice([task_key, f"status-connector-{connector}".encode()]), rng.choice(GARBLED)))
         elif roll < 0.94:

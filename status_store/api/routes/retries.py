@@ -1,4 +1,4 @@
-"""Updates waiting for their next attempt."""
+"""Updates waiting for their next attempt, and updates parked after their last one."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fastapi import APIRouter
 
 from ..deps import StoreDep
 from ..responses import ConnectJSONResponse
-from ..schemas import PendingRetry
+from ..schemas import ParkedUpdate, PendingRetry
 
 router = APIRouter(tags=["operations"])
 
@@ -22,4 +22,14 @@ async def pending_retries(store: StoreDep) -> ConnectJSONResponse:
          "next_attempt_in_seconds": round(max(0.0, (u.due or now) - now), 3),
          "last_error": str(u.last_error) if u.last_error is not None else None}
         for u in store.queue.waiting_retries()
+    ])
+
+
+@router.get("/retries/parked", response_model=list[ParkedUpdate])
+async def parked_updates(store: StoreDep) -> ConnectJSONResponse:
+    """Updates that ran out of retries and are parked until Kafka takes writes again, oldest first."""
+    return ConnectJSONResponse([
+        {"key": u.key, "kind": u.kind, "attempts": u.attempts,
+         "last_error": str(u.last_error) if u.last_error is not None else None}
+        for u in store.parked()
     ])

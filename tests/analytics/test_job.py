@@ -1,0 +1,100 @@
+"""End to end: the store writes statuses and history through a real broker; ``status-store analyze`` reads
+both topics back from Kafka in parallel ranges and writes the outputs and the report."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from status_store import cli
+from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
+
+from ..brokers import TansuBroker
+from ..conftest import StoreFactory
+
+WAIT = 30.0
+
+
+async def test_analyze_reads_what_the_service_wrote_and_reports(spark: SparkSession, tansu: TansuBroker,
+                                                                store_factory: StoreFactory, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    topic = f"status-{uuid.uuid4().hex[:12]}"
+    history = f"{topic}-history"
+    sink0 = TaskId("sink", 0)
+    writes = [
+        ConnectorStatus("sink", State.RUNNING, "w1:8083", 1),
+        TaskStatus(sink0, State.RUNNING, "w1:8083", 1),
+        TaskStatus(sink0, State.FAILED, "w1:8083", 1, "boom"),
+        TaskStatus(TaskId("sink", 1), State.RUNNING, "w1:8083", 1),
+        TaskStatus(sink0, State.RUNNING, "w1:8083", 2),
+        ConnectorStatus("old", State.RUNNING, "w1:8083", 1),
+        TaskStatus(TaskId("old", 0), State.RUNNING, "w1:8083", 1),
+    ]
+    async with store_factory(tansu.bootstrap_servers, topic, **{"status.storage.history.topic": history}) as store:
+        for status in writes:
+            store.put(status)
+            await store.read_your_writes(WAIT)  # one at a time: each event gets its own time
+        store.delete_connector("old")  # a tombstone for its task, then for itself
+        await store.read_your_writes(WAIT)
+        expected = {("connector", "sink", None, "RUNNING", 1), ("task", "sink", 0, "RUNNING", 2),
+                    ("task", "sink", 1, "RUNNING", 1)}
+        assert store.get_connector("old") is None
+    # Stopping the store settled its history events (bounded by the shutdown timeout).
+    out = tmp_path / "out"
+    code = cli.main(["analyze", "--bootstrap-servers", tansu.bootstrap_servers, "--status-topic", topic,
+                     "--history-topic", history, "--out", str(out), "--max-records-per-range", "2"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    summary = json.loads((out / "summary.json").read_text())
+    counters = summary["counters"]
+    updates = len(writes) + 2
+    assert counters["status_records"] == updates
+    assert (counters["history_status_events"], counters["history_outcome_events"]) == (updates, updates)
+    assert counters["history_garbled"] == counters["garbled_values"] == counters["invalid_keys"] == 0
+
+    latest = spark.read.parquet(str(out / "latest")).collect()
+    assert {(r.kind, r.connector, r.task, r.state, r.generation) for r in latest} == expected
+    episodes = spark.read.parquet(str(out / "episodes")).collect()
+    assert [(r.connector, r.task, r.recovered_ms is not None) for r in episodes] == [("sink", 0, True)]
+    assert episodes[0].time_to_recovery_ms >= 0
+    outcomes = spark.read.parquet(str(out / "retry_outcomes")).collect()
+    assert sum(r["count"] for r in outcomes if r.result == "written") == updates
+
+    report = (out / "report" / "report.md").read_text()
+    assert "| sink | 0 | 1 | 1 | 0 |" in report  # the FAILED episode table: sink-0, one episode, recovered
+    for chart in ("latest_states.png", "time_in_state.png", "retry_outcomes.png"):
+        assert f"]({chart})" in report
+        assert (out / "report" / chart).read_bytes().startswith(b"\x89PNG")
+    assert summary["problems"] == []
+    # Several ranges per topic: 9 records in at most 5 partitions, 2 offsets per range.
+    assert all(count >= 5 for count in summary["kafka_ranges"].values()), summary["kafka_ranges"]
+    assert str(out) in printed
+
+
+def test_analyze_reports_a_missing_topic_and_still_writes(spark: SparkSession, tansu: TansuBroker,
+                                                          tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code = cli.main(["analyze", "--bootstrap-servers", tansu.bootstrap_servers, "--status-topic", "no-such-topic",
+                     "--out", str(out), "--no-report"])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert any(problem.startswith("no-such-topic: ") for problem in summary["problems"])
+    assert summary["counters"]["status_records"] == 0
+    assert "problem: no-such-topic" in capsys.readouterr().out
+
+
+def test_analyze_without_java_exits_2_saying_what_is_needed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from status_store.analytics import session
+
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    monkeypatch.setattr(session.SparkSession, "getActiveSession", staticmethod(lambda: None))
+    code = cli.main(["analyze", "--files", str(tmp_path / "x.jsonl"), "--out", str(tmp_path / "out")])
+    assert code == 2
+    message = capsys.readouterr().err
+    assert "Java 17" in message
+    assert "JAVA_HOME" in message

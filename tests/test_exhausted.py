@@ -1,0 +1,218 @@
+"""After the last retry (park, dead-letter, drop) and the history topic, on real brokers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client import CollectorRegistry
+
+from status_store.codec import encode_status
+from status_store.errors import TopicSetupError
+from status_store.librdkafka import MockCluster
+from status_store.metrics import StoreMetrics
+from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
+from status_store.retry_queue import Result
+from status_store.spool import Spool
+
+from .brokers import TansuBroker
+from .conftest import Broker, StoreFactory
+from .helpers import WAIT, eventually, last_values, read_raw
+
+INVALID_RECORD = 87
+# One quick retry; an attempt fails after 300 ms while the brokers are down.
+QUICK = {"status.storage.retry.max.retries": "1", "status.storage.retry.delivery.timeout.ms": "300",
+         "status.storage.retry.initial.backoff.ms": "50", "status.storage.retry.max.backoff.ms": "100",
+         "sidecar.shutdown.timeout.ms": "1000"}
+
+
+def counts(metrics: StoreMetrics) -> dict[str, float]:
+    """The KIP counters summed over kinds, and the store's own counters, from the registry."""
+    totals: dict[str, float] = {}
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                totals[sample.name] = totals.get(sample.name, 0) + sample.value
+            elif sample.name == "status_parked_updates":
+                totals[sample.name] = sample.value
+    return totals
+
+
+def assert_counters_add_up(metrics: StoreMetrics) -> None:
+    c = counts(metrics)
+    settled = (c.get("status_update_success_total", 0) + c.get("status_update_failure_total", 0)
+               + c.get("status_update_superseded_total", 0))
+    assert settled == c["status_update_submitted_total"], c
+
+
+async def fail_outage(mock_cluster: MockCluster, store: Any, keys: int) -> dict[bytes, bytes]:
+    """Write ``keys`` task statuses while the brokers are down, until all of them failed for good."""
+    mock_cluster.broker_down(-1)
+    latest = {}
+    updates = []
+    for i in range(keys):
+        updates.append(store.put(TaskStatus(TaskId("c", i), State.FAILED, "w:1", 1, "boom")))
+        latest[f"status-task-c-{i}".encode()] = encode_status(State.FAILED, "w:1", 1, "boom")
+    for update in updates:
+        assert (await update.result(WAIT)).result is Result.FAILED
+    return latest
+
+
+@pytest.mark.parametrize("spooled", [False, True])
+async def test_park_keeps_the_latest_value_and_sends_it_when_kafka_is_back(
+        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path, spooled: bool) -> None:
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    metrics = StoreMetrics(CollectorRegistry())
+    spool = {"status.storage.spool.path": str(tmp_path / "spool.db")} if spooled else {}
+    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **QUICK, **spool) as store:
+        latest = await fail_outage(mock_cluster, store, 10)
+        assert len(store.parked()) == 10
+        assert counts(metrics)["status_update_parked_total"] == 10
+        assert counts(metrics)["status_update_failure_total"] == 10  # still counted as failures
+        if spooled:
+            assert len(Spool(tmp_path / "spool.db")) == 10  # a kill now would lose nothing
+        mock_cluster.broker_up(-1)
+        # No other write comes: the probe (every max(1 s, max.backoff)) finds Kafka back, the rest follow.
+        await eventually(lambda: not store.parked() and store.queue.unsettled == 0, 3 * WAIT)
+        await store.read_your_writes(WAIT)
+        values = last_values(store)
+        assert {key: values.get(key) for key in latest} == latest
+        assert counts(metrics)["status_parked_updates"] == 0
+        assert_counters_add_up(metrics)
+    if spooled:
+        assert len(Spool(tmp_path / "spool.db")) == 0
+
+
+async def test_a_successful_write_releases_parked_updates_at_once(mock_cluster: MockCluster,
+                                                                  store_factory: StoreFactory) -> None:
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    # A probe only every 60 s: the release below can only come from the successful write.
+    slow_probe = {**QUICK, "status.storage.retry.max.backoff.ms": "60000"}
+    async with store_factory(mock_cluster.bootstrap_servers, topic, **slow_probe) as store:
+        latest = await fail_outage(mock_cluster, store, 5)
+        mock_cluster.broker_up(-1)
+        assert (await store.put(ConnectorStatus("other", State.RUNNING, "w:1", 1)).result(WAIT)).ok
+        await eventually(lambda: not store.parked() and store.queue.unsettled == 0)
+        values = last_values(store)
+        assert {key: values.get(key) for key in latest} == latest
+
+
+async def test_a_newer_write_replaces_a_parked_value(mock_cluster: MockCluster, store_factory: StoreFactory,
+                                                     tmp_path: Path) -> None:
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    spool = tmp_path / "spool.db"
+    async with store_factory(mock_cluster.bootstrap_servers, topic,
+                             **{**QUICK, "status.storage.spool.path": str(spool),
+                                "status.storage.retry.max.backoff.ms": "60000"}) as store:
+        await fail_outage(mock_cluster, store, 1)
+        mock_cluster.broker_up(-1)
+        newer = TaskStatus(TaskId("c", 0), State.RUNNING, "w:1", 1)
+        assert (await store.put(newer).result(WAIT)).ok
+        await eventually(lambda: store.queue.unsettled == 0)
+        assert not store.parked()
+        await store.read_your_writes(WAIT)
+        assert store.get_task(TaskId("c", 0)) == newer
+        assert last_values(store)[b"status-task-c-0"] == encode_status(State.RUNNING, "w:1", 1, None)
+    assert len(Spool(spool)) == 0
+
+
+async def test_fatal_errors_are_never_parked(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    async with store_factory(mock_cluster.bootstrap_servers, topic, **QUICK) as store:
+        mock_cluster.push_request_errors(MockCluster.PRODUCE, INVALID_RECORD)
+        outcome = await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(WAIT)
+        assert outcome.result is Result.FAILED
+        assert outcome.error is not None
+        assert outcome.error.name == "INVALID_RECORD"
+        assert not store.parked()
+        assert store.exhausted.parked == 0
+
+
+async def test_drop_loses_the_update_but_counts_it(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    metrics = StoreMetrics(CollectorRegistry())
+    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **QUICK,
+                             **{"status.storage.retry.exhausted.action": "drop"}) as store:
+        await fail_outage(mock_cluster, store, 3)
+        mock_cluster.broker_up(-1)
+        assert not store.parked()
+        assert counts(metrics)["status_update_failure_total"] == 3
+        assert_counters_add_up(metrics)
+
+
+async def test_dead_letter_records_the_update_its_error_and_attempts(mock_cluster: MockCluster,
+                                                                      store_factory: StoreFactory) -> None:
+    broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
+    topic, dead = broker.new_topic(), broker.new_topic(1)
+    metrics = StoreMetrics(CollectorRegistry())
+    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **QUICK,
+                             **{"status.storage.retry.exhausted.action": "dead-letter",
+                                "status.storage.retry.dead.letter.topic": dead,
+                                "sidecar.name": "sidecar-a"}) as store:
+        mock_cluster.push_request_errors(MockCluster.PRODUCE, INVALID_RECORD)
+        status = TaskStatus(TaskId("sink", 3), State.FAILED, "w:1", 2, "stack trace")
+        assert (await store.put(status).result(WAIT)).result is Result.FAILED
+        await eventually(lambda: store.exhausted.dead_lettered == 1)
+        records = read_raw(store, dead)
+        assert [key for _, key, _ in records] == [b"status-task-sink-3"]
+        letter = json.loads(records[0][2] or b"")
+        assert letter["value"] == encode_status(State.FAILED, "w:1", 2, "stack trace").decode()
+        assert (letter["error"], letter["attempts"], letter["sidecar"]) == ("INVALID_RECORD", 1, "sidecar-a")
+        assert (letter["kind"], letter["connector"], letter["task"]) == ("task", "sink", 3)
+        assert counts(metrics)["status_update_dead_lettered_total"] == 1
+
+
+async def test_history_records_every_status_change_and_outcome(broker: Broker, store_factory: StoreFactory) -> None:
+    topic, history = broker.new_topic(), broker.new_topic(3)
+    async with store_factory(broker.bootstrap_servers, topic, **{"status.storage.history.topic": history,
+                                                                 "sidecar.name": "sidecar-a"}) as store:
+        updates = [store.put(TaskStatus(TaskId("sink", 0), state, "w:1", 4, None))
+                   for state in (State.RUNNING, State.FAILED, State.RUNNING)]
+        updates += store.delete_connector("sink")
+        await store.flush(WAIT)
+        await eventually(lambda: store.event_logs[0].pending == 0)
+        events = [json.loads(value or b"") for _, _, value in read_raw(store, history)]
+    statuses = [e for e in events if e["event"] == "status"]
+    outcomes = [e for e in events if e["event"] == "outcome"]
+    assert len(statuses) == len(outcomes) == len(updates)
+    task_states = [e["state"] for e in statuses if e["key"] == "status-task-sink-0"]
+    assert task_states == ["RUNNING", "FAILED", "RUNNING", "DESTROYED"]  # a key's events keep their order
+    first = next(e for e in statuses if e["key"] == "status-task-sink-0")
+    assert {k: first[k] for k in ("kind", "connector", "task", "worker_id", "generation", "sidecar")} == {
+        "kind": "task", "connector": "sink", "task": 0, "worker_id": "w:1", "generation": 4, "sidecar": "sidecar-a"}
+    by_result: dict[str, int] = {}
+    for event in outcomes:
+        by_result[event["result"]] = by_result.get(event["result"], 0) + 1
+        assert event["attempts"] >= (1 if event["result"] == "written" else 0)
+    assert sum(by_result.values()) == len(updates)
+    assert by_result.get("written", 0) >= 2  # the last value of each key is written
+
+
+async def test_an_unreachable_history_topic_never_holds_status_writes(mock_cluster: MockCluster,
+                                                                       store_factory: StoreFactory) -> None:
+    broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
+    topic, history = broker.new_topic(), broker.new_topic(1)
+    async with store_factory(mock_cluster.bootstrap_servers, topic, **QUICK,
+                             **{"status.storage.history.topic": history,
+                                "status.storage.history.max.pending": "5"}) as store:
+        mock_cluster.broker_down(-1)
+        for i in range(20):
+            store.put(ConnectorStatus(f"c{i}", State.RUNNING, "w:1", 1))  # never blocks
+        events = store.event_logs[0]
+        assert events.pending <= 5
+        assert events.dropped > 0
+        mock_cluster.broker_up(-1)
+
+
+async def test_a_compacted_history_topic_is_refused(tansu: TansuBroker, store_factory: StoreFactory) -> None:
+    history = "history-compacted"
+    admin = AdminClient({"bootstrap.servers": tansu.bootstrap_servers})
+    future = admin.create_topics([NewTopic(history, 1, 1, config={"cleanup.policy": "compact"})])[history]
+    future.result(WAIT)
+    with pytest.raises(TopicSetupError, match="must not be compacted"):
+        async with store_factory(tansu.bootstrap_servers, "status-for-history",
+                                 **{"status.storage.history.topic": history}):
+            pass
