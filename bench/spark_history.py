@@ -438,7 +438,7 @@ def _chart(latest: dict[tuple[str, int], Run], sizes: list[int], cap: int, path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax_time, ax_mem) = plt.subplots(1, 2, figsize=(14, 4.2))
     for side, colour in (("pandas", "tab:blue"), ("pandas-rss", "tab:green"), ("spark", "tab:orange")):
         ok = [latest[(side, n)] for n in sizes if (side, n) in latest and latest[(side, n)].outcome == "ok"]
         over = [latest[(side, n)] for n in sizes if (side, n) in latest and latest[(side, n)].outcome != "ok"]
@@ -462,7 +462,8 @@ def _chart(latest: dict[tuple[str, int], Run], sizes: list[int], cap: int, path:
     ax_mem.set(xlabel="history events (millions)", ylabel="peak RSS (GiB)", title="Peak memory")
     for ax in (ax_time, ax_mem):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="center right" if ax is ax_mem else "upper left")
+    ax_time.legend(fontsize=8, loc="upper left")
+    ax_mem.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
