@@ -1,0 +1,54 @@
+"""The benchmark's pandas baseline (bench/pandas_history.py) agrees with the Spark analytics, on generated history.
+
+bench/spark_history.py runs this same comparison before it times anything; here it runs on a small
+input so that a change on either side that makes them disagree fails in CI, not in a benchmark run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from status_store.analytics.analysis import analyze
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import history_gen  # noqa: E402
+import pandas_history  # noqa: E402
+import spark_history  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = tmp_path_factory.mktemp("history")
+    history_gen.generate(data, 6000, seed=11)
+    return data
+
+
+def test_generated_input_has_what_the_analytics_look_for(generated: Path) -> None:
+    ours = pandas_history.analyze(generated)
+    assert len(ours.latest) > 0
+    assert len(ours.episodes) > 0
+    assert len(ours.flapping) > 0
+    assert set(ours.retry_outcomes["result"]) == {"written", "failed", "superseded"}
+    garbled = dict(zip(ours.garbled["input"], ours.garbled["garbled"], strict=True))
+    assert garbled["history"] > 0
+
+
+def test_pandas_and_spark_agree_on_every_result(spark: SparkSession, generated: Path) -> None:
+    theirs = analyze(spark.read.parquet(str(generated / "status")), spark.read.parquet(str(generated / "history")))
+    agree, differ = spark_history.compare(pandas_history.analyze(generated), theirs)
+    assert differ == [], "\n\n".join(differ)
+    assert len(agree) == len(spark_history.COMPARED) + 1
+
+
+def test_compare_reports_a_disagreement(spark: SparkSession, generated: Path) -> None:
+    theirs = analyze(spark.read.parquet(str(generated / "status")), spark.read.parquet(str(generated / "history")))
+    ours = pandas_history.analyze(generated)
+    ours.mttr = ours.mttr.iloc[1:]
+    _, differ = spark_history.compare(ours, theirs)
+    assert [line.split(":")[0] for line in differ] == ["mttr"]
