@@ -277,7 +277,8 @@ def state_durations(ev: pd.DataFrame, as_of_ms: int) -> pd.DataFrame:
     """Milliseconds in each state per connector/task and UTC day (an interval is split at midnight)."""
     end = ev["next_time"].fillna(as_of_ms).astype(np.int64)
     iv = ev[[*ENTITY, "state"]].assign(start=ev["time"], end=end)
-    iv = iv[iv["end"] > iv["start"]]
+    # After a deletion the connector or task does not exist: that time is in no state.
+    iv = iv[(iv["end"] > iv["start"]) & (iv["state"] != "DESTROYED")]
     first, last = _day(iv["start"]), _day(iv["end"] - 1)
     repeat = (last - first + 1).to_numpy()
     split = iv.loc[iv.index.repeat(repeat)]
@@ -291,11 +292,21 @@ def state_durations(ev: pd.DataFrame, as_of_ms: int) -> pd.DataFrame:
 
 
 def failed_episodes(ev: pd.DataFrame) -> pd.DataFrame:
-    """FAILED episodes: each entry into FAILED, and the first RUNNING at or after it (none yet: null)."""
-    running = ev["time"].where(ev["state"] == "RUNNING")
-    next_running = running.groupby(ev["entity"], sort=False).bfill()
-    entry = (ev["state"] == "FAILED") & (ev["previous_state"].isna() | (ev["previous_state"] != "FAILED"))
-    episodes = ev.loc[entry, ENTITY].assign(failed_ms=ev["time"][entry], recovered_ms=next_running[entry])
+    """FAILED episodes: from an entry into FAILED to the next RUNNING (recovered) or DESTROYED (not recovered);
+    a FAILED again before either belongs to the same episode."""
+    by_entity = ev["entity"]
+    ends = ev["state"].isin(["RUNNING", "DESTROYED"])
+    seq = pd.Series(np.arange(len(ev)), index=ev.index)
+    # The next end at or after each event: its time, and whether it is a recovery.
+    end_time = ev["time"].where(ends).groupby(by_entity, sort=False).bfill()
+    end_running = (ev["state"] == "RUNNING").astype(float).where(ends).groupby(by_entity, sort=False).bfill()
+    # The last FAILED and the last end strictly before each event.
+    last_failed = seq.where(ev["state"] == "FAILED").groupby(by_entity, sort=False).ffill().groupby(
+        by_entity, sort=False).shift(1)
+    last_end = seq.where(ends).groupby(by_entity, sort=False).ffill().groupby(by_entity, sort=False).shift(1)
+    entry = (ev["state"] == "FAILED") & (last_failed.isna() | (last_end > last_failed))
+    recovered = end_time.where(end_running == 1.0)
+    episodes = ev.loc[entry, ENTITY].assign(failed_ms=ev["time"][entry], recovered_ms=recovered[entry])
     episodes["time_to_recovery_ms"] = episodes["recovered_ms"] - episodes["failed_ms"]
     episodes["day"] = _day(episodes["failed_ms"])
     return _entity(episodes.reset_index(drop=True))

@@ -385,10 +385,12 @@ def _state_changes(history: DataFrame, as_of_ms: int | None) -> DataFrame:
 
 
 def _state_durations(changes: DataFrame, as_of_ms: int | None) -> DataFrame:
-    """Milliseconds in each state per connector/task and UTC day (intervals are split at midnight)."""
+    """Milliseconds in each state per connector/task and UTC day (intervals are split at midnight; the time
+    between a deletion and a re-creation counts in no state)."""
     end = F.col("next_time") if as_of_ms is None else F.coalesce(F.col("next_time"), F.lit(as_of_ms))
     intervals = changes.select("kind", "connector", "task", "state", F.col("time").alias("start"), end.alias("end"))
-    intervals = intervals.filter(F.col("end") > F.col("start"))
+    # After a deletion the connector or task does not exist: that time is in no state.
+    intervals = intervals.filter((F.col("end") > F.col("start")) & (F.col("state") != State.DESTROYED.value))
     day = F.explode(F.sequence(F.floor(F.col("start") / DAY_MS), F.floor((F.col("end") - 1) / DAY_MS))).alias("day")
     split = intervals.select("*", day)
     overlap = (F.least(F.col("end"), (F.col("day") + 1) * DAY_MS) - F.greatest(F.col("start"), F.col("day") * DAY_MS))
@@ -398,19 +400,30 @@ def _state_durations(changes: DataFrame, as_of_ms: int | None) -> DataFrame:
 
 
 def _episodes(changes: DataFrame) -> DataFrame:
-    """FAILED episodes: an entry into FAILED, and the first RUNNING after it (null when none yet)."""
-    # The next RUNNING at or after each event, by a running window in descending order (a window
-    # "from the current row to the end" would be quadratic).
-    backwards = (Window.partitionBy("kind", "connector", "task")
-                 .orderBy(F.desc("time"), F.desc("partition"), F.desc("offset"))
+    """FAILED episodes: from an entry into FAILED to the next RUNNING (recovered) or DESTROYED (deleted while
+    failed: not recovered). A FAILED again before either, after a restart that did not help, is the same
+    episode, so time to recovery is counted once per outage."""
+    entity = ("kind", "connector", "task")
+    ends = F.col("state").isin(State.RUNNING.value, State.DESTROYED.value)
+    # The next RUNNING or DESTROYED at or after each event, by a running window in descending order (a
+    # window "from the current row to the end" would be quadratic).
+    backwards = (Window.partitionBy(*entity).orderBy(F.desc("time"), F.desc("partition"), F.desc("offset"))
                  .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    next_running = F.min(F.when(F.col("state") == State.RUNNING.value, F.col("time"))).over(backwards)
-    marked = changes.withColumn("recovered_ms", next_running)
+    end = F.min(F.when(ends, F.struct(F.col("time").alias("time"), F.col("state").alias("state")))).over(backwards)
+    # Earlier events: a FAILED opens an episode unless one is open (a FAILED since the last end).
+    before = (Window.partitionBy(*entity).orderBy("time", "partition", "offset")
+              .rowsBetween(Window.unboundedPreceding, -1))
+    last_failed = F.max(F.when(F.col("state") == State.FAILED.value, F.col("seq"))).over(before)
+    last_end = F.max(F.when(ends, F.col("seq"))).over(before)
+    order = Window.partitionBy(*entity).orderBy("time", "partition", "offset")
+    marked = (changes.withColumn("seq", F.row_number().over(order))
+              .withColumn("end", end).withColumn("last_failed", last_failed).withColumn("last_end", last_end))
     entries = marked.filter((F.col("state") == State.FAILED.value)
-                            & (F.col("previous_state").isNull() | (F.col("previous_state") != State.FAILED.value)))
+                            & (F.col("last_failed").isNull() | (F.col("last_end") > F.col("last_failed"))))
+    recovered = F.when(F.col("end.state") == State.RUNNING.value, F.col("end.time"))
     return entries.select(_date(F.col("time")).alias("date"), "kind", "connector", "task",
-                          F.col("time").alias("failed_ms"), "recovered_ms",
-                          (F.col("recovered_ms") - F.col("time")).alias("time_to_recovery_ms"))
+                          F.col("time").alias("failed_ms"), recovered.alias("recovered_ms"),
+                          (recovered - F.col("time")).alias("time_to_recovery_ms"))
 
 
 def _mttr(episodes: DataFrame, snapshot_date: Column, as_of_ms: int | None) -> DataFrame:

@@ -38,9 +38,9 @@ HISTORY: list[dict[str, Any] | str] = [
     status(D + 60_000, "sink", "FAILED"),  # episode 1
     status(D + 90_000, "sink", "FAILED"),  # still episode 1
     status(D + 120_000, "sink", "RESTARTING"),
-    status(D + 150_000, "sink", "FAILED"),  # episode 2
-    status(D + 300_000, "sink", "RUNNING"),  # both recover
-    status(D + 400_000, "sink", "FAILED", unknown_field=1),  # episode 3, not recovered
+    status(D + 150_000, "sink", "FAILED"),  # the restart did not help: still episode 1
+    status(D + 300_000, "sink", "RUNNING"),  # episode 1 recovers
+    status(D + 400_000, "sink", "FAILED", unknown_field=1),  # episode 2, not recovered
     status(D + 2_000_000, "sink", "RUNNING"),  # after as-of: left out
     status(D, "sink", "RUNNING", task=None),
     # Flapping: 7 transitions 10 s apart.
@@ -84,9 +84,20 @@ def test_time_in_each_state_per_day_until_as_of(analysis: Analysis) -> None:
 def test_failed_episodes_and_mean_time_to_recovery(analysis: Analysis) -> None:
     episodes = sorted((r.failed_ms - D, r.time_to_recovery_ms)
                       for r in analysis.episodes.filter("connector = 'sink'").collect())
-    assert episodes == [(60_000, 240_000), (150_000, 150_000), (400_000, None)]
+    assert episodes == [(60_000, 240_000), (400_000, None)]
     (row,) = analysis.mttr.filter("connector = 'sink'").collect()
-    assert (row.failed_episodes, row.recovered, row.unrecovered, row.mttr_ms) == (3, 2, 1, 195_000.0)
+    assert (row.failed_episodes, row.recovered, row.unrecovered, row.mttr_ms) == (2, 1, 1, 240_000.0)
+
+
+def test_a_deletion_ends_an_episode_unrecovered_and_its_time_counts_in_no_state(spark: SparkSession) -> None:
+    history = [status(D + 1_000, "gone", "FAILED"), status(D + 2_000, "gone", "DESTROYED"),
+               status(D + 5_000, "gone", "RUNNING"), status(D + 6_000, "gone", "FAILED"),
+               status(D + 9_000, "gone", "RUNNING")]
+    result = analyze(spark.createDataFrame([], RAW_SCHEMA), frame(spark, history), as_of_ms=D + 10_000)
+    episodes = sorted((r.failed_ms - D, r.time_to_recovery_ms) for r in result.episodes.collect())
+    assert episodes == [(1_000, None), (6_000, 3_000)]
+    durations = {r.state: r.duration_ms for r in result.state_durations.collect()}
+    assert durations == {"FAILED": 1_000 + 3_000, "RUNNING": 1_000 + 1_000}
 
 
 def test_flapping_is_more_than_n_transitions_inside_the_window(analysis: Analysis) -> None:
