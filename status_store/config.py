@@ -23,6 +23,7 @@ from typing import Any
 
 from . import librdkafka
 from .backoff import JitterMode
+from .budget import BudgetSettings
 from .errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class RetryConfig:
     jitter_mode: JitterMode = JitterMode.ADDITIVE
     timeout_ms: int | None = None
     delivery_timeout_ms: int = 10000
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +173,16 @@ SETTINGS: tuple[Setting, ...] = (
             "Total time bound for one update across all attempts (KIP-572 style). Unset: no bound."),
     Setting("status.storage.retry.delivery.timeout.ms", 10000, _integer(1, _INT32_MAX),
             "Bound on one attempt: how long the producer may hold a write before failing it."),
+    Setting("status.storage.retry.budget.max.tokens", 0.0, _number(0.0, 1e6),
+            "Retry budget (gRPC-style retry throttling): size of the token bucket. A failed attempt takes a "
+            "token, a written one adds token.ratio; retries wait while half the bucket or less is left. "
+            "0: no budget (see docs/operations.md for when to turn it on)."),
+    Setting("status.storage.retry.budget.token.ratio", 0.1, _number(0.001, 1e6),
+            "Retry budget: tokens a written attempt adds back (0.1: retries keep going while fewer than about "
+            "1 attempt in 11 fails)."),
+    Setting("status.storage.retry.budget.min.retries.per.second", 1.0, _number(0.001, 1e6),
+            "Retry budget: retries let through per second whatever the bucket holds, so that no retry waits "
+            "forever and the bucket refills once Kafka answers again."),
     Setting("status.storage.spool.path", None, _text,
             "A local file (SQLite) keeping every update not yet settled, replayed at start: nothing accepted "
             "is lost when the sidecar is killed. Unset: no spool."),
@@ -313,6 +325,11 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
         jitter_mode=values["status.storage.retry.jitter.mode"],
         timeout_ms=values["status.storage.retry.timeout.ms"],
         delivery_timeout_ms=values["status.storage.retry.delivery.timeout.ms"],
+        budget=BudgetSettings(
+            max_tokens=values["status.storage.retry.budget.max.tokens"],
+            token_ratio=values["status.storage.retry.budget.token.ratio"],
+            min_retries_per_s=values["status.storage.retry.budget.min.retries.per.second"],
+        ),
     )
     linger = client_configs.get("linger.ms", client_configs.get("queue.buffering.max.ms"))
     if linger is not None and float(linger) >= retry.delivery_timeout_ms:

@@ -20,6 +20,7 @@ from confluent_kafka import Message
 
 from . import codec
 from .backoff import Random, backoff_policy
+from .budget import RetryBudget
 from .codec import GarbledValue, StatusValue
 from .config import StoreConfig
 from .kafka_log import KafkaLog, ensure_topic
@@ -96,7 +97,8 @@ class StatusStore:
         backoff = backoff_policy(retry.jitter_mode, retry.initial_backoff_ms, retry.max_backoff_ms,
                                  retry.backoff_multiplier, retry.jitter_factor, rng)
         timeout = retry.timeout_ms / 1000 if retry.timeout_ms is not None else None
-        self._queue = RetryQueue(self._log.send, RetryPolicy(backoff, retry.max_retries, timeout), listeners)
+        budget = RetryBudget(retry.budget) if retry.budget.enabled else None
+        self._queue = RetryQueue(self._log.send, RetryPolicy(backoff, retry.max_retries, timeout, budget), listeners)
 
     # ----------------------------------------------------------------------------- lifecycle
 
