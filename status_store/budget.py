@@ -22,9 +22,12 @@ Two changes for this queue:
   token. So a retry may go while ``tokens - retries_in_flight > max_tokens / 2``: at most the
   bucket's spare tokens are at stake at any time.
 - **A floor, so that no retry waits forever.** In an outage retries are the only traffic, so no
-  success refills the bucket. A small reserve that refills with time (``min_retries_per_s``, at most
-  one second's worth) lets a retry through now and then whatever the bucket holds; those probes
-  are what refill the bucket once the cluster answers again.
+  success refills the bucket. A retry the bucket refuses takes a place in a line served at
+  ``min_retries_per_s``, first come first served (``floor_slot``): it goes at its place at the
+  latest, sooner if the bucket reopens first. Places are handed out in order, so every refused
+  retry gets one, however many keys compete and however alike their backoffs are (a floor that let
+  through whichever retry came due first would starve the keys that always come due later). These
+  retries are also what refills the bucket once the cluster answers again.
 
 The unit is one attempt of one status update: one record, one delivery report. Retries of many keys
 share Produce requests, but how many share one depends on partitions, timing and librdkafka's
@@ -45,7 +48,7 @@ class BudgetSettings:
     """The budget's settings; ``max_tokens == 0`` turns it off."""
 
     max_tokens: float = 0.0
-    token_ratio: float = 0.1
+    token_ratio: float = 0.5
     min_retries_per_s: float = 1.0
 
     @property
@@ -55,7 +58,7 @@ class BudgetSettings:
 
 
 class RetryBudget:
-    """One store's retry budget: the token bucket, the floor's reserve and the retries in flight."""
+    """One store's retry budget: the token bucket, the retries in flight, and the floor's line."""
 
     def __init__(self, settings: BudgetSettings, now: float = 0.0) -> None:
         if not settings.enabled:
@@ -65,26 +68,24 @@ class RetryBudget:
         self.settings = settings
         self.tokens = settings.max_tokens
         self.retries_in_flight = 0
-        # The floor: refills at min_retries_per_s, holds at most a second's worth (and at least one retry).
-        self._reserve_cap = max(1.0, settings.min_retries_per_s)
-        self._reserve = self._reserve_cap
-        self._refilled_at = now
+        # The floor's next free place in line.
+        self._next_slot = now
 
     @property
     def threshold(self) -> float:
         """Retries go only while the tokens not at stake stay above this (gRPC: half the bucket)."""
         return self.settings.max_tokens / 2
 
-    def admit(self, now: float) -> bool:
-        """May a retry go now? Yes if the bucket has spare tokens, else if the floor's reserve has one
-        retry (which it then spends). The caller reports the retry with ``sent`` if it goes."""
-        if self.tokens - self.retries_in_flight > self.threshold:
-            return True
-        self._refill(now)
-        if self._reserve >= 1:
-            self._reserve -= 1
-            return True
-        return False
+    def admit(self) -> bool:
+        """May a retry go now by the bucket? (A retry whose floor place has come goes anyway.)"""
+        return self.tokens - self.retries_in_flight > self.threshold
+
+    def floor_slot(self, now: float) -> float:
+        """A place in the floor's line for a refused retry: the time at which it may go whatever the
+        bucket holds. Places are ``1 / min_retries_per_s`` apart and never in the past."""
+        slot = max(now, self._next_slot)
+        self._next_slot = slot + 1 / self.settings.min_retries_per_s
+        return slot
 
     def sent(self, retry: bool) -> None:
         """An attempt left; a retry is at stake until it settles."""
@@ -100,8 +101,3 @@ class RetryBudget:
             self.tokens = min(self.settings.max_tokens, self.tokens + self.settings.token_ratio)
         elif written is False:
             self.tokens = max(0.0, self.tokens - 1)
-
-    def _refill(self, now: float) -> None:
-        elapsed = max(0.0, now - self._refilled_at)
-        self._refilled_at = now
-        self._reserve = min(self._reserve_cap, self._reserve + elapsed * self.settings.min_retries_per_s)

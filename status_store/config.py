@@ -174,12 +174,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("status.storage.retry.delivery.timeout.ms", 10000, _integer(1, _INT32_MAX),
             "Bound on one attempt: how long the producer may hold a write before failing it."),
     Setting("status.storage.retry.budget.max.tokens", 0.0, _number(0.0, 1e6),
-            "Retry budget (gRPC-style retry throttling): size of the token bucket. A failed attempt takes a "
-            "token, a written one adds token.ratio; retries wait while half the bucket or less is left. "
-            "0: no budget (see docs/operations.md for when to turn it on)."),
-    Setting("status.storage.retry.budget.token.ratio", 0.1, _number(0.001, 1e6),
-            "Retry budget: tokens a written attempt adds back (0.1: retries keep going while fewer than about "
-            "1 attempt in 11 fails)."),
+            "Retry budget (gRPC-style retry throttling): size of the token bucket, counted in attempts of "
+            "one record. A failed attempt takes a token, a written one adds token.ratio; retries wait while "
+            "half the bucket or less is left. 0: no budget. 10 suits a fleet of sidecars sharing a cluster "
+            "(see docs/operations.md)."),
+    Setting("status.storage.retry.budget.token.ratio", 0.5, _number(0.001, 1e6),
+            "Retry budget: tokens a written attempt adds back (0.5: retries keep going while fewer than about "
+            "1 attempt in 3 fails; gRPC's example, 0.1, reopens the bucket 5 times slower after an outage)."),
     Setting("status.storage.retry.budget.min.retries.per.second", 1.0, _number(0.001, 1e6),
             "Retry budget: retries let through per second whatever the bucket holds, so that no retry waits "
             "forever and the bucket refills once Kafka answers again."),

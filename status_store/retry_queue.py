@@ -15,8 +15,8 @@ a few hundred bytes per pending update, and it can see every update of a key at 
 - **Error classes** from ``errors.classify``: fatal errors are not retried; a leader change is
   retried once at once (KIP-951), later retries back off.
 - **An optional retry budget** (``budget.py``): while most attempts fail, a retry that the budget
-  refuses waits one more backoff step of the same length, without using up one of its retries;
-  refusals are counted in ``throttled_total``. First attempts are never refused.
+  refuses waits for the key's next backoff step, without using up one of its retries; refusals are
+  counted in ``throttled_total``. First attempts are never refused.
 - **Abandonment** (Connect's rules): before each retry the owner of the update may abandon it
   (key deleted, generation changed, a safe write no longer safe).
 - **Never blocks the caller.** ``submit`` returns at once; ``StatusUpdate.result()`` awaits the outcome.
@@ -80,8 +80,8 @@ class Outcome:
 class StatusUpdate:
     """One submitted write: its key and value, its attempts so far, and, once settled, its outcome."""
 
-    __slots__ = ("_future", "abandon", "attempts", "deadline", "due", "key", "kind", "last_error", "leader_retried",
-                 "number", "outcome", "retries", "safe", "submitted_at", "value")
+    __slots__ = ("_future", "abandon", "attempts", "deadline", "due", "floor_slot", "key", "kind", "last_error",
+                 "leader_retried", "number", "outcome", "retries", "safe", "submitted_at", "value")
 
     def __init__(self, key: str, value: bytes | None, kind: str,
                  abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> None:
@@ -95,6 +95,8 @@ class StatusUpdate:
         # When the update waits: the loop time of its next attempt, or None while held behind a write in flight.
         self.due: float | None = None
         self.last_error: WriteFailedError | None = None
+        # The retry budget's floor: when this retry, held back, may go whatever the bucket holds.
+        self.floor_slot: float | None = None
         self.outcome: Outcome | None = None
         self._future: asyncio.Future[Outcome] | None = None
 
@@ -381,16 +383,25 @@ class RetryQueue:
             self._attempt(slot, update)
 
     def _admitted(self, slot: _Slot, update: StatusUpdate) -> bool:
-        """Ask the budget; a refused retry waits one more backoff step of the key's current length, at
-        least until the next tick (the refusal is not a failure of the key: its backoff does not grow
-        and none of its retries is used up). Its time bound still ends it, as a failure."""
+        """Ask the budget. A refused retry takes a place in the floor's line (once) and waits for the key's
+        next backoff step or its place, whichever comes first, at least until the next tick, without
+        using up one of its retries. Its time bound still ends it, as a failure."""
         budget = self.policy.budget
-        if budget is None or budget.admit(self._now()):
+        if budget is None:
+            return True
+        now = self._now()
+        if (update.floor_slot is not None and now >= update.floor_slot) or budget.admit():
+            update.floor_slot = None
             return True
         self.throttled_total += 1
+        if update.floor_slot is None:
+            update.floor_slot = budget.floor_slot(now)
+        # The key backs off as if the retry had failed, but keeps its retries: a refusal costs the
+        # broker nothing, and a key refused again and again is reconsidered about once per max backoff.
+        slot.streak += 1
         # Never sooner than the next tick (full jitter may draw no wait at all).
-        next_tick = (math.floor(self._now() / RETRY_TICK_S) + 1) * RETRY_TICK_S
-        due = max(self._due(slot, update, ErrorKind.RETRIABLE), next_tick)
+        next_tick = (math.floor(now / RETRY_TICK_S) + 1) * RETRY_TICK_S
+        due = max(min(self._due(slot, update, ErrorKind.RETRIABLE), update.floor_slot), next_tick)
         if update.deadline is not None and due > update.deadline:
             self._finish(update, Result.FAILED,
                          f"held back by the retry budget until the next attempt would pass the "

@@ -62,42 +62,43 @@ def test_a_fatal_error_or_an_attempt_never_sent_leaves_the_bucket_as_it_was() ->
     assert b.tokens == 10
 
 
-def test_retries_go_only_while_more_than_half_the_bucket_is_left_then_at_the_floors_rate() -> None:
-    b = budget(max_tokens=10, min_retries_per_s=0.5)
+def test_retries_go_only_while_more_than_half_the_bucket_is_left() -> None:
+    b = budget(max_tokens=10)
     for _ in range(4):
         b.settled(retry=False, written=False)
     assert b.tokens == 6
-    assert b.admit(now=0.0)
-    assert b.admit(now=0.0)  # the bucket never counts admissions, only outcomes
+    assert b.admit()
+    assert b.admit()  # admitting takes nothing: outcomes do
     b.settled(retry=False, written=False)
-    assert b.tokens == 5  # not above half: only the floor lets retries through
-    assert b.admit(now=0.0)  # the floor's reserve starts with one retry
-    assert not b.admit(now=0.0)
-    assert not b.admit(now=1.0)  # 0.5 retry per second: half a retry so far
-    assert b.admit(now=2.0)
-    assert not b.admit(now=2.0)
-    # The reserve holds at most one second's worth (here one retry), however long it waited.
-    assert b.admit(now=1000.0)
-    assert not b.admit(now=1000.0)
+    assert b.tokens == 5
+    assert not b.admit()
+    b.settled(retry=False, written=True)
+    assert b.admit()
+
+
+def test_the_floor_hands_out_places_in_line_at_its_rate_first_come_first_served() -> None:
+    b = budget(min_retries_per_s=2)
+    assert [b.floor_slot(now=10.0) for _ in range(3)] == [10.0, 10.5, 11.0]
+    assert b.floor_slot(now=10.2) == 11.5  # later callers queue behind earlier ones
+    assert b.floor_slot(now=100.0) == 100.0  # an idle floor serves at once (places are never in the past)
 
 
 def test_retries_in_flight_count_as_failed_until_they_settle() -> None:
-    b = budget(max_tokens=10, min_retries_per_s=0.001)
+    b = budget(max_tokens=10)
     for _ in range(5):
-        assert b.admit(now=0.0)
+        assert b.admit()
         b.sent(retry=True)
     assert b.retries_in_flight == 5
-    assert b.admit(now=0.0)  # 10 tokens, 5 at stake: not above half; the floor's one retry
-    assert not b.admit(now=0.0)
+    assert not b.admit()  # 10 tokens, 5 at stake: not above half
     b.settled(retry=True, written=True)
     assert (b.tokens, b.retries_in_flight) == (10, 4)
-    assert b.admit(now=0.0)
+    assert b.admit()
     b.settled(retry=True, written=False)
     b.settled(retry=True, written=False)
     assert (b.tokens, b.retries_in_flight) == (8, 2)
-    assert b.admit(now=0.0)  # 8 - 2 = 6
+    assert b.admit()  # 8 - 2 = 6
     b.sent(retry=True)
-    assert not b.admit(now=0.0)  # 8 - 3 = 5
+    assert not b.admit()  # 8 - 3 = 5
     b.sent(retry=False)  # first attempts are never at stake
     assert b.retries_in_flight == 3
 
@@ -173,8 +174,9 @@ async def test_every_key_keeps_being_retried_through_a_long_outage(budgeted: Bud
     store = budgeted.store
     budgeted.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
     updates = [store.put(connector(f"c{i}")) for i in range(10)]
-    # The bucket is empty after the first failures; the floor (5 retries/s) still reaches every key, again and again.
-    await eventually(lambda: all(u.attempts >= 3 for u in updates))
+    # The bucket is empty after the first failures; the floor (5 retries/s) still reaches every key, again and again,
+    # although their backoffs are all alike (a pinned random source).
+    await eventually(lambda: all(u.attempts >= 3 for u in updates), WAIT)
     assert store.queue.throttled_total > 0
     assert not any(u.done() for u in updates)
     budgeted.cluster.clear_request_errors(MockCluster.PRODUCE)
