@@ -25,6 +25,7 @@ from typing import Any
 
 from . import librdkafka
 from .backoff import JitterMode
+from .budget import BudgetSettings
 from .errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ class RetryConfig:
     jitter_mode: JitterMode = JitterMode.ADDITIVE
     timeout_ms: int | None = None
     delivery_timeout_ms: int = 10000
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +196,17 @@ SETTINGS: tuple[Setting, ...] = (
             "Total time bound for one update across all attempts (KIP-572 style). Unset: no bound."),
     Setting("status.storage.retry.delivery.timeout.ms", 10000, _integer(1, _INT32_MAX),
             "Bound on one attempt: how long the producer may hold a write before failing it."),
+    Setting("status.storage.retry.budget.max.tokens", 0.0, _number(0.0, 1e6),
+            "Retry budget (gRPC-style retry throttling): size of the token bucket, counted in attempts of "
+            "one record. A failed attempt takes a token, a written one adds token.ratio; retries wait while "
+            "half the bucket or less is left. 0: no budget. 10 suits a fleet of sidecars sharing a cluster "
+            "(see docs/operations.md)."),
+    Setting("status.storage.retry.budget.token.ratio", 0.5, _number(0.001, 1e6),
+            "Retry budget: tokens a written attempt adds back (0.5: retries keep going while fewer than about "
+            "1 attempt in 3 fails; gRPC's example, 0.1, reopens the bucket 5 times slower after an outage)."),
+    Setting("status.storage.retry.budget.min.retries.per.second", 1.0, _number(0.001, 1e6),
+            "Retry budget: retries let through per second whatever the bucket holds, so that no retry waits "
+            "forever and the bucket refills once Kafka answers again."),
     Setting("status.storage.retry.exhausted.action", ExhaustedAction.PARK, _exhausted_action,
             "After the last retry failed: drop (KIP-1278: counted and logged, the update is lost), dead-letter "
             "(appended with its error and attempts to status.storage.retry.dead.letter.topic), or park (the "
@@ -352,6 +365,11 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
         jitter_mode=values["status.storage.retry.jitter.mode"],
         timeout_ms=values["status.storage.retry.timeout.ms"],
         delivery_timeout_ms=values["status.storage.retry.delivery.timeout.ms"],
+        budget=BudgetSettings(
+            max_tokens=values["status.storage.retry.budget.max.tokens"],
+            token_ratio=values["status.storage.retry.budget.token.ratio"],
+            min_retries_per_s=values["status.storage.retry.budget.min.retries.per.second"],
+        ),
     )
     linger = client_configs.get("linger.ms", client_configs.get("queue.buffering.max.ms"))
     if linger is not None and float(linger) >= retry.delivery_timeout_ms:

@@ -67,10 +67,11 @@ class StoreMetrics:
         self._attempts = {kind: self.attempts.labels(kind) for kind in KINDS}
 
     def watch(self, queue: RetryQueue) -> None:
-        """Read the queue's gauges from this queue at every scrape."""
+        """Read the queue's gauges and the retry budget's figures from this queue at every scrape."""
         self.queue_pending.set_function(lambda: queue.unsettled)
         self.queue_waiting.set_function(lambda: queue.waiting_count)
         self.oldest_age.set_function(queue.oldest_unsettled_age)
+        self.registry.register(_BudgetCollector(queue))
 
     def watch_store(self, store: StatusStore) -> None:
         """The queue's gauges, and what became of exhausted updates and of the event topics' events."""
@@ -123,3 +124,21 @@ class _StoreCollector(Collector):
             pending.add_metric([events.kind], events.pending)
         yield outcomes
         yield pending
+
+
+class _BudgetCollector(Collector):
+    """The retry budget's refusals (a counter the queue keeps) and its tokens, read at each scrape."""
+
+    def __init__(self, queue: RetryQueue) -> None:
+        self._queue = queue
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily("status_update_retry_throttled",
+                                  "Retries the retry budget held back while most attempts failed; each waited "
+                                  "one more backoff step (none was dropped). 0 without a budget.",
+                                  value=self._queue.throttled_total)
+        budget = self._queue.policy.budget
+        if budget is not None:
+            yield GaugeMetricFamily("status_retry_budget_tokens",
+                                    "Tokens in the retry budget's bucket; retries wait while they are at or "
+                                    "below half of status.storage.retry.budget.max.tokens.", value=budget.tokens)

@@ -14,6 +14,9 @@ a few hundred bytes per pending update, and it can see every update of a key at 
   requests.
 - **Error classes** from ``errors.classify``: fatal errors are not retried; a leader change is
   retried once at once (KIP-951), later retries back off.
+- **An optional retry budget** (``budget.py``): while most attempts fail, a retry that the budget
+  refuses waits for the key's next backoff step, without using up one of its retries; refusals are
+  counted in ``throttled_total``. First attempts are never refused.
 - **Abandonment** (Connect's rules): before each retry the owner of the update may abandon it
   (key deleted, generation changed, a safe write no longer safe).
 - **Never blocks the caller.** ``submit`` returns at once; ``StatusUpdate.result()`` awaits the outcome.
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .backoff import Backoff
+from .budget import RetryBudget
 from .errors import ErrorKind, StoreClosedError, WriteFailedError, classify
 from .kafka_log import Delivery, DoneCallback
 
@@ -76,8 +80,8 @@ class Outcome:
 class StatusUpdate:
     """One submitted write: its key and value, its attempts so far, and, once settled, its outcome."""
 
-    __slots__ = ("_future", "abandon", "attempts", "deadline", "due", "key", "kind", "last_error", "leader_retried",
-                 "number", "outcome", "retries", "safe", "submitted_at", "value")
+    __slots__ = ("_future", "abandon", "attempts", "deadline", "due", "floor_slot", "key", "kind", "last_error",
+                 "leader_retried", "number", "outcome", "retries", "safe", "submitted_at", "value")
 
     def __init__(self, key: str, value: bytes | None, kind: str,
                  abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> None:
@@ -91,6 +95,8 @@ class StatusUpdate:
         # When the update waits: the loop time of its next attempt, or None while held behind a write in flight.
         self.due: float | None = None
         self.last_error: WriteFailedError | None = None
+        # The retry budget's floor: when this retry, held back, may go whatever the bucket holds.
+        self.floor_slot: float | None = None
         self.outcome: Outcome | None = None
         self._future: asyncio.Future[Outcome] | None = None
 
@@ -127,11 +133,13 @@ class RetryListener(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """When to retry: the backoff, the retry limit and the optional total time bound (seconds)."""
+    """When to retry: the backoff, the retry limit, the optional total time bound (seconds) and the
+    optional retry budget shared by every key of the queue."""
 
     backoff: Backoff
     max_retries: int
     timeout: float | None = None
+    budget: RetryBudget | None = None
 
 
 class _Slot:
@@ -168,6 +176,8 @@ class RetryQueue:
         self._oldest = 1
         self._flushes: list[tuple[int, asyncio.Future[None]]] = []
         self.attempts_total = 0
+        # Retries the budget refused (each delayed by a backoff step, none dropped).
+        self.throttled_total = 0
         # Stopping: no new submissions. Closed: nothing is sent any more.
         self._stopped = False
         self._closed = False
@@ -209,9 +219,14 @@ class RetryQueue:
         update.attempts += 1
         self.attempts_total += 1
         update.due = None
+        budget = self.policy.budget
+        if budget is not None:
+            budget.sent(update.attempts > 1)
         try:
             self._send(update.key.encode(), update.value, functools.partial(self._settled, slot, update))
         except StoreClosedError as e:
+            if budget is not None:
+                budget.settled(update.attempts > 1, None)
             slot.inflight = None
             self._finish(update, Result.FAILED, f"not sent: {e}")
 
@@ -221,6 +236,10 @@ class RetryQueue:
                  error: WriteFailedError | None) -> None:
         if slot.inflight is update:
             slot.inflight = None
+        budget = self.policy.budget
+        if budget is not None:
+            written = True if error is None else (None if classify(error.code) is ErrorKind.FATAL else False)
+            budget.settled(update.attempts > 1, written)
         if update.outcome is None:
             if error is None:
                 slot.streak = 0
@@ -341,9 +360,10 @@ class RetryQueue:
             self._send_now(slot, update)
         self._arm()
 
-    def _send_now(self, slot: _Slot, update: StatusUpdate) -> None:
+    def _send_now(self, slot: _Slot, update: StatusUpdate, budgeted: bool = True) -> None:
         """Send a waiting update now, unless its owner abandons it (Connect's rules: on a retry, the key
-        deleted or the generation moved on; always, a safe write no longer safe) or its bound has passed."""
+        deleted or the generation moved on; always, a safe write no longer safe), its bound has passed,
+        or (``budgeted``) the retry budget holds the retry back."""
         slot.waiting = None
         retry = update.attempts > 0
         reason = update.abandon(retry) if update.abandon is not None else None
@@ -354,11 +374,42 @@ class RetryQueue:
             self._finish(update, Result.FAILED, f"the {self.policy.timeout:g} s bound of "
                                                 "status.storage.retry.timeout.ms passed")
             self._advance(slot, update.key)
+        elif retry and budgeted and not self._admitted(slot, update):
+            return
         else:
             if retry:
                 for listener in self._listeners:
                     listener.on_retry(update)
             self._attempt(slot, update)
+
+    def _admitted(self, slot: _Slot, update: StatusUpdate) -> bool:
+        """Ask the budget. A refused retry takes a place in the floor's line (once) and waits for the key's
+        next backoff step or its place, whichever comes first, at least until the next tick, without
+        using up one of its retries. Its time bound still ends it, as a failure."""
+        budget = self.policy.budget
+        if budget is None:
+            return True
+        now = self._now()
+        if (update.floor_slot is not None and now >= update.floor_slot) or budget.admit():
+            update.floor_slot = None
+            return True
+        self.throttled_total += 1
+        if update.floor_slot is None:
+            update.floor_slot = budget.floor_slot(now)
+        # The key backs off as if the retry had failed, but keeps its retries: a refusal costs the
+        # broker nothing, and a key refused again and again is reconsidered about once per max backoff.
+        slot.streak += 1
+        # Never sooner than the next tick (full jitter may draw no wait at all).
+        next_tick = (math.floor(now / RETRY_TICK_S) + 1) * RETRY_TICK_S
+        due = max(min(self._due(slot, update, ErrorKind.RETRIABLE), update.floor_slot), next_tick)
+        if update.deadline is not None and due > update.deadline:
+            self._finish(update, Result.FAILED,
+                         f"held back by the retry budget until the next attempt would pass the "
+                         f"{self.policy.timeout:g} s bound of status.storage.retry.timeout.ms")
+            self._advance(slot, update.key)
+        else:
+            self._schedule(slot, update, due)
+        return False
 
     # ----------------------------------------------------------------------------- observing
 
@@ -425,7 +476,9 @@ class RetryQueue:
         for slot in list(self._slots.values()):
             waiting = slot.waiting
             if waiting is not None and waiting.due is not None and slot.inflight is None:
-                self._send_now(slot, waiting)
+                # One last attempt each, bounded by the number of keys: the budget would only turn
+                # these into failures.
+                self._send_now(slot, waiting, budgeted=False)
         self._stopped = True
         with contextlib.suppress(TimeoutError):
             await self.flush(timeout)

@@ -20,6 +20,7 @@ from confluent_kafka import Message
 
 from . import codec
 from .backoff import Random, backoff_policy
+from .budget import RetryBudget
 from .codec import GarbledValue, StatusValue
 from .config import ExhaustedAction, StoreConfig
 from .errors import ErrorKind, classify
@@ -117,6 +118,7 @@ class StatusStore:
         backoff = backoff_policy(retry.jitter_mode, retry.initial_backoff_ms, retry.max_backoff_ms,
                                  retry.backoff_multiplier, retry.jitter_factor, rng)
         timeout = retry.timeout_ms / 1000 if retry.timeout_ms is not None else None
+        # The event topics retry like status writes, but outside the status writes' retry budget.
         policy = RetryPolicy(backoff, retry.max_retries, timeout)
         self._history = self._dead_letters = None
         if config.history_topic is not None:
@@ -131,7 +133,8 @@ class StatusStore:
         listeners = [*listeners, _AfterLastRetry(self)]
         if self._spool is not None:
             listeners.append(self._spool)
-        self._queue = RetryQueue(self._log.send, policy, listeners)
+        budget = RetryBudget(retry.budget) if retry.budget.enabled else None
+        self._queue = RetryQueue(self._log.send, RetryPolicy(backoff, retry.max_retries, timeout, budget), listeners)
         for events in self.event_logs:
             events.yield_to = self._queue
 

@@ -156,3 +156,17 @@ def test_example_file_documents_every_key_and_loads() -> None:
         assert setting.key in text, f"{setting.key} is missing from {EXAMPLE.name}"
     config = load_config(EXAMPLE, {})
     assert config.topic == "connect-status"
+
+
+def test_retry_budget_settings_are_off_by_default_and_validated() -> None:
+    assert not build_config(KAFKA).retry.budget.enabled
+    budget = build_config({**KAFKA, "status.storage.retry.budget.max.tokens": "100",
+                           "status.storage.retry.budget.token.ratio": "0.5",
+                           "status.storage.retry.budget.min.retries.per.second": "2"}).retry.budget
+    assert (budget.enabled, budget.max_tokens, budget.token_ratio, budget.min_retries_per_s) == (True, 100, 0.5, 2)
+    for key, value in (("status.storage.retry.budget.max.tokens", "-1"),
+                       ("status.storage.retry.budget.token.ratio", "0"),
+                       ("status.storage.retry.budget.min.retries.per.second", "0")):
+        with pytest.raises(ConfigError, match="must be a number in") as caught:
+            build_config({**KAFKA, key: value})
+        assert caught.value.key == key

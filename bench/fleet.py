@@ -1,0 +1,287 @@
+"""A fleet of sidecars against a recovering broker (issue 6): what jitter and the retry budget do to the load.
+
+    .venv/bin/pip install -e '.[bench]'     # matplotlib, for the chart
+    .venv/bin/python bench/fleet.py [--sidecars 100] [--keys 100] [--outage 20] [--capacity 250]
+                                    [--chart docs/img/fleet-recovery.png]
+
+SIDECARS sidecars, each with its own real ``RetryQueue``, backoff policy and (for the budget variants)
+``RetryBudget``, write KEYS keys each. The broker goes down at t=0; every key is updated once at a
+random time in the first second (the statuses a broker outage causes). At t=OUTAGE the broker comes
+back with a limited capacity: in each 100 ms window it accepts the first CAPACITY attempts and fails
+the rest with a retriable error (NOT_ENOUGH_REPLICAS), as a recovering cluster sheds load. That is
+what makes a retry storm feed itself: the attempts it refuses come back.
+
+Time is virtual: the asyncio loop's clock jumps to the next timer instead of sleeping, so minutes of
+fleet time take seconds and every run with the same seed gives the same figures. Only the broker is
+simulated (an answer after RTT, from the capacity rule); the retry queue, the backoff policies and the
+budget are the service's own code, run as the service runs them.
+
+Reported per variant: the peak number of attempts the broker received in one 100 ms window after it
+recovered, total attempts (all sidecars, first attempts included), seconds from recovery until every
+key's value is written, updates that failed for good (retry limit), and retries the budgets refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import math
+import random
+import selectors
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from status_store.backoff import Backoff, JitterMode, backoff_policy
+from status_store.budget import BudgetSettings, RetryBudget
+from status_store.errors import WriteFailedError
+from status_store.kafka_log import Delivery, DoneCallback
+from status_store.retry_queue import Outcome, Result, RetryPolicy, RetryQueue, StatusUpdate
+
+NOT_ENOUGH_REPLICAS = 19
+WINDOW_S = 0.1
+# KIP-1278's backoff defaults, as the service ships them.
+INITIAL_MS, MAX_MS, MULTIPLIER = 300, 10000, 2.0
+
+
+# ----------------------------------------------------------------------------- virtual time
+
+
+class _JumpingSelector(selectors.DefaultSelector):
+    """Instead of waiting ``timeout`` seconds for I/O (there is none), move the loop's clock on by it."""
+
+    def __init__(self, loop: VirtualTimeLoop) -> None:
+        super().__init__()
+        self._loop = loop
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout is None:
+            raise RuntimeError("the simulation waits for nothing that can happen (no timer is set)")
+        self._loop.virtual_now += timeout
+        return []
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An asyncio loop whose clock only moves when nothing is ready to run."""
+
+    def __init__(self) -> None:
+        self.virtual_now = 0.0
+        super().__init__(_JumpingSelector(self))
+
+    def time(self) -> float:
+        return self.virtual_now
+
+
+# ----------------------------------------------------------------------------- the broker and the fleet
+
+
+def window(t: float) -> int:
+    """The 100 ms window a time falls in (retry times are 100 ms ticks, up to float rounding)."""
+    return math.floor(t / WINDOW_S + 1e-6)
+
+
+@dataclass
+class RecoveringBroker:
+    """Fails everything until ``recovers_at``, then accepts ``capacity`` attempts per 100 ms window."""
+
+    recovers_at: float
+    capacity: int
+    rtt: float
+    attempts: Counter[int] = field(default_factory=Counter)
+    accepted: Counter[int] = field(default_factory=Counter)
+
+    def send(self, key: bytes, value: bytes | None, done: DoneCallback) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        w = window(now)
+        self.attempts[w] += 1
+        if now >= self.recovers_at and self.accepted[w] < self.capacity:
+            self.accepted[w] += 1
+            loop.call_at(now + self.rtt, done, Delivery(0, 0), None)
+        else:
+            error = WriteFailedError(key.decode(), NOT_ENOUGH_REPLICAS, "NOT_ENOUGH_REPLICAS", "simulated")
+            loop.call_at(now + self.rtt, done, None, error)
+
+
+class Outcomes:
+    """A RetryListener noting when the fleet's updates settle."""
+
+    def __init__(self) -> None:
+        self.last_written = 0.0
+        self.failed = 0
+
+    def on_submitted(self, update: StatusUpdate) -> None:
+        pass
+
+    def on_retry(self, update: StatusUpdate) -> None:
+        pass
+
+    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
+        if outcome.result is Result.WRITTEN:
+            self.last_written = max(self.last_written, asyncio.get_running_loop().time())
+        elif outcome.result is Result.FAILED:
+            self.failed += 1
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One way the whole fleet retries."""
+
+    name: str
+    mode: JitterMode
+    jitter: float
+    budget: BudgetSettings | None = None
+
+    def backoff(self, rng: random.Random) -> Backoff:
+        return backoff_policy(self.mode, INITIAL_MS, MAX_MS, MULTIPLIER, self.jitter, rng.random)
+
+
+@dataclass
+class Result_:
+    variant: Variant
+    per_window: dict[int, int]
+    peak_after: int
+    total: int
+    after: int
+    written_s: float | None
+    failed: int
+    throttled: int
+
+
+async def simulate(variant: Variant, args: argparse.Namespace) -> Result_:
+    loop = asyncio.get_running_loop()
+    broker = RecoveringBroker(args.outage, args.capacity, args.rtt)
+    outcomes = Outcomes()
+    workload = random.Random(args.seed)  # the same submission times for every variant
+    queues, updates = [], []
+    for sidecar in range(args.sidecars):
+        rng = random.Random(args.seed * 100_003 + sidecar)
+        budget = RetryBudget(variant.budget) if variant.budget is not None else None
+        policy = RetryPolicy(variant.backoff(rng), args.max_retries, None, budget)
+        queue = RetryQueue(broker.send, policy, [outcomes])
+        queues.append(queue)
+        for key in range(args.keys):
+            update = StatusUpdate(f"status-task-sidecar{sidecar}-{key}", b'{"state":"FAILED"}', "task")
+            loop.call_at(workload.random(), queue.submit, update)
+            updates.append(update)
+    await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), args.horizon)
+    recovered = window(args.outage)
+    after = {w: n for w, n in broker.attempts.items() if w >= recovered}
+    return Result_(
+        variant=variant,
+        per_window=dict(broker.attempts),
+        peak_after=max(after.values(), default=0),
+        total=sum(broker.attempts.values()),
+        after=sum(after.values()),
+        written_s=None if outcomes.failed else outcomes.last_written - args.outage,
+        failed=outcomes.failed,
+        throttled=sum(q.throttled_total for q in queues),
+    )
+
+
+def run(variant: Variant, args: argparse.Namespace) -> Result_:
+    with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
+        return runner.run(simulate(variant, args))
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def budget_settings(text: str) -> BudgetSettings:
+    """``tokens,ratio,floor`` from the command line."""
+    tokens, ratio, floor = (float(part) for part in text.split(","))
+    return BudgetSettings(tokens, ratio, floor)
+
+
+def variants(args: argparse.Namespace) -> list[Variant]:
+    found = [
+        Variant("no jitter", JitterMode.ADDITIVE, 0.0),
+        Variant("additive 0.25 (default)", JitterMode.ADDITIVE, 0.25),
+        Variant("symmetric 0.25", JitterMode.SYMMETRIC, 0.25),
+        Variant("full", JitterMode.FULL, 0.25),
+    ]
+    for b in args.budget:
+        label = f"budget {b.max_tokens:g} tokens, ratio {b.token_ratio:g}, floor {b.min_retries_per_s:g}/s"
+        found.append(Variant(f"additive 0.25 + {label}", JitterMode.ADDITIVE, 0.25, b))
+        found.append(Variant(f"full + {label}", JitterMode.FULL, 0.25, b))
+    return found
+
+
+def ratio(value: int, baseline: int) -> str:
+    return f"{value / baseline:.2f}x" if baseline else "-"
+
+
+def table(results: list[Result_], args: argparse.Namespace) -> str:
+    baseline = next(r for r in results if r.variant.name.startswith("no jitter"))
+    lines = [
+        f"{args.sidecars} sidecars x {args.keys} keys, broker down for {args.outage:g} s, then "
+        f"{args.capacity} attempts per 100 ms; retries: {INITIAL_MS} ms doubling to {MAX_MS} ms, "
+        f"max.retries={args.max_retries}; RTT {args.rtt * 1000:g} ms; seed {args.seed}",
+        "",
+        "| variant | peak attempts / 100 ms after recovery | vs no jitter | total attempts | vs no jitter "
+        "| attempts after recovery | all written (s after recovery) | updates failed | retries throttled |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        written = f"{r.written_s:.1f}" if r.written_s is not None else "never"
+        lines.append(f"| {r.variant.name} | {r.peak_after:,} | {ratio(r.peak_after, baseline.peak_after)} | "
+                     f"{r.total:,} | {ratio(r.total, baseline.total)} | {r.after:,} | {written} | {r.failed:,} | "
+                     f"{r.throttled:,} |")
+    return "\n".join(lines)
+
+
+def chart(results: list[Result_], args: argparse.Namespace, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    end = max(max(r.per_window) for r in results) + 1
+    fig, axes = plt.subplots(len(results), 1, sharex=True, sharey=True, figsize=(10, 2.0 * len(results)))
+    for ax, r in zip(axes, results, strict=True):
+        xs = [w * WINDOW_S for w in range(end)]
+        ax.plot(xs, [r.per_window.get(w, 0) for w in range(end)], linewidth=0.7)
+        ax.axhline(args.capacity, color="tab:red", linewidth=0.7, linestyle="--")
+        ax.axvline(args.outage, color="tab:green", linewidth=0.7, linestyle=":")
+        ax.set_title(r.variant.name, fontsize=9, loc="left")
+        ax.set_ylabel("attempts\n/ 100 ms", fontsize=8)
+    axes[-1].set_xlabel(f"seconds (broker down until {args.outage:g} s, green; capacity {args.capacity} "
+                        "attempts / 100 ms, red)")
+    fig.suptitle(f"{args.sidecars} sidecars x {args.keys} keys against a recovering broker")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sidecars", type=int, default=100)
+    parser.add_argument("--keys", type=int, default=100, help="keys per sidecar")
+    parser.add_argument("--outage", type=float, default=20.0, help="seconds the broker is down")
+    parser.add_argument("--capacity", type=int, default=250, help="attempts the broker accepts per 100 ms")
+    parser.add_argument("--rtt", type=float, default=0.01, help="seconds until an attempt's answer")
+    parser.add_argument("--max-retries", type=int, default=10)
+    parser.add_argument("--budget", type=budget_settings, action="append",
+                        help="a retry budget to try, as max.tokens,token.ratio,min.retries.per.second (repeatable)")
+    parser.add_argument("--horizon", type=float, default=3600.0, help="virtual seconds before giving up")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--chart", type=Path, help="write the chart (PNG) here")
+    args = parser.parse_args()
+    if not args.budget:
+        args.budget = [BudgetSettings(10, 0.1, 1.0), BudgetSettings(10, 0.5, 1.0)]  # gRPC's example ratio; ours
+    logging.getLogger("status_store").setLevel(logging.CRITICAL)  # one line per failed update: thousands
+    results = []
+    for variant in variants(args):
+        results.append(run(variant, args))
+        print(f"done: {variant.name}", file=sys.stderr)
+    print(table(results, args))
+    if args.chart is not None:
+        chart(results, args, args.chart)
+
+
+if __name__ == "__main__":
+    main()
