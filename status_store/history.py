@@ -167,17 +167,11 @@ class AppendLog:
         self._log.send(slot_key.rpartition(_SLOT_SEPARATOR.encode())[0], value, done)
 
 
-class _Tally:
+class _Tally(RetryListener):
     """Counts the outcomes of an AppendLog's events."""
 
     def __init__(self, events: AppendLog) -> None:
         self._events = events
-
-    def on_submitted(self, update: StatusUpdate) -> None:
-        pass
-
-    def on_retry(self, update: StatusUpdate) -> None:
-        pass
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
         if outcome.ok:
@@ -186,7 +180,7 @@ class _Tally:
             self._events.failed += 1
 
 
-class HistorySink:
+class HistorySink(RetryListener):
     """A retry-queue listener that appends every accepted status change and every outcome to the history topic."""
 
     def __init__(self, events: AppendLog, sidecar: str) -> None:
@@ -195,9 +189,6 @@ class HistorySink:
 
     def on_submitted(self, update: StatusUpdate) -> None:
         self._events.append(update.key, functools.partial(self._status_event, update.key, update.value, _now_ms()))
-
-    def on_retry(self, update: StatusUpdate) -> None:
-        pass
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
         # submitted_at is the event loop's clock.

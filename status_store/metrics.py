@@ -111,7 +111,7 @@ class _StoreCollector(Collector):
         ):
             yield CounterMetricFamily(name, doc, value)
         yield GaugeMetricFamily("status_parked_updates", "Status updates parked now, waiting for Kafka to take "
-                                "writes again.", stats.parked_now)
+                                "writes again.", self._store.parked_count)
         outcomes = CounterMetricFamily("status_event_total", "Events for the append-only topics (history, "
                                        "dead letters) by outcome: written, failed, dropped (too many pending).",
                                        labels=["log", "outcome"])

@@ -122,13 +122,20 @@ class StatusUpdate:
 
 
 class RetryListener(Protocol):
-    """Receives the queue's events (metrics, history); must be quick and must not raise."""
+    """Receives the queue's events (metrics, history); must be quick and must not raise. A class that
+    subclasses it keeps these do-nothing methods for the events it does not care about."""
 
-    def on_submitted(self, update: StatusUpdate) -> None: ...
+    def on_submitted(self, update: StatusUpdate) -> None:
+        """An update was submitted."""
+        return None
 
-    def on_retry(self, update: StatusUpdate) -> None: ...
+    def on_retry(self, update: StatusUpdate) -> None:
+        """An update is about to be sent again."""
+        return None
 
-    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None: ...
+    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
+        """An update has its outcome."""
+        return None
 
 
 @dataclass(frozen=True, slots=True)

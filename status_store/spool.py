@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .retry_queue import Outcome, StatusUpdate
+from .retry_queue import Outcome, RetryListener, StatusUpdate
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class SpooledUpdate:
     value: bytes | None
 
 
-class Spool:
+class Spool(RetryListener):
     """The unsettled updates of one store, on disk; a listener of its retry queue."""
 
     def __init__(self, path: str | Path, keep: Callable[[StatusUpdate, Outcome], bool] | None = None) -> None:
@@ -151,9 +151,6 @@ class Spool:
             "value=excluded.value",
             (update.key, version, update.kind, int(update.safe), update.value),
         )
-
-    def on_retry(self, update: StatusUpdate) -> None:
-        pass
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
         version = self._versions.pop(update.number, None)

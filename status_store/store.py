@@ -86,8 +86,6 @@ class ExhaustedStats:
     parked: int = 0
     dead_lettered: int = 0
     dead_letter_failed: int = 0
-    history_dropped: int = 0
-    parked_now: int = 0
 
 
 class StatusStore:
@@ -236,6 +234,11 @@ class StatusStore:
         if self._spool is not None:
             self._spool.commit()
 
+    @property
+    def parked_count(self) -> int:
+        """How many updates are parked now."""
+        return len(self._parked)
+
     def parked(self) -> list[StatusUpdate]:
         """Updates parked after their last retry, oldest first (the probe in flight is not among them)."""
         return list(self._parked.values())
@@ -359,7 +362,6 @@ class StatusStore:
         if action is ExhaustedAction.PARK and error is not None and classify(error.code) is not ErrorKind.FATAL:
             self._parked[update.key] = update
             self.exhausted.parked += 1
-            self.exhausted.parked_now = len(self._parked)
             log.warning("Parked the status update of %s: it is sent again once Kafka takes writes", update.key)
             self._arm_probe()
         elif self._dead_letters is not None:
@@ -389,7 +391,6 @@ class StatusStore:
             log.info("Kafka takes writes again: sending %d parked status update(s)", len(parked))
         for update in parked.values():
             self._resubmit(update)
-        self.exhausted.parked_now = 0
 
     def _resubmit(self, update: StatusUpdate) -> StatusUpdate | None:
         reason = update.abandon(True) if update.abandon is not None else None
@@ -403,7 +404,6 @@ class StatusStore:
         return again
 
     def _unpark(self, update: StatusUpdate) -> None:
-        self.exhausted.parked_now = len(self._parked)
         if self._spool is not None:
             self._spool.release(update)
 
@@ -418,7 +418,6 @@ class StatusStore:
         while self._parked and self._probe is None:
             key = next(iter(self._parked))
             self._probe = self._resubmit(self._parked.pop(key))
-            self.exhausted.parked_now = len(self._parked)
 
     def _write_failed(self) -> None:
         """A write failed: now and then, check that the status topic still exists."""
@@ -575,14 +574,11 @@ class StatusStore:
         self._topics.setdefault(key.connector, {})[key.topic] = codec.decode_topic_status(value)
 
 
-class _AfterLastRetry:
+class _AfterLastRetry(RetryListener):
     """The store's own listener of its retry queue: parks or dead-letters exhausted updates."""
 
     def __init__(self, store: StatusStore) -> None:
         self._store = store
-
-    def on_submitted(self, update: StatusUpdate) -> None:
-        pass
 
     def on_retry(self, update: StatusUpdate) -> None:
         self._store._write_failed()
