@@ -5,6 +5,8 @@
      ├── KafkaUnavailableError  the brokers cannot be reached
      ├── TopicSetupError    the status topic cannot be created or is not safe to use
      ├── StoreClosedError   a write was submitted to a store that is not running
+     ├── WriteRejectedError the store refuses a new write for now (too many updates pending)
+     ├── RecordTooLargeError a status record could never be written (larger than the producer's limit)
      └── WriteFailedError   Kafka did not accept a status write (carries the Kafka error code)
 
 Waits that run out raise the built-in ``TimeoutError``.
@@ -41,6 +43,25 @@ class TopicSetupError(StatusStoreError):
 
 class StoreClosedError(StatusStoreError):
     """The store is not running."""
+
+
+class WriteRejectedError(StatusStoreError):
+    """The store refuses a new write for now (``status.storage.retry.max.pending`` updates are pending);
+    nothing was accepted. Try again after ``retry_after_s`` seconds."""
+
+    def __init__(self, reason: str, retry_after_s: float) -> None:
+        self.reason, self.retry_after_s = reason, retry_after_s
+        super().__init__(reason)
+
+
+class RecordTooLargeError(StatusStoreError):
+    """A status record is larger than the producer's ``message.max.bytes``: it could never be written,
+    so it is refused before it is accepted."""
+
+    def __init__(self, key: str, size: int, limit: int) -> None:
+        self.key, self.size, self.limit = key, size, limit
+        super().__init__(f"the record of {key!r} is {size} bytes, more than the producer's limit of {limit} bytes "
+                         "(message.max.bytes)")
 
 
 class WriteFailedError(StatusStoreError):
