@@ -36,16 +36,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from status_store.backoff import Backoff, JitterMode, backoff_policy
+from confluent_kafka import murmur2
+
+from status_store.backoff import Backoff, JitterMode, RetryMode, backoff_policy
 from status_store.budget import BudgetSettings, RetryBudget
 from status_store.errors import WriteFailedError
 from status_store.kafka_log import Delivery, DoneCallback
-from status_store.retry_queue import Outcome, Result, RetryPolicy, RetryQueue, StatusUpdate
+from status_store.retry_queue import Outcome, Result, RetryListener, RetryPolicy, RetryQueue, StatusUpdate
 
 NOT_ENOUGH_REPLICAS = 19
 WINDOW_S = 0.1
-# KIP-1278's backoff defaults, as the service ships them.
+# KIP-1278's backoff defaults, as the service ships them, and the default cap on a held partition's probes.
 INITIAL_MS, MAX_MS, MULTIPLIER = 300, 10000, 2.0
+PROBE_MAX_MS = 1000
+# Partitions of each sidecar's status topic (Connect's default).
+PARTITIONS = 5
 
 
 # ----------------------------------------------------------------------------- virtual time
@@ -107,24 +112,29 @@ class RecoveringBroker:
             loop.call_at(now + self.rtt, done, None, error)
 
 
-class Outcomes:
-    """A RetryListener noting when the fleet's updates settle."""
+class Outcomes(RetryListener):
+    """Notes when each key's value is written, and parks what runs out of retries, as the service does by
+    default (``status.storage.retry.exhausted.action=park``: the value waits in its partition and is sent
+    again when the partition takes writes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, queue: RetryQueue | None = None, park: bool = True) -> None:
+        self.queue = queue
+        self.park = park
         self.last_written = 0.0
         self.failed = 0
+        self.unwritten: set[str] = set()
 
     def on_submitted(self, update: StatusUpdate) -> None:
-        pass
-
-    def on_retry(self, update: StatusUpdate) -> None:
-        pass
+        self.unwritten.add(update.key)
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
         if outcome.result is Result.WRITTEN:
             self.last_written = max(self.last_written, asyncio.get_running_loop().time())
+            self.unwritten.discard(update.key)
         elif outcome.result is Result.FAILED:
             self.failed += 1
+            if self.park and self.queue is not None:
+                self.queue.park(update)
 
 
 @dataclass(frozen=True)
@@ -135,9 +145,20 @@ class Variant:
     mode: JitterMode
     jitter: float
     budget: BudgetSettings | None = None
+    retry_mode: RetryMode = RetryMode.PER_UPDATE
+    probe_max_ms: float = PROBE_MAX_MS
 
-    def backoff(self, rng: random.Random) -> Backoff:
-        return backoff_policy(self.mode, INITIAL_MS, MAX_MS, MULTIPLIER, self.jitter, rng.random)
+    def backoff(self, rng: random.Random, max_ms: float = MAX_MS) -> Backoff:
+        return backoff_policy(self.mode, INITIAL_MS, max_ms, MULTIPLIER, self.jitter, rng.random)
+
+    def policy(self, rng: random.Random, max_retries: int) -> RetryPolicy:
+        budget = RetryBudget(self.budget) if self.budget is not None else None
+        return RetryPolicy(self.backoff(rng), max_retries, None, budget, self.retry_mode,
+                           self.backoff(rng, min(MAX_MS, self.probe_max_ms)))
+
+
+def partition_of(key: str) -> int:
+    return murmur2(key.encode(), PARTITIONS)
 
 
 @dataclass
@@ -155,30 +176,34 @@ class Result_:
 async def simulate(variant: Variant, args: argparse.Namespace) -> Result_:
     loop = asyncio.get_running_loop()
     broker = RecoveringBroker(args.outage, args.capacity, args.rtt)
-    outcomes = Outcomes()
     workload = random.Random(args.seed)  # the same submission times for every variant
-    queues, updates = [], []
+    queues, watchers = [], []
     for sidecar in range(args.sidecars):
         rng = random.Random(args.seed * 100_003 + sidecar)
-        budget = RetryBudget(variant.budget) if variant.budget is not None else None
-        policy = RetryPolicy(variant.backoff(rng), args.max_retries, None, budget)
-        queue = RetryQueue(broker.send, policy, [outcomes])
+        outcomes = Outcomes(park=args.exhausted == "park")
+        queue = RetryQueue(broker.send, variant.policy(rng, args.max_retries), [outcomes], route=partition_of)
+        outcomes.queue = queue
         queues.append(queue)
+        watchers.append(outcomes)
         for key in range(args.keys):
             update = StatusUpdate(f"status-task-sidecar{sidecar}-{key}", b'{"state":"FAILED"}', "task")
             loop.call_at(workload.random(), queue.submit, update)
-            updates.append(update)
-    await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), args.horizon)
+    # Until every key is written (a parked value is sent again), every update dropped, or the horizon.
+    while loop.time() < args.horizon:
+        await asyncio.sleep(WINDOW_S)
+        if loop.time() > 1.0 and all(not q.unsettled and not q.parked_count for q in queues):
+            break
     recovered = window(args.outage)
     after = {w: n for w, n in broker.attempts.items() if w >= recovered}
+    lost = sum(len(o.unwritten) for o in watchers)
     return Result_(
         variant=variant,
         per_window=dict(broker.attempts),
         peak_after=max(after.values(), default=0),
         total=sum(broker.attempts.values()),
         after=sum(after.values()),
-        written_s=None if outcomes.failed else outcomes.last_written - args.outage,
-        failed=outcomes.failed,
+        written_s=None if lost else max(o.last_written for o in watchers) - args.outage,
+        failed=sum(o.failed for o in watchers),
         throttled=sum(q.throttled_total for q in queues),
     )
 
@@ -200,6 +225,9 @@ def budget_settings(text: str) -> BudgetSettings:
 def variants(args: argparse.Namespace) -> list[Variant]:
     found = [
         Variant("no jitter", JitterMode.ADDITIVE, 0.0),
+        *(Variant(f"held partitions, probes up to {p:g} ms" + (" (default)" if p == PROBE_MAX_MS else ""),
+                  JitterMode.ADDITIVE, 0.25, retry_mode=RetryMode.PARTITION, probe_max_ms=p)
+          for p in args.probe_max_ms),
         Variant("additive 0.25 (default)", JitterMode.ADDITIVE, 0.25),
         Variant("symmetric 0.25", JitterMode.SYMMETRIC, 0.25),
         Variant("full", JitterMode.FULL, 0.25),
@@ -216,7 +244,7 @@ def ratio(value: int, baseline: int) -> str:
 
 
 def table(results: list[Result_], args: argparse.Namespace) -> str:
-    baseline = next(r for r in results if r.variant.name.startswith("no jitter"))
+    baseline = next((r for r in results if r.variant.name.startswith("no jitter")), results[0])
     lines = [
         f"{args.sidecars} sidecars x {args.keys} keys, broker down for {args.outage:g} s, then "
         f"{args.capacity} attempts per 100 ms; retries: {INITIAL_MS} ms doubling to {MAX_MS} ms, "
@@ -269,13 +297,28 @@ def main() -> None:
                         help="a retry budget to try, as max.tokens,token.ratio,min.retries.per.second (repeatable)")
     parser.add_argument("--horizon", type=float, default=3600.0, help="virtual seconds before giving up")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--probe-max-ms", type=float, action="append",
+                        help="held partitions: a cap on the probes' backoff to try (repeatable)")
+    parser.add_argument("--only", help="run only the variants whose name contains this")
+    parser.add_argument("--release", help="first batch,pace ms of a released partition (tuning)")
+    parser.add_argument("--exhausted", choices=["park", "drop"], default="park",
+                        help="what happens after the last retry (the service's default: park)")
     parser.add_argument("--chart", type=Path, help="write the chart (PNG) here")
     args = parser.parse_args()
     if not args.budget:
         args.budget = [BudgetSettings(10, 0.1, 1.0), BudgetSettings(10, 0.5, 1.0)]  # gRPC's example ratio; ours
+    if args.release:
+        import status_store.retry_queue as rq
+
+        first, pace = args.release.split(",")
+        rq.FIRST_RELEASE, rq.RELEASE_PACE_S = int(first), float(pace) / 1000
+    if not args.probe_max_ms:
+        args.probe_max_ms = [PROBE_MAX_MS]
     logging.getLogger("status_store").setLevel(logging.CRITICAL)  # one line per failed update: thousands
     results = []
     for variant in variants(args):
+        if args.only and args.only not in variant.name:
+            continue
         results.append(run(variant, args))
         print(f"done: {variant.name}", file=sys.stderr)
     print(table(results, args))

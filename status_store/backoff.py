@@ -31,6 +31,14 @@ class JitterMode(enum.StrEnum):
     FULL = "full"
 
 
+class RetryMode(enum.StrEnum):
+    """How the retry queue retries failed writes: by holding a failing partition behind one probe at a time,
+    or each update on its own backoff."""
+
+    PARTITION = "partition"
+    PER_UPDATE = "per-update"
+
+
 class Backoff(Protocol):
     """A backoff policy."""
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import librdkafka
-from .backoff import JitterMode
+from .backoff import JitterMode, RetryMode
 from .budget import BudgetSettings
 from .errors import ConfigError
 
@@ -83,6 +83,9 @@ class RetryConfig:
     timeout_ms: int | None = None
     delivery_timeout_ms: int = 10000
     budget: BudgetSettings = field(default_factory=BudgetSettings)
+    mode: RetryMode = RetryMode.PARTITION
+    probe_max_backoff_ms: int = 1000
+    max_pending: int | None = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,13 @@ def _jitter_mode(key: str, raw: str) -> JitterMode:
         raise ConfigError(key, raw, f"must be one of {', '.join(m.value for m in JitterMode)}") from None
 
 
+def _retry_mode(key: str, raw: str) -> RetryMode:
+    try:
+        return RetryMode(raw.strip().lower())
+    except ValueError:
+        raise ConfigError(key, raw, f"must be one of {', '.join(m.value for m in RetryMode)}") from None
+
+
 def _exhausted_action(key: str, raw: str) -> ExhaustedAction:
     try:
         return ExhaustedAction(raw.strip().lower())
@@ -192,6 +202,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("status.storage.retry.jitter.mode", JitterMode.ADDITIVE, _jitter_mode,
             "additive: KIP-1278 (jitter adds up to jitter.factor); symmetric: KIP-580, U[1-j,1+j) and never "
             "above max; full: U[0, backoff), AWS full jitter."),
+    Setting("status.storage.retry.mode", RetryMode.PARTITION, _retry_mode,
+            "partition: a write failing with a retriable error holds its partition; the partition's updates wait "
+            "in order while one probe at a time (the oldest, at its latest value) tests it on the backoff "
+            "schedule, capped at probe.max.backoff.ms; when a write succeeds they are released at once, ramped "
+            "(a few in flight, doubling per round trip, halved on failure). An outage costs one request per "
+            "partition per probe, and recovery takes one probe interval. per-update: every update retries on its "
+            "own backoff (the engine before partitions were held; the retry budget applies only here)."),
+    Setting("status.storage.retry.probe.max.backoff.ms", 1000, _integer(1, _INT64_MAX),
+            "partition mode: the longest wait between two probes of a held partition (the probes follow "
+            "initial.backoff.ms, backoff.multiplier and jitter up to this, and never beyond max.backoff.ms). It "
+            "bounds how long a recovered partition waits to be noticed."),
+    Setting("status.storage.retry.max.pending", 100000, _integer(1, _INT32_MAX),
+            "Status updates that may be pending at once (in flight, waiting or parked); beyond it a new write is "
+            "refused (HTTP 503 with Retry-After; WriteRejectedError from put), never dropped. A write replacing "
+            "a key's waiting value takes no room. See docs/operations.md for the memory per pending update."),
     Setting("status.storage.retry.timeout.ms", None, _integer(1, _INT64_MAX),
             "Total time bound for one update across all attempts (KIP-572 style). Unset: no bound."),
     Setting("status.storage.retry.delivery.timeout.ms", 10000, _integer(1, _INT32_MAX),
@@ -370,11 +395,18 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
             token_ratio=values["status.storage.retry.budget.token.ratio"],
             min_retries_per_s=values["status.storage.retry.budget.min.retries.per.second"],
         ),
+        mode=values["status.storage.retry.mode"],
+        probe_max_backoff_ms=values["status.storage.retry.probe.max.backoff.ms"],
+        max_pending=values["status.storage.retry.max.pending"],
     )
     linger = client_configs.get("linger.ms", client_configs.get("queue.buffering.max.ms"))
     if linger is not None and float(linger) >= retry.delivery_timeout_ms:
         raise ConfigError("status.storage.retry.delivery.timeout.ms", retry.delivery_timeout_ms,
                           f"must be greater than the producer's linger.ms ({linger})")
+    if retry.budget.enabled and retry.mode is not RetryMode.PER_UPDATE:
+        raise ConfigError("status.storage.retry.budget.max.tokens", retry.budget.max_tokens,
+                          "the retry budget applies to status.storage.retry.mode=per-update only (in partition mode "
+                          "a held partition sends one probe at a time); set that mode, or leave the budget at 0")
     if retry.initial_backoff_ms > retry.max_backoff_ms:
         raise ConfigError("status.storage.retry.initial.backoff.ms", retry.initial_backoff_ms,
                           f"must not exceed status.storage.retry.max.backoff.ms ({retry.max_backoff_ms})")

@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from confluent_kafka import murmur2
+
 from . import codec
 from .codec import GarbledValue
 from .kafka_log import DoneCallback, KafkaLog
@@ -99,7 +101,8 @@ class AppendLog:
         self.written = 0
         self.failed = 0
         self._log = KafkaLog(topic, bootstrap_servers, client_configs, None, delivery_timeout_ms)
-        self._queue = RetryQueue(self._produce, policy, [*listeners, _Tally(self)])
+        self._queue = RetryQueue(self._produce, policy, [*listeners, _Tally(self)], route=self._partition_of,
+                                 name=topic)
         self._numbers = itertools.count(1)
         self._buffer: collections.deque[tuple[str, EventValue, Callable[[Outcome], None] | None]] = collections.deque()
         self._drain: asyncio.Handle | None = None
@@ -162,6 +165,9 @@ class AppendLog:
             update = submit(StatusUpdate(f"{key}{_SLOT_SEPARATOR}{next(numbers)}", encoded, self.kind))
             if done is not None:
                 asyncio.ensure_future(update.result()).add_done_callback(functools.partial(_report, done))
+
+    def _partition_of(self, slot_key: str) -> int:
+        return murmur2(slot_key.rpartition(_SLOT_SEPARATOR)[0].encode(), len(self._log.partitions))
 
     def _produce(self, slot_key: bytes, value: bytes | None, done: DoneCallback) -> None:
         self._log.send(slot_key.rpartition(_SLOT_SEPARATOR.encode())[0], value, done)

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .retry_queue import Outcome, Result, RetryQueue, StatusUpdate
+from .retry_queue import Outcome, Result, RetryListener, RetryQueue, StatusUpdate
 from .store import StatusStore
 
 KINDS = ("connector", "task", "topic")
@@ -22,7 +22,7 @@ _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 _ATTEMPT_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 11, 16, 32, 64)
 
 
-class StoreMetrics:
+class StoreMetrics(RetryListener):
     """The store's metrics in one registry; a RetryListener of the store's retry queue."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -71,7 +71,7 @@ class StoreMetrics:
         self.queue_pending.set_function(lambda: queue.unsettled)
         self.queue_waiting.set_function(lambda: queue.waiting_count)
         self.oldest_age.set_function(queue.oldest_unsettled_age)
-        self.registry.register(_BudgetCollector(queue))
+        self.registry.register(_QueueCollector(queue))
 
     def watch_store(self, store: StatusStore) -> None:
         """The queue's gauges, and what became of exhausted updates and of the event topics' events."""
@@ -126,18 +126,37 @@ class _StoreCollector(Collector):
         yield pending
 
 
-class _BudgetCollector(Collector):
-    """The retry budget's refusals (a counter the queue keeps) and its tokens, read at each scrape."""
+class _QueueCollector(Collector):
+    """Figures the retry queue keeps itself (holds, probes, refusals, the retry budget), read at every scrape."""
 
     def __init__(self, queue: RetryQueue) -> None:
         self._queue = queue
 
     def collect(self) -> Iterator[Metric]:
+        queue = self._queue
+        yield GaugeMetricFamily("status_partitions_held",
+                                "Partitions of the status topic held now: a write failed with a retriable error, "
+                                "and their updates wait while one probe at a time tests the partition.",
+                                value=len(queue.held_partitions))
+        yield CounterMetricFamily("status_retry_probes",
+                                  "Probes sent to held partitions (each one update, the oldest waiting).",
+                                  value=queue.probes_total)
+        rejected = CounterMetricFamily("status_update_rejected",
+                                       "Writes refused before they were accepted, by reason (queue_full: "
+                                       "status.storage.retry.max.pending updates were pending).", labels=["reason"])
+        rejected.add_metric(["queue_full"], queue.rejected_total)
+        yield rejected
+        errors = CounterMetricFamily("status_listener_errors",
+                                     "Exceptions raised by a listener of the retry queue (spool, metrics, history); "
+                                     "the queue carried on.", labels=["listener"])
+        for listener, count in sorted(queue.listener_errors.items()):
+            errors.add_metric([listener], count)
+        yield errors
         yield CounterMetricFamily("status_update_retry_throttled",
                                   "Retries the retry budget held back while most attempts failed; each waited "
                                   "one more backoff step (none was dropped). 0 without a budget.",
-                                  value=self._queue.throttled_total)
-        budget = self._queue.policy.budget
+                                  value=queue.throttled_total)
+        budget = queue.policy.budget
         if budget is not None:
             yield GaugeMetricFamily("status_retry_budget_tokens",
                                     "Tokens in the retry budget's bucket; retries wait while they are at or "

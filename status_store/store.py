@@ -16,14 +16,14 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Message
+from confluent_kafka import Message, murmur2
 
 from . import codec
-from .backoff import Random, backoff_policy
+from .backoff import Backoff, Random, backoff_policy
 from .budget import RetryBudget
 from .codec import GarbledValue, StatusValue
-from .config import ExhaustedAction, StoreConfig
-from .errors import ErrorKind, classify
+from .config import ExhaustedAction, RetryConfig, StoreConfig
+from .errors import ErrorKind, RecordTooLargeError, classify
 from .history import AppendLog, HistorySink, dead_letter
 from .kafka_log import KafkaLog, ensure_topic, topic_exists
 from .model import (
@@ -42,12 +42,17 @@ from .model import (
     topic_key,
 )
 from .retry_queue import Outcome, Result, RetryListener, RetryPolicy, RetryQueue, StatusUpdate
-from .spool import Spool
+from .spool import Spool, SpooledUpdate
 
 log = logging.getLogger(__name__)
 
 # While writes fail, whether the status topic still exists is checked at most this often.
 TOPIC_CHECK_INTERVAL_S = 10.0
+# librdkafka's default message.max.bytes, and what a record adds to its key and value on the wire at most.
+DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
+RECORD_OVERHEAD_BYTES = 64
+# Replayed updates the topic made obsolete are logged one by one up to this many, then summed up.
+_REPLAY_LOG_LINES = 20
 
 
 class _Entry:
@@ -103,21 +108,20 @@ class StatusStore:
         # Connector types as writers hinted them ("source" or "sink"); Connect's topic has no such field.
         self._types: dict[str, str] = {}
         self.exhausted = ExhaustedStats()
-        # Parked updates (exhausted.action=park) by key, oldest first, and the one sent as a probe.
-        self._parked: dict[str, StatusUpdate] = {}
-        self._probe: StatusUpdate | None = None
-        self._probe_timer: asyncio.TimerHandle | None = None
+        # Each key's last record: its offset (read, or our own acknowledged write), for the spool's replay check.
+        self._offsets: dict[str, int] = {}
+        # Each connector's last tombstone read (it deleted the connector's tasks too).
+        self._deleted_at: dict[str, int] = {}
         self._topic_check: asyncio.Task[None] | None = None
         self._next_topic_check = 0.0
-        self._spool = Spool(config.spool_path, keep=self._keeps) if config.spool_path is not None else None
+        self._spool = (Spool(config.spool_path, keep=self._keeps, tokens=self._tokens)
+                       if config.spool_path is not None else None)
         retry = config.retry
+        self._max_record_bytes = _max_record_bytes(config)
         self._log = KafkaLog(config.topic, bootstrap_servers, config.client_configs, self._apply,
                              retry.delivery_timeout_ms)
-        backoff = backoff_policy(retry.jitter_mode, retry.initial_backoff_ms, retry.max_backoff_ms,
-                                 retry.backoff_multiplier, retry.jitter_factor, rng)
-        timeout = retry.timeout_ms / 1000 if retry.timeout_ms is not None else None
-        # The event topics retry like status writes, but outside the status writes' retry budget.
-        policy = RetryPolicy(backoff, retry.max_retries, timeout)
+        # The event topics retry like status writes, but outside the status writes' retry budget and bound.
+        policy = _retry_policy(retry, rng, budgeted=False)
         self._history = self._dead_letters = None
         if config.history_topic is not None:
             self._history = AppendLog(config.history_topic, bootstrap_servers, config.client_configs, policy,
@@ -131,10 +135,14 @@ class StatusStore:
         listeners = [*listeners, _AfterLastRetry(self)]
         if self._spool is not None:
             listeners.append(self._spool)
-        budget = RetryBudget(retry.budget) if retry.budget.enabled else None
-        self._queue = RetryQueue(self._log.send, RetryPolicy(backoff, retry.max_retries, timeout, budget), listeners)
+        self._queue = RetryQueue(self._log.send, _retry_policy(retry, rng, budgeted=True), listeners,
+                                 route=self._partition_of, name=config.topic)
         for events in self.event_logs:
             events.yield_to = self._queue
+
+    def _partition_of(self, key: str) -> int:
+        """The key's partition, as Java's partitioner (and so Connect) places it."""
+        return murmur2(key.encode(), len(self._log.partitions))
 
     # ----------------------------------------------------------------------------- lifecycle
 
@@ -167,12 +175,10 @@ class StatusStore:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.shutdown_timeout_s
-        if self._probe_timer is not None:
-            self._probe_timer.cancel()
         if self._topic_check is not None:
             self._topic_check.cancel()
         lost = await self._queue.stop(self.config.shutdown_timeout_s)
-        parked = list(self._parked.values())
+        parked = self._queue.parked()
         if parked and self._spool is None:
             lost += parked
             log.error("Stopped with %d parked status update(s) and no spool: they are lost", len(parked))
@@ -192,12 +198,26 @@ class StatusStore:
         return lost
 
     def _replay(self, spool: Spool) -> None:
-        """Submit what the spool kept from an earlier run, as the writes they were (safe ones checked again)."""
+        """Submit what the spool kept from an earlier run, as the retries they are: an update whose key another
+        writer wrote after it was accepted (or whose connector was deleted since) is dropped, counted as
+        superseded; the rest go as the writes they were (safe ones checked against the topic again)."""
         spooled = spool.pending()
         if spooled:
             log.warning("Replaying %d status update(s) that the spool %s kept from an earlier run",
                         len(spooled), spool.path)
+        dropped = 0
         for item in spooled:
+            if self._holds(item.key, item.value) and item.base is not None:
+                log.debug("Not replaying the update of %s: the topic holds it already", item.key)
+                spool.forget(item.key)
+                continue
+            reason = self._replay_conflict(item)
+            if reason is not None:
+                dropped += 1
+                if dropped <= _REPLAY_LOG_LINES:
+                    log.warning("Not replaying the spooled update of %s: %s", item.key, reason)
+                self._queue.supersede(StatusUpdate(item.key, item.value, item.kind, safe=item.safe), reason)
+                continue
             parsed = parse_key(item.key)
             if item.value is None or not isinstance(parsed, ConnectorKey | TaskKey):
                 self._submit(item.key, item.value, item.kind)
@@ -207,6 +227,53 @@ class StatusStore:
                               else _task_status(TaskId(parsed.connector, parsed.task), value))
             if self._send_status(status, item.safe) is None:
                 spool.forget(item.key)
+        if dropped:
+            log.warning("%d spooled update(s) were not replayed: the topic has newer records of their keys "
+                        "(counted in status_update_superseded_total)", dropped)
+
+    def _replay_conflict(self, item: SpooledUpdate) -> str | None:
+        """Why a spooled update must not be written now, or None: compare-and-set on what was read of its key
+        when it was accepted (rows of an older spool format kept nothing to compare: Connect's rules decide)."""
+        if item.base is None:
+            return None
+        parsed = parse_key(item.key)
+        if item.deleted_base is not None and isinstance(parsed, TaskKey):
+            deleted = self._deleted_at.get(parsed.connector, -1)
+            if deleted > item.deleted_base:
+                return (f"connector {parsed.connector!r} was deleted (a tombstone at offset {deleted}) after it was "
+                        "accepted")
+        current = self._offsets.get(item.key, -1)
+        # At or below what was read then: nothing newer (a log that started over holds nothing newer either).
+        if current <= item.base or (item.sent is not None and self._holds(item.key, item.sent)):
+            return None
+        return (f"another writer wrote the key after it was accepted (its last record is at offset {current}, "
+                f"it was at {item.base})")
+
+    def _holds(self, key: str, value: bytes | None) -> bool:
+        """Whether the key's cached status is this value (decoded, as every reader sees it)."""
+        parsed = parse_key(key)
+        try:
+            if isinstance(parsed, ConnectorKey):
+                entry = self._connectors.get(parsed.connector)
+                cached: object = entry.value if entry is not None else None
+                return cached == (codec.decode_status(value) if value is not None else None)
+            if isinstance(parsed, TaskKey):
+                task = self._tasks.get(parsed.connector, {}).get(parsed.task)
+                cached = task.value if task is not None else None
+                return cached == (codec.decode_status(value) if value is not None else None)
+            if isinstance(parsed, TopicKey):
+                topic = self._topics.get(parsed.connector, {}).get(parsed.topic)
+                return topic == (codec.decode_topic_status(value) if value is not None else None)
+        except GarbledValue:
+            return False
+        return False
+
+    def _tokens(self, key: str) -> tuple[int, int]:
+        """What the store has read of a key (for the spool): its last record's offset, and for a task its
+        connector's last tombstone's (-1: none)."""
+        parsed = parse_key(key)
+        deleted = self._deleted_at.get(parsed.connector, -1) if isinstance(parsed, TaskKey) else -1
+        return self._offsets.get(key, -1), deleted
 
     @property
     def cluster_id(self) -> str | None:
@@ -237,11 +304,17 @@ class StatusStore:
     @property
     def parked_count(self) -> int:
         """How many updates are parked now."""
-        return len(self._parked)
+        return self._queue.parked_count
 
     def parked(self) -> list[StatusUpdate]:
-        """Updates parked after their last retry, oldest first (the probe in flight is not among them)."""
-        return list(self._parked.values())
+        """Updates parked after their last retry, oldest first in each partition (the probe in flight is not
+        among them)."""
+        return self._queue.parked()
+
+    def check_room(self, count: int = 1) -> None:
+        """Raise ``WriteRejectedError`` if ``count`` new writes would grow the retry queue past
+        ``status.storage.retry.max.pending`` (a batch asks once, before it submits anything)."""
+        self._queue.check_room(None, count)
 
     async def read_to_end(self, timeout: float | None = None) -> None:
         """Wait until everything written to the topic before this call is in the cache."""
@@ -295,15 +368,19 @@ class StatusStore:
 
     def delete_connector(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every known task of the connector, then for the connector itself."""
-        self._types.pop(connector, None)
         tasks = sorted(self._tasks.get(connector, ()))
+        self._queue.check_room(None, len(tasks) + 1)
+        self._types.pop(connector, None)
         updates = [self._submit(task_key(TaskId(connector, task)), None, "task") for task in tasks]
         updates.append(self._submit(connector_key(connector), None, "connector"))
         return updates
 
     def put_topic(self, status: TopicStatus) -> StatusUpdate:
         """Record that a connector uses a topic."""
-        return self._submit(topic_key(status.connector, status.topic), codec.encode_topic_status(status), "topic")
+        key = topic_key(status.connector, status.topic)
+        value = codec.encode_topic_status(status)
+        self._check_size(key, value)
+        return self._submit(key, value, "topic")
 
     def delete_topic(self, connector: str, topic: str) -> StatusUpdate:
         """Forget that a connector uses a topic (a tombstone)."""
@@ -311,22 +388,55 @@ class StatusStore:
 
     def reset_topics(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every topic known for the connector."""
-        return [self.delete_topic(connector, topic) for topic in sorted(self._topics.get(connector, ()))]
+        topics = sorted(self._topics.get(connector, ()))
+        self._queue.check_room(None, len(topics))
+        return [self.delete_topic(connector, topic) for topic in topics]
 
     def _send_status(self, status: Status, safe: bool) -> StatusUpdate | None:
         if isinstance(status, ConnectorStatus):
-            entry = self._connector_entry(status.connector)
             key, kind = connector_key(status.connector), "connector"
         else:
-            entry = self._task_entry(status.id.connector, status.id.task)
             key, kind = task_key(status.id), "task"
+        # Refusals first: a write refused for room or size changes nothing.
+        self._queue.check_room(key)
+        value = self._encode(key, status)
+        entry = (self._connector_entry(status.connector) if isinstance(status, ConnectorStatus)
+                 else self._task_entry(status.id.connector, status.id.task))
         self.generation = status.generation
         if safe and not entry.can_write_safely(status):
             log.debug("put_safe dropped %s: cached status of another worker is newer", key)
             return None
         entry.sequence += 1
-        value = codec.encode_status(status.state, status.worker_id, status.generation, status.trace)
         return self._submit(key, value, kind, functools.partial(self._abandon_reason, entry, status, safe), safe)
+
+    def _encode(self, key: str, status: Status) -> bytes | None:
+        """The record value, its trace cut so that the record fits the producer's limit (a FAILED status with a
+        long trace is worth more written with the trace's head than refused); a record that cannot fit even
+        so is refused (``RecordTooLargeError``)."""
+        value = codec.encode_status(status.state, status.worker_id, status.generation, status.trace)
+        if value is None or len(key.encode()) + len(value) <= self._max_record_bytes or not status.trace:
+            self._check_size(key, value)
+            return value
+        trace = status.trace
+        room = self._max_record_bytes - len(key.encode()) - (len(value) - len(codec.json_string(trace).encode()))
+        low, high = 0, len(trace)
+        while low < high:  # the longest head of the trace whose note and escaped text fit
+            middle = (low + high + 1) // 2
+            if len(codec.json_string(_cut(trace, middle)).encode()) <= room:
+                low = middle
+            else:
+                high = middle - 1
+        cut = _cut(trace, low)
+        log.warning("The trace of %s is cut to %d of %d characters: the whole record would exceed the producer's "
+                    "limit of %d bytes (message.max.bytes)", key, low, len(trace), self._max_record_bytes)
+        value = codec.encode_status(status.state, status.worker_id, status.generation, cut)
+        self._check_size(key, value)
+        return value
+
+    def _check_size(self, key: str, value: bytes | None) -> None:
+        size = len(key.encode()) + (len(value) if value is not None else 0)
+        if size > self._max_record_bytes:
+            raise RecordTooLargeError(key, size, self._max_record_bytes)
 
     def _abandon_reason(self, entry: _Entry, status: Status, safe: bool, retry: bool) -> str | None:
         """Connect's reasons not to send: on a retry, the key is gone or the generation moved on; on any
@@ -341,18 +451,13 @@ class StatusStore:
 
     def _submit(self, key: str, value: bytes | None, kind: str,
                 abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> StatusUpdate:
-        update = self._queue.submit(StatusUpdate(key, value, kind, abandon, safe))
-        parked = self._parked.pop(key, None) if self._parked else None
-        if parked is not None:
-            # The newer value replaces the parked one (in the spool too: the key's row now holds it).
-            self._unpark(parked)
-        return update
+        return self._queue.submit(StatusUpdate(key, value, kind, abandon, safe))
 
     # ----------------------------------------------------------------------------- after the last retry
 
     def _keeps(self, update: StatusUpdate, outcome: Outcome) -> bool:
         """Whether the spool keeps a failed update's row: parked, or until its dead letter is written."""
-        return self._parked.get(update.key) is update or (
+        return self._queue.is_parked(update) or (
             self._dead_letters is not None and outcome.result is Result.FAILED and not outcome.stopped)
 
     def _exhausted(self, update: StatusUpdate, outcome: Outcome) -> None:
@@ -360,10 +465,10 @@ class StatusStore:
         action = self.config.exhausted_action
         error = outcome.error
         if action is ExhaustedAction.PARK and error is not None and classify(error.code) is not ErrorKind.FATAL:
-            self._parked[update.key] = update
-            self.exhausted.parked += 1
-            log.warning("Parked the status update of %s: it is sent again once Kafka takes writes", update.key)
-            self._arm_probe()
+            if self._queue.park(update):
+                self.exhausted.parked += 1
+                log.debug("Parked the status update of %s: it is sent again once its partition takes writes",
+                          update.key)
         elif self._dead_letters is not None:
             record = dead_letter(update, outcome, self.config.sidecar_name)
             if not self._dead_letters.append(update.key, record, lambda result: self._dead_lettered(update, result)):
@@ -379,45 +484,6 @@ class StatusStore:
         reason = outcome.reason if outcome is not None else "not queued"
         log.error("The dead letter of %s could not be written either (%s)%s", update.key, reason,
                   "; the spool keeps the update for the next start" if self._spool is not None else "")
-
-    def _written(self) -> None:
-        """A write got through: Kafka takes writes again, so parked updates are sent now."""
-        if self._parked:
-            asyncio.get_running_loop().call_soon(self._release_parked)
-
-    def _release_parked(self) -> None:
-        parked, self._parked = self._parked, {}
-        if parked:
-            log.info("Kafka takes writes again: sending %d parked status update(s)", len(parked))
-        for update in parked.values():
-            self._resubmit(update)
-
-    def _resubmit(self, update: StatusUpdate) -> StatusUpdate | None:
-        reason = update.abandon(True) if update.abandon is not None else None
-        if reason is not None:
-            log.info("Not sending the parked update of %s again: %s", update.key, reason)
-            if self._spool is not None:
-                self._spool.release(update, forget=True)
-            return None
-        again = self._queue.submit(StatusUpdate(update.key, update.value, update.kind, update.abandon, update.safe))
-        self._unpark(update)
-        return again
-
-    def _unpark(self, update: StatusUpdate) -> None:
-        if self._spool is not None:
-            self._spool.release(update)
-
-    def _arm_probe(self) -> None:
-        if self._probe is None and self._probe_timer is None and self._parked:
-            interval = max(1.0, self.config.retry.max_backoff_ms / 1000)
-            self._probe_timer = asyncio.get_running_loop().call_later(interval, self._send_probe)
-
-    def _send_probe(self) -> None:
-        """Send one parked update (the oldest): if it gets through, the others follow."""
-        self._probe_timer = None
-        while self._parked and self._probe is None:
-            key = next(iter(self._parked))
-            self._probe = self._resubmit(self._parked.pop(key))
 
     def _write_failed(self) -> None:
         """A write failed: now and then, check that the status topic still exists."""
@@ -444,14 +510,12 @@ class StatusStore:
             self._topic_check = None
 
     def _settled(self, update: StatusUpdate, outcome: Outcome) -> None:
-        if update is self._probe:
-            self._probe = None
-        if outcome.result is Result.WRITTEN:
-            self._written()
+        delivery = outcome.delivery
+        if delivery is not None and delivery.offset > self._offsets.get(update.key, -1):
+            self._offsets[update.key] = delivery.offset
         elif outcome.result is Result.FAILED and not outcome.stopped:
             self._write_failed()
             self._exhausted(update, outcome)
-        self._arm_probe()
 
     # ----------------------------------------------------------------------------- reads
 
@@ -492,18 +556,22 @@ class StatusStore:
     def _apply(self, records: Sequence[Message]) -> None:
         applied = 0
         read_task, read_connector, read_topic = self._read_task, self._read_connector, self._read_topic
+        offsets = self._offsets
         for record in records:
             raw_key = record.key()
             if raw_key is None:
                 self._discard("invalid_keys", "no key", record)
                 continue
             key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else raw_key
+            offset = record.offset() or 0
+            if offset > offsets.get(key, -1):
+                offsets[key] = offset
             parsed = parse_key(key)
             try:
                 if type(parsed) is TaskKey:
                     read_task(parsed.connector, parsed.task, record.value())
                 elif type(parsed) is ConnectorKey:
-                    read_connector(parsed.connector, record.value())
+                    read_connector(parsed.connector, record.value(), offset)
                 elif type(parsed) is TopicKey:
                     read_topic(parsed, record.value())
                 else:
@@ -534,8 +602,10 @@ class StatusStore:
             entry = tasks[task] = _Entry()
         return entry
 
-    def _read_connector(self, connector: str, value: bytes | None) -> None:
+    def _read_connector(self, connector: str, value: bytes | None, offset: int) -> None:
         if value is None:
+            if offset > self._deleted_at.get(connector, -1):
+                self._deleted_at[connector] = offset
             removed = self._connectors.pop(connector, None)
             if removed is not None:
                 removed.deleted = True
@@ -575,7 +645,8 @@ class StatusStore:
 
 
 class _AfterLastRetry(RetryListener):
-    """The store's own listener of its retry queue: parks or dead-letters exhausted updates."""
+    """The store's own listener of its retry queue: notes its writes' offsets, parks or dead-letters exhausted
+    updates, and checks the topic when writes fail."""
 
     def __init__(self, store: StatusStore) -> None:
         self._store = store
@@ -585,6 +656,35 @@ class _AfterLastRetry(RetryListener):
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
         self._store._settled(update, outcome)
+
+
+def _retry_policy(retry: RetryConfig, rng: Random, budgeted: bool) -> RetryPolicy:
+    """The retry queue's policy from the retry settings; the status queue has the budget and the bound."""
+    def backoff(max_ms: int) -> Backoff:
+        return backoff_policy(retry.jitter_mode, retry.initial_backoff_ms, max_ms, retry.backoff_multiplier,
+                              retry.jitter_factor, rng)
+
+    budget = RetryBudget(retry.budget) if budgeted and retry.budget.enabled else None
+    timeout = retry.timeout_ms / 1000 if retry.timeout_ms is not None else None
+    probe_ms = min(retry.max_backoff_ms, max(retry.initial_backoff_ms, retry.probe_max_backoff_ms))
+    return RetryPolicy(backoff(retry.max_backoff_ms), retry.max_retries, timeout, budget, retry.mode,
+                       backoff(probe_ms), retry.max_pending if budgeted else None)
+
+
+def _max_record_bytes(config: StoreConfig) -> int:
+    """The largest key + value the producer and the topic take (message.max.bytes, the topic's
+    max.message.bytes when set), less what a record adds on the wire."""
+    producer = config.client_configs.get("message.max.bytes", "").strip()
+    limit = int(producer) if producer.isdigit() else DEFAULT_MAX_MESSAGE_BYTES
+    topic = config.topic_configs.get("max.message.bytes", "").strip()
+    if topic.isdigit():
+        limit = min(limit, int(topic))
+    return limit - RECORD_OVERHEAD_BYTES
+
+
+def _cut(trace: str, length: int) -> str:
+    """A trace's head with a note of what was cut."""
+    return f"{trace[:length]}\n\t... {len(trace) - length} more characters cut by status-store (record size limit)"
 
 
 def _connector_status(connector: str, value: StatusValue) -> ConnectorStatus:

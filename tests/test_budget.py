@@ -21,7 +21,9 @@ WAIT = 30.0
 NOT_ENOUGH_REPLICAS = 19
 # Far more errors than any test sends requests: "down" until cleared.
 OUTAGE = [NOT_ENOUGH_REPLICAS] * 100_000
+# The retry budget applies to per-update retries (held partitions send one probe at a time instead).
 FAST = {
+    "status.storage.retry.mode": "per-update",
     "status.storage.retry.initial.backoff.ms": "100",
     "status.storage.retry.max.backoff.ms": "400",
     "status.storage.retry.delivery.timeout.ms": "2000",
@@ -184,8 +186,10 @@ async def test_every_key_keeps_being_retried_through_a_long_outage(budgeted: Bud
     assert all(u.outcome is not None and u.outcome.ok for u in updates)
 
 
+# Dropped after the last retry: parked updates would be probed (and fail, and be counted) again.
 @pytest.mark.parametrize("budgeted", [{"status.storage.retry.max.retries": "1",
-                                       "status.storage.retry.budget.min.retries.per.second": "2"}], indirect=True)
+                                       "status.storage.retry.budget.min.retries.per.second": "2",
+                                       "status.storage.retry.exhausted.action": "drop"}], indirect=True)
 async def test_a_refusal_does_not_use_up_a_retry_and_the_retry_limit_still_ends_the_update(budgeted: Budgeted) -> None:
     store = budgeted.store
     budgeted.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)

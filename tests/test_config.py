@@ -160,7 +160,11 @@ def test_example_file_documents_every_key_and_loads() -> None:
 
 def test_retry_budget_settings_are_off_by_default_and_validated() -> None:
     assert not build_config(KAFKA).retry.budget.enabled
-    budget = build_config({**KAFKA, "status.storage.retry.budget.max.tokens": "100",
+    with pytest.raises(ConfigError, match="applies to status.storage.retry.mode=per-update only") as refused:
+        build_config({**KAFKA, "status.storage.retry.budget.max.tokens": "100"})
+    assert refused.value.key == "status.storage.retry.budget.max.tokens"
+    budget = build_config({**KAFKA, "status.storage.retry.mode": "per-update",
+                           "status.storage.retry.budget.max.tokens": "100",
                            "status.storage.retry.budget.token.ratio": "0.5",
                            "status.storage.retry.budget.min.retries.per.second": "2"}).retry.budget
     assert (budget.enabled, budget.max_tokens, budget.token_ratio, budget.min_retries_per_s) == (True, 100, 0.5, 2)

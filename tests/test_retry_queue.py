@@ -100,18 +100,24 @@ async def test_fatal_errors_are_not_retried(faulty: Faulty) -> None:
     assert faulty.count("status_update_failure", "task") == 1
 
 
-async def test_a_leader_change_is_retried_at_once_then_backs_off(faulty: Faulty) -> None:
+PER_UPDATE = {"status.storage.retry.mode": "per-update"}
+
+
+@pytest.mark.parametrize(("faulty", "backoff"), [(PER_UPDATE, 0.2), ({"status.storage.retry.mode": "partition"}, 0.1)],
+                         indirect=["faulty"])
+async def test_a_leader_change_is_retried_at_once_then_backs_off(faulty: Faulty, backoff: float) -> None:
     faulty.cluster.start_tracking()
     faulty.cluster.push_request_errors(MockCluster.PRODUCE, FENCED_LEADER_EPOCH, FENCED_LEADER_EPOCH)
     outcome = await faulty.store.put(connector("c")).result(WAIT)
     assert (outcome.result, outcome.attempts) == (Result.WRITTEN, 3)
     gaps = [b - a for a, b in itertools.pairwise(produce_times(faulty.cluster))]
-    # The first retry waits for no backoff (KIP-951); the second backs off (retry 1: at least 200 ms).
-    assert gaps[1] >= 0.2 - TIMER_SLACK
+    # The first retry waits for no backoff (KIP-951); the second backs off: per update, the key's retry 1
+    # (200 ms); in partition mode, the partition is held and its first probe waits the initial backoff.
+    assert gaps[1] >= backoff - TIMER_SLACK
     assert gaps[0] < gaps[1]
 
 
-@pytest.mark.parametrize("faulty", [{"status.storage.retry.max.retries": "2"}], indirect=True)
+@pytest.mark.parametrize("faulty", [{"status.storage.retry.max.retries": "2", **PER_UPDATE}], indirect=True)
 async def test_an_outage_longer_than_the_retry_window_fails_each_update_once(faulty: Faulty) -> None:
     faulty.cluster.broker_down(-1)
     updates = [faulty.store.put(connector(f"c{i}")) for i in range(20)]

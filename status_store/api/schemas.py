@@ -148,6 +148,8 @@ class PendingRetry(BaseModel):
     kind: str
     attempts: int
     next_attempt_in_seconds: float
+    held: bool = Field(description="Waits in a held partition's line (the next probe's time is the earliest it may "
+                                   "go), rather than on a timer of its own.")
     last_error: str | None
 
 

@@ -1,0 +1,281 @@
+"""Partition mode on the mock cluster: a failing partition is held behind one probe at a time, released in
+batches when a write gets through, and every rule of the retry engine still holds."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka import murmur2
+from prometheus_client import CollectorRegistry
+
+from status_store.errors import WriteRejectedError
+from status_store.librdkafka import MockCluster
+from status_store.metrics import StoreMetrics
+from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, connector_key, task_key
+from status_store.retry_queue import Outcome, Result, RetryListener, StatusUpdate
+from status_store.store import StatusStore
+
+from .conftest import StoreFactory
+from .helpers import eventually, last_values, write_raw
+
+WAIT = 20.0
+NOT_ENOUGH_REPLICAS = 19
+# Far more errors than any test sends requests: every Produce request fails until they are cleared.
+OUTAGE = [NOT_ENOUGH_REPLICAS] * 100_000
+FAST = {
+    "status.storage.retry.initial.backoff.ms": "100",
+    "status.storage.retry.max.backoff.ms": "400",
+    "status.storage.retry.probe.max.backoff.ms": "200",
+    "status.storage.retry.delivery.timeout.ms": "500",
+    "status.storage.retry.max.retries": "1000",
+    "sidecar.shutdown.timeout.ms": "3000",
+}
+
+
+@dataclass
+class Held:
+    """A store in partition mode on its own topic of the mock cluster, with its metrics."""
+
+    cluster: MockCluster
+    store: StatusStore
+    metrics: StoreMetrics
+    topic: str
+
+    def sample(self, name: str, labels: dict[str, str] | None = None) -> float:
+        return self.metrics.registry.get_sample_value(name, labels or {}) or 0.0
+
+
+def topic_with(cluster: MockCluster, partitions: int, leaders: dict[int, int] | None = None) -> str:
+    name = f"held-{id(cluster)}-{partitions}-{len(leaders or {})}-{asyncio.get_running_loop().time():.6f}"
+    cluster.create_topic(name, partitions, 1)
+    for partition, broker in (leaders or {}).items():
+        cluster.set_leader(name, partition, broker)
+    return name
+
+
+HeldFactory = Callable[..., AbstractAsyncContextManager[Held]]
+
+
+@pytest.fixture
+def held_factory(mock_cluster: MockCluster, store_factory: StoreFactory) -> HeldFactory:
+    @asynccontextmanager
+    async def make(partitions: int = 5, leaders: dict[int, int] | None = None,
+                   **settings: str) -> AsyncIterator[Held]:
+        metrics = StoreMetrics(CollectorRegistry())
+        topic = topic_with(mock_cluster, partitions, leaders)
+        merged = {**FAST, "status.storage.partitions": str(partitions), **settings}
+        async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], lambda: 0.5, **merged) as store:
+            yield Held(mock_cluster, store, metrics, topic)
+
+    return make
+
+
+def connector(name: str, generation: int = 1, state: State = State.RUNNING, worker: str = "w1:8083") -> ConnectorStatus:
+    return ConnectorStatus(name, state, worker, generation)
+
+
+def names_on(partition: int, partitions: int, count: int, prefix: str = "c") -> list[str]:
+    """Connector names whose status keys Java's partitioner puts on ``partition``."""
+    found, i = [], 0
+    while len(found) < count:
+        name = f"{prefix}{i}"
+        if murmur2(connector_key(name).encode(), partitions) == partition:
+            found.append(name)
+        i += 1
+    return found
+
+
+async def test_a_held_partition_sends_only_its_probe(held_factory: HeldFactory) -> None:
+    async with held_factory(partitions=1) as held:
+        store, queue = held.store, held.store.queue
+        held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+        updates = [store.put(connector(f"c{i}")) for i in range(100)]
+        await eventually(lambda: queue.held_partitions == [0])
+        first_attempts = queue.attempts_total
+        await eventually(lambda: queue.probes_total >= 3)
+        # Held: nothing but probes went out since, one at a time (100 keys wait, each sent once so far at most).
+        assert queue.attempts_total - first_attempts <= queue.probes_total + 1
+        assert all(u.attempts <= 1 for u in updates[1:] if u.outcome is None and u is not updates[0])
+        assert held.sample("status_partitions_held") == 1
+        assert held.sample("status_retry_probes_total") >= 3
+        # New writes to the held partition wait too: they are not sent.
+        sent_before = queue.attempts_total - queue.probes_total
+        later = [store.put(connector(f"late{i}")) for i in range(20)]
+        assert queue.attempts_total - queue.probes_total == sent_before
+        assert all(u.attempts == 0 for u in later)
+        held.cluster.clear_request_errors(MockCluster.PRODUCE)
+        outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates + later)), WAIT)
+        assert all(o.ok for o in outcomes)
+        assert queue.held_partitions == []
+        assert held.sample("status_partitions_held") == 0
+
+
+async def test_a_partial_outage_holds_only_the_down_brokers_partitions(held_factory: HeldFactory) -> None:
+    leaders = {0: 1, 1: 2, 2: 3, 3: 1, 4: 2}
+    async with held_factory(partitions=5, leaders=leaders) as held:
+        store = held.store
+        down = [p for p, broker in leaders.items() if broker == 2]
+        held.cluster.broker_down(2)
+        on_down = [store.put(connector(name)) for p in down for name in names_on(p, 5, 3, f"down{p}-")]
+        await eventually(lambda: store.queue.held_partitions == down)
+        # While broker 2 is down, writes to the other partitions go through at once, never held.
+        healthy = [store.put(connector(name)) for p in leaders if p not in down
+                   for name in names_on(p, 5, 5, f"up{p}-")]
+        outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in healthy)), WAIT)
+        assert all(o.ok and o.attempts == 1 for o in outcomes)
+        assert store.queue.held_partitions == down
+        assert not any(u.done() for u in on_down)
+        held.cluster.broker_up(2)
+        outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in on_down)), WAIT)
+        assert all(o.ok for o in outcomes)
+        await eventually(lambda: store.queue.held_partitions == [])
+
+
+async def test_a_release_goes_out_in_batches_doubling_while_writes_succeed(
+        held_factory: HeldFactory, caplog: pytest.LogCaptureFixture) -> None:
+    async with held_factory(partitions=1) as held:
+        held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+        updates = [held.store.put(connector(f"c{i}")) for i in range(200)]
+        await eventually(lambda: held.store.queue.probes_total >= 1)
+        with caplog.at_level(logging.DEBUG, logger="status_store.retry_queue"):
+            held.cluster.clear_request_errors(MockCluster.PRODUCE)
+            await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), WAIT)
+        batches = [int(m.group(1)) for m in re.finditer(r"Released a batch of (\d+) update", caplog.text)]
+        # Slow start: a first small batch, then twice as many after each batch that all succeeded.
+        assert batches[:5] == [2, 4, 8, 16, 32]
+        assert sum(batches) >= 199 - held.store.queue.probes_total
+
+
+async def test_held_updates_keep_coalescing_and_connects_abandonment_rules(held_factory: HeldFactory) -> None:
+    async with held_factory(partitions=1) as held:
+        store = held.store
+        await store.put(ConnectorStatus("gone", State.RUNNING, "w1:8083", 1)).result(WAIT)
+        await store.read_your_writes(WAIT)
+        held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+        first = store.put(connector("c", state=State.RUNNING))
+        await eventually(lambda: store.queue.held_partitions == [0])
+        second = store.put(connector("c", state=State.PAUSED))
+        third = store.put(connector("c", state=State.FAILED))
+        assert second.outcome is not None
+        assert second.outcome.result is Result.SUPERSEDED
+        doomed = store.put_safe(ConnectorStatus("gone", State.UNASSIGNED, "w1:8083", 1))
+        assert doomed is not None
+        # Another worker deletes "gone" while its update waits in the held partition (read from the topic once
+        # the partition takes writes again: the other writer's record is ahead in the partition).
+        held.cluster.clear_request_errors(MockCluster.PRODUCE)
+        write_raw(store, (b"status-connector-gone", None))
+        outcomes = await asyncio.wait_for(asyncio.gather(first.result(), third.result(), doomed.result()), WAIT)
+        assert outcomes[1].ok
+        assert outcomes[0].result in (Result.SUPERSEDED, Result.WRITTEN)
+        await store.read_your_writes(WAIT)
+        values = last_values(store)
+        assert values[b"status-connector-c"] == b'{"state":"FAILED","trace":null,"worker_id":"w1:8083","generation":1}'
+
+
+async def test_max_retries_counts_only_attempts_sent_and_still_ends_an_update(held_factory: HeldFactory) -> None:
+    async with held_factory(partitions=1, **{"status.storage.retry.max.retries": "2",
+                                             "status.storage.retry.exhausted.action": "drop"}) as held:
+        store = held.store
+        held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+        updates = [store.put(connector(f"c{i}")) for i in range(10)]
+        # The probes take the oldest update, three attempts each (two retries), then the next one.
+        await eventually(lambda: sum(1 for u in updates if u.done()) >= 2)
+        done = [u for u in updates if u.done()]
+        assert all(u.outcome is not None and u.outcome.result is Result.FAILED and u.outcome.attempts == 3
+                   for u in done)
+        waiting = [u for u in updates if not u.done()]
+        assert waiting
+        assert all(u.attempts <= 3 for u in waiting)
+        # Attempts sent: each update's first one, and the probes.
+        assert store.queue.attempts_total == len(updates) + store.queue.probes_total
+        held.cluster.clear_request_errors(MockCluster.PRODUCE)
+        await asyncio.wait_for(asyncio.gather(*(u.result() for u in waiting)), WAIT)
+
+
+async def test_the_time_bound_counts_the_time_an_update_is_held(held_factory: HeldFactory) -> None:
+    async with held_factory(partitions=1, **{"status.storage.retry.timeout.ms": "700",
+                                             "status.storage.retry.exhausted.action": "drop"}) as held:
+        held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+        updates = [held.store.put(connector(f"c{i}")) for i in range(20)]
+        outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), WAIT)
+        assert all(o.result is Result.FAILED for o in outcomes)
+        assert all("status.storage.retry.timeout.ms" in o.reason for o in outcomes)
+        # Most never went out again: held, not retried, until the bound ended them.
+        assert sum(1 for o in outcomes if o.attempts == 1) >= 15
+        held.cluster.clear_request_errors(MockCluster.PRODUCE)
+
+
+class Raising(RetryListener):
+    """A listener that raises at every event (a spool whose disk is gone, a buggy plug-in)."""
+
+    def on_submitted(self, update: StatusUpdate) -> None:
+        raise RuntimeError("listener broken")
+
+    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
+        raise OSError("listener broken too")
+
+
+async def test_a_raising_listener_never_stops_a_key(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+    metrics = StoreMetrics(CollectorRegistry())
+    topic = topic_with(mock_cluster, 1)
+    async with store_factory(mock_cluster.bootstrap_servers, topic, [Raising(), metrics], **FAST) as store:
+        for state in (State.RUNNING, State.PAUSED, State.FAILED):
+            outcome = await store.put(connector("c", state=state)).result(WAIT)
+            assert outcome.ok
+        assert store.queue.unsettled == 0
+        assert metrics.registry.get_sample_value("status_retry_queue_pending") == 0
+        assert metrics.registry.get_sample_value("status_listener_errors_total", {"listener": "Raising"}) == 6
+        await store.read_your_writes(WAIT)
+        assert store.get_connector("c") == connector("c", state=State.FAILED)
+
+
+async def test_the_pending_bound_refuses_new_keys_and_changes_nothing(held_factory: HeldFactory) -> None:
+    async with held_factory(partitions=1, **{"status.storage.retry.max.pending": "5"}) as held:
+        store = held.store
+        held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+        accepted = [store.put(connector(f"c{i}")) for i in range(5)]
+        generation = store.generation
+        with pytest.raises(WriteRejectedError) as refused:
+            store.put(connector("c5", generation=9))
+        assert refused.value.retry_after_s >= 1
+        assert "status.storage.retry.max.pending" in str(refused.value)
+        assert store.generation == generation  # a refused write changes nothing
+        with pytest.raises(WriteRejectedError):
+            store.put_safe(TaskStatus(TaskId("c0", 0), State.RUNNING, "w1:8083", 1))
+        assert store.get_task(TaskId("c0", 0)) is None
+        # A newer value of a key that waits replaces it: no room needed.
+        await eventually(lambda: store.queue.held_partitions == [0])
+        replacing = store.put(connector("c4", state=State.PAUSED))
+        assert held.sample("status_update_rejected_total", {"reason": "queue_full"}) == 2
+        held.cluster.clear_request_errors(MockCluster.PRODUCE)
+        outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in [*accepted[:4], replacing])), WAIT)
+        assert all(o.ok for o in outcomes)
+
+
+@pytest.mark.parametrize("mode", ["partition", "per-update"])
+async def test_a_ten_thousand_key_outage_writes_a_bounded_number_of_log_lines(
+        held_factory: HeldFactory, caplog: pytest.LogCaptureFixture, mode: str) -> None:
+    settings = {"status.storage.retry.mode": mode, "status.storage.retry.max.retries": "0",
+                "status.storage.retry.exhausted.action": "drop", "status.storage.retry.max.pending": "20000"}
+    async with held_factory(partitions=5, **settings) as held:
+        with caplog.at_level(logging.INFO, logger="status_store"):
+            held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+            updates = [held.store.put(TaskStatus(TaskId("c", i), State.FAILED, "w1:8083", 1)) for i in range(10_000)]
+            await eventually(lambda: held.store.queue.probes_total >= 10 or all(u.done() for u in updates), WAIT)
+            held.cluster.clear_request_errors(MockCluster.PRODUCE)
+            await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), 3 * WAIT)
+        lines = [r for r in caplog.records if r.name.startswith("status_store")]
+        # One line per partition held and released, the first failure and a summary: never one per key.
+        assert len(lines) <= 30, "\n".join(r.getMessage()[:120] for r in lines[:40])
+
+
+async def test_task_keys_go_to_their_java_partition(held_factory: HeldFactory) -> None:
+    async with held_factory(partitions=5) as held:
+        key = task_key(TaskId("my-conn", 12))
+        assert held.store._partition_of(key) == 2
