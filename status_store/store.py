@@ -295,11 +295,11 @@ class StatusStore:
         """The append-only topics this store writes besides the status topic (history, dead letters)."""
         return [events for events in (self._history, self._dead_letters) if events is not None]
 
-    def commit_spool(self) -> None:
+    def commit_spool(self) -> bool:
         """Make the spool's record of every update submitted so far durable now (the HTTP API does this
-        before it answers; otherwise it happens at the end of the event loop's turn)."""
-        if self._spool is not None:
-            self._spool.commit()
+        before it answers; otherwise it happens at the end of the event loop's turn). False when the spool
+        could not be written now (another process holds it locked): the changes wait and are tried again."""
+        return self._spool.commit() if self._spool is not None else True
 
     @property
     def parked_count(self) -> int:

@@ -6,19 +6,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from confluent_kafka import murmur2
 from prometheus_client import CollectorRegistry
 
-from status_store.errors import WriteRejectedError
+from status_store.errors import RecordTooLargeError, WriteRejectedError
 from status_store.librdkafka import MockCluster
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, connector_key, task_key
 from status_store.retry_queue import Outcome, Result, RetryListener, StatusUpdate
+from status_store.spool import Spool
 from status_store.store import StatusStore
 
 from .conftest import StoreFactory
@@ -279,3 +282,54 @@ async def test_task_keys_go_to_their_java_partition(held_factory: HeldFactory) -
     async with held_factory(partitions=5) as held:
         key = task_key(TaskId("my-conn", 12))
         assert held.store._partition_of(key) == 2
+
+
+async def test_a_trace_too_large_for_a_record_is_cut_so_the_failed_status_is_written(
+        held_factory: HeldFactory) -> None:
+    async with held_factory(partitions=1) as held:
+        trace = "java.lang.RuntimeException: boom\n" + "\tat a.very.deep.Frame(Frame.java:1)\n" * 40_000
+        outcome = await held.store.put(ConnectorStatus("c", State.FAILED, "w1:8083", 1, trace)).result(WAIT)
+        assert outcome.ok
+        await held.store.read_your_writes(WAIT)
+        written = held.store.get_connector("c")
+        assert written is not None
+        assert written.state is State.FAILED
+        assert written.trace is not None
+        assert written.trace.startswith(trace[:10_000])
+        assert written.trace.endswith("more characters cut by status-store (record size limit)")
+        assert len(last_values(held.store)[b"status-connector-c"] or b"") <= 1_000_000
+
+
+async def test_a_record_that_cannot_fit_is_refused_before_it_changes_anything(held_factory: HeldFactory) -> None:
+    async with held_factory(partitions=1, **{"sidecar.kafka.message.max.bytes": "2000"}) as held:
+        generation = held.store.generation
+        with pytest.raises(RecordTooLargeError) as refused:
+            held.store.put(ConnectorStatus("c", State.RUNNING, "w" * 3000, 7))
+        assert refused.value.limit < 2000
+        assert held.store.generation == generation
+        assert held.store.queue.unsettled == 0
+
+
+async def test_a_spool_locked_by_another_process_never_stops_the_queue(mock_cluster: MockCluster,
+                                                                       store_factory: StoreFactory,
+                                                                       tmp_path: Path) -> None:
+    spool = tmp_path / "spool.db"
+    topic = topic_with(mock_cluster, 1)
+    metrics = StoreMetrics(CollectorRegistry())
+    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics],
+                             **{**FAST, "status.storage.spool.path": str(spool)}) as store:
+        other = sqlite3.connect(spool, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")  # another process holds the database for a while
+        try:
+            updates = [store.put(connector("c", state=state)) for state in (State.RUNNING, State.PAUSED)]
+            assert not store.commit_spool()  # refused at once, not after seconds; the changes wait in memory
+            updates.append(store.put(connector("c", state=State.FAILED)))
+            outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), WAIT)
+            assert [o.result for o in outcomes] == [Result.WRITTEN, Result.SUPERSEDED, Result.WRITTEN]
+            assert metrics.registry.get_sample_value("status_listener_errors_total", {"listener": "Spool"}) is None
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        await eventually(store.commit_spool)
+        assert store.queue.unsettled == 0
+    assert len(Spool(spool)) == 0

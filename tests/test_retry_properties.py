@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import tempfile
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -116,5 +117,55 @@ def test_safe_writes_follow_connects_rules_through_failures(ops: list[tuple[Any,
 
     try:
         asyncio.run(run_store(cluster, body))
+    finally:
+        cluster.close()
+
+
+restarts = st.tuples(st.just("restart"))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.one_of(puts, faults, restarts), min_size=1, max_size=25))
+def test_through_restarts_with_a_spool_each_key_ends_with_its_last_put(ops: list[tuple[Any, ...]]) -> None:
+    cluster = MockCluster(brokers=1)
+    cluster.create_topic("status", 3, 1)
+    expected: dict[bytes, bytes | None] = {}
+
+    async def body(spool: str) -> None:
+        config = build_config({"bootstrap.servers": cluster.bootstrap_servers, "status.storage.topic": "status",
+                               "status.storage.partitions": "3", "status.storage.spool.path": spool,
+                               **RETRY, "sidecar.shutdown.timeout.ms": "300"})
+        store = StatusStore(config, cluster.bootstrap_servers, rng=random.Random(7).random)
+        await store.start()
+        try:
+            for op in ops:
+                if op[0] == "put":
+                    status = ConnectorStatus(f"c{op[1]}", op[2], "w1:8083", 1)
+                    store.put(status)
+                    expected[f"status-connector-c{op[1]}".encode()] = encode_status(status.state, "w1:8083", 1, None)
+                elif op[0] == "restart":
+                    # A restart, maybe during an outage: what was not durable stays in the spool and is replayed.
+                    await store.stop()
+                    cluster.broker_up(-1)
+                    store = StatusStore(config, cluster.bootstrap_servers, rng=random.Random(7).random)
+                    await store.start()
+                elif op[0] == "errors":
+                    cluster.push_request_errors(MockCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * op[1])
+                elif op[0] == "down":
+                    cluster.broker_down(-1)
+                elif op[0] == "up":
+                    cluster.broker_up(-1)
+                else:
+                    await asyncio.sleep(op[1] / 1000)
+            cluster.broker_up(-1)
+            await store.flush(WAIT)
+            await store.read_your_writes(WAIT)
+            assert {k: v for k, v in last_values(store).items() if k in expected} == expected
+        finally:
+            await store.stop()
+
+    try:
+        with tempfile.TemporaryDirectory() as directory:
+            asyncio.run(body(f"{directory}/spool.db"))
     finally:
         cluster.close()
