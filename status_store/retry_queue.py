@@ -1015,6 +1015,8 @@ class RetryQueue:
         partition = slot.partition if slot is not None else None
         if partition is not None and partition.probe_due is not None:
             return partition.probe_due
+        if partition is not None and partition.stalled and self._cluster.due is not None:
+            return self._cluster.due  # every partition is stalled: the cluster's probe goes next
         return self._now()
 
     @property
