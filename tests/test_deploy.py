@@ -111,18 +111,32 @@ def test_promtool_accepts_the_scrape_config_and_the_rules() -> None:
         assert result.returncode == 0, result.stdout + result.stderr
 
 
-@needs_prometheus
-async def test_promtool_accepts_the_exposition(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+async def served_exposition(mock_cluster: MockCluster, store_factory: StoreFactory) -> bytes:
+    """What /metrics serves: the store's metrics and the HTTP metrics, after one write."""
     registry = CollectorRegistry()
     metrics = StoreMetrics(registry)
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics]) as store:
-        create_app(store, registry)  # registers the HTTP metrics too
+        app = create_app(store, registry)  # registers the HTTP metrics too
         await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(WAIT)
-        exposition = generate_latest(registry)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sidecar") as http:
+            assert (await http.get("/health")).status_code == 200
+        return generate_latest(registry)
+
+
+@needs_prometheus
+async def test_promtool_accepts_the_exposition(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+    exposition = await served_exposition(mock_cluster, store_factory)
     result = await asyncio.to_thread(subprocess.run, [str(PROMTOOL), "check", "metrics"], input=exposition,
                                      capture_output=True, timeout=60)
     assert result.returncode == 0, (result.stdout + result.stderr).decode()
+
+
+async def test_the_exposition_has_no_created_series(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+    text = (await served_exposition(mock_cluster, store_factory)).decode()
+    assert 'status_update_success_total{kind="connector"} 1.0' in text
+    assert "http_requests_total{" in text
+    assert "_created" not in text
 
 
 class Prometheus:
