@@ -212,3 +212,13 @@ async def test_a_real_prometheus_sees_the_kip_counters_move(served_store: tuple[
         assert seen == expected
     finally:
         prometheus.stop()
+
+
+def test_the_repository_tracks_no_file_it_ignores() -> None:
+    """Tool caches (.schemathesis/, .hypothesis/, ...) are ignored and never committed."""
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run([git, "ls-files", "--cached", "--ignored", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    assert tracked == ""
