@@ -4,23 +4,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import logging
 import os
 import sys
+from typing import NoReturn
 
 from .errors import StatusStoreError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a bad command line is one line (the usage stays in ``--help``), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``status-store`` command."""
-    parser = argparse.ArgumentParser(prog="status-store", description="Kafka Connect status store sidecar.")
+    parser = _Parser(prog="status-store", description="Kafka Connect status store sidecar.")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the service (an embedded broker when bootstrap.servers is unset)")
     serve.add_argument("--config", metavar="FILE", help="Java .properties file (a Connect worker file works)")
+    # Checked as the configuration keys they override are.
     serve.add_argument("--host", help="HTTP bind address (overrides sidecar.rest.host)")
-    serve.add_argument("--port", type=int, help="HTTP port (overrides sidecar.rest.port)")
+    serve.add_argument("--port", help="HTTP port (overrides sidecar.rest.port)")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     commands.add_parser("openapi", help="print the OpenAPI document of the HTTP API")
     commands.add_parser("config-docs", help="print the configuration reference (docs/configuration.md)")
@@ -61,14 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     from .config import load_config
     from .service import serve as run_service
 
+    options = {"sidecar.rest.host": args.host, "sidecar.rest.port": args.port}
     try:
-        config = load_config(args.config, os.environ)
-        overrides = {}
-        if args.host is not None:
-            overrides["rest_host"] = args.host
-        if args.port is not None:
-            overrides["rest_port"] = args.port
-        config = dataclasses.replace(config, **overrides)
+        config = load_config(args.config, os.environ, {k: v for k, v in options.items() if v is not None})
         asyncio.run(run_service(config))
     except StatusStoreError as e:
         print(f"status-store: {e}", file=sys.stderr)

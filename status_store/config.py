@@ -6,8 +6,18 @@ ignored. Inside this service's own namespaces (``status.storage.retry.``, ``.spo
 and ``sidecar.``) an unknown key is an error, so a typo never passes silently. Every other ``status.storage.<x>`` is
 passed to topic creation as topic config ``<x>``, exactly as Connect does.
 
+A key one or two characters away from a key this service knows (``bootstrap.server``,
+``status.storage.topik``) is an error with a suggestion, wherever it is: a typo of
+``bootstrap.servers`` would otherwise select the embedded broker, which keeps nothing. For the same
+reason, a configuration file without ``bootstrap.servers`` must ask for the embedded broker
+(``sidecar.embedded.broker=true``); only a start without any file gets it by default.
+
 An environment variable ``STATUS_STORE_<KEY>`` overrides ``<key>``: upper-case, dots as
-underscores (``STATUS_STORE_BOOTSTRAP_SERVERS`` -> ``bootstrap.servers``).
+underscores (``STATUS_STORE_BOOTSTRAP_SERVERS`` -> ``bootstrap.servers``). The variables Kubernetes
+injects for a Service whose name starts with ``status-store`` (``STATUS_STORE_SIDECAR_PORT=tcp://...``,
+``..._SERVICE_HOST``, ...) are not settings and are ignored.
+
+Values of keys that may hold secrets (``is_secret_key``) and of unknown keys never appear in errors.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from typing import Any
 from . import librdkafka
 from .backoff import JitterMode, RetryMode
 from .budget import BudgetSettings
-from .errors import ConfigError
+from .errors import ConfigError, is_secret_key
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +60,16 @@ PROTECTED_CLIENT_SETTINGS = frozenset({
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# Environment variables of Kubernetes service links (and Docker links) for a Service named
+# status-store-<x>: <NAME>_SERVICE_HOST, <NAME>_SERVICE_PORT[_<port name>], <NAME>_PORT=tcp://ip:port and
+# <NAME>_PORT_<port>_<protocol>[_PROTO|_PORT|_ADDR].
+_SERVICE_LINK_NAME = re.compile(r".+_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)")
+_SERVICE_LINK_PORT = re.compile(r".+_PORT")
+_SERVICE_LINK_URL = re.compile(r"(tcp|udp|sctp)://\S+")
+# The token the deployment examples ship with; a service must never run with it.
+PLACEHOLDER_TOKEN_PREFIX = "change-me"
+# A key this many edits (or fewer) away from a known key is a typo of it.
+_NEAR_MISS_EDITS = 2
 
 
 class ExhaustedAction(enum.StrEnum):
@@ -173,6 +193,24 @@ def _text(key: str, raw: str) -> str:
     return value
 
 
+def _boolean(key: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(key, raw, "must be true or false")
+    return value == "true"
+
+
+def _token(key: str, raw: str) -> str:
+    value = _text(key, raw)
+    # An HTTP header carries it, and headers are latin-1: a non-ASCII token could never match.
+    if not (value.isascii() and value.isprintable()):
+        raise ConfigError(key, raw, "must be printable ASCII (it travels in an HTTP header)")
+    if value.lower().startswith(PLACEHOLDER_TOKEN_PREFIX):
+        raise ConfigError(key, raw, "is the placeholder of the examples: set a long random token "
+                                    "(for example: openssl rand -hex 32)")
+    return value
+
+
 def _topic_name(key: str, raw: str) -> str:
     value = _text(key, raw)
     if value in {".", ".."} or len(value) > 249 or not re.fullmatch(r"[A-Za-z0-9._-]+", value):
@@ -182,7 +220,13 @@ def _topic_name(key: str, raw: str) -> str:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("bootstrap.servers", None, _text,
-            "Kafka brokers (host:port,...). Unset: start an embedded in-memory broker (not durable)."),
+            "Kafka brokers (host:port,...). Unset without a configuration file: start an embedded in-memory broker "
+            "(not durable). A configuration file must set it, or sidecar.embedded.broker=true."),
+    Setting("sidecar.embedded.broker", None, _boolean,
+            "true: run an embedded in-memory Kafka broker (librdkafka's mock cluster; NOT durable: every status is "
+            "lost when the process exits), to try things out with a configuration file. Cannot be combined with "
+            "bootstrap.servers. Unset: the embedded broker runs only when neither a configuration file nor "
+            "bootstrap.servers is given."),
     Setting("status.storage.topic", None, _topic_name,
             f"The compacted status topic. Required with bootstrap.servers; '{DEFAULT_TOPIC}' when embedded."),
     Setting("status.storage.partitions", 5, _integer(1, _INT32_MAX, (-1,)),
@@ -250,14 +294,16 @@ SETTINGS: tuple[Setting, ...] = (
             "This sidecar's name in history events and dead letters. Unset: the host name."),
     Setting("status.storage.spool.path", None, _text,
             "A local file (SQLite) keeping every update not yet settled, replayed at start: nothing accepted "
-            "is lost when the sidecar is killed. Unset: no spool."),
+            "is lost when the sidecar is killed. Unset: no spool. Its directory is created (mode 0700) if "
+            "missing, the files are created 0600, and one process at a time uses it (a lock file beside it)."),
     Setting("sidecar.rest.host", "127.0.0.1", _text,
             "Address the HTTP API binds to. Loopback by default; widen it deliberately."),
     Setting("sidecar.rest.port", 8084, _integer(0, 65535),
             "Port of the HTTP API (0: any free port)."),
-    Setting("sidecar.rest.token", None, _text,
-            "Bearer token every write request must carry (Authorization: Bearer ...). Unset: writes are open, "
-            "so keep the API on loopback. Reads are always open, as Connect's are."),
+    Setting("sidecar.rest.token", None, _token,
+            "Bearer token every write request must carry (Authorization: Bearer ...); printable ASCII, and not the "
+            "examples' placeholder. Unset: writes are open, so keep the API on loopback (binding another address "
+            "without a token logs a warning). Reads are always open, as Connect's are."),
     Setting("sidecar.rest.max.body.bytes", 1048576, _integer(1, _INT32_MAX),
             "Largest request body the API accepts (larger: 413)."),
     Setting("sidecar.startup.timeout.ms", 60000, _integer(1, _INT32_MAX),
@@ -277,6 +323,7 @@ def parse_properties(text: str) -> dict[str, str]:
     while i < len(lines):
         line = lines[i].lstrip(" \t\f")
         i += 1
+        number = i
         if not line or line[0] in "#!":
             continue
         # A line ending in an odd number of backslashes continues on the next line.
@@ -286,7 +333,11 @@ def parse_properties(text: str) -> dict[str, str]:
         if _continues(line):
             line = line[:-1]
         key, value = _split_entry(line)
-        result[_unescape(key)] = _unescape(value)
+        try:
+            result[_unescape(key)] = _unescape(value)
+        except ValueError as e:
+            # Never the line itself: it may hold a secret.
+            raise ValueError(f"line {number}: {e}") from None
     return result
 
 
@@ -320,7 +371,7 @@ def _unescape(text: str) -> str:
         seq = match.group(1)
         if seq[0] == "u":
             if len(seq) != 5:
-                raise ValueError(f"malformed \\uXXXX escape in {text!r}")
+                raise ValueError("malformed \\uXXXX escape")
             return chr(int(seq[1:], 16))
         return _SIMPLE_ESCAPES.get(seq, seq)
 
@@ -329,8 +380,10 @@ def _unescape(text: str) -> str:
     return unescaped.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> StoreConfig:
-    """Read the properties file (if any), apply ``STATUS_STORE_*`` overrides, validate."""
+def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None,
+                overrides: Mapping[str, str] | None = None) -> StoreConfig:
+    """Read the properties file (if any), apply ``STATUS_STORE_*`` variables, then ``overrides`` (the command
+    line's options, by key), and validate them all alike."""
     properties: dict[str, str] = {}
     if path is not None:
         try:
@@ -348,12 +401,39 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
             raise ConfigError("--config", str(path), str(e)) from None
     for name, value in (environ or {}).items():
         if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX):
-            properties[name[len(ENV_PREFIX):].lower().replace("_", ".")] = value
-    return build_config(properties)
+            key = name[len(ENV_PREFIX):].lower().replace("_", ".")
+            if key not in SETTINGS_BY_KEY and _is_service_link(name, value):
+                log.debug("Ignoring the environment variable %s: Kubernetes sets it for a Service, it is no setting",
+                          name)
+                continue
+            if not _is_text(value):
+                raise ConfigError(key, value, f"the environment variable {name} is not valid UTF-8 text")
+            properties[key] = value
+    properties.update(overrides or {})
+    return build_config(properties, embedded_needs_opt_in=path is not None)
 
 
-def build_config(properties: Mapping[str, str]) -> StoreConfig:
-    """Validate a flat key -> value mapping into a StoreConfig."""
+def _is_text(value: str) -> bool:
+    """False for a value holding bytes that were no UTF-8 (Python keeps them as lone surrogates)."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _is_service_link(name: str, value: str) -> bool:
+    """Whether an environment variable is one Kubernetes (or Docker) sets for a Service it links."""
+    return bool(_SERVICE_LINK_NAME.fullmatch(name)
+                or (_SERVICE_LINK_PORT.fullmatch(name) and _SERVICE_LINK_URL.fullmatch(value.strip())))
+
+
+def build_config(properties: Mapping[str, str], embedded_needs_opt_in: bool = False) -> StoreConfig:
+    """Validate a flat key -> value mapping into a StoreConfig.
+
+    ``embedded_needs_opt_in``: the settings come from a configuration file, so a missing
+    ``bootstrap.servers`` is an error unless ``sidecar.embedded.broker=true`` asks for the embedded broker.
+    """
     values: dict[str, Any] = {s.key: s.default for s in SETTINGS}
     topic_configs: dict[str, str] = {}
     client_configs: dict[str, str] = {}
@@ -365,7 +445,9 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
         elif key.startswith(KAFKA_PREFIX):
             overrides[key[len(KAFKA_PREFIX):]] = _kafka_override(key, raw)
         elif key.startswith((RETRY_PREFIX, SPOOL_PREFIX, HISTORY_PREFIX, SIDECAR_PREFIX)):
-            raise ConfigError(key, raw, "unknown key" + _did_you_mean(key))
+            raise ConfigError(key, raw, "unknown key" + _did_you_mean(key), show_value=False)
+        elif (near := _near_miss(key)) is not None:
+            raise ConfigError(key, raw, f"unknown key (did you mean {near}?)", show_value=False)
         elif key.startswith(TOPIC_PREFIX):
             name = key[len(TOPIC_PREFIX):]
             if name == "cleanup.policy":
@@ -377,6 +459,7 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
     # Explicit sidecar.kafka.* settings win over those taken from a worker file.
     client_configs.update(overrides)
 
+    _check_broker_choice(values["bootstrap.servers"], values["sidecar.embedded.broker"], embedded_needs_opt_in)
     if values["status.storage.topic"] is None:
         if values["bootstrap.servers"] is not None:
             raise ConfigError("status.storage.topic", None, "required when bootstrap.servers is set")
@@ -446,6 +529,17 @@ def build_config(properties: Mapping[str, str]) -> StoreConfig:
     )
 
 
+def _check_broker_choice(bootstrap_servers: str | None, embedded: bool | None, needs_opt_in: bool) -> None:
+    """The embedded broker keeps nothing: it runs only when chosen, never because a key is missing."""
+    if embedded and bootstrap_servers is not None:
+        raise ConfigError("sidecar.embedded.broker", "true",
+                          "cannot be combined with bootstrap.servers: set one of them")
+    if bootstrap_servers is None and (embedded is False or (embedded is None and needs_opt_in)):
+        raise ConfigError("bootstrap.servers", None,
+                          "set it to the Kafka brokers, or set sidecar.embedded.broker=true for an embedded "
+                          "in-memory broker that keeps nothing")
+
+
 def _warn_about_retry_settings(retry: RetryConfig) -> None:
     """Settings that are valid but probably not what the operator meant."""
     if retry.timeout_ms is not None and retry.delivery_timeout_ms > retry.timeout_ms:
@@ -466,13 +560,37 @@ def _did_you_mean(key: str) -> str:
     return f" (did you mean {close[0]}?)" if close else f"; known keys: {', '.join(sorted(SETTINGS_BY_KEY))}"
 
 
+def _near_miss(key: str) -> str | None:
+    """The known key that ``key`` is a typo of: at most two edits away (a Connect worker's other keys are
+    farther from every key of this service)."""
+    for known in SETTINGS_BY_KEY:
+        if abs(len(known) - len(key)) <= _NEAR_MISS_EDITS and _edits(key, known) <= _NEAR_MISS_EDITS:
+            return known
+    return None
+
+
+def _edits(a: str, b: str) -> int:
+    """Edits (insert, delete, replace, swap two neighbours) turning ``a`` into ``b``."""
+    before: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            best = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                best = min(best, before[j - 2] + 1)
+            current.append(best)
+        before, previous = previous, current
+    return previous[-1]
+
+
 def _kafka_override(key: str, raw: str) -> str:
     name, value = key[len(KAFKA_PREFIX):], raw.strip()
     if name in PROTECTED_CLIENT_SETTINGS:
         raise ConfigError(key, raw, "this client setting is fixed by status-store (correctness depends on it)")
     problem = librdkafka.check_property(name, value)
     if problem == "unknown":
-        raise ConfigError(key, raw, f"librdkafka has no property {name!r}")
+        raise ConfigError(key, raw, f"librdkafka has no property {name!r}", show_value=False)
     if problem is not None:
         raise ConfigError(key, raw, problem)
     return value
@@ -485,7 +603,8 @@ def _worker_client_setting(key: str, raw: str) -> dict[str, str]:
         # PLAIN and SCRAM logins carry a username and password; librdkafka takes them directly.
         fields = dict(_JAAS_FIELD.findall(value))
         if "username" in fields and "password" in fields:
-            return {"sasl.username": _unescape(fields["username"]), "sasl.password": _unescape(fields["password"])}
+            return {"sasl.username": _jaas_unquote(fields["username"]),
+                    "sasl.password": _jaas_unquote(fields["password"])}
         log.warning("Ignoring sasl.jaas.config: only PLAIN/SCRAM username and password can be taken over; "
                     "set sidecar.kafka.<librdkafka property> instead")
         return {}
@@ -494,9 +613,28 @@ def _worker_client_setting(key: str, raw: str) -> dict[str, str]:
         return {key: value}
     if problem == "unknown":
         problem = "a Java client setting librdkafka does not have"
+    elif is_secret_key(key) and value:
+        problem = problem.replace(value, "(hidden)")
     log.warning("Ignoring %s from the worker configuration: %s. Set sidecar.kafka.<librdkafka property> "
                 "instead.", key, problem)
     return {}
+
+
+_JAAS_ESCAPE = re.compile(r"\\([0-3][0-7]{0,2}|[4-7][0-7]?|.)", re.DOTALL)
+_JAAS_SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
+def _jaas_unquote(text: str) -> str:
+    """The value of a quoted JAAS option, read as Java's JAAS parser (a StreamTokenizer) reads it: C escapes
+    and octal codes; a backslash before any other character keeps that character (``\\u`` is ``u``)."""
+
+    def replace(match: re.Match[str]) -> str:
+        seq = match.group(1)
+        if seq[0].isdigit():
+            return chr(int(seq, 8))
+        return _JAAS_SIMPLE_ESCAPES.get(seq, seq)
+
+    return _JAAS_ESCAPE.sub(replace, text)
 
 
 def reference_markdown() -> str:

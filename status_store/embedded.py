@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import logging
-
-from .config import StoreConfig
+from .config import ExhaustedAction, StoreConfig
 from .librdkafka import MockCluster
-
-log = logging.getLogger(__name__)
 
 
 def start_embedded_broker(config: StoreConfig) -> MockCluster:
-    """Start a one-broker in-memory cluster on 127.0.0.1 holding the status topic."""
+    """Start a one-broker in-memory cluster on 127.0.0.1 holding every topic the configuration uses.
+
+    The mock broker has no CreateTopics API, so the status topic, the history topic and the
+    dead-letter topic are created here, before the store looks for them.
+    """
     cluster = MockCluster(brokers=1)
     partitions = config.partitions if config.partitions > 0 else 5
-    cluster.create_topic(config.topic, partitions, replication_factor=1)
-    log.warning(
-        "No bootstrap.servers configured: running an EMBEDDED in-memory Kafka broker at %s. It is NOT "
-        "durable: every status is lost when this process exits. Set bootstrap.servers for real use.",
-        cluster.bootstrap_servers,
-    )
+    dead_letters = config.dead_letter_topic if config.exhausted_action is ExhaustedAction.DEAD_LETTER else None
+    for topic in (config.topic, config.history_topic, dead_letters):
+        if topic is not None:
+            cluster.create_topic(topic, partitions, replication_factor=1)
     return cluster

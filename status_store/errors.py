@@ -17,6 +17,7 @@ Kafka error codes are classified once, in ``ERROR_KINDS``: the retry decision re
 from __future__ import annotations
 
 import enum
+import re
 
 from confluent_kafka import KafkaError
 
@@ -25,12 +26,32 @@ class StatusStoreError(Exception):
     """Base class of status-store's own errors."""
 
 
-class ConfigError(StatusStoreError):
-    """A configuration value is invalid; the message names the key, the value and the rule."""
+# Parts of a configuration key whose value is a secret (``sasl.password``, ``sidecar.rest.token``,
+# ``sasl.jaas.config``, ``ssl.key.pem``, ...): such a value never appears in an error message.
+_SECRET_PARTS = frozenset({"password", "secret", "token", "jaas", "key", "credentials", "credential"})
 
-    def __init__(self, key: str, value: object, rule: str) -> None:
+
+def is_secret_key(key: str) -> bool:
+    """Whether a configuration key may hold a secret (one of its dotted parts names one)."""
+    return not _SECRET_PARTS.isdisjoint(re.split(r"[._-]", key.lower()))
+
+
+class ConfigError(StatusStoreError):
+    """A configuration value is invalid; the message (one line) names the key and the rule, and shows the
+    value unless it may be a secret (``show_value=False``, or a key that ``is_secret_key``)."""
+
+    def __init__(self, key: str, value: object, rule: str, show_value: bool = True) -> None:
         self.key, self.value, self.rule = key, value, rule
-        super().__init__(f"Invalid value {value!r} for configuration {key}: {rule}")
+        name = key if key.isprintable() else repr(key)
+        if value is None:
+            message = f"Missing configuration {name}: {rule}"
+        elif show_value and not is_secret_key(key):
+            message = f"Invalid value {value!r} for configuration {name}: {rule}"
+        else:
+            # A rule may quote the value (librdkafka's messages do).
+            hidden = rule.replace(value, "(hidden)") if isinstance(value, str) and value else rule
+            message = f"Invalid configuration {name} (value not shown): {hidden}"
+        super().__init__(" ".join(message.splitlines()))
 
 
 class KafkaUnavailableError(StatusStoreError):

@@ -32,6 +32,7 @@ from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
 from .errors import KafkaUnavailableError, StoreClosedError, TopicSetupError, WriteFailedError
+from .librdkafka import client_logging, is_embedded
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ def producer_settings(bootstrap_servers: str, client_configs: Mapping[str, str],
         **client_configs,
         "bootstrap.servers": bootstrap_servers,
         "client.id": client_configs.get("client.id", "status-store"),
+        **client_logging(bootstrap_servers),
         # Java's default partitioner (murmur2 of the key), so Connect and we agree on partitions.
         "partitioner": "murmur2_random",
         "acks": "all",
@@ -79,6 +81,7 @@ def consumer_settings(bootstrap_servers: str, client_configs: Mapping[str, str])
         **client_configs,
         "bootstrap.servers": bootstrap_servers,
         "client.id": client_configs.get("client.id", "status-store"),
+        **client_logging(bootstrap_servers),
         # librdkafka wants a group id even for assign(); nothing is ever committed or joined.
         "group.id": f"status-store-reader-{uuid.uuid4()}",
         "enable.auto.commit": False,
@@ -437,11 +440,16 @@ def _unreachable(bootstrap_servers: str, error: KafkaException) -> KafkaUnavaila
 async def topic_exists(bootstrap_servers: str, client_configs: Mapping[str, str], topic: str, timeout: float) -> bool:
     """Whether the cluster has the topic (a Metadata request that never creates it)."""
     # Without allow.auto.create.topics=false, a Metadata request for a missing topic may create it.
-    admin = AdminClient({**client_configs, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False})
+    logging_settings = client_logging(bootstrap_servers)
+    admin = AdminClient({**client_configs, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False,
+                         **logging_settings})
     try:
         metadata = await asyncio.to_thread(admin.list_topics, topic, timeout)
     except KafkaException as e:
-        raise _unreachable(bootstrap_servers, e) from None
+        admin.poll(0)  # serves the client's log lines: the last one says why (e.g. "Connection refused")
+        reason = logging_settings["logger"].last_problem or e.args[0].str()
+        raise KafkaUnavailableError(
+            f"cannot reach Kafka at {bootstrap_servers} within {timeout:g} s ({reason})") from None
     found = metadata.topics.get(topic)
     return found is not None and found.error is None
 
@@ -465,7 +473,8 @@ async def ensure_topic(
     describe configs is trusted, with a warning.
     """
     wanted = "compact" if compacted else "delete"
-    admin = AdminClient({**client_configs, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False})
+    admin = AdminClient({**client_configs, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False,
+                         **client_logging(bootstrap_servers)})
     if not await topic_exists(bootstrap_servers, client_configs, topic, timeout):
         new_topic = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
                              config={**topic_configs, "cleanup.policy": wanted})
@@ -486,8 +495,10 @@ async def ensure_topic(
     try:
         entries = await asyncio.wrap_future(admin.describe_configs([resource], request_timeout=timeout)[resource])
     except KafkaException as e:
-        log.warning("Cannot describe the configs of %s %s (%s); assuming cleanup.policy=%s",
-                    role, topic, e.args[0].str(), wanted)
+        # Expected of an embedded broker (it has no DescribeConfigs); worth a warning from a real cluster.
+        log.log(logging.DEBUG if is_embedded(bootstrap_servers) else logging.WARNING,
+                "Cannot describe the configs of %s %s (%s); assuming cleanup.policy=%s", role, topic, e.args[0].str(),
+                wanted)
         return
     # A broker may leave out keys still at their defaults; Kafka's default policy is "delete".
     entry = entries.get("cleanup.policy")

@@ -4,6 +4,10 @@ Used for what the Python client does not expose: checking client properties by n
 librdkafka's mock cluster (``rdkafka_mock.h``) for the embedded broker and fault injection.
 The library is loaded by path after importing confluent_kafka, so it is the very instance the
 Python client uses.
+
+Also where librdkafka's own log lines go: every client (the Python clients through their ``logger``
+setting, the mock cluster's handle through its log callback) logs through ``ClientLog`` into the
+``status_store.librdkafka`` logger, never raw to stderr.
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import glob
+import logging
 import os
+import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +30,15 @@ _CONF_UNKNOWN = -2
 _CONF_INVALID = -1
 
 _P = ctypes.c_void_p
+# void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+_LOG_CALLBACK = ctypes.CFUNCTYPE(None, _P, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p)
 _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "rd_kafka_conf_new": (_P, []),
     "rd_kafka_conf_destroy": (None, [_P]),
     "rd_kafka_conf_set": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]),
+    "rd_kafka_conf_set_log_cb": (None, [_P, _LOG_CALLBACK]),
     "rd_kafka_new": (_P, [ctypes.c_int, _P, ctypes.c_char_p, ctypes.c_size_t]),
+    "rd_kafka_name": (ctypes.c_char_p, [_P]),
     "rd_kafka_destroy": (None, [_P]),
     "rd_kafka_err2name": (ctypes.c_char_p, [ctypes.c_int]),
     "rd_kafka_mock_cluster_new": (_P, [_P, ctypes.c_int]),
@@ -96,6 +107,91 @@ def error_name(code: int) -> str:
     return raw.decode() if raw else str(code)
 
 
+client_log = logging.getLogger("status_store.librdkafka")
+# syslog(3) severities, as librdkafka logs them, as Python levels.
+_SYSLOG_LEVELS = (logging.CRITICAL, logging.CRITICAL, logging.CRITICAL, logging.ERROR, logging.WARNING,
+                  logging.INFO, logging.INFO, logging.DEBUG)
+# Lines expected on an embedded broker: it has no admin APIs, clients may connect before its listener
+# is ready, and it closes idle connections. There they are DEBUG; from a real cluster, WARNING.
+_EXPECTED_ON_EMBEDDED = re.compile(r"Connection refused|Disconnected|not supported by broker|"
+                                   r"No `bootstrap\.servers` configured")
+_THREAD_PREFIX = re.compile(r"^\[thrd:[^\]]*\]: ")
+# The same line of the same client again within this many seconds is DEBUG (an unreachable broker
+# makes every reconnection attempt log one).
+REPEAT_INTERVAL_S = 30.0
+# bootstrap.servers of the mock clusters of this process (embedded brokers).
+_embedded: set[str] = set()
+
+
+def is_embedded(bootstrap_servers: str | None) -> bool:
+    """Whether ``bootstrap_servers`` is a mock cluster running in this process (an embedded broker)."""
+    return bootstrap_servers in _embedded
+
+
+class ClientLog:
+    """Where one librdkafka client's log lines go: the ``status_store.librdkafka`` logger, with the client's
+    name, at the level of their syslog severity; lines expected on an embedded broker are DEBUG there and
+    WARNING elsewhere, and repeats within ``REPEAT_INTERVAL_S`` are DEBUG.
+
+    The confluent-kafka clients call ``log`` (their ``logger`` setting) from the thread that polls them.
+    """
+
+    def __init__(self, embedded: bool) -> None:
+        """``embedded``: the client talks to an embedded broker (see ``is_embedded``)."""
+        self.embedded = embedded
+        # The last line at WARNING or above, to explain a failure such as an unreachable cluster.
+        self.last_problem: str | None = None
+        self._lock = threading.Lock()
+        self._last_logged: dict[tuple[str, str, str], float] = {}
+
+    def log(self, level: int, fmt: str, facility: str, client: str, text: str) -> None:
+        """confluent-kafka's call: ``level`` is already a Python level; the line is ``facility``,
+        ``client`` (the handle's name) and ``text``."""
+        self.line(level, facility, client, text)
+
+    def line(self, level: int, facility: str, client: str, text: str) -> None:
+        """Log one librdkafka line at (about) ``level``."""
+        text = _THREAD_PREFIX.sub("", text)
+        if _EXPECTED_ON_EMBEDDED.search(text):
+            level = logging.DEBUG if self.embedded else logging.WARNING
+        if level >= logging.WARNING:
+            self.last_problem = text
+            if self._repeated(facility, client, text):
+                level = logging.DEBUG
+        client_log.log(level, "%s %s: %s", client, facility, text)
+
+    def _repeated(self, facility: str, client: str, text: str) -> bool:
+        # Digits vary between repeats of one line ("after 12ms in state CONNECT").
+        key = (client, facility, re.sub(r"\d+", "N", text))
+        now = time.monotonic()
+        with self._lock:
+            last = self._last_logged.get(key)
+            if last is not None and now - last < REPEAT_INTERVAL_S:
+                return True
+            self._last_logged[key] = now
+            return False
+
+
+def client_logging(bootstrap_servers: str | None) -> dict[str, Any]:
+    """Client settings sending a Python client's log lines to a new ``ClientLog`` (``logger``)."""
+    return {"logger": ClientLog(is_embedded(bootstrap_servers)), "log.thread.name": False}
+
+
+# The mock clusters' own handles serve embedded brokers only.
+_OWNER_LOG = ClientLog(embedded=True)
+
+
+def _log_owner_line(handle: int | None, level: int, facility: bytes | None, text: bytes | None) -> None:
+    """Log callback of the mock clusters' handles; librdkafka calls it from its own threads."""
+    name = library().rd_kafka_name(handle) if handle else None
+    _OWNER_LOG.line(_SYSLOG_LEVELS[max(0, min(level, 7))], (facility or b"").decode(errors="replace"),
+                    (name or b"rdkafka").decode(errors="replace"), (text or b"").decode(errors="replace"))
+
+
+# Kept for the life of the process: librdkafka may call it until the last handle is destroyed.
+_OWNER_LOG_CALLBACK = _LOG_CALLBACK(_log_owner_line)
+
+
 @dataclass(frozen=True, slots=True)
 class TrackedRequest:
     """A request a mock broker received."""
@@ -122,6 +218,7 @@ class MockCluster:
         self._lib = library()
         self._lock = threading.Lock()
         conf = self._lib.rd_kafka_conf_new()
+        self._lib.rd_kafka_conf_set_log_cb(conf, _OWNER_LOG_CALLBACK)
         errstr = ctypes.create_string_buffer(512)
         # The handle that owns the cluster: a producer that never produces.
         self._rk = self._lib.rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, len(errstr))
@@ -135,6 +232,7 @@ class MockCluster:
         self._lib.rd_kafka_mock_set_controller_id(self._cluster, 1)
         self.broker_ids = tuple(range(1, brokers + 1))
         self.bootstrap_servers: str = self._lib.rd_kafka_mock_cluster_bootstraps(self._cluster).decode()
+        _embedded.add(self.bootstrap_servers)
 
     def create_topic(self, topic: str, partitions: int, replication_factor: int = 1) -> None:
         """Create a topic (the mock broker has no CreateTopics API)."""
@@ -199,6 +297,7 @@ class MockCluster:
         with self._lock:
             if self._cluster is None:
                 return
+            _embedded.discard(self.bootstrap_servers)
             self._lib.rd_kafka_mock_cluster_destroy(self._cluster)
             self._lib.rd_kafka_destroy(self._rk)
             self._cluster = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import signal
 import sys
@@ -14,6 +15,8 @@ from prometheus_client import CollectorRegistry
 from .api import create_app
 from .config import StoreConfig
 from .embedded import start_embedded_broker
+from .errors import KafkaUnavailableError
+from .kafka_log import topic_exists
 from .librdkafka import MockCluster
 from .metrics import StoreMetrics
 from .store import StatusStore
@@ -40,19 +43,19 @@ class _Server(uvicorn.Server):
 
 async def serve(config: StoreConfig) -> None:
     """Start everything, serve until SIGINT/SIGTERM, then stop within the configured bounds."""
-    cluster: MockCluster | None = None
-    if config.bootstrap_servers is None:
-        cluster = start_embedded_broker(config)
-        bootstrap = cluster.bootstrap_servers
-        print(f"Embedded Kafka broker (in-memory, not durable): bootstrap.servers={bootstrap}", flush=True)
-    else:
-        bootstrap = config.bootstrap_servers
+    _warn_about_open_writes(config)
+    cluster, bootstrap = await _brokers(config)
     registry = CollectorRegistry()
     metrics = StoreMetrics(registry)
-    store = StatusStore(config, bootstrap, listeners=[metrics])
+    try:
+        store = StatusStore(config, bootstrap, listeners=[metrics])
+    except BaseException:  # a spool that cannot be used: the embedded broker goes too
+        if cluster is not None:
+            cluster.close()
+        raise
     metrics.watch_store(store)
     try:
-        await store.start()
+        await _start(store, bootstrap)
         app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes)
         server = _Server(uvicorn.Config(app, host=config.rest_host, port=config.rest_port, log_config=None,
                                         access_log=False))
@@ -63,3 +66,41 @@ async def serve(config: StoreConfig) -> None:
             cluster.close()
     if lost:
         sys.exit(1)
+
+
+async def _brokers(config: StoreConfig) -> tuple[MockCluster | None, str]:
+    """The embedded broker (started, its address printed) or the configured brokers (reached)."""
+    if config.bootstrap_servers is None:
+        cluster = start_embedded_broker(config)
+        print(f"Embedded Kafka broker (in-memory, NOT durable: every status is lost when this process exits): "
+              f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
+        return cluster, cluster.bootstrap_servers
+    # A first request bounded by its own timeout: when no broker answers, it says why.
+    await topic_exists(config.bootstrap_servers, config.client_configs, config.topic, config.startup_timeout_s)
+    return None, config.bootstrap_servers
+
+
+async def _start(store: StatusStore, bootstrap: str) -> None:
+    """``store.start()``; running out of ``sidecar.startup.timeout.ms`` is an error that says so."""
+    try:
+        await store.start()
+    except TimeoutError as e:
+        bound = store.config.startup_timeout_s
+        raise KafkaUnavailableError(str(e) or f"cannot reach Kafka at {bootstrap} within {bound:g} s (the status topic "
+                                              "was not set up and read in time)") from None
+
+
+def _warn_about_open_writes(config: StoreConfig) -> None:
+    """Without a token anyone who reaches the port can write statuses: fine on loopback only."""
+    if config.rest_token is None and not _is_loopback(config.rest_host):
+        log.warning("The HTTP API binds %s, not a loopback address, and sidecar.rest.token is not set: anyone who "
+                    "reaches this port can write statuses. Set sidecar.rest.token.", config.rest_host)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any address

@@ -20,24 +20,40 @@ Changes are buffered and written in one transaction per commit, so a listener ca
 disk; a database another process holds locked makes a commit wait at most ``BUSY_TIMEOUT_MS`` and try
 again on the next turn, never block the event loop for seconds or break the retry queue.
 
-A spool that cannot be opened or read is moved aside (``<path>.corrupt-<time>``) with an error
-naming both paths, never silently discarded, and a new one is started.
+A spool file that fails SQLite's integrity check is moved aside (``<path>.corrupt-<time>``) with an
+error naming both paths, never silently discarded, and a new one is started. Anything else that
+keeps the spool from being used (a directory or a device at the path, a directory or file this user
+cannot write, another process using it) is a configuration error, and nothing is moved. The spool's
+directory is created 0700 and its files 0600: they hold statuses. One process at a time uses a
+spool: it holds an ``flock`` on ``<path>.lock``, which names it (pid and host) and which the kernel
+releases when the process ends, however it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
+import os
+import socket
 import sqlite3
+import stat
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
+from .errors import ConfigError
 from .retry_queue import Outcome, RetryListener, StatusUpdate
 
 log = logging.getLogger(__name__)
+
+SPOOL_KEY = "status.storage.spool.path"
+# SQLite's primary result codes for a file that is damaged or no database at all.
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pending (
@@ -96,8 +112,14 @@ class Spool(RetryListener):
         self.path = Path(path)
         self._keep = keep
         self._tokens = tokens
-        self._db = self._open()
-        self._upgrade()
+        _check_path(self.path)
+        self._lock = _SpoolLock(self.path)
+        try:
+            self._db = self._open()
+            self._upgrade()
+        except BaseException:
+            self._lock.release()
+            raise
         row = self._db.execute("SELECT MAX(version) FROM pending").fetchone()
         self._next_version = (row[0] or 0) + 1
         # The spool version of each update of this process, by update number, until it settles or is released.
@@ -112,10 +134,9 @@ class Spool(RetryListener):
         self._closed = False
 
     def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             return self._connect()
-        except sqlite3.DatabaseError as e:
+        except _CorruptSpool as e:
             aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
             self.path.rename(aside)
             for suffix in ("-wal", "-shm"):
@@ -124,17 +145,32 @@ class Spool(RetryListener):
                     extra.rename(aside.with_name(aside.name + suffix))
             log.error("The spool %s cannot be read (%s); it was moved aside to %s for inspection, and a new "
                       "spool was started. Updates it held are not replayed.", self.path, e, aside)
+        try:
             return self._connect()
+        except _CorruptSpool as e:
+            raise ConfigError(SPOOL_KEY, str(self.path), f"a new spool is unusable too: {e}") from None
 
     def _connect(self) -> sqlite3.Connection:
+        """Open the spool and check all of it; ``_CorruptSpool`` when the file is damaged, a ``ConfigError``
+        when SQLite cannot use it for another reason."""
+        # Created here, not by SQLite, to be 0600 (its journal files take the same mode).
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             # WAL: a committed row survives the process being killed; NORMAL skips an fsync per commit.
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
+            # Every page, not just what a query touches: damage found later would fail every start.
+            problems = [row[0] for row in db.execute("PRAGMA integrity_check(5)").fetchall()]
+            if problems != ["ok"]:
+                raise _CorruptSpool("integrity check: " + "; ".join(problems))
             db.execute(_SCHEMA)
-            db.execute("SELECT COUNT(*) FROM pending").fetchone()
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as e:
+            db.close()
+            if getattr(e, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+                raise _CorruptSpool(str(e)) from None
+            raise ConfigError(SPOOL_KEY, str(self.path), f"SQLite cannot use it: {e}") from None
+        except _CorruptSpool:
             db.close()
             raise
         return db
@@ -227,6 +263,7 @@ class Spool(RetryListener):
             log.error("Closing the spool %s with %d change(s) it could not write", self.path, len(self._changes))
         self._closed = True
         self._db.close()
+        self._lock.release()
 
     # ----------------------------------------------------------------------------- RetryListener
 
@@ -274,3 +311,75 @@ class Spool(RetryListener):
 
     def on_unparked(self, update: StatusUpdate, again: StatusUpdate | None, reason: str) -> None:
         self.release(update)
+
+
+class _CorruptSpool(Exception):
+    """The spool file is damaged (SQLite says so): it may be moved aside."""
+
+
+def _check_path(path: Path) -> None:
+    """Refuse, naming the reason, a spool path this process cannot use; create a missing directory (0700)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:
+        raise ConfigError(SPOOL_KEY, str(path), f"cannot be examined: {e.strerror}") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a device or other special file"
+        raise ConfigError(SPOOL_KEY, str(path), f"is {kind}, not a spool file")
+    directory = path.parent
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(SPOOL_KEY, str(path), f"its directory cannot be created: {e.strerror}") from None
+    # SQLite writes its journal files (-wal, -shm) beside the spool, so the directory must be writable too.
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ConfigError(SPOOL_KEY, str(path), f"its directory {directory} is not writable by this user "
+                                                f"(uid {os.geteuid()})")
+    if mode is not None and not os.access(path, os.R_OK | os.W_OK):
+        raise ConfigError(SPOOL_KEY, str(path), f"is not readable and writable by this user (uid {os.geteuid()})")
+
+
+class _SpoolLock:
+    """One process at a time on a spool: an exclusive ``flock`` on ``<spool>.lock``, which holds the owner's
+    pid and host. The kernel drops it when the owner ends, even by SIGKILL. The spools of one process on
+    one path share its lock (a test may look into the spool of a store it runs)."""
+
+    _held: ClassVar[dict[Path, list[int]]] = {}  # lock file -> [descriptor, users]
+    _guard: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, spool: Path) -> None:
+        self._file = spool.with_name(spool.name + ".lock").resolve()
+        self._released = False
+        with self._guard:
+            held = self._held.get(self._file)
+            if held is not None:
+                held[1] += 1
+                return
+            fd = os.open(self._file, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = os.read(fd, 256).decode(errors="replace").strip() or "another process"
+                os.close(fd)
+                raise ConfigError(SPOOL_KEY, str(spool), f"in use by another status-store ({owner}); two "
+                                                         "processes must not share a spool") from None
+            except OSError as e:
+                os.close(fd)
+                raise ConfigError(SPOOL_KEY, str(spool), f"cannot lock {self._file}: {e.strerror}") from None
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode())
+            self._held[self._file] = [fd, 1]
+
+    def release(self) -> None:
+        """Give up this spool's share of the lock; the last one unlocks."""
+        with self._guard:
+            held = self._held.get(self._file)
+            if held is None or self._released:
+                return
+            self._released = True
+            held[1] -= 1
+            if held[1] == 0:
+                del self._held[self._file]
+                os.close(held[0])  # closing the descriptor drops the flock

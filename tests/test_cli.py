@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import queue
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from status_store.model import ConnectorStatus, State
 
+from .brokers import free_port
 from .conftest import StoreFactory
 from .helpers import Service
 
@@ -126,3 +132,143 @@ def test_the_readmes_first_write_and_read_work_as_written(service: Service) -> N
                           '"tasks":[],"type":"source"}')
     assert "my-conn (source)" in outputs[2]
     assert 'status_update_success_total{kind="connector"} 1.0' in outputs[3]
+
+
+def run_serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``status-store serve`` that is expected to stop by itself (a start-up error)."""
+    return subprocess.run([sys.executable, "-m", "status_store.cli", "serve", *args], capture_output=True, text=True,
+                          timeout=WAIT, env={**os.environ, **(env or {})})
+
+
+def test_every_command_line_option_is_checked_like_its_key() -> None:
+    for args, expected in ((["--port", "99999"], "sidecar.rest.port: must be in [0, 65535]"),
+                           (["--port", "http"], "sidecar.rest.port: not an integer"),
+                           (["--host", " "], "sidecar.rest.host: must not be empty"),
+                           (["--log-level", "LOUD"], "invalid choice: 'LOUD'")):
+        result = run_serve(*args)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert expected in result.stderr
+        assert result.stdout == ""
+
+
+def test_config_errors_exit_2_with_one_line_that_shows_no_secret(tmp_path: Path) -> None:
+    secret = "Hunter2-Sup3r-Secret"
+    config = tmp_path / "sidecar.properties"
+    config.write_text(
+        "bootstrap.servers=127.0.0.1:9092\nstatus.storage.topic=connect-status\n"
+        f'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
+        f'password="{secret}\\\\u12";\n'
+        f"sidecar.rest.tokn={secret}\n")
+    result = run_serve("--config", str(config))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "sidecar.rest.tokn" in result.stderr
+    assert "did you mean sidecar.rest.token?" in result.stderr
+    assert secret not in result.stderr + result.stdout
+
+
+def test_an_unreachable_cluster_at_start_is_one_clear_error(tmp_path: Path) -> None:
+    bootstrap = f"127.0.0.1:{free_port()}"
+    config = tmp_path / "sidecar.properties"
+    config.write_text(f"bootstrap.servers={bootstrap}\nstatus.storage.topic=connect-status\n"
+                      "sidecar.startup.timeout.ms=2000\n")
+    result = run_serve("--config", str(config))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith(f"status-store: cannot reach Kafka at {bootstrap} within 2 s (")
+    assert "Connection refused" in last
+    # librdkafka's own lines come through logging, never raw.
+    assert not [line for line in result.stderr.splitlines() if line.startswith("%")]
+
+
+def test_binding_beyond_loopback_without_a_token_is_warned() -> None:
+    # 192.0.2.1 (TEST-NET-1) is no address of this host: the warning comes, then binding fails.
+    result = run_serve("--host", "192.0.2.1", "--port", str(free_port()))
+    assert result.returncode != 0
+    warning = [line for line in result.stderr.splitlines() if " WARNING " in line]
+    assert len(warning) == 1
+    assert "binds 192.0.2.1, not a loopback address, and sidecar.rest.token is not set" in warning[0]
+
+
+def test_a_shipped_placeholder_token_is_refused_at_start() -> None:
+    result = run_serve(env={"STATUS_STORE_SIDECAR_REST_TOKEN": "change-me-to-a-long-random-string"})
+    assert result.returncode == 2
+    assert "sidecar.rest.token" in result.stderr
+    assert "placeholder" in result.stderr
+    assert "change-me" not in result.stderr
+
+
+def new_lines(service: Service, seconds: float) -> list[str]:
+    """Every output line the service prints within ``seconds``."""
+    lines, deadline = [], time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            lines.append(service.lines.get(timeout=left))
+        except queue.Empty:
+            break
+    service.seen += lines
+    return lines
+
+
+OUR_LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO (status_store\.[\w.]+|uvicorn\.error): \S.*\n")
+
+
+def test_the_first_seconds_of_the_readmes_first_command_look_right() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    first_command = readme.split("```sh", 1)[1].split("```", 1)[0].strip()
+    assert first_command.endswith(".venv/bin/status-store serve")
+    # As the README runs it, on a free port rather than 8084 so that it cannot clash with another run.
+    service = Service("--port", str(free_port()))
+    try:
+        service.wait_for("Uvicorn running on")
+        url = service.seen[-1].split("Uvicorn running on ", 1)[1].split()[0]
+        with httpx.Client(base_url=url, timeout=WAIT) as http:
+            written = http.put("/connectors/my-conn/status", params={"wait": "true"},
+                               json={"state": "RUNNING", "worker_id": "localhost:8083", "generation": 0})
+            assert written.status_code == 200, written.text
+            assert http.get("/connectors/my-conn/status").status_code == 200
+        lines = service.seen + new_lines(service, 3.0)
+    finally:
+        service.stop()
+    banner = lines[0]
+    assert re.fullmatch(r"Embedded Kafka broker \(in-memory, NOT durable: .*\): bootstrap\.servers=127\.0\.0\.1:\d+\n",
+                        banner), banner
+    others = lines[1:]
+    assert [line for line in others if not OUR_LOG_LINE.fullmatch(line)] == []
+    assert any("Status store ready" in line for line in others)
+    assert len(set(lines)) == len(lines)  # nothing said twice
+
+
+def test_the_embedded_broker_holds_every_topic_the_configuration_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATUS_STORE_STATUS_STORAGE_HISTORY_TOPIC", "connect-status-history")
+    monkeypatch.setenv("STATUS_STORE_STATUS_STORAGE_RETRY_EXHAUSTED_ACTION", "dead-letter")
+    monkeypatch.setenv("STATUS_STORE_STATUS_STORAGE_RETRY_DEAD_LETTER_TOPIC", "connect-status-dead-letters")
+    service = Service("--port", str(free_port()))
+    try:
+        bootstrap = service.wait_for("Embedded Kafka broker").strip().rsplit("bootstrap.servers=", 1)[1]
+        url = service.wait_for("Uvicorn running on").split("Uvicorn running on ", 1)[1].split()[0]
+        with httpx.Client(base_url=url, timeout=WAIT) as http:
+            written = http.put("/connectors/conn/status", params={"wait": "true"},
+                               json={"state": "RUNNING", "worker_id": "w:8083", "generation": 0})
+            assert written.status_code == 200, written.text
+        history = [key for key, _ in read_topic(bootstrap, "connect-status-history")]
+        assert b"status-connector-conn" in history
+        assert read_topic(bootstrap, "connect-status-dead-letters") == []
+    finally:
+        assert service.stop() == 0
+
+
+def test_a_second_service_on_the_same_spool_is_refused_naming_the_first(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATUS_STORE_STATUS_STORAGE_SPOOL_PATH", str(tmp_path / "spool.db"))
+    first = Service("--port", str(free_port()))
+    try:
+        first.wait_for("Uvicorn running on")
+        second = run_serve("--port", str(free_port()))
+        assert second.returncode == 2, second.stderr
+        assert f"in use by another status-store (pid {first.process.pid} on host " in second.stderr
+        assert second.stderr.startswith("status-store: ")
+    finally:
+        assert first.stop() == 0

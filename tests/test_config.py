@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def test_properties_lines_unicode_escapes_and_encodings_follow_java(tmp_path: Pa
     with pytest.raises(ConfigError, match="malformed"):
         load_config(bad, {})
     latin = tmp_path / "worker.properties"
-    latin.write_bytes("# caf\xe9\nstatus.storage.topic=t\n".encode("latin-1"))
+    latin.write_bytes("# caf\xe9\nbootstrap.servers=k:9092\nstatus.storage.topic=t\n".encode("latin-1"))
     assert load_config(latin, {}).topic == "t"
 
 
@@ -154,8 +155,9 @@ def test_example_file_documents_every_key_and_loads() -> None:
     text = EXAMPLE.read_text()
     for setting in SETTINGS:
         assert setting.key in text, f"{setting.key} is missing from {EXAMPLE.name}"
-    config = load_config(EXAMPLE, {})
+    config = load_config(EXAMPLE, {"STATUS_STORE_BOOTSTRAP_SERVERS": "kafka:9092"})
     assert config.topic == "connect-status"
+    assert not config.embedded
 
 
 def test_retry_budget_settings_are_off_by_default_and_validated() -> None:
@@ -174,3 +176,125 @@ def test_retry_budget_settings_are_off_by_default_and_validated() -> None:
         with pytest.raises(ConfigError, match="must be a number in") as caught:
             build_config({**KAFKA, key: value})
         assert caught.value.key == key
+
+
+@pytest.mark.parametrize(("key", "meant"), [
+    ("bootstrap.server", "bootstrap.servers"),
+    ("bootstrapservers", "bootstrap.servers"),
+    ("bootstarp.servers", "bootstrap.servers"),
+    ("status.storage.topik", "status.storage.topic"),
+    ("status.storage.partition", "status.storage.partitions"),
+    ("status.storage.replication.factr", "status.storage.replication.factor"),
+])
+def test_a_near_miss_of_a_known_key_is_an_error_naming_both(key: str, meant: str) -> None:
+    with pytest.raises(ConfigError, match=rf"unknown key \(did you mean {re.escape(meant)}\?\)") as caught:
+        build_config({**KAFKA, key: "x"})
+    assert caught.value.key == key
+
+
+def test_a_typo_in_an_environment_variable_never_selects_the_embedded_broker() -> None:
+    with pytest.raises(ConfigError, match=r"bootstrap\.server .*did you mean bootstrap\.servers\?"):
+        load_config(None, {"STATUS_STORE_BOOTSTRAP_SERVER": "kafka:9092"})
+
+
+def test_a_connect_worker_file_loads_without_false_suggestions(tmp_path: Path) -> None:
+    worker = tmp_path / "connect-distributed.properties"
+    worker.write_text(
+        "bootstrap.servers=kafka:9092\ngroup.id=connect-cluster\nkey.converter=org.apache.kafka.connect.json.JsonConverter\n"
+        "value.converter=org.apache.kafka.connect.json.JsonConverter\nkey.converter.schemas.enable=true\n"
+        "offset.storage.topic=connect-offsets\noffset.storage.replication.factor=1\noffset.storage.partitions=25\n"
+        "config.storage.topic=connect-configs\nconfig.storage.replication.factor=1\n"
+        "status.storage.topic=connect-status\nstatus.storage.replication.factor=1\nstatus.storage.partitions=5\n"
+        "offset.flush.interval.ms=10000\nlisteners=HTTP://:8083\nrest.advertised.host.name=worker-1\n"
+        "rest.advertised.port=8083\nplugin.path=/usr/share/java\nconfig.providers=file\n"
+        "status.storage.min.insync.replicas=1\nclient.id=worker-1\nrest.port=8083\n")
+    config = load_config(worker, {})
+    assert (config.bootstrap_servers, config.topic, config.partitions) == ("kafka:9092", "connect-status", 5)
+    assert config.topic_configs == {"min.insync.replicas": "1"}
+
+
+def test_a_configuration_file_must_choose_the_embedded_broker_explicitly(tmp_path: Path) -> None:
+    path = tmp_path / "sidecar.properties"
+    path.write_text("status.storage.topic=connect-status\n")
+    with pytest.raises(ConfigError, match=r"bootstrap\.servers: .*sidecar\.embedded\.broker=true") as caught:
+        load_config(path, {})
+    assert caught.value.key == "bootstrap.servers"
+    assert load_config(path, {"STATUS_STORE_SIDECAR_EMBEDDED_BROKER": "true"}).embedded
+    with pytest.raises(ConfigError, match="cannot be combined with bootstrap.servers"):
+        load_config(path, {"STATUS_STORE_SIDECAR_EMBEDDED_BROKER": "true", "STATUS_STORE_BOOTSTRAP_SERVERS": "k:9092"})
+    with pytest.raises(ConfigError, match="must be true or false"):
+        load_config(path, {"STATUS_STORE_SIDECAR_EMBEDDED_BROKER": "yes"})
+    # Without any file (the README's first command), the embedded broker is the default; false refuses it.
+    assert load_config(None, {}).embedded
+    with pytest.raises(ConfigError, match=r"bootstrap\.servers"):
+        load_config(None, {"STATUS_STORE_SIDECAR_EMBEDDED_BROKER": "false"})
+
+
+SECRET = "hunter2-Sup3rSecret"
+
+
+@pytest.mark.parametrize("properties", [
+    {"sidecar.rest.tokn": SECRET},  # an unknown key, with a suggestion
+    {"sidecar.rest.token": f"{SECRET}\u00e9"},  # not ASCII
+    {"no.such.key.anywhere": "x", "status.storage.topik": SECRET},
+    {"sidecar.kafka.ssl.key.password": SECRET, "sidecar.kafka.no.such.thing": SECRET},
+])
+def test_config_errors_never_show_a_secret_or_an_unknown_keys_value(properties: dict[str, str]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        build_config({**KAFKA, **properties})
+    message = str(caught.value)
+    assert SECRET not in message
+    assert "\n" not in message
+    assert caught.value.key in message
+
+
+def test_a_jaas_password_is_read_as_java_reads_it_and_never_shown(tmp_path: Path) -> None:
+    # After the properties file's own escapes, \u is no escape for Java's JAAS parser: it is "u".
+    path = tmp_path / "worker.properties"
+    path.write_text("bootstrap.servers=k:9092\nstatus.storage.topic=t\nsasl.mechanism=PLAIN\n"
+                    'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required '
+                    'username="u" password="pa\\\\u12zz\\\\\\"s\\\\101";\n')
+    config = load_config(path, {})
+    assert config.client_configs["sasl.password"] == 'pau12zz"sA'
+    # A malformed \uXXXX escape of the properties file itself is an error naming the line, not its text.
+    path.write_text(f"bootstrap.servers=k:9092\nstatus.storage.topic=t\nsasl.password={SECRET}\\u12\n")
+    with pytest.raises(ConfigError, match=r"line 3: malformed \\uXXXX escape") as caught:
+        load_config(path, {})
+    assert SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize(("token", "rule"), [
+    ("t\u00f6ken-with-umlaut", "printable ASCII"),
+    ("tab\tinside", "printable ASCII"),
+    ("change-me-to-a-long-random-string", "placeholder"),
+    ("CHANGE-ME", "placeholder"),
+])
+def test_tokens_that_could_never_match_or_ship_in_the_examples_are_refused(token: str, rule: str) -> None:
+    with pytest.raises(ConfigError, match=rule) as caught:
+        build_config({**KAFKA, "sidecar.rest.token": token})
+    assert token not in str(caught.value)
+    assert build_config({**KAFKA, "sidecar.rest.token": "0123456789abcdef"}).rest_token == "0123456789abcdef"
+
+
+def test_kubernetes_service_link_variables_are_not_settings() -> None:
+    links = {
+        "STATUS_STORE_SIDECAR_PORT": "tcp://10.0.0.1:8084",
+        "STATUS_STORE_SIDECAR_SERVICE_HOST": "10.0.0.1",
+        "STATUS_STORE_SIDECAR_SERVICE_PORT": "8084",
+        "STATUS_STORE_SIDECAR_SERVICE_PORT_HTTP": "8084",
+        "STATUS_STORE_SIDECAR_PORT_8084_TCP": "tcp://10.0.0.1:8084",
+        "STATUS_STORE_SIDECAR_PORT_8084_TCP_PROTO": "tcp",
+        "STATUS_STORE_SIDECAR_PORT_8084_TCP_PORT": "8084",
+        "STATUS_STORE_SIDECAR_PORT_8084_TCP_ADDR": "10.0.0.1",
+    }
+    config = load_config(None, {**links, "STATUS_STORE_SIDECAR_REST_PORT": "9"})
+    assert config.rest_port == 9
+    # A variable that only looks like one is still checked.
+    with pytest.raises(ConfigError, match="sidecar.port"):
+        load_config(None, {"STATUS_STORE_SIDECAR_PORT": "8085"})
+
+
+def test_an_environment_value_that_is_no_text_is_a_config_error() -> None:
+    # Bytes that are no UTF-8 reach Python as lone surrogates, which no Kafka client can take.
+    with pytest.raises(ConfigError, match="STATUS_STORE_SIDECAR_KAFKA_CLIENT_ID is not valid UTF-8 text"):
+        load_config(None, {"STATUS_STORE_SIDECAR_KAFKA_CLIENT_ID": "worker-\udcff"})

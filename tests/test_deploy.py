@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import urllib.parse
 from collections.abc import AsyncIterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import httpx
@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from status_store.api import create_app, openapi_document
 from status_store.config import SETTINGS, build_config, parse_properties, reference_markdown
+from status_store.errors import ConfigError
 from status_store.librdkafka import MockCluster
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State
@@ -103,6 +104,77 @@ def test_example_configuration_names_only_real_keys() -> None:
     assert known <= set(keys)
 
 
+def example_spool_path() -> PurePosixPath:
+    """The spool path of the example configuration (commented out there)."""
+    text = (ROOT / "config" / "status-store.properties").read_text()
+    value = next(line.lstrip("#").split("=", 1)[1] for line in text.splitlines()
+                 if line.lstrip("#").startswith("status.storage.spool.path="))
+    return PurePosixPath(value)
+
+
+def unit_settings(path: Path) -> dict[str, list[str]]:
+    """The [Service] settings of a systemd unit (a key may repeat)."""
+    settings: dict[str, list[str]] = {}
+    section = None
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            section = line
+        elif section == "[Service]" and "=" in line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            settings.setdefault(key, []).append(value)
+    return settings
+
+
+def test_the_example_spool_path_is_writable_under_the_systemd_unit() -> None:
+    unit = unit_settings(DEPLOY / "systemd" / "status-store.service")
+    spool = example_spool_path()
+    assert unit["ProtectSystem"] == ["strict"]  # everything but the paths below is read-only
+    writable = [PurePosixPath(p) for value in unit.get("ReadWritePaths", []) for p in value.split()]
+    writable += [PurePosixPath("/var/lib") / d for value in unit.get("StateDirectory", []) for d in value.split()]
+    assert any(spool.parent.is_relative_to(w) for w in writable), (spool, writable)
+    assert unit["StateDirectoryMode"] == ["0700"]
+
+
+def test_the_pods_spool_path_is_on_a_writable_volume() -> None:
+    docs = manifests()
+    container = sidecar(docs)
+    config_map = next(d for d in docs if d["kind"] == "ConfigMap")
+    spool = PurePosixPath(parse_properties(config_map["data"]["status-store.properties"])["status.storage.spool.path"])
+    assert spool == example_spool_path()
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    mount = next(m for m in container["volumeMounts"] if spool.is_relative_to(m["mountPath"]))
+    assert not mount.get("readOnly", False)
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert "emptyDir" in volume or "persistentVolumeClaim" in volume
+
+
+def test_the_image_has_a_writable_place_for_the_example_spool() -> None:
+    lines = (DEPLOY / "Containerfile").read_text().replace("\\\n", " ").splitlines()
+    directory = str(example_spool_path().parent)
+    assert f"VOLUME {directory}" in lines
+    run = " ".join(line for line in lines if line.startswith("RUN "))
+    assert "useradd --system --uid 10001 status-store" in run
+    assert f"install -d -m 0700 -o status-store -g status-store {directory}" in run
+    assert "USER 10001" in lines
+
+
+def test_the_pod_gets_no_service_link_variables() -> None:
+    pod = next(d for d in manifests() if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert pod["enableServiceLinks"] is False
+
+
+def test_the_shipped_placeholder_tokens_are_refused() -> None:
+    secret = next(d for d in manifests() if d["kind"] == "Secret")
+    example = parse_properties("\n".join(line.lstrip("#") for line in
+                                         (ROOT / "config" / "status-store.properties").read_text().splitlines()
+                                         if line.lstrip("#").startswith("sidecar.rest.token=")))
+    for token in (secret["stringData"]["token"], example["sidecar.rest.token"]):
+        with pytest.raises(ConfigError, match="placeholder"):
+            build_config({"sidecar.rest.token": token})
+
+
 @needs_prometheus
 def test_promtool_accepts_the_scrape_config_and_the_rules() -> None:
     for args in (["check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
@@ -111,18 +183,32 @@ def test_promtool_accepts_the_scrape_config_and_the_rules() -> None:
         assert result.returncode == 0, result.stdout + result.stderr
 
 
-@needs_prometheus
-async def test_promtool_accepts_the_exposition(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+async def served_exposition(mock_cluster: MockCluster, store_factory: StoreFactory) -> bytes:
+    """What /metrics serves: the store's metrics and the HTTP metrics, after one write."""
     registry = CollectorRegistry()
     metrics = StoreMetrics(registry)
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics]) as store:
-        create_app(store, registry)  # registers the HTTP metrics too
+        app = create_app(store, registry)  # registers the HTTP metrics too
         await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(WAIT)
-        exposition = generate_latest(registry)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sidecar") as http:
+            assert (await http.get("/health")).status_code == 200
+        return generate_latest(registry)
+
+
+@needs_prometheus
+async def test_promtool_accepts_the_exposition(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+    exposition = await served_exposition(mock_cluster, store_factory)
     result = await asyncio.to_thread(subprocess.run, [str(PROMTOOL), "check", "metrics"], input=exposition,
                                      capture_output=True, timeout=60)
     assert result.returncode == 0, (result.stdout + result.stderr).decode()
+
+
+async def test_the_exposition_has_no_created_series(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+    text = (await served_exposition(mock_cluster, store_factory)).decode()
+    assert 'status_update_success_total{kind="connector"} 1.0' in text
+    assert "http_requests_total{" in text
+    assert "_created" not in text
 
 
 class Prometheus:
@@ -198,3 +284,13 @@ async def test_a_real_prometheus_sees_the_kip_counters_move(served_store: tuple[
         assert seen == expected
     finally:
         prometheus.stop()
+
+
+def test_the_repository_tracks_no_file_it_ignores() -> None:
+    """Tool caches (.schemathesis/, .hypothesis/, ...) are ignored and never committed."""
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run([git, "ls-files", "--cached", "--ignored", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    assert tracked == ""

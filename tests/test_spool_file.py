@@ -1,0 +1,195 @@
+"""The spool's file: only a damaged spool file is ever moved aside; a path that cannot be a spool, one
+this user cannot write, or one another process uses stops the start with one clear error naming
+``status.storage.spool.path``; what it creates is private (0700/0600)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from status_store.errors import ConfigError
+from status_store.retry_queue import StatusUpdate
+from status_store.spool import Spool
+
+ROOT = Path(__file__).parent.parent
+WAIT = 60.0
+NOBODY = 65534
+PAGE = 4096
+
+
+def fill(path: Path, rows: int) -> None:
+    """A spool holding ``rows`` updates, closed (its journal merged into the file)."""
+    spool = Spool(path)
+    for number in range(1, rows + 1):
+        update = StatusUpdate(f"status-task-c-{number}", b"x" * 200, "task")
+        update.number = number
+        spool.on_submitted(update)
+    spool.close()
+
+
+def counts_pass(path: Path) -> bool:
+    """Whether ``SELECT COUNT(*)`` of every table of the file works."""
+    db = sqlite3.connect(path)
+    try:
+        tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for table in tables:
+            db.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()
+        return bool(tables)
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        db.close()
+
+
+def integrity_fails(path: Path) -> bool:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("PRAGMA integrity_check").fetchall() != [("ok",)]
+    except sqlite3.DatabaseError:
+        return True
+    finally:
+        db.close()
+
+
+def damage_beyond_count(path: Path) -> None:
+    """Damage one page of the spool where ``COUNT(*)`` does not look but an integrity check does."""
+    original = path.read_bytes()
+    for page in range(2, len(original) // PAGE):
+        damaged = bytearray(original)
+        damaged[page * PAGE + 100:page * PAGE + 200] = b"\xff" * 100
+        path.write_bytes(damaged)
+        if counts_pass(path) and integrity_fails(path):
+            return
+    raise AssertionError("no page of the spool could be damaged out of COUNT(*)'s sight")
+
+
+def test_a_spool_damaged_beyond_what_count_reads_is_moved_aside_not_fatal(tmp_path: Path) -> None:
+    path = tmp_path / "spool.db"
+    fill(path, 2000)
+    damage_beyond_count(path)
+    damaged = path.read_bytes()
+    spool = Spool(path)
+    assert spool.pending() == []  # reading it no longer fails
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("spool.db.corrupt-") and p.suffix != ".lock"]
+    assert [p.read_bytes() for p in aside] == [damaged]
+    spool.close()
+
+
+def test_a_directory_at_the_spool_path_is_a_config_error_and_is_not_moved(tmp_path: Path) -> None:
+    path = tmp_path / "spool.db"
+    path.mkdir()
+    (path / "precious.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="is a directory") as caught:
+        Spool(path)
+    assert caught.value.key == "status.storage.spool.path"
+    assert (path / "precious.txt").read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spool.db"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating a device node needs root")
+def test_a_device_at_the_spool_path_is_a_config_error_and_is_not_moved(tmp_path: Path) -> None:
+    path = tmp_path / "spool.db"
+    os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # a null device, as /dev/null
+    with pytest.raises(ConfigError, match="device") as caught:
+        Spool(path)
+    assert caught.value.key == "status.storage.spool.path"
+    assert stat.S_ISCHR(path.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spool.db"]
+
+
+def test_what_the_spool_creates_is_private(tmp_path: Path) -> None:
+    old_umask = os.umask(0o022)
+    try:
+        path = tmp_path / "state" / "status-store" / "spool.db"
+        spool = Spool(path)
+        update = StatusUpdate("status-connector-c", b"{}", "connector")
+        update.number = 1
+        spool.on_submitted(update)  # the journal files exist from the first write
+        created = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert created == {"spool.db": 0o600, "spool.db-wal": 0o600, "spool.db-shm": 0o600, "spool.db.lock": 0o600}
+        spool.close()
+    finally:
+        os.umask(old_umask)
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory another user can traverse (pytest's tmp_path is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="spool-perm-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def open_without_privileges(path: Path) -> subprocess.CompletedProcess[str]:
+    """Open a spool in a child process that file modes bind: when the tests run as root, it becomes
+    ``nobody`` once its modules are loaded (the interpreter may live where ``nobody`` cannot read)."""
+    drop = f"os.setgroups([])\nos.setgid({NOBODY})\nos.setuid({NOBODY})\n" if os.geteuid() == 0 else ""
+    code = ("import os, sys\nfrom status_store.errors import ConfigError\nfrom status_store.spool import Spool\n"
+            f"{drop}try:\n    Spool(sys.argv[1]).close()\nexcept ConfigError as e:\n    print(e)\n    sys.exit(2)\n")
+    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=WAIT,
+                          cwd=ROOT)
+
+
+def give_to_child(path: Path) -> None:
+    if os.geteuid() == 0:
+        os.chown(path, NOBODY, NOBODY)
+
+
+def test_a_read_only_directory_is_one_clear_error(shared_dir: Path) -> None:
+    directory = shared_dir / "ro"
+    directory.mkdir(mode=0o755)  # root's: not writable by the child
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+    result = open_without_privileges(directory / "spool.db")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr == ""
+    assert result.stdout.count("\n") == 1
+    assert "status.storage.spool.path" in result.stdout
+    assert "not writable" in result.stdout
+    assert list(directory.iterdir()) == []
+
+
+def test_a_read_only_spool_file_is_one_clear_error_and_is_not_moved(shared_dir: Path) -> None:
+    path = shared_dir / "spool.db"
+    fill(path, 3)
+    give_to_child(shared_dir)  # the directory is writable, the file is not
+    (shared_dir / "spool.db.lock").unlink()
+    path.chmod(0o444)
+    before = path.read_bytes()
+    result = open_without_privileges(path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr == ""
+    assert "status.storage.spool.path" in result.stdout
+    assert "not readable and writable" in result.stdout
+    assert sorted(p.name for p in shared_dir.iterdir()) == ["spool.db"]
+    assert path.read_bytes() == before
+
+
+def test_a_second_process_on_the_same_spool_is_refused_naming_the_first(tmp_path: Path) -> None:
+    path = tmp_path / "spool.db"
+    code = "import sys\nfrom status_store.spool import Spool\nspool = Spool(sys.argv[1])\nprint('open', flush=True)\n" \
+           "sys.stdin.read()\n"
+    first = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, cwd=ROOT)
+    try:
+        assert first.stdout is not None
+        assert first.stdout.readline() == "open\n"
+        with pytest.raises(ConfigError, match=rf"in use by another status-store \(pid {first.pid} on host ") as caught:
+            Spool(path)
+        assert caught.value.key == "status.storage.spool.path"
+    finally:
+        first.send_signal(signal.SIGKILL)  # no chance to clean up: the kernel still releases the lock
+        first.wait(WAIT)
+    Spool(path).close()
