@@ -8,9 +8,10 @@ from fastapi import APIRouter
 
 from ..deps import StoreDep
 from ..responses import ConnectJSONResponse
+from ..routing import ConnectRoute
 from ..schemas import ParkedUpdate, PendingRetry
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=ConnectRoute)
 
 
 @router.get("/retries", response_model=list[PendingRetry])
