@@ -64,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(openapi_document(), indent=2, sort_keys=True))
         return 0
 
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .logs import EscapingFormatter
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=args.log_level, handlers=[handler])
     from .config import load_config
     from .service import serve as run_service
 

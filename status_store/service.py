@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import logging
@@ -13,6 +14,7 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 
 from .api import create_app
+from .api.http_server import client_log_limits, http_config
 from .config import StoreConfig
 from .embedded import start_embedded_broker
 from .errors import KafkaUnavailableError
@@ -57,9 +59,8 @@ async def serve(config: StoreConfig) -> None:
     try:
         await _start(store, bootstrap)
         app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes)
-        server = _Server(uvicorn.Config(app, host=config.rest_host, port=config.rest_port, log_config=None,
-                                        access_log=False))
-        await server.serve()
+        with client_log_limits(asyncio.get_running_loop()):
+            await _Server(http_config(app, config.rest_host, config.rest_port)).serve()
     finally:
         lost = await store.stop()
         if cluster is not None:

@@ -409,6 +409,15 @@ class StatusStore:
         entry.sequence += 1
         return self._submit(key, value, kind, functools.partial(self._abandon_reason, entry, status, safe), safe)
 
+    def check_record(self, status: Status) -> None:
+        """Raise ``RecordTooLargeError`` if this status could not be written even with its trace cut (a batch
+        checks every item before it submits any)."""
+        key = connector_key(status.connector) if isinstance(status, ConnectorStatus) else task_key(status.id)
+        # Escaping at most sextuples a character's bytes: most statuses are clearly small enough.
+        if 6 * (len(key) + len(status.worker_id)) + 128 <= self._max_record_bytes:
+            return
+        self._encode(key, status)
+
     def _encode(self, key: str, status: Status) -> bytes | None:
         """The record value, its trace cut so that the record fits the producer's limit (a FAILED status with a
         long trace is worth more written with the trace's head than refused); a record that cannot fit even

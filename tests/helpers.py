@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import queue
+import resource
 import signal
 import subprocess
 import sys
@@ -74,10 +75,17 @@ SERVICE_WAIT = 30.0
 class Service:
     """A `status-store serve` process whose output lines are collected by background threads."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, nofile: int | None = None) -> None:
+        """``nofile``: the process's limit of open file descriptors (RLIMIT_NOFILE), when given."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+        def limit_files() -> None:
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         self.process = subprocess.Popen([sys.executable, "-m", "status_store.cli", "serve", *args],
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                        preexec_fn=limit_files)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         for stream in (self.process.stdout, self.process.stderr):

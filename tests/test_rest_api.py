@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from status_store.api import create_app
 from status_store.librdkafka import MockCluster
+from status_store.logs import RateLimit
 from status_store.metrics import StoreMetrics
 from status_store.store import StatusStore
 
@@ -26,10 +29,10 @@ RUNNING = {"state": "RUNNING", "worker_id": "h:8083", "generation": 1}
 
 
 class Api:
-    """An HTTP client on the app, the store under it and the mock cluster's control API."""
+    """An HTTP client on the app, the app, the store under it and the mock cluster's control API."""
 
-    def __init__(self, http: httpx.AsyncClient, store: StatusStore, cluster: MockCluster) -> None:
-        self.http, self.store, self.cluster = http, store, cluster
+    def __init__(self, http: httpx.AsyncClient, app: FastAPI, store: StatusStore, cluster: MockCluster) -> None:
+        self.http, self.app, self.store, self.cluster = http, app, store, cluster
 
     async def write(self, method: str, url: str, body: object = None, **params: str) -> httpx.Response:
         response = await self.http.request(method, url, json=body, params={"wait": "true", **params})
@@ -50,7 +53,7 @@ def api_factory(mock_cluster: MockCluster, store_factory: StoreFactory) -> ApiFa
         async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **settings) as store:
             app = create_app(store, registry, token, max_body_bytes)
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
-                yield Api(http, store, mock_cluster)
+                yield Api(http, app, store, mock_cluster)
 
     return make
 
@@ -201,8 +204,8 @@ async def test_the_batch_endpoint_applies_updates_in_order(api: Api) -> None:
         ("PUT", "/connectors/c/status", {**RUNNING, "generation": "1"}, 422, "generation"),
         ("PUT", "/connectors/c/status", {**RUNNING, "extra": 1}, 422, "extra"),
         ("PUT", "/connectors/c/status", {"state": "RUNNING", "generation": 1}, 422, "worker_id"),
-        ("PUT", "/connectors/c/tasks/abc/status", RUNNING, 422, "task"),
-        ("PUT", "/connectors/c/tasks/-1/status", RUNNING, 422, "task"),
+        ("PUT", "/connectors/c/tasks/abc/status", RUNNING, 404, "HTTP 404 Not Found"),
+        ("PUT", "/connectors/c/tasks/-1/status", RUNNING, 404, "HTTP 404 Not Found"),
         ("PUT", "/connectors/c/tasks/0/status", {**RUNNING, "state": "STOPPED"}, 422, "STOPPED"),
         ("PUT", "/connectors/a%01b/status", RUNNING, 400, "control characters"),
         ("PUT", "/connectors/%20/status", RUNNING, 400, "must not be empty"),
@@ -302,3 +305,334 @@ async def test_metrics_count_http_requests_by_route(api: Api) -> None:
     text = (await api.http.get("/metrics")).text
     assert 'http_requests_total{method="GET",route="/connectors/{name}/status",status="404"} 1.0' in text
     assert "status_update_success_total" in text
+
+
+JSON = {"content-type": "application/json"}
+NOT_FOUND = b'{"error_code":404,"message":"HTTP 404 Not Found"}'
+
+
+async def nothing_written(api: Api) -> bool:
+    await api.store.flush(WAIT)
+    return read_raw(api.store) == []
+
+
+@pytest.mark.parametrize("field", ["trace", "worker_id", "connector"])
+async def test_a_lone_surrogate_fails_the_whole_batch_with_a_422_and_writes_nothing(api: Api, field: str) -> None:
+    bad = {"kind": "task", "connector": "c", "task": 2, **RUNNING, field: "boom \ud800"}
+    batch = {"updates": [{"kind": "connector", "connector": "c", **RUNNING},
+                         {"kind": "task", "connector": "c", "task": 0, **RUNNING}, bad]}
+    response = await api.http.post("/statuses", content=json.dumps(batch).encode(), headers=JSON)
+    assert response.status_code == 422, response.text
+    assert response.json()["error_code"] == 422
+    assert "not valid Unicode" in response.json()["message"]
+    assert await nothing_written(api)
+
+
+@pytest.mark.parametrize("field", ["trace", "worker_id"])
+async def test_a_lone_surrogate_in_a_single_write_is_a_422(api: Api, field: str) -> None:
+    body = json.dumps({**RUNNING, field: "x\udfffy"}).encode()
+    for url in ("/connectors/c/status", "/connectors/c/tasks/0/status"):
+        response = await api.http.put(url, content=body, headers=JSON)
+        assert (response.status_code, response.json()["error_code"]) == (422, 422), response.text
+        assert field in response.json()["message"]
+    assert await nothing_written(api)
+
+
+async def test_a_batch_item_that_fails_late_checks_writes_nothing(api: Api) -> None:
+    batch = {"updates": [{"kind": "connector", "connector": "c", **RUNNING},
+                         {"kind": "task", "connector": "c", "task": 0, **RUNNING},
+                         {"kind": "topic", "connector": "c/d", "topic": "t", "task": 0}]}
+    response = await api.http.post("/statuses", json=batch)
+    assert (response.status_code, response.json()["error_code"]) == (400, 400)
+    assert await nothing_written(api)
+
+
+async def test_put_topics_reset_with_a_body_records_the_topic_named_reset(api: Api) -> None:
+    await api.write("PUT", "/connectors/c/topics/other", {"task": 0})
+    written = await api.write("PUT", "/connectors/c/topics/reset", {"task": 1, "discoverTimestamp": 5})
+    assert [r["key"] for r in written.json()["results"]] == ["status-topic-reset:connector-c"]
+    await api.store.read_your_writes(WAIT)
+    assert (await api.http.get("/connectors/c/topics")).json() == {"c": {"topics": ["other", "reset"]}}
+    assert api.store.get_topic("c", "reset") is not None
+    for body, status in ((b"{not json", 400), (b"{}", 422), (b'{"task": 0, "tasks": 1}', 422), (b"null", 422)):
+        refused = await api.http.put("/connectors/c/topics/reset", content=body, headers=JSON)
+        assert (refused.status_code, refused.json()["error_code"]) == (status, status), body
+    await api.store.read_your_writes(WAIT)
+    assert (await api.http.get("/connectors/c/topics")).json() == {"c": {"topics": ["other", "reset"]}}
+
+
+async def test_put_topics_reset_without_a_body_is_connects_reset(api: Api) -> None:
+    for headers in ({}, JSON):  # Connect's clients send no body, with or without a content type
+        await api.write("PUT", "/connectors/c/topics/reset", {"task": 0})
+        await api.write("PUT", "/connectors/c/topics/t", {"task": 0})
+        await api.store.read_your_writes(WAIT)
+        reset = await api.http.put("/connectors/c/topics/reset", headers=headers)
+        assert (reset.status_code, reset.content) == (202, b"")
+        await api.store.read_your_writes(WAIT)
+        assert (await api.http.get("/connectors/c/topics")).json() == {"c": {"topics": []}}
+    await api.write("PUT", "/connectors/c/topics/t", {"task": 0})
+    await api.store.read_your_writes(WAIT)
+    waited = await api.write("PUT", "/connectors/c/topics/reset")
+    assert [r["key"] for r in waited.json()["results"]] == ["status-topic-t:connector-c"]
+    assert (await api.http.get("/connectors/c/topics")).json() == {"c": {"topics": []}}
+
+
+async def test_a_refused_put_safe_leaves_the_connector_type_alone(api: Api) -> None:
+    await api.write("PUT", "/connectors/c/status", {**RUNNING, "generation": 5, "type": "source"})
+    await api.store.read_your_writes(WAIT)
+    older = {"state": "UNASSIGNED", "worker_id": "other:8083", "generation": 4, "type": "sink"}
+    refused = await api.http.put("/connectors/c/status", params={"safe": "true"}, json=older)
+    assert refused.status_code == 409
+    batch = await api.http.post("/statuses", params={"wait": "true"},
+                                json={"updates": [{"kind": "connector", "connector": "c", "safe": True, **older}]})
+    assert (batch.status_code, batch.json()["results"]) == (200, [])
+    assert (await api.http.get("/connectors/c/status")).json()["type"] == "source"
+    accepted = await api.http.put("/connectors/c/status", json={**older, "generation": 6})
+    assert accepted.status_code == 202
+    assert (await api.http.get("/connectors/c/status")).json()["type"] == "sink"
+
+
+async def test_http_metric_labels_come_from_closed_sets(api: Api) -> None:
+    for i in range(300):
+        await api.http.request(f"MADEUP{i}", f"/nowhere/{i}")
+    for i in range(100):
+        await api.http.request(f"OTHER{i}", "/connectors")
+    text = (await api.http.get("/metrics")).text
+    assert 'http_requests_total{method="other",route="unmatched",status="404"} 300.0' in text
+    assert 'http_requests_total{method="other",route="/connectors",status="405"} 100.0' in text
+    series = [line for line in text.splitlines() if line.startswith(("http_requests_total{", "http_request_dur"))]
+    assert len(series) < 60
+    assert "MADEUP" not in text
+    assert "nowhere" not in text
+
+
+def unread_body(chunks: list[bytes], read: list[bytes]) -> AsyncIterator[bytes]:
+    """A streamed request body that records what the app reads of it."""
+    async def stream() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            read.append(chunk)
+            yield chunk
+
+    return stream()
+
+
+@pytest.mark.parametrize(("method", "url"), [("PUT", "/connectors/c/status"), ("POST", "/statuses"),
+                                             ("PUT", "/connectors/c/topics/reset"),
+                                             ("PUT", "/connectors/c/tasks/0/status")])
+async def test_an_unauthenticated_write_is_refused_before_its_body_is_read(
+        api_factory: ApiFactory, method: str, url: str) -> None:
+    async with api_factory(token="s3cret") as api:
+        for content_type in ("application/json", "text/plain"):
+            read: list[bytes] = []
+            response = await api.http.request(method, url, content=unread_body([b"{not json"], read),
+                                              headers={"content-type": content_type})
+            assert (response.status_code, response.json()["error_code"]) == (401, 401), response.text
+            assert read == []
+        authorized = await api.http.request(method, url, content=b"{not json",
+                                            headers={**JSON, "authorization": "Bearer s3cret"})
+        assert authorized.status_code == 400
+        assert await nothing_written(api)
+
+
+async def test_refused_tokens_are_logged_at_most_once_per_interval(api_factory: ApiFactory,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    clock = [0.0]
+    async with api_factory(token="s3cret") as api:
+        api.app.state.refused_log = RateLimit(10.0, clock=lambda: clock[0])
+        with caplog.at_level(logging.WARNING, logger="status_store.api.routing"):
+            for _ in range(20):
+                await api.http.put("/connectors/c/status", json=RUNNING, headers={"authorization": "Bearer x"})
+            clock[0] = 10.0
+            await api.http.delete("/connectors/c")
+    lines = [r.getMessage() for r in caplog.records if r.name == "status_store.api.routing"]
+    assert lines == ["Refused PUT /connectors/c/status from 127.0.0.1: wrong bearer token",
+                     "Refused DELETE /connectors/c from 127.0.0.1: no bearer token "
+                     "(and 19 more like it since the last one logged)"]
+
+
+async def test_a_chunked_body_over_the_limit_is_413(api_factory: ApiFactory) -> None:
+    async with api_factory(max_body_bytes=200) as api:
+        body = json.dumps({**RUNNING, "trace": "x" * 500}).encode()
+        read: list[bytes] = []
+        response = await api.http.put("/connectors/c/status", headers=JSON,
+                                      content=unread_body([body[i:i + 100] for i in range(0, len(body), 100)], read))
+        assert response.status_code == 413, response.text
+        assert response.json() == {"error_code": 413, "message": "The request body is larger than 200 bytes"}
+        assert response.headers["connection"] == "close"
+        assert len(read) == 3  # the body was not read past the limit
+        assert await nothing_written(api)
+
+
+async def test_a_write_body_that_is_not_json_is_415(api: Api) -> None:
+    for content_type in (None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+                         "application/jsonx"):
+        headers = {"content-type": content_type} if content_type is not None else {}
+        for method, url in (("PUT", "/connectors/c/status"), ("POST", "/statuses"),
+                            ("PUT", "/connectors/c/topics/t"), ("PUT", "/connectors/c/topics/reset")):
+            response = await api.http.request(method, url, content=json.dumps(RUNNING).encode(), headers=headers)
+            assert response.content == b'{"error_code":415,"message":"HTTP 415 Unsupported Media Type"}', url
+            assert response.status_code == 415
+    assert await nothing_written(api)
+
+
+async def test_json_media_types_are_accepted(api: Api) -> None:
+    for content_type in ("application/json; charset=utf-8", "Application/JSON", "application/vnd.connect+json"):
+        response = await api.http.put("/connectors/c/status", content=json.dumps(RUNNING).encode(),
+                                      headers={"content-type": content_type})
+        assert response.status_code == 202, response.text
+
+
+async def test_head_is_answered_wherever_get_is(api: Api) -> None:
+    await api.write("PUT", "/connectors/c/status", RUNNING)
+    await api.write("PUT", "/connectors/c/tasks/0/status", RUNNING)
+    await api.store.read_your_writes(WAIT)
+    for url in ("/", "/health", "/ready", "/connectors", "/connectors?expand=status", "/connectors/c/status",
+                "/connectors/c/tasks/0/status", "/connectors/nope/status", "/connectors/c/topics", "/retries",
+                "/retries/parked", "/metrics", "/connectors/c/tasks/01/status"):
+        get = await api.http.get(url)
+        head = await api.http.head(url)
+        assert head.status_code == get.status_code, url
+        assert head.content == b""
+        assert head.headers["content-type"] == get.headers["content-type"]
+        if url != "/metrics":  # the exposition changes between the two requests
+            assert head.headers["content-length"] == get.headers["content-length"]
+    assert 'method="HEAD"' in (await api.http.get("/metrics")).text
+
+
+async def test_head_is_refused_where_get_is_not(api: Api) -> None:
+    response = await api.http.head("/statuses")
+    assert response.status_code == 405
+
+
+async def test_a_trailing_slash_is_served_never_redirected(api: Api) -> None:
+    await api.write("PUT", "/connectors/c/status", RUNNING)
+    await api.store.read_your_writes(WAIT)
+    for url in ("/connectors/", "/connectors/c/status/", "/connectors/c/topics/", "/health/"):
+        response = await api.http.get(url, headers={"host": "evil.example"})
+        assert "location" not in response.headers
+        assert response.status_code == 200, url
+        assert response.content == (await api.http.get(url.rstrip("/"))).content
+    written = await api.http.put("/connectors/d/status/", json=RUNNING, headers={"host": "evil.example"})
+    assert written.status_code == 202
+
+
+async def test_a_task_number_that_is_not_canonical_decimal_addresses_no_task(api: Api) -> None:
+    for number in (1, 10):
+        await api.write("PUT", f"/connectors/c/tasks/{number}/status", RUNNING)
+    await api.store.read_your_writes(WAIT)
+    before = sorted(read_raw(api.store))
+    for task in ("+1", "%201", "1%20", "1.0", "1_0", "01", "00", "-0", "0x1", "1e1", "%D9%A1", "2147483648",
+                 "99999999999", "abc", "-1"):
+        read = await api.http.get(f"/connectors/c/tasks/{task}/status")
+        assert (read.status_code, read.content) == (404, NOT_FOUND), task
+        write = await api.http.put(f"/connectors/c/tasks/{task}/status", json={**RUNNING, "state": "PAUSED"})
+        assert (write.status_code, write.content) == (404, NOT_FOUND), task
+    await api.store.flush(WAIT)
+    assert sorted(read_raw(api.store)) == before
+    assert (await api.http.get("/connectors/c/tasks/10/status")).json()["state"] == "RUNNING"
+
+
+@pytest.mark.parametrize(("method", "url"), [("GET", "/connectors/%FF/status"), ("PUT", "/connectors/%C3%28/status"),
+                                             ("PUT", "/connectors/%ED%A0%80/status"),
+                                             ("GET", "/connectors/c/tasks/0/status?x=%FF&y=1")])
+async def test_a_path_that_is_not_utf8_is_400(api: Api, method: str, url: str) -> None:
+    response = await api.http.request(method, url, json=RUNNING)
+    if "?" in url:  # the query is not part of the path
+        assert response.status_code == 404
+        return
+    assert response.status_code == 400
+    assert response.json() == {"error_code": 400, "message": "The path is not valid UTF-8 once percent-decoded"}
+    assert await nothing_written(api)
+
+
+@pytest.mark.parametrize(("method", "url", "body"), [
+    ("PUT", "/connectors/a%2Fb/status", RUNNING), ("PUT", "/connectors/a%2fb/tasks/0/status", RUNNING),
+    ("GET", "/connectors/a%2Fb/status", None), ("GET", "/connectors/a%2Fb/topics", None),
+    ("DELETE", "/connectors/a%2Fb", None), ("PUT", "/connectors/a%2Fb/topics/t", {"task": 0}),
+    ("PUT", "/connectors/c%2Ftopics%2Freset", {"task": 0}), ("DELETE", "/connectors/c%2Ftopics%2Ft", None),
+])
+async def test_an_encoded_slash_in_a_path_is_400(api: Api, method: str, url: str, body: object) -> None:
+    response = await api.http.request(method, url, json=body)
+    assert (response.status_code, response.json()["error_code"]) == (400, 400)
+    assert "'/'" in response.json()["message"]
+    assert await nothing_written(api)
+
+
+@pytest.mark.parametrize("item", [
+    {"kind": "connector", "connector": "a/b", **RUNNING}, {"kind": "task", "connector": "a/b", "task": 0, **RUNNING},
+    {"kind": "topic", "connector": "a/b", "topic": "t", "task": 0}, {"kind": "delete_connector", "connector": "a/b"},
+    {"kind": "delete_topic", "connector": "/", "topic": "t"},
+])
+async def test_the_batch_refuses_a_slash_in_a_connector_name_as_the_paths_do(api: Api, item: object) -> None:
+    response = await api.http.post("/statuses", json={"updates": [item]})
+    assert (response.status_code, response.json()["error_code"]) == (400, 400)
+    assert "must not contain '/'" in response.json()["message"]
+    assert await nothing_written(api)
+
+
+async def test_unmatched_routes_answer_connects_404_and_405(api: Api) -> None:
+    missing = await api.http.get("/nope")
+    assert (missing.status_code, missing.content) == (404, NOT_FOUND)
+    wrong = await api.http.post("/connectors", json={})
+    assert (wrong.status_code, wrong.content) == (405, b'{"error_code":405,"message":"HTTP 405 Method Not Allowed"}')
+    assert "GET" in wrong.headers["allow"]
+
+
+async def test_a_write_to_a_stopped_store_is_503(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    async with store_factory(mock_cluster.bootstrap_servers, topic) as store:
+        app = create_app(store)
+        await store.stop()
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+            response = await http.put("/connectors/c/status", json=RUNNING)
+    assert response.status_code == 503
+    assert response.json() == {"error_code": 503, "message": "The status store is not running"}
+
+
+async def test_a_full_retry_queue_answers_503_with_retry_after_and_a_batch_submits_nothing(
+        api_factory: ApiFactory) -> None:
+    async with api_factory(**{"status.storage.retry.max.pending": "3"}) as api:
+        api.cluster.broker_down(-1)
+        for name in ("a", "b", "c"):
+            assert (await api.http.put(f"/connectors/{name}/status", json=RUNNING)).status_code == 202
+        response = await api.http.put("/connectors/d/status", json=RUNNING)
+        assert response.status_code == 503
+        assert int(response.headers["retry-after"]) >= 1
+        assert response.json()["error_code"] == 503
+        assert "status.storage.retry.max.pending" in response.json()["message"]
+        # A batch that would pass the bound is refused whole, before any item is submitted.
+        pending = api.store.queue.unsettled
+        batch = {"updates": [{"kind": "connector", "connector": "a", **RUNNING},
+                             {"kind": "connector", "connector": "e", **RUNNING}]}
+        response = await api.http.post("/statuses", json=batch)
+        assert response.status_code == 503
+        assert api.store.queue.unsettled == pending
+        api.cluster.broker_up(-1)
+
+
+async def test_a_record_that_cannot_fit_answers_413_and_a_batch_with_one_submits_nothing(
+        api_factory: ApiFactory) -> None:
+    async with api_factory(**{"sidecar.kafka.message.max.bytes": "1000"}) as api:
+        big = {**RUNNING, "worker_id": "w" * 900}
+        response = await api.http.put("/connectors/c/status", json=big)
+        assert response.status_code == 413
+        assert response.json()["error_code"] == 413
+        batch = {"updates": [{"kind": "connector", "connector": "ok", **RUNNING},
+                             {"kind": "connector", "connector": "c", **big}]}
+        assert (await api.http.post("/statuses", json=batch)).status_code == 413
+        assert api.store.queue.unsettled == 0
+        await api.store.read_your_writes(WAIT)
+        assert api.store.get_connector("ok") is None
+
+
+async def test_a_failed_status_with_a_huge_trace_is_written_with_its_trace_cut(api_factory: ApiFactory) -> None:
+    async with api_factory() as api:
+        # Under the HTTP body limit (1 MiB), over the record limit (message.max.bytes, 1,000,000).
+        trace = "java.lang.IllegalStateException: boom\n" + "\tat x.Y.z(Y.java:1)\n" * 46_500
+        body = {"state": "FAILED", "trace": trace, "worker_id": "h:8083", "generation": 1}
+        response = await api.write("PUT", "/connectors/c/status", body)
+        assert response.json()["results"][0]["result"] == "written"
+        status = (await api.http.get("/connectors/c/status")).json()
+        assert status["connector"]["state"] == "FAILED"
+        assert status["connector"]["trace"].startswith("java.lang.IllegalStateException: boom\n")
+        assert "more characters cut by status-store" in status["connector"]["trace"]

@@ -10,16 +10,20 @@ from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException
 
 from .. import __version__
+from ..errors import RecordTooLargeError, StoreClosedError, WriteRejectedError
+from ..logs import RateLimit
 from ..store import StatusStore
-from .middleware import BodyLimit, HttpMetrics
+from .middleware import BodyLimit, ConnectPaths, HttpMetrics
 from .responses import (
-    ApiError,
-    api_error_handler,
     http_error_handler,
+    record_too_large_handler,
+    store_closed_handler,
     unexpected_error_handler,
     validation_error_handler,
+    write_rejected_handler,
 )
 from .routes import connectors, metrics, retries, server, statuses, topics
+from .routing import REFUSED_LOG_INTERVAL_S
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 
@@ -41,16 +45,39 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     app.state.store = store
     app.state.registry = registry if registry is not None else CollectorRegistry()
     app.state.token = token
+    app.state.refused_log = RateLimit(REFUSED_LOG_INTERVAL_S)
+    # Connect serves a path with a trailing slash as the path without it (ConnectPaths), never a redirect.
+    app.router.redirect_slashes = False
     for router in (server.router, connectors.router, topics.router, statuses.router, retries.router,
                    metrics.router):
         app.include_router(router)
-    app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(HTTPException, http_error_handler)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
+    app.add_exception_handler(WriteRejectedError, write_rejected_handler)
+    app.add_exception_handler(RecordTooLargeError, record_too_large_handler)
+    app.add_exception_handler(StoreClosedError, store_closed_handler)
     app.add_exception_handler(Exception, unexpected_error_handler)
+    # The last added runs first: metrics see every answer, then the path rules, then the body limits.
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(ConnectPaths)
     app.add_middleware(HttpMetrics, registry=app.state.registry)
+    fastapi_openapi = app.openapi
+    app.openapi = lambda: with_connect_error_bodies(fastapi_openapi())  # type: ignore[method-assign]
     return app
+
+
+def with_connect_error_bodies(document: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document with Connect's error body for 422, where FastAPI documents its own
+    ``{"detail": [...]}`` (the live answer is Connect's body). Changes ``document`` in place."""
+    error_body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            invalid = operation.get("responses", {}).get("422")
+            if invalid is not None:
+                invalid["content"] = error_body
+    for fastapi_body in ("HTTPValidationError", "ValidationError"):
+        document["components"]["schemas"].pop(fastapi_body, None)
+    return document
 
 
 def openapi_document() -> dict[str, Any]:

@@ -1,15 +1,16 @@
-"""Dependencies shared by the routers: the store, the write token, path names, waiting for outcomes."""
+"""Dependencies shared by the routers: the store, path names and task numbers, waiting for outcomes."""
 
 from __future__ import annotations
 
-import hmac
+import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Path, Query, Request
 
+from ..model import INT32_MAX
 from ..retry_queue import Result, StatusUpdate
 from ..store import StatusStore
 from .responses import ApiError, ConnectJSONResponse
@@ -30,29 +31,37 @@ async def get_store(request: Request) -> StatusStore:
 StoreDep = Annotated[StatusStore, Depends(get_store)]
 
 
-async def require_writer(request: Request) -> None:
-    """Writes need ``Authorization: Bearer <token>`` when a token is configured (compared in constant time)."""
-    token: str | None = request.app.state.token
-    if token is None:
-        return
-    header = request.headers.get("authorization", "")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-        raise ApiError(401, "A valid bearer token is required for writes", {"WWW-Authenticate": "Bearer"})
-
-
-WriterDep = Depends(require_writer)
-
-
 def checked_name(name: str, what: str = "connector") -> str:
-    """A connector name from the path, refused when Connect would refuse it."""
+    """A connector name, refused when Connect would refuse it, or when it could not be addressed in a path
+    (a ``/``: the paths refuse an encoded one, so the batch refuses it too)."""
     if not name or not name.strip():
         raise ApiError(400, f"The {what} name must not be empty")
     if any(unicodedata.category(c) == "Cc" for c in name):
         raise ApiError(400, f"The {what} name must not contain control characters")
     if len(name) > 1024:
         raise ApiError(400, f"The {what} name is longer than 1024 characters")
+    if "/" in name:
+        raise ApiError(400, f"The {what} name must not contain '/': it could not be addressed in a path")
     return name
+
+
+# A task number in a path: canonical decimal, so that one key has one path ("01", "+1", "1.0", " 1" and
+# "1_0" address nothing).
+_TASK_NUMBER = re.compile(r"0|[1-9][0-9]{0,9}")
+
+
+async def task_number(task: Annotated[str, Path(
+        description="The task number: a decimal integer from 0 to 2147483647 without sign, spaces or leading "
+                    "zeros. Anything else addresses no task (404).",
+        json_schema_extra={"pattern": f"^({_TASK_NUMBER.pattern})$"})]) -> int:
+    """The task number of the path; anything but a canonical one is Connect's 404 for a path that matches
+    no resource."""
+    if _TASK_NUMBER.fullmatch(task) is None or int(task) > INT32_MAX:
+        raise ApiError(404, "HTTP 404 Not Found")
+    return int(task)
+
+
+TaskDep = Annotated[int, Depends(task_number)]
 
 
 def checked_topic(topic: str) -> str:

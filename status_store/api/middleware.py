@@ -1,21 +1,91 @@
-"""ASGI middleware: a request body size limit, and HTTP request metrics with low-cardinality labels."""
+"""ASGI middleware: Connect's path rules, request body limits, and HTTP request metrics with labels
+from closed sets."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .responses import connect_json
+from .responses import ApiError, send_error
+
+# A client that stops sending a body it announced is answered 408 after this long.
+BODY_TIMEOUT_S = 30.0
+# The error answers that leave a body unread close the connection: what follows on it is not a request.
+_CLOSE = {"Connection": "close"}
+
+
+class ConnectPaths:
+    """Connect's path rules, which Starlette's router lacks.
+
+    - A path must be valid UTF-8 once percent-decoded, and must not encode a ``/`` (``%2F``): the
+      server decodes the path before routing, so ``a%2Fstatus`` would address another resource.
+      Both are 400 (Jetty 12, Connect's server since Kafka 4, refuses an encoded ``/`` too), so a
+      connector name with a ``/`` is refused everywhere (the batch refuses it as well).
+    - A trailing slash is served as the path without it (Connect serves ``/connectors/``), never
+      redirected: a redirect would be built from the client's ``Host`` header.
+    - ``HEAD`` is answered wherever ``GET`` is: the ``GET`` answer without its body.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        # httpx's ASGI transport passes the query in raw_path; servers do not.
+        raw_path = (scope.get("raw_path") or scope["path"].encode()).partition(b"?")[0]
+        problem = path_problem(raw_path)
+        if problem is not None:
+            await send_error(send, 400, problem)
+            return
+        path = scope["path"]
+        if len(path) > 1 and path.endswith("/"):
+            scope["path"], scope["raw_path"] = path[:-1], raw_path[:-1]
+        if scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+        # The scope is changed in place (not copied) so that the route the router finds stays visible to
+        # the metrics middleware outside; the method is restored for everything outside.
+        scope["method"] = "GET"
+        try:
+            await self.app(scope, receive, _without_body(send))
+        finally:
+            scope["method"] = "HEAD"
+
+
+def path_problem(raw_path: bytes) -> str | None:
+    """Why a raw (percent-encoded) request path cannot address a resource; None when it can."""
+    if b"%2f" in raw_path.lower():
+        return "The path must not contain an encoded '/' (%2F): names with '/' cannot be addressed"
+    try:
+        unquote_to_bytes(raw_path).decode("utf-8")
+    except UnicodeDecodeError:
+        return "The path is not valid UTF-8 once percent-decoded"
+    return None
+
+
+def _without_body(send: Send) -> Send:
+    async def send_headers_only(message: Message) -> None:
+        if message["type"] == "http.response.body":
+            message = {**message, "body": b""}
+        await send(message)
+
+    return send_headers_only
 
 
 class BodyLimit:
-    """Answers 413 (Connect's error body) to a request whose body is larger than ``max_bytes``."""
+    """Answers 413 (Connect's error body) to a request whose body is larger than ``max_bytes``, whether
+    announced by ``Content-Length`` or streamed (chunked), and 408 when the body does not arrive within
+    ``timeout_s``."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float = BODY_TIMEOUT_S) -> None:
+        self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -23,40 +93,42 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers", ())).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._too_large(send)
+            await send_error(send, 413, self._too_large_message(), _CLOSE)
             return
         received = 0
-        started = False
+        complete = False
+        deadline: float | None = None
 
         async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, complete, deadline
+            if complete:
+                return await receive()
+            if deadline is None:
+                deadline = asyncio.get_running_loop().time() + self.timeout_s
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise ApiError(408, f"The request body did not arrive within {self.timeout_s:g} s", _CLOSE) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
-                    raise _TooLarge
+                    # An HTTPException: FastAPI passes it on from its body reading instead of answering 400.
+                    raise ApiError(413, self._too_large_message(), _CLOSE)
+                complete = not message.get("more_body", False)
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
+        await self.app(scope, limited_receive, send)
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await self._too_large(send)
-
-    async def _too_large(self, send: Send) -> None:
-        body = connect_json({"error_code": 413, "message": f"The request body is larger than {self.max_bytes} bytes"})
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body.encode()})
+    def _too_large_message(self) -> str:
+        return f"The request body is larger than {self.max_bytes} bytes"
 
 
-class _TooLarge(Exception):
-    pass
+# Label values must come from closed sets, or any client can make a series per request (a made-up
+# method, a random path): methods outside this set count as "other", paths no route matches as "unmatched".
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"})
+OTHER_METHOD = "other"
+UNMATCHED_ROUTE = "unmatched"
 
 
 class HttpMetrics:
@@ -76,6 +148,7 @@ class HttpMetrics:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
+        method = scope["method"] if scope["method"] in KNOWN_METHODS else OTHER_METHOD
         status = 500
 
         async def recording_send(message: Message) -> None:
@@ -87,8 +160,8 @@ class HttpMetrics:
         try:
             await self.app(scope, receive, recording_send)
         finally:
-            route = getattr(scope.get("route"), "path", "unmatched")
-            method = scope["method"]
+            # The router leaves the matched route in the scope; a request answered before routing has none.
+            route = getattr(scope.get("route"), "path", UNMATCHED_ROUTE)
             key = (method, route, str(status))
             counter = self._children.get(key)
             if counter is None:

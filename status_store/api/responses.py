@@ -4,14 +4,19 @@ Connect's error body, ``{"error_code": ..., "message": ...}``, for every error t
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.types import Send
 
 from ..codec import json_string
+from ..errors import RecordTooLargeError, WriteRejectedError
 
 
 def connect_json(value: Any) -> str:
@@ -34,28 +39,38 @@ class ConnectJSONResponse(Response):
         return connect_json(content).encode()
 
 
-class ApiError(Exception):
-    """An error the API answers with Connect's error body."""
+class ApiError(HTTPException):
+    """An error the API answers with Connect's error body, ``message`` as it is.
+
+    An ``HTTPException``, so that FastAPI passes it on when it is raised while the request body is
+    read (the body limits), instead of turning it into a 400.
+    """
 
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.headers = status, message, headers
+        super().__init__(status, message, headers)
+        self.message = message
 
 
-def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> ConnectJSONResponse:
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> ConnectJSONResponse:
     """Connect's error body."""
     return ConnectJSONResponse({"error_code": status, "message": message}, status_code=status, headers=headers)
 
 
-async def api_error_handler(request: Request, error: Exception) -> Response:
-    assert isinstance(error, ApiError)
-    return error_response(error.status, error.message, error.headers)
+async def send_error(send: Send, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
+    """Connect's error body, sent by an ASGI middleware (outside FastAPI's exception handlers)."""
+    response = error_response(status, message, headers)
+    await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
+    await send({"type": "http.response.body", "body": response.body})
 
 
 async def http_error_handler(request: Request, error: Exception) -> Response:
+    """Our own errors with their message; the router's (no route, wrong method) with the message Connect's
+    JAX-RS server gives, e.g. ``HTTP 404 Not Found``."""
     assert isinstance(error, HTTPException)
-    message = error.detail if isinstance(error.detail, str) else str(error.detail)
-    return error_response(error.status_code, message, getattr(error, "headers", None))
+    if isinstance(error, ApiError):
+        return error_response(error.status_code, error.message, error.headers)
+    phrase = HTTPStatus(error.status_code).phrase
+    return error_response(error.status_code, f"HTTP {error.status_code} {phrase}", error.headers)
 
 
 async def validation_error_handler(request: Request, error: Exception) -> Response:
@@ -70,6 +85,25 @@ async def validation_error_handler(request: Request, error: Exception) -> Respon
         parts.append(f"{where}: {problem.get('msg', 'invalid')}" if where else str(problem.get("msg", "invalid")))
     more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
     return error_response(422, "Invalid request: " + "; ".join(parts) + more)
+
+
+async def write_rejected_handler(request: Request, error: Exception) -> Response:
+    """503 with ``Retry-After`` (whole seconds, rounded up): too many updates are pending; nothing was accepted."""
+    assert isinstance(error, WriteRejectedError)
+    seconds = max(1, math.ceil(error.retry_after_s))
+    return error_response(503, f"Not accepted, try again in {seconds} s: {error.reason}",
+                          {"Retry-After": str(seconds)})
+
+
+async def record_too_large_handler(request: Request, error: Exception) -> Response:
+    """413: the status record could never be written; nothing was accepted."""
+    assert isinstance(error, RecordTooLargeError)
+    return error_response(413, f"Not accepted: {error}")
+
+
+async def store_closed_handler(request: Request, error: Exception) -> Response:
+    """503: the store is stopping (or stopped) and takes no more writes."""
+    return error_response(503, "The status store is not running")
 
 
 async def unexpected_error_handler(request: Request, error: Exception) -> Response:

@@ -4,13 +4,25 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from ..model import INT32_MAX, State
 
+
+def _unicode(text: str) -> str:
+    """JSON's ``\\ud800`` escape parses to a lone surrogate, which has no UTF-8 form: refuse it (422)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("not valid Unicode (a lone surrogate)") from None
+    return text
+
+
+# Text that can be written: valid Unicode (no lone surrogates).
+Text = Annotated[StrictStr, AfterValidator(_unicode)]
 Generation = Annotated[StrictInt, Field(ge=0, le=INT32_MAX, description="The worker group generation.")]
 TaskNumber = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]
-Name = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
+Name = Annotated[Text, Field(min_length=1, max_length=1024)]
 TopicName = Annotated[StrictStr, Field(min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")]
 
 
@@ -22,8 +34,8 @@ class StatusBody(_Body):
     """A task status, as a Connect worker reports it."""
 
     state: State
-    trace: StrictStr | None = None
-    worker_id: Annotated[StrictStr, Field(min_length=1, max_length=1024)]
+    trace: Text | None = None
+    worker_id: Annotated[Text, Field(min_length=1, max_length=1024)]
     generation: Generation
 
 

@@ -12,9 +12,10 @@ from fastapi import APIRouter, Query, Request
 from ...retry_queue import StatusUpdate
 from ..deps import StoreDep
 from ..responses import ConnectJSONResponse
+from ..routing import ConnectRoute
 from ..schemas import ParkedUpdate, PendingRetry
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=ConnectRoute)
 T = TypeVar("T")
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000

@@ -9,11 +9,12 @@ from ... import __version__
 from ...errors import StoreClosedError
 from ..deps import StoreDep
 from ..responses import ApiError
+from ..routing import ConnectRoute
 from ..schemas import ErrorBody, Readiness
 
 READY_TIMEOUT_S = 2.0
 
-router = APIRouter(tags=["server"])
+router = APIRouter(tags=["server"], route_class=ConnectRoute)
 
 
 class ServerInfo(BaseModel):

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from fastapi import APIRouter
 
-from ...model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
+from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, TopicStatus
 from ...retry_queue import StatusUpdate
 from ...store import StatusStore
-from ..deps import StoreDep, WaitDep, WriterDep, answer, checked_name, checked_topic
+from ..deps import StoreDep, WaitDep, answer, checked_name, checked_topic
 from ..responses import ApiError, ConnectJSONResponse
+from ..routing import ConnectRoute
 from ..schemas import (
     BatchItem,
     ConnectorDeletion,
@@ -21,48 +23,75 @@ from ..schemas import (
     TopicUpdate,
     WriteResponse,
 )
-from .connectors import WRITE_ERRORS
+from .connectors import WRITE_ERRORS, submit
 
-router = APIRouter(tags=["statuses"])
-
-
-def check(item: BatchItem) -> None:
-    """Refuse an item the API would refuse on its own endpoint."""
-    checked_name(item.connector)
-    if isinstance(item, TopicUpdate | TopicDeletion):
-        checked_topic(item.topic)
-    if isinstance(item, TaskUpdate) and item.state is State.STOPPED:
-        raise ApiError(422, f"Task {item.connector}-{item.task}: a task cannot be STOPPED")
+router = APIRouter(tags=["statuses"], route_class=ConnectRoute)
 
 
-def apply(store: StatusStore, item: BatchItem, now_ms: int) -> list[StatusUpdate]:
-    """Submit one checked item; a put_safe that Connect's rules drop submits nothing."""
-    if isinstance(item, ConnectorUpdate):
-        if item.type is not None:
-            store.set_connector_type(item.connector, item.type)
-        connector = ConnectorStatus(item.connector, item.state, item.worker_id, item.generation, item.trace)
-        update = store.put_safe(connector) if item.safe else store.put(connector)
-        return [update] if update is not None else []
-    if isinstance(item, TaskUpdate):
-        task = TaskStatus(TaskId(item.connector, item.task), item.state, item.worker_id, item.generation, item.trace)
-        update = store.put_safe(task) if item.safe else store.put(task)
-        return [update] if update is not None else []
+@dataclass(frozen=True, slots=True)
+class StatusWrite:
+    """A connector or task status to put (or put_safe), with the connector's type hint."""
+
+    status: Status
+    safe: bool
+    connector_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRemoval:
+    """A topic status to delete."""
+
+    connector: str
+    topic: str
+
+
+Write = StatusWrite | TopicStatus | TopicRemoval | str  # a str: the connector to delete
+
+
+def build(item: BatchItem, now_ms: int) -> Write:
+    """The write an item asks for, refused (4xx) as the item's own endpoint would refuse it."""
+    if isinstance(item, ConnectorDeletion):
+        return checked_name(item.connector)
+    if isinstance(item, TopicDeletion):
+        return TopicRemoval(checked_name(item.connector), checked_topic(item.topic))
     if isinstance(item, TopicUpdate):
         timestamp = item.discoverTimestamp if item.discoverTimestamp is not None else now_ms
-        return [store.put_topic(TopicStatus(item.topic, item.connector, item.task, timestamp))]
-    if isinstance(item, ConnectorDeletion):
-        return store.delete_connector(item.connector)
-    assert isinstance(item, TopicDeletion)
-    return [store.delete_topic(item.connector, item.topic)]
+        return TopicStatus(checked_topic(item.topic), checked_name(item.connector), item.task, timestamp)
+    if isinstance(item, ConnectorUpdate):
+        connector = ConnectorStatus(checked_name(item.connector), item.state, item.worker_id, item.generation,
+                                    item.trace)
+        return StatusWrite(connector, item.safe, item.type)
+    assert isinstance(item, TaskUpdate)
+    if item.state is State.STOPPED:
+        raise ApiError(422, f"Task {item.connector}-{item.task}: a task cannot be STOPPED")
+    task = TaskStatus(TaskId(checked_name(item.connector), item.task), item.state, item.worker_id, item.generation,
+                      item.trace)
+    return StatusWrite(task, item.safe)
 
 
-@router.post("/statuses", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS,
-             dependencies=[WriterDep])
+def apply(store: StatusStore, write: Write) -> list[StatusUpdate]:
+    """Submit one built write; a put_safe that Connect's rules drop submits nothing."""
+    if isinstance(write, StatusWrite):
+        update = submit(store, write.status, write.safe, write.connector_type)
+        return [update] if update is not None else []
+    if isinstance(write, TopicStatus):
+        return [store.put_topic(write)]
+    if isinstance(write, TopicRemoval):
+        return [store.delete_topic(write.connector, write.topic)]
+    return store.delete_connector(write)
+
+
+@router.post("/statuses", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)
 async def post_statuses(batch: StatusBatch, store: StoreDep, params: WaitDep) -> ConnectJSONResponse:
-    """Submit many updates in order. Every item is checked before any is submitted, so a bad item
-    rejects the whole batch. put_safe items that Connect's rules drop are left out of the results."""
-    for item in batch.updates:
-        check(item)
+    """Submit many updates in order, all or nothing: every item is built and checked before any is
+    submitted, so a bad item rejects the whole batch. put_safe items that Connect's rules drop are left
+    out of the results."""
     now_ms = int(time.time() * 1000)
-    updates = [update for item in batch.updates for update in apply(store, item, now_ms)]
+    writes = [build(item, now_ms) for item in batch.updates]
+    # The store's own refusals too, before anything is submitted: a record that cannot fit, a full queue.
+    for write in writes:
+        if isinstance(write, StatusWrite):
+            store.check_record(write.status)
+    store.check_room(sum(len(store.get_all_tasks(write)) + 1 if isinstance(write, str) else 1 for write in writes))
+    updates = [update for write in writes for update in apply(store, write)]
     return await answer(store, updates, params)

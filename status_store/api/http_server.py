@@ -1,0 +1,187 @@
+"""uvicorn, bounded against slow, idle and too many clients.
+
+uvicorn reads a request's head (request line and headers) with no time limit, before any ASGI code
+runs, and keeps every connection it accepts: clients that open connections and send half a request
+hold a file descriptor each until the process runs out, and then nothing (``/health``, ``/ready``)
+is answered any more. The bounds here:
+
+- **Request head timeout** (``HEADER_TIMEOUT_S``): from when a connection is opened, and from each
+  answer on it, the client has this long to send the next request's complete head (and the rest
+  of a body the answer left unread); otherwise the connection is closed. A client that trickles
+  bytes does not extend it.
+- **Keep-alive timeout** (``KEEP_ALIVE_TIMEOUT_S``): an idle connection is closed after this long.
+- **Request head size** (``MAX_HEADER_BYTES``): a longer head is answered 400 by h11.
+- **Open connections** (``connection_limit()``): when a new connection would pass the limit, the
+  connection that has waited longest for its request head is closed (the new one, if no other
+  waits). A probe sends its request at once, so it is served while idle clients are shed.
+- **Accepts per loop turn** (``BACKLOG``), so the limit holds within a burst of connections.
+- The error asyncio logs when ``accept()`` fails (out of file descriptors) with a traceback, up to
+  ``BACKLOG`` times per loop turn, is logged at most once per ``LIMIT_LOG_INTERVAL_S``, as are
+  uvicorn's warning per malformed request and the shedding of connections at the limit.
+
+A request body is bounded in time and size by the ``BodyLimit`` middleware.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import resource
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
+
+from ..logs import RateLimit
+
+log = logging.getLogger(__name__)
+
+HEADER_TIMEOUT_S = 10.0
+KEEP_ALIVE_TIMEOUT_S = 5
+MAX_HEADER_BYTES = 16 * 1024
+MAX_CONNECTIONS = 1000
+BACKLOG = 128
+# A line about a limit that clients can reach at will is logged at most once per this long.
+LIMIT_LOG_INTERVAL_S = 10.0
+# asyncio's message (selector_events.py) when accept() fails for lack of file descriptors or memory.
+_ACCEPT_ERROR = "socket.accept() out of system resource"
+
+
+def connection_limit(max_connections: int = MAX_CONNECTIONS) -> int:
+    """Open HTTP connections allowed: ``max_connections``, or fewer when file descriptors are scarce, so
+    that at least half of those left after a burst of accepts stay for the Kafka clients and the spool."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return max_connections
+    return max(1, min(max_connections, (soft - BACKLOG) // 2))
+
+
+class LimitedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with the request head timeout and the connection limit."""
+
+    header_timeout_s: ClassVar[float] = HEADER_TIMEOUT_S
+    max_connections: ClassVar[int] = MAX_CONNECTIONS
+    _shed_log: ClassVar[RateLimit] = RateLimit(LIMIT_LOG_INTERVAL_S)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._waiting_since = 0.0
+        # The request that was in progress when the timer was armed: a different one means a new head arrived.
+        self._cycle_at_timer: RequestResponseCycle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._await_head()
+        self._make_room()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._head_timer is not None and self.cycle is not self._cycle_at_timer:
+            self._stop_head_timer()
+
+    def on_response_complete(self) -> None:
+        cycle = self.cycle
+        super().on_response_complete()
+        # uvicorn may have started a pipelined request already; otherwise the next head is awaited.
+        if self.cycle is cycle and not self.transport.is_closing():
+            self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_timer()
+        super().connection_lost(exc)
+
+    def _await_head(self) -> None:
+        self._stop_head_timer()
+        self._waiting_since = self.loop.time()
+        self._cycle_at_timer = self.cycle
+        self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_timed_out)
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        self.transport.close()
+
+    def _make_room(self) -> None:
+        if len(self.connections) <= self.max_connections:
+            return
+        # Closed connections stay in the set until the loop's next turn.
+        open_connections = [c for c in self.connections
+                            if isinstance(c, LimitedH11Protocol) and not c.transport.is_closing()]
+        if len(open_connections) <= self.max_connections:
+            return
+        # This connection waits for its head too: it is the one closed when no other waits.
+        oldest = min((c for c in open_connections if c._head_timer is not None), key=lambda c: c._waiting_since)
+        self._shed_log.log(log, logging.WARNING, "The HTTP connection limit (%d) is reached: closing the connection "
+                           "that waited longest for a request", self.max_connections)
+        oldest._stop_head_timer()
+        oldest.transport.close()
+
+
+def http_config(app: Any, host: str, port: int, header_timeout_s: float = HEADER_TIMEOUT_S,
+                max_connections: int | None = None) -> uvicorn.Config:
+    """uvicorn's configuration for the API, with the bounds above."""
+    limits = {"header_timeout_s": header_timeout_s,
+              "max_connections": connection_limit() if max_connections is None else max_connections}
+    protocol = type("LimitedH11Protocol", (LimitedH11Protocol,), limits)
+    return uvicorn.Config(app, host=host, port=port, http=protocol, log_config=None, access_log=False,
+                          timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+                          backlog=BACKLOG)
+
+
+@contextlib.contextmanager
+def client_log_limits(loop: asyncio.AbstractEventLoop, clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+    """While in effect, the log lines any client can cause at will are let through at most once per
+    ``LIMIT_LOG_INTERVAL_S`` each: asyncio's accept() failure (without its traceback; other loop errors go
+    to the handler that was there before), and uvicorn's warnings about a request (``Invalid HTTP request
+    received.``, an unsupported upgrade), one line per request otherwise."""
+    accept_limit = RateLimit(LIMIT_LOG_INTERVAL_S, clock)
+    previous = loop.get_exception_handler()
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") == _ACCEPT_ERROR:
+            accept_limit.log(log, logging.ERROR, "Cannot accept HTTP connections: %s (asyncio retries in 1 s)",
+                             context.get("exception"))
+        elif previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    warnings = _RateLimitedWarnings(clock)
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    loop.set_exception_handler(handle)
+    uvicorn_log.addFilter(warnings)
+    try:
+        yield
+    finally:
+        uvicorn_log.removeFilter(warnings)
+        loop.set_exception_handler(previous)
+
+
+class _RateLimitedWarnings(logging.Filter):
+    """Each warning (by its message text) at most once per ``LIMIT_LOG_INTERVAL_S``; uvicorn's warnings
+    are fixed texts, so there are few."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self._clock = clock
+        self._limits: dict[str, RateLimit] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        key = str(record.msg)
+        limit = self._limits.get(key)
+        if limit is None:
+            limit = self._limits[key] = RateLimit(LIMIT_LOG_INTERVAL_S, self._clock)
+        held = limit.take()
+        if held:
+            record.msg, record.args = f"{record.getMessage()} (and {held} more like it since the last one logged)", ()
+        return held is not None

@@ -1,0 +1,73 @@
+"""The route class of every endpoint: a write is authenticated, and its media type checked, before its
+body is read.
+
+FastAPI reads and parses a request's body before it solves the route's dependencies, so a token
+checked in a dependency would come after the JSON parser had spoken (and worked) for anyone. Here
+the checks wrap the route's handler, which runs before the body is read.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+
+from ..logs import RateLimit
+from .responses import ApiError
+
+log = logging.getLogger(__name__)
+
+# Routes for these methods only read; every other route writes.
+READ_METHODS = frozenset({"GET", "HEAD"})
+# A refused token is logged at most once per this many seconds (a client can be refused at will).
+REFUSED_LOG_INTERVAL_S = 10.0
+
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+
+
+class ConnectRoute(APIRoute):
+    """An API route; a write route checks, before the body is read: the bearer token when one is
+    configured (401), then that a body is JSON (415, as Connect's JAX-RS resources answer)."""
+
+    def get_route_handler(self) -> Handler:
+        handler = super().get_route_handler()
+        if self.methods is None or self.methods <= READ_METHODS:
+            return handler
+
+        async def checked_handler(request: Request) -> Response:
+            authenticate(request)
+            require_json(request)
+            return await handler(request)
+
+        return checked_handler
+
+
+def authenticate(request: Request) -> None:
+    """Writes need ``Authorization: Bearer <token>`` when a token is configured (compared in constant time).
+    A refusal is logged, rate-limited."""
+    token: str | None = request.app.state.token
+    if token is None:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+        return
+    limit: RateLimit = request.app.state.refused_log
+    client = request.client.host if request.client is not None else "unknown"
+    limit.log(log, logging.WARNING, "Refused %s %s from %s: %s", request.method, request.scope["path"], client,
+              "wrong bearer token" if scheme.lower() == "bearer" else "no bearer token")
+    raise ApiError(401, "A valid bearer token is required for writes", {"WWW-Authenticate": "Bearer"})
+
+
+def require_json(request: Request) -> None:
+    """A request body must be JSON (``application/json`` or ``application/*+json``): 415 otherwise."""
+    headers = request.headers
+    if headers.get("content-length", "0").strip("0") == "" and "transfer-encoding" not in headers:
+        return
+    media_type = headers.get("content-type", "").partition(";")[0].strip().lower()
+    kind, _, subtype = media_type.partition("/")
+    if kind != "application" or not (subtype == "json" or subtype.endswith("+json")):
+        raise ApiError(415, "HTTP 415 Unsupported Media Type")

@@ -1,0 +1,233 @@
+"""The HTTP server's bounds on slow, idle and too many clients: request head timeout, the connection
+limit, the rate-limited accept error; and a real service flooded with half-sent requests."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from status_store.api import create_app
+from status_store.api.http_server import client_log_limits, http_config
+
+from .brokers import free_port
+from .helpers import Service
+
+WAIT = 10.0
+HALF_SENT = b"GET /health HTTP/1.1\r\nHost: test\r\n"
+FULL = b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n"
+
+
+@asynccontextmanager
+async def running_server(**limits: Any) -> AsyncIterator[uvicorn.Server]:
+    """The API (without a store: /health answers) under the service's uvicorn configuration."""
+    server = uvicorn.Server(http_config(create_app(None), "127.0.0.1", free_port(), **limits))
+    task = asyncio.create_task(server.serve())
+    deadline = time.monotonic() + WAIT
+    while not server.started:
+        assert not task.done(), "the server did not start"
+        assert time.monotonic() < deadline, "the server did not start in time"
+        await asyncio.sleep(0.01)
+    try:
+        yield server
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, WAIT)
+
+
+async def connect(server: uvicorn.Server, sent: bytes = b"") -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.config.port)
+    if sent:
+        writer.write(sent)
+        await writer.drain()
+    return reader, writer
+
+
+async def closed_by_server(reader: asyncio.StreamReader) -> bool:
+    """Whether the server closes the connection (after what it answered) within WAIT seconds."""
+    try:
+        async with asyncio.timeout(WAIT):
+            while await reader.read(65536):
+                pass
+    except TimeoutError:
+        return False
+    return True
+
+
+async def connections(server: uvicorn.Server, count: int) -> None:
+    """Wait until the server has taken ``count`` connections (accepting is asynchronous)."""
+    deadline = time.monotonic() + WAIT
+    while len(server.server_state.connections) < count:
+        assert time.monotonic() < deadline, "the server did not take the connections"
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("sent", [b"", b"G", HALF_SENT])
+async def test_a_connection_without_a_complete_request_head_is_closed(sent: bytes) -> None:
+    async with running_server(header_timeout_s=0.3) as server:
+        reader, writer = await connect(server, sent)
+        assert await closed_by_server(reader)
+        writer.close()
+
+
+async def test_a_client_trickling_its_head_does_not_extend_the_timeout() -> None:
+    async with running_server(header_timeout_s=0.5) as server:
+        reader, writer = await connect(server)
+        closed = asyncio.create_task(closed_by_server(reader))
+        for byte in HALF_SENT * 100:  # 10 s of bytes at 0.1 s each, far beyond the timeout
+            if closed.done() or writer.is_closing():
+                break
+            writer.write(bytes([byte]))
+            await asyncio.sleep(0.1)
+        assert await closed
+        writer.close()
+
+
+async def test_after_an_answer_the_next_head_must_come_in_time() -> None:
+    async with running_server(header_timeout_s=0.3) as server:
+        reader, writer = await connect(server, FULL)
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
+        writer.write(HALF_SENT)  # keeps uvicorn's keep-alive timer off
+        assert await closed_by_server(reader)
+        writer.close()
+
+
+async def test_a_complete_request_is_answered_and_kept_alive() -> None:
+    async with running_server(header_timeout_s=0.3) as server:
+        reader, writer = await connect(server)
+        for _ in range(3):
+            writer.write(FULL)
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 OK")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+        writer.close()
+
+
+async def test_at_the_connection_limit_the_longest_waiting_connection_is_closed() -> None:
+    async with running_server(max_connections=3) as server:
+        waiting = []
+        for count in range(1, 4):
+            waiting.append(await connect(server, HALF_SENT))
+            await connections(server, count)
+        reader, writer = await connect(server, FULL)
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
+        (oldest_reader, _), *others = waiting
+        assert await closed_by_server(oldest_reader)
+        for other_reader, other_writer in others:  # still open: the rest of their request is answered
+            other_writer.write(b"\r\n")
+            assert (await other_reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
+        for _, w in [*waiting, (reader, writer)]:
+            w.close()
+
+
+def test_the_accept_error_is_logged_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    loop = asyncio.new_event_loop()
+    others: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: others.append(context))
+    try:
+        with caplog.at_level(logging.INFO, logger="status_store.api.http_server"), \
+                client_log_limits(loop, clock=lambda: 0.0):
+            for _ in range(10_000):
+                loop.call_exception_handler({"message": "socket.accept() out of system resource",
+                                             "exception": OSError(24, "Too many open files")})
+            loop.call_exception_handler({"message": "something else"})
+        loop.call_exception_handler({"message": "socket.accept() out of system resource"})
+    finally:
+        loop.close()
+    assert [r.getMessage() for r in caplog.records] == [
+        "Cannot accept HTTP connections: [Errno 24] Too many open files (asyncio retries in 1 s)"]
+    assert caplog.records[0].exc_info is None
+    assert [c["message"] for c in others] == ["something else", "socket.accept() out of system resource"]
+
+
+async def test_uvicorns_warning_per_malformed_request_is_rate_limited(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    with caplog.at_level(logging.WARNING, logger="uvicorn.error"), \
+            client_log_limits(asyncio.get_running_loop(), clock=lambda: now[0]):
+        async with running_server() as server:
+            for i in range(30):
+                if i == 29:
+                    now[0] = 10.0
+                reader, writer = await connect(server, b"NOT HTTP AT ALL\r\n\r\n")
+                assert (await reader.readline()).startswith(b"HTTP/1.1 400")
+                writer.close()
+    assert [r.getMessage() for r in caplog.records if r.name == "uvicorn.error"] == [
+        "Invalid HTTP request received.",
+        "Invalid HTTP request received. (and 28 more like it since the last one logged)"]
+
+
+FLOOD = 600
+NOFILE = 256
+
+
+@contextmanager
+def half_sent_requests(port: int, count: int) -> Iterator[int]:
+    """``count`` connections (at most) that each send half a request and then nothing; how many connected."""
+    sockets = []
+    try:
+        for _ in range(count):
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=2)
+                sockets.append(sock)
+                sock.sendall(HALF_SENT)
+            except OSError:
+                pass
+        yield len(sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def test_half_sent_requests_do_not_stop_the_probes_and_the_log_stays_bounded() -> None:
+    service = Service("--port", str(free_port()), nofile=NOFILE)
+    try:
+        url = service.wait_for("Uvicorn running on").split("Uvicorn running on ", 1)[1].split()[0]
+        limits = Path(f"/proc/{service.process.pid}/limits").read_text()
+        assert re.search(rf"Max open files +{NOFILE} +{NOFILE}", limits), limits
+        with half_sent_requests(int(url.rsplit(":", 1)[1]), FLOOD) as connected:
+            assert connected > NOFILE  # more than the process could hold open
+            for probe in ("/health", "/ready"):
+                try:
+                    response = httpx.get(url + probe, timeout=WAIT)
+                except httpx.TimeoutException:
+                    pytest.fail(f"{probe} was not answered while half-sent requests were open")
+                assert response.status_code == 200, response.text
+    finally:
+        assert service.stop() == 0
+    output = [*service.seen, *iter_queue(service)]
+    assert any("The HTTP connection limit" in line for line in output), output
+    assert len(output) < 40, "".join(output[-40:])
+    assert not any("Traceback" in line for line in output)
+
+
+def iter_queue(service: Service) -> list[str]:
+    """The lines of a stopped service not yet read."""
+    lines = []
+    while not service.lines.empty():
+        lines.append(service.lines.get_nowait())
+    return lines
+
+
+def test_the_service_escapes_names_in_its_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATUS_STORE_SIDECAR_REST_TOKEN", "s3cret-token-for-the-test")
+    service = Service("--port", str(free_port()))
+    try:
+        url = service.wait_for("Uvicorn running on").split("Uvicorn running on ", 1)[1].split()[0]
+        response = httpx.put(url + "/connectors/evil%E2%80%A8%0AINFO%20forged%E2%80%AE/status", json={})
+        assert response.status_code == 401
+        line = service.wait_for("Refused PUT")
+    finally:
+        service.stop()
+    assert "/connectors/evil\\u2028\\u000aINFO forged\\u202e/status" in line
+    assert not any(c in line for c in "\u2028\u202e")
