@@ -462,6 +462,8 @@ class RetryQueue:
                 release.failed = True
             if not release.inflight:
                 self._batch_settled()
+        elif partition is not None and partition.releasing and not partition.line and partition.inflight == 0:
+            self._open(partition)  # the last write from before the hold settled after the line had gone out
         self._advance(slot, update.key)
 
     def _after_failure(self, slot: _Slot, update: StatusUpdate, error: WriteFailedError, probe: bool) -> None:
@@ -606,9 +608,7 @@ class RetryQueue:
     def _hold(self, partition: _Partition, error: str) -> None:
         """A write failed with a retriable error: hold the partition (releasing, it goes on releasing: the release
         batch the write was in counts as failed)."""
-        if partition.releasing:
-            pass
-        elif not partition.held:
+        if not partition.held:
             self._start_hold(partition, error)
         partition.failures += 1
         self._arm_probe(partition)
@@ -723,9 +723,10 @@ class RetryQueue:
                     release.inflight.add(update.number)
                     if len(release.inflight) >= size:
                         break
-        log.debug("Released a batch of %d update(s) to the %s topic (rate %.0f/s)", len(release.inflight), self.name,
-                  release.rate)
-        if not release.inflight:
+        if release.inflight:
+            log.debug("Released a batch of %d update(s) to the %s topic (rate %.0f/s)", len(release.inflight),
+                      self.name, release.rate)
+        else:
             self._batch_settled()
 
     def _batch_settled(self) -> None:
