@@ -20,9 +20,12 @@ librdkafka's, one per partition batch, for every writer alike.
 (b) Recovery: seconds from the fault cleared until every key's latest value is durable; the median of
     RUNS runs of (a).
 (c) Partial outage: three brokers, partition p led by broker p % 3 + 1; broker 2 (partitions 1 and 4)
-    is down for PARTIAL seconds. Keys on the healthy partitions: p99 submit-to-durable latency of the
-    updates submitted during the outage, against the same writer in a run without it. Keys on the
-    down broker's partitions (Java's murmur2 partition of the key): seconds from its return to durable.
+    is down for PARTIAL seconds and a random fraction of one. Keys on the healthy partitions: p99
+    submit-to-durable latency of the updates submitted during the outage, against the same writer in a
+    run without it. Keys on the down broker's partitions (Java's murmur2 partition of the key): seconds
+    from its return to durable.
+    Medians of RUNS runs: when the broker returns, a client reconnects at its next reconnect backoff,
+    so a single run's recovery is a draw between zero and that backoff.
 (d) The fleet of sidecars is bench/fleet.py.
 (e) Memory: PENDING distinct keys written while every broker is down, in a fresh process per store
     variant: bytes per pending update as RSS growth (one process) and as traced Python memory
@@ -206,9 +209,13 @@ class PressureSummary:
 
     @property
     def recovery(self) -> float | None:
-        """Median recovery; None when a run never recovered within the bound."""
-        times = [r.recovery_s for r in self.runs]
-        return None if any(t is None for t in times) else statistics.median(t for t in times if t is not None)
+        """Median recovery."""
+        return median_seconds([r.recovery_s for r in self.runs])
+
+
+def median_seconds(times: list[float | None]) -> float | None:
+    """The median duration; None when some run never got there within its bound."""
+    return None if any(t is None for t in times) else statistics.median(t for t in times if t is not None)
 
 
 def seconds(value: float | None) -> str:
@@ -260,8 +267,12 @@ class PartialRun:
 
 
 async def partial(contender: Contender, keys: int, outage_s: int, with_outage: bool) -> PartialRun:
-    """Scenario (c): one broker of three down for ``outage_s`` seconds (or not), every key updated each
-    second from one second before the outage until the broker returns."""
+    """Scenario (c): one broker of three down for ``outage_s`` seconds and a random part of one more (or not),
+    every key updated each second from one second before the outage for ``outage_s`` more seconds.
+
+    The random part keeps the broker's return out of step with the clients' reconnect timers: once their
+    backoff reaches its cap, they try every cap seconds from the moment the broker went down, so a whole
+    number of seconds down would make every run miss the return by a hair and wait a whole cap."""
     cluster = BenchCluster(PARTIAL_BROKERS)
     cluster.create_topic(TOPIC, PARTITIONS, PARTIAL_BROKERS)
     for partition in range(PARTITIONS):
@@ -273,7 +284,8 @@ async def partial(contender: Contender, keys: int, outage_s: int, with_outage: b
     try:
         await writer.start()
         start = time.monotonic()
-        down_at, up_at = start + 1, start + 1 + outage_s
+        down_at, updates_end = start + 1, start + 1 + outage_s
+        up_at = updates_end + random.random()
 
         async def outage() -> None:
             await asyncio.sleep(max(0.0, down_at - time.monotonic()))
@@ -285,7 +297,7 @@ async def partial(contender: Contender, keys: int, outage_s: int, with_outage: b
 
         await asyncio.gather(drive(writer, keys, start, 1 + outage_s), outage())
         await wait_until(ledger.all_durable, RECOVERY_BOUND_S)
-        latencies = ledger.submit_to_durable(healthy, down_at, up_at)
+        latencies = ledger.submit_to_durable(healthy, down_at, updates_end)
         return PartialRun(percentile(latencies, 99) * 1000, ledger.durable_after(up_at, held))
     finally:
         await writer.stop()
@@ -300,17 +312,31 @@ def percentile(values: Sequence[float], percent: float) -> float:
     return ordered[max(0, math.ceil(percent / 100 * len(ordered)) - 1)]
 
 
-def report_partial(results: list[tuple[str, PartialRun, PartialRun]], keys: int, outage_s: int) -> None:
+@dataclass
+class PartialSummary:
+    """A writer's runs of scenario (c), each without and with the outage."""
+
+    name: str
+    calm: list[PartialRun] = field(default_factory=list)
+    outage: list[PartialRun] = field(default_factory=list)
+
+
+def report_partial(summaries: list[PartialSummary], keys: int, outage_s: int) -> None:
     """Print scenario (c)'s table."""
     held = sorted({p for p in range(PARTITIONS) if leader_of(p) == DOWN_BROKER})
+    runs = len(summaries[0].outage)
     print(f"(c) partial outage: {keys:,} keys updated every second, broker {DOWN_BROKER} of {PARTIAL_BROKERS} "
-          f"(leader of partitions {', '.join(map(str, held))} of {PARTITIONS}) down for {outage_s} s\n")
+          f"(leader of partitions {', '.join(map(str, held))} of {PARTITIONS}) down for {outage_s} s; medians of "
+          f"{runs} run(s)\n")
     print("| writer | healthy partitions: p99 submit-to-durable, no outage (ms) | with the outage (ms) | ratio "
-          "| down broker's partitions: durable after its return (s) |")
-    print("|---|---:|---:|---:|---:|")
-    for name, calm, outage in results:
-        print(f"| {name} | {calm.healthy_p99_ms:.1f} | {outage.healthy_p99_ms:.1f} | "
-              f"{outage.healthy_p99_ms / calm.healthy_p99_ms:.2f}x | {seconds(outage.held_recovery_s)} |")
+          "| down broker's partitions: durable after its return (s) | each run (s) |")
+    print("|---|---:|---:|---:|---:|---|")
+    for s in summaries:
+        calm = statistics.median(r.healthy_p99_ms for r in s.calm)
+        outage = statistics.median(r.healthy_p99_ms for r in s.outage)
+        recovery = [r.held_recovery_s for r in s.outage]
+        print(f"| {s.name} | {calm:.1f} | {outage:.1f} | {outage / calm:.2f}x | {seconds(median_seconds(recovery))} "
+              f"| {', '.join(seconds(t) for t in recovery)} |")
     print()
 
 
@@ -500,7 +526,7 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small keys and seconds, one run (under a minute)")
     parser.add_argument("--keys", type=int, help="keys in (a), (b), (c) (default 1000; quick 100)")
     parser.add_argument("--fault-seconds", type=int, help="(a) fault length (default 10; quick 2)")
-    parser.add_argument("--runs", type=int, help="runs of (a) for (b)'s median (default 3; quick 1)")
+    parser.add_argument("--runs", type=int, help="runs of (a) and (c) for the medians (default 3; quick 1)")
     parser.add_argument("--partial-seconds", type=int, help="(c) outage length (default 10; quick 1)")
     parser.add_argument("--pending", type=int, help="(e) pending updates (default 100000; quick 10000)")
     parser.add_argument("--scale-pending", type=int, help="(f) pending retries (default 100000; quick 2000)")
@@ -535,14 +561,17 @@ async def main(args: argparse.Namespace) -> None:
                 summary.runs.append(await pressure(contender, args.keys, args.fault_seconds, logs))
         report_pressure(summaries, args.keys, args.fault_seconds)
     if "c" in scenarios:
-        partial_results = []
         # Quick: one baseline, since each writer takes two runs of a few seconds.
         quick_contenders: list[Contender] = [BASELINES[0], *variants]
-        for contender in quick_contenders if args.quick else contenders:
-            calm = await partial(contender, args.keys, args.partial_seconds, with_outage=False)
-            outage = await partial(contender, args.keys, args.partial_seconds, with_outage=True)
-            partial_results.append((contender_name(contender), calm, outage))
-        report_partial(partial_results, args.keys, args.partial_seconds)
+        partial_contenders = quick_contenders if args.quick else contenders
+        partials = [PartialSummary(contender_name(c)) for c in partial_contenders]
+        for _ in range(args.runs):
+            for contender, partial_summary in zip(partial_contenders, partials, strict=True):
+                partial_summary.calm.append(await partial(contender, args.keys, args.partial_seconds,
+                                                                 with_outage=False))
+                partial_summary.outage.append(await partial(contender, args.keys, args.partial_seconds,
+                                                                   with_outage=True))
+        report_partial(partials, args.keys, args.partial_seconds)
     if "e" in scenarios:
         report_memory(variants, args.pending, args.memory_seconds)
     if "f" in scenarios:
