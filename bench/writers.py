@@ -149,11 +149,10 @@ class Ledger:
         with self._lock:
             self._given_up.add((key, version))
 
-    def all_durable(self, keys: Iterable[str] | None = None) -> bool:
-        """Whether the latest version of every key (or of ``keys``) is durable."""
+    def all_durable(self) -> bool:
+        """Whether the latest version of every key is durable."""
         with self._lock:
-            wanted = self.latest.keys() if keys is None else keys
-            return all(key in self.durable_at for key in wanted)
+            return all(key in self.durable_at for key in self.latest)
 
     def durable_after(self, start: float, keys: Iterable[str]) -> float | None:
         """Seconds from ``start`` until the latest version of every one of ``keys`` was durable (None: some
