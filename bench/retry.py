@@ -1,172 +1,441 @@
-"""Benchmark the retry engine (issue 3), every policy in the same run.
+"""Benchmark the retry engine against Kafka Connect's own status writes, every writer in the same run.
 
     .venv/bin/pip install -e '.[bench]'
-    .venv/bin/python bench/retry.py [--keys 1000] [--fault-seconds 10] [--pending 100000]
+    .venv/bin/python bench/retry.py                 # every scenario, full size (about 10 minutes here)
+    .venv/bin/python bench/retry.py --quick         # small keys and seconds: a check that it all runs
+    .venv/bin/python bench/retry.py --store '' --store 'status.storage.retry.max.retries=10'
 
-(a) Broker pressure: KEYS keys, each updated once a second, while every Produce request fails
-    with a retriable error (NOT_ENOUGH_REPLICAS, injected on librdkafka's mock cluster) for
-    FAULT seconds. Counted: Produce requests that reached the broker (mock request tracking) and
-    attempts per key, until every key's latest value is durable. Policies, all on the same Kafka
-    log: immediate infinite resend per update (Connect today), a static 100 ms backoff per update,
-    KIP-1278's defaults per update (300 ms doubling to 10 s, jitter 0.25, 5 retries: the KIP's own
-    proposal, no coalescing), and status-store's retry queue with the same defaults plus per-key
-    coalescing.
-(b) Recovery: from the fault cleared to every key's latest value durable, against the latest
-    retry the queue had scheduled when the fault cleared.
-(c) Scheduler scale: PENDING updates waiting for a retry in one RetryQueue vs the same number of
-    tenacity AsyncRetrying loops (one sleeping task each); peak memory (tracemalloc) and CPU time,
-    each in a fresh process.
+The writers: Kafka Connect's status writes on a plain librdkafka producer with Connect's settings
+(``writers.ConnectWriter``: immediate resend as Connect 4.x does it and with Connect 3.x's producer,
+which did not linger; a static 100 ms backoff; KIP-1278's backoff per update), and status-store with
+each set of settings in ``STORE_VARIANTS`` (or ``--store``). Every writer gets a fresh librdkafka mock
+cluster in this process (``mock_faults.BenchCluster``), one after the other, and the same traffic: KEYS
+connector statuses, each updated once a second, spread over the second. Produce requests are
+librdkafka's, one per partition batch, for every writer alike.
+
+(a) Broker pressure: every Produce request fails with NOT_ENOUGH_REPLICAS for FAULT seconds, one
+    broker, Connect's 5 partitions. Counted: Produce requests during the fault (mock request
+    tracking), records handed to the producer per key, keys whose last record in the topic is older
+    than their latest value (a stale retry landed last), latest values given up, status-store's log lines.
+(b) Recovery: seconds from the fault cleared until every key's latest value is durable; the median of
+    RUNS runs of (a).
+(c) Partial outage: three brokers, partition p led by broker p % 3 + 1; broker 2 (partitions 1 and 4)
+    is down for PARTIAL seconds and a random fraction of one. Keys on the healthy partitions: p99
+    submit-to-durable latency of the updates submitted during the outage, against the same writer in a
+    run without it. Keys on the down broker's partitions (Java's murmur2 partition of the key): seconds
+    from its return to durable.
+    Medians of RUNS runs: when the broker returns, a client reconnects at its next reconnect backoff,
+    so a single run's recovery is a draw between zero and that backoff.
+(d) The fleet of sidecars is bench/fleet.py.
+(e) Memory: PENDING distinct keys written while every broker is down, in a fresh process per store
+    variant: bytes per pending update as RSS growth (one process) and as traced Python memory
+    (tracemalloc, another process), and the log lines the outage wrote.
+(f) Scheduler scale: SCALE updates waiting for a retry in one RetryQueue against as many tenacity
+    AsyncRetrying loops (one sleeping task each); peak traced memory and CPU, each in a fresh process.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
+import logging
+import math
+import os
 import random
+import statistics
 import subprocess
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, murmur2
+from mock_faults import BenchCluster
+from writers import (
+    JAVA_LINGER_MS_BEFORE_4_0,
+    ConnectPolicy,
+    ConnectWriter,
+    Ledger,
+    StoreWriter,
+    Writer,
+    key_for,
+    status_for,
+    store_label,
+    wait_until,
+)
 
 from status_store.backoff import AdditiveJitter
 from status_store.config import build_config
 from status_store.errors import WriteFailedError, classify
-from status_store.kafka_log import Delivery, DoneCallback, KafkaLog
+from status_store.kafka_log import DoneCallback
 from status_store.librdkafka import MockCluster
-from status_store.model import ConnectorStatus, State
 from status_store.retry_queue import RetryPolicy, RetryQueue, StatusUpdate
 from status_store.store import StatusStore
 
-NOT_ENOUGH_REPLICAS = 19
 TOPIC = "status"
+PARTITIONS = 5  # Connect's default status.storage.partitions
+# The partial outage: partition p is led by broker p % 3 + 1, and this one goes down.
+PARTIAL_BROKERS = 3
+DOWN_BROKER = 2
+# Updates go out in this many slices a second.
+SLICES_PER_SECOND = 100
+# Bounds on every wait: for recovery, then for the last retries to settle.
+RECOVERY_BOUND_S = 60.0
+SETTLE_BOUND_S = 30.0
+
+_KIP_1278 = AdditiveJitter(300, 10000, 2.0, 0.25)
+_KIP_1278_RETRIES = 5
+
+BASELINES: list[ConnectPolicy] = [
+    ConnectPolicy("immediate resend (Connect 4.x)", lambda retries: 0.0),
+    ConnectPolicy("immediate resend (Connect 3.x: linger.ms=0)", lambda retries: 0.0, JAVA_LINGER_MS_BEFORE_4_0),
+    ConnectPolicy("static 100 ms", lambda retries: 0.1),
+    ConnectPolicy("KIP-1278 per update",
+                  lambda retries: _KIP_1278.delay(retries) if retries < _KIP_1278_RETRIES else None),
+]
+IMMEDIATE = BASELINES[0].name
+# The ratios each status-store variant is held to: (baseline, at least this many times fewer requests).
+REQUEST_TARGETS: list[tuple[str, float]] = [(BASELINES[0].name, 50), (BASELINES[1].name, 50),
+                                            (BASELINES[2].name, 10), (BASELINES[3].name, 20)]
+
+# status-store variants, each a set of settings over the harness's own (bootstrap servers, topic).
+# One entry per engine to compare, e.g. {"status.storage.retry.mode": "per-update"}.
+STORE_VARIANTS: list[dict[str, str]] = [{}]
+
+Contender = ConnectPolicy | dict[str, str]
 
 
-class IndependentRetrier:
-    """Retries each update on its own, as Connect and the KIP's PR do: no coalescing, no ordering."""
-
-    def __init__(self, log: KafkaLog, delay: Callable[[int], float | None]) -> None:
-        self.log, self.delay = log, delay
-        self.attempts = 0
-        self.latest: dict[str, int] = {}
-        self.durable: dict[str, int] = {}
-        self.dropped = 0
-        self.closed = False
-
-    def submit(self, key: str, version: int, value: bytes) -> None:
-        self.latest[key] = version
-        self._send(key, version, value, 0)
-
-    def _send(self, key: str, version: int, value: bytes, retries: int) -> None:
-        if self.closed:
-            return
-        self.attempts += 1
-
-        def done(delivery: Delivery | None, error: WriteFailedError | None) -> None:
-            if error is None:
-                self.durable[key] = max(self.durable.get(key, -1), version)
-                return
-            wait = self.delay(retries)
-            if wait is None:
-                self.dropped += 1
-            elif wait == 0:
-                self._send(key, version, value, retries + 1)
-            else:
-                asyncio.get_running_loop().call_later(wait, self._send, key, version, value, retries + 1)
-
-        self.log.send(key.encode(), value, done)
-
-    def all_durable(self) -> bool:
-        return all(self.durable.get(k, -1) >= v for k, v in self.latest.items())
+def contender_name(contender: Contender) -> str:
+    """A writer's name in the tables."""
+    return contender.name if isinstance(contender, ConnectPolicy) else store_label(contender)
 
 
-def value(key: int, version: int) -> ConnectorStatus:
-    return ConnectorStatus(f"connector-{key}", State.FAILED if version % 2 else State.RUNNING, "w1:8083", 1)
+def make_writer(contender: Contender, bootstrap_servers: str, ledger: Ledger) -> Writer:
+    """A Connect baseline or a status-store variant, on the given cluster."""
+    if isinstance(contender, ConnectPolicy):
+        return ConnectWriter(contender, bootstrap_servers, TOPIC, ledger)
+    return StoreWriter(contender, bootstrap_servers, TOPIC, ledger)
 
 
-async def pressure(policy: str, keys: int, fault: float) -> dict[str, float]:
-    cluster = MockCluster(brokers=1)
-    cluster.create_topic(TOPIC, 5, 1)
-    config = build_config({"bootstrap.servers": cluster.bootstrap_servers, "status.storage.topic": TOPIC,
-                           "sidecar.shutdown.timeout.ms": "1000"})
+class LogCounter(logging.Handler):
+    """Counts status-store's log records at WARNING and above (and keeps them off the terminal)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+def count_store_logs() -> LogCounter:
+    """Route status-store's logs to a counter only."""
+    counter = LogCounter()
+    logger = logging.getLogger("status_store")
+    logger.handlers[:] = [counter]
+    logger.propagate = False
+    return counter
+
+
+async def drive(writer: Writer, keys: int, start: float, rounds: int) -> None:
+    """Update every key once a second for ``rounds`` seconds from ``start``, spread over each second."""
     loop = asyncio.get_running_loop()
-    store: StatusStore | None = None
-    log: KafkaLog | None = None
-    retrier: IndependentRetrier | None = None
-    latest: dict[int, StatusUpdate] = {}
-    if policy == "status-store":
-        store = StatusStore(config, cluster.bootstrap_servers)
-        await store.start()
-    else:
-        log = KafkaLog(TOPIC, cluster.bootstrap_servers, {}, lambda records: None)
-        await log.start(30)
-        kip = AdditiveJitter(300, 10000, 2.0, 0.25)
-        delays: dict[str, Callable[[int], float | None]] = {
-            "immediate (Connect today)": lambda n: 0.0,
-            "static 100 ms": lambda n: 0.1,
-            "KIP-1278 defaults, per update": lambda n: kip.delay(n) if n < 5 else None,
-        }
-        retrier = IndependentRetrier(log, delays[policy])
-    cluster.start_tracking()
-    cluster.push_request_errors(MockCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * 2_000_000)
-    started = loop.time()
-    rounds = int(fault)
-    for round_ in range(rounds):
-        for key in range(keys):
-            status = value(key, round_)
-            if store is not None:
-                latest[key] = store.put(status)
-            else:
-                assert retrier is not None
-                from status_store.codec import encode_status
-                encoded = encode_status(status.state, status.worker_id, status.generation, None)
-                assert encoded is not None
-                retrier.submit(f"status-connector-connector-{key}", round_, encoded)
-            # Spread each round's updates over its second.
-            if key % 50 == 49:
-                await asyncio.sleep(max(0.0, started + round_ + (key + 1) / keys - loop.time()))
-    await asyncio.sleep(max(0.0, started + fault - loop.time()))
-    next_due = 0.0
-    if store is not None:
-        waiting = store.queue.waiting_retries()
-        next_due = max((u.due or 0.0) for u in waiting) - loop.time() if waiting else 0.0
-    cluster.clear_request_errors(MockCluster.PRODUCE)
-    cleared = loop.time()
-    deadline = cleared + 60
-    while loop.time() < deadline:
-        if store is not None and all(u.done() for u in latest.values()):
-            break
-        if retrier is not None and retrier.all_durable():
-            break
-        await asyncio.sleep(0.01)
-    recovered = loop.time() - cleared
-    requests = len(cluster.requests(MockCluster.PRODUCE))
-    if store is not None:
-        failed = sum(1 for u in latest.values() if u.outcome is not None and not u.outcome.ok)
-        attempts = store.queue.attempts_total
-        await store.stop()
-    else:
-        assert retrier is not None
-        assert log is not None
-        failed = sum(1 for k, v in retrier.latest.items() if retrier.durable.get(k, -1) < v)
-        attempts = retrier.attempts
-        retrier.closed = True
-        await log.stop(1.0)
-    cluster.close()
-    return {"requests": requests, "attempts_per_key": attempts / keys, "recovery_s": recovered,
-            "next_due_s": next_due, "latest_lost": failed}
+    offset = time.monotonic() - loop.time()
+    per_slice = max(1, keys // SLICES_PER_SECOND)
+    for version in range(rounds):
+        for key_index in range(keys):
+            writer.submit(key_index, version)
+            if (key_index + 1) % per_slice == 0:
+                due = start + version + (key_index + 1) / keys
+                await asyncio.sleep(max(0.0, due - offset - loop.time()))
 
 
-# ----------------------------------------------------------------------------- (c) scale
+# ----------------------------------------------------------------------------- (a), (b) pressure and recovery
+
+
+@dataclass
+class PressureRun:
+    """One writer through one run of scenario (a)."""
+
+    requests: int
+    attempts_per_key: float
+    recovery_s: float | None
+    stale: int
+    lost: int
+    log_lines: int
+
+
+async def pressure(contender: Contender, keys: int, fault_s: int, logs: LogCounter) -> PressureRun:
+    """Scenario (a): every Produce request fails for ``fault_s`` seconds while every key is updated each second."""
+    cluster = BenchCluster()
+    cluster.create_topic(TOPIC, PARTITIONS, 1)
+    ledger = Ledger()
+    writer = make_writer(contender, cluster.bootstrap_servers, ledger)
+    try:
+        await writer.start()
+        logs.count = 0
+        began = cluster.fail_produce(KafkaError.NOT_ENOUGH_REPLICAS)
+        await drive(writer, keys, began, fault_s)
+        await asyncio.sleep(max(0.0, began + fault_s - time.monotonic()))
+        cleared = cluster.heal_produce()
+        await wait_until(ledger.all_durable, RECOVERY_BOUND_S)
+        await writer.settle(SETTLE_BOUND_S)
+        return PressureRun(cluster.produce_requests(began, cleared), writer.attempts / keys,
+                           ledger.durable_after(cleared, ledger.latest), ledger.stale(), ledger.latest_lost(),
+                           logs.count)
+    finally:
+        await writer.stop()
+        cluster.close()
+
+
+@dataclass
+class PressureSummary:
+    """A writer's runs of scenario (a), summed up."""
+
+    name: str
+    runs: list[PressureRun] = field(default_factory=list)
+
+    @property
+    def requests(self) -> float:
+        """Median Produce requests during the fault."""
+        return statistics.median(r.requests for r in self.runs)
+
+    @property
+    def recovery(self) -> float | None:
+        """Median recovery."""
+        return median_seconds([r.recovery_s for r in self.runs])
+
+
+def median_seconds(times: list[float | None]) -> float | None:
+    """The median duration; None when some run never got there within its bound."""
+    return None if any(t is None for t in times) else statistics.median(t for t in times if t is not None)
+
+
+def seconds(value: float | None) -> str:
+    """A duration for the tables ("never" when there is none)."""
+    return "never" if value is None else f"{value:.2f}"
+
+
+def report_pressure(summaries: list[PressureSummary], keys: int, fault_s: int) -> None:
+    """Print scenario (a) and (b)'s tables."""
+    runs = len(summaries[0].runs)
+    print(f"(a) broker pressure and (b) recovery: {keys:,} keys updated every second, {fault_s} s of "
+          f"NOT_ENOUGH_REPLICAS on every Produce request; medians of {runs} run(s)\n")
+    print("| writer | Produce requests during the fault | records sent per key | recovery (s) | recovery, each run (s) "
+          "| keys left stale | latest values given up | log lines (WARNING+) |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|")
+    for s in summaries:
+        each = ", ".join(seconds(r.recovery_s) for r in s.runs)
+        print(f"| {s.name} | {s.requests:,.0f} | {statistics.median(r.attempts_per_key for r in s.runs):,.1f} | "
+              f"{seconds(s.recovery)} | {each} | {max(r.stale for r in s.runs)} | {max(r.lost for r in s.runs)} | "
+              f"{statistics.median(r.log_lines for r in s.runs):,.0f} |")
+    by_name = {s.name: s for s in summaries}
+    print("\nProduce requests of each baseline per request of status-store (target in brackets), and recovery "
+          "against immediate resend's in the same runs:\n")
+    print("| status-store variant | " + " | ".join(f"vs {name} (≥ {target:g})" for name, target in REQUEST_TARGETS)
+          + f" | recovery (s) | {IMMEDIATE}: recovery (s) |")
+    print("|---|" + "---:|" * (len(REQUEST_TARGETS) + 2))
+    for s in summaries:
+        if s.name in {b.name for b in BASELINES}:
+            continue
+        ratios = " | ".join(f"{by_name[name].requests / max(s.requests, 1):,.1f}x" for name, _ in REQUEST_TARGETS)
+        print(f"| {s.name} | {ratios} | {seconds(s.recovery)} | {seconds(by_name[IMMEDIATE].recovery)} |")
+    print()
+
+
+# ----------------------------------------------------------------------------- (c) partial outage
+
+
+def leader_of(partition: int) -> int:
+    """The broker that leads ``partition`` in the partial-outage cluster."""
+    return partition % PARTIAL_BROKERS + 1
+
+
+@dataclass
+class PartialRun:
+    """One writer through one run of scenario (c)."""
+
+    healthy_p99_ms: float
+    held_recovery_s: float | None
+
+
+async def partial(contender: Contender, keys: int, outage_s: int, with_outage: bool) -> PartialRun:
+    """Scenario (c): one broker of three down for ``outage_s`` seconds and a random part of one more (or not),
+    every key updated each second from one second before the outage for ``outage_s`` more seconds.
+
+    The random part keeps the broker's return out of step with the clients' reconnect timers: once their
+    backoff reaches its cap, they try every cap seconds from the moment the broker went down, so a whole
+    number of seconds down would make every run miss the return by a hair and wait a whole cap."""
+    cluster = BenchCluster(PARTIAL_BROKERS)
+    cluster.create_topic(TOPIC, PARTITIONS, PARTIAL_BROKERS)
+    for partition in range(PARTITIONS):
+        cluster.set_leader(TOPIC, partition, leader_of(partition))
+    held = {key_for(k) for k in range(keys) if leader_of(murmur2(key_for(k).encode(), PARTITIONS)) == DOWN_BROKER}
+    healthy = {key_for(k) for k in range(keys)} - held
+    ledger = Ledger()
+    writer = make_writer(contender, cluster.bootstrap_servers, ledger)
+    try:
+        await writer.start()
+        start = time.monotonic()
+        down_at, updates_end = start + 1, start + 1 + outage_s
+        up_at = updates_end + random.random()
+
+        async def outage() -> None:
+            await asyncio.sleep(max(0.0, down_at - time.monotonic()))
+            if with_outage:
+                cluster.broker_down(DOWN_BROKER)
+            await asyncio.sleep(max(0.0, up_at - time.monotonic()))
+            if with_outage:
+                cluster.broker_up(DOWN_BROKER)
+
+        await asyncio.gather(drive(writer, keys, start, 1 + outage_s), outage())
+        await wait_until(ledger.all_durable, RECOVERY_BOUND_S)
+        latencies = ledger.submit_to_durable(healthy, down_at, updates_end)
+        return PartialRun(percentile(latencies, 99) * 1000, ledger.durable_after(up_at, held))
+    finally:
+        await writer.stop()
+        cluster.close()
+
+
+def percentile(values: Sequence[float], percent: float) -> float:
+    """Nearest-rank percentile (NaN for no values)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(percent / 100 * len(ordered)) - 1)]
+
+
+@dataclass
+class PartialSummary:
+    """A writer's runs of scenario (c), each without and with the outage."""
+
+    name: str
+    calm: list[PartialRun] = field(default_factory=list)
+    outage: list[PartialRun] = field(default_factory=list)
+
+
+def report_partial(summaries: list[PartialSummary], keys: int, outage_s: int) -> None:
+    """Print scenario (c)'s table."""
+    held = sorted({p for p in range(PARTITIONS) if leader_of(p) == DOWN_BROKER})
+    runs = len(summaries[0].outage)
+    print(f"(c) partial outage: {keys:,} keys updated every second, broker {DOWN_BROKER} of {PARTIAL_BROKERS} "
+          f"(leader of partitions {', '.join(map(str, held))} of {PARTITIONS}) down for {outage_s} s; medians of "
+          f"{runs} run(s)\n")
+    print("| writer | healthy partitions: p99 submit-to-durable, no outage (ms) | with the outage (ms) | ratio "
+          "| down broker's partitions: durable after its return (s) | each run (s) |")
+    print("|---|---:|---:|---:|---:|---|")
+    for s in summaries:
+        calm = statistics.median(r.healthy_p99_ms for r in s.calm)
+        outage = statistics.median(r.healthy_p99_ms for r in s.outage)
+        recovery = [r.held_recovery_s for r in s.outage]
+        print(f"| {s.name} | {calm:.1f} | {outage:.1f} | {outage / calm:.2f}x | {seconds(median_seconds(recovery))} "
+              f"| {', '.join(seconds(t) for t in recovery)} |")
+    print()
+
+
+# ----------------------------------------------------------------------------- (e) memory
+
+
+def rss_bytes() -> int:
+    """This process's resident set size."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+# status-store's attempts fail after this long with every broker down (status.storage.retry.delivery.timeout.ms):
+# the memory scenario shortens it from 10 s so that a short run sees updates in flight, waiting for a retry,
+# and (with the default retries, after about 17 s) out of retries.
+MEMORY_DELIVERY_TIMEOUT_MS = 1000
+
+
+async def memory_child(settings: dict[str, str], pending: int, seconds: float, traced: bool) -> dict[str, float]:
+    """Scenario (e), in a fresh process: ``pending`` distinct keys written with every broker down, then
+    ``seconds`` of the outage."""
+    logs = count_store_logs()
+    cluster = MockCluster()
+    cluster.create_topic(TOPIC, PARTITIONS, 1)
+    config = build_config({"bootstrap.servers": cluster.bootstrap_servers, "status.storage.topic": TOPIC,
+                           "status.storage.retry.delivery.timeout.ms": str(MEMORY_DELIVERY_TIMEOUT_MS), **settings})
+    store = StatusStore(config, cluster.bootstrap_servers)
+    await store.start()
+    statuses = [status_for(i, 0) for i in range(pending)]
+    gc.collect()
+    if traced:
+        tracemalloc.start()
+    base = rss_bytes()
+    logs.count = 0
+    cluster.broker_down()
+    for i, status in enumerate(statuses):
+        store.put(status)
+        if i % 1000 == 999:
+            await asyncio.sleep(0)  # as writes arrive from the HTTP API: the loop runs between them
+    peak = rss_bytes()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        peak = max(peak, rss_bytes())
+    end = rss_bytes()
+    traced_now, traced_peak = tracemalloc.get_traced_memory() if traced else (0, 0)
+    return {"rss_peak": peak - base, "rss_end": end - base, "traced_end": traced_now, "traced_peak": traced_peak,
+            "unsettled": store.queue.unsettled, "parked": store.parked_count, "log_lines": logs.count}
+
+
+async def memory_child_main(settings: dict[str, str], pending: int, seconds: float, traced: bool) -> None:
+    """Print scenario (e)'s figures as JSON and leave at once: stopping the store would only fail every update,
+    and leaving the loop would wait for its threads, still asking brokers that are down."""
+    result = await memory_child(settings, pending, seconds, traced)
+    print(json.dumps(result), flush=True)
+    os._exit(0)
+
+
+def run_memory(settings: dict[str, str], pending: int, seconds: float, traced: bool) -> subprocess.Popen[str]:
+    """Start scenario (e) for one store variant in a fresh process."""
+    command = [sys.executable, __file__, "--memory-child", json.dumps(settings), "--pending", str(pending),
+               "--memory-seconds", str(seconds)]
+    return subprocess.Popen(command + (["--traced"] if traced else []), stdout=subprocess.PIPE, text=True)
+
+
+def child_result(child: subprocess.Popen[str]) -> dict[str, float]:
+    """The JSON line a child printed last."""
+    out, _ = child.communicate(timeout=600)
+    if child.returncode:
+        raise RuntimeError(f"{child.args!r} exited with {child.returncode}")
+    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def report_memory(variants: list[dict[str, str]], pending: int, seconds: float) -> None:
+    """Run and print scenario (e): the RSS and tracemalloc processes of every variant run side by side (memory,
+    unlike time, does not suffer from sharing the cores)."""
+    children = [(run_memory(v, pending, seconds, False), run_memory(v, pending, seconds, True)) for v in variants]
+    print(f"(e) memory: {pending:,} distinct keys written with every broker down, then {seconds:g} s of the outage; "
+          f"attempts time out after {MEMORY_DELIVERY_TIMEOUT_MS} ms; a fresh process each\n")
+    print("| status-store variant | pending / parked at the end | RSS growth, peak / end (MiB) "
+          "| bytes per update (RSS peak) | traced Python memory, peak / end (MiB) | bytes per update (traced peak) "
+          "| log lines (WARNING+) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    mib = 2**20
+    for settings, (plain, traced) in zip(variants, children, strict=True):
+        r, t = child_result(plain), child_result(traced)
+        print(f"| {store_label(settings)} | {r['unsettled']:,.0f} / {r['parked']:,.0f} "
+              f"| {r['rss_peak'] / mib:.1f} / {r['rss_end'] / mib:.1f} | {r['rss_peak'] / pending:,.0f} "
+              f"| {t['traced_peak'] / mib:.1f} / {t['traced_end'] / mib:.1f} | {t['traced_peak'] / pending:,.0f} "
+              f"| {r['log_lines']:,.0f} |")
+    print()
+
+
+# ----------------------------------------------------------------------------- (f) scheduler scale
 
 
 def scale_ours(pending: int) -> None:
+    """Scenario (f) for status-store's RetryQueue, in this (fresh) process."""
     error = WriteFailedError("k", KafkaError.NOT_ENOUGH_REPLICAS, "NOT_ENOUGH_REPLICAS", "injected")
     assert classify(error.code).value == "retriable"
 
@@ -195,9 +464,10 @@ def scale_ours(pending: int) -> None:
 
 
 def scale_tenacity(pending: int) -> None:
+    """Scenario (f) for tenacity, one sleeping AsyncRetrying loop per update, in this (fresh) process."""
     from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
-    async def one(value: bytes, started: list[int]) -> None:
+    async def one(started: list[int]) -> None:
         async for attempt in AsyncRetrying(wait=wait_fixed(60), stop=stop_after_attempt(6),
                                            retry=retry_if_exception_type(RuntimeError)):
             with attempt:
@@ -208,7 +478,7 @@ def scale_tenacity(pending: int) -> None:
         started = [0]
         tracemalloc.start()
         cpu = time.process_time()
-        tasks = [asyncio.create_task(one(b"x" * 80, started)) for _ in range(pending)]
+        tasks = [asyncio.create_task(one(started)) for _ in range(pending)]
         await asyncio.sleep(0)  # every task runs its first attempt and goes to sleep
         await asyncio.sleep(0)
         assert started[0] == pending
@@ -224,49 +494,100 @@ def scale_tenacity(pending: int) -> None:
     asyncio.run(main())
 
 
-def run_scale(which: str, pending: int) -> dict[str, float]:
-    out = subprocess.run([sys.executable, __file__, "--scale-child", which, "--pending", str(pending)],
-                         capture_output=True, text=True, timeout=600, check=True)
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
-def cli() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keys", type=int, default=1000)
-    parser.add_argument("--fault-seconds", type=float, default=10.0)
-    parser.add_argument("--pending", type=int, default=100_000)
-    parser.add_argument("--scale-child", choices=["ours", "tenacity"])
-    args = parser.parse_args()
-    if args.scale_child:
-        (scale_ours if args.scale_child == "ours" else scale_tenacity)(args.pending)
-    else:
-        asyncio.run(main(args))
-
-
-async def main(args: argparse.Namespace) -> None:
-    random.seed(1)
-    policies = ["immediate (Connect today)", "static 100 ms", "KIP-1278 defaults, per update", "status-store"]
-    results = {p: await pressure(p, args.keys, args.fault_seconds) for p in policies}
-    ours = results["status-store"]
-    print(f"(a) broker pressure: {args.keys} keys updated every second, {args.fault_seconds:g} s of "
-          "NOT_ENOUGH_REPLICAS on every Produce request\n")
-    print("| policy | Produce requests | attempts per key | requests vs ours | recovery (s) | latest values lost |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, r in results.items():
-        print(f"| {name} | {r['requests']:,.0f} | {r['attempts_per_key']:.1f} | "
-              f"{r['requests'] / max(ours['requests'], 1):.1f}x | {r['recovery_s']:.2f} | {r['latest_lost']:.0f} |")
-    print(f"\n(b) recovery of status-store: {ours['recovery_s']:.2f} s after the fault cleared; the latest "
-          f"retry it had scheduled was {ours['next_due_s']:.2f} s away (target: within that + 1 s)\n")
-    scale = {name: run_scale(name, args.pending) for name in ("ours", "tenacity")}
-    print(f"(c) {args.pending:,} pending retries\n")
+def report_scale(pending: int) -> None:
+    """Run and print scenario (f), a fresh process each, one after the other."""
+    scale = {name: child_result(subprocess.Popen([sys.executable, __file__, "--scale-child", name, "--pending",
+                                                  str(pending)], stdout=subprocess.PIPE, text=True))
+             for name in ("ours", "tenacity")}
+    print(f"(f) scheduler scale: {pending:,} pending retries\n")
     print("| scheduler | peak traced memory (MiB) | CPU to schedule (s) | CPU idle for 2 s (s) |")
     print("|---|---:|---:|---:|")
     for name, label in (("ours", "status-store RetryQueue"), ("tenacity", "tenacity AsyncRetrying, a task each")):
         r = scale[name]
         print(f"| {label} | {r['peak_mib']:.1f} | {r['setup_cpu_s']:.2f} | {r['idle_cpu_s']:.3f} |")
     print(f"\nratios tenacity/ours: memory {scale['tenacity']['peak_mib'] / scale['ours']['peak_mib']:.1f}x, "
-          f"CPU {scale['tenacity']['setup_cpu_s'] / scale['ours']['setup_cpu_s']:.1f}x")
+          f"CPU {scale['tenacity']['setup_cpu_s'] / scale['ours']['setup_cpu_s']:.1f}x\n")
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def parse_store(text: str) -> dict[str, str]:
+    """``key=value,key=value`` (empty: the defaults)."""
+    pairs = [item.split("=", 1) for item in text.split(",") if item.strip()]
+    if any(len(pair) != 2 for pair in pairs):
+        raise argparse.ArgumentTypeError(f"expected key=value[,key=value...], got {text!r}")
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, with ``--quick`` filling in small sizes."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small keys and seconds, one run (under a minute)")
+    parser.add_argument("--keys", type=int, help="keys in (a), (b), (c) (default 1000; quick 100)")
+    parser.add_argument("--fault-seconds", type=int, help="(a) fault length (default 10; quick 2)")
+    parser.add_argument("--runs", type=int, help="runs of (a) and (c) for the medians (default 3; quick 1)")
+    parser.add_argument("--partial-seconds", type=int, help="(c) outage length (default 10; quick 1)")
+    parser.add_argument("--pending", type=int, help="(e) pending updates (default 100000; quick 10000)")
+    parser.add_argument("--scale-pending", type=int, help="(f) pending retries (default 100000; quick 2000)")
+    parser.add_argument("--memory-seconds", type=float, help="(e) outage after the writes (default 20; quick 3)")
+    parser.add_argument("--scenarios", default="a,c,e,f", help="which to run, of a (with b), c, e, f")
+    parser.add_argument("--store", action="append", type=parse_store, metavar="KEY=VALUE,...",
+                        help="a status-store variant (repeatable; '' for the defaults); default: STORE_VARIANTS")
+    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
+    parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--scale-child", choices=["ours", "tenacity"], help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    defaults = {"keys": (1000, 100), "fault_seconds": (10, 2), "runs": (3, 1), "partial_seconds": (10, 1),
+                "pending": (100_000, 10_000), "scale_pending": (100_000, 2000), "memory_seconds": (20.0, 3.0)}
+    for name, (full, quick) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+    return args
+
+
+async def main(args: argparse.Namespace) -> None:
+    """Run the chosen scenarios and print their tables."""
+    random.seed(1)  # KIP-1278's jitter draws
+    scenarios = set(args.scenarios.split(","))
+    variants: list[dict[str, str]] = args.store if args.store is not None else STORE_VARIANTS
+    contenders: list[Contender] = [*BASELINES, *variants]
+    logs = count_store_logs()
+    print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
+    if "a" in scenarios:
+        summaries = [PressureSummary(contender_name(c)) for c in contenders]
+        for _ in range(args.runs):
+            for contender, summary in zip(contenders, summaries, strict=True):
+                summary.runs.append(await pressure(contender, args.keys, args.fault_seconds, logs))
+        report_pressure(summaries, args.keys, args.fault_seconds)
+    if "c" in scenarios:
+        # Quick: one baseline, since each writer takes two runs of a few seconds.
+        quick_contenders: list[Contender] = [BASELINES[0], *variants]
+        partial_contenders = quick_contenders if args.quick else contenders
+        partials = [PartialSummary(contender_name(c)) for c in partial_contenders]
+        for _ in range(args.runs):
+            for contender, partial_summary in zip(partial_contenders, partials, strict=True):
+                partial_summary.calm.append(await partial(contender, args.keys, args.partial_seconds,
+                                                                 with_outage=False))
+                partial_summary.outage.append(await partial(contender, args.keys, args.partial_seconds,
+                                                                   with_outage=True))
+        report_partial(partials, args.keys, args.partial_seconds)
+    if "e" in scenarios:
+        report_memory(variants, args.pending, args.memory_seconds)
+    if "f" in scenarios:
+        report_scale(args.scale_pending)
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def cli(argv: Sequence[str] | None = None) -> None:
+    """Entry point: the benchmark, or one of its fresh-process children."""
+    args = arguments(argv)
+    if args.scale_child:
+        (scale_ours if args.scale_child == "ours" else scale_tenacity)(args.pending)
+    elif args.memory_child is not None:
+        asyncio.run(memory_child_main(json.loads(args.memory_child), args.pending, args.memory_seconds, args.traced))
+    else:
+        asyncio.run(main(args))
 
 
 if __name__ == "__main__":
