@@ -107,7 +107,7 @@ REQUEST_TARGETS: list[tuple[str, float]] = [(BASELINES[0].name, 50), (BASELINES[
 
 # status-store variants, each a set of settings over the harness's own (bootstrap servers, topic).
 # One entry per engine to compare, e.g. {"status.storage.retry.mode": "per-update"}.
-STORE_VARIANTS: list[dict[str, str]] = [{}]
+STORE_VARIANTS: list[dict[str, str]] = [{}, {"status.storage.retry.mode": "per-update"}]
 
 Contender = ConnectPolicy | dict[str, str]
 

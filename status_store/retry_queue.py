@@ -70,7 +70,7 @@ RETRY_TICK_S = 0.1
 # interval the partitions are stalled behind probes again. A batch goes when the one before has settled.
 FIRST_RELEASE = 2
 RELEASE_PACE_S = 0.025
-RELEASE_GROWTH = 1.1
+RELEASE_GROWTH = 1.15
 # While a partition is held, a summary line is logged this often.
 SUMMARY_INTERVAL_S = 60.0
 
