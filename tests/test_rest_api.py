@@ -21,7 +21,7 @@ from status_store.metrics import StoreMetrics
 from status_store.store import StatusStore
 
 from .conftest import Broker, StoreFactory
-from .helpers import read_raw
+from .helpers import eventually, read_raw
 
 WAIT = 15.0
 TOPIC_AUTHORIZATION_FAILED = 29
@@ -636,3 +636,27 @@ async def test_a_failed_status_with_a_huge_trace_is_written_with_its_trace_cut(a
         assert status["connector"]["state"] == "FAILED"
         assert status["connector"]["trace"].startswith("java.lang.IllegalStateException: boom\n")
         assert "more characters cut by status-store" in status["connector"]["trace"]
+
+
+async def test_retries_and_parked_answer_a_page_at_a_time(api_factory: ApiFactory) -> None:
+    settings = {"status.storage.retry.delivery.timeout.ms": "200", "status.storage.retry.max.retries": "0",
+                "status.storage.retry.max.backoff.ms": "60000", "status.storage.retry.initial.backoff.ms": "60000"}
+    async with api_factory(**settings) as api:
+        api.cluster.broker_down(-1)
+        batch = {"updates": [{"kind": "connector", "connector": f"c{i}", **RUNNING} for i in range(250)]}
+        assert (await api.http.post("/statuses", json=batch)).status_code == 202
+        # With no retries, each update is parked once its one attempt fails (or probed, one at a time).
+        await eventually(lambda: len(api.store.parked()) >= 240)
+        page = await api.http.get("/retries/parked", params={"limit": "100"})
+        assert page.status_code == 200
+        assert len(page.json()) == 100
+        total = int(page.headers["x-total-count"])
+        assert total >= 240
+        assert page.headers["link"] == '</retries/parked?limit=100&offset=100>; rel="next"'
+        last = await api.http.get("/retries/parked", params={"limit": "100", "offset": "200"})
+        assert len(last.json()) == total - 200
+        assert "link" not in last.headers
+        assert {u["key"] for u in page.json()}.isdisjoint(u["key"] for u in last.json())
+        assert (await api.http.get("/retries", params={"limit": "1001"})).status_code == 422
+        assert len((await api.http.get("/retries", params={"limit": "5"})).json()) <= 5
+        api.cluster.broker_up(-1)
