@@ -86,7 +86,7 @@ def connector_state_info(store: StatusStore, configs: ConnectorConfigs | None, n
 def connector_info(store: StatusStore, configs: ConnectorConfigs | None, name: str) -> dict[str, Any] | None:
     """Connect's ``ConnectorInfo``; None when the connector has no configuration (always without a config topic)."""
     config = configs.connector_config(name) if configs is not None else None
-    if config is None or configs is None:
+    if configs is None or config is None:
         return None
     tasks = [{"connector": name, "task": task} for task in configs.tasks(name)]
     return {"name": name, "config": config, "tasks": tasks, "type": type_of(store, configs, name)}
