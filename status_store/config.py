@@ -131,6 +131,8 @@ class StoreConfig:
     history_topic: str | None = None
     history_max_pending: int = 100_000
     sidecar_name: str = "status-store"
+    config_topic: str | None = None
+    connector_types: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def embedded(self) -> bool:
@@ -211,6 +213,18 @@ def _token(key: str, raw: str) -> str:
     return value
 
 
+def _connector_types(key: str, raw: str) -> dict[str, str]:
+    types: dict[str, str] = {}
+    for item in raw.split(","):
+        if not item.strip():
+            continue
+        connector_class, separator, kind = item.strip().rpartition(":")
+        if not separator or not connector_class.strip() or kind.strip().lower() not in ("source", "sink"):
+            raise ConfigError(key, raw, f"{item.strip()!r} is not <connector class>:<source or sink>")
+        types[connector_class.strip()] = kind.strip().lower()
+    return types
+
+
 def _topic_name(key: str, raw: str) -> str:
     value = _text(key, raw)
     if value in {".", ".."} or len(value) > 249 or not re.fullmatch(r"[A-Za-z0-9._-]+", value):
@@ -233,6 +247,12 @@ SETTINGS: tuple[Setting, ...] = (
             "Partitions of the status topic when this service creates it (-1: broker default)."),
     Setting("status.storage.replication.factor", 3, _integer(1, 32767, (-1,)),
             "Replication factor of the status topic when this service creates it (-1: broker default)."),
+    Setting("config.storage.topic", None, _topic_name,
+            "Connect's config topic (the worker's own key, so a worker file turns it on), read only: status-store "
+            "reads connector and task configurations from it as Connect's workers do and serves GET /connectors "
+            "(the configured connectors), GET /connectors/{name}, /config, /tasks, ?expand=info and the connectors' "
+            "type from it. It never writes or creates the topic, never resolves ${...} placeholders and never logs "
+            "a configuration value. Unset: off, and connectors are listed from their statuses."),
     Setting("status.storage.retry.max.retries", 5, _integer(0, _INT32_MAX),
             "KIP-1278: retries of a failed status write (2147483647: retry forever)."),
     Setting("status.storage.retry.initial.backoff.ms", 300, _integer(0, _INT64_MAX),
@@ -290,6 +310,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("status.storage.history.max.pending", 100000, _integer(1, _INT32_MAX),
             "History events waiting to be written at most; beyond it events are dropped and counted, so an "
             "unreachable history topic never grows memory or slows status writes."),
+    Setting("sidecar.connector.types", None, _connector_types,
+            "Connector types by connector class, <class>:<source|sink>,... (Connect asks the plugin class, which "
+            "status-store cannot load). A connector whose class is not listed here or among Kafka's MirrorMaker 2 "
+            "connectors (sources) takes the type its status writer gave, else the rule Connect's validation "
+            "enforces: a sink's configuration names topics or topics.regex, anything else is a source. Without a "
+            "configuration (no config topic) and no writer's type: unknown."),
     Setting("sidecar.name", None, _text,
             "This sidecar's name in history events and dead letters. Unset: the host name."),
     Setting("status.storage.spool.path", None, _text,
@@ -500,7 +526,7 @@ def build_config(properties: Mapping[str, str], embedded_needs_opt_in: bool = Fa
         raise ConfigError("status.storage.retry.dead.letter.topic", None,
                           "required when status.storage.retry.exhausted.action=dead-letter")
     reserved = {values["status.storage.topic"]: "status.storage.topic"}
-    for key in ("status.storage.retry.dead.letter.topic", "status.storage.history.topic"):
+    for key in ("config.storage.topic", "status.storage.retry.dead.letter.topic", "status.storage.history.topic"):
         name = values[key]
         if name is not None and name in reserved:
             raise ConfigError(key, name, f"must differ from {reserved[name]}")
@@ -526,6 +552,8 @@ def build_config(properties: Mapping[str, str], embedded_needs_opt_in: bool = Fa
         history_topic=values["status.storage.history.topic"],
         history_max_pending=values["status.storage.history.max.pending"],
         sidecar_name=values["sidecar.name"] or socket.gethostname(),
+        config_topic=values["config.storage.topic"],
+        connector_types=values["sidecar.connector.types"] or {},
     )
 
 

@@ -119,13 +119,16 @@ class KafkaLog:
         client_configs: Mapping[str, str],
         on_records: Callable[[Sequence[Message]], None] | None,
         delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS,
+        writes: bool = True,
     ) -> None:
-        """``on_records`` None: write only (an append-only topic such as the history topic); no reader."""
+        """``on_records`` None: write only (an append-only topic such as the history topic); no reader.
+        ``writes`` False: read only (another service's topic, such as Connect's config topic); no producer."""
         self.topic = topic
         self._bootstrap = bootstrap_servers
         self._client_configs = dict(client_configs)
         self._on_records = on_records
         self._delivery_timeout_ms = delivery_timeout_ms
+        self._writes = writes
         self.cluster_id: str | None = None
         self.partitions: tuple[int, ...] = ()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -157,10 +160,13 @@ class KafkaLog:
         """Connect, find the partitions, and read the topic to its end; bounded by ``timeout``."""
         self._loop = asyncio.get_running_loop()
         deadline = time.monotonic() + timeout
-        self._producer = Producer(producer_settings(self._bootstrap, self._client_configs, self._delivery_timeout_ms))
-        client: Producer | Consumer = self._producer
+        if self._writes:
+            self._producer = Producer(producer_settings(self._bootstrap, self._client_configs,
+                                                        self._delivery_timeout_ms))
         if self._on_records is not None:
-            client = self._consumer = Consumer(consumer_settings(self._bootstrap, self._client_configs))
+            self._consumer = Consumer(consumer_settings(self._bootstrap, self._client_configs))
+        client = self._consumer if self._consumer is not None else self._producer
+        assert client is not None, "a Kafka log that neither reads nor writes"
         try:
             metadata = await asyncio.to_thread(client.list_topics, self.topic, timeout)
         except KafkaException as e:
@@ -173,7 +179,8 @@ class KafkaLog:
             reason = topic.error if topic is not None and topic.error is not None else "no partitions"
             raise TopicSetupError(f"topic {self.topic!r} cannot be used: {reason}")
         self.partitions = tuple(sorted(topic.partitions))
-        self._threads = [threading.Thread(target=self._serve_deliveries, name="status-store-producer", daemon=True)]
+        self._threads = [] if self._producer is None else [
+            threading.Thread(target=self._serve_deliveries, name="status-store-producer", daemon=True)]
         first_round = self._loop.create_future()
         if self._consumer is None:
             first_round.set_result(None)
@@ -188,7 +195,7 @@ class KafkaLog:
         except TimeoutError:
             await self.stop(0)
             raise TimeoutError(
-                f"could not read status topic {self.topic!r} to its end within {timeout:g} s "
+                f"could not read topic {self.topic!r} to its end within {timeout:g} s "
                 f"(brokers {self._bootstrap})"
             ) from None
 
@@ -366,7 +373,7 @@ class KafkaLog:
             except Exception:
                 # A bug or a client error must not silently end the reader: log it, then read again from
                 # the last records handed over, so nothing consumed but not applied is skipped.
-                log.exception("The status topic reader hit an error; reading again in 1 s")
+                log.exception("The reader hit an error on topic %s; reading again in 1 s", self.topic)
                 reassign = True
                 self._stopping.wait(1.0)
 
@@ -384,7 +391,7 @@ class KafkaLog:
         now = time.monotonic()
         if now - self._error_logged_at.get(error.code(), -60.0) >= 30:
             self._error_logged_at[error.code()] = now
-            log.warning("Reading status topic %s: %s (repeats of this error are logged every 30 s)",
+            log.warning("Reading topic %s: %s (repeats of this error are logged every 30 s)",
                         self.topic, error.str())
 
     def _apply(self, records: list[Message], reached: dict[int, int],

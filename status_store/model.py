@@ -170,17 +170,24 @@ def _parse_task_key(key: str) -> TaskKey | None:
             return None
         if number.isdecimal() and len(number) < 10:
             return TaskKey(connector, int(number))
-    # Java's String.split("-") drops trailing empty strings; the last part is the task
-    # number and the parts between the prefix and it, re-joined, are the connector.
+    found = split_task_key(key, 2)
+    return TaskKey(*found) if found is not None else None
+
+
+def split_task_key(key: str, prefix_parts: int) -> tuple[str, int] | None:
+    """(connector, task) of a task key as Connect parses one (``status-task-<c>-<n>`` in the status topic,
+    ``task-<c>-<n>`` in the config topic): the key split on '-' as Java's ``String.split`` does (trailing
+    empty parts dropped), the last part the task (Java's ``Integer.parseInt``), the parts after the prefix's
+    ``prefix_parts`` and before the last, re-joined with '-', the connector. None for a key Connect discards."""
     parts = key.split("-")
     while parts and parts[-1] == "":
         parts.pop()
-    if len(parts) < 4 or not _JAVA_INT.fullmatch(parts[-1]):
+    if len(parts) < prefix_parts + 2 or not _JAVA_INT.fullmatch(parts[-1]):
         return None
     task = int(parts[-1])
     if not INT32_MIN <= task <= INT32_MAX:
         return None
-    return TaskKey("-".join(parts[2:-1]), task)
+    return "-".join(parts[prefix_parts:-1]), task
 
 
 def _parse_topic_key(key: str) -> TopicKey | None:

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from .api import create_app
 from .api.http_server import client_log_limits, http_config
 from .config import StoreConfig
+from .config_topic import ConfigTopic
 from .embedded import start_embedded_broker
 from .errors import KafkaUnavailableError
 from .kafka_log import topic_exists
@@ -56,12 +57,16 @@ async def serve(config: StoreConfig) -> None:
             cluster.close()
         raise
     metrics.watch_store(store)
+    configs = (ConfigTopic(config.config_topic, bootstrap, config.client_configs)
+               if config.config_topic is not None else None)
     try:
-        await _start(store, bootstrap)
-        app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes)
+        await _start(store, configs, bootstrap)
+        app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes, configs)
         with client_log_limits(asyncio.get_running_loop()):
             await _Server(http_config(app, config.rest_host, config.rest_port)).serve()
     finally:
+        if configs is not None:
+            await configs.stop()
         lost = await store.stop()
         if cluster is not None:
             cluster.close()
@@ -81,12 +86,15 @@ async def _brokers(config: StoreConfig) -> tuple[MockCluster | None, str]:
     return None, config.bootstrap_servers
 
 
-async def _start(store: StatusStore, bootstrap: str) -> None:
-    """``store.start()``; running out of ``sidecar.startup.timeout.ms`` is an error that says so."""
+async def _start(store: StatusStore, configs: ConfigTopic | None, bootstrap: str) -> None:
+    """``store.start()``, then the config topic read to its end (when configured), each bounded by
+    ``sidecar.startup.timeout.ms``; running out of it is an error that says so."""
+    bound = store.config.startup_timeout_s
     try:
         await store.start()
+        if configs is not None:
+            await configs.start(bound)
     except TimeoutError as e:
-        bound = store.config.startup_timeout_s
         raise KafkaUnavailableError(str(e) or f"cannot reach Kafka at {bootstrap} within {bound:g} s (the status topic "
                                               "was not set up and read in time)") from None
 

@@ -30,9 +30,11 @@ async def test_root_names_version_cluster_and_topic(store: StatusStore) -> None:
     assert response.status_code == 200
     assert response.json() == {
         "version": __version__,
+        "commit": "unknown",
         "kafka_cluster_id": store.cluster_id,
         "bootstrap_servers": store.bootstrap_servers,
         "status_topic": store.config.topic,
+        "config_topic": None,
         "embedded_broker": False,
     }
     assert store.cluster_id

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException
 
 from .. import __version__
+from ..config_topic import ConfigTopic
 from ..errors import RecordTooLargeError, StoreClosedError, WriteRejectedError
 from ..logs import RateLimit
 from ..store import StatusStore
@@ -29,20 +30,22 @@ DEFAULT_MAX_BODY_BYTES = 1 << 20
 
 
 def create_app(store: StatusStore | None, registry: CollectorRegistry | None = None, token: str | None = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, config_topic: ConfigTopic | None = None) -> FastAPI:
     """The HTTP API over a started store (None only to render the OpenAPI document).
 
     ``token``: when set, every write needs ``Authorization: Bearer <token>``; reads stay open, as
-    Connect's status endpoints are.
+    Connect's status endpoints are. ``config_topic``: Connect's config topic, started, when configured.
     """
     app = FastAPI(
         title="status-store",
         version=__version__,
         description="Kafka Connect's status backing store as a sidecar service: Connect's status endpoints, "
+                    "Connect's connector endpoints from its config topic when one is configured, "
                     "write endpoints for the worker beside it, and operations endpoints. Errors use Connect's "
                     'body, {"error_code": ..., "message": ...}.',
     )
     app.state.store = store
+    app.state.config_topic = config_topic
     app.state.registry = registry if registry is not None else CollectorRegistry()
     app.state.token = token
     app.state.refused_log = RateLimit(REFUSED_LOG_INTERVAL_S)

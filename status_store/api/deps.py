@@ -10,6 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Query, Request
 
+from ..config_topic import ConfigTopic, ConnectorConfigs
 from ..model import INT32_MAX
 from ..retry_queue import Result, StatusUpdate
 from ..store import StatusStore
@@ -31,9 +32,27 @@ async def get_store(request: Request) -> StatusStore:
 StoreDep = Annotated[StatusStore, Depends(get_store)]
 
 
+async def get_config_topic(request: Request) -> ConfigTopic | None:
+    """Connect's config topic, when one is configured."""
+    config_topic: ConfigTopic | None = request.app.state.config_topic
+    return config_topic
+
+
+async def get_configs(request: Request) -> ConnectorConfigs | None:
+    """What Connect's config topic holds, when one is configured."""
+    config_topic: ConfigTopic | None = request.app.state.config_topic
+    return config_topic.configs if config_topic is not None else None
+
+
+ConfigTopicDep = Annotated[ConfigTopic | None, Depends(get_config_topic)]
+ConfigsDep = Annotated[ConnectorConfigs | None, Depends(get_configs)]
+
+
 def checked_name(name: str, what: str = "connector") -> str:
-    """A connector name, refused when Connect would refuse it, or when it could not be addressed in a path
-    (a ``/``: the paths refuse an encoded one, so the batch refuses it too)."""
+    """A connector name to write: refused when blank or with control characters (Connect refuses to create such
+    a connector), longer than 1024 characters (a bound of ours on what one request may make a key of), or with a
+    ``/`` (it could not be addressed in a path: the paths refuse an encoded one, so the batch refuses it too).
+    Reads serve any name, as Connect does."""
     if not name or not name.strip():
         raise ApiError(400, f"The {what} name must not be empty")
     if any(unicodedata.category(c) == "Cc" for c in name):

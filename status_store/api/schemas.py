@@ -146,6 +146,39 @@ class ConnectorStateInfo(BaseModel):
     type: str
 
 
+class ConnectorTaskId(BaseModel):
+    """A task of a connector, as Connect names one in ``ConnectorInfo`` and ``TaskInfo``."""
+
+    connector: str
+    task: int
+
+
+class ConnectorInfo(BaseModel):
+    """Connect's ``GET /connectors/{name}`` answer, from its config topic: the configuration as stored
+    (``${...}`` placeholders unresolved), the committed tasks and the type."""
+
+    name: str
+    config: dict[str, str | None]
+    tasks: list[ConnectorTaskId]
+    type: str
+
+
+class TaskInfo(BaseModel):
+    """One task of Connect's ``GET /connectors/{name}/tasks`` answer: its committed configuration (null when the
+    config topic lacks it)."""
+
+    id: ConnectorTaskId
+    config: dict[str, str | None] | None
+
+
+class ConnectorExpansions(BaseModel):
+    """One connector of ``GET /connectors?expand=...``: ``status`` when asked, ``info`` when asked (null for a
+    connector without a configuration); neither for other expansions."""
+
+    status: ConnectorStateInfo | None = None
+    info: ConnectorInfo | None = None
+
+
 class ErrorBody(BaseModel):
     """Connect's error body."""
 

@@ -1,18 +1,30 @@
-"""Connector and task statuses: Connect's read endpoints and the sidecar's write endpoints."""
+"""Connectors: Connect's read endpoints (statuses; configurations from Connect's config topic when one is
+configured) and the sidecar's status write endpoints."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
+from ...config_topic import ConnectorConfigs, connector_type
 from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, status_key
 from ...retry_queue import StatusUpdate
 from ...store import StatusStore
-from ..deps import StoreDep, TaskDep, WaitDep, answer, checked_name
+from ..deps import ConfigsDep, StoreDep, TaskDep, WaitDep, answer, checked_name
 from ..responses import ApiError, ConnectJSONResponse
 from ..routing import ConnectRoute
-from ..schemas import ConnectorStateInfo, ConnectorStatusBody, ErrorBody, StatusBody, TaskState, WriteResponse
+from ..schemas import (
+    ConnectorExpansions,
+    ConnectorInfo,
+    ConnectorStateInfo,
+    ConnectorStatusBody,
+    ErrorBody,
+    StatusBody,
+    TaskInfo,
+    TaskState,
+    WriteResponse,
+)
 
 router = APIRouter(tags=["connectors"], route_class=ConnectRoute)
 
@@ -22,6 +34,9 @@ def _error(description: str, **extra: Any) -> dict[str, Any]:
 
 
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: _error("No such status, or a path that addresses no resource")}
+NOT_CONFIGURED: dict[int | str, dict[str, Any]] = {
+    404: _error("The connector has no configuration in Connect's config topic (always so when config.storage.topic "
+                "is unset): Connect's `Connector {name} not found`")}
 WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     400: _error("The body is not JSON, or a name is not one Connect accepts"),
     401: _error("The bearer token is missing or wrong (checked before the body is read)"),
@@ -52,33 +67,102 @@ def task_state(status: TaskStatus) -> dict[str, Any]:
     return {"id": status.id.task, **state(status)}
 
 
-def connector_state_info(store: StatusStore, name: str) -> dict[str, Any] | None:
-    """Connect's ``ConnectorStateInfo``; None when the connector has no visible status."""
+def type_of(store: StatusStore, configs: ConnectorConfigs | None, name: str) -> str:
+    """The connector's type: from its configuration and the type settings, or what its status writer said."""
+    config = configs.connector_config(name) if configs is not None else None
+    return connector_type(config, store.config.connector_types, store.connector_type(name))
+
+
+def connector_state_info(store: StatusStore, configs: ConnectorConfigs | None, name: str) -> dict[str, Any] | None:
+    """Connect's ``ConnectorStateInfo`` (every stored state shown, DESTROYED too, as Connect shows it); None when
+    the connector has no status."""
     status = store.get_connector(name)
-    if status is None or status.state is State.DESTROYED:
+    if status is None:
         return None
-    tasks = [task_state(t) for t in store.get_all_tasks(name) if t.state is not State.DESTROYED]
-    return {"name": name, "connector": state(status), "tasks": tasks, "type": store.connector_type(name)}
+    tasks = [task_state(task) for task in store.get_all_tasks(name)]
+    return {"name": name, "connector": state(status), "tasks": tasks, "type": type_of(store, configs, name)}
 
 
-@router.get("/connectors", response_model=list[str] | dict[str, dict[str, ConnectorStateInfo]])
-async def list_connectors(store: StoreDep, expand: Annotated[list[str], Query()] = []) -> ConnectJSONResponse:  # noqa: B006
-    """Connectors with a status; ``?expand=status`` adds each one's status (other expansions are ignored)."""
-    names = store.connectors()
-    if "status" not in expand:
+def connector_info(store: StatusStore, configs: ConnectorConfigs | None, name: str) -> dict[str, Any] | None:
+    """Connect's ``ConnectorInfo``; None when the connector has no configuration (always without a config topic)."""
+    config = configs.connector_config(name) if configs is not None else None
+    if configs is None or config is None:
+        return None
+    tasks = [{"connector": name, "task": task} for task in configs.tasks(name)]
+    return {"name": name, "config": config, "tasks": tasks, "type": type_of(store, configs, name)}
+
+
+def expansions(store: StatusStore, configs: ConnectorConfigs | None, name: str,
+               expand: list[str]) -> dict[str, Any] | None:
+    """What ``?expand=`` asks of one connector, as Connect builds it: ``status``, ``info`` (null without a
+    configuration), nothing for any other value; None when ``status`` is asked and there is none (Connect leaves
+    the connector out)."""
+    found: dict[str, Any] = {}
+    for expansion in expand:
+        if expansion == "status":
+            status = connector_state_info(store, configs, name)
+            if status is None:
+                return None
+            found["status"] = status
+        elif expansion == "info":
+            found["info"] = connector_info(store, configs, name)
+    return found
+
+
+def not_found(name: str) -> ApiError:
+    """Connect's answer for a connector without a configuration."""
+    return ApiError(404, f"Connector {name} not found")
+
+
+@router.get("/connectors", response_model=list[str] | dict[str, ConnectorExpansions])
+async def list_connectors(store: StoreDep, configs: ConfigsDep, expand: Annotated[list[str] | None, Query(
+        description="Any number of times: `status`, `info`; any other value (an empty one too) is ignored. "
+                    "With `expand` present the answer is a map of connector to expansions, without it a list.")]
+        = None) -> ConnectJSONResponse:
+    """The connectors, sorted: Connect's configured connectors when the config topic is configured, otherwise the
+    connectors with a status. With ``expand`` present (even empty), a map of each to its expansions."""
+    names = configs.connectors() if configs is not None else store.connectors()
+    if expand is None:
         return ConnectJSONResponse(names)
     expanded = {}
     for name in names:
-        info = connector_state_info(store, name)
-        if info is not None:
-            expanded[name] = {"status": info}
+        found = expansions(store, configs, name, expand)
+        if found is not None:
+            expanded[name] = found
     return ConnectJSONResponse(expanded)
 
 
+@router.get("/connectors/{name}", response_model=ConnectorInfo, responses=NOT_CONFIGURED)
+async def get_connector(name: str, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
+    """The connector's configuration, tasks and type, from Connect's config topic."""
+    info = connector_info(store, configs, name)
+    if info is None:
+        raise not_found(name)
+    return ConnectJSONResponse(info)
+
+
+@router.get("/connectors/{name}/config", response_model=dict[str, str | None], responses=NOT_CONFIGURED)
+async def connector_config(name: str, configs: ConfigsDep) -> ConnectJSONResponse:
+    """The connector's configuration as stored in Connect's config topic (``${...}`` placeholders unresolved)."""
+    config = configs.connector_config(name) if configs is not None else None
+    if config is None:
+        raise not_found(name)
+    return ConnectJSONResponse(config)
+
+
+@router.get("/connectors/{name}/tasks", response_model=list[TaskInfo], responses=NOT_CONFIGURED)
+async def task_configs(name: str, configs: ConfigsDep) -> ConnectJSONResponse:
+    """The connector's tasks (as many as its last commit record says) with their committed configurations."""
+    if configs is None or not configs.contains(name):
+        raise not_found(name)
+    return ConnectJSONResponse([{"id": {"connector": name, "task": task}, "config": configs.task_config(name, task)}
+                                for task in range(configs.task_count(name))])
+
+
 @router.get("/connectors/{name}/status", response_model=ConnectorStateInfo, responses=NOT_FOUND)
-async def connector_status(name: str, store: StoreDep) -> ConnectJSONResponse:
+async def connector_status(name: str, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
     """The connector's status and its tasks', as Connect answers it."""
-    info = connector_state_info(store, checked_name(name))
+    info = connector_state_info(store, configs, name)
     if info is None:
         raise ApiError(404, f"No status found for connector {name}")
     return ConnectJSONResponse(info)
@@ -87,8 +171,8 @@ async def connector_status(name: str, store: StoreDep) -> ConnectJSONResponse:
 @router.get("/connectors/{name}/tasks/{task}/status", response_model=TaskState, responses=NOT_FOUND)
 async def task_status(name: str, task: TaskDep, store: StoreDep) -> ConnectJSONResponse:
     """One task's status, as Connect answers it."""
-    status = store.get_task(TaskId(checked_name(name), task))
-    if status is None or status.state is State.DESTROYED:
+    status = store.get_task(TaskId(name, task))
+    if status is None:
         raise ApiError(404, f"No status found for task {name}-{task}")
     return ConnectJSONResponse(task_state(status))
 
@@ -130,7 +214,27 @@ async def put_task_status(name: str, task: TaskDep, body: StatusBody, store: Sto
     return await answer(store, [submit_one(store, status, safe)], params)
 
 
-@router.delete("/connectors/{name}", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)
-async def delete_connector(name: str, store: StoreDep, params: WaitDep) -> ConnectJSONResponse:
-    """Delete a connector's statuses: tombstones for its tasks, then for the connector."""
+@router.delete("/connectors/{name}/status", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)
+async def delete_connector_statuses(name: str, store: StoreDep, params: WaitDep) -> ConnectJSONResponse:
+    """Delete a connector's statuses: tombstones for its known tasks, then for the connector. Written whether or
+    not a status is known here (one written just before may not have been read back yet)."""
     return await answer(store, store.delete_connector(checked_name(name)), params)
+
+
+@router.delete("/connectors/{name}", status_code=405, response_class=Response, responses={
+    401: WRITE_ERRORS[401],
+    404: _error("No configuration and no status of the connector: Connect's `Connector {name} not found`"),
+    405: _error("status-store does not delete connectors: only a Connect worker can (use "
+                "`DELETE /connectors/{name}/status` to delete statuses)", headers={
+                    "Allow": {"description": "The methods the resource takes", "schema": {"type": "string"}}}),
+})
+async def delete_connector(name: str, store: StoreDep, configs: ConfigsDep) -> Response:
+    """Connect's route deletes the connector (its configuration, after which its workers delete its statuses).
+    status-store never writes Connect's config topic, so it refuses, and deletes nothing: 404 as Connect answers
+    for a connector it knows nothing of, 405 otherwise."""
+    known = ((configs is not None and configs.contains(name)) or store.get_connector(name) is not None
+             or bool(store.get_all_tasks(name)))
+    if not known:
+        raise not_found(name)
+    raise ApiError(405, f"status-store does not delete connectors: delete {name} through a Connect worker. "
+                        f"DELETE /connectors/{name}/status deletes its statuses only", {"Allow": "GET, HEAD"})

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import json
+from importlib import metadata
+
 from fastapi import APIRouter
 from pydantic import BaseModel
 
 from ... import __version__
 from ...errors import StoreClosedError
-from ..deps import StoreDep
+from ..deps import ConfigTopicDep, StoreDep
 from ..responses import ApiError
 from ..routing import ConnectRoute
 from ..schemas import ErrorBody, Readiness
@@ -17,13 +21,20 @@ READY_TIMEOUT_S = 2.0
 router = APIRouter(tags=["server"], route_class=ConnectRoute)
 
 
+# What Connect's GET / answers as its commit when its build recorded none (Kafka's AppInfoParser).
+UNKNOWN_COMMIT = "unknown"
+
+
 class ServerInfo(BaseModel):
-    """What ``GET /`` answers: Connect's fields, plus where the statuses live."""
+    """What ``GET /`` answers: Connect's fields (``version`` and ``commit`` are this service's), plus where the
+    statuses and configurations live."""
 
     version: str
+    commit: str
     kafka_cluster_id: str | None
     bootstrap_servers: str
     status_topic: str
+    config_topic: str | None
     embedded_broker: bool
 
 
@@ -34,14 +45,28 @@ class Health(BaseModel):
     message: str
 
 
+@functools.cache
+def commit_id() -> str:
+    """The git commit this service was installed from, as pip records it for an install from a repository
+    (``pip install git+...``); otherwise ``unknown``, as Connect answers when its build recorded none."""
+    try:
+        recorded = metadata.distribution("status-store").read_text("direct_url.json")
+        commit = json.loads(recorded or "{}").get("vcs_info", {}).get("commit_id")
+    except (metadata.PackageNotFoundError, ValueError, AttributeError):
+        return UNKNOWN_COMMIT
+    return commit if isinstance(commit, str) and commit else UNKNOWN_COMMIT
+
+
 @router.get("/", response_model=ServerInfo)
 async def server_info(store: StoreDep) -> ServerInfo:
-    """Version of this service, the Kafka cluster id and the status topic."""
+    """Version and commit of this service, the Kafka cluster id, and the topics."""
     return ServerInfo(
         version=__version__,
+        commit=commit_id(),
         kafka_cluster_id=store.cluster_id,
         bootstrap_servers=store.bootstrap_servers,
         status_topic=store.config.topic,
+        config_topic=store.config.config_topic,
         embedded_broker=store.config.embedded,
     )
 
@@ -53,12 +78,17 @@ async def health() -> Health:
 
 
 @router.get("/ready", response_model=Readiness, responses={503: {"model": ErrorBody}})
-async def ready(store: StoreDep) -> Readiness:
-    """Readiness: a fresh Fetch from every partition shows the cache has caught up with the topic."""
+async def ready(store: StoreDep, config_topic: ConfigTopicDep) -> Readiness:
+    """Readiness: a fresh Fetch from every partition shows the cache has caught up with the status topic (and
+    with Connect's config topic, when one is configured)."""
+    topic, reader = "status topic", "store"
     try:
         await store.read_to_end(READY_TIMEOUT_S)
+        if config_topic is not None:
+            topic, reader = "config topic", "config topic's reader"
+            await config_topic.read_to_end(READY_TIMEOUT_S)
     except (TimeoutError, StoreClosedError) as e:
-        reason = "the store is stopped" if isinstance(e, StoreClosedError) else (
-            f"the status topic was not read to its end within {READY_TIMEOUT_S:g} s (are the brokers reachable?)")
+        reason = f"the {reader} is stopped" if isinstance(e, StoreClosedError) else (
+            f"the {topic} was not read to its end within {READY_TIMEOUT_S:g} s (are the brokers reachable?)")
         raise ApiError(503, f"Not ready: {reason}") from None
-    return Readiness(status="ready", message="The brokers answer and the cache has caught up with the status topic.")
+    return Readiness(status="ready", message="The brokers answer and the cache has caught up with the topics.")

@@ -30,7 +30,7 @@ RESET = "reset"
 @router.get("/connectors/{name}/topics", response_model=dict[str, dict[str, list[str]]])
 async def connector_topics(name: str, store: StoreDep) -> ConnectJSONResponse:
     """The topics the connector has used; an unknown connector has none."""
-    topics = [status.topic for status in store.get_all_topics(checked_name(name))]
+    topics = [status.topic for status in store.get_all_topics(name)]
     return ConnectJSONResponse({name: {"topics": topics}})
 
 

@@ -1,0 +1,300 @@
+"""Connect's config topic, read only: connector and task configurations as Connect's workers see them.
+
+Connect's ``KafkaConfigBackingStore`` writes the topic and every worker reads it whole, from the beginning,
+then tails it. status-store reads it the same way (``ConfigTopic``) and keeps what Connect keeps
+(``ConnectorConfigs``), so that it can serve what Connect serves from it: the configured connectors, their
+configurations, their tasks and their type. It never writes the topic, never creates it, never resolves a
+``${provider:path:key}`` placeholder (Connect resolves them in the worker, never in the topic) and never logs
+a configuration value: values may hold secrets.
+
+Records (values are JSON, written by Connect's internal JsonConverter without schemas; a null value is a
+tombstone):
+
+- ``connector-<name>`` -> ``{"properties":{...}}``: the connector's configuration; a tombstone deletes the
+  connector, its task count and its task configurations.
+- ``task-<name>-<n>`` -> ``{"properties":{...}}``: a task's configuration, pending until ...
+- ``commit-<name>`` -> ``{"tasks":N}``: ... commits the pending task configurations when those of tasks 0 to
+  N-1 are all there, and sets the task count; otherwise the connector is inconsistent (it has no tasks) until
+  a complete set is committed. Pending configurations are dropped at every commit.
+- ``target-state-<name>`` -> ``{"state":...,"state.v2":...}``: STARTED, PAUSED or STOPPED (``state.v2``
+  when present and valid, else ``state``, which older workers wrote alone).
+- ``tasks-fencing-<name>``, ``restart-connector-<name>``, ``session-key``, ``logger-cluster-<ns>``:
+  nothing the REST API serves; read and left alone.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Message
+
+from .errors import TopicSetupError
+from .kafka_log import KafkaLog
+from .model import INT32_MIN, split_task_key
+
+log = logging.getLogger(__name__)
+
+CONNECTOR_PREFIX = "connector-"
+TASK_PREFIX = "task-"
+COMMIT_PREFIX = "commit-"
+TARGET_STATE_PREFIX = "target-state-"
+# Records of the topic that hold nothing the REST API serves.
+IGNORED_PREFIXES = ("restart-connector-", "tasks-fencing-", "logger-cluster-")
+SESSION_KEY = "session-key"
+
+# Kafka's own connectors whose configuration misleads the type rule: MirrorMaker 2's source connectors take a
+# ``topics`` setting (the topics to replicate), which a sink's configuration has.
+KAFKA_CONNECTOR_TYPES: Mapping[str, str] = {
+    "org.apache.kafka.connect.mirror.MirrorSourceConnector": "source",
+    "org.apache.kafka.connect.mirror.MirrorCheckpointConnector": "source",
+    "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector": "source",
+}
+
+# A configuration: string values (null allowed), shown exactly as stored.
+Config = dict[str, Any]
+
+
+class TargetState(enum.StrEnum):
+    """The state a connector is asked to be in (Connect's ``TargetState``)."""
+
+    STARTED = "STARTED"
+    PAUSED = "PAUSED"
+    STOPPED = "STOPPED"
+
+
+class ConnectorConfigs:
+    """What Connect's ``KafkaConfigBackingStore`` keeps of the config topic, and its snapshot's reads (pure)."""
+
+    def __init__(self) -> None:
+        self._configs: dict[str, Config] = {}
+        # Committed task configurations, and those waiting for their commit record, by connector and task.
+        self._task_configs: dict[str, dict[int, Config]] = {}
+        self._pending: dict[str, dict[int, Config]] = {}
+        self._task_counts: dict[str, int] = {}
+        self._target_states: dict[str, TargetState] = {}
+        # Connectors whose last commit record found task configurations missing: they have no tasks.
+        self._inconsistent: set[str] = set()
+
+    # ----------------------------------------------------------------------------- reads
+
+    def connectors(self) -> list[str]:
+        """The configured connectors, sorted (Connect lists them in no particular order)."""
+        return sorted(self._configs)
+
+    def contains(self, connector: str) -> bool:
+        """Whether the connector has a configuration."""
+        return connector in self._configs
+
+    def connector_config(self, connector: str) -> Config | None:
+        """The connector's configuration as stored (placeholders unresolved); None when it has none."""
+        return self._configs.get(connector)
+
+    def task_count(self, connector: str) -> int:
+        """The task count of the connector's last commit record (0 without one)."""
+        return self._task_counts.get(connector, 0)
+
+    def tasks(self, connector: str) -> range:
+        """The connector's tasks (Connect's ``ClusterConfigState.tasks``): 0 to the task count, none while the
+        connector is inconsistent."""
+        if connector in self._inconsistent:
+            return range(0)
+        return range(self._task_counts.get(connector, 0))
+
+    def task_config(self, connector: str, task: int) -> Config | None:
+        """A task's committed configuration as stored; None when it has none."""
+        return self._task_configs.get(connector, {}).get(task)
+
+    def target_state(self, connector: str) -> TargetState | None:
+        """The state the connector is asked to be in; None for a connector without a configuration or target
+        state record."""
+        return self._target_states.get(connector)
+
+    # ----------------------------------------------------------------------------- records
+
+    def apply(self, key: str, value: bytes | None) -> None:
+        """Apply one record of the config topic as Connect's reader does; a record Connect would log and skip is
+        logged (its key, never its value) and skipped."""
+        try:
+            data = json_value(value)
+        except ValueError as e:
+            log.error("Skipping the config topic record %r: its value is not JSON (%s)", key, _position(e))
+            return
+        if key.startswith(TARGET_STATE_PREFIX):
+            self._read_target_state(key[len(TARGET_STATE_PREFIX):], data)
+        elif key.startswith(CONNECTOR_PREFIX):
+            self._read_connector_config(key[len(CONNECTOR_PREFIX):], data)
+        elif key.startswith(TASK_PREFIX):
+            task = split_task_key(key, 1)
+            if task is None:
+                log.error("Skipping the config topic record %r: not a task configuration key", key)
+                return
+            self._read_task_config(*task, data)
+        elif key.startswith(COMMIT_PREFIX):
+            self._read_commit(key[len(COMMIT_PREFIX):], data)
+        elif not key.startswith(IGNORED_PREFIXES) and key != SESSION_KEY:
+            log.error("Skipping the config topic record %r: not a key Connect writes", key)
+
+    def _read_connector_config(self, connector: str, data: object) -> None:
+        if data is None:
+            self._remove(connector)
+            return
+        properties = _properties(data)
+        if properties is None:
+            log.error("Skipping the configuration of connector %r: it is not {\"properties\": {...}}", connector)
+            return
+        self._configs[connector] = properties
+        self._target_states.setdefault(connector, TargetState.STARTED)
+
+    def _remove(self, connector: str) -> None:
+        # Connect keeps the target state (its own tombstone removes it) and the inconsistent mark.
+        self._configs.pop(connector, None)
+        self._task_counts.pop(connector, None)
+        self._task_configs.pop(connector, None)
+        self._pending.pop(connector, None)
+
+    def _read_task_config(self, connector: str, task: int, data: object) -> None:
+        properties = _properties(data) if data is not None else None
+        if properties is None:
+            log.error("Skipping the configuration of task %s-%d: it is not {\"properties\": {...}}", connector, task)
+            return
+        self._pending.setdefault(connector, {})[task] = properties
+
+    def _read_commit(self, connector: str, data: object) -> None:
+        if connector not in self._configs:
+            # Task configurations of a connector deleted before its commit record (compaction may have removed
+            # both its configuration and its tombstone): Connect drops them.
+            self._remove(connector)
+            return
+        count = data.get("tasks") if isinstance(data, dict) else None
+        if not isinstance(count, int) or isinstance(count, bool):
+            log.error("Skipping the task commit record of connector %r: its task count is not an integer", connector)
+            return
+        count = _java_int(count)
+        pending = self._pending.pop(connector, {})
+        if all(task in pending for task in range(count)):
+            self._task_configs.setdefault(connector, {}).update(pending)
+            self._inconsistent.discard(connector)
+        else:
+            # Only compaction (or a leader that failed half-way) leaves a commit without its task configurations.
+            log.warning("Connector %r has an incomplete set of task configurations (compaction?): it shows no tasks "
+                        "until Connect commits a complete set", connector)
+            self._inconsistent.add(connector)
+        self._task_counts[connector] = count
+
+    def _read_target_state(self, connector: str, data: object) -> None:
+        if data is None:
+            # Written with the connector's tombstone; a connector still configured is STARTED again.
+            self._target_states.pop(connector, None)
+            if connector in self._configs:
+                self._target_states[connector] = TargetState.STARTED
+            return
+        if not isinstance(data, dict):
+            log.error("Skipping the target state of connector %r: it is not a JSON object", connector)
+            return
+        # state.v2 (STOPPED) when a newer worker wrote it; state alone from older workers.
+        name = data.get("state.v2")
+        if not isinstance(name, str):
+            name = data.get("state")
+        if not isinstance(name, str) or name not in TargetState.__members__:
+            log.error("Skipping the target state of connector %r: not STARTED, PAUSED or STOPPED", connector)
+            return
+        self._target_states[connector] = TargetState(name)
+
+
+def json_value(value: bytes | None) -> object:
+    """A record value as Connect's internal JsonConverter (without schemas) hands it over: None for a tombstone
+    and for a value that holds no JSON value or JSON ``null``; ValueError for one that is not JSON."""
+    if value is None:
+        return None
+    text = value.decode("utf-8").strip(" \t\r\n")
+    if not text:
+        return None
+    try:
+        # Like Jackson's readTree, one JSON value; whatever follows it is ignored.
+        decoded, _ = _DECODER.raw_decode(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    return decoded
+
+
+def _reject_constant(name: str) -> None:
+    # Jackson refuses NaN and Infinity; Python's parser would take them.
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _position(error: ValueError) -> str:
+    """A parse error without the text around it (a configuration value may be a secret)."""
+    if isinstance(error, json.JSONDecodeError):
+        return f"{error.msg} at character {error.pos}"
+    return type(error).__name__ if isinstance(error, UnicodeDecodeError) else str(error)
+
+
+def _properties(data: object) -> Config | None:
+    properties = data.get("properties") if isinstance(data, dict) else None
+    return properties if isinstance(properties, dict) else None
+
+
+def _java_int(value: int) -> int:
+    """A JSON integer read as Connect reads a task count: a long, narrowed to an int."""
+    return (value - INT32_MIN) % (1 << 32) + INT32_MIN
+
+
+def connector_type(config: Mapping[str, Any] | None, class_types: Mapping[str, str], written: str) -> str:
+    """``source``, ``sink`` or ``unknown``: what Connect answers from the connector's plugin class, which status-store
+    cannot load. In order: the class's type from ``class_types`` (the operator's ``sidecar.connector.types``) or
+    Kafka's own connectors; the type its status writer gave (``written``, ``unknown`` when none did); the rule
+    Connect's validation enforces (a sink connector's configuration names ``topics`` or ``topics.regex``, a
+    source's does not); ``unknown`` without a configuration or a connector class."""
+    connector_class = config.get("connector.class") if config is not None else None
+    if isinstance(connector_class, str):
+        known = class_types.get(connector_class) or KAFKA_CONNECTOR_TYPES.get(connector_class)
+        if known is not None:
+            return known
+    if written != "unknown" or config is None or not isinstance(connector_class, str):
+        return written
+    names_topics = any(isinstance(config.get(key), str) and config[key].strip() for key in ("topics", "topics.regex"))
+    return "sink" if names_topics else "source"
+
+
+class ConfigTopic:
+    """The reader of Connect's config topic: read to its end at start, then tailed (never written)."""
+
+    def __init__(self, topic: str, bootstrap_servers: str, client_configs: Mapping[str, str]) -> None:
+        self.topic = topic
+        self.configs = ConnectorConfigs()
+        self._log = KafkaLog(topic, bootstrap_servers, client_configs, self._apply, writes=False)
+
+    async def start(self, timeout: float) -> None:
+        """Read the topic to its end; bounded by ``timeout``. The topic must exist: a Connect worker creates it."""
+        try:
+            await self._log.start(timeout)
+        except TopicSetupError as e:
+            raise TopicSetupError(
+                f"config.storage.topic {self.topic!r} cannot be read ({e}). status-store never creates Connect's "
+                "config topic: start a Connect worker with it first, or unset config.storage.topic") from None
+        log.info("Config topic %s read: %d connectors configured", self.topic, len(self.configs.connectors()))
+
+    async def read_to_end(self, timeout: float | None = None) -> None:
+        """Wait until everything written to the topic before this call has been read."""
+        await self._log.read_to_end(timeout)
+
+    async def stop(self) -> None:
+        """Stop reading."""
+        await self._log.stop(0.0)
+
+    def _apply(self, records: Sequence[Message]) -> None:
+        for record in records:
+            raw_key = record.key()
+            if raw_key is None:
+                log.error("Skipping a config topic record without a key at partition %s offset %s",
+                          record.partition(), record.offset())
+                continue
+            key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else raw_key
+            self.configs.apply(key, record.value())
