@@ -144,7 +144,7 @@ class StandaloneCluster:
                     fields = row.split()
                     address, state, inode = fields[1].split(":")[0], fields[3], fields[9]
                     loopback = (_LOOPBACK_V4.match(address) if len(address) == 8
-                                else address.startswith(_LOOPBACK_V6[0]) and address.endswith("7F")
+                                else (address.startswith(_LOOPBACK_V6[0]) and address.endswith("7F"))
                                 or address == _LOOPBACK_V6[1])
                     if state == "0A" and inode in inodes and not loopback:
                         found.append(f"{table} {fields[1]}")

@@ -49,9 +49,9 @@ def rows(spark: SparkSession, path: Path) -> list[tuple[Any, ...]]:
     return sorted(found, key=lambda row: [(value is not None, str(value)) for value in row])
 
 
-def test_the_job_on_a_standalone_cluster_equals_a_local_run(spark: SparkSession, cluster: spark_cluster.StandaloneCluster,
-                                                            mock_cluster: MockCluster, tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_job_on_a_standalone_cluster_equals_a_local_run(
+        spark: SparkSession, cluster: spark_cluster.StandaloneCluster, mock_cluster: MockCluster, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     assert cluster.listening_beyond_loopback() == []
     mock_cluster.create_topic("connect-status", 3, 1)
     mock_cluster.create_topic("connect-status-history", 3, 1)
