@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark-cluster-bench"))
     parser.add_argument("--results", type=Path, default=Path("/tmp/spark-cluster-bench-results.jsonl"))
     parser.add_argument("--driver-memory", default="5g", help="local[2]'s heap (default: %(default)s)")
-    parser.add_argument("--executor-memory", default="2g", help="each of the two executors' heap (default: %(default)s)")
+    parser.add_argument("--executor-memory", default="2g", help="each executor's heap (default: %(default)s)")
     parser.add_argument("--worker-memory", default="3g", help="what each worker offers (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds, for each run")
     args = parser.parse_args()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -125,7 +126,7 @@ def _kafka_inputs(spark: SparkSession, args: argparse.Namespace, consumer: dict[
         _fail_on(plan.problems)
         plans.append(plan)
     ranges = [r for plan in plans for r in plan.ranges]
-    progress.phase(f"reading {len(ranges)} ranges, {sum(p.records for p in plans):,} records"
+    progress.phase(f"reading {len(ranges)} ranges, up to {sum(p.records for p in plans):,} records"
                    + (" after the checkpoint" if previous is not None else ""))
     frames, persisted, warnings = [], [], []
     try:
@@ -168,7 +169,7 @@ def _file_inputs(spark: SparkSession, args: argparse.Namespace, previous: Checkp
         # Files exported again overlap what earlier runs kept: each record once.
         combined = combined.dropDuplicates(["topic", "partition", "offset"])
     status, history = _by_topic(args, combined)
-    return Inputs(status, history, read, warnings)
+    return Inputs(status, history, read, warnings, next_offsets=previous.offsets if previous is not None else {})
 
 
 def _fail_on(problems: list[ReadProblem]) -> None:
@@ -271,16 +272,17 @@ def execute(args: argparse.Namespace) -> int:
     with logging_to(log_file):
         try:
             summary = run(args, progress=Progress(), log_file=log_file)
-        except (JavaMissingError, ValueError, argparse.ArgumentTypeError) as e:
-            log.error("%s", e)
-            print(f"status-store analyze: {e}", file=sys.stderr)
-            return 2
-        except RunFailed as e:
-            print(f"status-store analyze: failed: {e} (log: {log_file})", file=sys.stderr)
-            return 1
         except Exception as e:
-            log.exception("the run failed")
-            print(f"status-store analyze: failed: {_first_line(e)} (log: {log_file})", file=sys.stderr)
+            # Spark's own errors include ValueErrors that are not about the options.
+            if isinstance(e, JavaMissingError | ValueError | argparse.ArgumentTypeError) and not isinstance(
+                    e, PySparkException):
+                log.error("%s", e)
+                print(f"status-store analyze: {e}", file=sys.stderr)
+                return 2
+            if not isinstance(e, RunFailed):
+                log.exception("the run failed")
+            reason = str(e) if isinstance(e, RunFailed) else _first_line(e)
+            print(f"status-store analyze: failed: {reason} (log: {log_file})", file=sys.stderr)
             return 1
     print(summary_text(summary))
     return 0

@@ -44,10 +44,9 @@ class OutputDir:
         jvm: Any = spark._jvm  # Hadoop's FileSystem, through Spark's JVM
         self._path_class = jvm.org.apache.hadoop.fs.Path
         self._io = jvm.org.apache.commons.io.IOUtils
+        self._hadoop_conf = spark._jsc.hadoopConfiguration()
         self.out = out.rstrip("/") or out
-        fs = self._path(self.out).getFileSystem(spark._jsc.hadoopConfiguration())
-        # The raw local file system writes no ".crc" file beside each small file.
-        self._fs: Any = fs.getRawFileSystem() if fs.getScheme() == "file" else fs
+        self._fs: Any = self._file_system(self.out)
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
         self.run_id = f"{stamp}-{uuid.uuid4().hex[:8]}"
         self.staging = f"{self.out}/{RUN_PREFIX}{self.run_id}"
@@ -55,9 +54,14 @@ class OutputDir:
     def _path(self, path: str) -> Any:
         return self._path_class(path)
 
+    def _file_system(self, path: str) -> Any:
+        """The file system of ``path`` (the raw one for local paths: no ".crc" file beside each small file)."""
+        fs = self._path(path).getFileSystem(self._hadoop_conf)
+        return fs.getRawFileSystem() if fs.getScheme() == "file" else fs
+
     def exists(self, path: str) -> bool:
-        """Whether the path exists."""
-        return bool(self._fs.exists(self._path(path)))
+        """Whether the path exists (on its own file system: ``--since`` may name another one)."""
+        return bool(self._file_system(path).exists(self._path(path)))
 
     def children(self, path: str) -> list[str]:
         """The names in a directory (none when it does not exist)."""
@@ -69,7 +73,7 @@ class OutputDir:
         """A small text file's content, or None when it does not exist."""
         if not self.exists(path):
             return None
-        stream = self._fs.open(self._path(path))
+        stream = self._file_system(path).open(self._path(path))
         try:
             return str(self._io.toString(stream, "UTF-8"))
         finally:

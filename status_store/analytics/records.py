@@ -94,7 +94,7 @@ class Plan:
 
     @property
     def records(self) -> int:
-        """Offsets planned (records, less any gaps in the log)."""
+        """Offsets planned: the records to read, at most (a compacted topic has gaps)."""
         return sum(r.end - r.start for r in self.ranges)
 
 
