@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--range-timeout", type=float, default=RANGE_TIMEOUT_S, metavar="SECONDS",
                         help="deadline of one range read; a range cut short is reported (default: %(default)s)")
     source.add_argument("--timeout", type=_positive_float, default=METADATA_TIMEOUT_S, metavar="SECONDS",
-                        help="bound on reading the topics' metadata and partition bounds; brokers that do not answer "
-                             "within it fail the run (default: %(default)s)")
+                        help="bound on reading each topic's metadata and partition bounds; brokers that do not "
+                             "answer within it fail the run (default: %(default)s)")
     source.add_argument("--since", metavar="DIR",
                         help="incremental run: the --out of an earlier run made with --since; read only the records "
                              "after its checkpoint and analyse them with the records it kept (a first run: everything)")

@@ -105,8 +105,9 @@ def plan_ranges(consumer_config: dict[str, Any], topic: str, max_records_per_ran
                 timeout_s: float = METADATA_TIMEOUT_S, start_offsets: Mapping[int, int] | None = None) -> Plan:
     """Offset ranges covering what the topic holds now, at most ``max_records_per_range`` offsets each.
 
-    ``start_offsets`` (an earlier run's ``next_offsets``) starts each partition there instead of at its
-    beginning; a partition it does not name is read from its beginning.
+    ``timeout_s`` bounds the whole plan (the metadata, then the first Fetch answers). ``start_offsets``
+    (an earlier run's ``next_offsets``) starts each partition there instead of at its beginning; a
+    partition it does not name is read from its beginning.
     """
     if max_records_per_range <= 0:
         raise ValueError(f"max_records_per_range must be > 0, got {max_records_per_range}")
@@ -118,6 +119,7 @@ def plan_ranges(consumer_config: dict[str, Any], topic: str, max_records_per_ran
     except KafkaException as e:
         raise ValueError(f"bad Kafka consumer settings {sorted(consumer_config)}: {e}") from None
     plan = Plan(topic)
+    deadline = time.monotonic() + timeout_s
     try:
         try:
             metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
@@ -131,7 +133,7 @@ def plan_ranges(consumer_config: dict[str, Any], topic: str, max_records_per_ran
             reason = metadata.error.str() if metadata is not None and metadata.error is not None else "no partitions"
             plan.problems.append(ReadProblem(topic, f"topic not found ({reason})"))
             return plan
-        bounds = _partition_bounds(consumer, plan, sorted(metadata.partitions), timeout_s, start_offsets or {})
+        bounds = _partition_bounds(consumer, plan, sorted(metadata.partitions), deadline, start_offsets or {})
     finally:
         consumer.close()
     for partition, (start, end) in sorted(bounds.items()):
@@ -140,13 +142,13 @@ def plan_ranges(consumer_config: dict[str, Any], topic: str, max_records_per_ran
     return plan
 
 
-def _partition_bounds(consumer: Consumer, plan: Plan, partitions: list[int], timeout_s: float,
+def _partition_bounds(consumer: Consumer, plan: Plan, partitions: list[int], deadline: float,
                       start_offsets: Mapping[int, int]) -> dict[int, tuple[int, int]]:
-    """First offset to read and high watermark of each partition, as the first Fetch answer gives them."""
+    """First offset to read and high watermark of each partition, as the first Fetch answer (before
+    ``deadline``) gives them."""
     topic = plan.topic
     consumer.assign([TopicPartition(topic, p, start_offsets.get(p, OFFSET_BEGINNING)) for p in partitions])
     first: dict[int, int | None] = {}
-    deadline = time.monotonic() + timeout_s
     while len(first) < len(partitions) and time.monotonic() < deadline:
         for message in consumer.consume(1000, 0.2):
             partition = message.partition()
@@ -176,7 +178,7 @@ def _partition_bounds(consumer: Consumer, plan: Plan, partitions: list[int], tim
     bounds: dict[int, tuple[int, int]] = {}
     for partition in partitions:
         if partition not in first:
-            plan.problems.append(ReadProblem(f"{topic}/{partition}", f"no answer within {timeout_s:g} s; not read"))
+            plan.problems.append(ReadProblem(f"{topic}/{partition}", "no answer within the timeout; not read"))
             continue
         start = first[partition]
         if start is None:
