@@ -4,6 +4,8 @@ both topics back from Kafka in parallel ranges and writes the outputs and the re
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from ..brokers import TansuBroker, free_port
 from ..conftest import StoreFactory
 
 WAIT = 30.0
+RUNNING = '{"state":"RUNNING","trace":null,"worker_id":"w","generation":1}'
 
 
 async def test_analyze_reads_what_the_service_wrote_and_reports(spark: SparkSession, tansu: TansuBroker,
@@ -161,3 +164,25 @@ def test_analyze_without_java_exits_2_saying_what_is_needed(tmp_path: Path, monk
     message = capsys.readouterr().err
     assert "Java 17" in message
     assert "JAVA_HOME" in message
+
+
+def test_the_console_shows_phases_and_the_log_file_takes_spark_s_own_output(tmp_path: Path) -> None:
+    """A run in its own process, which starts its own Spark: nothing of Spark's on the console."""
+    export = tmp_path / "status.jsonl"
+    export.write_text(json.dumps({"topic": "connect-status", "partition": 0, "offset": 0, "timestamp": 1,
+                                  "key": "status-connector-c", "value": RUNNING}) + "\n")
+    out = tmp_path / "out"
+    fast = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+    done = subprocess.run([sys.executable, "-m", "status_store.cli", "analyze", "--files", str(export), "--out",
+                           str(out), "--no-report", "--conf", "spark.master=local[1]", "--conf",
+                           f"spark.driver.extraJavaOptions={fast}", "--conf", "spark.ui.enabled=false",
+                           "--conf", "spark.ui.showConsoleProgress=true", "--conf", "spark.sql.shuffle.partitions=2"],
+                          capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [line.split("] ", 1)[1].split(" ")[0] for line in done.stderr.splitlines()] == [
+        "starting", "reading", "analysing", "writing", "done"], done.stderr
+    (log_file,) = (out / "_logs").glob("analyze-*.log")
+    spark_output = log_file.read_text()
+    assert "Setting default log level" in spark_output  # Spark's own stderr
+    assert "[Stage " in spark_output  # its stage bars
+    assert "Outputs in" in done.stdout
