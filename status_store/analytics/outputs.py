@@ -50,6 +50,7 @@ class OutputDir:
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
         self.run_id = f"{stamp}-{uuid.uuid4().hex[:8]}"
         self.staging = f"{self.out}/{RUN_PREFIX}{self.run_id}"
+        self._committing = False
 
     def _path(self, path: str) -> Any:
         return self._path_class(path)
@@ -121,12 +122,16 @@ class OutputDir:
         """Move the staged ``items`` (paths under ``--out``, in this order) into place, then remove the
         staging directory."""
         self.write_text(self.staged(COMMIT_MARKER), json.dumps(list(items)))
+        self._committing = True  # from here on, the next run finishes what this one could not
         for item in items:
             self._move(self.staging, item)
         self._fs.delete(self._path(self.staging), True)
 
     def discard(self) -> None:
-        """Remove what this run staged (a failed run)."""
+        """Remove what this run staged (a failed run); a commit under way is left for the next run to finish."""
+        if self._committing:
+            log.error("the commit of %s did not finish; the next run finishes it", self.staging)
+            return
         try:
             self._fs.delete(self._path(self.staging), True)
         except Exception:  # the run's own failure is the one to report

@@ -79,3 +79,33 @@ def test_a_commit_cut_short_is_finished_by_the_next_run(spark: SparkSession, tmp
     assert (out / "latest" / "date=2025-11-21" / "part").read_text() == "kept"
     assert (out / "summary.json").read_text() == "new"
     assert not list(out.glob("_run-*"))
+
+
+def test_a_commit_that_fails_midway_is_left_for_the_next_run_to_finish(spark: SparkSession, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    (out / "latest").mkdir(parents=True)
+    (out / "latest" / "part").write_text("old")
+    run = OutputDir(spark, str(out))
+    run.write_text(run.staged("latest/part"), "new")
+    run.write_text(run.staged("summary.json"), "new")
+    rename = OutputDir._rename
+    renames: list[object] = []
+
+    def failing_third(self: OutputDir, source: object, target: object) -> None:
+        renames.append(source)
+        if len(renames) == 3:  # the old output aside, the new one in, then the summary: fails
+            raise OSError("Input/output error")
+        rename(self, source, target)
+
+    monkeypatch.setattr(OutputDir, "_rename", failing_third)
+    with pytest.raises(OSError, match="Input/output error"):
+        run.commit(["latest/part", "summary.json"])
+    run.discard()  # what a failed run does: here it must keep the half-done commit
+    monkeypatch.undo()
+    assert (out / "latest" / "part").read_text() == "new"
+    assert not (out / "summary.json").exists()
+
+    OutputDir(spark, str(out)).recover()
+    assert (out / "summary.json").read_text() == "new"
+    assert not list(out.glob("_run-*"))
