@@ -121,24 +121,32 @@ class Analysis:
         return {"latest": self.latest, "mttr": self.mttr, "state_durations": self.state_durations,
                 "episodes": self.episodes, "flapping": self.flapping, "retry_outcomes": self.retry_outcomes}
 
-    def write(self, out_dir: str | Path, notes: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Write every output as Parquet partitioned by date, plus ``summary.json`` (the counters, settings
-        and ``notes``); returns the summary.
+    def write_outputs(self, out_dir: str) -> None:
+        """Write every output as Parquet partitioned by date under ``out_dir``.
 
         Dynamic partition overwrite (set on each writer, not on the session) replaces exactly the dates
         this run produced, so a re-run over the same input does not duplicate rows.
         """
-        out = str(out_dir).rstrip("/")
+        out = out_dir.rstrip("/")
         for name, frame in self.outputs().items():
             (frame.write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
              .partitionBy("date").parquet(f"{out}/{name}"))
-        summary: dict[str, Any] = {
+
+    def summary(self, notes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The counters and settings of this analysis, with ``notes``."""
+        return {
             "as_of_ms": self.as_of_ms,
             "flap_transitions": self.flap_transitions,
             "flap_window_ms": self.flap_window_ms,
             "counters": self.counters(),
             **(notes or {}),
         }
+
+    def write(self, out_dir: str | Path, notes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``write_outputs``, plus ``summary.json`` for a local directory; returns the summary."""
+        out = str(out_dir).rstrip("/")
+        self.write_outputs(out)
+        summary = self.summary(notes)
         if "://" not in out:  # a local directory; on a cluster the summary is printed by the job
             Path(out).mkdir(parents=True, exist_ok=True)
             (Path(out) / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

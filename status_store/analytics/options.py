@@ -10,6 +10,8 @@ FLAP_TRANSITIONS = 5
 FLAP_WINDOW_MS = 10 * 60 * 1000
 MAX_RECORDS_PER_RANGE = 500_000
 RANGE_TIMEOUT_S = 120.0
+# Reading a topic's metadata and its partitions' bounds: brokers that do not answer by then fail the run.
+METADATA_TIMEOUT_S = 20.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,8 +30,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="offsets per Spark task reading Kafka (default: %(default)s)")
     source.add_argument("--range-timeout", type=float, default=RANGE_TIMEOUT_S, metavar="SECONDS",
                         help="deadline of one range read; a range cut short is reported (default: %(default)s)")
+    source.add_argument("--timeout", type=_positive_float, default=METADATA_TIMEOUT_S, metavar="SECONDS",
+                        help="bound on reading each topic's metadata and partition bounds; brokers that do not "
+                             "answer within it fail the run (default: %(default)s)")
+    source.add_argument("--since", metavar="DIR",
+                        help="incremental run: the --out of an earlier run made with --since; read only the records "
+                             "after its checkpoint and analyse them with the records it kept (a first run: everything)")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="output directory (a local path or any URL Spark writes to)")
+    parser.add_argument("--log-file", metavar="PATH",
+                        help="where Spark's log and progress bars go (default: <out>/_logs/analyze-<time>.log for a "
+                             "local --out, else ./status-store-analyze-<time>.log)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting (spark.master, spark.driver.memory, spark.sql.shuffle.partitions, ...); "
                              "repeatable. Without spark.master: local[*], or spark-submit's master")
@@ -71,6 +82,13 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 

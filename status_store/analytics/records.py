@@ -8,9 +8,10 @@ topic at its beginning and takes, from the first Fetch answer, the first offset 
 watermark (ListOffsets is not used: Tansu answers it wrongly). It splits each partition's range
 into ranges of at most ``max_records_per_range`` offsets. A Spark Python data source reads each
 range in an executor with a plain confluent-kafka consumer (assign, read to the range's end, stop at
-a deadline). Nothing about the input aborts the job: a missing topic, an empty topic or partition
-and a range that could not be read in time are reported as ``ReadProblem`` s (a range cut short
-also yields what it read). Where a cluster has Spark's own Kafka source, its output selected to
+a deadline). A missing topic, unreachable brokers and a range that could not be read in time are
+reported as ``ReadProblem`` s, on which the job fails (a range cut short also yields what it read); an
+empty topic or partition is not a problem. An incremental run starts each partition at an earlier run's
+``Plan.next_offsets``. Where a cluster has Spark's own Kafka source, its output selected to
 these columns works as well.
 
 Files. JSON Lines (``.jsonl``, ``.json``, ``.ndjson``, optionally compressed) or Parquet files or
@@ -21,8 +22,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from .options import MAX_RECORDS_PER_RANGE, RANGE_TIMEOUT_S
+from ..librdkafka import ClientLog, is_embedded
+from .options import MAX_RECORDS_PER_RANGE, METADATA_TIMEOUT_S, RANGE_TIMEOUT_S
 
 RAW_SCHEMA = "topic string, partition int, offset long, timestamp long, key string, value binary"
 _READ_SCHEMA = RAW_SCHEMA + ", read_error string"
 SOURCE_NAME = "status_store_kafka_ranges"
-PLAN_TIMEOUT_S = 30.0
 _BATCH_ROWS = 10_000
 _JSON_SUFFIXES = {".jsonl", ".json", ".ndjson"}
 # Errors a range read stops at; any other error is taken as transient until the range's deadline.
@@ -58,7 +59,7 @@ class OffsetRange:
 
 @dataclass(frozen=True)
 class ReadProblem:
-    """Input that could not be read completely; reported, never fatal."""
+    """Input that could not be read completely (the job fails on it) or a warning about the input."""
 
     source: str
     message: str
@@ -78,91 +79,144 @@ class Records:
     persisted: DataFrame | None = None
 
 
+@dataclass
+class Plan:
+    """The offset ranges to read from one topic, and where the next incremental run starts."""
+
+    topic: str
+    ranges: list[OffsetRange] = field(default_factory=list)
+    #: What stops the topic from being read completely.
+    problems: list[ReadProblem] = field(default_factory=list)
+    #: Worth saying, not fatal: records deleted (by retention) before a run read them.
+    warnings: list[ReadProblem] = field(default_factory=list)
+    #: Per partition, the offset after the last one planned: where the next run starts.
+    next_offsets: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def records(self) -> int:
+        """Offsets planned: the records to read, at most (a compacted topic has gaps)."""
+        return sum(r.end - r.start for r in self.ranges)
+
+
 # ------------------------------------------------------------------------------------------ Kafka
 
 
 def plan_ranges(consumer_config: dict[str, Any], topic: str, max_records_per_range: int = MAX_RECORDS_PER_RANGE,
-                timeout_s: float = PLAN_TIMEOUT_S) -> tuple[list[OffsetRange], list[ReadProblem]]:
-    """Offset ranges covering what the topic holds now, at most ``max_records_per_range`` offsets each."""
+                timeout_s: float = METADATA_TIMEOUT_S, start_offsets: Mapping[int, int] | None = None) -> Plan:
+    """Offset ranges covering what the topic holds now, at most ``max_records_per_range`` offsets each.
+
+    ``timeout_s`` bounds the whole plan (the metadata, then the first Fetch answers). ``start_offsets``
+    (an earlier run's ``next_offsets``) starts each partition there instead of at its beginning; a
+    partition it does not name is read from its beginning.
+    """
     if max_records_per_range <= 0:
         raise ValueError(f"max_records_per_range must be > 0, got {max_records_per_range}")
+    log = ClientLog(is_embedded(consumer_config.get("bootstrap.servers")))
     try:
         # Only the first record of each partition is needed here: small fetches.
         consumer = Consumer({"max.partition.fetch.bytes": 65536, "queued.max.messages.kbytes": 1024,
-                             **_consumer_config(consumer_config)})
+                             **_consumer_config(consumer_config), "logger": log, "log.thread.name": False})
     except KafkaException as e:
         raise ValueError(f"bad Kafka consumer settings {sorted(consumer_config)}: {e}") from None
+    plan = Plan(topic)
+    deadline = time.monotonic() + timeout_s
     try:
         try:
             metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         except KafkaException as e:
-            return [], [ReadProblem(topic, f"cannot read the topic's metadata: {e}")]
+            consumer.poll(0)  # serves the client's queued log lines: the last one says why
+            last = f" (last client error: {log.last_problem})" if log.last_problem else ""
+            plan.problems.append(ReadProblem(topic, f"cannot read the topic's metadata within {timeout_s:g} s: "
+                                                    f"{e.args[0].str() if e.args else e}{last}"))
+            return plan
         if metadata is None or metadata.error is not None or not metadata.partitions:
-            reason = metadata.error if metadata is not None and metadata.error is not None else "no partitions"
-            return [], [ReadProblem(topic, f"topic not found ({reason}); nothing read from it")]
-        bounds, problems = _partition_bounds(consumer, topic, sorted(metadata.partitions), timeout_s)
+            reason = metadata.error.str() if metadata is not None and metadata.error is not None else "no partitions"
+            plan.problems.append(ReadProblem(topic, f"topic not found ({reason})"))
+            return plan
+        bounds = _partition_bounds(consumer, plan, sorted(metadata.partitions), deadline, start_offsets or {})
     finally:
         consumer.close()
-    ranges: list[OffsetRange] = []
     for partition, (start, end) in sorted(bounds.items()):
-        ranges.extend(OffsetRange(topic, partition, low, min(low + max_records_per_range, end))
-                      for low in range(start, end, max_records_per_range))
-    return ranges, problems
+        plan.ranges.extend(OffsetRange(topic, partition, low, min(low + max_records_per_range, end))
+                           for low in range(start, end, max_records_per_range))
+    return plan
 
 
-def _partition_bounds(consumer: Consumer, topic: str, partitions: list[int],
-                      timeout_s: float) -> tuple[dict[int, tuple[int, int]], list[ReadProblem]]:
-    """First offset and high watermark of each partition, as the first Fetch answer gives them."""
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+def _partition_bounds(consumer: Consumer, plan: Plan, partitions: list[int], deadline: float,
+                      start_offsets: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+    """First offset to read and high watermark of each partition, as the first Fetch answer (before
+    ``deadline``) gives them."""
+    topic = plan.topic
+    consumer.assign([TopicPartition(topic, p, start_offsets.get(p, OFFSET_BEGINNING)) for p in partitions])
     first: dict[int, int | None] = {}
-    problems: list[ReadProblem] = []
-    deadline = time.monotonic() + timeout_s
     while len(first) < len(partitions) and time.monotonic() < deadline:
         for message in consumer.consume(1000, 0.2):
             partition = message.partition()
             if partition in first or partition is None:
                 continue
-            error = message.error()
-            if error is None:
-                first[partition] = message.offset()
-            elif error.code() == KafkaError._PARTITION_EOF:
+            error, offset = message.error(), message.offset()
+            if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                if error.fatal() or error.code() in _GIVE_UP:
+                    first[partition] = None
+                    plan.problems.append(ReadProblem(f"{topic}/{partition}", f"not read: {error.str()}"))
+                continue  # anything else is taken as transient until the deadline
+            at_end = error is not None  # the partition holds nothing from here on
+            first[partition] = None if at_end else offset
+            since = start_offsets.get(partition)
+            if since is not None and offset is not None and offset < since:
+                # The log restarted below the checkpoint: the topic was re-created (or truncated).
                 first[partition] = None
-            elif error.fatal() or error.code() in _GIVE_UP:
-                first[partition] = None
-                problems.append(ReadProblem(f"{topic}/{partition}", f"not read: {error.str()}"))
+                plan.problems.append(ReadProblem(f"{topic}/{partition}", f"the checkpoint's offset {since} is not in "
+                                                 f"the partition (it starts again at {offset}): was the topic "
+                                                 "re-created?"))
+                continue
+            if since is not None and offset is not None and offset > since:
+                plan.warnings.append(ReadProblem(f"{topic}/{partition}", f"offsets {since} to {offset - 1} were "
+                                                 "deleted (retention) before a run read them"))
+            if at_end and offset is not None:
+                plan.next_offsets[partition] = offset
     bounds: dict[int, tuple[int, int]] = {}
     for partition in partitions:
         if partition not in first:
-            problems.append(ReadProblem(f"{topic}/{partition}", f"no answer within {timeout_s:g} s; not read"))
+            plan.problems.append(ReadProblem(f"{topic}/{partition}", "no answer within the timeout; not read"))
             continue
         start = first[partition]
         if start is None:
-            continue  # empty (or reported above)
+            continue  # nothing new (or reported above)
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
         if high <= start:
-            problems.append(ReadProblem(f"{topic}/{partition}", f"no high watermark known past offset {start}; "
-                                                                "not read"))
+            plan.problems.append(ReadProblem(f"{topic}/{partition}", f"no high watermark known past offset {start}"))
             continue
         bounds[partition] = (start, high)
-    return bounds, problems
+        plan.next_offsets[partition] = high
+    return bounds
 
 
 def read_kafka(spark: SparkSession, consumer_config: dict[str, Any], topic: str,
                max_records_per_range: int = MAX_RECORDS_PER_RANGE, range_timeout_s: float = RANGE_TIMEOUT_S,
-               plan_timeout_s: float = PLAN_TIMEOUT_S) -> Records:
-    """The topic's records as a DataFrame read by one Spark task per offset range.
+               plan_timeout_s: float = METADATA_TIMEOUT_S) -> Records:
+    """The topic's records as a DataFrame read by one Spark task per offset range (``plan_ranges``, then
+    ``read_ranges``); what could not be read is in ``problems``."""
+    plan = plan_ranges(consumer_config, topic, max_records_per_range, plan_timeout_s)
+    records = read_ranges(spark, consumer_config, plan.ranges, range_timeout_s)
+    records.problems[:0] = plan.problems
+    return records
+
+
+def read_ranges(spark: SparkSession, consumer_config: dict[str, Any], ranges: list[OffsetRange],
+                range_timeout_s: float = RANGE_TIMEOUT_S) -> Records:
+    """The records of planned ranges, one Spark task per range.
 
     The frame is persisted so the analysis reads Kafka once; ranges cut short are in ``problems``.
     """
-    ranges, problems = plan_ranges(consumer_config, topic, max_records_per_range, plan_timeout_s)
     if not ranges:
-        return Records(spark.createDataFrame([], RAW_SCHEMA), problems, ranges)
+        return Records(spark.createDataFrame([], RAW_SCHEMA), [], ranges)
     spark.dataSource.register(KafkaRangeSource)
     plan = {"config": consumer_config, "timeout_s": range_timeout_s,
             "ranges": [[r.topic, r.partition, r.start, r.end] for r in ranges]}
     raw = spark.read.format(SOURCE_NAME).option("plan", json.dumps(plan)).load().persist()
-    for row in raw.filter(F.col("read_error").isNotNull()).collect():
-        problems.append(ReadProblem(f"{row.topic}/{row.partition}", row.read_error))
+    problems = [ReadProblem(f"{row.topic}/{row.partition}", row.read_error)
+                for row in raw.filter(F.col("read_error").isNotNull()).collect()]
     return Records(raw.filter(F.col("read_error").isNull()).drop("read_error"), problems, ranges, raw)
 
 
@@ -275,14 +329,14 @@ def _batch(r: _RangePartition | OffsetRange, rows: dict[str, list[Any]]) -> pa.R
 
 def read_files(spark: SparkSession, paths: Sequence[str]) -> Records:
     """Records exported as JSON Lines or Parquet (files or directories), each record once (by topic, partition
-    and offset); missing paths are reported."""
+    and offset); missing paths are problems."""
     problems: list[ReadProblem] = []
     json_paths: list[str] = []
     parquet_paths: list[str] = []
     for path in paths:
         local = Path(path)
         if "://" not in path and not local.exists():
-            problems.append(ReadProblem(path, "no such file or directory; skipped"))
+            problems.append(ReadProblem(path, "no such file or directory"))
             continue
         suffixes = {s.lower() for s in local.suffixes}
         (json_paths if suffixes & _JSON_SUFFIXES else parquet_paths).append(path)

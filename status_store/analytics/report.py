@@ -23,21 +23,18 @@ from .analysis import Analysis
 from .records import ReadProblem
 
 TOP = 10
-LOCAL_FALLBACK = Path("status-store-report")
 
 
-def write_report(analysis: Analysis, out_dir: str, problems: Sequence[ReadProblem] = ()) -> Path:
-    """Write ``report.md`` and its charts into ``<out_dir>/report`` (``./status-store-report`` when
-    ``out_dir`` is not a local path); returns the Markdown file's path."""
-    directory = LOCAL_FALLBACK if "://" in out_dir else Path(out_dir) / "report"
+def write_report(analysis: Analysis, directory: Path, warnings: Sequence[ReadProblem] = ()) -> Path:
+    """Write ``report.md`` and its charts into ``directory``; returns the Markdown file's path."""
     directory.mkdir(parents=True, exist_ok=True)
     counters = analysis.counters()
     lines = ["# Kafka Connect status report", "",
              f"As of {_time(analysis.as_of_ms)}. Flapping: more than {analysis.flap_transitions} transitions "
              f"within {analysis.flap_window_ms / 1000:g} s.", "", "## Input", "",
              _table(["counter", "value"], sorted(counters.items())), ""]
-    if problems:
-        lines += ["Problems (reported, not fatal):", "", *[f"- {problem}" for problem in problems], ""]
+    if warnings:
+        lines += ["Warnings:", "", *[f"- {warning}" for warning in warnings], ""]
 
     latest = _rows(analysis.latest.groupBy("kind", "state").count().orderBy("kind", "state"))
     lines += ["## Latest statuses", "", _table(["kind", "state", "count"], latest), ""]

@@ -16,7 +16,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
+
+from .console import stderr_to
 
 MIN_JAVA = 17
 JAVA_HELP = (f"Spark needs Java {MIN_JAVA} or newer: install a JDK (e.g. 'apt-get install openjdk-17-jre-headless') "
@@ -53,10 +56,12 @@ def check_java(env: Mapping[str, str] = os.environ) -> None:
         raise JavaMissingError(f"found Java {major}. {JAVA_HELP}")
 
 
-def get_session(conf: Mapping[str, str], app_name: str = "status-store-analyze") -> SparkSession:
+def get_session(conf: Mapping[str, str], app_name: str = "status-store-analyze",
+                jvm_log: Path | None = None) -> SparkSession:
     """The running session, or a new one from ``conf``; ``local[*]`` when no master is configured.
 
-    Under ``spark-submit`` the master and every ``--conf`` come from spark-submit itself.
+    Under ``spark-submit`` the master and every ``--conf`` come from spark-submit itself. A JVM started
+    here writes its stderr (Spark's log and stage bars) to ``jvm_log`` when one is given.
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -73,7 +78,19 @@ def get_session(conf: Mapping[str, str], app_name: str = "status-store-analyze")
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    if jvm_log is None or SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return builder.getOrCreate()
+    with stderr_to(jvm_log):
+        return builder.getOrCreate()
+
+
+def master_of(conf: Mapping[str, str]) -> str:
+    """The master ``get_session(conf)`` runs on: the running session's, ``spark.master``, spark-submit's, or
+    ``local[*]``."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return str(active.sparkContext.master)
+    return conf.get("spark.master") or _submitted_master() or "local[*]"
 
 
 def _submitted_master() -> str | None:
@@ -82,4 +99,6 @@ def _submitted_master() -> str | None:
         return None
     from pyspark import SparkConf
 
+    # Without the JVM a SparkConf is empty: connect to spark-submit's JVM first.
+    SparkContext._ensure_initialized()
     return SparkConf().get("spark.master", None)

@@ -4,19 +4,24 @@ both topics back from Kafka in parallel ranges and writes the outputs and the re
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from status_store import cli
+from status_store.librdkafka import MockCluster
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
 
-from ..brokers import TansuBroker
+from ..brokers import TansuBroker, free_port
 from ..conftest import StoreFactory
 
 WAIT = 30.0
+RUNNING = '{"state":"RUNNING","trace":null,"worker_id":"w","generation":1}'
 
 
 async def test_analyze_reads_what_the_service_wrote_and_reports(spark: SparkSession, tansu: TansuBroker,
@@ -47,8 +52,9 @@ async def test_analyze_reads_what_the_service_wrote_and_reports(spark: SparkSess
     out = tmp_path / "out"
     code = cli.main(["analyze", "--bootstrap-servers", tansu.bootstrap_servers, "--status-topic", topic,
                      "--history-topic", history, "--out", str(out), "--max-records-per-range", "2"])
-    printed = capsys.readouterr().out
-    assert code == 0, printed
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert code == 0, captured.err
     summary = json.loads((out / "summary.json").read_text())
     counters = summary["counters"]
     updates = len(writes) + 2
@@ -69,22 +75,82 @@ async def test_analyze_reads_what_the_service_wrote_and_reports(spark: SparkSess
     for chart in ("latest_states.png", "time_in_state.png", "retry_outcomes.png"):
         assert f"]({chart})" in report
         assert (out / "report" / chart).read_bytes().startswith(b"\x89PNG")
-    assert summary["problems"] == []
+    assert summary["warnings"] == []
     # Several ranges per topic: 9 records in at most 5 partitions, 2 offsets per range.
     assert all(count >= 5 for count in summary["kafka_ranges"].values()), summary["kafka_ranges"]
     assert str(out) in printed
+    # One line per phase on the console, in order; the rest in the run's log file.
+    phases = [line.split("] ", 1)[1].split(" ")[0] for line in captured.err.splitlines() if "s] " in line]
+    assert phases == ["starting", "planning:", "reading", "analysing", "writing", "done"], captured.err
+    (log_file,) = (out / "_logs").glob("analyze-*.log")
+    assert "phase: writing" in log_file.read_text()
+    assert sorted(path.name for path in out.iterdir()) == sorted([
+        "latest", "state_durations", "episodes", "mttr", "flapping", "retry_outcomes", "report", "summary.json",
+        "_logs"])
 
 
-def test_analyze_reports_a_missing_topic_and_still_writes(spark: SparkSession, tansu: TansuBroker,
-                                                          tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _failed(code: int, capsys: pytest.CaptureFixture[str], out: Path) -> str:
+    """The one line a failed run printed, after checking it wrote no output."""
+    err = capsys.readouterr().err
+    assert code == 1, err
+    (line,) = [line for line in err.splitlines() if ": failed: " in line]
+    assert sorted(path.name for path in out.iterdir()) == ["_logs"]  # nothing but the run's log
+    return line
+
+
+def test_unreachable_brokers_fail_within_the_timeout_with_one_line(spark: SparkSession, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code = cli.main(["analyze", "--bootstrap-servers", f"127.0.0.1:{free_port()}", "--timeout", "2",
+                     "--out", str(out)])
+    line = _failed(code, capsys, out)
+    assert "connect-status: cannot read the topic's metadata within 2 s" in line
+    assert "Connection refused" in line  # the client's last error says why
+
+
+def test_a_missing_topic_fails_naming_it(spark: SparkSession, tansu: TansuBroker, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     code = cli.main(["analyze", "--bootstrap-servers", tansu.bootstrap_servers, "--status-topic", "no-such-topic",
                      "--out", str(out), "--no-report"])
-    assert code == 0
+    assert "no-such-topic: topic not found" in _failed(code, capsys, out)
+
+
+def test_a_range_not_read_in_time_fails_the_run(spark: SparkSession, mock_cluster: MockCluster, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    mock_cluster.create_topic("statuses", 1, 1)
+    producer = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers})
+    producer.produce("statuses", b'{"state":"RUNNING","trace":null,"worker_id":"w","generation":1}',
+                     b"status-connector-c")
+    assert producer.flush(10) == 0
+    out = tmp_path / "out"
+    code = cli.main(["analyze", "--bootstrap-servers", mock_cluster.bootstrap_servers, "--status-topic", "statuses",
+                     "--range-timeout", "0", "--out", str(out)])
+    assert "statuses/0: stopped after 0 s at offset 0 of range [0, 1)" in _failed(code, capsys, out)
+
+
+def test_a_missing_or_unreadable_file_fails_the_run(spark: SparkSession, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code = cli.main(["analyze", "--files", str(tmp_path / "missing.jsonl"), "--out", str(out)])
+    assert f"{tmp_path / 'missing.jsonl'}: no such file or directory" in _failed(code, capsys, out)
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet")
+    code = cli.main(["analyze", "--files", str(tmp_path / "bad.parquet"), "--out", str(out)])
+    assert "bad.parquet" in _failed(code, capsys, out)
+
+
+def test_an_empty_topic_is_a_success_with_a_warning(spark: SparkSession, mock_cluster: MockCluster,
+                                                    tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mock_cluster.create_topic("empty", 2, 1)
+    out = tmp_path / "out"
+    code = cli.main(["analyze", "--bootstrap-servers", mock_cluster.bootstrap_servers, "--status-topic", "empty",
+                     "--out", str(out), "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "warning: empty: empty: no records" in err
     summary = json.loads((out / "summary.json").read_text())
-    assert any(problem.startswith("no-such-topic: ") for problem in summary["problems"])
+    assert summary["warnings"] == ["empty: empty: no records"]
     assert summary["counters"]["status_records"] == 0
-    assert "problem: no-such-topic" in capsys.readouterr().out
 
 
 def test_analyze_without_java_exits_2_saying_what_is_needed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -98,3 +164,25 @@ def test_analyze_without_java_exits_2_saying_what_is_needed(tmp_path: Path, monk
     message = capsys.readouterr().err
     assert "Java 17" in message
     assert "JAVA_HOME" in message
+
+
+def test_the_console_shows_phases_and_the_log_file_takes_spark_s_own_output(tmp_path: Path) -> None:
+    """A run in its own process, which starts its own Spark: nothing of Spark's on the console."""
+    export = tmp_path / "status.jsonl"
+    export.write_text(json.dumps({"topic": "connect-status", "partition": 0, "offset": 0, "timestamp": 1,
+                                  "key": "status-connector-c", "value": RUNNING}) + "\n")
+    out = tmp_path / "out"
+    fast = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+    done = subprocess.run([sys.executable, "-m", "status_store.cli", "analyze", "--files", str(export), "--out",
+                           str(out), "--no-report", "--conf", "spark.master=local[1]", "--conf",
+                           f"spark.driver.extraJavaOptions={fast}", "--conf", "spark.ui.enabled=false",
+                           "--conf", "spark.ui.showConsoleProgress=true", "--conf", "spark.sql.shuffle.partitions=2"],
+                          capture_output=True, text=True, timeout=240, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [line.split("] ", 1)[1].split(" ")[0] for line in done.stderr.splitlines()] == [
+        "starting", "reading", "analysing", "writing", "done"], done.stderr
+    (log_file,) = (out / "_logs").glob("analyze-*.log")
+    spark_output = log_file.read_text()
+    assert "Setting default log level" in spark_output  # Spark's own stderr
+    assert "[Stage " in spark_output  # its stage bars
+    assert "Outputs in" in done.stdout

@@ -1,0 +1,201 @@
+"""The output directory (``--out``): a run writes into a staging directory inside it, and only a run that
+finished moves what it wrote into place, so a failed run leaves the earlier outputs as they were.
+
+    <out>/latest/date=.../, mttr/, ...   the outputs (Parquet, partitioned by date)
+    <out>/summary.json, report/          the run's summary and report
+    <out>/_state/checkpoint.json         incremental runs: where each partition's next read starts, and
+    <out>/_state/records/<run>/          the raw records each run read (analysed again by the next run)
+    <out>/_run-<run>/                    a run in progress: what it wrote, not yet in place
+    <out>/_logs/                         the runs' logs (local outputs)
+
+The commit first writes the list of what it moves (``_run-<run>/_COMMIT``), then moves each item: a date
+partition of an output (replacing that date only, so the other dates stay), the report, a state batch,
+and the summary last. A commit cut short (a killed process) is finished by the next run, which also
+removes what failed runs left. One run at a time per output directory.
+
+Every file operation goes through Hadoop's FileSystem in Spark's JVM, so that a path means what it means
+to Spark's own writers (a local path, ``hdfs://...``, or a bare path on the cluster's default file system).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+COMMIT_MARKER = "_COMMIT"
+RUN_PREFIX = "_run-"
+STATE_DIR = "_state"
+CHECKPOINT = f"{STATE_DIR}/checkpoint.json"
+
+
+class OutputDir:
+    """The ``--out`` directory of one run: its staging directory, the commit, and small text files."""
+
+    def __init__(self, spark: SparkSession, out: str) -> None:
+        jvm: Any = spark._jvm  # Hadoop's FileSystem, through Spark's JVM
+        self._path_class = jvm.org.apache.hadoop.fs.Path
+        self._io = jvm.org.apache.commons.io.IOUtils
+        self._hadoop_conf = spark._jsc.hadoopConfiguration()
+        self.out = out.rstrip("/") or out
+        self._fs: Any = self._file_system(self.out)
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+        self.run_id = f"{stamp}-{uuid.uuid4().hex[:8]}"
+        self.staging = f"{self.out}/{RUN_PREFIX}{self.run_id}"
+        self._committing = False
+
+    def _path(self, path: str) -> Any:
+        return self._path_class(path)
+
+    def _file_system(self, path: str) -> Any:
+        """The file system of ``path`` (the raw one for local paths: no ".crc" file beside each small file)."""
+        fs = self._path(path).getFileSystem(self._hadoop_conf)
+        return fs.getRawFileSystem() if fs.getScheme() == "file" else fs
+
+    def exists(self, path: str) -> bool:
+        """Whether the path exists (on its own file system: ``--since`` may name another one)."""
+        return bool(self._file_system(path).exists(self._path(path)))
+
+    def children(self, path: str) -> list[str]:
+        """The names in a directory (none when it does not exist)."""
+        if not self.exists(path):
+            return []
+        return sorted(str(status.getPath().getName()) for status in self._fs.listStatus(self._path(path)))
+
+    def read_text(self, path: str) -> str | None:
+        """A small text file's content, or None when it does not exist."""
+        if not self.exists(path):
+            return None
+        stream = self._file_system(path).open(self._path(path))
+        try:
+            return str(self._io.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+    def write_text(self, path: str, text: str) -> None:
+        """Write a small text file (replacing it)."""
+        stream = self._fs.create(self._path(path), True)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+
+    def staged(self, relative: str) -> str:
+        """Where this run writes ``relative`` (a path under ``--out``) before the commit."""
+        return f"{self.staging}/{relative}"
+
+    def recover(self) -> list[str]:
+        """Finish a commit an earlier run was cut short in, and remove what failed runs left; returns what
+        was done, for the log."""
+        done = []
+        for name in self.children(self.out):
+            if not name.startswith(RUN_PREFIX) or name == f"{RUN_PREFIX}{self.run_id}":
+                continue
+            staging = f"{self.out}/{name}"
+            items = self._commit_items(staging)
+            if items is None:
+                done.append(f"removed {staging}, left by a run that failed")
+            else:
+                for item in items:
+                    self._move(staging, item)
+                done.append(f"finished the commit of {staging}, cut short by an earlier run's end")
+            self._fs.delete(self._path(staging), True)
+        return done
+
+    def _commit_items(self, staging: str) -> list[str] | None:
+        text = self.read_text(f"{staging}/{COMMIT_MARKER}")
+        try:
+            items = json.loads(text) if text is not None else None
+        except ValueError:
+            return None  # cut short while writing the list: nothing was moved yet
+        return [str(item) for item in items] if isinstance(items, list) else None
+
+    def commit(self, items: Sequence[str]) -> None:
+        """Move the staged ``items`` (paths under ``--out``, in this order) into place, then remove the
+        staging directory."""
+        self.write_text(self.staged(COMMIT_MARKER), json.dumps(list(items)))
+        self._committing = True  # from here on, the next run finishes what this one could not
+        for item in items:
+            self._move(self.staging, item)
+        self._fs.delete(self._path(self.staging), True)
+
+    def discard(self) -> None:
+        """Remove what this run staged (a failed run); a commit under way is left for the next run to finish."""
+        if self._committing:
+            log.error("the commit of %s did not finish; the next run finishes it", self.staging)
+            return
+        try:
+            self._fs.delete(self._path(self.staging), True)
+        except Exception:  # the run's own failure is the one to report
+            log.exception("could not remove %s", self.staging)
+
+    def _move(self, staging: str, item: str) -> None:
+        """Move one staged item into place; the one it replaces goes aside first. Done again after a crash,
+        it completes what is left."""
+        staged, target = self._path(f"{staging}/{item}"), self._path(f"{self.out}/{item}")
+        if not self._fs.exists(staged):
+            return  # moved already
+        if self._fs.exists(target):
+            aside = self._path(f"{staging}/_replaced/{item}")
+            self._fs.mkdirs(aside.getParent())
+            self._rename(target, aside)
+        self._fs.mkdirs(target.getParent())
+        self._rename(staged, target)
+
+    def _rename(self, source: Any, target: Any) -> None:
+        if not self._fs.rename(source, target):
+            raise OSError(f"could not move {source} to {target}")
+
+    def partition_items(self, outputs: Iterable[str]) -> list[str]:
+        """The staged items of date-partitioned outputs: each date partition (and Spark's markers) apart,
+        so that a commit replaces the dates this run wrote and leaves the others. An output without rows
+        is an empty directory, put in place only where there is none."""
+        items = []
+        for name in outputs:
+            children = self.children(self.staged(name))
+            items += [f"{name}/{child}" for child in children]
+            if not children and not self.exists(f"{self.out}/{name}"):
+                self._fs.mkdirs(self._path(self.staged(name)))
+                items.append(name)
+        return items
+
+
+@dataclass
+class Checkpoint:
+    """Where an incremental run starts: each partition's next offset, and the raw records earlier runs read
+    (analysed again with the new ones, so that the result equals one run over everything)."""
+
+    status_topic: str
+    history_topic: str | None
+    #: topic -> partition -> the next offset to read.
+    offsets: dict[str, dict[int, int]] = field(default_factory=dict)
+    #: Directories of raw records (Parquet), full paths.
+    batches: list[str] = field(default_factory=list)
+
+    def to_json(self, out: str) -> str:
+        """The checkpoint file's text; batches under ``out`` are kept relative to it (the directory may move)."""
+        prefix = out.rstrip("/") + "/"
+        return json.dumps({
+            "status_topic": self.status_topic, "history_topic": self.history_topic,
+            "offsets": {topic: {str(p): o for p, o in sorted(parts.items())} for topic, parts in self.offsets.items()},
+            "batches": [b[len(prefix):] if b.startswith(prefix) else b for b in self.batches],
+        }, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, out: str) -> Checkpoint:
+        """Read a checkpoint file's text (written by ``to_json`` for ``out``); ValueError when it is not one."""
+        try:
+            found = json.loads(text)
+            offsets = {str(t): {int(p): int(o) for p, o in parts.items()} for t, parts in found["offsets"].items()}
+            batches = [b if "://" in b or b.startswith("/") else f"{out.rstrip('/')}/{b}" for b in found["batches"]]
+            return cls(str(found["status_topic"]), found["history_topic"], offsets, [str(b) for b in batches])
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"not a checkpoint written by status-store analyze ({type(e).__name__}: {e})") from None
