@@ -33,7 +33,8 @@ from confluent_kafka.aio import AIOProducer
 
 from status_store.codec import encode_status
 from status_store.config import build_config
-from status_store.kafka_log import CONSUME_BATCH, consumer_settings, producer_settings
+from status_store.kafka.reader import CONSUME_BATCH
+from status_store.kafka.settings import consumer_settings, producer_settings
 from status_store.librdkafka import MockCluster
 from status_store.model import State, TaskId, TaskStatus, task_key
 from status_store.store import StatusStore

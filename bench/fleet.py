@@ -47,8 +47,8 @@ from confluent_kafka import murmur2
 
 from status_store.backoff import Backoff, JitterMode, RetryMode, backoff_policy
 from status_store.budget import BudgetSettings, RetryBudget
+from status_store.delivery import Delivery, DoneCallback
 from status_store.errors import WriteFailedError
-from status_store.kafka_log import Delivery, DoneCallback
 from status_store.retry_queue import Outcome, Result, RetryListener, RetryPolicy, RetryQueue, StatusUpdate
 
 NOT_ENOUGH_REPLICAS = 19

@@ -73,8 +73,8 @@ from writers import (
 
 from status_store.backoff import AdditiveJitter
 from status_store.config import build_config
+from status_store.delivery import DoneCallback
 from status_store.errors import WriteFailedError, classify
-from status_store.kafka_log import DoneCallback
 from status_store.librdkafka import MockCluster
 from status_store.retry_queue import RetryPolicy, RetryQueue, StatusUpdate
 from status_store.store import StatusStore

@@ -19,7 +19,7 @@ from .config import StoreConfig
 from .config_topic import ConfigTopic
 from .embedded import start_embedded_broker
 from .errors import KafkaUnavailableError
-from .kafka_log import topic_exists
+from .kafka import topic_exists
 from .librdkafka import MockCluster
 from .metrics import StoreMetrics
 from .store import StatusStore

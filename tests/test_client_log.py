@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from status_store.kafka_log import ensure_topic
+from status_store.kafka import ensure_topic
 from status_store.librdkafka import ClientLog, MockCluster
 
 from .brokers import free_port
@@ -68,7 +68,7 @@ def test_no_client_line_reaches_stderr_raw() -> None:
     code = f"""
 import logging, sys
 from confluent_kafka import Producer
-from status_store.kafka_log import producer_settings
+from status_store.kafka.settings import producer_settings
 from status_store.librdkafka import MockCluster
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
 cluster = MockCluster(1)
@@ -106,7 +106,7 @@ async def test_configs_that_cannot_be_described_are_a_warning_only_from_a_real_c
     embedded = MockCluster(1)
     try:
         embedded.create_topic("connect-status", 5, 1)
-        with caplog.at_level(logging.DEBUG, logger="status_store.kafka_log"):
+        with caplog.at_level(logging.DEBUG, logger="status_store.kafka.topics"):
             await ensure_topic(embedded.bootstrap_servers, {}, "connect-status", 5, 1, {}, WAIT)
             await ensure_topic(external_mock_cluster, {}, "connect-status", 5, 1, {}, WAIT)
     finally:

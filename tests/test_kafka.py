@@ -1,4 +1,5 @@
-"""The Kafka log: topic bootstrap (REFERENCE §5), failure reporting, bounded stop, barriers."""
+"""The Kafka clients: topic bootstrap (created compacted, a policy that would lose data refused), failure
+reporting, bounded stop, barriers."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from status_store import kafka_log
 from status_store.errors import KafkaUnavailableError, TopicSetupError
-from status_store.kafka_log import ensure_topic
+from status_store.kafka import ensure_topic
+from status_store.kafka import reader as kafka_reader
 from status_store.librdkafka import MockCluster
 from status_store.model import ConnectorStatus, State
 from status_store.retry_queue import Result
@@ -171,7 +172,7 @@ class FlakyConsumer(Consumer):
 async def test_the_reader_survives_an_error_and_skips_nothing(mock_cluster: MockCluster, store_factory: StoreFactory,
                                                               monkeypatch: pytest.MonkeyPatch,
                                                               caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(kafka_log, "Consumer", FlakyConsumer)
+    monkeypatch.setattr(kafka_reader, "Consumer", FlakyConsumer)
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     async with store_factory(mock_cluster.bootstrap_servers, topic) as store:
         for i in range(50):
