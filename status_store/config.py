@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import librdkafka
 from .backoff import JitterMode, RetryMode
 from .budget import BudgetSettings
 from .errors import ConfigError, is_secret_key
+from .kafka.settings import check_property
 
 log = logging.getLogger(__name__)
 
@@ -616,7 +616,7 @@ def _kafka_override(key: str, raw: str) -> str:
     name, value = key[len(KAFKA_PREFIX):], raw.strip()
     if name in PROTECTED_CLIENT_SETTINGS:
         raise ConfigError(key, raw, "this client setting is fixed by status-store (correctness depends on it)")
-    problem = librdkafka.check_property(name, value)
+    problem = check_property(name, value)
     if problem == "unknown":
         raise ConfigError(key, raw, f"librdkafka has no property {name!r}", show_value=False)
     if problem is not None:
@@ -636,7 +636,7 @@ def _worker_client_setting(key: str, raw: str) -> dict[str, str]:
         log.warning("Ignoring sasl.jaas.config: only PLAIN/SCRAM username and password can be taken over; "
                     "set sidecar.kafka.<librdkafka property> instead")
         return {}
-    problem = librdkafka.check_property(key, value)
+    problem = check_property(key, value)
     if problem is None:
         return {key: value}
     if problem == "unknown":

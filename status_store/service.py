@@ -20,8 +20,8 @@ from .config_topic import ConfigTopic
 from .embedded import start_embedded_broker
 from .errors import KafkaUnavailableError
 from .kafka import topic_exists
-from .librdkafka import MockCluster
 from .metrics import StoreMetrics
+from .mock_cluster import MockCluster
 from .store import StatusStore
 
 log = logging.getLogger(__name__)

@@ -12,11 +12,11 @@ from prometheus_client import CollectorRegistry
 
 from status_store.codec import encode_status
 from status_store.errors import TopicSetupError
-from status_store.librdkafka import MockCluster
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
 from status_store.retry_queue import Result
 from status_store.spool import Spool
+from status_store.testing import FaultyCluster
 
 from .brokers import TansuBroker
 from .conftest import Broker, StoreFactory
@@ -48,7 +48,7 @@ def assert_counters_add_up(metrics: StoreMetrics) -> None:
     assert settled == c["status_update_submitted_total"], c
 
 
-async def fail_outage(mock_cluster: MockCluster, store: Any, keys: int) -> dict[bytes, bytes]:
+async def fail_outage(mock_cluster: FaultyCluster, store: Any, keys: int) -> dict[bytes, bytes]:
     """Write ``keys`` task statuses while the brokers are down, until all of them failed for good."""
     mock_cluster.broker_down(-1)
     latest = {}
@@ -63,7 +63,7 @@ async def fail_outage(mock_cluster: MockCluster, store: Any, keys: int) -> dict[
 
 @pytest.mark.parametrize("spooled", [False, True])
 async def test_park_keeps_the_latest_value_and_sends_it_when_kafka_is_back(
-        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path, spooled: bool) -> None:
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path, spooled: bool) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     metrics = StoreMetrics(CollectorRegistry())
     spool = {"status.storage.spool.path": str(tmp_path / "spool.db")} if spooled else {}
@@ -88,7 +88,7 @@ async def test_park_keeps_the_latest_value_and_sends_it_when_kafka_is_back(
         assert len(Spool(tmp_path / "spool.db")) == 0
 
 
-async def test_a_successful_write_releases_parked_updates_at_once(mock_cluster: MockCluster,
+async def test_a_successful_write_releases_parked_updates_at_once(mock_cluster: FaultyCluster,
                                                                   store_factory: StoreFactory) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     # A probe only every 60 s: the release below can only come from the successful write.
@@ -102,7 +102,7 @@ async def test_a_successful_write_releases_parked_updates_at_once(mock_cluster: 
         assert {key: values.get(key) for key in latest} == latest
 
 
-async def test_a_newer_write_replaces_a_parked_value(mock_cluster: MockCluster, store_factory: StoreFactory,
+async def test_a_newer_write_replaces_a_parked_value(mock_cluster: FaultyCluster, store_factory: StoreFactory,
                                                      tmp_path: Path) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     spool = tmp_path / "spool.db"
@@ -122,10 +122,10 @@ async def test_a_newer_write_replaces_a_parked_value(mock_cluster: MockCluster, 
     assert len(Spool(spool)) == 0
 
 
-async def test_fatal_errors_are_never_parked(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+async def test_fatal_errors_are_never_parked(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     async with store_factory(mock_cluster.bootstrap_servers, topic, **QUICK) as store:
-        mock_cluster.push_request_errors(MockCluster.PRODUCE, INVALID_RECORD)
+        mock_cluster.push_request_errors(FaultyCluster.PRODUCE, INVALID_RECORD)
         outcome = await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(WAIT)
         assert outcome.result is Result.FAILED
         assert outcome.error is not None
@@ -134,7 +134,7 @@ async def test_fatal_errors_are_never_parked(mock_cluster: MockCluster, store_fa
         assert store.exhausted.parked == 0
 
 
-async def test_drop_loses_the_update_but_counts_it(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+async def test_drop_loses_the_update_but_counts_it(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     metrics = StoreMetrics(CollectorRegistry())
     async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **QUICK,
@@ -146,7 +146,7 @@ async def test_drop_loses_the_update_but_counts_it(mock_cluster: MockCluster, st
         assert_counters_add_up(metrics)
 
 
-async def test_dead_letter_records_the_update_its_error_and_attempts(mock_cluster: MockCluster,
+async def test_dead_letter_records_the_update_its_error_and_attempts(mock_cluster: FaultyCluster,
                                                                       store_factory: StoreFactory) -> None:
     broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
     topic, dead = broker.new_topic(), broker.new_topic(1)
@@ -155,7 +155,7 @@ async def test_dead_letter_records_the_update_its_error_and_attempts(mock_cluste
                              **{"status.storage.retry.exhausted.action": "dead-letter",
                                 "status.storage.retry.dead.letter.topic": dead,
                                 "sidecar.name": "sidecar-a"}) as store:
-        mock_cluster.push_request_errors(MockCluster.PRODUCE, INVALID_RECORD)
+        mock_cluster.push_request_errors(FaultyCluster.PRODUCE, INVALID_RECORD)
         status = TaskStatus(TaskId("sink", 3), State.FAILED, "w:1", 2, "stack trace")
         assert (await store.put(status).result(WAIT)).result is Result.FAILED
         await eventually(lambda: store.exhausted.dead_lettered == 1)
@@ -194,7 +194,7 @@ async def test_history_records_every_status_change_and_outcome(broker: Broker, s
     assert by_result.get("written", 0) >= 2  # the last value of each key is written
 
 
-async def test_an_unreachable_history_topic_never_holds_status_writes(mock_cluster: MockCluster,
+async def test_an_unreachable_history_topic_never_holds_status_writes(mock_cluster: FaultyCluster,
                                                                        store_factory: StoreFactory) -> None:
     broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
     topic, history = broker.new_topic(), broker.new_topic(1)

@@ -22,8 +22,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from status_store.librdkafka import MockCluster
 from status_store.spool import Spool
+from status_store.testing import FaultyCluster
 
 from .brokers import TansuBroker, free_port
 from .conftest import PARTITIONS, Broker, StoreFactory, running_tansu
@@ -62,7 +62,7 @@ AFTER_TAIL = range(300, 1000)
 
 @pytest.mark.parametrize(("outage", "interval"), [(2.0, 0.25), (30.0, 1.0)], ids=["2s", "30s"])
 async def test_a_broker_outage_during_a_stream_loses_no_latest_status(
-        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path, outage: float,
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path, outage: float,
         interval: float) -> None:
     broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
     async with subjects(store_factory, broker.bootstrap_servers, [broker.new_topic(), broker.new_topic()],
@@ -88,7 +88,7 @@ async def test_a_broker_outage_during_a_stream_loses_no_latest_status(
 
 
 async def test_leader_moves_and_fatal_errors_mixed_with_retriable_ones(
-        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
     broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
     topics = [broker.new_topic(), broker.new_topic()]
     rng = random.Random(6)
@@ -97,9 +97,9 @@ async def test_leader_moves_and_fatal_errors_mixed_with_retriable_ones(
         for round_ in range(3, 23):
             for topic in topics:
                 mock_cluster.set_leader(topic, rng.randrange(5), rng.choice(mock_cluster.broker_ids))
-            mock_cluster.push_request_errors(MockCluster.PRODUCE, *rng.choices(MIXED_ERRORS, k=4))
+            mock_cluster.push_request_errors(FaultyCluster.PRODUCE, *rng.choices(MIXED_ERRORS, k=4))
             await stream(fleet, KEYS if round_ == 3 else AFTER_TAIL, [round_], 0.1)
-        mock_cluster.clear_request_errors(MockCluster.PRODUCE)
+        mock_cluster.clear_request_errors(FaultyCluster.PRODUCE)
         await stream(fleet, AFTER_TAIL, range(23, 25), 0.1)
         await settle(fleet)
         for subject in fleet:
@@ -111,7 +111,7 @@ async def test_leader_moves_and_fatal_errors_mixed_with_retriable_ones(
 
 
 async def test_a_slow_broker_under_load_loses_no_latest_status(
-        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
     broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
     async with subjects(store_factory, broker.bootstrap_servers, [broker.new_topic(), broker.new_topic()],
                         tmp_path, settings={"status.storage.retry.delivery.timeout.ms": "1000"}) as fleet:
@@ -131,7 +131,7 @@ async def test_a_slow_broker_under_load_loses_no_latest_status(
 
 
 async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_loses_nothing_it_accepted(
-        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
     # The broker lives in this process and survives the sidecar; "down" keeps its records.
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     spool = tmp_path / "spool.db"

@@ -9,8 +9,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
+from ..client_log import client_logging
 from ..errors import KafkaUnavailableError, TopicSetupError
-from ..librdkafka import client_logging
 
 DEFAULT_DELIVERY_TIMEOUT_MS = 10000
 # How long a client thread waits for an event before it looks at its stop flag again.
@@ -81,3 +81,31 @@ async def topic_partitions(client: Producer | Consumer, topic: str, bootstrap_se
         reason = found.error if found is not None and found.error is not None else "no partitions"
         raise TopicSetupError(f"topic {topic!r} cannot be used: {reason}")
     return metadata.cluster_id, tuple(sorted(found.partitions))
+
+
+def check_property(name: str, value: str) -> str | None:
+    """Ask librdkafka, through the Python client, whether it knows ``name`` and accepts ``value``.
+
+    Returns None when it does, "unknown" when librdkafka has no such property, or librdkafka's own message
+    for an invalid value. (A client of this one setting alone may be refused for another reason, such as a
+    SASL mechanism this build lacks: that says nothing about the setting itself, so it counts as accepted.)
+    """
+    try:
+        Producer({name: value, "logger": _DISCARD})
+    except KafkaException as e:
+        message: str = e.args[0].str()
+        if message.startswith("No such configuration property"):
+            return "unknown"
+        if not message.startswith("Failed to create"):  # that is the client's complaint, not this setting's
+            return message
+    return None
+
+
+class _Discard:
+    """A client logger that drops what a throwaway client says."""
+
+    def log(self, *args: object) -> None:
+        return None
+
+
+_DISCARD = _Discard()
