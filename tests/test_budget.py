@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry, generate_latest
 
 from status_store.budget import BudgetSettings, RetryBudget
@@ -18,7 +19,7 @@ from .conftest import Broker, StoreFactory
 from .helpers import eventually, last_values
 
 WAIT = 30.0
-NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 # Far more errors than any test sends requests: "down" until cleared.
 OUTAGE = [NOT_ENOUGH_REPLICAS] * 100_000
 # The retry budget applies to per-update retries (held partitions send one probe at a time instead).

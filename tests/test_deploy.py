@@ -16,6 +16,7 @@ import httpx
 import pytest
 import uvicorn
 import yaml
+from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry, generate_latest
 
 from status_store.api import create_app, openapi_document
@@ -36,8 +37,8 @@ PROMETHEUS = shutil.which("prometheus")
 needs_prometheus = pytest.mark.skipif(PROMTOOL is None or PROMETHEUS is None,
                                       reason="Debian's prometheus package is not installed (scripts/test.sh installs "
                                              "it where the machine allows)")
-NOT_ENOUGH_REPLICAS = 19
-INVALID_RECORD = 87
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
+INVALID_RECORD = KafkaError.INVALID_RECORD
 WAIT = 30.0
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import CollectorRegistry
 
@@ -22,7 +23,7 @@ from .brokers import TansuBroker
 from .conftest import Broker, StoreFactory
 from .helpers import WAIT, eventually, last_values, read_raw
 
-INVALID_RECORD = 87
+INVALID_RECORD = KafkaError.INVALID_RECORD
 # One quick retry; an attempt fails after 300 ms while the brokers are down.
 QUICK = {"status.storage.retry.max.retries": "1", "status.storage.retry.delivery.timeout.ms": "300",
          "status.storage.retry.initial.backoff.ms": "50", "status.storage.retry.max.backoff.ms": "100",

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from prometheus_client.parser import text_string_to_metric_families
@@ -43,12 +44,12 @@ from .faults_support import (
 from .helpers import Service, last_values
 from .test_exhausted import counts
 
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-NOT_ENOUGH_REPLICAS = 19
-FENCED_LEADER_EPOCH = 74
+NOT_LEADER_OR_FOLLOWER = KafkaError.NOT_LEADER_FOR_PARTITION
+REQUEST_TIMED_OUT = KafkaError.REQUEST_TIMED_OUT
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
+FENCED_LEADER_EPOCH = KafkaError.FENCED_LEADER_EPOCH
 # A one-shot fatal error (TOPIC_AUTHORIZATION_FAILED would stick to the topic inside librdkafka).
-INVALID_RECORD = 87
+INVALID_RECORD = KafkaError.INVALID_RECORD
 # Leader changes the store retries at once (KIP-951; librdkafka re-sends NOT_LEADER_OR_FOLLOWER itself),
 # plain retriable errors, and a fatal one.
 MIXED_ERRORS = (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, INVALID_RECORD)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import murmur2
+from confluent_kafka import KafkaError, murmur2
 from prometheus_client import CollectorRegistry
 
 from status_store.errors import RecordTooLargeError, WriteRejectedError
@@ -28,7 +28,7 @@ from .conftest import StoreFactory
 from .helpers import eventually, last_values, write_raw
 
 WAIT = 20.0
-NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 # Far more errors than any test sends requests: every Produce request fails until they are cleared.
 OUTAGE = [NOT_ENOUGH_REPLICAS] * 100_000
 FAST = {

@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
@@ -25,7 +25,7 @@ from .brokers import TansuBroker, free_port
 from .conftest import Broker, StoreFactory
 
 WAIT = 15.0
-NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 
 
 def admin(bootstrap: str) -> AdminClient:

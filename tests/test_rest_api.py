@@ -11,6 +11,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import httpx
 import pytest
+from confluent_kafka import KafkaError
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
@@ -24,7 +25,7 @@ from .conftest import Broker, StoreFactory
 from .helpers import eventually, read_raw
 
 WAIT = 15.0
-TOPIC_AUTHORIZATION_FAILED = 29
+TOPIC_AUTHORIZATION_FAILED = KafkaError.TOPIC_AUTHORIZATION_FAILED
 RUNNING = {"state": "RUNNING", "worker_id": "h:8083", "generation": 1}
 
 

@@ -7,6 +7,7 @@ import random
 import tempfile
 from typing import Any
 
+from confluent_kafka import KafkaError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,7 @@ from status_store.testing import FaultyCluster
 from .helpers import last_values
 
 WAIT = 30.0
-NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 RETRY = {
     "status.storage.retry.max.retries": "1000",
     "status.storage.retry.initial.backoff.ms": "20",

@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry, generate_latest
 
 from status_store.metrics import StoreMetrics
@@ -20,12 +21,12 @@ from .conftest import Broker, StoreFactory
 from .helpers import eventually, last_values, write_raw
 
 WAIT = 20.0
-NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 # librdkafka itself re-sends after NOT_LEADER_OR_FOLLOWER and LEADER_NOT_AVAILABLE (it refreshes metadata and
 # re-routes, even with retries=0); FENCED_LEADER_EPOCH reaches the store.
-FENCED_LEADER_EPOCH = 74
-TOPIC_AUTHORIZATION_FAILED = 29
-INVALID_RECORD = 87
+FENCED_LEADER_EPOCH = KafkaError.FENCED_LEADER_EPOCH
+TOPIC_AUTHORIZATION_FAILED = KafkaError.TOPIC_AUTHORIZATION_FAILED
+INVALID_RECORD = KafkaError.INVALID_RECORD
 # asyncio may run a timer up to its clock resolution early; a loaded machine may run it late.
 TIMER_SLACK = 0.005
 LATE_SLACK = 1.0
