@@ -1,4 +1,4 @@
-"""Command line: ``status-store [--version] serve | status | analyze | openapi | config-docs`` (also
+"""Command line: ``status-store [--version] serve | status | analyze | openapi | config-docs | config-example`` (also
 ``python -m status_store``)."""
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="text lines, or one JSON object per line for a log collector (default: %(default)s)")
     commands.add_parser("openapi", help="print the OpenAPI document of the HTTP API")
     commands.add_parser("config-docs", help="print the configuration reference (docs/configuration.md)")
+    commands.add_parser("config-example", help="print the commented example file (config/status-store.properties)")
     status = commands.add_parser("status", help="show statuses from a running status-store, as a table")
     status.add_argument("name", nargs="?", help="a connector (default: every connector)")
     status.add_argument("--url", default="http://127.0.0.1:8084", help="the service (default: %(default)s)")
@@ -53,10 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "analyze":
         return _analyze(args)
 
-    if args.command == "config-docs":
-        from .config import reference_markdown
+    if args.command in ("config-docs", "config-example"):
+        from .config import example_properties, reference_markdown
 
-        print(reference_markdown(), end="")
+        print(reference_markdown() if args.command == "config-docs" else example_properties(), end="")
         return 0
 
     if args.command == "status":

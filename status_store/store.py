@@ -127,7 +127,7 @@ class StatusStore:
         if config.history_topic is not None:
             self._history = AppendLog(config.history_topic, bootstrap_servers, config.client_configs, policy,
                                       retry.delivery_timeout_ms, "history", max_pending=config.history_max_pending)
-            listeners = [*listeners, HistorySink(self._history, config.sidecar_name)]
+            listeners = [*listeners, HistorySink(self._history, config.name)]
         if config.exhausted_action is ExhaustedAction.DEAD_LETTER:
             assert config.dead_letter_topic is not None
             self._dead_letters = AppendLog(config.dead_letter_topic, bootstrap_servers, config.client_configs,
@@ -486,7 +486,7 @@ class StatusStore:
                 log.debug("Parked the status update of %s: it is sent again once its partition takes writes",
                           update.key)
         elif self._dead_letters is not None:
-            record = dead_letter(update, outcome, self.config.sidecar_name)
+            record = dead_letter(update, outcome, self.config.name)
             if not self._dead_letters.append(update.key, record, lambda result: self._dead_lettered(update, result)):
                 self._dead_lettered(update, None)
 
