@@ -33,10 +33,11 @@ from confluent_kafka.aio import AIOProducer
 
 from status_store.codec import encode_status
 from status_store.config import build_config
-from status_store.kafka_log import CONSUME_BATCH, consumer_settings, producer_settings
-from status_store.librdkafka import MockCluster
+from status_store.kafka.reader import CONSUME_BATCH
+from status_store.kafka.settings import consumer_settings, producer_settings
 from status_store.model import State, TaskId, TaskStatus, task_key
 from status_store.store import StatusStore
+from status_store.testing import FaultyCluster
 
 PARTITIONS = 20
 # History events are never dropped in this benchmark: the bound is set above what a run submits.
@@ -170,7 +171,7 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     n, rounds = args.records, args.rounds
-    cluster = MockCluster(brokers=1)
+    cluster = FaultyCluster(brokers=1)
     items = statuses(n)
 
     def fresh_topic() -> str:

@@ -43,15 +43,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from confluent_kafka import murmur2
+from confluent_kafka import KafkaError, murmur2
 
 from status_store.backoff import Backoff, JitterMode, RetryMode, backoff_policy
 from status_store.budget import BudgetSettings, RetryBudget
+from status_store.delivery import Delivery, DoneCallback
 from status_store.errors import WriteFailedError
-from status_store.kafka_log import Delivery, DoneCallback
 from status_store.retry_queue import Outcome, Result, RetryListener, RetryPolicy, RetryQueue, StatusUpdate
 
-NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 WINDOW_S = 0.1
 # KIP-1278's backoff defaults, as the service ships them, and the default cap on a held partition's probes.
 INITIAL_MS, MAX_MS, MULTIPLIER = 300, 10000, 2.0

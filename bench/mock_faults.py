@@ -21,7 +21,8 @@ import threading
 import time
 from typing import Any
 
-from status_store.librdkafka import MockCluster, library
+from status_store.mock_cluster import bind, library
+from status_store.testing import FaultyCluster
 
 # Errors kept on the stack while a fault lasts: enough for a few tens of thousands of requests per
 # second between two top-ups, small enough that popping one costs microseconds.
@@ -43,14 +44,11 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
 def _holding_gil() -> ctypes.PyDLL:
     """The same librdkafka, called without releasing the GIL."""
     lib = ctypes.PyDLL(library()._name)
-    for name, (restype, argtypes) in _SIGNATURES.items():
-        function = getattr(lib, name)
-        function.restype = restype
-        function.argtypes = argtypes
+    bind(lib, _SIGNATURES)
     return lib
 
 
-class BenchCluster(MockCluster):
+class BenchCluster(FaultyCluster):
     """A mock cluster that counts Produce requests (with their times) and can fail all of them for as long
     as wanted. Times are ``time.monotonic()`` seconds: librdkafka's clock is the same CLOCK_MONOTONIC."""
 
@@ -79,7 +77,7 @@ class BenchCluster(MockCluster):
         """Produce requests succeed again from now on; returns the time the fault ended."""
         with self._ledger_lock:
             self._failing_with = None
-            self.clear_request_errors(MockCluster.PRODUCE)
+            self.clear_request_errors(FaultyCluster.PRODUCE)
         return time.monotonic()
 
     def produce_requests(self, start: float = 0.0, end: float = float("inf"), broker_id: int | None = None) -> int:
@@ -105,7 +103,7 @@ class BenchCluster(MockCluster):
     def _top_up(self) -> None:
         assert self._failing_with is not None
         count = _STACK_HIGH - self._errors_left
-        self.push_request_errors(MockCluster.PRODUCE, *[self._failing_with] * count)
+        self.push_request_errors(FaultyCluster.PRODUCE, *[self._failing_with] * count)
         self._errors_left += count
 
     def _drain(self) -> None:
@@ -119,7 +117,7 @@ class BenchCluster(MockCluster):
         try:
             for i in range(count.value):
                 request = array[i]
-                if lib.rd_kafka_mock_request_api_key(request) == MockCluster.PRODUCE:
+                if lib.rd_kafka_mock_request_api_key(request) == FaultyCluster.PRODUCE:
                     self._produce.append((lib.rd_kafka_mock_request_timestamp(request) / 1e6,
                                           lib.rd_kafka_mock_request_id(request)))
                     if self._failing_with is not None:

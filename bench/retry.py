@@ -73,11 +73,11 @@ from writers import (
 
 from status_store.backoff import AdditiveJitter
 from status_store.config import build_config
+from status_store.delivery import DoneCallback
 from status_store.errors import WriteFailedError, classify
-from status_store.kafka_log import DoneCallback
-from status_store.librdkafka import MockCluster
 from status_store.retry_queue import RetryPolicy, RetryQueue, StatusUpdate
 from status_store.store import StatusStore
+from status_store.testing import FaultyCluster
 
 TOPIC = "status"
 PARTITIONS = 5  # Connect's default status.storage.partitions
@@ -359,7 +359,7 @@ async def memory_child(settings: dict[str, str], pending: int, seconds: float, t
     """Scenario (e), in a fresh process: ``pending`` distinct keys written with every broker down, then
     ``seconds`` of the outage."""
     logs = count_store_logs()
-    cluster = MockCluster()
+    cluster = FaultyCluster()
     cluster.create_topic(TOPIC, PARTITIONS, 1)
     config = build_config({"bootstrap.servers": cluster.bootstrap_servers, "status.storage.topic": TOPIC,
                            "status.storage.retry.delivery.timeout.ms": str(MEMORY_DELIVERY_TIMEOUT_MS), **settings})

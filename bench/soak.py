@@ -46,11 +46,11 @@ from prometheus_client import CollectorRegistry
 from status_store.codec import encode_status
 from status_store.config import build_config
 from status_store.errors import ErrorKind, classify
-from status_store.librdkafka import MockCluster
 from status_store.metrics import StoreMetrics
 from status_store.model import State, TaskId, TaskStatus, task_key
 from status_store.retry_queue import Result, StatusUpdate
 from status_store.store import StatusStore
+from status_store.testing import FaultyCluster
 
 PARTITIONS = 20
 BROKERS = 3
@@ -103,7 +103,7 @@ class FaultLog:
                 f"{self.longest_outage:.1f} s")
 
 
-def policies(spool_dir: Path, cluster: MockCluster) -> Iterator[tuple[str, dict[str, str], str | None]]:
+def policies(spool_dir: Path, cluster: FaultyCluster) -> Iterator[tuple[str, dict[str, str], str | None]]:
     yield "drop", {"status.storage.retry.exhausted.action": "drop"}, None
     yield "park + spool", {"status.storage.retry.exhausted.action": "park",
                            "status.storage.spool.path": str(spool_dir / "park.db")}, None
@@ -113,7 +113,7 @@ def policies(spool_dir: Path, cluster: MockCluster) -> Iterator[tuple[str, dict[
                           "status.storage.retry.dead.letter.topic": dead}, dead
 
 
-async def start_runs(cluster: MockCluster, spool_dir: Path) -> list[Run]:
+async def start_runs(cluster: FaultyCluster, spool_dir: Path) -> list[Run]:
     runs = []
     for name, settings, dead in policies(spool_dir, cluster):
         topic = f"soak-{uuid.uuid4().hex[:8]}"
@@ -154,7 +154,7 @@ async def traffic(runs: list[Run], keys: int, rate: float, seconds: float, rng: 
         await asyncio.sleep(max(0.0, next_tick - loop.time()))
 
 
-async def faults(cluster: MockCluster, topics: list[str], seconds: float, rng: random.Random, log: FaultLog) -> None:
+async def faults(cluster: FaultyCluster, topics: list[str], seconds: float, rng: random.Random, log: FaultLog) -> None:
     """Random faults, one at a time, with calm gaps between them; everything restored at the end."""
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
@@ -193,7 +193,7 @@ async def faults(cluster: MockCluster, topics: list[str], seconds: float, rng: r
                          for _ in range(rng.randint(1, 6))]
                 log.counts["fatal errors injected"] += codes.count(INVALID_RECORD)
                 log.counts["retriable errors injected"] += len(codes) - codes.count(INVALID_RECORD)
-                cluster.push_request_errors(MockCluster.PRODUCE, *codes)
+                cluster.push_request_errors(FaultyCluster.PRODUCE, *codes)
             else:
                 for topic in topics:
                     for partition in rng.sample(range(PARTITIONS), 5):
@@ -201,7 +201,7 @@ async def faults(cluster: MockCluster, topics: list[str], seconds: float, rng: r
     finally:
         cluster.broker_up(-1)
         cluster.set_rtt(-1, 0)
-        cluster.clear_request_errors(MockCluster.PRODUCE)
+        cluster.clear_request_errors(FaultyCluster.PRODUCE)
 
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 120.0) -> list[tuple[bytes | None, bytes | None]]:
@@ -264,7 +264,7 @@ async def main() -> None:
     logging.basicConfig(filename=args.log or "/dev/null", level=logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     seconds = args.minutes * 60
-    cluster = MockCluster(brokers=BROKERS)
+    cluster = FaultyCluster(brokers=BROKERS)
     fault_log = FaultLog()
     with tempfile.TemporaryDirectory() as spool_dir:
         runs = await start_runs(cluster, Path(spool_dir))

@@ -1,4 +1,5 @@
-"""Command line: ``status-store serve | status | analyze | openapi | config-docs``."""
+"""Command line: ``status-store [--version] serve | status | analyze | openapi | config-docs | config-example`` (also
+``python -m status_store``)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``status-store`` command."""
+    from . import __version__
+
     parser = _Parser(prog="status-store", description="Kafka Connect status store sidecar.")
+    parser.add_argument("--version", action="version", version=f"status-store {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the service (an embedded broker when bootstrap.servers is unset)")
     serve.add_argument("--config", metavar="FILE", help="Java .properties file (a Connect worker file works)")
@@ -30,8 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", help="HTTP bind address (overrides sidecar.rest.host)")
     serve.add_argument("--port", help="HTTP port (overrides sidecar.rest.port)")
     serve.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    serve.add_argument("--log-format", default="text", choices=["text", "json"],
+                       help="text lines, or one JSON object per line for a log collector (default: %(default)s)")
     commands.add_parser("openapi", help="print the OpenAPI document of the HTTP API")
     commands.add_parser("config-docs", help="print the configuration reference (docs/configuration.md)")
+    commands.add_parser("config-example", help="print the commented example file (config/status-store.properties)")
     status = commands.add_parser("status", help="show statuses from a running status-store, as a table")
     status.add_argument("name", nargs="?", help="a connector (default: every connector)")
     status.add_argument("--url", default="http://127.0.0.1:8084", help="the service (default: %(default)s)")
@@ -47,10 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "analyze":
         return _analyze(args)
 
-    if args.command == "config-docs":
-        from .config import reference_markdown
+    if args.command in ("config-docs", "config-example"):
+        from .config import example_properties, reference_markdown
 
-        print(reference_markdown(), end="")
+        print(reference_markdown() if args.command == "config-docs" else example_properties(), end="")
         return 0
 
     if args.command == "status":
@@ -64,10 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(openapi_document(), indent=2, sort_keys=True))
         return 0
 
-    from .logs import EscapingFormatter
+    from .logs import EscapingFormatter, JsonFormatter
 
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(JsonFormatter() if args.log_format == "json"
+                         else EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=args.log_level, handlers=[handler])
     from .config import load_config
     from .service import serve as run_service

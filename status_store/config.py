@@ -25,18 +25,35 @@ from __future__ import annotations
 import difflib
 import enum
 import logging
-import math
 import re
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import librdkafka
+import javaproperties
+
 from .backoff import JitterMode, RetryMode
 from .budget import BudgetSettings
 from .errors import ConfigError, is_secret_key
+from .kafka.settings import check_property
+from .settings import (
+    INT32_MAX,
+    INT64_MAX,
+    Setting,
+    boolean,
+    choice,
+    construct,
+    declared,
+    example_lines,
+    integer,
+    number,
+    setting,
+    shown,
+    text,
+    topic_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +74,6 @@ PROTECTED_CLIENT_SETTINGS = frozenset({
     "max.in.flight.requests.per.connection", "group.id", "enable.auto.commit", "enable.partition.eof",
     "enable.auto.offset.store", "transactional.id",
 })
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
 _JAAS_FIELD = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 # Environment variables of Kubernetes service links (and Docker links) for a Service named
 # status-store-<x>: <NAME>_SERVICE_HOST, <NAME>_SERVICE_PORT[_<port name>], <NAME>_PORT=tcp://ip:port and
@@ -80,130 +95,8 @@ class ExhaustedAction(enum.StrEnum):
     PARK = "park"
 
 
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One configuration key: its name, default, rule and documentation."""
-
-    key: str
-    default: Any
-    parse: Callable[[str, str], Any]
-    doc: str
-
-
-@dataclass(frozen=True, slots=True)
-class RetryConfig:
-    """How failed status writes are retried: KIP-1278's settings and ours."""
-
-    max_retries: int
-    initial_backoff_ms: int
-    max_backoff_ms: int
-    backoff_multiplier: float
-    jitter_factor: float
-    jitter_mode: JitterMode = JitterMode.ADDITIVE
-    timeout_ms: int | None = None
-    delivery_timeout_ms: int = 10000
-    budget: BudgetSettings = field(default_factory=BudgetSettings)
-    mode: RetryMode = RetryMode.PARTITION
-    probe_max_backoff_ms: int = 1000
-    max_pending: int | None = 100_000
-
-
-@dataclass(frozen=True, slots=True)
-class StoreConfig:
-    """The validated configuration of one status-store instance."""
-
-    bootstrap_servers: str | None
-    topic: str
-    partitions: int
-    replication_factor: int
-    topic_configs: Mapping[str, str]
-    client_configs: Mapping[str, str]
-    retry: RetryConfig
-    spool_path: str | None
-    rest_host: str
-    rest_port: int
-    rest_token: str | None = field(repr=False)
-    rest_max_body_bytes: int
-    startup_timeout_s: float
-    shutdown_timeout_s: float
-    exhausted_action: ExhaustedAction = ExhaustedAction.PARK
-    dead_letter_topic: str | None = None
-    history_topic: str | None = None
-    history_max_pending: int = 100_000
-    sidecar_name: str = "status-store"
-    config_topic: str | None = None
-    connector_types: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def embedded(self) -> bool:
-        """True when no ``bootstrap.servers`` is set: the service starts its own in-memory broker."""
-        return self.bootstrap_servers is None
-
-
-def _integer(low: int, high: int, extra: tuple[int, ...] = ()) -> Callable[[str, str], int]:
-    def parse(key: str, raw: str) -> int:
-        try:
-            value = int(raw.strip(), 10)
-        except ValueError:
-            raise ConfigError(key, raw, "not an integer") from None
-        if not (low <= value <= high or value in extra):
-            allowed = f"[{low}, {high}]" + "".join(f" or {e}" for e in extra)
-            raise ConfigError(key, raw, f"must be in {allowed}")
-        return value
-
-    return parse
-
-
-def _number(low: float, high: float) -> Callable[[str, str], float]:
-    def parse(key: str, raw: str) -> float:
-        try:
-            value = float(raw.strip())
-        except ValueError:
-            raise ConfigError(key, raw, "not a number") from None
-        if not math.isfinite(value) or not low <= value <= high:
-            raise ConfigError(key, raw, f"must be a number in [{low}, {high}]")
-        return value
-
-    return parse
-
-
-def _jitter_mode(key: str, raw: str) -> JitterMode:
-    try:
-        return JitterMode(raw.strip().lower())
-    except ValueError:
-        raise ConfigError(key, raw, f"must be one of {', '.join(m.value for m in JitterMode)}") from None
-
-
-def _retry_mode(key: str, raw: str) -> RetryMode:
-    try:
-        return RetryMode(raw.strip().lower())
-    except ValueError:
-        raise ConfigError(key, raw, f"must be one of {', '.join(m.value for m in RetryMode)}") from None
-
-
-def _exhausted_action(key: str, raw: str) -> ExhaustedAction:
-    try:
-        return ExhaustedAction(raw.strip().lower())
-    except ValueError:
-        raise ConfigError(key, raw, f"must be one of {', '.join(a.value for a in ExhaustedAction)}") from None
-
-
-def _text(key: str, raw: str) -> str:
-    value = raw.strip()
-    if not value:
-        raise ConfigError(key, raw, "must not be empty")
-    return value
-
-
-def _boolean(key: str, raw: str) -> bool:
-    value = raw.strip().lower()
-    if value not in ("true", "false"):
-        raise ConfigError(key, raw, "must be true or false")
-    return value == "true"
-
-
 def _token(key: str, raw: str) -> str:
-    value = _text(key, raw)
+    value = text(key, raw)
     # An HTTP header carries it, and headers are latin-1: a non-ASCII token could never match.
     if not (value.isascii() and value.isprintable()):
         raise ConfigError(key, raw, "must be printable ASCII (it travels in an HTTP header)")
@@ -225,185 +118,215 @@ def _connector_types(key: str, raw: str) -> dict[str, str]:
     return types
 
 
-def _topic_name(key: str, raw: str) -> str:
-    value = _text(key, raw)
-    if value in {".", ".."} or len(value) > 249 or not re.fullmatch(r"[A-Za-z0-9._-]+", value):
-        raise ConfigError(key, raw, "not a legal Kafka topic name (1-249 of [a-zA-Z0-9._-], not '.' or '..')")
-    return value
+@dataclass(frozen=True, slots=True)
+class RetryConfig:
+    """How failed status writes are retried: KIP-1278's settings and ours."""
+
+    max_retries: int = setting(
+        "status.storage.retry.max.retries", 5, integer(0, INT32_MAX),
+        "KIP-1278: retries of a failed status write (2147483647: retry forever).", section="Retries (KIP-1278)")
+    initial_backoff_ms: int = setting(
+        "status.storage.retry.initial.backoff.ms", 300, integer(0, INT64_MAX),
+        "KIP-1278: backoff before the first retry, in milliseconds.")
+    max_backoff_ms: int = setting(
+        "status.storage.retry.max.backoff.ms", 10000, integer(0, INT64_MAX),
+        "KIP-1278: cap on the backoff before jitter, in milliseconds.")
+    backoff_multiplier: float = setting(
+        "status.storage.retry.backoff.multiplier", 2.0, number(1.0, 1e6), "KIP-1278: growth of the backoff per retry.")
+    jitter_factor: float = setting(
+        "status.storage.retry.jitter.factor", 0.25, number(0.0, 1.0),
+        "KIP-1278: share of the backoff added as random jitter.")
+    jitter_mode: JitterMode = setting(
+        "status.storage.retry.jitter.mode", JitterMode.ADDITIVE, choice(JitterMode),
+        "additive: KIP-1278 (jitter adds up to jitter.factor, so a delay may exceed max.backoff.ms by that share); "
+        "symmetric: KIP-580, U[1-j,1+j) and never above the max; full: U[0, backoff), AWS full jitter.")
+    mode: RetryMode = setting(
+        "status.storage.retry.mode", RetryMode.PARTITION, choice(RetryMode),
+        "partition: a write failing with a retriable error holds its partition; the partition's updates wait in "
+        "order while one probe at a time (the oldest, at its latest value) tests it on the backoff schedule, capped "
+        "at probe.max.backoff.ms (one probe for all while every partition is held); when a write gets through they "
+        "are released in batches (2 per 25 ms, doubling while batches succeed, then growing slower, halved on a "
+        "failure). An outage costs one probe per interval, and recovery about one probe interval. per-update: "
+        "every update retries on its own backoff (the engine before partitions were held; the retry budget "
+        "applies only here). See docs/operations.md.")
+    probe_max_backoff_ms: int = setting(
+        "status.storage.retry.probe.max.backoff.ms", 1000, integer(1, INT64_MAX),
+        "partition mode: the longest wait between two probes of a held partition (the probes follow "
+        "initial.backoff.ms, backoff.multiplier and jitter up to this, and never beyond max.backoff.ms). It bounds "
+        "how long a recovered partition waits to be noticed.")
+    max_pending: int = setting(
+        "status.storage.retry.max.pending", 100000, integer(1, INT32_MAX),
+        "Status updates that may be pending at once (in flight, waiting or parked); beyond it a new write is refused "
+        "(HTTP 503 with Retry-After; WriteRejectedError from put), never dropped. A write replacing a key's waiting "
+        "value takes no room. About 2 KB of memory each: see docs/operations.md.")
+    timeout_ms: int | None = setting(
+        "status.storage.retry.timeout.ms", None, integer(1, INT64_MAX),
+        "Total time bound for one update across all its attempts, time held in a partition's line included (in "
+        "the spirit of KIP-572). Unset: bounded by max.retries only.", example="120000")
+    delivery_timeout_ms: int = setting(
+        "status.storage.retry.delivery.timeout.ms", 10000, integer(1, INT32_MAX),
+        "Bound on one attempt: how long the producer may hold a write (queued or in flight) before failing it back "
+        "to the retry queue. Keep it below status.storage.retry.timeout.ms.")
+    budget_max_tokens: float = setting(
+        "status.storage.retry.budget.max.tokens", 0.0, number(0.0, 1e6),
+        "Retry budget (gRPC-style retry throttling) for retry.mode=per-update: size of the token bucket, counted in "
+        "attempts of one record. A failed attempt takes a token, a written one adds token.ratio; retries wait while "
+        "half the bucket or less is left (none is dropped, none uses up a retry). 0: no budget. 10 suits a fleet of "
+        "sidecars sharing a cluster (see docs/operations.md).")
+    budget_token_ratio: float = setting(
+        "status.storage.retry.budget.token.ratio", 0.5, number(0.001, 1e6),
+        "Retry budget: tokens a written attempt adds back (0.5: retries keep going while fewer than about 1 attempt "
+        "in 3 fails; gRPC's example, 0.1, reopens the bucket 5 times slower after an outage).")
+    budget_min_retries_per_s: float = setting(
+        "status.storage.retry.budget.min.retries.per.second", 1.0, number(0.001, 1e6),
+        "Retry budget: retries let through per second whatever the bucket holds, so that no retry waits forever "
+        "and the bucket refills once Kafka answers again.")
+
+    @property
+    def budget(self) -> BudgetSettings:
+        """The retry budget's settings (``max_tokens == 0``: no budget)."""
+        return BudgetSettings(self.budget_max_tokens, self.budget_token_ratio, self.budget_min_retries_per_s)
 
 
-SETTINGS: tuple[Setting, ...] = (
-    Setting("bootstrap.servers", None, _text,
-            "Kafka brokers (host:port,...). Unset without a configuration file: start an embedded in-memory broker "
-            "(not durable). A configuration file must set it, or sidecar.embedded.broker=true."),
-    Setting("sidecar.embedded.broker", None, _boolean,
-            "true: run an embedded in-memory Kafka broker (librdkafka's mock cluster; NOT durable: every status is "
-            "lost when the process exits), to try things out with a configuration file. Cannot be combined with "
-            "bootstrap.servers. Unset: the embedded broker runs only when neither a configuration file nor "
-            "bootstrap.servers is given."),
-    Setting("status.storage.topic", None, _topic_name,
-            f"The compacted status topic. Required with bootstrap.servers; '{DEFAULT_TOPIC}' when embedded."),
-    Setting("status.storage.partitions", 5, _integer(1, _INT32_MAX, (-1,)),
-            "Partitions of the status topic when this service creates it (-1: broker default)."),
-    Setting("status.storage.replication.factor", 3, _integer(1, 32767, (-1,)),
-            "Replication factor of the status topic when this service creates it (-1: broker default)."),
-    Setting("config.storage.topic", None, _topic_name,
-            "Connect's config topic (the worker's own key, so a worker file turns it on), read only: status-store "
-            "reads connector and task configurations from it as Connect's workers do and serves GET /connectors "
-            "(the configured connectors), GET /connectors/{name}, /config, /tasks, ?expand=info and the connectors' "
-            "type from it. It never writes or creates the topic, never resolves ${...} placeholders and never logs "
-            "a configuration value. Unset: off, and connectors are listed from their statuses."),
-    Setting("status.storage.retry.max.retries", 5, _integer(0, _INT32_MAX),
-            "KIP-1278: retries of a failed status write (2147483647: retry forever)."),
-    Setting("status.storage.retry.initial.backoff.ms", 300, _integer(0, _INT64_MAX),
-            "KIP-1278: backoff before the first retry, in milliseconds."),
-    Setting("status.storage.retry.max.backoff.ms", 10000, _integer(0, _INT64_MAX),
-            "KIP-1278: cap on the backoff before jitter, in milliseconds."),
-    Setting("status.storage.retry.backoff.multiplier", 2.0, _number(1.0, 1e6),
-            "KIP-1278: growth of the backoff per retry."),
-    Setting("status.storage.retry.jitter.factor", 0.25, _number(0.0, 1.0),
-            "KIP-1278: share of the backoff added as random jitter."),
-    Setting("status.storage.retry.jitter.mode", JitterMode.ADDITIVE, _jitter_mode,
-            "additive: KIP-1278 (jitter adds up to jitter.factor); symmetric: KIP-580, U[1-j,1+j) and never "
-            "above max; full: U[0, backoff), AWS full jitter."),
-    Setting("status.storage.retry.mode", RetryMode.PARTITION, _retry_mode,
-            "partition: a write failing with a retriable error holds its partition; the partition's updates wait "
-            "in order while one probe at a time (the oldest, at its latest value) tests it on the backoff "
-            "schedule, capped at probe.max.backoff.ms; when a write succeeds they are released at once, ramped "
-            "(a few in flight, doubling per round trip, halved on failure). An outage costs one request per "
-            "partition per probe, and recovery takes one probe interval. per-update: every update retries on its "
-            "own backoff (the engine before partitions were held; the retry budget applies only here)."),
-    Setting("status.storage.retry.probe.max.backoff.ms", 1000, _integer(1, _INT64_MAX),
-            "partition mode: the longest wait between two probes of a held partition (the probes follow "
-            "initial.backoff.ms, backoff.multiplier and jitter up to this, and never beyond max.backoff.ms). It "
-            "bounds how long a recovered partition waits to be noticed."),
-    Setting("status.storage.retry.max.pending", 100000, _integer(1, _INT32_MAX),
-            "Status updates that may be pending at once (in flight, waiting or parked); beyond it a new write is "
-            "refused (HTTP 503 with Retry-After; WriteRejectedError from put), never dropped. A write replacing "
-            "a key's waiting value takes no room. See docs/operations.md for the memory per pending update."),
-    Setting("status.storage.retry.timeout.ms", None, _integer(1, _INT64_MAX),
-            "Total time bound for one update across all attempts (KIP-572 style). Unset: no bound."),
-    Setting("status.storage.retry.delivery.timeout.ms", 10000, _integer(1, _INT32_MAX),
-            "Bound on one attempt: how long the producer may hold a write before failing it."),
-    Setting("status.storage.retry.budget.max.tokens", 0.0, _number(0.0, 1e6),
-            "Retry budget (gRPC-style retry throttling): size of the token bucket, counted in attempts of "
-            "one record. A failed attempt takes a token, a written one adds token.ratio; retries wait while "
-            "half the bucket or less is left. 0: no budget. 10 suits a fleet of sidecars sharing a cluster "
-            "(see docs/operations.md)."),
-    Setting("status.storage.retry.budget.token.ratio", 0.5, _number(0.001, 1e6),
-            "Retry budget: tokens a written attempt adds back (0.5: retries keep going while fewer than about "
-            "1 attempt in 3 fails; gRPC's example, 0.1, reopens the bucket 5 times slower after an outage)."),
-    Setting("status.storage.retry.budget.min.retries.per.second", 1.0, _number(0.001, 1e6),
-            "Retry budget: retries let through per second whatever the bucket holds, so that no retry waits "
-            "forever and the bucket refills once Kafka answers again."),
-    Setting("status.storage.retry.exhausted.action", ExhaustedAction.PARK, _exhausted_action,
-            "After the last retry failed: drop (KIP-1278: counted and logged, the update is lost), dead-letter "
-            "(appended with its error and attempts to status.storage.retry.dead.letter.topic), or park (the "
-            "latest value per key is kept, in the spool when there is one, and sent again once a write succeeds "
-            "or a probe every max.backoff.ms gets through; still counted as a failure). An update Kafka refused "
-            "for good (a fatal error) is never parked: sending it again cannot help."),
-    Setting("status.storage.retry.dead.letter.topic", None, _topic_name,
-            "The dead-letter topic (not compacted; created if missing) for exhausted.action=dead-letter."),
-    Setting("status.storage.history.topic", None, _topic_name,
-            "A non-compacted topic receiving every accepted status change and every write outcome as an event "
-            "(created if missing; read by `status-store analyze`). Unset: no history."),
-    Setting("status.storage.history.max.pending", 100000, _integer(1, _INT32_MAX),
-            "History events waiting to be written at most; beyond it events are dropped and counted, so an "
-            "unreachable history topic never grows memory or slows status writes."),
-    Setting("sidecar.connector.types", None, _connector_types,
-            "Connector types by connector class, <class>:<source|sink>,... (Connect asks the plugin class, which "
-            "status-store cannot load). A connector whose class is not listed here or among Kafka's MirrorMaker 2 "
-            "connectors (sources) takes the type its status writer gave, else the rule Connect's validation "
-            "enforces: a sink's configuration names topics or topics.regex, anything else is a source. Without a "
-            "configuration (no config topic) and no writer's type: unknown."),
-    Setting("sidecar.name", None, _text,
-            "This sidecar's name in history events and dead letters. Unset: the host name."),
-    Setting("status.storage.spool.path", None, _text,
-            "A local file (SQLite) keeping every update not yet settled, replayed at start: nothing accepted "
-            "is lost when the sidecar is killed. Unset: no spool. Its directory is created (mode 0700) if "
-            "missing, the files are created 0600, and one process at a time uses it (a lock file beside it)."),
-    Setting("sidecar.rest.host", "127.0.0.1", _text,
-            "Address the HTTP API binds to. Loopback by default; widen it deliberately."),
-    Setting("sidecar.rest.port", 8084, _integer(0, 65535),
-            "Port of the HTTP API (0: any free port)."),
-    Setting("sidecar.rest.token", None, _token,
-            "Bearer token every write request must carry (Authorization: Bearer ...); printable ASCII, and not the "
-            "examples' placeholder. Unset: writes are open, so keep the API on loopback (binding another address "
-            "without a token logs a warning). Reads are always open, as Connect's are."),
-    Setting("sidecar.rest.max.body.bytes", 1048576, _integer(1, _INT32_MAX),
-            "Largest request body the API accepts (larger: 413)."),
-    Setting("sidecar.startup.timeout.ms", 60000, _integer(1, _INT32_MAX),
-            "Bound on reaching the brokers, setting up the topic and reading it to the end at start."),
-    Setting("sidecar.shutdown.timeout.ms", 10000, _integer(0, _INT32_MAX),
-            "Bound on flushing pending writes at shutdown; what is still pending then is reported."),
-)
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """The validated configuration of one status-store instance."""
+
+    bootstrap_servers: str | None = setting(
+        "bootstrap.servers", None, text,
+        "Kafka brokers (host:port,...). Unset without a configuration file: start an embedded in-memory broker "
+        "(not durable). A configuration file must set it, or sidecar.embedded.broker=true.",
+        example="localhost:9092", section="Kafka (Connect's names)")
+    embedded_broker: bool | None = setting(
+        "sidecar.embedded.broker", None, boolean,
+        "true: run an embedded in-memory Kafka broker (librdkafka's mock cluster; NOT durable: every status is lost "
+        "when the process exits), to try things out with a configuration file. Cannot be combined with "
+        "bootstrap.servers. Unset: the embedded broker runs only when neither a configuration file nor "
+        "bootstrap.servers is given.", example="true")
+    topic: str = setting(
+        "status.storage.topic", DEFAULT_TOPIC, topic_name,
+        f"The compacted status topic: the Connect workers' own, so that both read each other's statuses. Required "
+        f"with bootstrap.servers; '{DEFAULT_TOPIC}' when embedded.", example=DEFAULT_TOPIC, set_in_example=True)
+    partitions: int = setting(
+        "status.storage.partitions", 5, integer(1, INT32_MAX, (-1,)),
+        "Partitions of the status topic when this service creates it (-1: broker default).")
+    replication_factor: int = setting(
+        "status.storage.replication.factor", 3, integer(1, 32767, (-1,)),
+        "Replication factor of the status topic when this service creates it (-1: broker default).")
+    config_topic: str | None = setting(
+        "config.storage.topic", None, topic_name,
+        "Connect's config topic (the worker's own key, so a worker file turns it on), read only: status-store reads "
+        "connector and task configurations from it as Connect's workers do and serves GET /connectors (the "
+        "configured connectors), GET /connectors/{name}, /config, /tasks, ?expand=info and the connectors' type "
+        "from it. It never writes or creates the topic, never resolves ${...} placeholders and never logs a "
+        "configuration value. Unset: off, and connectors are listed from their statuses.",
+        example="connect-configs")
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    exhausted_action: ExhaustedAction = setting(
+        "status.storage.retry.exhausted.action", ExhaustedAction.PARK, choice(ExhaustedAction),
+        "After the last retry failed: drop (KIP-1278: counted and logged, the update is lost), dead-letter "
+        "(appended with its error and attempts to status.storage.retry.dead.letter.topic), or park (the latest "
+        "value per key is kept, in the spool when there is one, in its partition's line, and sent again once its "
+        "partition's probe or another write to it gets through; still counted as a failure). An update Kafka "
+        "refused for good (a fatal error) is never parked: sending it again cannot help.")
+    dead_letter_topic: str | None = setting(
+        "status.storage.retry.dead.letter.topic", None, topic_name,
+        "The dead-letter topic (not compacted; created if missing), required for exhausted.action=dead-letter.",
+        example="connect-status-dead-letters")
+    history_topic: str | None = setting(
+        "status.storage.history.topic", None, topic_name,
+        "A non-compacted topic receiving every accepted status change and every write outcome as an event "
+        "(created if missing; read by `status-store analyze`, docs/analytics.md). Unset: no history.",
+        example="connect-status-history", section="Status history")
+    history_max_pending: int = setting(
+        "status.storage.history.max.pending", 100000, integer(1, INT32_MAX),
+        "History events waiting to be written at most; beyond it events are dropped and counted, so an unreachable "
+        "history topic never grows memory or slows status writes.")
+    sidecar_name: str | None = setting(
+        "sidecar.name", None, text, "This sidecar's name in history events and dead letters. Unset: the host name.",
+        example="worker-1-sidecar")
+    spool_path: str | None = setting(
+        "status.storage.spool.path", None, text,
+        "A local file (SQLite, WAL) keeping every update not yet settled, replayed at start: nothing accepted is "
+        "lost when the sidecar is killed. Unset: no spool. A spool file that fails SQLite's integrity check is "
+        "moved aside (<path>.corrupt-<time>) with an error; a path that cannot be used (a directory, not writable, "
+        "used by another process) stops the start with an error. Its directory is created 0700 if missing, the "
+        "files 0600; the shipped systemd unit and Kubernetes manifest provide /var/lib/status-store for it.",
+        example="/var/lib/status-store/spool.db", section="Durable spool")
+    connector_types: Mapping[str, str] = setting(
+        "sidecar.connector.types", {}, _connector_types,
+        "Connector types by connector class, <class>:<source|sink>,... (Connect asks the plugin class, which "
+        "status-store cannot load). A connector whose class is not listed here or among Kafka's MirrorMaker 2 "
+        "connectors (sources) takes the type its status writer gave, else the rule Connect's validation enforces: "
+        "a sink's configuration names topics or topics.regex, anything else is a source. Without a configuration "
+        "(no config topic) and no writer's type: unknown.",
+        example="com.example.QueueSourceConnector:source", section="The sidecar itself")
+    rest_host: str = setting(
+        "sidecar.rest.host", "127.0.0.1", text,
+        "Address the HTTP API binds to. Loopback by default; widen it deliberately.")
+    rest_port: int = setting("sidecar.rest.port", 8084, integer(0, 65535), "Port of the HTTP API (0: any free port).")
+    rest_token: str | None = setting(
+        "sidecar.rest.token", None, _token,
+        "Bearer token every write request must carry (Authorization: Bearer ...); printable ASCII. Unset: writes "
+        "are open, so keep the API on loopback (binding another address without a token logs a warning). Reads are "
+        "always open, as Connect's are. Prefer the environment (STATUS_STORE_SIDECAR_REST_TOKEN) to a file for the "
+        "secret. The examples' placeholder, shown here, is refused at start: generate one (openssl rand -hex 32).",
+        example=PLACEHOLDER_TOKEN_PREFIX)
+    rest_max_body_bytes: int = setting(
+        "sidecar.rest.max.body.bytes", 1048576, integer(1, INT32_MAX),
+        "Largest request body the API accepts (larger: 413).")
+    startup_timeout_ms: int = setting(
+        "sidecar.startup.timeout.ms", 60000, integer(1, INT32_MAX),
+        "Bound on reaching the brokers, setting up the topic and reading it to the end at start.")
+    shutdown_timeout_ms: int = setting(
+        "sidecar.shutdown.timeout.ms", 10000, integer(0, INT32_MAX),
+        "Bound on flushing pending writes at shutdown; what is still pending then is reported.")
+    # What no key of ours declares: status.storage.<x> topic configs, and the Kafka clients' settings.
+    topic_configs: Mapping[str, str] = field(default_factory=dict)
+    client_configs: Mapping[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"StoreConfig(bootstrap_servers={self.bootstrap_servers!r}, topic={self.topic!r}, ...)"
+
+    @property
+    def embedded(self) -> bool:
+        """True when no ``bootstrap.servers`` is set: the service starts its own in-memory broker."""
+        return self.bootstrap_servers is None
+
+    @property
+    def name(self) -> str:
+        """This sidecar's name in history events and dead letters (``sidecar.name``, else the host name)."""
+        return self.sidecar_name or socket.gethostname()
+
+    @property
+    def startup_timeout_s(self) -> float:
+        """``sidecar.startup.timeout.ms`` in seconds."""
+        return self.startup_timeout_ms / 1000
+
+    @property
+    def shutdown_timeout_s(self) -> float:
+        """``sidecar.shutdown.timeout.ms`` in seconds."""
+        return self.shutdown_timeout_ms / 1000
+
+
+SETTINGS: tuple[Setting, ...] = tuple(declared(StoreConfig))
 SETTINGS_BY_KEY = {s.key: s for s in SETTINGS}
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text (comments, ``=``/``:``/space separators, escapes, continuations)."""
+    """Parse Java ``.properties`` text as Java does (javaproperties: comments, ``=``/``:``/space separators,
+    escapes, continuations, surrogate pairs). A malformed escape is a ``ValueError`` naming its line and
+    showing none of the text (it may hold a secret)."""
     result: dict[str, str] = {}
-    # Only \n, \r and \r\n end a line in a .properties file (str.splitlines would split on more).
-    lines = re.split(r"\r\n|\r|\n", text)
-    i = 0
-    while i < len(lines):
-        line = lines[i].lstrip(" \t\f")
-        i += 1
-        number = i
-        if not line or line[0] in "#!":
-            continue
-        # A line ending in an odd number of backslashes continues on the next line.
-        while _continues(line) and i < len(lines):
-            line = line[:-1] + lines[i].lstrip(" \t\f")
-            i += 1
-        if _continues(line):
-            line = line[:-1]
-        key, value = _split_entry(line)
-        try:
-            result[_unescape(key)] = _unescape(value)
-        except ValueError as e:
-            # Never the line itself: it may hold a secret.
-            raise ValueError(f"line {number}: {e}") from None
+    lines = 0
+    try:
+        for item in javaproperties.parse(text):
+            lines += item.source.count("\n") + item.source.count("\r") - item.source.count("\r\n")
+            if isinstance(item, javaproperties.KeyValue):
+                result[item.key] = item.value
+    except javaproperties.InvalidUEscapeError:
+        raise ValueError(f"line {lines + 1}: malformed \\uXXXX escape") from None
     return result
-
-
-def _continues(line: str) -> bool:
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _split_entry(line: str) -> tuple[str, str]:
-    j = 0
-    while j < len(line):
-        c = line[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c in "=: \t\f":
-            break
-        j += 1
-    key = line[:j]
-    rest = line[j:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":") and (j >= len(line) or line[j] in " \t\f=:"):
-        rest = rest[1:].lstrip(" \t\f")
-    return key, rest
-
-
-_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|u|.)", re.DOTALL)
-_SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(text: str) -> str:
-    def replace(match: re.Match[str]) -> str:
-        seq = match.group(1)
-        if seq[0] == "u":
-            if len(seq) != 5:
-                raise ValueError("malformed \\uXXXX escape")
-            return chr(int(seq[1:], 16))
-        return _SIMPLE_ESCAPES.get(seq, seq)
-
-    unescaped = _ESCAPE.sub(replace, text)
-    # Java strings are UTF-16: a \uD83D\uDE00 pair is one character.
-    return unescaped.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None,
@@ -465,9 +388,9 @@ def build_config(properties: Mapping[str, str], embedded_needs_opt_in: bool = Fa
     client_configs: dict[str, str] = {}
     overrides: dict[str, str] = {}
     for key, raw in properties.items():
-        setting = SETTINGS_BY_KEY.get(key)
-        if setting is not None:
-            values[key] = setting.parse(key, raw)
+        declared_setting = SETTINGS_BY_KEY.get(key)
+        if declared_setting is not None:
+            values[key] = declared_setting.parse(key, raw)
         elif key.startswith(KAFKA_PREFIX):
             overrides[key[len(KAFKA_PREFIX):]] = _kafka_override(key, raw)
         elif key.startswith((RETRY_PREFIX, SPOOL_PREFIX, HISTORY_PREFIX, SIDECAR_PREFIX)):
@@ -486,29 +409,17 @@ def build_config(properties: Mapping[str, str], embedded_needs_opt_in: bool = Fa
     client_configs.update(overrides)
 
     _check_broker_choice(values["bootstrap.servers"], values["sidecar.embedded.broker"], embedded_needs_opt_in)
-    if values["status.storage.topic"] is None:
-        if values["bootstrap.servers"] is not None:
-            raise ConfigError("status.storage.topic", None, "required when bootstrap.servers is set")
-        values["status.storage.topic"] = DEFAULT_TOPIC
-    retry = RetryConfig(
-        max_retries=values["status.storage.retry.max.retries"],
-        initial_backoff_ms=values["status.storage.retry.initial.backoff.ms"],
-        max_backoff_ms=values["status.storage.retry.max.backoff.ms"],
-        backoff_multiplier=values["status.storage.retry.backoff.multiplier"],
-        jitter_factor=values["status.storage.retry.jitter.factor"],
-        jitter_mode=values["status.storage.retry.jitter.mode"],
-        timeout_ms=values["status.storage.retry.timeout.ms"],
-        delivery_timeout_ms=values["status.storage.retry.delivery.timeout.ms"],
-        budget=BudgetSettings(
-            max_tokens=values["status.storage.retry.budget.max.tokens"],
-            token_ratio=values["status.storage.retry.budget.token.ratio"],
-            min_retries_per_s=values["status.storage.retry.budget.min.retries.per.second"],
-        ),
-        mode=values["status.storage.retry.mode"],
-        probe_max_backoff_ms=values["status.storage.retry.probe.max.backoff.ms"],
-        max_pending=values["status.storage.retry.max.pending"],
-    )
-    linger = client_configs.get("linger.ms", client_configs.get("queue.buffering.max.ms"))
+    if values["bootstrap.servers"] is not None and "status.storage.topic" not in properties:
+        raise ConfigError("status.storage.topic", None, "required when bootstrap.servers is set")
+    config = construct(StoreConfig, values, topic_configs=topic_configs, client_configs=client_configs)
+    _check(config)
+    return config
+
+
+def _check(config: StoreConfig) -> None:
+    """Rules across keys: a config error naming the key to change."""
+    retry = config.retry
+    linger = config.client_configs.get("linger.ms", config.client_configs.get("queue.buffering.max.ms"))
     if linger is not None and float(linger) >= retry.delivery_timeout_ms:
         raise ConfigError("status.storage.retry.delivery.timeout.ms", retry.delivery_timeout_ms,
                           f"must be greater than the producer's linger.ms ({linger})")
@@ -520,41 +431,17 @@ def build_config(properties: Mapping[str, str], embedded_needs_opt_in: bool = Fa
         raise ConfigError("status.storage.retry.initial.backoff.ms", retry.initial_backoff_ms,
                           f"must not exceed status.storage.retry.max.backoff.ms ({retry.max_backoff_ms})")
     _warn_about_retry_settings(retry)
-    action: ExhaustedAction = values["status.storage.retry.exhausted.action"]
-    dead_letter_topic = values["status.storage.retry.dead.letter.topic"]
-    if action is ExhaustedAction.DEAD_LETTER and dead_letter_topic is None:
+    if config.exhausted_action is ExhaustedAction.DEAD_LETTER and config.dead_letter_topic is None:
         raise ConfigError("status.storage.retry.dead.letter.topic", None,
                           "required when status.storage.retry.exhausted.action=dead-letter")
-    reserved = {values["status.storage.topic"]: "status.storage.topic"}
-    for key in ("config.storage.topic", "status.storage.retry.dead.letter.topic", "status.storage.history.topic"):
-        name = values[key]
+    reserved = {config.topic: "status.storage.topic"}
+    for key, name in (("config.storage.topic", config.config_topic),
+                      ("status.storage.retry.dead.letter.topic", config.dead_letter_topic),
+                      ("status.storage.history.topic", config.history_topic)):
         if name is not None and name in reserved:
             raise ConfigError(key, name, f"must differ from {reserved[name]}")
         if name is not None:
             reserved[name] = key
-    return StoreConfig(
-        bootstrap_servers=values["bootstrap.servers"],
-        topic=values["status.storage.topic"],
-        partitions=values["status.storage.partitions"],
-        replication_factor=values["status.storage.replication.factor"],
-        topic_configs=topic_configs,
-        client_configs=client_configs,
-        retry=retry,
-        spool_path=values["status.storage.spool.path"],
-        rest_host=values["sidecar.rest.host"],
-        rest_port=values["sidecar.rest.port"],
-        rest_token=values["sidecar.rest.token"],
-        rest_max_body_bytes=values["sidecar.rest.max.body.bytes"],
-        startup_timeout_s=values["sidecar.startup.timeout.ms"] / 1000,
-        shutdown_timeout_s=values["sidecar.shutdown.timeout.ms"] / 1000,
-        exhausted_action=action,
-        dead_letter_topic=dead_letter_topic,
-        history_topic=values["status.storage.history.topic"],
-        history_max_pending=values["status.storage.history.max.pending"],
-        sidecar_name=values["sidecar.name"] or socket.gethostname(),
-        config_topic=values["config.storage.topic"],
-        connector_types=values["sidecar.connector.types"] or {},
-    )
 
 
 def _check_broker_choice(bootstrap_servers: str | None, embedded: bool | None, needs_opt_in: bool) -> None:
@@ -576,9 +463,9 @@ def _warn_about_retry_settings(retry: RetryConfig) -> None:
                     retry.delivery_timeout_ms, retry.timeout_ms)
     if retry.max_retries > 0 and retry.max_backoff_ms == 0:
         log.warning("status.storage.retry.max.backoff.ms=0: retries are sent at once, with no backoff at all")
-    if retry.max_retries == _INT32_MAX and retry.timeout_ms is None:
+    if retry.max_retries == INT32_MAX and retry.timeout_ms is None:
         log.warning("status.storage.retry.max.retries=%d and no status.storage.retry.timeout.ms: a write is retried "
-                    "forever while Kafka rejects it", _INT32_MAX)
+                    "forever while Kafka rejects it", INT32_MAX)
     if retry.jitter_factor == 0 and retry.jitter_mode is not JitterMode.FULL:
         log.warning("status.storage.retry.jitter.factor=0: many sidecars retrying together will do so in step")
 
@@ -616,7 +503,7 @@ def _kafka_override(key: str, raw: str) -> str:
     name, value = key[len(KAFKA_PREFIX):], raw.strip()
     if name in PROTECTED_CLIENT_SETTINGS:
         raise ConfigError(key, raw, "this client setting is fixed by status-store (correctness depends on it)")
-    problem = librdkafka.check_property(name, value)
+    problem = check_property(name, value)
     if problem == "unknown":
         raise ConfigError(key, raw, f"librdkafka has no property {name!r}", show_value=False)
     if problem is not None:
@@ -636,7 +523,7 @@ def _worker_client_setting(key: str, raw: str) -> dict[str, str]:
         log.warning("Ignoring sasl.jaas.config: only PLAIN/SCRAM username and password can be taken over; "
                     "set sidecar.kafka.<librdkafka property> instead")
         return {}
-    problem = librdkafka.check_property(key, value)
+    problem = check_property(key, value)
     if problem is None:
         return {key: value}
     if problem == "unknown":
@@ -666,33 +553,66 @@ def _jaas_unquote(text: str) -> str:
 
 
 def reference_markdown() -> str:
-    """The configuration reference (docs/configuration.md), from the same table the code validates with."""
+    """The configuration reference (docs/configuration.md), from the same declarations the code validates with."""
     lines = [
         "# Configuration reference",
         "",
-        "Generated by `status-store config-docs` from `status_store/config.py`; a test keeps it in sync.",
-        f"Every key can also be set as an environment variable `{ENV_PREFIX}<KEY>` (upper-case, dots as",
+        "Generated by `status-store config-docs` from the declarations in `status_store/config.py`; a test keeps it",
+        f"in sync. Every key can also be set as an environment variable `{ENV_PREFIX}<KEY>` (upper-case, dots as",
         "underscores). See `config/status-store.properties` for a commented example.",
         "",
         "| key | default | meaning |",
         "|---|---|---|",
     ]
-    for setting in SETTINGS:
-        default = "(unset)" if setting.default is None else f"`{setting.default}`"
-        lines.append(f"| `{setting.key}` | {default} | {setting.doc} |")
+    for item in SETTINGS:
+        default = "(unset)" if item.default is None or item.default == {} else f"`{shown(item.default)}`"
+        lines.append(f"| `{item.key}` | {default} | {item.doc} |")
     lines += [
         "",
         "Other keys:",
         "",
-        "- `status.storage.<x>`: passed to topic creation as topic config `<x>`, as Connect does "
-        "(`cleanup.policy` is ignored: the topic is always compacted).",
-        "- `security.protocol`, `sasl.*`, `ssl.*` from a Connect worker file: used by the Kafka clients "
-        "(`sasl.jaas.config` with a PLAIN/SCRAM username and password is translated; Java-only keys are "
-        "ignored with a warning).",
-        f"- `{KAFKA_PREFIX}<property>`: a librdkafka property for the Kafka clients, checked by librdkafka. "
-        "Settings status-store depends on cannot be changed: " + ", ".join(f"`{k}`" for k in
-                                                                          sorted(PROTECTED_CLIENT_SETTINGS)) + ".",
+        *(f"- {note}" for note in _OTHER_KEYS),
         "- Any other key of a Connect worker file is ignored.",
         "",
     ]
     return "\n".join(lines)
+
+
+# What the reference and the example say of the keys no field declares.
+_TOPIC_CONFIG_NOTE = ("`status.storage.<x>`: passed to topic creation as topic config `<x>`, as Connect does "
+                      "(`cleanup.policy` is ignored: the topic is always compacted).")
+_WORKER_CLIENT_NOTE = ("`security.protocol`, `sasl.*`, `ssl.*` from a Connect worker file: used by the Kafka clients "
+                       "(`sasl.jaas.config` with a PLAIN/SCRAM username and password is translated; Java-only keys "
+                       "are ignored with a warning).")
+_KAFKA_NOTE = (f"`{KAFKA_PREFIX}<property>`: a librdkafka property for the Kafka clients, checked by librdkafka. "
+               "Settings status-store depends on cannot be changed: "
+               + ", ".join(f"`{k}`" for k in sorted(PROTECTED_CLIENT_SETTINGS)) + ".")
+_OTHER_KEYS = (_TOPIC_CONFIG_NOTE, _WORKER_CLIENT_NOTE, _KAFKA_NOTE)
+_EXAMPLE_HEADER = """\
+# status-store configuration (Java .properties, the format of a Connect worker file).
+# Generated by `status-store config-example` from the declarations in status_store/config.py.
+#
+# The sidecar can read the Connect worker's own properties file: Connect's keys keep Connect's names,
+# the worker's other keys are ignored. Every key can be overridden by an environment variable
+# STATUS_STORE_<KEY> (upper-case, dots as underscores), e.g. STATUS_STORE_BOOTSTRAP_SERVERS.
+# Keys under status.storage.retry., .spool., .history. and sidecar. are checked: an unknown one (a typo) is an
+# error, and so is any key one or two characters away from a known one (bootstrap.server, status.storage.topik).
+# A Connect worker passes every status.storage.<x> it does not know to topic creation, so give the
+# status.storage.retry.* keys to status-store only (its own file or STATUS_STORE_* variables)."""
+_EXAMPLE_NOTES = {
+    "Kafka (Connect's names)": (
+        "Any other status.storage.<x> is passed as topic config <x> when the topic is created, as Connect does "
+        "(cleanup.policy is ignored: the topic is always compacted), e.g. status.storage.min.insync.replicas=2. "
+        "Security settings of the worker file (security.protocol, sasl.*, ssl.*) are used for the Kafka clients "
+        "too; sasl.jaas.config with a PLAIN/SCRAM username and password is translated, Java-only keys (keystores) "
+        "are ignored with a warning: give PEM files with sidecar.kafka.ssl.* instead."),
+    "The sidecar itself": (
+        f"{KAFKA_PREFIX}<property> passes a librdkafka property to the Kafka clients, e.g. "
+        f"{KAFKA_PREFIX}ssl.ca.location=/etc/kafka/ca.pem. Settings status-store depends on (acks, retries, "
+        "partitioner, idempotence, ...) cannot be changed."),
+}
+
+
+def example_properties() -> str:
+    """The commented example file (config/status-store.properties), from the same declarations."""
+    return "\n".join([_EXAMPLE_HEADER, *example_lines(iter(SETTINGS), _EXAMPLE_NOTES), ""])

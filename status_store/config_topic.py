@@ -33,7 +33,7 @@ from typing import Any
 from confluent_kafka import Message
 
 from .errors import TopicSetupError
-from .kafka_log import KafkaLog
+from .kafka import TopicReader
 from .model import INT32_MIN, split_task_key
 
 log = logging.getLogger(__name__)
@@ -269,7 +269,7 @@ class ConfigTopic:
     def __init__(self, topic: str, bootstrap_servers: str, client_configs: Mapping[str, str]) -> None:
         self.topic = topic
         self.configs = ConnectorConfigs()
-        self._log = KafkaLog(topic, bootstrap_servers, client_configs, self._apply, writes=False)
+        self._log = TopicReader(topic, bootstrap_servers, client_configs, self._apply)
 
     async def start(self, timeout: float) -> None:
         """Read the topic to its end; bounded by ``timeout``. The topic must exist: a Connect worker creates it."""
@@ -287,7 +287,7 @@ class ConfigTopic:
 
     async def stop(self) -> None:
         """Stop reading."""
-        await self._log.stop(0.0)
+        await self._log.stop()
 
     def _apply(self, records: Sequence[Message]) -> None:
         for record in records:

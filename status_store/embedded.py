@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .config import ExhaustedAction, StoreConfig
-from .librdkafka import MockCluster
+from .mock_cluster import MockCluster
 
 
 def start_embedded_broker(config: StoreConfig) -> MockCluster:

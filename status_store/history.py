@@ -32,7 +32,8 @@ from confluent_kafka import murmur2
 
 from . import codec
 from .codec import GarbledValue
-from .kafka_log import DoneCallback, KafkaLog
+from .delivery import DoneCallback
+from .kafka import TopicProducer
 from .model import ConnectorKey, TaskKey, TopicKey, parse_key
 from .retry_queue import Outcome, RetryListener, RetryPolicy, RetryQueue, StatusUpdate
 
@@ -100,7 +101,7 @@ class AppendLog:
         self.dropped = 0
         self.written = 0
         self.failed = 0
-        self._log = KafkaLog(topic, bootstrap_servers, client_configs, None, delivery_timeout_ms)
+        self._log = TopicProducer(topic, bootstrap_servers, client_configs, delivery_timeout_ms)
         self._queue = RetryQueue(self._produce, policy, [*listeners, _Tally(self)], route=self._partition_of,
                                  name=topic)
         self._numbers = itertools.count(1)

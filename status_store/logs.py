@@ -3,12 +3,15 @@
 - ``EscapingFormatter`` escapes the characters that let a name from a request forge or hide log
   text: control characters (a newline starts a fake line), the Unicode line and paragraph
   separators (U+2028, U+2029) and the bidirectional controls (U+202E shows text reversed).
+- ``JsonFormatter`` writes one JSON object per line (``--log-format json``); JSON escapes every such
+  character itself.
 - ``RateLimit`` lets a line that a client can trigger at will (a refused token, a full file
   descriptor table) through at most once per interval, and says how many were held back.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -32,6 +35,20 @@ class EscapingFormatter(logging.Formatter):
     def formatMessage(self, record: logging.LogRecord) -> str:
         record.message = escape_log_text(record.message)
         return super().formatMessage(record)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, and the traceback if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+                 "level": record.levelname, "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+    def converter(self, seconds: float | None) -> time.struct_time:
+        return time.gmtime(seconds)
 
 
 class RateLimit:

@@ -54,8 +54,8 @@ from typing import Protocol
 
 from .backoff import Backoff, RetryMode
 from .budget import RetryBudget
+from .delivery import Delivery, Send
 from .errors import ErrorKind, StoreClosedError, WriteFailedError, WriteRejectedError, classify
-from .kafka_log import Delivery, DoneCallback
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,6 @@ RELEASE_GROWTH = 1.15
 # While a partition is held, a summary line is logged this often.
 SUMMARY_INTERVAL_S = 60.0
 
-# send(key, value, done): hand a record to Kafka; done(delivery, error) runs on the loop when it settles.
-Send = Callable[[bytes, bytes | None, DoneCallback], None]
 # The partition of a key (Kafka's partitioner), or None where partitions are not tracked.
 Route = Callable[[str], int]
 

@@ -19,9 +19,9 @@ from .config import StoreConfig
 from .config_topic import ConfigTopic
 from .embedded import start_embedded_broker
 from .errors import KafkaUnavailableError
-from .kafka_log import topic_exists
-from .librdkafka import MockCluster
+from .kafka import topic_exists
 from .metrics import StoreMetrics
+from .mock_cluster import MockCluster
 from .store import StatusStore
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from .codec import GarbledValue, StatusValue
 from .config import ExhaustedAction, RetryConfig, StoreConfig
 from .errors import ErrorKind, RecordTooLargeError, classify
 from .history import AppendLog, HistorySink, dead_letter
-from .kafka_log import KafkaLog, ensure_topic, topic_exists
+from .kafka import TopicProducer, TopicReader, ensure_topic, topic_exists
 from .model import (
     ConnectorKey,
     ConnectorStatus,
@@ -118,15 +118,16 @@ class StatusStore:
                        if config.spool_path is not None else None)
         retry = config.retry
         self._max_record_bytes = _max_record_bytes(config)
-        self._log = KafkaLog(config.topic, bootstrap_servers, config.client_configs, self._apply,
-                             retry.delivery_timeout_ms)
+        self._reader = TopicReader(config.topic, bootstrap_servers, config.client_configs, self._apply)
+        self._producer = TopicProducer(config.topic, bootstrap_servers, config.client_configs,
+                                       retry.delivery_timeout_ms, on_restart=self._reader.restart)
         # The event topics retry like status writes, but outside the status writes' retry budget and bound.
         policy = _retry_policy(retry, rng, budgeted=False)
         self._history = self._dead_letters = None
         if config.history_topic is not None:
             self._history = AppendLog(config.history_topic, bootstrap_servers, config.client_configs, policy,
                                       retry.delivery_timeout_ms, "history", max_pending=config.history_max_pending)
-            listeners = [*listeners, HistorySink(self._history, config.sidecar_name)]
+            listeners = [*listeners, HistorySink(self._history, config.name)]
         if config.exhausted_action is ExhaustedAction.DEAD_LETTER:
             assert config.dead_letter_topic is not None
             self._dead_letters = AppendLog(config.dead_letter_topic, bootstrap_servers, config.client_configs,
@@ -135,14 +136,14 @@ class StatusStore:
         listeners = [*listeners, _AfterLastRetry(self)]
         if self._spool is not None:
             listeners.append(self._spool)
-        self._queue = RetryQueue(self._log.send, _retry_policy(retry, rng, budgeted=True), listeners,
+        self._queue = RetryQueue(self._producer.send, _retry_policy(retry, rng, budgeted=True), listeners,
                                  route=self._partition_of, name=config.topic)
         for events in self.event_logs:
             events.yield_to = self._queue
 
     def _partition_of(self, key: str) -> int:
         """The key's partition, as Java's partitioner (and so Connect) places it."""
-        return murmur2(key.encode(), len(self._log.partitions))
+        return murmur2(key.encode(), len(self._producer.partitions))
 
     # ----------------------------------------------------------------------------- lifecycle
 
@@ -161,11 +162,16 @@ class StatusStore:
                                        cfg.replication_factor, {}, cfg.startup_timeout_s, compacted=False, role=role)
                 await events.start(max(0.001, deadline - loop.time()))
         # One bound for the whole start: reading to the end gets what the topic set-up left.
-        await self._log.start(max(0.001, deadline - loop.time()))
+        await self._producer.start(max(0.001, deadline - loop.time()))
+        try:
+            await self._reader.start(max(0.001, deadline - loop.time()))
+        except BaseException:
+            await self._producer.stop(0.0)
+            raise
         if self._spool is not None:
             self._replay(self._spool)
         log.info("Status store ready: topic %s, %d partitions, %d connectors cached",
-                 cfg.topic, len(self._log.partitions), len(self._connectors))
+                 cfg.topic, len(self._producer.partitions), len(self._connectors))
 
     async def stop(self) -> list[StatusUpdate]:
         """Settle pending updates for at most ``sidecar.shutdown.timeout.ms``, then close.
@@ -192,7 +198,8 @@ class StatusStore:
         for events in (self._dead_letters, self._history):
             if events is not None:
                 await events.stop(max(0.0, deadline - loop.time()))
-        await self._log.stop(0.0)
+        await self._producer.stop(0.0)
+        await self._reader.stop()
         if self._spool is not None:
             self._spool.close()
         return lost
@@ -278,12 +285,12 @@ class StatusStore:
     @property
     def cluster_id(self) -> str | None:
         """The Kafka cluster id, once started."""
-        return self._log.cluster_id
+        return self._producer.cluster_id
 
     @property
     def partitions(self) -> tuple[int, ...]:
         """The status topic's partitions, once started."""
-        return self._log.partitions
+        return self._producer.partitions
 
     @property
     def queue(self) -> RetryQueue:
@@ -318,7 +325,7 @@ class StatusStore:
 
     async def read_to_end(self, timeout: float | None = None) -> None:
         """Wait until everything written to the topic before this call is in the cache."""
-        await self._log.read_to_end(timeout)
+        await self._reader.read_to_end(timeout)
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every update submitted so far has an outcome (written, failed or superseded)."""
@@ -333,13 +340,13 @@ class StatusStore:
                 delivery = update.outcome.delivery if update.outcome is not None else None
                 if delivery is not None:
                     targets[delivery.partition] = max(targets.get(delivery.partition, 0), delivery.offset + 1)
-            await self._log.wait_applied(targets)
+            await self._reader.wait_applied(targets)
 
     async def read_your_writes(self, timeout: float | None = None) -> None:
         """Wait until every update submitted so far has an outcome and the written ones are read back."""
         async with asyncio.timeout(timeout):
             await self._queue.flush()
-            await self._log.read_own_writes()
+            await self._reader.wait_applied(self._producer.written_targets())
 
     # ----------------------------------------------------------------------------- writes
 
@@ -479,7 +486,7 @@ class StatusStore:
                 log.debug("Parked the status update of %s: it is sent again once its partition takes writes",
                           update.key)
         elif self._dead_letters is not None:
-            record = dead_letter(update, outcome, self.config.sidecar_name)
+            record = dead_letter(update, outcome, self.config.name)
             if not self._dead_letters.append(update.key, record, lambda result: self._dead_lettered(update, result)):
                 self._dead_lettered(update, None)
 

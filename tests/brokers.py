@@ -1,5 +1,5 @@
 """Real Kafka-protocol brokers for the tests: Tansu as a separate process (the mock cluster lives in
-``status_store.librdkafka``)."""
+``status_store.testing``)."""
 
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ import pytest
 
 from status_store.backoff import Random
 from status_store.config import build_config
-from status_store.librdkafka import MockCluster
 from status_store.metrics import StoreMetrics
 from status_store.retry_queue import RetryListener
 from status_store.store import StatusStore
+from status_store.testing import FaultyCluster
 
 from .brokers import TansuBroker, free_port, tansu_binary
 from .helpers import Service
@@ -38,7 +38,7 @@ class Broker:
 
     kind: str
     bootstrap_servers: str
-    mock: MockCluster | None = None
+    mock: FaultyCluster | None = None
 
     def new_topic(self, partitions: int = PARTITIONS) -> str:
         """A fresh topic name; on the mock cluster the topic is created (it has no CreateTopics)."""
@@ -49,9 +49,9 @@ class Broker:
 
 
 @pytest.fixture
-def mock_cluster() -> Iterator[MockCluster]:
+def mock_cluster() -> Iterator[FaultyCluster]:
     """A 3-broker mock cluster with its control API."""
-    cluster = MockCluster(brokers=3)
+    cluster = FaultyCluster(brokers=3)
     yield cluster
     cluster.close()
 
@@ -81,7 +81,7 @@ def tansu() -> Iterator[TansuBroker]:
 def broker(request: pytest.FixtureRequest) -> Broker:
     """Each broker kind in turn: behaviour must be the same on both."""
     if request.param == "mock":
-        cluster: MockCluster = request.getfixturevalue("mock_cluster")
+        cluster: FaultyCluster = request.getfixturevalue("mock_cluster")
         return Broker("mock", cluster.bootstrap_servers, cluster)
     tansu_broker: TansuBroker = request.getfixturevalue("tansu")
     return Broker("tansu", tansu_broker.bootstrap_servers)

@@ -10,10 +10,10 @@ from prometheus_client import CollectorRegistry
 
 from status_store import __version__
 from status_store.api import create_app, openapi_document
-from status_store.librdkafka import MockCluster
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State
 from status_store.store import StatusStore
+from status_store.testing import FaultyCluster
 
 from .conftest import Broker, StoreFactory
 
@@ -58,7 +58,7 @@ def test_openapi_document_is_in_sync() -> None:
     assert OPENAPI.read_text() == expected, "api/openapi.json drifted: run `status-store openapi > api/openapi.json`"
 
 
-async def test_metrics_exposes_the_kip_counters(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+async def test_metrics_exposes_the_kip_counters(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
     registry = CollectorRegistry()
     metrics = StoreMetrics(registry)
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()

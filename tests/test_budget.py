@@ -5,20 +5,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry, generate_latest
 
 from status_store.budget import BudgetSettings, RetryBudget
-from status_store.librdkafka import MockCluster
 from status_store.metrics import KINDS, StoreMetrics
 from status_store.model import ConnectorStatus, State
 from status_store.retry_queue import Result
 from status_store.store import StatusStore
+from status_store.testing import FaultyCluster
 
 from .conftest import Broker, StoreFactory
 from .helpers import eventually, last_values
 
 WAIT = 30.0
-NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 # Far more errors than any test sends requests: "down" until cleared.
 OUTAGE = [NOT_ENOUGH_REPLICAS] * 100_000
 # The retry budget applies to per-update retries (held partitions send one probe at a time instead).
@@ -119,7 +120,7 @@ def test_a_budget_needs_positive_settings() -> None:
 class Budgeted:
     """A store with a retry budget on the mock cluster, its metrics and the cluster's control API."""
 
-    def __init__(self, cluster: MockCluster, store: StatusStore, metrics: StoreMetrics) -> None:
+    def __init__(self, cluster: FaultyCluster, store: StatusStore, metrics: StoreMetrics) -> None:
         self.cluster, self.store, self.metrics = cluster, store, metrics
 
     def total(self, name: str) -> float:
@@ -130,7 +131,7 @@ class Budgeted:
 
 
 @pytest.fixture
-async def budgeted(mock_cluster: MockCluster, store_factory: StoreFactory,
+async def budgeted(mock_cluster: FaultyCluster, store_factory: StoreFactory,
                    request: pytest.FixtureRequest) -> AsyncIterator[Budgeted]:
     settings = {**FAST, **getattr(request, "param", {})}
     metrics = StoreMetrics(CollectorRegistry())
@@ -146,7 +147,7 @@ def connector(name: str, state: State = State.RUNNING) -> ConnectorStatus:
 
 async def test_refused_retries_are_counted_and_delayed_and_every_latest_value_is_written(budgeted: Budgeted) -> None:
     store, cluster = budgeted.store, budgeted.cluster
-    cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+    cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
     latest = {}
     for i in range(20):
         latest[i] = store.put(connector(f"c{i}"))
@@ -154,7 +155,7 @@ async def test_refused_retries_are_counted_and_delayed_and_every_latest_value_is
         latest[i] = store.put(connector(f"c{i}", State.PAUSED))
     await eventually(lambda: store.queue.throttled_total >= 40)
     retries_in_outage = budgeted.total("status_update_retry")
-    cluster.clear_request_errors(MockCluster.PRODUCE)
+    cluster.clear_request_errors(FaultyCluster.PRODUCE)
     await store.flush(WAIT)
     assert all(u.outcome is not None and u.outcome.result is Result.WRITTEN for u in latest.values())
     assert budgeted.total("status_update_success") == 20
@@ -174,14 +175,14 @@ async def test_refused_retries_are_counted_and_delayed_and_every_latest_value_is
 
 async def test_every_key_keeps_being_retried_through_a_long_outage(budgeted: Budgeted) -> None:
     store = budgeted.store
-    budgeted.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+    budgeted.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
     updates = [store.put(connector(f"c{i}")) for i in range(10)]
     # The bucket is empty after the first failures; the floor (5 retries/s) still reaches every key, again and again,
     # although their backoffs are all alike (a pinned random source).
     await eventually(lambda: all(u.attempts >= 3 for u in updates), WAIT)
     assert store.queue.throttled_total > 0
     assert not any(u.done() for u in updates)
-    budgeted.cluster.clear_request_errors(MockCluster.PRODUCE)
+    budgeted.cluster.clear_request_errors(FaultyCluster.PRODUCE)
     await store.flush(WAIT)
     assert all(u.outcome is not None and u.outcome.ok for u in updates)
 
@@ -192,7 +193,7 @@ async def test_every_key_keeps_being_retried_through_a_long_outage(budgeted: Bud
                                        "status.storage.retry.exhausted.action": "drop"}], indirect=True)
 async def test_a_refusal_does_not_use_up_a_retry_and_the_retry_limit_still_ends_the_update(budgeted: Budgeted) -> None:
     store = budgeted.store
-    budgeted.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+    budgeted.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
     updates = [store.put(connector(f"c{i}")) for i in range(6)]
     outcomes = [await u.result(WAIT) for u in updates]
     assert store.queue.throttled_total > 0
@@ -207,7 +208,7 @@ async def test_a_refusal_does_not_use_up_a_retry_and_the_retry_limit_still_ends_
                                        "status.storage.retry.budget.min.retries.per.second": "0.001"}], indirect=True)
 async def test_the_time_bound_ends_an_update_the_budget_holds_back_as_a_counted_failure(budgeted: Budgeted) -> None:
     store = budgeted.store
-    budgeted.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+    budgeted.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
     updates = [store.put(connector(f"c{i}")) for i in range(5)]
     outcomes = [await u.result(WAIT) for u in updates]
     assert all(o.result is Result.FAILED for o in outcomes)
@@ -217,12 +218,12 @@ async def test_the_time_bound_ends_an_update_the_budget_holds_back_as_a_counted_
 
 
 async def test_without_a_budget_nothing_is_throttled_and_the_counter_reads_zero(
-        mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+        mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
     metrics = StoreMetrics(CollectorRegistry())
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     settings = {k: v for k, v in FAST.items() if ".budget." not in k}
     async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **settings) as store:
-        mock_cluster.push_request_errors(MockCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * 3)
+        mock_cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * 3)
         assert (await store.put(connector("c")).result(WAIT)).ok
         assert store.queue.policy.budget is None
         assert store.queue.throttled_total == 0

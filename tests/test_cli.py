@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -272,3 +273,27 @@ def test_a_second_service_on_the_same_spool_is_refused_naming_the_first(tmp_path
         assert second.stderr.startswith("status-store: ")
     finally:
         assert first.stop() == 0
+
+
+def test_the_version_and_python_dash_m() -> None:
+    from status_store import __version__
+
+    for command in (["status-store"], [sys.executable, "-m", "status_store"]):
+        executable = [str(Path(sys.executable).parent / "status-store")] if command == ["status-store"] else command
+        done = subprocess.run([*executable, "--version"], capture_output=True, text=True, timeout=WAIT, check=False)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"status-store {__version__}"
+
+
+def test_json_logs_are_one_object_per_line() -> None:
+    service = Service("--port", str(free_port()), "--log-format", "json")
+    try:
+        line = service.wait_for("Status store ready")
+        entry = json.loads(line)
+        assert entry["level"] == "INFO"
+        assert entry["logger"] == "status_store.store"
+        assert entry["message"].startswith("Status store ready")
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry["time"])
+        json.loads(service.wait_for("Uvicorn running on"))  # uvicorn's lines too
+    finally:
+        assert service.stop() == 0

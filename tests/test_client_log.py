@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from status_store.kafka_log import ensure_topic
-from status_store.librdkafka import ClientLog, MockCluster
+from status_store.client_log import ClientLog
+from status_store.kafka import ensure_topic
+from status_store.testing import FaultyCluster
 
 from .brokers import free_port
 
@@ -68,10 +69,10 @@ def test_no_client_line_reaches_stderr_raw() -> None:
     code = f"""
 import logging, sys
 from confluent_kafka import Producer
-from status_store.kafka_log import producer_settings
-from status_store.librdkafka import MockCluster
+from status_store.kafka.settings import producer_settings
+from status_store.testing import FaultyCluster
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-cluster = MockCluster(1)
+cluster = FaultyCluster(1)
 producer = Producer(producer_settings("127.0.0.1:{free_port()}", {{}}))
 for _ in range(20):
     producer.poll(0.1)
@@ -89,7 +90,7 @@ cluster.close()
 @pytest.fixture
 def external_mock_cluster() -> Iterator[str]:
     """A mock cluster in another process: a real broker as far as this process can tell."""
-    code = ("import sys\nfrom status_store.librdkafka import MockCluster\ncluster = MockCluster(1)\n"
+    code = ("import sys\nfrom status_store.testing import FaultyCluster\ncluster = FaultyCluster(1)\n"
             "cluster.create_topic('connect-status', 5, 1)\nprint(cluster.bootstrap_servers, flush=True)\n"
             "sys.stdin.read()\ncluster.close()\n")
     process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -103,10 +104,10 @@ def external_mock_cluster() -> Iterator[str]:
 
 async def test_configs_that_cannot_be_described_are_a_warning_only_from_a_real_cluster(
         external_mock_cluster: str, caplog: pytest.LogCaptureFixture) -> None:
-    embedded = MockCluster(1)
+    embedded = FaultyCluster(1)
     try:
         embedded.create_topic("connect-status", 5, 1)
-        with caplog.at_level(logging.DEBUG, logger="status_store.kafka_log"):
+        with caplog.at_level(logging.DEBUG, logger="status_store.kafka.topics"):
             await ensure_topic(embedded.bootstrap_servers, {}, "connect-status", 5, 1, {}, WAIT)
             await ensure_topic(external_mock_cluster, {}, "connect-status", 5, 1, {}, WAIT)
     finally:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from status_store.config import SETTINGS, build_config, load_config, parse_properties
+from status_store.config import SETTINGS, build_config, example_properties, load_config, parse_properties
 from status_store.errors import ConfigError
 
 EXAMPLE = Path(__file__).parent.parent / "config" / "status-store.properties"
@@ -151,8 +151,9 @@ def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.properties", {})
 
 
-def test_example_file_documents_every_key_and_loads() -> None:
+def test_example_file_is_generated_from_the_declarations_documents_every_key_and_loads() -> None:
     text = EXAMPLE.read_text()
+    assert text == example_properties(), "regenerate it: status-store config-example > config/status-store.properties"
     for setting in SETTINGS:
         assert setting.key in text, f"{setting.key} is missing from {EXAMPLE.name}"
     config = load_config(EXAMPLE, {"STATUS_STORE_BOOTSTRAP_SERVERS": "kafka:9092"})

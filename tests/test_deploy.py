@@ -16,14 +16,15 @@ import httpx
 import pytest
 import uvicorn
 import yaml
+from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry, generate_latest
 
 from status_store.api import create_app, openapi_document
 from status_store.config import SETTINGS, build_config, parse_properties, reference_markdown
 from status_store.errors import ConfigError
-from status_store.librdkafka import MockCluster
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State
+from status_store.testing import FaultyCluster
 
 from .brokers import free_port
 from .conftest import Broker, StoreFactory
@@ -36,8 +37,8 @@ PROMETHEUS = shutil.which("prometheus")
 needs_prometheus = pytest.mark.skipif(PROMTOOL is None or PROMETHEUS is None,
                                       reason="Debian's prometheus package is not installed (scripts/test.sh installs "
                                              "it where the machine allows)")
-NOT_ENOUGH_REPLICAS = 19
-INVALID_RECORD = 87
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
+INVALID_RECORD = KafkaError.INVALID_RECORD
 WAIT = 30.0
 
 
@@ -183,7 +184,7 @@ def test_promtool_accepts_the_scrape_config_and_the_rules() -> None:
         assert result.returncode == 0, result.stdout + result.stderr
 
 
-async def served_exposition(mock_cluster: MockCluster, store_factory: StoreFactory) -> bytes:
+async def served_exposition(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> bytes:
     """What /metrics serves: the store's metrics and the HTTP metrics, after one write."""
     registry = CollectorRegistry()
     metrics = StoreMetrics(registry)
@@ -197,14 +198,14 @@ async def served_exposition(mock_cluster: MockCluster, store_factory: StoreFacto
 
 
 @needs_prometheus
-async def test_promtool_accepts_the_exposition(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+async def test_promtool_accepts_the_exposition(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
     exposition = await served_exposition(mock_cluster, store_factory)
     result = await asyncio.to_thread(subprocess.run, [str(PROMTOOL), "check", "metrics"], input=exposition,
                                      capture_output=True, timeout=60)
     assert result.returncode == 0, (result.stdout + result.stderr).decode()
 
 
-async def test_the_exposition_has_no_created_series(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+async def test_the_exposition_has_no_created_series(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
     text = (await served_exposition(mock_cluster, store_factory)).decode()
     assert 'status_update_success_total{kind="connector"} 1.0' in text
     assert "http_requests_total{" in text
@@ -244,7 +245,7 @@ class Prometheus:
 
 
 @pytest.fixture
-async def served_store(mock_cluster: MockCluster, store_factory: StoreFactory) -> AsyncIterator[tuple[Any, str]]:
+async def served_store(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> AsyncIterator[tuple[Any, str]]:
     registry = CollectorRegistry()
     metrics = StoreMetrics(registry)
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
@@ -263,15 +264,15 @@ async def served_store(mock_cluster: MockCluster, store_factory: StoreFactory) -
 
 
 @needs_prometheus
-async def test_a_real_prometheus_sees_the_kip_counters_move(served_store: tuple[Any, str], mock_cluster: MockCluster,
+async def test_a_real_prometheus_sees_the_kip_counters_move(served_store: tuple[Any, str], mock_cluster: FaultyCluster,
                                                             tmp_path: Path) -> None:
     store, target = served_store
     prometheus = Prometheus(tmp_path, target)
     try:
         assert (await store.put(ConnectorStatus("a", State.RUNNING, "w:1", 1)).result(WAIT)).ok
-        mock_cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
+        mock_cluster.push_request_errors(FaultyCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
         assert (await store.put(ConnectorStatus("b", State.RUNNING, "w:1", 1)).result(WAIT)).ok
-        mock_cluster.push_request_errors(MockCluster.PRODUCE, INVALID_RECORD)
+        mock_cluster.push_request_errors(FaultyCluster.PRODUCE, INVALID_RECORD)
         assert not (await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(WAIT)).ok
         expected = {"status_update_success_total": 2.0, "status_update_retry_total": 1.0,
                     "status_update_failure_total": 1.0}

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from status_store.librdkafka import MockCluster
 from status_store.spool import Spool
+from status_store.testing import FaultyCluster
 
 from .brokers import TansuBroker, free_port
 from .conftest import PARTITIONS, Broker, StoreFactory, running_tansu
@@ -43,12 +44,12 @@ from .faults_support import (
 from .helpers import Service, last_values
 from .test_exhausted import counts
 
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-NOT_ENOUGH_REPLICAS = 19
-FENCED_LEADER_EPOCH = 74
+NOT_LEADER_OR_FOLLOWER = KafkaError.NOT_LEADER_FOR_PARTITION
+REQUEST_TIMED_OUT = KafkaError.REQUEST_TIMED_OUT
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
+FENCED_LEADER_EPOCH = KafkaError.FENCED_LEADER_EPOCH
 # A one-shot fatal error (TOPIC_AUTHORIZATION_FAILED would stick to the topic inside librdkafka).
-INVALID_RECORD = 87
+INVALID_RECORD = KafkaError.INVALID_RECORD
 # Leader changes the store retries at once (KIP-951; librdkafka re-sends NOT_LEADER_OR_FOLLOWER itself),
 # plain retriable errors, and a fatal one.
 MIXED_ERRORS = (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, INVALID_RECORD)
@@ -62,7 +63,7 @@ AFTER_TAIL = range(300, 1000)
 
 @pytest.mark.parametrize(("outage", "interval"), [(2.0, 0.25), (30.0, 1.0)], ids=["2s", "30s"])
 async def test_a_broker_outage_during_a_stream_loses_no_latest_status(
-        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path, outage: float,
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path, outage: float,
         interval: float) -> None:
     broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
     async with subjects(store_factory, broker.bootstrap_servers, [broker.new_topic(), broker.new_topic()],
@@ -88,7 +89,7 @@ async def test_a_broker_outage_during_a_stream_loses_no_latest_status(
 
 
 async def test_leader_moves_and_fatal_errors_mixed_with_retriable_ones(
-        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
     broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
     topics = [broker.new_topic(), broker.new_topic()]
     rng = random.Random(6)
@@ -97,9 +98,9 @@ async def test_leader_moves_and_fatal_errors_mixed_with_retriable_ones(
         for round_ in range(3, 23):
             for topic in topics:
                 mock_cluster.set_leader(topic, rng.randrange(5), rng.choice(mock_cluster.broker_ids))
-            mock_cluster.push_request_errors(MockCluster.PRODUCE, *rng.choices(MIXED_ERRORS, k=4))
+            mock_cluster.push_request_errors(FaultyCluster.PRODUCE, *rng.choices(MIXED_ERRORS, k=4))
             await stream(fleet, KEYS if round_ == 3 else AFTER_TAIL, [round_], 0.1)
-        mock_cluster.clear_request_errors(MockCluster.PRODUCE)
+        mock_cluster.clear_request_errors(FaultyCluster.PRODUCE)
         await stream(fleet, AFTER_TAIL, range(23, 25), 0.1)
         await settle(fleet)
         for subject in fleet:
@@ -111,7 +112,7 @@ async def test_leader_moves_and_fatal_errors_mixed_with_retriable_ones(
 
 
 async def test_a_slow_broker_under_load_loses_no_latest_status(
-        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
     broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
     async with subjects(store_factory, broker.bootstrap_servers, [broker.new_topic(), broker.new_topic()],
                         tmp_path, settings={"status.storage.retry.delivery.timeout.ms": "1000"}) as fleet:
@@ -131,7 +132,7 @@ async def test_a_slow_broker_under_load_loses_no_latest_status(
 
 
 async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_loses_nothing_it_accepted(
-        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
     # The broker lives in this process and survives the sidecar; "down" keeps its records.
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     spool = tmp_path / "spool.db"

@@ -13,22 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import murmur2
+from confluent_kafka import KafkaError, murmur2
 from prometheus_client import CollectorRegistry
 
 from status_store.errors import RecordTooLargeError, WriteRejectedError
-from status_store.librdkafka import MockCluster
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, connector_key, task_key
 from status_store.retry_queue import Outcome, Result, RetryListener, StatusUpdate
 from status_store.spool import Spool
 from status_store.store import StatusStore
+from status_store.testing import FaultyCluster
 
 from .conftest import StoreFactory
 from .helpers import eventually, last_values, write_raw
 
 WAIT = 20.0
-NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 # Far more errors than any test sends requests: every Produce request fails until they are cleared.
 OUTAGE = [NOT_ENOUGH_REPLICAS] * 100_000
 FAST = {
@@ -45,7 +45,7 @@ FAST = {
 class Held:
     """A store in partition mode on its own topic of the mock cluster, with its metrics."""
 
-    cluster: MockCluster
+    cluster: FaultyCluster
     store: StatusStore
     metrics: StoreMetrics
     topic: str
@@ -54,7 +54,7 @@ class Held:
         return self.metrics.registry.get_sample_value(name, labels or {}) or 0.0
 
 
-def topic_with(cluster: MockCluster, partitions: int, leaders: dict[int, int] | None = None) -> str:
+def topic_with(cluster: FaultyCluster, partitions: int, leaders: dict[int, int] | None = None) -> str:
     name = f"held-{id(cluster)}-{partitions}-{len(leaders or {})}-{asyncio.get_running_loop().time():.6f}"
     cluster.create_topic(name, partitions, 1)
     for partition, broker in (leaders or {}).items():
@@ -66,7 +66,7 @@ HeldFactory = Callable[..., AbstractAsyncContextManager[Held]]
 
 
 @pytest.fixture
-def held_factory(mock_cluster: MockCluster, store_factory: StoreFactory) -> HeldFactory:
+def held_factory(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> HeldFactory:
     @asynccontextmanager
     async def make(partitions: int = 5, leaders: dict[int, int] | None = None,
                    **settings: str) -> AsyncIterator[Held]:
@@ -97,7 +97,7 @@ def names_on(partition: int, partitions: int, count: int, prefix: str = "c") -> 
 async def test_a_held_partition_sends_only_its_probe(held_factory: HeldFactory) -> None:
     async with held_factory(partitions=1) as held:
         store, queue = held.store, held.store.queue
-        held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+        held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
         updates = [store.put(connector(f"c{i}")) for i in range(100)]
         await eventually(lambda: queue.held_partitions == [0])
         first_attempts = queue.attempts_total
@@ -112,7 +112,7 @@ async def test_a_held_partition_sends_only_its_probe(held_factory: HeldFactory) 
         later = [store.put(connector(f"late{i}")) for i in range(20)]
         assert queue.attempts_total - queue.probes_total == sent_before
         assert all(u.attempts == 0 for u in later)
-        held.cluster.clear_request_errors(MockCluster.PRODUCE)
+        held.cluster.clear_request_errors(FaultyCluster.PRODUCE)
         outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates + later)), WAIT)
         assert all(o.ok for o in outcomes)
         assert queue.held_partitions == []
@@ -143,11 +143,11 @@ async def test_a_partial_outage_holds_only_the_down_brokers_partitions(held_fact
 async def test_a_release_goes_out_in_batches_doubling_while_writes_succeed(
         held_factory: HeldFactory, caplog: pytest.LogCaptureFixture) -> None:
     async with held_factory(partitions=1) as held:
-        held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+        held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
         updates = [held.store.put(connector(f"c{i}")) for i in range(200)]
         await eventually(lambda: held.store.queue.probes_total >= 1)
         with caplog.at_level(logging.DEBUG, logger="status_store.retry_queue"):
-            held.cluster.clear_request_errors(MockCluster.PRODUCE)
+            held.cluster.clear_request_errors(FaultyCluster.PRODUCE)
             await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), WAIT)
         batches = [int(m.group(1)) for m in re.finditer(r"Released a batch of (\d+) update", caplog.text)]
         # Slow start: a first small batch, then twice as many after each batch that all succeeded.
@@ -160,7 +160,7 @@ async def test_held_updates_keep_coalescing_and_connects_abandonment_rules(held_
         store = held.store
         await store.put(ConnectorStatus("gone", State.RUNNING, "w1:8083", 1)).result(WAIT)
         await store.read_your_writes(WAIT)
-        held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+        held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
         first = store.put(connector("c", state=State.RUNNING))
         await eventually(lambda: store.queue.held_partitions == [0])
         second = store.put(connector("c", state=State.PAUSED))
@@ -171,7 +171,7 @@ async def test_held_updates_keep_coalescing_and_connects_abandonment_rules(held_
         assert doomed is not None
         # Another worker deletes "gone" while its update waits in the held partition (read from the topic once
         # the partition takes writes again: the other writer's record is ahead in the partition).
-        held.cluster.clear_request_errors(MockCluster.PRODUCE)
+        held.cluster.clear_request_errors(FaultyCluster.PRODUCE)
         write_raw(store, (b"status-connector-gone", None))
         outcomes = await asyncio.wait_for(asyncio.gather(first.result(), third.result(), doomed.result()), WAIT)
         assert outcomes[1].ok
@@ -185,7 +185,7 @@ async def test_max_retries_counts_only_attempts_sent_and_still_ends_an_update(he
     async with held_factory(partitions=1, **{"status.storage.retry.max.retries": "2",
                                              "status.storage.retry.exhausted.action": "drop"}) as held:
         store = held.store
-        held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+        held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
         updates = [store.put(connector(f"c{i}")) for i in range(10)]
         # The probes take the oldest update, three attempts each (two retries), then the next one.
         await eventually(lambda: sum(1 for u in updates if u.done()) >= 2)
@@ -197,21 +197,21 @@ async def test_max_retries_counts_only_attempts_sent_and_still_ends_an_update(he
         assert all(u.attempts <= 3 for u in waiting)
         # Attempts sent: each update's first one, and the probes.
         assert store.queue.attempts_total == len(updates) + store.queue.probes_total
-        held.cluster.clear_request_errors(MockCluster.PRODUCE)
+        held.cluster.clear_request_errors(FaultyCluster.PRODUCE)
         await asyncio.wait_for(asyncio.gather(*(u.result() for u in waiting)), WAIT)
 
 
 async def test_the_time_bound_counts_the_time_an_update_is_held(held_factory: HeldFactory) -> None:
     async with held_factory(partitions=1, **{"status.storage.retry.timeout.ms": "700",
                                              "status.storage.retry.exhausted.action": "drop"}) as held:
-        held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+        held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
         updates = [held.store.put(connector(f"c{i}")) for i in range(20)]
         outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), WAIT)
         assert all(o.result is Result.FAILED for o in outcomes)
         assert all("status.storage.retry.timeout.ms" in o.reason for o in outcomes)
         # Most never went out again: held, not retried, until the bound ended them.
         assert sum(1 for o in outcomes if o.attempts == 1) >= 15
-        held.cluster.clear_request_errors(MockCluster.PRODUCE)
+        held.cluster.clear_request_errors(FaultyCluster.PRODUCE)
 
 
 class Raising(RetryListener):
@@ -224,7 +224,7 @@ class Raising(RetryListener):
         raise OSError("listener broken too")
 
 
-async def test_a_raising_listener_never_stops_a_key(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+async def test_a_raising_listener_never_stops_a_key(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
     metrics = StoreMetrics(CollectorRegistry())
     topic = topic_with(mock_cluster, 1)
     async with store_factory(mock_cluster.bootstrap_servers, topic, [Raising(), metrics], **FAST) as store:
@@ -241,7 +241,7 @@ async def test_a_raising_listener_never_stops_a_key(mock_cluster: MockCluster, s
 async def test_the_pending_bound_refuses_new_keys_and_changes_nothing(held_factory: HeldFactory) -> None:
     async with held_factory(partitions=1, **{"status.storage.retry.max.pending": "5"}) as held:
         store = held.store
-        held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+        held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
         accepted = [store.put(connector(f"c{i}")) for i in range(5)]
         generation = store.generation
         with pytest.raises(WriteRejectedError) as refused:
@@ -256,7 +256,7 @@ async def test_the_pending_bound_refuses_new_keys_and_changes_nothing(held_facto
         await eventually(lambda: store.queue.held_partitions == [0])
         replacing = store.put(connector("c4", state=State.PAUSED))
         assert held.sample("status_update_rejected_total", {"reason": "queue_full"}) == 2
-        held.cluster.clear_request_errors(MockCluster.PRODUCE)
+        held.cluster.clear_request_errors(FaultyCluster.PRODUCE)
         outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in [*accepted[:4], replacing])), WAIT)
         assert all(o.ok for o in outcomes)
 
@@ -268,10 +268,10 @@ async def test_a_ten_thousand_key_outage_writes_a_bounded_number_of_log_lines(
                 "status.storage.retry.exhausted.action": "drop", "status.storage.retry.max.pending": "20000"}
     async with held_factory(partitions=5, **settings) as held:
         with caplog.at_level(logging.INFO, logger="status_store"):
-            held.cluster.push_request_errors(MockCluster.PRODUCE, *OUTAGE)
+            held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
             updates = [held.store.put(TaskStatus(TaskId("c", i), State.FAILED, "w1:8083", 1)) for i in range(10_000)]
             await eventually(lambda: held.store.queue.probes_total >= 10 or all(u.done() for u in updates), WAIT)
-            held.cluster.clear_request_errors(MockCluster.PRODUCE)
+            held.cluster.clear_request_errors(FaultyCluster.PRODUCE)
             await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), 3 * WAIT)
         lines = [r for r in caplog.records if r.name.startswith("status_store")]
         # One line per partition held and released, the first failure and a summary: never one per key.
@@ -310,7 +310,7 @@ async def test_a_record_that_cannot_fit_is_refused_before_it_changes_anything(he
         assert held.store.queue.unsettled == 0
 
 
-async def test_a_spool_locked_by_another_process_never_stops_the_queue(mock_cluster: MockCluster,
+async def test_a_spool_locked_by_another_process_never_stops_the_queue(mock_cluster: FaultyCluster,
                                                                        store_factory: StoreFactory,
                                                                        tmp_path: Path) -> None:
     spool = tmp_path / "spool.db"

@@ -109,3 +109,11 @@ def test_topic_keys_round_trip(connector: str, topic: str) -> None:
 def test_invalid_status_values_are_refused(build: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         build()  # type: ignore[operator]
+
+
+def test_the_mock_cluster_binding_refuses_a_librdkafka_it_was_not_written_for() -> None:
+    from status_store.mock_cluster import UnsupportedLibrdkafka, check_version
+
+    check_version("2.16.0")
+    with pytest.raises(UnsupportedLibrdkafka, match=r"written for librdkafka 2\.16\.x and this .* has 2\.17"):
+        check_version("2.17.1")

@@ -9,10 +9,10 @@ from confluent_kafka import Producer
 from prometheus_client import CollectorRegistry
 
 from status_store.codec import encode_status
-from status_store.librdkafka import MockCluster
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, status_key
 from status_store.spool import Spool
+from status_store.testing import FaultyCluster
 
 from .conftest import Broker, StoreFactory
 from .helpers import last_values
@@ -27,7 +27,7 @@ def gen1_failed(name: str = "c") -> ConnectorStatus:
     return ConnectorStatus(name, State.FAILED, "w1:8083", 1, "boom")
 
 
-async def accept_during_outage(mock_cluster: MockCluster, store_factory: StoreFactory, topic: str, spool: Path,
+async def accept_during_outage(mock_cluster: FaultyCluster, store_factory: StoreFactory, topic: str, spool: Path,
                                *statuses: ConnectorStatus | TaskStatus) -> None:
     """A sidecar accepts these while the brokers are down and stops before they are written (the spool keeps
     them), as a sidecar killed during an outage would."""
@@ -41,7 +41,7 @@ async def accept_during_outage(mock_cluster: MockCluster, store_factory: StoreFa
     assert len(Spool(spool)) == len({status_key(s) for s in statuses})
 
 
-def produce(mock_cluster: MockCluster, topic: str, *records: tuple[bytes, bytes | None]) -> None:
+def produce(mock_cluster: FaultyCluster, topic: str, *records: tuple[bytes, bytes | None]) -> None:
     """Records another writer produces while the sidecar is down (Java's partitioning, as a worker's)."""
     producer = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "partitioner": "murmur2_random"})
     for key, value in records:
@@ -49,7 +49,7 @@ def produce(mock_cluster: MockCluster, topic: str, *records: tuple[bytes, bytes 
     assert producer.flush(WAIT) == 0
 
 
-async def restart(mock_cluster: MockCluster, store_factory: StoreFactory, topic: str, spool: Path,
+async def restart(mock_cluster: FaultyCluster, store_factory: StoreFactory, topic: str, spool: Path,
                   metrics: StoreMetrics) -> dict[bytes | None, bytes | None]:
     """Start the sidecar again on its spool; the topic's last value per key once every replay settled."""
     async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics],
@@ -63,7 +63,7 @@ def superseded(metrics: StoreMetrics, kind: str = "connector") -> float:
     return metrics.registry.get_sample_value("status_update_superseded_total", {"kind": kind}) or 0.0
 
 
-async def test_a_replay_never_overwrites_another_workers_newer_status(mock_cluster: MockCluster,
+async def test_a_replay_never_overwrites_another_workers_newer_status(mock_cluster: FaultyCluster,
                                                                       store_factory: StoreFactory,
                                                                       tmp_path: Path) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
@@ -78,7 +78,7 @@ async def test_a_replay_never_overwrites_another_workers_newer_status(mock_clust
     assert len(Spool(spool)) == 0
 
 
-async def test_a_replay_does_not_revive_a_key_deleted_meanwhile(mock_cluster: MockCluster,
+async def test_a_replay_does_not_revive_a_key_deleted_meanwhile(mock_cluster: FaultyCluster,
                                                                 store_factory: StoreFactory, tmp_path: Path) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     spool = tmp_path / "spool.db"
@@ -94,7 +94,7 @@ async def test_a_replay_does_not_revive_a_key_deleted_meanwhile(mock_cluster: Mo
     assert superseded(metrics, "task") == 1
 
 
-async def test_a_replay_writes_what_no_one_else_wrote_over(mock_cluster: MockCluster, store_factory: StoreFactory,
+async def test_a_replay_writes_what_no_one_else_wrote_over(mock_cluster: FaultyCluster, store_factory: StoreFactory,
                                                           tmp_path: Path) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     spool = tmp_path / "spool.db"
@@ -114,7 +114,7 @@ async def test_a_replay_writes_what_no_one_else_wrote_over(mock_cluster: MockClu
 
 
 async def test_a_replay_writes_over_its_own_earlier_write_that_landed_unacknowledged(
-        mock_cluster: MockCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     spool = tmp_path / "spool.db"
     running = ConnectorStatus("c", State.RUNNING, "w1:8083", 1)

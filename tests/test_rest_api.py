@@ -11,27 +11,28 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import httpx
 import pytest
+from confluent_kafka import KafkaError
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from status_store.api import create_app
-from status_store.librdkafka import MockCluster
 from status_store.logs import RateLimit
 from status_store.metrics import StoreMetrics
 from status_store.store import StatusStore
+from status_store.testing import FaultyCluster
 
 from .conftest import Broker, StoreFactory
 from .helpers import eventually, read_raw
 
 WAIT = 15.0
-TOPIC_AUTHORIZATION_FAILED = 29
+TOPIC_AUTHORIZATION_FAILED = KafkaError.TOPIC_AUTHORIZATION_FAILED
 RUNNING = {"state": "RUNNING", "worker_id": "h:8083", "generation": 1}
 
 
 class Api:
     """An HTTP client on the app, the app, the store under it and the mock cluster's control API."""
 
-    def __init__(self, http: httpx.AsyncClient, app: FastAPI, store: StatusStore, cluster: MockCluster) -> None:
+    def __init__(self, http: httpx.AsyncClient, app: FastAPI, store: StatusStore, cluster: FaultyCluster) -> None:
         self.http, self.app, self.store, self.cluster = http, app, store, cluster
 
     async def write(self, method: str, url: str, body: object = None, **params: str) -> httpx.Response:
@@ -44,7 +45,7 @@ ApiFactory = Callable[..., AbstractAsyncContextManager[Api]]
 
 
 @pytest.fixture
-def api_factory(mock_cluster: MockCluster, store_factory: StoreFactory) -> ApiFactory:
+def api_factory(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> ApiFactory:
     @asynccontextmanager
     async def make(token: str | None = None, max_body_bytes: int = 1 << 20, **settings: str) -> AsyncIterator[Api]:
         registry = CollectorRegistry()
@@ -145,7 +146,7 @@ async def test_waiting_ends_in_504_while_kafka_is_down(api: Api) -> None:
 
 async def test_waiting_ends_in_503_when_kafka_refuses(api_factory: ApiFactory) -> None:
     async with api_factory(**{"status.storage.retry.max.retries": "0"}) as api:
-        api.cluster.push_request_errors(MockCluster.PRODUCE, TOPIC_AUTHORIZATION_FAILED)
+        api.cluster.push_request_errors(FaultyCluster.PRODUCE, TOPIC_AUTHORIZATION_FAILED)
         response = await api.http.put("/connectors/c/status", json=RUNNING, params={"wait": "true"})
         assert response.status_code == 503
         assert "TOPIC_AUTHORIZATION_FAILED" in response.json()["message"]
@@ -568,7 +569,7 @@ async def test_unmatched_routes_answer_connects_404_and_405(api: Api) -> None:
     assert "GET" in wrong.headers["allow"]
 
 
-async def test_a_write_to_a_stopped_store_is_503(mock_cluster: MockCluster, store_factory: StoreFactory) -> None:
+async def test_a_write_to_a_stopped_store_is_503(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     async with store_factory(mock_cluster.bootstrap_servers, topic) as store:
         app = create_app(store)

@@ -15,8 +15,8 @@ import pytest
 from status_store import __version__
 from status_store.api import create_app
 from status_store.config_topic import ConfigTopic
-from status_store.librdkafka import MockCluster
 from status_store.store import StatusStore
+from status_store.testing import FaultyCluster
 
 from .conftest import Broker, StoreFactory
 from .connect_records import Record, commit, create_config_topic, created, task_config, write_records
@@ -56,7 +56,7 @@ SidecarFactory = Callable[..., AbstractAsyncContextManager[Sidecar]]
 
 
 @pytest.fixture
-def sidecar_factory(mock_cluster: MockCluster, store_factory: StoreFactory) -> SidecarFactory:
+def sidecar_factory(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> SidecarFactory:
     @asynccontextmanager
     async def make(with_config_topic: bool = True, **settings: str) -> AsyncIterator[Sidecar]:
         broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)

@@ -7,20 +7,21 @@ import random
 import tempfile
 from typing import Any
 
+from confluent_kafka import KafkaError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from status_store.codec import encode_status
 from status_store.config import build_config
-from status_store.librdkafka import MockCluster
 from status_store.model import ConnectorStatus, State
 from status_store.retry_queue import Result
 from status_store.store import StatusStore
+from status_store.testing import FaultyCluster
 
 from .helpers import last_values
 
 WAIT = 30.0
-NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 RETRY = {
     "status.storage.retry.max.retries": "1000",
     "status.storage.retry.initial.backoff.ms": "20",
@@ -39,7 +40,7 @@ faults = st.one_of(
 )
 
 
-async def run_store(cluster: MockCluster, body: Any) -> None:
+async def run_store(cluster: FaultyCluster, body: Any) -> None:
     cluster.create_topic("status", 3, 1)
     config = build_config({"bootstrap.servers": cluster.bootstrap_servers, "status.storage.topic": "status",
                            "status.storage.partitions": "3", **RETRY})
@@ -54,7 +55,7 @@ async def run_store(cluster: MockCluster, body: Any) -> None:
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.one_of(puts, faults), min_size=1, max_size=30))
 def test_after_recovery_each_key_holds_its_last_put(ops: list[tuple[Any, ...]]) -> None:
-    cluster = MockCluster(brokers=1)
+    cluster = FaultyCluster(brokers=1)
     expected: dict[bytes, bytes | None] = {}
 
     async def body(store: StatusStore) -> None:
@@ -65,7 +66,7 @@ def test_after_recovery_each_key_holds_its_last_put(ops: list[tuple[Any, ...]]) 
                 updates.append(store.put(status))
                 expected[f"status-connector-c{op[1]}".encode()] = encode_status(status.state, "w1:8083", 1, None)
             elif op[0] == "errors":
-                cluster.push_request_errors(MockCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * op[1])
+                cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * op[1])
             elif op[0] == "down":
                 cluster.broker_down(-1)
             elif op[0] == "up":
@@ -90,13 +91,13 @@ safe_writes = st.tuples(st.sampled_from(["put", "put_safe"]), st.integers(0, 2),
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(safe_writes, min_size=1, max_size=15))
 def test_safe_writes_follow_connects_rules_through_failures(ops: list[tuple[Any, ...]]) -> None:
-    cluster = MockCluster(brokers=1)
+    cluster = FaultyCluster(brokers=1)
     model: dict[str, ConnectorStatus] = {}
 
     async def body(store: StatusStore) -> None:
         for method, key, worker, generation, state, errors in ops:
             if errors:
-                cluster.push_request_errors(MockCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * errors)
+                cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * errors)
             status = ConnectorStatus(f"c{key}", state, f"{worker}:8083", generation)
             cached = model.get(status.connector)
             allowed = (method == "put" or cached is None or cached.worker_id == status.worker_id
@@ -127,7 +128,7 @@ restarts = st.tuples(st.just("restart"))
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(st.one_of(puts, faults, restarts), min_size=1, max_size=25))
 def test_through_restarts_with_a_spool_each_key_ends_with_its_last_put(ops: list[tuple[Any, ...]]) -> None:
-    cluster = MockCluster(brokers=1)
+    cluster = FaultyCluster(brokers=1)
     cluster.create_topic("status", 3, 1)
     expected: dict[bytes, bytes | None] = {}
 
@@ -150,7 +151,7 @@ def test_through_restarts_with_a_spool_each_key_ends_with_its_last_put(ops: list
                     store = StatusStore(config, cluster.bootstrap_servers, rng=random.Random(7).random)
                     await store.start()
                 elif op[0] == "errors":
-                    cluster.push_request_errors(MockCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * op[1])
+                    cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * op[1])
                 elif op[0] == "down":
                     cluster.broker_down(-1)
                 elif op[0] == "up":

@@ -8,24 +8,25 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry, generate_latest
 
-from status_store.librdkafka import MockCluster
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
 from status_store.retry_queue import Result
 from status_store.store import StatusStore
+from status_store.testing import FaultyCluster
 
 from .conftest import Broker, StoreFactory
 from .helpers import eventually, last_values, write_raw
 
 WAIT = 20.0
-NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 # librdkafka itself re-sends after NOT_LEADER_OR_FOLLOWER and LEADER_NOT_AVAILABLE (it refreshes metadata and
 # re-routes, even with retries=0); FENCED_LEADER_EPOCH reaches the store.
-FENCED_LEADER_EPOCH = 74
-TOPIC_AUTHORIZATION_FAILED = 29
-INVALID_RECORD = 87
+FENCED_LEADER_EPOCH = KafkaError.FENCED_LEADER_EPOCH
+TOPIC_AUTHORIZATION_FAILED = KafkaError.TOPIC_AUTHORIZATION_FAILED
+INVALID_RECORD = KafkaError.INVALID_RECORD
 # asyncio may run a timer up to its clock resolution early; a loaded machine may run it late.
 TIMER_SLACK = 0.005
 LATE_SLACK = 1.0
@@ -41,7 +42,7 @@ FAST = {
 class Faulty:
     """A store on the mock cluster, with its metrics and the cluster's control API."""
 
-    def __init__(self, cluster: MockCluster, store: StatusStore, metrics: StoreMetrics) -> None:
+    def __init__(self, cluster: FaultyCluster, store: StatusStore, metrics: StoreMetrics) -> None:
         self.cluster, self.store, self.metrics = cluster, store, metrics
 
     def count(self, name: str, kind: str) -> float:
@@ -50,7 +51,7 @@ class Faulty:
 
 
 @pytest.fixture
-async def faulty(mock_cluster: MockCluster, store_factory: StoreFactory,
+async def faulty(mock_cluster: FaultyCluster, store_factory: StoreFactory,
                  request: pytest.FixtureRequest) -> AsyncIterator[Faulty]:
     settings = {**FAST, **getattr(request, "param", {})}
     metrics = StoreMetrics(CollectorRegistry())
@@ -64,13 +65,13 @@ def connector(name: str, generation: int = 1, state: State = State.RUNNING) -> C
     return ConnectorStatus(name, state, "w1:8083", generation)
 
 
-def produce_times(cluster: MockCluster) -> list[float]:
-    return [r.timestamp_us / 1e6 for r in cluster.requests(MockCluster.PRODUCE)]
+def produce_times(cluster: FaultyCluster) -> list[float]:
+    return [r.timestamp_us / 1e6 for r in cluster.requests(FaultyCluster.PRODUCE)]
 
 
 async def test_a_transient_failure_ends_in_success_with_the_right_retry_count(faulty: Faulty) -> None:
     faulty.cluster.start_tracking()
-    faulty.cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS)
+    faulty.cluster.push_request_errors(FaultyCluster.PRODUCE, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS)
     outcome = await faulty.store.put(connector("c")).result(WAIT)
     assert (outcome.result, outcome.attempts) == (Result.WRITTEN, 3)
     assert faulty.count("status_update_retry", "connector") == 2
@@ -90,7 +91,7 @@ async def test_a_transient_failure_ends_in_success_with_the_right_retry_count(fa
 
 async def test_fatal_errors_are_not_retried(faulty: Faulty) -> None:
     faulty.cluster.start_tracking()
-    faulty.cluster.push_request_errors(MockCluster.PRODUCE, TOPIC_AUTHORIZATION_FAILED)
+    faulty.cluster.push_request_errors(FaultyCluster.PRODUCE, TOPIC_AUTHORIZATION_FAILED)
     outcome = await faulty.store.put(TaskStatus(TaskId("c", 0), State.RUNNING, "w:1", 1)).result(WAIT)
     assert (outcome.result, outcome.attempts) == (Result.FAILED, 1)
     assert outcome.error is not None
@@ -107,7 +108,7 @@ PER_UPDATE = {"status.storage.retry.mode": "per-update"}
                          indirect=["faulty"])
 async def test_a_leader_change_is_retried_at_once_then_backs_off(faulty: Faulty, backoff: float) -> None:
     faulty.cluster.start_tracking()
-    faulty.cluster.push_request_errors(MockCluster.PRODUCE, FENCED_LEADER_EPOCH, FENCED_LEADER_EPOCH)
+    faulty.cluster.push_request_errors(FaultyCluster.PRODUCE, FENCED_LEADER_EPOCH, FENCED_LEADER_EPOCH)
     outcome = await faulty.store.put(connector("c")).result(WAIT)
     assert (outcome.result, outcome.attempts) == (Result.WRITTEN, 3)
     gaps = [b - a for a, b in itertools.pairwise(produce_times(faulty.cluster))]
@@ -162,7 +163,7 @@ async def test_a_newer_write_supersedes_a_pending_retry_and_is_never_overwritten
 
 
 async def test_a_retry_is_abandoned_when_the_generation_changes(faulty: Faulty) -> None:
-    faulty.cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
+    faulty.cluster.push_request_errors(FaultyCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
     old = faulty.store.put(connector("a", generation=1))
     await asyncio.sleep(0.02)
     faulty.store.put(connector("b", generation=2))
@@ -183,7 +184,7 @@ async def test_put_returns_at_once_while_every_broker_is_down(faulty: Faulty) ->
 
 
 async def test_the_kip_counters_have_their_exact_exposition_names(faulty: Faulty) -> None:
-    faulty.cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
+    faulty.cluster.push_request_errors(FaultyCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
     await faulty.store.put(connector("c")).result(WAIT)
     text = generate_latest(faulty.metrics.registry).decode()
     for name in ("status_update_retry_total", "status_update_failure_total", "status_update_success_total",
@@ -201,7 +202,7 @@ async def test_stop_does_not_send_a_retry_that_connects_rules_abandon(faulty: Fa
     store = faulty.store
     await store.put(connector("c", generation=5)).result(WAIT)
     await store.read_your_writes(WAIT)
-    faulty.cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
+    faulty.cluster.push_request_errors(FaultyCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
     safe = store.put_safe(connector("c", generation=5, state=State.UNASSIGNED))
     assert safe is not None
     await eventually(lambda: bool(store.queue.waiting_retries()))
@@ -228,7 +229,7 @@ async def test_a_record_larger_than_the_client_queue_fails_instead_of_blocking_o
 
 async def test_a_fatal_error_fails_even_with_a_newer_value_held(faulty: Faulty) -> None:
     # INVALID_RECORD fails the one request (librdkafka keeps a topic authorization error for later writes too).
-    faulty.cluster.push_request_errors(MockCluster.PRODUCE, INVALID_RECORD)
+    faulty.cluster.push_request_errors(FaultyCluster.PRODUCE, INVALID_RECORD)
     first = faulty.store.put(connector("c", state=State.RUNNING))
     second = faulty.store.put(connector("c", state=State.PAUSED))
     assert (await first.result(WAIT)).result is Result.FAILED

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from status_store.codec import encode_status
-from status_store.librdkafka import MockCluster
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
 from status_store.spool import Spool
+from status_store.testing import FaultyCluster
 
 from .brokers import TansuBroker, free_port, tansu_binary
 from .conftest import Broker, StoreFactory
@@ -25,7 +25,7 @@ QUICK = {"status.storage.retry.delivery.timeout.ms": "300", "status.storage.retr
          "status.storage.retry.max.backoff.ms": "200", "sidecar.shutdown.timeout.ms": "300"}
 
 
-async def test_updates_pending_at_a_stop_are_replayed_by_the_next_start(mock_cluster: MockCluster,
+async def test_updates_pending_at_a_stop_are_replayed_by_the_next_start(mock_cluster: FaultyCluster,
                                                                         store_factory: StoreFactory,
                                                                         tmp_path: Path) -> None:
     spool = str(tmp_path / "spool.db")
@@ -56,7 +56,7 @@ async def test_updates_pending_at_a_stop_are_replayed_by_the_next_start(mock_clu
     assert len(Spool(spool)) == 0
 
 
-async def test_a_settled_update_leaves_the_spool(mock_cluster: MockCluster, store_factory: StoreFactory,
+async def test_a_settled_update_leaves_the_spool(mock_cluster: FaultyCluster, store_factory: StoreFactory,
                                                  tmp_path: Path) -> None:
     spool = str(tmp_path / "spool.db")
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
@@ -126,7 +126,7 @@ def test_a_sidecar_killed_during_an_outage_loses_nothing_it_accepted(tmp_path: P
         broker.stop()
 
 
-async def test_spool_rows_are_committed_per_turn_and_on_demand(mock_cluster: MockCluster, store_factory: StoreFactory,
+async def test_spool_rows_are_committed_per_turn_and_on_demand(mock_cluster: FaultyCluster, store_factory: StoreFactory,
                                                               tmp_path: Path) -> None:
     spool = tmp_path / "spool.db"
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()

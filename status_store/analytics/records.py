@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from ..librdkafka import ClientLog, is_embedded
+from ..client_log import ClientLog, is_embedded
 from .options import MAX_RECORDS_PER_RANGE, METADATA_TIMEOUT_S, RANGE_TIMEOUT_S
 
 RAW_SCHEMA = "topic string, partition int, offset long, timestamp long, key string, value binary"

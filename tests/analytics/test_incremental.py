@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from status_store import cli
-from status_store.librdkafka import MockCluster
+from status_store.testing import FaultyCluster
 
 from .test_latest import generated_history, produce
 
@@ -48,7 +48,7 @@ def rows(spark: SparkSession, path: Path, newest_date_only: bool = False) -> lis
     return sorted((tuple(row) for row in frame.collect()), key=lambda row: [(v is not None, str(v)) for v in row])
 
 
-def test_two_incremental_runs_equal_one_full_run(spark: SparkSession, mock_cluster: MockCluster, tmp_path: Path,
+def test_two_incremental_runs_equal_one_full_run(spark: SparkSession, mock_cluster: FaultyCluster, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     for topic in ("connect-status", "history"):
         mock_cluster.create_topic(topic, 3, 1)
@@ -88,7 +88,7 @@ def test_two_incremental_runs_equal_one_full_run(spark: SparkSession, mock_clust
     assert len(checkpoint["batches"]) == 2
 
 
-def test_a_checkpoint_of_other_topics_is_refused(spark: SparkSession, mock_cluster: MockCluster, tmp_path: Path,
+def test_a_checkpoint_of_other_topics_is_refused(spark: SparkSession, mock_cluster: FaultyCluster, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     mock_cluster.create_topic("connect-status", 1, 1)
     out = tmp_path / "out"

@@ -14,8 +14,8 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from status_store import cli
-from status_store.librdkafka import MockCluster
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
+from status_store.testing import FaultyCluster
 
 from ..brokers import TansuBroker, free_port
 from ..conftest import StoreFactory
@@ -116,7 +116,7 @@ def test_a_missing_topic_fails_naming_it(spark: SparkSession, tansu: TansuBroker
     assert "no-such-topic: topic not found" in _failed(code, capsys, out)
 
 
-def test_a_range_not_read_in_time_fails_the_run(spark: SparkSession, mock_cluster: MockCluster, tmp_path: Path,
+def test_a_range_not_read_in_time_fails_the_run(spark: SparkSession, mock_cluster: FaultyCluster, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     mock_cluster.create_topic("statuses", 1, 1)
     producer = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers})
@@ -139,7 +139,7 @@ def test_a_missing_or_unreadable_file_fails_the_run(spark: SparkSession, tmp_pat
     assert "bad.parquet" in _failed(code, capsys, out)
 
 
-def test_an_empty_topic_is_a_success_with_a_warning(spark: SparkSession, mock_cluster: MockCluster,
+def test_an_empty_topic_is_a_success_with_a_warning(spark: SparkSession, mock_cluster: FaultyCluster,
                                                     tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     mock_cluster.create_topic("empty", 2, 1)
     out = tmp_path / "out"

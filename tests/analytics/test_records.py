@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from status_store.analytics.records import plan_ranges, read_files, read_kafka
-from status_store.librdkafka import MockCluster
+from status_store.testing import FaultyCluster
 
 RUNNING = '{"state":"RUNNING","trace":null,"worker_id":"w","generation":1}'
 
@@ -37,7 +37,7 @@ def test_files_json_lines_and_parquet_with_text_or_binary_values(spark: SparkSes
 
 
 def test_a_range_not_read_in_time_is_reported_with_what_it_read(spark: SparkSession,
-                                                               mock_cluster: MockCluster) -> None:
+                                                               mock_cluster: FaultyCluster) -> None:
     mock_cluster.create_topic("events", 2, 1)
     producer = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers})
     for i in range(10):
@@ -57,7 +57,7 @@ def test_a_range_not_read_in_time_is_reported_with_what_it_read(spark: SparkSess
     cut_short.persisted.unpersist()
 
 
-def test_a_plan_from_a_checkpoint_starts_where_the_last_one_ended(mock_cluster: MockCluster) -> None:
+def test_a_plan_from_a_checkpoint_starts_where_the_last_one_ended(mock_cluster: FaultyCluster) -> None:
     mock_cluster.create_topic("events", 2, 1)
     producer = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers})
 

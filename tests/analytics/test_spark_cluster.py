@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from status_store import cli
-from status_store.librdkafka import MockCluster
+from status_store.testing import FaultyCluster
 
 from .test_analysis import HISTORY
 from .test_latest import generated_history, produce
@@ -50,7 +50,7 @@ def rows(spark: SparkSession, path: Path) -> list[tuple[Any, ...]]:
 
 
 def test_the_job_on_a_standalone_cluster_equals_a_local_run(
-        spark: SparkSession, cluster: spark_cluster.StandaloneCluster, mock_cluster: MockCluster, tmp_path: Path,
+        spark: SparkSession, cluster: spark_cluster.StandaloneCluster, mock_cluster: FaultyCluster, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     assert cluster.listening_beyond_loopback() == []
     mock_cluster.create_topic("connect-status", 3, 1)

@@ -1,4 +1,5 @@
-"""The Kafka log: topic bootstrap (REFERENCE §5), failure reporting, bounded stop, barriers."""
+"""The Kafka clients: topic bootstrap (created compacted, a policy that would lose data refused), failure
+reporting, bounded stop, barriers."""
 
 from __future__ import annotations
 
@@ -8,23 +9,23 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from status_store import kafka_log
 from status_store.errors import KafkaUnavailableError, TopicSetupError
-from status_store.kafka_log import ensure_topic
-from status_store.librdkafka import MockCluster
+from status_store.kafka import ensure_topic
+from status_store.kafka import reader as kafka_reader
 from status_store.model import ConnectorStatus, State
 from status_store.retry_queue import Result
+from status_store.testing import FaultyCluster
 
 from .brokers import TansuBroker, free_port
 from .conftest import Broker, StoreFactory
 
 WAIT = 15.0
-NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -74,7 +75,7 @@ async def test_a_store_does_not_start_on_a_delete_policy_topic(tansu: TansuBroke
             pass
 
 
-async def test_bootstrap_carries_on_where_configs_cannot_be_described(mock_cluster: MockCluster,
+async def test_bootstrap_carries_on_where_configs_cannot_be_described(mock_cluster: FaultyCluster,
                                                                       caplog: pytest.LogCaptureFixture) -> None:
     mock_cluster.create_topic("connect-status", 5, 3)
     with caplog.at_level(logging.DEBUG):  # expected of an embedded broker: DEBUG (tests/test_client_log.py)
@@ -82,7 +83,7 @@ async def test_bootstrap_carries_on_where_configs_cannot_be_described(mock_clust
     assert "Cannot describe the configs of status topic connect-status" in caplog.text
 
 
-async def test_bootstrap_reports_a_topic_it_cannot_create(mock_cluster: MockCluster) -> None:
+async def test_bootstrap_reports_a_topic_it_cannot_create(mock_cluster: FaultyCluster) -> None:
     with pytest.raises(TopicSetupError, match="does not exist and could not be created"):
         await ensure_topic(mock_cluster.bootstrap_servers, {}, "missing", 5, 3, {}, WAIT)
 
@@ -93,25 +94,25 @@ async def test_unreachable_brokers_fail_fast_with_a_clear_error() -> None:
         await ensure_topic(bootstrap, {}, "t", 5, 3, {}, 2.0)
 
 
-async def test_a_failed_write_is_reported_with_its_error(mock_cluster: MockCluster,
+async def test_a_failed_write_is_reported_with_its_error(mock_cluster: FaultyCluster,
                                                         store_factory: StoreFactory) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     no_retries = {"status.storage.retry.max.retries": "0"}
     async with store_factory(mock_cluster.bootstrap_servers, topic, **no_retries) as store:
         mock_cluster.start_tracking()
-        mock_cluster.push_request_errors(MockCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
+        mock_cluster.push_request_errors(FaultyCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
         outcome = await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(WAIT)
         assert (outcome.result, outcome.attempts, outcome.key) == (Result.FAILED, 1, "status-connector-c")
         assert outcome.error is not None
         assert (outcome.error.code, outcome.error.name) == (NOT_ENOUGH_REPLICAS, "NOT_ENOUGH_REPLICAS")
-        assert len(mock_cluster.requests(MockCluster.PRODUCE)) == 1
+        assert len(mock_cluster.requests(FaultyCluster.PRODUCE)) == 1
         # The store goes on: the next write succeeds and is read back.
         assert (await store.put(ConnectorStatus("c", State.PAUSED, "w:1", 1)).result(WAIT)).ok
         await store.read_your_writes(WAIT)
         assert store.get_connector("c") == ConnectorStatus("c", State.PAUSED, "w:1", 1)
 
 
-async def test_stop_is_bounded_while_every_broker_is_down(mock_cluster: MockCluster,
+async def test_stop_is_bounded_while_every_broker_is_down(mock_cluster: FaultyCluster,
                                                           store_factory: StoreFactory) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     async with store_factory(mock_cluster.bootstrap_servers, topic, **{"sidecar.shutdown.timeout.ms": "500"}) as store:
@@ -168,10 +169,10 @@ class FlakyConsumer(Consumer):
         return super().consume(*args, **kwargs)
 
 
-async def test_the_reader_survives_an_error_and_skips_nothing(mock_cluster: MockCluster, store_factory: StoreFactory,
+async def test_the_reader_survives_an_error_and_skips_nothing(mock_cluster: FaultyCluster, store_factory: StoreFactory,
                                                               monkeypatch: pytest.MonkeyPatch,
                                                               caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(kafka_log, "Consumer", FlakyConsumer)
+    monkeypatch.setattr(kafka_reader, "Consumer", FlakyConsumer)
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     async with store_factory(mock_cluster.bootstrap_servers, topic) as store:
         for i in range(50):

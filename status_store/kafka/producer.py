@@ -1,0 +1,190 @@
+"""Writes to one topic: librdkafka's producer with Connect's settings, delivery reports on the event loop.
+
+A background thread serves delivery reports and hands them to the event loop in batches (one
+``call_soon_threadsafe`` per batch), so ``send`` never blocks. Writes librdkafka's queue has no room
+for wait, in order, in a local backlog.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import itertools
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from ..delivery import Delivery, DoneCallback
+from ..errors import StoreClosedError, WriteFailedError
+from .settings import DEFAULT_DELIVERY_TIMEOUT_MS, POLL_INTERVAL_S, producer_settings, topic_partitions
+
+log = logging.getLogger(__name__)
+
+# (send number, error, partition, offset, key) of one delivery report.
+_Report = tuple[int, KafkaError | None, int, int, bytes | None]
+
+
+class TopicProducer:
+    """The producer of one topic; ``send`` hands a record over and never blocks."""
+
+    def __init__(self, topic: str, bootstrap_servers: str, client_configs: Mapping[str, str],
+                 delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS,
+                 on_restart: Callable[[int], None] | None = None) -> None:
+        """``on_restart(partition)``: a partition acknowledged an offset below an earlier one (its log started
+        over: the topic was deleted and created again)."""
+        self.topic = topic
+        self._bootstrap = bootstrap_servers
+        self._settings = producer_settings(bootstrap_servers, client_configs, delivery_timeout_ms)
+        self._on_restart = on_restart
+        self.cluster_id: str | None = None
+        self.partitions: tuple[int, ...] = ()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._producer: Producer | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        # Delivery reports, filled by the producer thread and drained on the loop.
+        self._reports: collections.deque[_Report] = collections.deque()
+        self._drain_scheduled = False
+        # Writes librdkafka's queue had no room for, sent in order as room frees up.
+        self._backlog: collections.deque[tuple[bytes, bytes | None, int]] = collections.deque()
+        # The completion callbacks of unsettled writes, by send number.
+        self._pending: dict[int, DoneCallback] = {}
+        self._sends = itertools.count()
+        # The highest offset acknowledged per partition.
+        self._written: dict[int, int] = {}
+        self._closed = False
+
+    async def start(self, timeout: float) -> None:
+        """Connect and find the topic's partitions; bounded by ``timeout``."""
+        self._loop = asyncio.get_running_loop()
+        self._producer = Producer(self._settings)
+        try:
+            self.cluster_id, self.partitions = await topic_partitions(self._producer, self.topic, self._bootstrap,
+                                                                      timeout)
+        except BaseException:
+            self._producer = None
+            raise
+        self._thread = threading.Thread(target=self._serve_deliveries, name="status-store-producer", daemon=True)
+        self._thread.start()
+
+    async def stop(self, timeout: float) -> int:
+        """Flush pending writes for at most ``timeout`` seconds, then close.
+
+        Returns how many writes were still pending and failed; it never waits longer than the bound.
+        """
+        if self._closed:
+            return 0
+        self._closed = True
+        pending = 0
+        producer = self._producer
+        if producer is not None:
+            pending = await asyncio.to_thread(producer.flush, timeout)
+            if pending:
+                log.error("%d write(s) to %s still pending after %.1f s; they are failed, not written",
+                          pending, self.topic, timeout)
+                producer.purge()
+                await asyncio.to_thread(producer.poll, 0)
+        for key, _, number in self._backlog:
+            pending += 1
+            self._settle(number, WriteFailedError(key.decode(errors="replace"), KafkaError._DESTROY, "_DESTROY",
+                                                  "the store stopped before this write was sent"))
+        self._backlog.clear()
+        self._stopping.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 5)
+        self._drain_reports()
+        self._producer = None
+        return pending
+
+    def written_targets(self) -> dict[int, int]:
+        """Per partition, the offset below which every write acknowledged so far lies."""
+        return {partition: offset + 1 for partition, offset in self._written.items()}
+
+    def send(self, key: bytes, value: bytes | None, done: DoneCallback) -> None:
+        """Hand one record to the producer; never blocks. ``done`` runs on the event loop when Kafka
+        has acknowledged the record (with where it is) or failed it (with the error)."""
+        if self._closed or self._producer is None:
+            raise StoreClosedError(f"the producer of {self.topic} is not running")
+        number = next(self._sends)
+        self._pending[number] = done
+        if self._backlog or not self._produce(key, value, number):
+            self._backlog.append((key, value, number))
+
+    def _produce(self, key: bytes, value: bytes | None, number: int) -> bool:
+        """Produce one record; False when librdkafka's queue is full."""
+        assert self._producer is not None
+        try:
+            self._producer.produce(self.topic, value, key, on_delivery=functools.partial(self._delivered, number))
+        except BufferError:
+            if len(self._producer) == 0:
+                # The queue is empty and the record still does not fit: it never will.
+                self._settle(number, WriteFailedError(key.decode(errors="replace"), KafkaError.MSG_SIZE_TOO_LARGE,
+                                                      "MSG_SIZE_TOO_LARGE", "larger than the producer's whole queue"))
+                return True
+            return False
+        except KafkaException as e:
+            self._settle(number, _write_failed(key, e.args[0]))
+        return True
+
+    def _delivered(self, number: int, error: KafkaError | None, message: Message) -> None:
+        # Runs on whichever thread polled the producer: only hand over, never touch a future.
+        self._reports.append((number, error, message.partition() or 0, message.offset() or 0,
+                              message.key() if error is not None else None))
+
+    def _serve_deliveries(self) -> None:
+        producer = self._producer
+        assert producer is not None
+        while not self._stopping.is_set():
+            try:
+                producer.poll(POLL_INTERVAL_S)
+                self._schedule_drain()
+            except Exception:
+                log.exception("Serving delivery reports of %s hit an error; retrying in 1 s", self.topic)
+                self._stopping.wait(1.0)
+
+    def _schedule_drain(self) -> None:
+        if self._reports and not self._drain_scheduled and self._loop is not None:
+            self._drain_scheduled = True
+            try:
+                self._loop.call_soon_threadsafe(self._drain_reports)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                self._drain_scheduled = False
+
+    def _drain_reports(self) -> None:
+        self._drain_scheduled = False
+        reports, written, pending = self._reports, self._written, self._pending
+        while reports:
+            number, error, partition, offset, key = reports.popleft()
+            if error is not None:
+                self._settle(number, _write_failed(key, error))
+                continue
+            last = written.get(partition, -1)
+            written[partition] = offset
+            if offset < last:
+                # Offsets went back: the partition's log started over (the topic was deleted and created
+                # again). What was read belongs to the old log; the reader reads the new one anew.
+                log.error("Partition %d of %s acknowledged offset %d after %d: the topic was created again; "
+                          "reading it anew", partition, self.topic, offset, last)
+                if self._on_restart is not None:
+                    self._on_restart(partition)
+            done = pending.pop(number, None)
+            if done is not None:
+                done(Delivery(partition, offset), None)
+        while self._backlog and self._producer is not None:
+            key, value, number = self._backlog[0]
+            if not self._produce(key, value, number):
+                break
+            self._backlog.popleft()
+
+    def _settle(self, number: int, error: WriteFailedError) -> None:
+        done = self._pending.pop(number, None)
+        if done is not None:
+            done(None, error)
+
+
+def _write_failed(key: bytes | None, error: KafkaError) -> WriteFailedError:
+    text = key.decode(errors="replace") if key is not None else ""
+    return WriteFailedError(text, error.code(), error.name(), error.str())

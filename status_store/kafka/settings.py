@@ -1,0 +1,111 @@
+"""The settings status-store fixes for its Kafka clients, and finding a topic's partitions."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer
+
+from ..client_log import client_logging
+from ..errors import KafkaUnavailableError, TopicSetupError
+
+DEFAULT_DELIVERY_TIMEOUT_MS = 10000
+# How long a client thread waits for an event before it looks at its stop flag again.
+POLL_INTERVAL_S = 0.1
+
+
+# Java's client defaults where librdkafka's differ in a way that matters here: a broker that comes back is
+# reconnected to within a second (librdkafka waits up to 10 s), as Connect's clients do. Overridable.
+JAVA_DEFAULTS = {"reconnect.backoff.ms": "50", "reconnect.backoff.max.ms": "1000"}
+
+
+def producer_settings(bootstrap_servers: str, client_configs: Mapping[str, str],
+                      delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS) -> dict[str, Any]:
+    """librdkafka producer settings matching Connect's status producer.
+
+    ``delivery_timeout_ms`` bounds one attempt: how long librdkafka holds a write (queued or in
+    flight) before failing it back to the retry queue.
+    """
+    return {
+        **JAVA_DEFAULTS,
+        **client_configs,
+        "bootstrap.servers": bootstrap_servers,
+        "client.id": client_configs.get("client.id", "status-store"),
+        **client_logging(bootstrap_servers),
+        # Java's default partitioner (murmur2 of the key), so Connect and we agree on partitions.
+        "partitioner": "murmur2_random",
+        "acks": "all",
+        # Retries belong to status-store, not the client (as in Connect).
+        "retries": 0,
+        "max.in.flight.requests.per.connection": 1,
+        "enable.idempotence": False,
+        "message.timeout.ms": delivery_timeout_ms,
+        "request.timeout.ms": min(30000, delivery_timeout_ms),
+        # The status topic is set up deliberately (ensure_topic), never auto-created by a write.
+        "allow.auto.create.topics": False,
+    }
+
+
+def consumer_settings(bootstrap_servers: str, client_configs: Mapping[str, str]) -> dict[str, Any]:
+    """librdkafka consumer settings for a group-less reader of the whole topic."""
+    return {
+        **JAVA_DEFAULTS,
+        **client_configs,
+        "bootstrap.servers": bootstrap_servers,
+        "client.id": client_configs.get("client.id", "status-store"),
+        **client_logging(bootstrap_servers),
+        # librdkafka wants a group id even for assign(); nothing is ever committed or joined.
+        "group.id": f"status-store-reader-{uuid.uuid4()}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+        # Bounds how long an idle read_to_end waits for the Fetch that reports the end.
+        "fetch.wait.max.ms": 100,
+        "allow.auto.create.topics": False,
+    }
+
+
+async def topic_partitions(client: Producer | Consumer, topic: str, bootstrap_servers: str,
+                           timeout: float) -> tuple[str | None, tuple[int, ...]]:
+    """The cluster id and the topic's partitions, from a Metadata request of ``client``."""
+    try:
+        metadata = await asyncio.to_thread(client.list_topics, topic, timeout)
+    except KafkaException as e:
+        raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap_servers}: {e.args[0].str()}") from None
+    found = metadata.topics.get(topic)
+    if found is None or found.error is not None or not found.partitions:
+        reason = found.error if found is not None and found.error is not None else "no partitions"
+        raise TopicSetupError(f"topic {topic!r} cannot be used: {reason}")
+    return metadata.cluster_id, tuple(sorted(found.partitions))
+
+
+def check_property(name: str, value: str) -> str | None:
+    """Ask librdkafka, through the Python client, whether it knows ``name`` and accepts ``value``.
+
+    Returns None when it does, "unknown" when librdkafka has no such property, or librdkafka's own message
+    for an invalid value. (A client of this one setting alone may be refused for another reason, such as a
+    SASL mechanism this build lacks: that says nothing about the setting itself, so it counts as accepted.)
+    """
+    try:
+        Producer({name: value, "logger": _DISCARD})
+    except KafkaException as e:
+        message: str = e.args[0].str()
+        if message.startswith("No such configuration property"):
+            return "unknown"
+        if not message.startswith("Failed to create"):  # that is the client's complaint, not this setting's
+            return message
+    return None
+
+
+class _Discard:
+    """A client logger that drops what a throwaway client says."""
+
+    def log(self, *args: object) -> None:
+        return None
+
+
+_DISCARD = _Discard()
