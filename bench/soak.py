@@ -48,9 +48,9 @@ from status_store.config import build_config
 from status_store.errors import ErrorKind, classify
 from status_store.metrics import StoreMetrics
 from status_store.model import State, TaskId, TaskStatus, task_key
-from status_store.retry_queue import Result, StatusUpdate
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
+from status_store.updates import Result, StatusUpdate
 
 PARTITIONS = 20
 BROKERS = 3

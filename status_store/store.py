@@ -41,8 +41,9 @@ from .model import (
     task_key,
     topic_key,
 )
-from .retry_queue import Outcome, Result, RetryListener, RetryPolicy, RetryQueue, StatusUpdate
+from .retry_queue import RetryQueue
 from .spool import Spool, SpooledUpdate
+from .updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +127,13 @@ class StatusStore:
         self._history = self._dead_letters = None
         if config.history_topic is not None:
             self._history = AppendLog(config.history_topic, bootstrap_servers, config.client_configs, policy,
-                                      retry.delivery_timeout_ms, "history", max_pending=config.history_max_pending)
+                                      retry.delivery_timeout_ms, UpdateKind.HISTORY,
+                                      max_pending=config.history_max_pending)
             listeners = [*listeners, HistorySink(self._history, config.name)]
         if config.exhausted_action is ExhaustedAction.DEAD_LETTER:
             assert config.dead_letter_topic is not None
             self._dead_letters = AppendLog(config.dead_letter_topic, bootstrap_servers, config.client_configs,
-                                           policy, retry.delivery_timeout_ms, "dead-letter")
+                                           policy, retry.delivery_timeout_ms, UpdateKind.DEAD_LETTER)
         # The spool comes last: it asks _keeps, which the store's own listener has decided by then.
         listeners = [*listeners, _AfterLastRetry(self)]
         if self._spool is not None:
@@ -223,11 +225,11 @@ class StatusStore:
                 dropped += 1
                 if dropped <= _REPLAY_LOG_LINES:
                     log.warning("Not replaying the spooled update of %s: %s", item.key, reason)
-                self._queue.supersede(StatusUpdate(item.key, item.value, item.kind, safe=item.safe), reason)
+                self._queue.supersede(StatusUpdate(item.key, item.value, UpdateKind(item.kind), safe=item.safe), reason)
                 continue
             parsed = parse_key(item.key)
             if item.value is None or not isinstance(parsed, ConnectorKey | TaskKey):
-                self._submit(item.key, item.value, item.kind)
+                self._submit(item.key, item.value, UpdateKind(item.kind))
                 continue
             value = codec.decode_status(item.value)
             status: Status = (_connector_status(parsed.connector, value) if isinstance(parsed, ConnectorKey)
@@ -378,8 +380,8 @@ class StatusStore:
         tasks = sorted(self._tasks.get(connector, ()))
         self._queue.check_room(None, len(tasks) + 1)
         self._types.pop(connector, None)
-        updates = [self._submit(task_key(TaskId(connector, task)), None, "task") for task in tasks]
-        updates.append(self._submit(connector_key(connector), None, "connector"))
+        updates = [self._submit(task_key(TaskId(connector, task)), None, UpdateKind.TASK) for task in tasks]
+        updates.append(self._submit(connector_key(connector), None, UpdateKind.CONNECTOR))
         return updates
 
     def put_topic(self, status: TopicStatus) -> StatusUpdate:
@@ -387,11 +389,11 @@ class StatusStore:
         key = topic_key(status.connector, status.topic)
         value = codec.encode_topic_status(status)
         self._check_size(key, value)
-        return self._submit(key, value, "topic")
+        return self._submit(key, value, UpdateKind.TOPIC)
 
     def delete_topic(self, connector: str, topic: str) -> StatusUpdate:
         """Forget that a connector uses a topic (a tombstone)."""
-        return self._submit(topic_key(connector, topic), None, "topic")
+        return self._submit(topic_key(connector, topic), None, UpdateKind.TOPIC)
 
     def reset_topics(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every topic known for the connector."""
@@ -401,9 +403,9 @@ class StatusStore:
 
     def _send_status(self, status: Status, safe: bool) -> StatusUpdate | None:
         if isinstance(status, ConnectorStatus):
-            key, kind = connector_key(status.connector), "connector"
+            key, kind = connector_key(status.connector), UpdateKind.CONNECTOR
         else:
-            key, kind = task_key(status.id), "task"
+            key, kind = task_key(status.id), UpdateKind.TASK
         # Refusals first: a write refused for room or size changes nothing.
         self._queue.check_room(key)
         value = self._encode(key, status)
@@ -465,7 +467,7 @@ class StatusStore:
             return "another worker's newer status was read"
         return None
 
-    def _submit(self, key: str, value: bytes | None, kind: str,
+    def _submit(self, key: str, value: bytes | None, kind: UpdateKind,
                 abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> StatusUpdate:
         return self._queue.submit(StatusUpdate(key, value, kind, abandon, safe))
 

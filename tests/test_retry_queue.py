@@ -13,9 +13,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
-from status_store.retry_queue import Result
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
+from status_store.updates import Result
 
 from .conftest import Broker, StoreFactory
 from .helpers import eventually, last_values, write_raw

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from fastapi import APIRouter
 
 from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, TopicStatus
-from ...retry_queue import StatusUpdate
 from ...store import StatusStore
+from ...updates import StatusUpdate
 from ..deps import StoreDep, WaitDep, answer, checked_name, checked_topic
 from ..responses import ApiError, ConnectJSONResponse
 from ..routing import ConnectRoute
