@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from confluent_kafka import Message, murmur2
 
 from . import codec
+from .after_retry import AfterLastRetry, ExhaustedStats
 from .backoff import Backoff, Random, backoff_policy
 from .budget import RetryBudget
 from .codec import GarbledValue, StatusValue
 from .config import ExhaustedAction, RetryConfig, StoreConfig
-from .errors import ErrorKind, RecordTooLargeError, classify
-from .history import AppendLog, HistorySink, dead_letter
-from .kafka import TopicProducer, TopicReader, ensure_topic, topic_exists
+from .history import AppendLog, HistorySink
+from .kafka import TopicProducer, TopicReader, ensure_topic
 from .model import (
     ConnectorKey,
     ConnectorStatus,
@@ -41,17 +41,13 @@ from .model import (
     task_key,
     topic_key,
 )
+from .record_limit import RecordLimit
 from .retry_queue import RetryQueue
 from .spool import Spool, SpooledUpdate
-from .updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
+from .updates import Outcome, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
 log = logging.getLogger(__name__)
 
-# While writes fail, whether the status topic still exists is checked at most this often.
-TOPIC_CHECK_INTERVAL_S = 10.0
-# librdkafka's default message.max.bytes, and what a record adds to its key and value on the wire at most.
-DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
-RECORD_OVERHEAD_BYTES = 64
 # Replayed updates the topic made obsolete are logged one by one up to this many, then summed up.
 _REPLAY_LOG_LINES = 20
 
@@ -85,15 +81,6 @@ class ReadStats:
     stale_unassigned: int = 0
 
 
-@dataclass(slots=True)
-class ExhaustedStats:
-    """What became of updates after their last retry (``status.storage.retry.exhausted.action``)."""
-
-    parked: int = 0
-    dead_lettered: int = 0
-    dead_letter_failed: int = 0
-
-
 class StatusStore:
     """Connector, task and topic statuses kept in Connect's compacted status topic."""
 
@@ -108,17 +95,14 @@ class StatusStore:
         self._topics: dict[str, dict[str, TopicStatus]] = {}
         # Connector types as writers hinted them ("source" or "sink"); Connect's topic has no such field.
         self._types: dict[str, str] = {}
-        self.exhausted = ExhaustedStats()
         # Each key's last record: its offset (read, or our own acknowledged write), for the spool's replay check.
         self._offsets: dict[str, int] = {}
         # Each connector's last tombstone read (it deleted the connector's tasks too).
         self._deleted_at: dict[str, int] = {}
-        self._topic_check: asyncio.Task[None] | None = None
-        self._next_topic_check = 0.0
         self._spool = (Spool(config.spool_path, keep=self._keeps, tokens=self._tokens)
                        if config.spool_path is not None else None)
         retry = config.retry
-        self._max_record_bytes = _max_record_bytes(config)
+        self.record_limit = RecordLimit.of(config.client_configs, config.topic_configs)
         self._reader = TopicReader(config.topic, bootstrap_servers, config.client_configs, self._apply)
         self._producer = TopicProducer(config.topic, bootstrap_servers, config.client_configs,
                                        retry.delivery_timeout_ms, on_restart=self._reader.restart)
@@ -134,12 +118,14 @@ class StatusStore:
             assert config.dead_letter_topic is not None
             self._dead_letters = AppendLog(config.dead_letter_topic, bootstrap_servers, config.client_configs,
                                            policy, retry.delivery_timeout_ms, UpdateKind.DEAD_LETTER)
-        # The spool comes last: it asks _keeps, which the store's own listener has decided by then.
-        listeners = [*listeners, _AfterLastRetry(self)]
+        self._after = AfterLastRetry(config, bootstrap_servers, self._dead_letters, self._spool, self._written)
+        # The spool comes last: it asks _keeps, which the after-the-last-retry listener has decided by then.
+        listeners = [*listeners, self._after]
         if self._spool is not None:
             listeners.append(self._spool)
         self._queue = RetryQueue(self._producer.send, _retry_policy(retry, rng, budgeted=True), listeners,
                                  route=self._partition_of, name=config.topic)
+        self._after.attach(self._queue)
         for events in self.event_logs:
             events.yield_to = self._queue
 
@@ -183,8 +169,7 @@ class StatusStore:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.shutdown_timeout_s
-        if self._topic_check is not None:
-            self._topic_check.cancel()
+        self._after.stop()
         lost = await self._queue.stop(self.config.shutdown_timeout_s)
         parked = self._queue.parked()
         if parked and self._spool is None:
@@ -388,7 +373,7 @@ class StatusStore:
         """Record that a connector uses a topic."""
         key = topic_key(status.connector, status.topic)
         value = codec.encode_topic_status(status)
-        self._check_size(key, value)
+        self.record_limit.check(key, value)
         return self._submit(key, value, UpdateKind.TOPIC)
 
     def delete_topic(self, connector: str, topic: str) -> StatusUpdate:
@@ -408,7 +393,7 @@ class StatusStore:
             key, kind = task_key(status.id), UpdateKind.TASK
         # Refusals first: a write refused for room or size changes nothing.
         self._queue.check_room(key)
-        value = self._encode(key, status)
+        value = self.record_limit.encode(key, status)
         entry = (self._connector_entry(status.connector) if isinstance(status, ConnectorStatus)
                  else self._task_entry(status.id.connector, status.id.task))
         self.generation = status.generation
@@ -417,44 +402,6 @@ class StatusStore:
             return None
         entry.sequence += 1
         return self._submit(key, value, kind, functools.partial(self._abandon_reason, entry, status, safe), safe)
-
-    def check_record(self, status: Status) -> None:
-        """Raise ``RecordTooLargeError`` if this status could not be written even with its trace cut (a batch
-        checks every item before it submits any)."""
-        key = connector_key(status.connector) if isinstance(status, ConnectorStatus) else task_key(status.id)
-        # Escaping at most sextuples a character's bytes: most statuses are clearly small enough.
-        if 6 * (len(key) + len(status.worker_id)) + 128 <= self._max_record_bytes:
-            return
-        self._encode(key, status)
-
-    def _encode(self, key: str, status: Status) -> bytes | None:
-        """The record value, its trace cut so that the record fits the producer's limit (a FAILED status with a
-        long trace is worth more written with the trace's head than refused); a record that cannot fit even
-        so is refused (``RecordTooLargeError``)."""
-        value = codec.encode_status(status.state, status.worker_id, status.generation, status.trace)
-        if value is None or len(key.encode()) + len(value) <= self._max_record_bytes or not status.trace:
-            self._check_size(key, value)
-            return value
-        trace = status.trace
-        room = self._max_record_bytes - len(key.encode()) - (len(value) - len(codec.json_string(trace).encode()))
-        low, high = 0, len(trace)
-        while low < high:  # the longest head of the trace whose note and escaped text fit
-            middle = (low + high + 1) // 2
-            if len(codec.json_string(_cut(trace, middle)).encode()) <= room:
-                low = middle
-            else:
-                high = middle - 1
-        cut = _cut(trace, low)
-        log.warning("The trace of %s is cut to %d of %d characters: the whole record would exceed the producer's "
-                    "limit of %d bytes (message.max.bytes)", key, low, len(trace), self._max_record_bytes)
-        value = codec.encode_status(status.state, status.worker_id, status.generation, cut)
-        self._check_size(key, value)
-        return value
-
-    def _check_size(self, key: str, value: bytes | None) -> None:
-        size = len(key.encode()) + (len(value) if value is not None else 0)
-        if size > self._max_record_bytes:
-            raise RecordTooLargeError(key, size, self._max_record_bytes)
 
     def _abandon_reason(self, entry: _Entry, status: Status, safe: bool, retry: bool) -> str | None:
         """Connect's reasons not to send: on a retry, the key is gone or the generation moved on; on any
@@ -471,69 +418,18 @@ class StatusStore:
                 abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> StatusUpdate:
         return self._queue.submit(StatusUpdate(key, value, kind, abandon, safe))
 
-    # ----------------------------------------------------------------------------- after the last retry
+    @property
+    def exhausted(self) -> ExhaustedStats:
+        """What became of updates after their last retry."""
+        return self._after.stats
 
     def _keeps(self, update: StatusUpdate, outcome: Outcome) -> bool:
-        """Whether the spool keeps a failed update's row: parked, or until its dead letter is written."""
-        return self._queue.is_parked(update) or (
-            self._dead_letters is not None and outcome.result is Result.FAILED and not outcome.stopped)
+        return self._after.keeps(update, outcome)
 
-    def _exhausted(self, update: StatusUpdate, outcome: Outcome) -> None:
-        """An update failed for good (not because the store stopped): apply the configured action."""
-        action = self.config.exhausted_action
-        error = outcome.error
-        if action is ExhaustedAction.PARK and error is not None and classify(error.code) is not ErrorKind.FATAL:
-            if self._queue.park(update):
-                self.exhausted.parked += 1
-                log.debug("Parked the status update of %s: it is sent again once its partition takes writes",
-                          update.key)
-        elif self._dead_letters is not None:
-            record = dead_letter(update, outcome, self.config.name)
-            if not self._dead_letters.append(update.key, record, lambda result: self._dead_lettered(update, result)):
-                self._dead_lettered(update, None)
-
-    def _dead_lettered(self, update: StatusUpdate, outcome: Outcome | None) -> None:
-        if outcome is not None and outcome.ok:
-            self.exhausted.dead_lettered += 1
-            if self._spool is not None:
-                self._spool.release(update)
-            return
-        self.exhausted.dead_letter_failed += 1
-        reason = outcome.reason if outcome is not None else "not queued"
-        log.error("The dead letter of %s could not be written either (%s)%s", update.key, reason,
-                  "; the spool keeps the update for the next start" if self._spool is not None else "")
-
-    def _write_failed(self) -> None:
-        """A write failed: now and then, check that the status topic still exists."""
-        now = asyncio.get_running_loop().time()
-        if self._topic_check is None and now >= self._next_topic_check:
-            self._next_topic_check = now + TOPIC_CHECK_INTERVAL_S
-            self._topic_check = asyncio.get_running_loop().create_task(self._recreate_lost_topic())
-
-    async def _recreate_lost_topic(self) -> None:
-        """Create the status topic again if the cluster lost it (deleted, or a broker without durable
-        storage restarted): otherwise no write could ever succeed again until a restart."""
-        cfg = self.config
-        try:
-            if await topic_exists(self.bootstrap_servers, cfg.client_configs, cfg.topic, TOPIC_CHECK_INTERVAL_S):
-                return
-            log.error("The status topic %s no longer exists on the cluster (deleted, or the brokers lost it): "
-                      "creating it again; statuses written before are gone from Kafka, pending and parked ones "
-                      "are written again", cfg.topic)
-            await ensure_topic(self.bootstrap_servers, cfg.client_configs, cfg.topic, cfg.partitions,
-                               cfg.replication_factor, cfg.topic_configs, TOPIC_CHECK_INTERVAL_S)
-        except Exception as e:  # unreachable brokers, refused creation: the next failed write checks again
-            log.warning("Could not check or create the status topic %s: %s", cfg.topic, e)
-        finally:
-            self._topic_check = None
-
-    def _settled(self, update: StatusUpdate, outcome: Outcome) -> None:
-        delivery = outcome.delivery
-        if delivery is not None and delivery.offset > self._offsets.get(update.key, -1):
-            self._offsets[update.key] = delivery.offset
-        elif outcome.result is Result.FAILED and not outcome.stopped:
-            self._write_failed()
-            self._exhausted(update, outcome)
+    def _written(self, key: str, offset: int) -> None:
+        """One of our writes is in the topic at this offset (the spool's replay compares with it)."""
+        if offset > self._offsets.get(key, -1):
+            self._offsets[key] = offset
 
     # ----------------------------------------------------------------------------- reads
 
@@ -662,20 +558,6 @@ class StatusStore:
         self._topics.setdefault(key.connector, {})[key.topic] = codec.decode_topic_status(value)
 
 
-class _AfterLastRetry(RetryListener):
-    """The store's own listener of its retry queue: notes its writes' offsets, parks or dead-letters exhausted
-    updates, and checks the topic when writes fail."""
-
-    def __init__(self, store: StatusStore) -> None:
-        self._store = store
-
-    def on_retry(self, update: StatusUpdate) -> None:
-        self._store._write_failed()
-
-    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
-        self._store._settled(update, outcome)
-
-
 def _retry_policy(retry: RetryConfig, rng: Random, budgeted: bool) -> RetryPolicy:
     """The retry queue's policy from the retry settings; the status queue has the budget and the bound."""
     def backoff(max_ms: int) -> Backoff:
@@ -687,22 +569,6 @@ def _retry_policy(retry: RetryConfig, rng: Random, budgeted: bool) -> RetryPolic
     probe_ms = min(retry.max_backoff_ms, max(retry.initial_backoff_ms, retry.probe_max_backoff_ms))
     return RetryPolicy(backoff(retry.max_backoff_ms), retry.max_retries, timeout, budget, retry.mode,
                        backoff(probe_ms), retry.max_pending if budgeted else None)
-
-
-def _max_record_bytes(config: StoreConfig) -> int:
-    """The largest key + value the producer and the topic take (message.max.bytes, the topic's
-    max.message.bytes when set), less what a record adds on the wire."""
-    producer = config.client_configs.get("message.max.bytes", "").strip()
-    limit = int(producer) if producer.isdigit() else DEFAULT_MAX_MESSAGE_BYTES
-    topic = config.topic_configs.get("max.message.bytes", "").strip()
-    if topic.isdigit():
-        limit = min(limit, int(topic))
-    return limit - RECORD_OVERHEAD_BYTES
-
-
-def _cut(trace: str, length: int) -> str:
-    """A trace's head with a note of what was cut."""
-    return f"{trace[:length]}\n\t... {len(trace) - length} more characters cut by status-store (record size limit)"
 
 
 def _connector_status(connector: str, value: StatusValue) -> ConnectorStatus:
