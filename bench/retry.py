@@ -438,7 +438,7 @@ def report_memory(variants: list[dict[str, str]], pending: int, seconds: float) 
 def scale_ours(pending: int) -> None:
     """Scenario (f) for status-store's RetryQueue, in this (fresh) process."""
     error = WriteFailedError("k", KafkaError.NOT_ENOUGH_REPLICAS, "NOT_ENOUGH_REPLICAS", "injected")
-    assert classify(error.code).value == "retriable"
+    assert classify(error).value == "retriable"
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

@@ -244,7 +244,7 @@ def losses(run: Run, bootstrap: str) -> collections.Counter[str]:
             lost["dead-lettered"] += 1
         elif outcome is None or outcome.result is not Result.FAILED:
             lost["silent"] += 1
-        elif outcome.error is not None and classify(outcome.error.code) is ErrorKind.FATAL:
+        elif outcome.error is not None and classify(outcome.error) is ErrorKind.FATAL:
             lost["refused (fatal)"] += 1
         else:
             lost["failed"] += 1

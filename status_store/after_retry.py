@@ -84,7 +84,7 @@ class AfterLastRetry(RetryListener):
         assert self._queue is not None
         error = outcome.error
         if (self.config.exhausted_action is ExhaustedAction.PARK and error is not None
-                and classify(error.code) is not ErrorKind.FATAL):
+                and classify(error) is not ErrorKind.FATAL):
             if self._queue.park(update):
                 self.stats.parked += 1
                 log.debug("Parked the status update of %s: it is sent again once its partition takes writes",

@@ -225,7 +225,7 @@ class RetryQueue:
             probe = partition.probe is update
             if probe:
                 partition.probe = None
-                failed = error is not None and classify(error.code) is not ErrorKind.FATAL
+                failed = error is not None and classify(error) is not ErrorKind.FATAL
                 if self._cluster.probe is update:
                     self._cluster.probe = None
                     self._cluster.streak = self._cluster.streak + 1 if failed else 0
@@ -233,7 +233,7 @@ class RetryQueue:
                     partition.streak += 1  # the next probe backs off one step further
         budget = self.policy.budget
         if budget is not None:
-            written = True if error is None else (None if classify(error.code) is ErrorKind.FATAL else False)
+            written = True if error is None else (None if classify(error) is ErrorKind.FATAL else False)
             budget.settled(update.attempts > 1, written)
         if error is None:
             slot.streak = 0
@@ -249,7 +249,7 @@ class RetryQueue:
         release = self._release_batches
         if update.number in release.inflight:
             release.inflight.discard(update.number)
-            if error is not None and classify(error.code) is not ErrorKind.FATAL:
+            if error is not None and classify(error) is not ErrorKind.FATAL:
                 release.failed = True
             if not release.inflight:
                 self._batch_settled()
@@ -258,7 +258,7 @@ class RetryQueue:
         self._advance(slot)
 
     def _after_failure(self, slot: Slot, update: StatusUpdate, error: WriteFailedError, probe: bool) -> None:
-        kind = classify(error.code)
+        kind = classify(error)
         partition = slot.partition
         if kind is ErrorKind.FATAL:
             # Failed for good, even with a newer value held: that one is sent next (_advance). A fatal error

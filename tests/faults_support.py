@@ -201,4 +201,4 @@ def _refused(update: StatusUpdate) -> bool:
     """Failed for good because Kafka refused the value itself (a fatal error)."""
     outcome = update.outcome
     return (outcome is not None and outcome.result is Result.FAILED and outcome.error is not None
-            and classify(outcome.error.code) is ErrorKind.FATAL)
+            and classify(outcome.error) is ErrorKind.FATAL)
