@@ -42,14 +42,13 @@ from .model import (
     topic_key,
 )
 from .record_limit import RecordLimit
+from .replay import replay, tokens
 from .retry_queue import RetryQueue
-from .spool import Spool, SpooledUpdate
+from .spool import Spool
 from .updates import Outcome, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
 log = logging.getLogger(__name__)
 
-# Replayed updates the topic made obsolete are logged one by one up to this many, then summed up.
-_REPLAY_LOG_LINES = 20
 
 
 class _Entry:
@@ -99,7 +98,7 @@ class StatusStore:
         self._offsets: dict[str, int] = {}
         # Each connector's last tombstone read (it deleted the connector's tasks too).
         self._deleted_at: dict[str, int] = {}
-        self._spool = (Spool(config.spool_path, keep=self._keeps, tokens=self._tokens)
+        self._spool = (Spool(config.spool_path, keep=self._keeps, tokens=tokens(self))
                        if config.spool_path is not None else None)
         retry = config.retry
         self.record_limit = RecordLimit.of(config.client_configs, config.topic_configs)
@@ -157,7 +156,7 @@ class StatusStore:
             await self._producer.stop(0.0)
             raise
         if self._spool is not None:
-            self._replay(self._spool)
+            replay(self._spool, self, self._send_status, self._submit, self._queue.supersede)
         log.info("Status store ready: topic %s, %d partitions, %d connectors cached",
                  cfg.topic, len(self._producer.partitions), len(self._connectors))
 
@@ -191,59 +190,7 @@ class StatusStore:
             self._spool.close()
         return lost
 
-    def _replay(self, spool: Spool) -> None:
-        """Submit what the spool kept from an earlier run, as the retries they are: an update whose key another
-        writer wrote after it was accepted (or whose connector was deleted since) is dropped, counted as
-        superseded; the rest go as the writes they were (safe ones checked against the topic again)."""
-        spooled = spool.pending()
-        if spooled:
-            log.warning("Replaying %d status update(s) that the spool %s kept from an earlier run",
-                        len(spooled), spool.path)
-        dropped = 0
-        for item in spooled:
-            if self._holds(item.key, item.value) and item.base is not None:
-                log.debug("Not replaying the update of %s: the topic holds it already", item.key)
-                spool.forget(item.key)
-                continue
-            reason = self._replay_conflict(item)
-            if reason is not None:
-                dropped += 1
-                if dropped <= _REPLAY_LOG_LINES:
-                    log.warning("Not replaying the spooled update of %s: %s", item.key, reason)
-                self._queue.supersede(StatusUpdate(item.key, item.value, UpdateKind(item.kind), safe=item.safe), reason)
-                continue
-            parsed = parse_key(item.key)
-            if item.value is None or not isinstance(parsed, ConnectorKey | TaskKey):
-                self._submit(item.key, item.value, UpdateKind(item.kind))
-                continue
-            value = codec.decode_status(item.value)
-            status: Status = (_connector_status(parsed.connector, value) if isinstance(parsed, ConnectorKey)
-                              else _task_status(TaskId(parsed.connector, parsed.task), value))
-            if self._send_status(status, item.safe) is None:
-                spool.forget(item.key)
-        if dropped:
-            log.warning("%d spooled update(s) were not replayed: the topic has newer records of their keys "
-                        "(counted in status_update_superseded_total)", dropped)
-
-    def _replay_conflict(self, item: SpooledUpdate) -> str | None:
-        """Why a spooled update must not be written now, or None: compare-and-set on what was read of its key
-        when it was accepted (rows of an older spool format kept nothing to compare: Connect's rules decide)."""
-        if item.base is None:
-            return None
-        parsed = parse_key(item.key)
-        if item.deleted_base is not None and isinstance(parsed, TaskKey):
-            deleted = self._deleted_at.get(parsed.connector, -1)
-            if deleted > item.deleted_base:
-                return (f"connector {parsed.connector!r} was deleted (a tombstone at offset {deleted}) after it was "
-                        "accepted")
-        current = self._offsets.get(item.key, -1)
-        # At or below what was read then: nothing newer (a log that started over holds nothing newer either).
-        if current <= item.base or (item.sent is not None and self._holds(item.key, item.sent)):
-            return None
-        return (f"another writer wrote the key after it was accepted (its last record is at offset {current}, "
-                f"it was at {item.base})")
-
-    def _holds(self, key: str, value: bytes | None) -> bool:
+    def holds(self, key: str, value: bytes | None) -> bool:
         """Whether the key's cached status is this value (decoded, as every reader sees it)."""
         parsed = parse_key(key)
         try:
@@ -262,12 +209,13 @@ class StatusStore:
             return False
         return False
 
-    def _tokens(self, key: str) -> tuple[int, int]:
-        """What the store has read of a key (for the spool): its last record's offset, and for a task its
-        connector's last tombstone's (-1: none)."""
-        parsed = parse_key(key)
-        deleted = self._deleted_at.get(parsed.connector, -1) if isinstance(parsed, TaskKey) else -1
-        return self._offsets.get(key, -1), deleted
+    def last_offset(self, key: str) -> int:
+        """The offset of the key's last record (read, or our own acknowledged write); -1: none."""
+        return self._offsets.get(key, -1)
+
+    def deleted_at(self, connector: str) -> int:
+        """The offset of the connector's last tombstone read; -1: none."""
+        return self._deleted_at.get(connector, -1)
 
     @property
     def cluster_id(self) -> str | None:

@@ -1,4 +1,4 @@
-"""The retry engine against the mock cluster's fault injection (REFERENCE §4, §6; KIP-1278, KIP-951)."""
+"""The retry engine against the mock cluster's fault injection (KIP-1278, KIP-951)."""
 
 from __future__ import annotations
 

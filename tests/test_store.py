@@ -1,4 +1,4 @@
-"""Store semantics against real brokers (REFERENCE §3-4): each test runs on the mock cluster and Tansu."""
+"""Connect's store semantics against real brokers: each test runs on the mock cluster and Tansu."""
 
 from __future__ import annotations
 
