@@ -21,7 +21,7 @@ from confluent_kafka import Message, murmur2
 from . import codec
 from .backoff import Backoff, Random, backoff_policy
 from .budget import RetryBudget
-from .codec import GarbledValue, StatusValue
+from .cache import CacheEntry, ReadStats, StatusCache, StatusRecord, connector_status, task_status
 from .config import ExhaustedAction, RetryConfig, StoreConfig
 from .errors import ErrorKind, RecordTooLargeError, classify
 from .history import AppendLog, HistorySink, dead_letter
@@ -29,12 +29,10 @@ from .kafka import TopicProducer, TopicReader, ensure_topic, topic_exists
 from .model import (
     ConnectorKey,
     ConnectorStatus,
-    State,
     Status,
     TaskId,
     TaskKey,
     TaskStatus,
-    TopicKey,
     TopicStatus,
     connector_key,
     parse_key,
@@ -55,35 +53,6 @@ RECORD_OVERHEAD_BYTES = 64
 _REPLAY_LOG_LINES = 20
 
 
-class _Entry:
-    """A cached status with Connect's per-key write sequence and deletion mark.
-
-    It keeps the decoded wire value (shared between records with equal bytes); the status object
-    is built when someone asks for it, so reading a large topic allocates little.
-    """
-
-    __slots__ = ("deleted", "sequence", "value")
-
-    def __init__(self) -> None:
-        self.value: StatusValue | None = None
-        self.sequence = 0
-        self.deleted = False
-
-    def can_write_safely(self, status: Status) -> bool:
-        value = self.value
-        return value is None or value.worker_id == status.worker_id or value.generation <= status.generation
-
-
-@dataclass(slots=True)
-class ReadStats:
-    """What the reader has seen: records applied and records Connect would discard."""
-
-    applied: int = 0
-    invalid_keys: int = 0
-    garbled_values: int = 0
-    stale_unassigned: int = 0
-
-
 @dataclass(slots=True)
 class ExhaustedStats:
     """What became of updates after their last retry (``status.storage.retry.exhausted.action``)."""
@@ -101,17 +70,9 @@ class StatusStore:
         self.config = config
         self.bootstrap_servers = bootstrap_servers
         self.generation = 0
-        self.stats = ReadStats()
-        self._connectors: dict[str, _Entry] = {}
-        self._tasks: dict[str, dict[int, _Entry]] = {}
-        self._topics: dict[str, dict[str, TopicStatus]] = {}
-        # Connector types as writers hinted them ("source" or "sink"); Connect's topic has no such field.
-        self._types: dict[str, str] = {}
+        # What the reader has read back, with Connect's read rules: every read goes here.
+        self._cache = StatusCache()
         self.exhausted = ExhaustedStats()
-        # Each key's last record: its offset (read, or our own acknowledged write), for the spool's replay check.
-        self._offsets: dict[str, int] = {}
-        # Each connector's last tombstone read (it deleted the connector's tasks too).
-        self._deleted_at: dict[str, int] = {}
         self._topic_check: asyncio.Task[None] | None = None
         self._next_topic_check = 0.0
         self._spool = (Spool(config.spool_path, keep=self._keeps, tokens=self._tokens)
@@ -171,7 +132,7 @@ class StatusStore:
         if self._spool is not None:
             self._replay(self._spool)
         log.info("Status store ready: topic %s, %d partitions, %d connectors cached",
-                 cfg.topic, len(self._producer.partitions), len(self._connectors))
+                 cfg.topic, len(self._producer.partitions), len(self._cache.connectors()))
 
     async def stop(self) -> list[StatusUpdate]:
         """Settle pending updates for at most ``sidecar.shutdown.timeout.ms``, then close.
@@ -214,7 +175,7 @@ class StatusStore:
                         len(spooled), spool.path)
         dropped = 0
         for item in spooled:
-            if self._holds(item.key, item.value) and item.base is not None:
+            if self._cache.holds(item.key, item.value) and item.base is not None:
                 log.debug("Not replaying the update of %s: the topic holds it already", item.key)
                 spool.forget(item.key)
                 continue
@@ -230,8 +191,8 @@ class StatusStore:
                 self._submit(item.key, item.value, item.kind)
                 continue
             value = codec.decode_status(item.value)
-            status: Status = (_connector_status(parsed.connector, value) if isinstance(parsed, ConnectorKey)
-                              else _task_status(TaskId(parsed.connector, parsed.task), value))
+            status: Status = (connector_status(parsed.connector, value) if isinstance(parsed, ConnectorKey)
+                              else task_status(TaskId(parsed.connector, parsed.task), value))
             if self._send_status(status, item.safe) is None:
                 spool.forget(item.key)
         if dropped:
@@ -245,42 +206,23 @@ class StatusStore:
             return None
         parsed = parse_key(item.key)
         if item.deleted_base is not None and isinstance(parsed, TaskKey):
-            deleted = self._deleted_at.get(parsed.connector, -1)
+            deleted = self._cache.deleted_at(parsed.connector)
             if deleted > item.deleted_base:
                 return (f"connector {parsed.connector!r} was deleted (a tombstone at offset {deleted}) after it was "
                         "accepted")
-        current = self._offsets.get(item.key, -1)
+        current = self._cache.last_offset(item.key)
         # At or below what was read then: nothing newer (a log that started over holds nothing newer either).
-        if current <= item.base or (item.sent is not None and self._holds(item.key, item.sent)):
+        if current <= item.base or (item.sent is not None and self._cache.holds(item.key, item.sent)):
             return None
         return (f"another writer wrote the key after it was accepted (its last record is at offset {current}, "
                 f"it was at {item.base})")
-
-    def _holds(self, key: str, value: bytes | None) -> bool:
-        """Whether the key's cached status is this value (decoded, as every reader sees it)."""
-        parsed = parse_key(key)
-        try:
-            if isinstance(parsed, ConnectorKey):
-                entry = self._connectors.get(parsed.connector)
-                cached: object = entry.value if entry is not None else None
-                return cached == (codec.decode_status(value) if value is not None else None)
-            if isinstance(parsed, TaskKey):
-                task = self._tasks.get(parsed.connector, {}).get(parsed.task)
-                cached = task.value if task is not None else None
-                return cached == (codec.decode_status(value) if value is not None else None)
-            if isinstance(parsed, TopicKey):
-                topic = self._topics.get(parsed.connector, {}).get(parsed.topic)
-                return topic == (codec.decode_topic_status(value) if value is not None else None)
-        except GarbledValue:
-            return False
-        return False
 
     def _tokens(self, key: str) -> tuple[int, int]:
         """What the store has read of a key (for the spool): its last record's offset, and for a task its
         connector's last tombstone's (-1: none)."""
         parsed = parse_key(key)
-        deleted = self._deleted_at.get(parsed.connector, -1) if isinstance(parsed, TaskKey) else -1
-        return self._offsets.get(key, -1), deleted
+        deleted = self._cache.deleted_at(parsed.connector) if isinstance(parsed, TaskKey) else -1
+        return self._cache.last_offset(key), deleted
 
     @property
     def cluster_id(self) -> str | None:
@@ -365,19 +307,11 @@ class StatusStore:
         """
         return self._send_status(status, safe=True)
 
-    def set_connector_type(self, connector: str, connector_type: str) -> None:
-        """Remember a writer's hint of a connector's type (kept in memory only)."""
-        self._types[connector] = connector_type
-
-    def connector_type(self, connector: str) -> str:
-        """``source``, ``sink``, or ``unknown`` when no writer said."""
-        return self._types.get(connector, "unknown")
-
     def delete_connector(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every known task of the connector, then for the connector itself."""
-        tasks = sorted(self._tasks.get(connector, ()))
+        tasks = self._cache.task_numbers(connector)
         self._queue.check_room(None, len(tasks) + 1)
-        self._types.pop(connector, None)
+        self._cache.forget_connector_type(connector)
         updates = [self._submit(task_key(TaskId(connector, task)), None, "task") for task in tasks]
         updates.append(self._submit(connector_key(connector), None, "connector"))
         return updates
@@ -395,7 +329,7 @@ class StatusStore:
 
     def reset_topics(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every topic known for the connector."""
-        topics = sorted(self._topics.get(connector, ()))
+        topics = self._cache.topic_names(connector)
         self._queue.check_room(None, len(topics))
         return [self.delete_topic(connector, topic) for topic in topics]
 
@@ -407,8 +341,8 @@ class StatusStore:
         # Refusals first: a write refused for room or size changes nothing.
         self._queue.check_room(key)
         value = self._encode(key, status)
-        entry = (self._connector_entry(status.connector) if isinstance(status, ConnectorStatus)
-                 else self._task_entry(status.id.connector, status.id.task))
+        entry = (self._cache.connector_entry(status.connector) if isinstance(status, ConnectorStatus)
+                 else self._cache.task_entry(status.id))
         self.generation = status.generation
         if safe and not entry.can_write_safely(status):
             log.debug("put_safe dropped %s: cached status of another worker is newer", key)
@@ -454,7 +388,7 @@ class StatusStore:
         if size > self._max_record_bytes:
             raise RecordTooLargeError(key, size, self._max_record_bytes)
 
-    def _abandon_reason(self, entry: _Entry, status: Status, safe: bool, retry: bool) -> str | None:
+    def _abandon_reason(self, entry: CacheEntry, status: Status, safe: bool, retry: bool) -> str | None:
         """Connect's reasons not to send: on a retry, the key is gone or the generation moved on; on any
         send, a safe write that is no longer safe. (A newer write of the key supersedes in the queue.)"""
         if retry and entry.deleted:
@@ -527,137 +461,55 @@ class StatusStore:
 
     def _settled(self, update: StatusUpdate, outcome: Outcome) -> None:
         delivery = outcome.delivery
-        if delivery is not None and delivery.offset > self._offsets.get(update.key, -1):
-            self._offsets[update.key] = delivery.offset
+        if delivery is not None:
+            self._cache.note_written(update.key, delivery.offset)
         elif outcome.result is Result.FAILED and not outcome.stopped:
             self._write_failed()
             self._exhausted(update, outcome)
 
     # ----------------------------------------------------------------------------- reads
 
+    @property
+    def stats(self) -> ReadStats:
+        """What the reader has seen: records applied and records Connect would discard."""
+        return self._cache.stats
+
     def get_connector(self, connector: str) -> ConnectorStatus | None:
         """The connector's status as last read from the topic."""
-        entry = self._connectors.get(connector)
-        value = entry.value if entry is not None else None
-        if value is None:
-            return None
-        return _connector_status(connector, value)
+        return self._cache.get_connector(connector)
 
     def get_task(self, task: TaskId) -> TaskStatus | None:
         """The task's status as last read from the topic."""
-        entry = self._tasks.get(task.connector, {}).get(task.task)
-        value = entry.value if entry is not None else None
-        if value is None:
-            return None
-        return _task_status(task, value)
+        return self._cache.get_task(task)
 
     def get_all_tasks(self, connector: str) -> list[TaskStatus]:
         """The statuses of the connector's tasks, by task id."""
-        found = (self.get_task(TaskId(connector, task)) for task in sorted(self._tasks.get(connector, ())))
-        return [status for status in found if status is not None]
+        return self._cache.get_all_tasks(connector)
 
     def connectors(self) -> list[str]:
         """Names of connectors with a status, sorted."""
-        return sorted(name for name, entry in self._connectors.items() if entry.value is not None)
+        return self._cache.connectors()
 
     def get_topic(self, connector: str, topic: str) -> TopicStatus | None:
         """One topic status of a connector."""
-        return self._topics.get(connector, {}).get(topic)
+        return self._cache.get_topic(connector, topic)
 
     def get_all_topics(self, connector: str) -> list[TopicStatus]:
         """The topics a connector uses, sorted by name."""
-        topics = self._topics.get(connector, {})
-        return [topics[name] for name in sorted(topics)]
+        return self._cache.get_all_topics(connector)
+
+    def set_connector_type(self, connector: str, connector_type: str) -> None:
+        """Remember a writer's hint of a connector's type (kept in memory only)."""
+        self._cache.set_connector_type(connector, connector_type)
+
+    def connector_type(self, connector: str) -> str:
+        """``source``, ``sink``, or ``unknown`` when no writer said."""
+        return self._cache.connector_type(connector)
 
     def _apply(self, records: Sequence[Message]) -> None:
-        applied = 0
-        read_task, read_connector, read_topic = self._read_task, self._read_connector, self._read_topic
-        offsets = self._offsets
-        for record in records:
-            raw_key = record.key()
-            if raw_key is None:
-                self._discard("invalid_keys", "no key", record)
-                continue
-            key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else raw_key
-            offset = record.offset() or 0
-            if offset > offsets.get(key, -1):
-                offsets[key] = offset
-            parsed = parse_key(key)
-            try:
-                if type(parsed) is TaskKey:
-                    read_task(parsed.connector, parsed.task, record.value())
-                elif type(parsed) is ConnectorKey:
-                    read_connector(parsed.connector, record.value(), offset)
-                elif type(parsed) is TopicKey:
-                    read_topic(parsed, record.value())
-                else:
-                    self._discard("invalid_keys", f"invalid key {key!r}", record)
-                    continue
-            except (GarbledValue, ValueError) as e:
-                self._discard("garbled_values", f"garbled value for {key!r}: {e}", record)
-                continue
-            applied += 1
-        self.stats.applied += applied
-
-    def _discard(self, counter: str, reason: str, record: Message) -> None:
-        setattr(self.stats, counter, getattr(self.stats, counter) + 1)
-        log.warning("Discarding record at partition %s offset %s: %s", record.partition(), record.offset(), reason)
-
-    def _connector_entry(self, connector: str) -> _Entry:
-        entry = self._connectors.get(connector)
-        if entry is None:
-            entry = self._connectors[connector] = _Entry()
-        return entry
-
-    def _task_entry(self, connector: str, task: int) -> _Entry:
-        tasks = self._tasks.get(connector)
-        if tasks is None:
-            tasks = self._tasks[connector] = {}
-        entry = tasks.get(task)
-        if entry is None:
-            entry = tasks[task] = _Entry()
-        return entry
-
-    def _read_connector(self, connector: str, value: bytes | None, offset: int) -> None:
-        if value is None:
-            if offset > self._deleted_at.get(connector, -1):
-                self._deleted_at[connector] = offset
-            removed = self._connectors.pop(connector, None)
-            if removed is not None:
-                removed.deleted = True
-            for entry in self._tasks.pop(connector, {}).values():
-                entry.deleted = True
-            return
-        self._connector_entry(connector).value = codec.decode_status(value)
-
-    def _read_task(self, connector: str, task: int, value: bytes | None) -> None:
-        if value is None:
-            tasks = self._tasks.get(connector)
-            removed = tasks.pop(task, None) if tasks is not None else None
-            if removed is not None:
-                removed.deleted = True
-            return
-        if not connector or task < 0:
-            # Java parses these, but no connector can have written them; our status model refuses them.
-            raise ValueError(f"no connector can have task {task} of connector {connector!r}")
-        status = codec.decode_status(value)
-        entry = self._task_entry(connector, task)
-        cached = entry.value
-        if (status.state is State.UNASSIGNED and cached is not None and cached.state is State.RUNNING
-                and cached.generation >= status.generation):
-            self.stats.stale_unassigned += 1
-            log.debug("Ignoring stale UNASSIGNED for task %s-%d: RUNNING at generation %d is newer",
-                      connector, task, cached.generation)
-            return
-        entry.value = status
-
-    def _read_topic(self, key: TopicKey, value: bytes | None) -> None:
-        if value is None:
-            topics = self._topics.get(key.connector)
-            if topics is not None:
-                topics.pop(key.topic, None)
-            return
-        self._topics.setdefault(key.connector, {})[key.topic] = codec.decode_topic_status(value)
+        """Hand the reader's records to the cache."""
+        self._cache.apply(StatusRecord(record.key(), record.value(), record.partition() or 0, record.offset() or 0)
+                          for record in records)
 
 
 class _AfterLastRetry(RetryListener):
@@ -701,11 +553,3 @@ def _max_record_bytes(config: StoreConfig) -> int:
 def _cut(trace: str, length: int) -> str:
     """A trace's head with a note of what was cut."""
     return f"{trace[:length]}\n\t... {len(trace) - length} more characters cut by status-store (record size limit)"
-
-
-def _connector_status(connector: str, value: StatusValue) -> ConnectorStatus:
-    return ConnectorStatus(connector, value.state, value.worker_id, value.generation, value.trace)
-
-
-def _task_status(task: TaskId, value: StatusValue) -> TaskStatus:
-    return TaskStatus(task, value.state, value.worker_id, value.generation, value.trace)
