@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from . import codec
-from .model import ConnectorKey, ConnectorStatus, Status, TaskId, TaskKey, TaskStatus, parse_key
+from .cache import connector_status, task_status
+from .model import ConnectorKey, Status, TaskId, TaskKey, parse_key
 from .spool import Spool, SpooledUpdate
 from .updates import StatusUpdate, UpdateKind
 
@@ -99,9 +100,8 @@ def _status(item: SpooledUpdate) -> Status | None:
         return None
     value = codec.decode_status(item.value)
     if isinstance(parsed, ConnectorKey):
-        return ConnectorStatus(parsed.connector, value.state, value.worker_id, value.generation, value.trace)
-    return TaskStatus(TaskId(parsed.connector, parsed.task), value.state, value.worker_id, value.generation,
-                      value.trace)
+        return connector_status(parsed.connector, value)
+    return task_status(TaskId(parsed.connector, parsed.task), value)
 
 
 def tokens(read: ReadKeys) -> Callable[[str], tuple[int, int]]:

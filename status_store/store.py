@@ -14,7 +14,6 @@ import functools
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from confluent_kafka import Message, murmur2
 
@@ -22,22 +21,17 @@ from . import codec
 from .after_retry import AfterLastRetry, ExhaustedStats
 from .backoff import Backoff, Random, backoff_policy
 from .budget import RetryBudget
-from .codec import GarbledValue, StatusValue
+from .cache import CacheEntry, ReadStats, StatusCache, StatusRecord
 from .config import ExhaustedAction, RetryConfig, StoreConfig
 from .history import AppendLog, HistorySink
 from .kafka import TopicProducer, TopicReader, ensure_topic
 from .model import (
-    ConnectorKey,
     ConnectorStatus,
-    State,
     Status,
     TaskId,
-    TaskKey,
     TaskStatus,
-    TopicKey,
     TopicStatus,
     connector_key,
-    parse_key,
     task_key,
     topic_key,
 )
@@ -51,33 +45,6 @@ log = logging.getLogger(__name__)
 
 
 
-class _Entry:
-    """A cached status with Connect's per-key write sequence and deletion mark.
-
-    It keeps the decoded wire value (shared between records with equal bytes); the status object
-    is built when someone asks for it, so reading a large topic allocates little.
-    """
-
-    __slots__ = ("deleted", "sequence", "value")
-
-    def __init__(self) -> None:
-        self.value: StatusValue | None = None
-        self.sequence = 0
-        self.deleted = False
-
-    def can_write_safely(self, status: Status) -> bool:
-        value = self.value
-        return value is None or value.worker_id == status.worker_id or value.generation <= status.generation
-
-
-@dataclass(slots=True)
-class ReadStats:
-    """What the reader has seen: records applied and records Connect would discard."""
-
-    applied: int = 0
-    invalid_keys: int = 0
-    garbled_values: int = 0
-    stale_unassigned: int = 0
 
 
 class StatusStore:
@@ -88,17 +55,9 @@ class StatusStore:
         self.config = config
         self.bootstrap_servers = bootstrap_servers
         self.generation = 0
-        self.stats = ReadStats()
-        self._connectors: dict[str, _Entry] = {}
-        self._tasks: dict[str, dict[int, _Entry]] = {}
-        self._topics: dict[str, dict[str, TopicStatus]] = {}
-        # Connector types as writers hinted them ("source" or "sink"); Connect's topic has no such field.
-        self._types: dict[str, str] = {}
-        # Each key's last record: its offset (read, or our own acknowledged write), for the spool's replay check.
-        self._offsets: dict[str, int] = {}
-        # Each connector's last tombstone read (it deleted the connector's tasks too).
-        self._deleted_at: dict[str, int] = {}
-        self._spool = (Spool(config.spool_path, keep=self._keeps, tokens=tokens(self))
+        # What the reader has read back, with Connect's read rules: every read goes here.
+        self._cache = StatusCache()
+        self._spool = (Spool(config.spool_path, keep=self._keeps, tokens=tokens(self._cache))
                        if config.spool_path is not None else None)
         retry = config.retry
         self.record_limit = RecordLimit.of(config.client_configs, config.topic_configs)
@@ -117,7 +76,8 @@ class StatusStore:
             assert config.dead_letter_topic is not None
             self._dead_letters = AppendLog(config.dead_letter_topic, bootstrap_servers, config.client_configs,
                                            policy, retry.delivery_timeout_ms, UpdateKind.DEAD_LETTER)
-        self._after = AfterLastRetry(config, bootstrap_servers, self._dead_letters, self._spool, self._written)
+        self._after = AfterLastRetry(config, bootstrap_servers, self._dead_letters, self._spool,
+                                     self._cache.note_written)
         # The spool comes last: it asks _keeps, which the after-the-last-retry listener has decided by then.
         listeners = [*listeners, self._after]
         if self._spool is not None:
@@ -156,9 +116,9 @@ class StatusStore:
             await self._producer.stop(0.0)
             raise
         if self._spool is not None:
-            replay(self._spool, self, self._send_status, self._submit, self._queue.supersede)
+            replay(self._spool, self._cache, self._send_status, self._submit, self._queue.supersede)
         log.info("Status store ready: topic %s, %d partitions, %d connectors cached",
-                 cfg.topic, len(self._producer.partitions), len(self._connectors))
+                 cfg.topic, len(self._producer.partitions), len(self._cache.connectors()))
 
     async def stop(self) -> list[StatusUpdate]:
         """Settle pending updates for at most ``sidecar.shutdown.timeout.ms``, then close.
@@ -190,32 +150,6 @@ class StatusStore:
             self._spool.close()
         return lost
 
-    def holds(self, key: str, value: bytes | None) -> bool:
-        """Whether the key's cached status is this value (decoded, as every reader sees it)."""
-        parsed = parse_key(key)
-        try:
-            if isinstance(parsed, ConnectorKey):
-                entry = self._connectors.get(parsed.connector)
-                cached: object = entry.value if entry is not None else None
-                return cached == (codec.decode_status(value) if value is not None else None)
-            if isinstance(parsed, TaskKey):
-                task = self._tasks.get(parsed.connector, {}).get(parsed.task)
-                cached = task.value if task is not None else None
-                return cached == (codec.decode_status(value) if value is not None else None)
-            if isinstance(parsed, TopicKey):
-                topic = self._topics.get(parsed.connector, {}).get(parsed.topic)
-                return topic == (codec.decode_topic_status(value) if value is not None else None)
-        except GarbledValue:
-            return False
-        return False
-
-    def last_offset(self, key: str) -> int:
-        """The offset of the key's last record (read, or our own acknowledged write); -1: none."""
-        return self._offsets.get(key, -1)
-
-    def deleted_at(self, connector: str) -> int:
-        """The offset of the connector's last tombstone read; -1: none."""
-        return self._deleted_at.get(connector, -1)
 
     @property
     def cluster_id(self) -> str | None:
@@ -300,19 +234,11 @@ class StatusStore:
         """
         return self._send_status(status, safe=True)
 
-    def set_connector_type(self, connector: str, connector_type: str) -> None:
-        """Remember a writer's hint of a connector's type (kept in memory only)."""
-        self._types[connector] = connector_type
-
-    def connector_type(self, connector: str) -> str:
-        """``source``, ``sink``, or ``unknown`` when no writer said."""
-        return self._types.get(connector, "unknown")
-
     def delete_connector(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every known task of the connector, then for the connector itself."""
-        tasks = sorted(self._tasks.get(connector, ()))
+        tasks = self._cache.task_numbers(connector)
         self._queue.check_room(None, len(tasks) + 1)
-        self._types.pop(connector, None)
+        self._cache.forget_connector_type(connector)
         updates = [self._submit(task_key(TaskId(connector, task)), None, UpdateKind.TASK) for task in tasks]
         updates.append(self._submit(connector_key(connector), None, UpdateKind.CONNECTOR))
         return updates
@@ -330,7 +256,7 @@ class StatusStore:
 
     def reset_topics(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every topic known for the connector."""
-        topics = sorted(self._topics.get(connector, ()))
+        topics = self._cache.topic_names(connector)
         self._queue.check_room(None, len(topics))
         return [self.delete_topic(connector, topic) for topic in topics]
 
@@ -342,8 +268,8 @@ class StatusStore:
         # Refusals first: a write refused for room or size changes nothing.
         self._queue.check_room(key)
         value = self.record_limit.encode(key, status)
-        entry = (self._connector_entry(status.connector) if isinstance(status, ConnectorStatus)
-                 else self._task_entry(status.id.connector, status.id.task))
+        entry = (self._cache.connector_entry(status.connector) if isinstance(status, ConnectorStatus)
+                 else self._cache.task_entry(status.id))
         self.generation = status.generation
         if safe and not entry.can_write_safely(status):
             log.debug("put_safe dropped %s: cached status of another worker is newer", key)
@@ -351,7 +277,7 @@ class StatusStore:
         entry.sequence += 1
         return self._submit(key, value, kind, functools.partial(self._abandon_reason, entry, status, safe), safe)
 
-    def _abandon_reason(self, entry: _Entry, status: Status, safe: bool, retry: bool) -> str | None:
+    def _abandon_reason(self, entry: CacheEntry, status: Status, safe: bool, retry: bool) -> str | None:
         """Connect's reasons not to send: on a retry, the key is gone or the generation moved on; on any
         send, a safe write that is no longer safe. (A newer write of the key supersedes in the queue.)"""
         if retry and entry.deleted:
@@ -374,136 +300,50 @@ class StatusStore:
     def _keeps(self, update: StatusUpdate, outcome: Outcome) -> bool:
         return self._after.keeps(update, outcome)
 
-    def _written(self, key: str, offset: int) -> None:
-        """One of our writes is in the topic at this offset (the spool's replay compares with it)."""
-        if offset > self._offsets.get(key, -1):
-            self._offsets[key] = offset
 
     # ----------------------------------------------------------------------------- reads
 
+    @property
+    def stats(self) -> ReadStats:
+        """What the reader has seen: records applied and records Connect would discard."""
+        return self._cache.stats
+
     def get_connector(self, connector: str) -> ConnectorStatus | None:
         """The connector's status as last read from the topic."""
-        entry = self._connectors.get(connector)
-        value = entry.value if entry is not None else None
-        if value is None:
-            return None
-        return _connector_status(connector, value)
+        return self._cache.get_connector(connector)
 
     def get_task(self, task: TaskId) -> TaskStatus | None:
         """The task's status as last read from the topic."""
-        entry = self._tasks.get(task.connector, {}).get(task.task)
-        value = entry.value if entry is not None else None
-        if value is None:
-            return None
-        return _task_status(task, value)
+        return self._cache.get_task(task)
 
     def get_all_tasks(self, connector: str) -> list[TaskStatus]:
         """The statuses of the connector's tasks, by task id."""
-        found = (self.get_task(TaskId(connector, task)) for task in sorted(self._tasks.get(connector, ())))
-        return [status for status in found if status is not None]
+        return self._cache.get_all_tasks(connector)
 
     def connectors(self) -> list[str]:
         """Names of connectors with a status, sorted."""
-        return sorted(name for name, entry in self._connectors.items() if entry.value is not None)
+        return self._cache.connectors()
 
     def get_topic(self, connector: str, topic: str) -> TopicStatus | None:
         """One topic status of a connector."""
-        return self._topics.get(connector, {}).get(topic)
+        return self._cache.get_topic(connector, topic)
 
     def get_all_topics(self, connector: str) -> list[TopicStatus]:
         """The topics a connector uses, sorted by name."""
-        topics = self._topics.get(connector, {})
-        return [topics[name] for name in sorted(topics)]
+        return self._cache.get_all_topics(connector)
+
+    def set_connector_type(self, connector: str, connector_type: str) -> None:
+        """Remember a writer's hint of a connector's type (kept in memory only)."""
+        self._cache.set_connector_type(connector, connector_type)
+
+    def connector_type(self, connector: str) -> str:
+        """``source``, ``sink``, or ``unknown`` when no writer said."""
+        return self._cache.connector_type(connector)
 
     def _apply(self, records: Sequence[Message]) -> None:
-        applied = 0
-        read_task, read_connector, read_topic = self._read_task, self._read_connector, self._read_topic
-        offsets = self._offsets
-        for record in records:
-            raw_key = record.key()
-            if raw_key is None:
-                self._discard("invalid_keys", "no key", record)
-                continue
-            key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else raw_key
-            offset = record.offset() or 0
-            if offset > offsets.get(key, -1):
-                offsets[key] = offset
-            parsed = parse_key(key)
-            try:
-                if type(parsed) is TaskKey:
-                    read_task(parsed.connector, parsed.task, record.value())
-                elif type(parsed) is ConnectorKey:
-                    read_connector(parsed.connector, record.value(), offset)
-                elif type(parsed) is TopicKey:
-                    read_topic(parsed, record.value())
-                else:
-                    self._discard("invalid_keys", f"invalid key {key!r}", record)
-                    continue
-            except (GarbledValue, ValueError) as e:
-                self._discard("garbled_values", f"garbled value for {key!r}: {e}", record)
-                continue
-            applied += 1
-        self.stats.applied += applied
-
-    def _discard(self, counter: str, reason: str, record: Message) -> None:
-        setattr(self.stats, counter, getattr(self.stats, counter) + 1)
-        log.warning("Discarding record at partition %s offset %s: %s", record.partition(), record.offset(), reason)
-
-    def _connector_entry(self, connector: str) -> _Entry:
-        entry = self._connectors.get(connector)
-        if entry is None:
-            entry = self._connectors[connector] = _Entry()
-        return entry
-
-    def _task_entry(self, connector: str, task: int) -> _Entry:
-        tasks = self._tasks.get(connector)
-        if tasks is None:
-            tasks = self._tasks[connector] = {}
-        entry = tasks.get(task)
-        if entry is None:
-            entry = tasks[task] = _Entry()
-        return entry
-
-    def _read_connector(self, connector: str, value: bytes | None, offset: int) -> None:
-        if value is None:
-            if offset > self._deleted_at.get(connector, -1):
-                self._deleted_at[connector] = offset
-            removed = self._connectors.pop(connector, None)
-            if removed is not None:
-                removed.deleted = True
-            for entry in self._tasks.pop(connector, {}).values():
-                entry.deleted = True
-            return
-        self._connector_entry(connector).value = codec.decode_status(value)
-
-    def _read_task(self, connector: str, task: int, value: bytes | None) -> None:
-        if value is None:
-            tasks = self._tasks.get(connector)
-            removed = tasks.pop(task, None) if tasks is not None else None
-            if removed is not None:
-                removed.deleted = True
-            return
-        if not connector or task < 0:
-            # Java parses these, but no connector can have written them; our status model refuses them.
-            raise ValueError(f"no connector can have task {task} of connector {connector!r}")
-        status = codec.decode_status(value)
-        entry = self._task_entry(connector, task)
-        cached = entry.value
-        if (status.state is State.UNASSIGNED and cached is not None and cached.state is State.RUNNING
-                and cached.generation >= status.generation):
-            self.stats.stale_unassigned += 1
-            log.debug("Ignoring stale UNASSIGNED for task %s-%d: RUNNING at generation %d is newer",
-                      connector, task, cached.generation)
-            return
-        entry.value = status
-
-    def _read_topic(self, key: TopicKey, value: bytes | None) -> None:
-        if value is None:
-            topics = self._topics.get(key.connector)
-            if topics is not None:
-                topics.pop(key.topic, None)
-            return
-        self._topics.setdefault(key.connector, {})[key.topic] = codec.decode_topic_status(value)
+        """Hand the reader's records to the cache."""
+        self._cache.apply(StatusRecord(record.key(), record.value(), record.partition() or 0, record.offset() or 0)
+                          for record in records)
 
 
 def _retry_policy(retry: RetryConfig, rng: Random, budgeted: bool) -> RetryPolicy:
@@ -519,9 +359,3 @@ def _retry_policy(retry: RetryConfig, rng: Random, budgeted: bool) -> RetryPolic
                        backoff(probe_ms), retry.max_pending if budgeted else None)
 
 
-def _connector_status(connector: str, value: StatusValue) -> ConnectorStatus:
-    return ConnectorStatus(connector, value.state, value.worker_id, value.generation, value.trace)
-
-
-def _task_status(task: TaskId, value: StatusValue) -> TaskStatus:
-    return TaskStatus(task, value.state, value.worker_id, value.generation, value.trace)
