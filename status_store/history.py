@@ -31,7 +31,8 @@ from confluent_kafka import murmur2
 
 from . import codec
 from .codec import GarbledValue
-from .kafka import TopicProducer
+from .config import ExhaustedAction, StoreConfig
+from .kafka import TopicProducer, ensure_topic
 from .model import ConnectorKey, TaskKey, TopicKey, parse_key
 from .retry_queue import RetryQueue
 from .updates import Outcome, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
@@ -219,3 +220,53 @@ def dead_letter(update: StatusUpdate, outcome: Outcome, sidecar: str) -> bytes:
                     "sidecar": sidecar, "attempts": outcome.attempts, "reason": outcome.reason,
                     "error": error.name if error is not None else None,
                     "error_message": str(error) if error is not None else None})
+
+
+class EventTopics:
+    """The append-only topics a store writes besides its status topic, as the configuration asks: the history
+    (every accepted status change and every outcome) and the dead letters (updates that ran out of retries)."""
+
+    def __init__(self, config: StoreConfig, bootstrap_servers: str, policy: RetryPolicy) -> None:
+        self.config = config
+        self.bootstrap_servers = bootstrap_servers
+        timeout_ms = config.retry.delivery_timeout_ms
+        self.history = self.dead_letters = None
+        if config.history_topic is not None:
+            self.history = AppendLog(config.history_topic, bootstrap_servers, config.client_configs, policy,
+                                     timeout_ms, UpdateKind.HISTORY, max_pending=config.history_max_pending)
+        if config.exhausted_action is ExhaustedAction.DEAD_LETTER:
+            assert config.dead_letter_topic is not None
+            self.dead_letters = AppendLog(config.dead_letter_topic, bootstrap_servers, config.client_configs,
+                                          policy, timeout_ms, UpdateKind.DEAD_LETTER)
+
+    @property
+    def logs(self) -> list[AppendLog]:
+        """The topics in use."""
+        return [events for events in (self.history, self.dead_letters) if events is not None]
+
+    def listeners(self) -> list[RetryListener]:
+        """The status queue's listeners these topics need (the history's)."""
+        return [HistorySink(self.history, self.config.name)] if self.history is not None else []
+
+    def yield_to(self, queue: RetryQueue) -> None:
+        """Send events in smaller chunks while the status queue has writes pending."""
+        for events in self.logs:
+            events.yield_to = queue
+
+    async def start(self, deadline: float) -> None:
+        """Create the topics where missing and connect, by ``deadline`` (loop time)."""
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        for events, role in ((self.history, "history topic"), (self.dead_letters, "dead-letter topic")):
+            if events is not None:
+                async with asyncio.timeout(max(0.001, deadline - loop.time())):
+                    await ensure_topic(self.bootstrap_servers, cfg.client_configs, events.topic, cfg.partitions,
+                                       cfg.replication_factor, {}, cfg.startup_timeout_s, compacted=False, role=role)
+                await events.start(max(0.001, deadline - loop.time()))
+
+    async def stop(self, deadline: float) -> None:
+        """Send what is queued until ``deadline`` (loop time), dead letters first: they stand for lost updates."""
+        loop = asyncio.get_running_loop()
+        for events in (self.dead_letters, self.history):
+            if events is not None:
+                await events.stop(max(0.0, deadline - loop.time()))

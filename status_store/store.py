@@ -19,11 +19,10 @@ from confluent_kafka import Message, murmur2
 
 from . import codec
 from .after_retry import AfterLastRetry, ExhaustedStats
-from .backoff import Backoff, Random, backoff_policy
-from .budget import RetryBudget
+from .backoff import Random
 from .cache import CacheEntry, ReadStats, StatusCache, StatusRecord
-from .config import ExhaustedAction, RetryConfig, StoreConfig
-from .history import AppendLog, HistorySink
+from .config import StoreConfig
+from .history import AppendLog, EventTopics
 from .kafka import TopicProducer, TopicReader, ensure_topic
 from .model import (
     ConnectorStatus,
@@ -39,12 +38,9 @@ from .record_limit import RecordLimit
 from .replay import replay, tokens
 from .retry_queue import RetryQueue
 from .spool import Spool
-from .updates import Outcome, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
+from .updates import Outcome, RetryListener, StatusUpdate, UpdateKind
 
 log = logging.getLogger(__name__)
-
-
-
 
 
 class StatusStore:
@@ -65,28 +61,18 @@ class StatusStore:
         self._producer = TopicProducer(config.topic, bootstrap_servers, config.client_configs,
                                        retry.delivery_timeout_ms, on_restart=self._reader.restart)
         # The event topics retry like status writes, but outside the status writes' retry budget and bound.
-        policy = _retry_policy(retry, rng, budgeted=False)
-        self._history = self._dead_letters = None
-        if config.history_topic is not None:
-            self._history = AppendLog(config.history_topic, bootstrap_servers, config.client_configs, policy,
-                                      retry.delivery_timeout_ms, UpdateKind.HISTORY,
-                                      max_pending=config.history_max_pending)
-            listeners = [*listeners, HistorySink(self._history, config.name)]
-        if config.exhausted_action is ExhaustedAction.DEAD_LETTER:
-            assert config.dead_letter_topic is not None
-            self._dead_letters = AppendLog(config.dead_letter_topic, bootstrap_servers, config.client_configs,
-                                           policy, retry.delivery_timeout_ms, UpdateKind.DEAD_LETTER)
-        self._after = AfterLastRetry(config, bootstrap_servers, self._dead_letters, self._spool,
+        self._events = EventTopics(config, bootstrap_servers, retry.policy(rng, budgeted=False))
+        listeners = [*listeners, *self._events.listeners()]
+        self._after = AfterLastRetry(config, bootstrap_servers, self._events.dead_letters, self._spool,
                                      self._cache.note_written)
         # The spool comes last: it asks _keeps, which the after-the-last-retry listener has decided by then.
         listeners = [*listeners, self._after]
         if self._spool is not None:
             listeners.append(self._spool)
-        self._queue = RetryQueue(self._producer.send, _retry_policy(retry, rng, budgeted=True), listeners,
+        self._queue = RetryQueue(self._producer.send, retry.policy(rng, budgeted=True), listeners,
                                  route=self._partition_of, name=config.topic)
         self._after.attach(self._queue)
-        for events in self.event_logs:
-            events.yield_to = self._queue
+        self._events.yield_to(self._queue)
 
     def _partition_of(self, key: str) -> int:
         """The key's partition, as Java's partitioner (and so Connect) places it."""
@@ -102,12 +88,7 @@ class StatusStore:
         async with asyncio.timeout(cfg.startup_timeout_s):
             await ensure_topic(self.bootstrap_servers, cfg.client_configs, cfg.topic, cfg.partitions,
                                cfg.replication_factor, cfg.topic_configs, cfg.startup_timeout_s)
-        for events, role in ((self._history, "history topic"), (self._dead_letters, "dead-letter topic")):
-            if events is not None:
-                async with asyncio.timeout(max(0.001, deadline - loop.time())):
-                    await ensure_topic(self.bootstrap_servers, cfg.client_configs, events.topic, cfg.partitions,
-                                       cfg.replication_factor, {}, cfg.startup_timeout_s, compacted=False, role=role)
-                await events.start(max(0.001, deadline - loop.time()))
+        await self._events.start(deadline)
         # One bound for the whole start: reading to the end gets what the topic set-up left.
         await self._producer.start(max(0.001, deadline - loop.time()))
         try:
@@ -141,9 +122,7 @@ class StatusStore:
             keys = ", ".join(u.key for u in lost[:10]) + (", ..." if len(lost) > 10 else "")
             log.error("Stopped with %d status update(s) not durable: %s", len(lost), keys)
         # The outcomes above are events too: the append-only topics stop after the status queue.
-        for events in (self._dead_letters, self._history):
-            if events is not None:
-                await events.stop(max(0.0, deadline - loop.time()))
+        await self._events.stop(deadline)
         await self._producer.stop(0.0)
         await self._reader.stop()
         if self._spool is not None:
@@ -169,7 +148,7 @@ class StatusStore:
     @property
     def event_logs(self) -> list[AppendLog]:
         """The append-only topics this store writes besides the status topic (history, dead letters)."""
-        return [events for events in (self._history, self._dead_letters) if events is not None]
+        return self._events.logs
 
     def commit_spool(self) -> bool:
         """Make the spool's record of every update submitted so far durable now (the HTTP API does this
@@ -300,7 +279,6 @@ class StatusStore:
     def _keeps(self, update: StatusUpdate, outcome: Outcome) -> bool:
         return self._after.keeps(update, outcome)
 
-
     # ----------------------------------------------------------------------------- reads
 
     @property
@@ -344,18 +322,3 @@ class StatusStore:
         """Hand the reader's records to the cache."""
         self._cache.apply(StatusRecord(record.key(), record.value(), record.partition() or 0, record.offset() or 0)
                           for record in records)
-
-
-def _retry_policy(retry: RetryConfig, rng: Random, budgeted: bool) -> RetryPolicy:
-    """The retry queue's policy from the retry settings; the status queue has the budget and the bound."""
-    def backoff(max_ms: int) -> Backoff:
-        return backoff_policy(retry.jitter_mode, retry.initial_backoff_ms, max_ms, retry.backoff_multiplier,
-                              retry.jitter_factor, rng)
-
-    budget = RetryBudget(retry.budget) if budgeted and retry.budget.enabled else None
-    timeout = retry.timeout_ms / 1000 if retry.timeout_ms is not None else None
-    probe_ms = min(retry.max_backoff_ms, max(retry.initial_backoff_ms, retry.probe_max_backoff_ms))
-    return RetryPolicy(backoff(retry.max_backoff_ms), retry.max_retries, timeout, budget, retry.mode,
-                       backoff(probe_ms), retry.max_pending if budgeted else None)
-
-
