@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -26,24 +26,23 @@ from prometheus_client.registry import Collector
 from .cache import FleetObject
 from .config import FleetMetrics
 from .model import State
-from .store import StatusStore
 
 log = logging.getLogger(__name__)
 
 
 class FleetCollector(Collector):
-    """Connectors' and tasks' states from the store's cache, as the configured series."""
+    """Connectors' and tasks' states, listed by ``fleet`` at each scrape (the store's cache), as the chosen series."""
 
-    def __init__(self, store: StatusStore) -> None:
-        self._store = store
-        self._mode = store.config.fleet_metrics
-        self._max_objects = store.config.fleet_metrics_max_objects
+    def __init__(self, fleet: Callable[[], Iterable[FleetObject]], mode: FleetMetrics, max_objects: int) -> None:
+        self._fleet = fleet
+        self._mode = mode
+        self._max_objects = max_objects
         self._over_cap = False
 
     def collect(self) -> Iterator[Metric]:
         if self._mode is FleetMetrics.OFF:
             return
-        objects = list(self._store.fleet())
+        objects = list(self._fleet())
         yield from _counts(objects)
         if self._mode is FleetMetrics.OBJECTS:
             kept = self._within_cap(objects)

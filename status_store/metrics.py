@@ -82,7 +82,8 @@ class StoreMetrics(RetryListener):
         statuses as read from the topic."""
         self.watch(store.queue)
         self.registry.register(_StoreCollector(store))
-        self.registry.register(FleetCollector(store))
+        config = store.config
+        self.registry.register(FleetCollector(store.fleet, config.fleet_metrics, config.fleet_metrics_max_objects))
 
     def on_submitted(self, update: StatusUpdate) -> None:
         self._submitted[update.kind].inc()
