@@ -71,7 +71,12 @@ class _Entry:
 
     def can_write_safely(self, status: Status) -> bool:
         value = self.value
-        return value is None or value.worker_id == status.worker_id or value.generation <= status.generation
+        if value is None:
+            return True
+        # Connect compares with the cached worker id's equals(): over a status read without one it throws, and
+        # nothing is written.
+        return value.worker_id is not None and (value.worker_id == status.worker_id
+                                                or value.generation <= status.generation)
 
 
 @dataclass(slots=True)
@@ -421,7 +426,7 @@ class StatusStore:
         checks every item before it submits any)."""
         key = connector_key(status.connector) if isinstance(status, ConnectorStatus) else task_key(status.id)
         # Escaping at most sextuples a character's bytes: most statuses are clearly small enough.
-        if 6 * (len(key) + len(status.worker_id)) + 128 <= self._max_record_bytes:
+        if status.worker_id is not None and 6 * (len(key) + len(status.worker_id)) + 128 <= self._max_record_bytes:
             return
         self._encode(key, status)
 
