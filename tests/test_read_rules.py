@@ -3,9 +3,16 @@ runs on the mock cluster and Tansu unless it says otherwise)."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+
+from confluent_kafka import Producer
+
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
 from status_store.store import StatusStore
 
+from .brokers import TansuBroker
+from .conftest import StoreFactory
 from .helpers import last_values, write_raw
 
 WAIT = 15.0
@@ -62,6 +69,27 @@ async def test_topic_statuses_connect_lists_are_listed(store: StatusStore) -> No
     assert store.get_all_topics("c") == [TopicStatus("", "c", 0, 1), TopicStatus("b:x", "", -1, 2),
                                          TopicStatus("t", "c", 0, 3)]
     assert store.stats.garbled_values == 0
+
+
+async def test_records_of_an_open_transaction_are_read_as_connect_reads_them(tansu: TansuBroker,
+                                                                           store_factory: StoreFactory) -> None:
+    # Connect's consumer reads uncommitted records (Kafka's default isolation level). Only Tansu keeps an open
+    # transaction's records from read_committed readers; librdkafka's mock cluster does not, so it cannot
+    # tell the two apart.
+    topic = f"status-{uuid.uuid4().hex[:12]}"
+    async with store_factory(tansu.bootstrap_servers, topic) as store:
+        producer = Producer({"bootstrap.servers": tansu.bootstrap_servers, "partitioner": "murmur2_random",
+                             "transactional.id": f"connect-like-{topic}"})
+        await asyncio.to_thread(producer.init_transactions, WAIT)
+        producer.begin_transaction()
+        producer.produce(topic, b'{"state":"RUNNING","trace":null,"worker_id":"w","generation":1}',
+                         b"status-connector-in-txn")
+        assert producer.flush(WAIT) == 0
+        try:
+            await store.read_to_end(WAIT)
+            assert store.get_connector("in-txn") == ConnectorStatus("in-txn", State.RUNNING, "w", 1)
+        finally:
+            await asyncio.to_thread(producer.abort_transaction, WAIT)
 
 
 async def test_a_task_key_with_an_empty_connector_is_skipped_and_counted(store: StatusStore) -> None:
