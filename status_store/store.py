@@ -399,10 +399,14 @@ class StatusStore:
         return self._submit(topic_key(connector, topic), None, "topic")
 
     def reset_topics(self, connector: str) -> list[StatusUpdate]:
-        """Tombstones for every topic known for the connector."""
-        topics = sorted(self._topics.get(connector, ()))
-        self._queue.check_room(None, len(topics))
-        return [self.delete_topic(connector, topic) for topic in topics]
+        """Tombstones for every topic status listed for the connector: as Connect's reset writes them, under the
+        key each status's value names. A record whose value names another key (no Connect worker writes one)
+        gets one under its own key too, so that the reset empties the list."""
+        topics = self._topics.get(connector, {})
+        keys = dict.fromkeys(key for topic, status in sorted(topics.items())
+                             for key in (topic_key(status.connector, status.topic), topic_key(connector, topic)))
+        self._queue.check_room(None, len(keys))
+        return [self._submit(key, None, "topic") for key in keys]
 
     def _send_status(self, status: Status, safe: bool) -> StatusUpdate | None:
         if isinstance(status, ConnectorStatus):

@@ -71,6 +71,28 @@ async def test_topic_statuses_connect_lists_are_listed(store: StatusStore) -> No
     assert store.stats.garbled_values == 0
 
 
+async def test_a_reset_tombstones_the_key_each_value_names_as_connect_does_and_empties_the_list(
+        store: StatusStore) -> None:
+    write_raw(store, (b"status-topic-a:connector-c", topic_value("", "c", 0, 1)),
+              (b"status-topic-b:connector-c", topic_value("b:x", "", -1, 2)),
+              (b"status-topic-t:connector-c", topic_value("t", "c", 0, 3)),
+              (b"status-topic-u:connector-c", topic_value("u", "d", 0, 4)),
+              (b"status-topic-u:connector-d", topic_value("u", "d", 0, 5)))
+    await store.read_to_end(WAIT)
+    updates = store.reset_topics("c")
+    # Connect's reset: the key each listed value names (status-topic-<name>:connector-<connector>) ...
+    connects = [b"status-topic-:connector-c", b"status-topic-b:x:connector-", b"status-topic-t:connector-c",
+                b"status-topic-u:connector-d"]
+    # ... and ours besides, the records' own keys where their values name others, so that nothing stays listed.
+    own = [b"status-topic-a:connector-c", b"status-topic-b:connector-c", b"status-topic-u:connector-c"]
+    assert sorted(update.key.encode() for update in updates) == sorted(connects + own)
+    await store.read_your_writes(WAIT)
+    assert store.get_all_topics("c") == []
+    assert store.get_all_topics("d") == []  # the value of u:connector-c named it: Connect deletes it too
+    written = last_values(store)
+    assert all(written[key] is None for key in connects + own)
+
+
 async def test_records_of_an_open_transaction_are_read_as_connect_reads_them(tansu: TansuBroker,
                                                                            store_factory: StoreFactory) -> None:
     # Connect's consumer reads uncommitted records (Kafka's default isolation level). Only Tansu keeps an open

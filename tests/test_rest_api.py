@@ -664,3 +664,15 @@ async def test_statuses_other_writers_left_are_served_as_connect_serves_them(api
         b'{"name":"odd","connector":{"state":"RUNNING","worker_id":null},"tasks":['
         b'{"id":0,"state":"FAILED","worker_id":"w","trace":"\\uD800 \\uD83D\\uDE00"}],"type":"unknown"}')
 
+
+async def test_topics_other_writers_left_are_listed_by_their_values_once_each(api: Api) -> None:
+    # Connect lists the names the values hold (empty, with a ':', another than the key's), as a set.
+    def value(name: str) -> bytes:
+        return f'{{"topic":{{"name":"{name}","connector":"c","task":0,"discoverTimestamp":1}}}}'.encode()
+
+    write_raw(api.store, (b"status-topic-a:connector-c", value("")), (b"status-topic-b:connector-c", value("x:y")),
+              (b"status-topic-c:connector-c", value("t")), (b"status-topic-d:connector-c", value("t")),
+              (b"status-topic-t:connector-c", value("t\U0001f600")))
+    await api.store.read_to_end(WAIT)
+    response = await api.http.get("/connectors/c/topics")
+    assert response.content == b'{"c":{"topics":["","x:y","t","t\\uD83D\\uDE00"]}}'
