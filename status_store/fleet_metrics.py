@@ -101,13 +101,15 @@ def _per_object(kept: list[FleetObject], objects: list[FleetObject]) -> Iterator
     kept_connectors: set[str] = set()
     for connector, task, value, changed_at, changes in kept:
         kept_connectors.add(connector)
+        # Connect reads a status without worker id; an empty label is Prometheus's "no such label".
+        worker = value.worker_id or ""
         if task is None:
-            connector_state.add_metric([connector, value.state.value, value.worker_id], 1)
+            connector_state.add_metric([connector, value.state.value, worker], 1)
             connector_changed.add_metric([connector], changed_at)
             connector_changes.add_metric([connector], changes)
         else:
             labels = [connector, str(task)]
-            task_state.add_metric([*labels, value.state.value, value.worker_id], 1)
+            task_state.add_metric([*labels, value.state.value, worker], 1)
             task_changed.add_metric(labels, changed_at)
             task_changes.add_metric(labels, changes)
     yield from (connector_state, task_state, connector_changed, task_changed, connector_changes, task_changes)

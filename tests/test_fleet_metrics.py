@@ -144,6 +144,12 @@ async def test_a_workers_records_show_as_state_series_and_counts(fleet: FleetFac
         assert seen[sample("status_connectors", state="RUNNING")] == 1
         assert seen[sample("status_fleet_objects_omitted")] == 0
 
+        # A status without worker id (Connect reads it): an empty worker_id, which Prometheus takes as none.
+        await f.write({b"status-task-c-2": b'{"state":"UNASSIGNED","trace":null,"worker_id":null,"generation":1}'})
+        seen = await f.scrape()
+        assert seen[sample("status_task_state", connector="c", task="2", state="UNASSIGNED", worker_id="")] == 1
+        await f.write({b"status-task-c-2": None})
+
         # A worker restarts the failed task on another worker: the series follow the record read.
         await f.write({b"status-task-c-1": status(State.RUNNING, "w3:8083", 2)}, timestamp_ms=1_700_000_060_000)
         seen = await f.scrape()
