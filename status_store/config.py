@@ -96,6 +96,14 @@ class ExhaustedAction(enum.StrEnum):
     PARK = "park"
 
 
+class FleetMetrics(enum.StrEnum):
+    """Which series of the fleet's statuses /metrics serves."""
+
+    OBJECTS = "objects"
+    COUNTS = "counts"
+    OFF = "off"
+
+
 def _token(key: str, raw: str) -> str:
     value = text(key, raw)
     # An HTTP header carries it, and headers are latin-1: a non-ASCII token could never match.
@@ -295,6 +303,17 @@ class StoreConfig:
     shutdown_timeout_ms: int = setting(
         "sidecar.shutdown.timeout.ms", 10000, integer(0, INT32_MAX),
         "Bound on flushing pending writes at shutdown; what is still pending then is reported.")
+    fleet_metrics: FleetMetrics = setting(
+        "sidecar.metrics.fleet", FleetMetrics.OBJECTS, choice(FleetMetrics),
+        "Series of the fleet's statuses on /metrics, read from the status topic: objects (every connector's and "
+        "task's state, worker, last state change and count of state changes, plus the counts by state), counts "
+        "(the numbers of connectors and tasks by state only), or off. docs/metrics.md lists the series.",
+        section="Fleet metrics")
+    fleet_metrics_max_objects: int = setting(
+        "sidecar.metrics.fleet.max.objects", 20000, integer(0, INT32_MAX),
+        "With sidecar.metrics.fleet=objects: connectors and tasks that get series of their own (three each) at "
+        "most. Beyond it those not RUNNING are kept first, the rest are left out of the per-object series (the "
+        "counts still cover them), a warning is logged and status_fleet_objects_omitted says how many.")
     # What no key of ours declares: status.storage.<x> topic configs, and the Kafka clients' settings.
     topic_configs: Mapping[str, str] = field(default_factory=dict)
     client_configs: Mapping[str, str] = field(default_factory=dict)

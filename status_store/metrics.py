@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from .fleet_metrics import FleetCollector
 from .retry_queue import RetryQueue
 from .store import StatusStore
 from .updates import STATUS_KINDS, Outcome, Result, RetryListener, StatusUpdate
@@ -77,9 +78,12 @@ class StoreMetrics(RetryListener):
         self.registry.register(_QueueCollector(queue))
 
     def watch_store(self, store: StatusStore) -> None:
-        """The queue's gauges, and what became of exhausted updates and of the event topics' events."""
+        """The queue's gauges, what became of exhausted updates and of the event topics' events, and the fleet's
+        statuses as read from the topic."""
         self.watch(store.queue)
         self.registry.register(_StoreCollector(store))
+        config = store.config
+        self.registry.register(FleetCollector(store.fleet, config.fleet_metrics, config.fleet_metrics_max_objects))
 
     def on_submitted(self, update: StatusUpdate) -> None:
         self._submitted[update.kind].inc()

@@ -13,14 +13,14 @@ import asyncio
 import functools
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-from confluent_kafka import Message, murmur2
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message, murmur2
 
 from . import codec
 from .after_retry import AfterLastRetry, ExhaustedStats
 from .backoff import Random
-from .cache import CacheEntry, ReadStats, StatusCache, StatusRecord
+from .cache import CacheEntry, FleetObject, ReadStats, StatusCache, StatusRecord
 from .config import StoreConfig
 from .history import AppendLog, EventTopics
 from .kafka import TopicProducer, TopicReader, ensure_topic
@@ -324,7 +324,17 @@ class StatusStore:
         """``source``, ``sink``, or ``unknown`` when no writer said."""
         return self._cache.connector_type(connector)
 
+    def fleet(self) -> Iterator[FleetObject]:
+        """Every connector and task with a status read, with when its state last changed and how often."""
+        return self._cache.fleet()
+
     def _apply(self, records: Sequence[Message]) -> None:
         """Hand the reader's records to the cache."""
-        self._cache.apply(StatusRecord(record.key(), record.value(), record.partition() or 0, record.offset() or 0)
-                          for record in records)
+        self._cache.apply(_status_record(record) for record in records)
+
+
+def _status_record(record: Message) -> StatusRecord:
+    """A record as the cache takes it; its Kafka timestamp in seconds (none when the broker gave none)."""
+    kind, millis = record.timestamp()
+    timestamp = millis / 1000 if kind != TIMESTAMP_NOT_AVAILABLE else None
+    return StatusRecord(record.key(), record.value(), record.partition() or 0, record.offset() or 0, timestamp)
