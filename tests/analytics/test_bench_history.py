@@ -6,20 +6,13 @@ input so that a change on either side that makes them disagree fails in CI, not 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from bench import history_gen, pandas_history, spark_history
 from status_store.analytics.analysis import analyze
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import history_gen  # noqa: E402
-import pandas_history  # noqa: E402
-import spark_history  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,16 +14,12 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from bench import ROOT, spark_cluster
 from status_store import cli
 from status_store.testing import FaultyCluster
 
 from .test_analysis import HISTORY
 from .test_latest import generated_history, produce
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-import spark_cluster  # noqa: E402
 
 OUTPUTS = ["latest", "state_durations", "episodes", "mttr", "flapping", "retry_outcomes"]
 pytestmark = [pytest.mark.spark_cluster, pytest.mark.timeout(600)]
