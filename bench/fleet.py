@@ -48,7 +48,8 @@ from status_store.backoff import Backoff, JitterMode, RetryMode, backoff_policy
 from status_store.budget import BudgetSettings, RetryBudget
 from status_store.delivery import Delivery, DoneCallback
 from status_store.errors import WriteFailedError
-from status_store.retry_queue import Outcome, Result, RetryListener, RetryPolicy, RetryQueue, StatusUpdate
+from status_store.retry_queue import RetryQueue
+from status_store.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate
 
 NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 WINDOW_S = 0.1

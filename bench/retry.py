@@ -72,9 +72,10 @@ from status_store.backoff import AdditiveJitter
 from status_store.config import build_config
 from status_store.delivery import DoneCallback
 from status_store.errors import WriteFailedError, classify
-from status_store.retry_queue import RetryPolicy, RetryQueue, StatusUpdate
+from status_store.retry_queue import RetryQueue
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
+from status_store.updates import RetryPolicy, StatusUpdate
 
 TOPIC = "status"
 PARTITIONS = 5  # Connect's default status.storage.partitions
@@ -438,7 +439,7 @@ def report_memory(variants: list[dict[str, str]], pending: int, seconds: float) 
 def scale_ours(pending: int) -> None:
     """Scenario (f) for status-store's RetryQueue, in this (fresh) process."""
     error = WriteFailedError("k", KafkaError.NOT_ENOUGH_REPLICAS, "NOT_ENOUGH_REPLICAS", "injected")
-    assert classify(error.code).value == "retriable"
+    assert classify(error).value == "retriable"
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

@@ -45,9 +45,9 @@ from status_store.config import build_config
 from status_store.errors import ErrorKind, classify
 from status_store.metrics import StoreMetrics
 from status_store.model import State, TaskId, TaskStatus, task_key
-from status_store.retry_queue import Result, StatusUpdate
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
+from status_store.updates import Result, StatusUpdate
 
 PARTITIONS = 20
 BROKERS = 3
@@ -243,7 +243,7 @@ def losses(run: Run, bootstrap: str) -> collections.Counter[str]:
             lost["dead-lettered"] += 1
         elif outcome is None or outcome.result is not Result.FAILED:
             lost["silent"] += 1
-        elif outcome.error is not None and classify(outcome.error.code) is ErrorKind.FATAL:
+        elif outcome.error is not None and classify(outcome.error) is ErrorKind.FATAL:
             lost["refused (fatal)"] += 1
         else:
             lost["failed"] += 1

@@ -34,8 +34,8 @@ from typing import Any
 
 import javaproperties
 
-from .backoff import JitterMode, RetryMode
-from .budget import BudgetSettings
+from .backoff import Backoff, JitterMode, Random, RetryMode, backoff_policy
+from .budget import BudgetSettings, RetryBudget
 from .errors import ConfigError, is_secret_key
 from .kafka.settings import check_property
 from .settings import (
@@ -54,6 +54,7 @@ from .settings import (
     text,
     topic_name,
 )
+from .updates import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +187,19 @@ class RetryConfig:
     def budget(self) -> BudgetSettings:
         """The retry budget's settings (``max_tokens == 0``: no budget)."""
         return BudgetSettings(self.budget_max_tokens, self.budget_token_ratio, self.budget_min_retries_per_s)
+
+    def policy(self, rng: Random, budgeted: bool) -> RetryPolicy:
+        """The retry queue's policy from these settings; the status queue (``budgeted``) has the budget and the
+        bound on pending updates, the event topics neither."""
+        def backoff(max_ms: int) -> Backoff:
+            return backoff_policy(self.jitter_mode, self.initial_backoff_ms, max_ms, self.backoff_multiplier,
+                                  self.jitter_factor, rng)
+
+        budget = RetryBudget(self.budget) if budgeted and self.budget.enabled else None
+        timeout = self.timeout_ms / 1000 if self.timeout_ms is not None else None
+        probe_ms = min(self.max_backoff_ms, max(self.initial_backoff_ms, self.probe_max_backoff_ms))
+        return RetryPolicy(backoff(self.max_backoff_ms), self.max_retries, timeout, budget, self.mode,
+                           backoff(probe_ms), self.max_pending if budgeted else None)
 
 
 @dataclass(frozen=True, slots=True)

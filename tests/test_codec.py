@@ -1,4 +1,4 @@
-"""Connect's wire format (REFERENCE §2-3): byte-exact encoding, tolerant decoding."""
+"""Connect's wire format: byte-exact encoding, tolerant decoding."""
 
 from __future__ import annotations
 

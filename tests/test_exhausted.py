@@ -15,9 +15,9 @@ from status_store.codec import encode_status
 from status_store.errors import TopicSetupError
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
-from status_store.retry_queue import Result
 from status_store.spool import Spool
 from status_store.testing import FaultyCluster
+from status_store.updates import Result
 
 from .brokers import TansuBroker
 from .conftest import Broker, StoreFactory

@@ -1,4 +1,4 @@
-"""Keys and status values (REFERENCE §2): building and parsing exactly as Connect does."""
+"""Keys and status values: building and parsing exactly as Connect does."""
 
 from __future__ import annotations
 

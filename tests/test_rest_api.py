@@ -1,4 +1,4 @@
-"""The REST API against a running store on a real broker (REFERENCE §7): shapes byte for byte, errors,
+"""The REST API against a running store on a real broker: Connect's shapes byte for byte, errors,
 202/200/503/504 paths, auth on and off, and bad input that never reaches the topic."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Store semantics against real brokers (REFERENCE §3-4): each test runs on the mock cluster and Tansu."""
+"""Store semantics against real brokers (each test runs on the mock cluster and on Tansu): writes, Connect's write
+rules, and reading back through the reader; the read rules themselves are tested on the cache (test_cache.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, Topic
 from status_store.store import StatusStore
 
 from .conftest import Broker, StoreFactory
-from .helpers import read_raw, write_raw
+from .helpers import raw_producer, read_raw, write_raw
 
 WAIT = 15.0
 
@@ -69,44 +70,20 @@ async def test_records_written_by_connect_are_read(store: StatusStore) -> None:
     assert store.get_all_topics("my-conn") == [TopicStatus("foo-topic", "my-conn", 0, 1700000000000)]
 
 
-async def test_invalid_keys_and_garbled_values_are_skipped(store: StatusStore,
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+async def test_records_reach_the_read_rules_with_their_partition_and_offset(
+        store: StatusStore, caplog: pytest.LogCaptureFixture) -> None:
+    # The rules themselves are tested on the cache alone (test_cache.py); this is the reader's hand-over.
     good = b'{"state":"RUNNING","trace":null,"worker_id":"h:1","generation":1}'
+    producer = raw_producer(store)
+    for key, value in ((b"status-connector-c", good), (None, good), (b"status-connector-c", b"{not json")):
+        producer.produce(store.config.topic, value, key, partition=1)
+    assert producer.flush(WAIT) == 0
     with caplog.at_level(logging.WARNING):
-        write_raw(
-            store,
-            (b"status-connector-c", good),
-            (b"status-task-c-0", good),
-            (b"bogus-key", good),
-            (b"status-task-c", good),
-            (b"status-topic-:connector-c", b"{}"),
-            (None, good),
-            (b"status-connector-c", b""),  # empty bytes: garbage, not a tombstone
-            (b"status-connector-c", b"{not json"),
-            (b"status-connector-c", b'{"state":"EXPLODED","worker_id":"h:1","generation":2}'),
-            (b"status-task-c-0", b'{"state":"FAILED","worker_id":"h:1","generation":"x"}'),
-            (b"status-connector-c", b'{"state":"RUNNING","worker_id":"h:1"}'),
-        )
         await store.read_to_end(WAIT)
-    # The previous good values survive; nothing else was cached.
     assert store.get_connector("c") == connector("c", worker="h:1")
-    assert store.get_task(TaskId("c", 0)) == task("c", 0, worker="h:1")
-    assert store.connectors() == ["c"]
-    assert (store.stats.invalid_keys, store.stats.garbled_values) == (4, 5)
-    assert "Discarding record" in caplog.text
-
-
-async def test_connector_tombstone_removes_the_connector_and_its_tasks(store: StatusStore) -> None:
-    store.put(connector("c"))
-    store.put(task("c", 0))
-    store.put(task("c", 1))
-    store.put(task("other", 0))
-    await store.read_your_writes(WAIT)
-    write_raw(store, (b"status-connector-c", None))
-    await store.read_to_end(WAIT)
-    assert store.get_connector("c") is None
-    assert store.get_all_tasks("c") == []
-    assert store.get_task(TaskId("other", 0)) == task("other", 0)
+    assert (store.stats.applied, store.stats.invalid_keys, store.stats.garbled_values) == (1, 1, 1)
+    assert "Discarding record at partition 1 offset 1: no key" in caplog.text
+    assert "Discarding record at partition 1 offset 2: garbled value for 'status-connector-c'" in caplog.text
 
 
 async def test_task_tombstone_removes_one_task(store: StatusStore) -> None:
@@ -134,18 +111,6 @@ async def test_delete_connector_writes_task_tombstones_then_the_connector(store:
     assert store.get_all_tasks("c") == []
     tombstones = [key for _, key, value in read_raw(store) if value is None]
     assert sorted(tombstones) == [b"status-connector-c", b"status-task-c-0", b"status-task-c-1"]
-
-
-async def test_stale_unassigned_does_not_hide_a_running_task(store: StatusStore) -> None:
-    store.put(task("c", 0, State.RUNNING, generation=5))
-    await store.read_your_writes(WAIT)
-    store.put(task("c", 0, State.UNASSIGNED, generation=5))  # same generation: stale
-    store.put(task("c", 1, State.RUNNING, generation=5))
-    store.put(task("c", 1, State.UNASSIGNED, generation=6))  # newer generation: applies
-    await store.read_your_writes(WAIT)
-    assert store.get_task(TaskId("c", 0)) == task("c", 0, State.RUNNING, generation=5)
-    assert store.get_task(TaskId("c", 1)) == task("c", 1, State.UNASSIGNED, generation=6)
-    assert store.stats.stale_unassigned == 1
 
 
 async def test_put_safe_follows_connects_rules(store: StatusStore) -> None:
@@ -191,7 +156,7 @@ async def test_generation_and_sequence_follow_each_write(store: StatusStore) -> 
     store.put(task("c", 0, generation=9))
     assert store.generation == 9
     await store.read_your_writes(WAIT)
-    assert store._tasks["c"][0].sequence == 2
+    assert store._cache.task_entry(TaskId("c", 0)).sequence == 2
 
 
 async def test_two_stores_converge(broker: Broker, store_factory: StoreFactory) -> None:

@@ -4,7 +4,7 @@ Two inputs, both in the raw record schema of ``records.RAW_SCHEMA`` (topic, part
 timestamp, key, value; ``value`` is text or bytes, null for a tombstone):
 
 - the **status topic**: the latest status per key, with exactly the read rules of
-  ``StatusStore._apply`` (keys as ``model.parse_key`` reads them, values as ``codec.decode_status``
+  ``cache.StatusCache`` (keys as ``model.parse_key`` reads them, values as ``codec.decode_status``
   and ``codec.decode_topic_status`` decode them, tombstones, a connector tombstone deleting the
   connector's tasks, the stale-UNASSIGNED filter, garbled records skipped and counted);
 - the **history topic**: time in each state, FAILED episodes and time to recovery, flapping, and
@@ -90,7 +90,7 @@ class Analysis:
     _counters: dict[str, int] | None = field(default=None, repr=False)
 
     def counters(self) -> dict[str, int]:
-        """Records read and records skipped (the store's ``ReadStats`` names for the status topic)."""
+        """Records read and records skipped (the cache's ``ReadStats`` names for the status topic)."""
         if self._counters is None:
             status = self._status.agg(
                 F.count(F.lit(1)).alias("status_records"),

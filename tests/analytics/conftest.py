@@ -23,6 +23,15 @@ FAST_START = {
 }
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Spark tests share one session, and a timeout that fires inside a call to the JVM leaves the session's
+    gateway half-read for every later test: give them a hang guard of minutes (a loaded two-core machine
+    runs one job for over two), not the suite's default."""
+    for item in items:
+        if "tests/analytics/" in item.nodeid and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(600))
+
+
 @pytest.fixture(scope="session")
 def java() -> None:
     """Skips what needs Spark where it cannot run: without Java 17+ on PATH."""
