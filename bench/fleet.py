@@ -44,12 +44,13 @@ from pathlib import Path
 from confluent_kafka import KafkaError, murmur2
 
 from bench import BenchParser
+from status_store import holds
 from status_store.backoff import Backoff, JitterMode, RetryMode, backoff_policy
 from status_store.budget import BudgetSettings, RetryBudget
 from status_store.delivery import Delivery, DoneCallback
 from status_store.errors import WriteFailedError
 from status_store.retry_queue import RetryQueue
-from status_store.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate
+from status_store.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
 NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 WINDOW_S = 0.1
@@ -193,7 +194,7 @@ async def simulate(variant: Variant, args: argparse.Namespace) -> Result_:
         queues.append(queue)
         watchers.append(outcomes)
         for key in range(args.keys):
-            update = StatusUpdate(f"status-task-sidecar{sidecar}-{key}", b'{"state":"FAILED"}', "task")
+            update = StatusUpdate(f"status-task-sidecar{sidecar}-{key}", b'{"state":"FAILED"}', UpdateKind.TASK)
             loop.call_at(workload.random(), queue.submit, update)
     # Until every key is written (a parked value is sent again), every update dropped, or the horizon.
     while loop.time() < args.horizon:
@@ -315,10 +316,8 @@ def main() -> None:
     if not args.budget:
         args.budget = [BudgetSettings(10, 0.1, 1.0), BudgetSettings(10, 0.5, 1.0)]  # gRPC's example ratio; ours
     if args.release:
-        import status_store.retry_queue as rq
-
         first, pace = args.release.split(",")
-        rq.FIRST_RELEASE, rq.RELEASE_PACE_S = int(first), float(pace) / 1000
+        holds.FIRST_RELEASE, holds.RELEASE_PACE_S = int(first), float(pace) / 1000
     if not args.probe_max_ms:
         args.probe_max_ms = [PROBE_MAX_MS]
     logging.getLogger("status_store").setLevel(logging.CRITICAL)  # one line per failed update: thousands

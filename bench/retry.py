@@ -75,7 +75,7 @@ from status_store.errors import WriteFailedError, classify
 from status_store.retry_queue import RetryQueue
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
-from status_store.updates import RetryPolicy, StatusUpdate
+from status_store.updates import RetryPolicy, StatusUpdate, UpdateKind
 
 TOPIC = "status"
 PARTITIONS = 5  # Connect's default status.storage.partitions
@@ -451,7 +451,7 @@ def scale_ours(pending: int) -> None:
         tracemalloc.start()
         cpu = time.process_time()
         for i in range(pending):
-            queue.submit(StatusUpdate(f"status-task-c-{i}", b"x" * 80, "task"))
+            queue.submit(StatusUpdate(f"status-task-c-{i}", b"x" * 80, UpdateKind.TASK))
         await asyncio.sleep(0)  # the failures run as callbacks on the next loop turns
         await asyncio.sleep(0)
         setup_cpu = time.process_time() - cpu

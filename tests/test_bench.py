@@ -87,3 +87,11 @@ def test_pandas_history_quick_run(tmp_path: Path) -> None:
     counts = dict(re.findall(r"(\w+) ([\d,]+)", output.split("rows:")[1]))
     assert set(counts) == {"latest", "state_durations", "episodes", "mttr", "flapping", "retry_outcomes", "garbled"}
     assert all(int(count.replace(",", "")) > 0 for count in counts.values())
+
+
+def test_fleet_release_tuning_changes_the_held_partitions_release(tmp_path: Path) -> None:
+    default = rows(run_quick("fleet", tmp_path, "--only", "held", timeout=RUN_BOUND_S), "held partitions")
+    tuned = rows(run_quick("fleet", tmp_path, "--only", "held", "--release", "1,100", timeout=RUN_BOUND_S),
+                 "held partitions")
+    assert len(default) == len(tuned) == 1
+    assert tuned != default
