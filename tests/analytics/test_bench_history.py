@@ -54,8 +54,8 @@ def test_compare_reports_a_disagreement(spark: SparkSession, generated: Path) ->
 @pytest.mark.bench
 @pytest.mark.timeout(600)
 def test_the_benchmark_quick_run(java: None, tmp_path: Path) -> None:
-    output = run_quick("spark_history", tmp_path, timeout=540)
-    assert "cross-check garbled records" in output
+    # Without its cross-check (a Spark of its own for what the tests above compare on the shared session).
+    output = run_quick("spark_history", tmp_path, "--check-size", "0", timeout=540)
     runs = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     outcomes = {run["side"]: run["outcome"] for run in runs}
     assert len(runs) == 3
