@@ -66,7 +66,12 @@ class CacheEntry:
     def can_write_safely(self, status: Status) -> bool:
         """Connect's rule for a safe write: no status cached, the same worker's, or one of an older generation."""
         value = self.value
-        return value is None or value.worker_id == status.worker_id or value.generation <= status.generation
+        if value is None:
+            return True
+        # Connect compares with the cached worker id's equals(): over a status read without one it throws, and
+        # nothing is written.
+        return value.worker_id is not None and (value.worker_id == status.worker_id
+                                                or value.generation <= status.generation)
 
 
 @dataclass(slots=True)

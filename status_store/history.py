@@ -84,7 +84,9 @@ def value_fields(kind: str, value: bytes | None) -> dict[str, Any]:
 
 
 def _encode(event: Mapping[str, Any]) -> bytes:
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
+    # A status may hold a lone surrogate (Connect reads "\\ud800"), which has no UTF-8 form. It can only be in a
+    # string, where backslashreplace's "\\ud800" is that very JSON escape.
+    return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "backslashreplace")
 
 
 class AppendLog:

@@ -49,7 +49,7 @@ class RecordLimit:
         checks every item before it submits any)."""
         key = connector_key(status.connector) if isinstance(status, ConnectorStatus) else task_key(status.id)
         # Escaping at most sextuples a character's bytes: most statuses are clearly small enough.
-        if 6 * (len(key) + len(status.worker_id)) + 128 <= self.max_bytes:
+        if status.worker_id is not None and 6 * (len(key) + len(status.worker_id)) + 128 <= self.max_bytes:
             return
         self.encode(key, status)
 

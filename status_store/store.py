@@ -234,10 +234,16 @@ class StatusStore:
         return self._submit(topic_key(connector, topic), None, UpdateKind.TOPIC)
 
     def reset_topics(self, connector: str) -> list[StatusUpdate]:
-        """Tombstones for every topic known for the connector."""
-        topics = self._cache.topic_names(connector)
-        self._queue.check_room(None, len(topics))
-        return [self.delete_topic(connector, topic) for topic in topics]
+        """Tombstones for every topic status listed for the connector: as Connect's reset writes them, under the
+        key each status's value names. A record whose value names another key (no Connect worker writes one)
+        gets one under its own key too, so that the reset empties the list."""
+        keys: dict[str, None] = {}
+        for topic in self._cache.topic_names(connector):
+            status = self._cache.get_topic(connector, topic)
+            assert status is not None
+            keys.update(dict.fromkeys((topic_key(status.connector, status.topic), topic_key(connector, topic))))
+        self._queue.check_room(None, len(keys))
+        return [self._submit(key, None, UpdateKind.TOPIC) for key in keys]
 
     def _send_status(self, status: Status, safe: bool) -> StatusUpdate | None:
         if isinstance(status, ConnectorStatus):

@@ -12,8 +12,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "status_store"
 # Pure: Connect's rules and the retry engine's arithmetic, testable without a broker or a server.
-PURE = ["model", "codec", "cache", "backoff", "budget", "errors", "delivery", "updates", "holds", "record_limit",
-        "settings"]
+PURE = ["model", "codec", "jackson", "cache", "backoff", "budget", "errors", "delivery", "updates", "holds",
+        "record_limit", "settings"]
 THIRD_PARTY_IO = ("confluent_kafka", "fastapi", "starlette", "uvicorn", "pyspark", "prometheus_client", "sqlite3")
 
 
