@@ -1,6 +1,7 @@
 """The status analytics in pandas, in one process: the baseline of bench/spark_history.py.
 
-    .venv/bin/python bench/pandas_history.py DATA_DIR OUT_DIR
+    .venv/bin/python -m bench.pandas_history DATA_DIR OUT_DIR
+    .venv/bin/python -m bench.pandas_history --quick     # a small generated history, outputs in a temporary directory
 
 reads DATA_DIR/status/*.parquet and DATA_DIR/history/*.parquet (the raw-record schema written by
 bench/history_gen.py or an export), computes what ``status_store.analytics`` computes in Spark, and
@@ -17,7 +18,6 @@ step vectorised, the whole history in one DataFrame.
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -28,6 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
+
+from bench import BenchParser, history_gen, quick_scratch
 
 STATES = ("UNASSIGNED", "RUNNING", "PAUSED", "FAILED", "DESTROYED", "RESTARTING", "STOPPED")
 KINDS = ("connector", "task", "topic")
@@ -149,7 +151,7 @@ def read_status(paths: list[Path]) -> pd.DataFrame:
                             for p in paths])
     values = raw.column("value").combine_chunks()
     parsed, ok = parse_objects(values, STATUS_FIELDS)
-    df = raw.drop_columns(["value"]).to_pandas()
+    df: pd.DataFrame = raw.drop_columns(["value"]).to_pandas()
     df["tombstone"] = values.is_null().to_numpy(zero_copy_only=False)
     for name in ("state", "worker_id", "generation"):
         df[name] = parsed.column(name).to_pandas()
@@ -164,7 +166,7 @@ def read_status(paths: list[Path]) -> pd.DataFrame:
     connector = key.str.extract(r"^status-connector-(.+)$", expand=False)
     task = key.str.extract(r"^status-task-(.+)-(\d{1,9})$")
     topic_key = key.str.extract(r"^status-topic-([^:]+):.{10}(.+)$")
-    df["kind"] = np.select([connector.notna(), task[0].notna(), topic_key[0].notna()], list(KINDS), None)
+    df["kind"] = np.select([connector.notna(), task[0].notna(), topic_key[0].notna()], list(KINDS), np.array(None))
     df["connector"] = connector.fillna(task[0]).fillna(topic_key[1])
     df["task"] = pd.to_numeric(task[1]).astype("Int64")
     df["topic"] = topic_key[0]
@@ -211,8 +213,8 @@ def _task_sequence(df: pd.DataFrame) -> pd.DataFrame:
     same = pairs[pairs["partition"] == pairs["t_partition"]].assign(pos=lambda d: d["t_offset"])
     other = pairs[pairs["partition"] != pairs["t_partition"]]
     newer = other.merge(tasks[["key", "offset", "timestamp"]], on="key", how="left")
-    newer = newer[newer["timestamp"] > newer["t_ts"]].groupby(["key", "t_partition", "t_offset"])["offset"].min()
-    other = other.merge(newer.rename("pos").reset_index(), on=["key", "t_partition", "t_offset"], how="left")
+    first_newer = newer[newer["timestamp"] > newer["t_ts"]].groupby(["key", "t_partition", "t_offset"])["offset"].min()
+    other = other.merge(first_newer.rename("pos").reset_index(), on=["key", "t_partition", "t_offset"], how="left")
     other["pos"] = other["pos"].fillna(LONG_MAX).astype(np.int64)
     synthetic = pd.concat([same, other])[["key", "connector", "task", "partition", "t_offset", "pos"]]
     synthetic = synthetic.rename(columns={"t_offset": "offset"}).assign(tombstone=True, rank=0)
@@ -229,8 +231,8 @@ def _stale_unassigned(ev: pd.DataFrame) -> pd.Series:
     """
     unassigned = ~ev["tombstone"] & (ev["state"] == "UNASSIGNED")
     group = [ev["key"], (~unassigned).astype(np.int64).groupby(ev["key"]).cumsum()]
-    head_running = (~ev["tombstone"] & (ev["state"] == "RUNNING")).astype(float).where(~unassigned)
-    head_running = head_running.groupby(group).transform("first") == 1.0
+    running = (~ev["tombstone"] & (ev["state"] == "RUNNING")).astype(float).where(~unassigned)
+    head_running = running.groupby(group).transform("first") == 1.0
     head_generation = ev["generation"].where(~unassigned).groupby(group).transform("first")
     highest = ev["generation"].where(unassigned).groupby(group).cummax()
     return unassigned & head_running & (highest <= head_generation)
@@ -372,13 +374,25 @@ def analyze(data_dir: Path, *, as_of_ms: int | None = None, flap_transitions: in
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("data_dir", type=Path)
-    parser.add_argument("out_dir", type=Path)
-    args = parser.parse_args()
-    began = time.perf_counter()
-    analyze(args.data_dir).write(args.out_dir)
-    print(f"pandas: {time.perf_counter() - began:.1f} s")
+    """Analyse the history the command line names (or, quick, a small generated one) and write the results."""
+    parser = BenchParser(__doc__)
+    parser.add_argument("data_dir", type=Path, nargs="?", help="the input (quick: a small generated history)")
+    parser.add_argument("out_dir", type=Path, nargs="?", help="where the results go (quick: a temporary directory)")
+    args = parser.parse()
+    if not args.quick and args.out_dir is None:
+        parser.error("DATA_DIR and OUT_DIR are required (or --quick)")
+    with quick_scratch(args.quick) as scratch:
+        data_dir, out_dir = args.data_dir, args.out_dir
+        if scratch is not None:
+            if data_dir is None:
+                data_dir = scratch / "data"
+                history_gen.generate(data_dir, history_gen.QUICK_EVENTS)
+            out_dir = out_dir or scratch / "out"
+        began = time.perf_counter()
+        results = analyze(data_dir)
+        results.write(out_dir)
+        print(f"pandas: {time.perf_counter() - began:.1f} s; rows: "
+              + ", ".join(f"{f.name} {len(getattr(results, f.name)):,}" for f in fields(results)))
 
 
 if __name__ == "__main__":

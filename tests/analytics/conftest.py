@@ -33,10 +33,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """A local[2] session with 4 shuffle partitions, no UI, bound to 127.0.0.1."""
+def java() -> None:
+    """Skips what needs Spark where it cannot run: without Java 17+ on PATH."""
     if shutil.which("java") is None:
         pytest.skip("Spark needs Java 17+ (not found on PATH)")
+
+
+@pytest.fixture(scope="session")
+def spark(java: None) -> Iterator[SparkSession]:
+    """A local[2] session with 4 shuffle partitions, no UI, bound to 127.0.0.1."""
     session = get_session(FAST_START, app_name="status-store-tests")
     session.sparkContext.setLogLevel("ERROR")
     yield session

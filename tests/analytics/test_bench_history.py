@@ -2,24 +2,21 @@
 
 bench/spark_history.py runs this same comparison before it times anything; here it runs on a small
 input so that a change on either side that makes them disagree fails in CI, not in a benchmark run.
+The benchmark itself runs too, quick.
 """
 
 from __future__ import annotations
 
-import sys
+import json
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from bench import history_gen, pandas_history, spark_history
 from status_store.analytics.analysis import analyze
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import history_gen  # noqa: E402
-import pandas_history  # noqa: E402
-import spark_history  # noqa: E402
+from ..bench_runs import run_quick
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +49,17 @@ def test_compare_reports_a_disagreement(spark: SparkSession, generated: Path) ->
     ours.mttr = ours.mttr.iloc[1:]
     _, differ = spark_history.compare(ours, theirs)
     assert [line.split(":")[0] for line in differ] == ["mttr"]
+
+
+@pytest.mark.bench
+@pytest.mark.timeout(600)
+def test_the_benchmark_quick_run(java: None, tmp_path: Path) -> None:
+    # Without its cross-check (a Spark of its own for what the tests above compare on the shared session).
+    output = run_quick("spark_history", tmp_path, "--check-size", "0", timeout=540)
+    runs = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    outcomes = {run["side"]: run["outcome"] for run in runs}
+    assert len(runs) == 3
+    # RLIMIT_AS counts address space reserved, not used, which depends on the machine: pandas under it may not fit.
+    assert outcomes["pandas"] in ("ok", "over cap")
+    assert (outcomes["pandas-rss"], outcomes["spark"]) == ("ok", "ok")
+    assert "| 20k |" in output
