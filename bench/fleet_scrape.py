@@ -1,6 +1,7 @@
 """Size and time of a /metrics scrape with the fleet's series, at CONNECTORS connectors x TASKS tasks.
 
-    .venv/bin/python bench/fleet_scrape.py [--connectors 10000] [--tasks 10] [--scrapes 5]
+    .venv/bin/python -m bench.fleet_scrape [--connectors 10000] [--tasks 10] [--scrapes 5]
+    .venv/bin/python -m bench.fleet_scrape --quick     # 100 connectors: a check that it all runs
 
 The cache is filled the way the reader fills it (``StatusCache.apply`` on Connect's records, one record per
 connector and task, 1% of the tasks FAILED), then the fleet's collector is exposed in Prometheus's text
@@ -14,7 +15,6 @@ to read the records into the cache.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
@@ -26,6 +26,8 @@ from status_store.cache import StatusCache, StatusRecord
 from status_store.config import FleetMetrics
 from status_store.fleet_metrics import FleetCollector
 from status_store.model import State
+
+from . import BenchParser
 
 
 def fill(connectors: int, tasks: int) -> StatusCache:
@@ -64,11 +66,11 @@ def measure(cache: StatusCache, mode: FleetMetrics, max_objects: int, scrapes: i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--connectors", type=int, default=10000)
-    parser.add_argument("--tasks", type=int, default=10)
-    parser.add_argument("--scrapes", type=int, default=5)
-    args = parser.parse_args()
+    parser = BenchParser(__doc__)
+    parser.add_size("--connectors", type=int, full=10000, quick=100, help="connectors in the cache")
+    parser.add_size("--tasks", type=int, full=10, quick=10, help="tasks per connector")
+    parser.add_size("--scrapes", type=int, full=5, quick=1, help="scrapes per mode (the median is reported)")
+    args = parser.parse()
     cache = fill(args.connectors, args.tasks)
     objects = args.connectors * (args.tasks + 1)
     measure(cache, FleetMetrics.OBJECTS, objects, args.scrapes)
