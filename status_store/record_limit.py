@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from . import codec
 from .errors import RecordTooLargeError
-from .model import ConnectorStatus, Status, connector_key, task_key
+from .model import Status, status_key
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class RecordLimit:
     def check_status(self, status: Status) -> None:
         """Raise ``RecordTooLargeError`` if this status could not be written even with its trace cut (a batch
         checks every item before it submits any)."""
-        key = connector_key(status.connector) if isinstance(status, ConnectorStatus) else task_key(status.id)
+        key = status_key(status)
         # Escaping at most sextuples a character's bytes: most statuses are clearly small enough.
         if status.worker_id is not None and 6 * (len(key) + len(status.worker_id)) + 128 <= self.max_bytes:
             return

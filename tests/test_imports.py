@@ -85,12 +85,9 @@ def test_configuration_never_loads_the_mock_cluster_binding() -> None:
 
 
 def test_the_package_never_imports_its_testing_module() -> None:
-    users = sorted(path.relative_to(PACKAGE).with_suffix("").as_posix().replace("/", ".")
-                   for path in PACKAGE.rglob("*.py")
-                   if path.stem != "testing"
-                   and "testing" in direct_imports(path.relative_to(PACKAGE).with_suffix("").as_posix()
-                                                   .replace("/", ".").removesuffix(".__init__")))
-    assert users == []
+    modules = (path.relative_to(PACKAGE).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
+               for path in PACKAGE.rglob("*.py"))
+    assert [module for module in modules if module != "testing" and "testing" in direct_imports(module)] == []
 
 
 def test_the_import_reader_sees_imports() -> None:
