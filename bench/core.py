@@ -1,6 +1,6 @@
 """Benchmark the core store against raw confluent-kafka clients, in the same run.
 
-    .venv/bin/python bench/core.py [--records 200000] [--rounds 3]
+    .venv/bin/python -m bench.core [--records 200000] [--rounds 3] [--quick]
 
 (a) read-to-end: StatusStore.start() (topic check, read every record to the end, apply Connect's
     read rules to the cache) vs a raw Consumer reading the same records to the end.
@@ -15,22 +15,18 @@ partition retention drops nothing). Prints a Markdown table: medians of the roun
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import statistics
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.aio import AIOProducer
 
+from bench import BenchParser
 from status_store.codec import encode_status
 from status_store.config import build_config
 from status_store.kafka.reader import CONSUME_BATCH
@@ -147,7 +143,7 @@ async def raw_read(bootstrap: str, topic: str, expected: int) -> float:
     consumer = Consumer(consumer_settings(bootstrap, {}))
     start = time.perf_counter()
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    count, at_end = 0, set()
+    count, at_end = 0, set[int | None]()
     while len(at_end) < PARTITIONS:
         for message in consumer.consume(CONSUME_BATCH, 0.1):
             error = message.error()
@@ -166,11 +162,13 @@ async def median_of(rounds: int, run: Callable[[], Awaitable[float]]) -> float:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    n, rounds = args.records, args.rounds
+    """Run both paths and print the table."""
+    parser = BenchParser(__doc__)
+    parser.add_size("--records", type=int, full=200_000, quick=2000, help="task statuses written and read")
+    parser.add_size("--rounds", type=int, full=3, quick=1, help="rounds, for the medians")
+    args = parser.parse()
+    n: int = args.records
+    rounds: int = args.rounds
     cluster = FaultyCluster(brokers=1)
     items = statuses(n)
 

@@ -2,8 +2,8 @@
 the load.
 
     .venv/bin/pip install -e '.[bench]'     # matplotlib, for the chart
-    .venv/bin/python bench/fleet.py [--sidecars 100] [--keys 100] [--outage 20] [--capacity 250]
-                                    [--chart docs/img/fleet-recovery.png]
+    .venv/bin/python -m bench.fleet [--sidecars 100] [--keys 100] [--outage 20] [--capacity 250]
+                                    [--chart docs/img/fleet-recovery.png] [--quick]
 
 SIDECARS sidecars, each with its own real ``RetryQueue``, backoff policy and (for the budget variants)
 ``RetryBudget``, write KEYS keys each, spread over Connect's 5 partitions by Java's partitioner. The
@@ -41,15 +41,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from confluent_kafka import KafkaError, murmur2
 
+from bench import BenchParser
+from status_store import holds
 from status_store.backoff import Backoff, JitterMode, RetryMode, backoff_policy
 from status_store.budget import BudgetSettings, RetryBudget
 from status_store.delivery import Delivery, DoneCallback
 from status_store.errors import WriteFailedError
-from status_store.retry_queue import Outcome, Result, RetryListener, RetryPolicy, RetryQueue, StatusUpdate
+from status_store.retry_queue import RetryQueue
+from status_store.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
 NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 WINDOW_S = 0.1
@@ -193,7 +194,7 @@ async def simulate(variant: Variant, args: argparse.Namespace) -> Result_:
         queues.append(queue)
         watchers.append(outcomes)
         for key in range(args.keys):
-            update = StatusUpdate(f"status-task-sidecar{sidecar}-{key}", b'{"state":"FAILED"}', "task")
+            update = StatusUpdate(f"status-task-sidecar{sidecar}-{key}", b'{"state":"FAILED"}', UpdateKind.TASK)
             loop.call_at(workload.random(), queue.submit, update)
     # Until every key is written (a parked value is sent again), every update dropped, or the horizon.
     while loop.time() < args.horizon:
@@ -293,11 +294,11 @@ def chart(results: list[Result_], args: argparse.Namespace, path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sidecars", type=int, default=100)
-    parser.add_argument("--keys", type=int, default=100, help="keys per sidecar")
-    parser.add_argument("--outage", type=float, default=20.0, help="seconds the broker is down")
-    parser.add_argument("--capacity", type=int, default=250, help="attempts the broker accepts per 100 ms")
+    parser = BenchParser(__doc__)
+    parser.add_size("--sidecars", type=int, full=100, quick=20, help="sidecars in the fleet")
+    parser.add_size("--keys", type=int, full=100, quick=20, help="keys per sidecar")
+    parser.add_size("--outage", type=float, full=20.0, quick=5.0, help="seconds the broker is down")
+    parser.add_size("--capacity", type=int, full=250, quick=10, help="attempts the broker accepts per 100 ms")
     parser.add_argument("--rtt", type=float, default=0.01, help="seconds until an attempt's answer")
     parser.add_argument("--max-retries", type=int, default=10)
     parser.add_argument("--budget", type=budget_settings, action="append",
@@ -311,14 +312,12 @@ def main() -> None:
     parser.add_argument("--exhausted", choices=["park", "drop"], default="park",
                         help="what happens after the last retry (the service's default: park)")
     parser.add_argument("--chart", type=Path, help="write the chart (PNG) here")
-    args = parser.parse_args()
+    args = parser.parse()
     if not args.budget:
         args.budget = [BudgetSettings(10, 0.1, 1.0), BudgetSettings(10, 0.5, 1.0)]  # gRPC's example ratio; ours
     if args.release:
-        import status_store.retry_queue as rq
-
         first, pace = args.release.split(",")
-        rq.FIRST_RELEASE, rq.RELEASE_PACE_S = int(first), float(pace) / 1000
+        holds.FIRST_RELEASE, holds.RELEASE_PACE_S = int(first), float(pace) / 1000
     if not args.probe_max_ms:
         args.probe_max_ms = [PROBE_MAX_MS]
     logging.getLogger("status_store").setLevel(logging.CRITICAL)  # one line per failed update: thousands

@@ -1,6 +1,6 @@
 """Synthetic status history for bench/spark_history.py: Parquet files in the raw-record schema.
 
-    .venv/bin/python bench/history_gen.py OUT_DIR --events 1000000 [--seed 7]
+    .venv/bin/python -m bench.history_gen OUT_DIR --events 1000000 [--seed 7] [--quick]
 
 writes OUT_DIR/history/part-NNNNN.parquet (N history events, about 1M per file) and
 OUT_DIR/status/part-00000.parquet (a matching status topic: a few records per key). Columns are
@@ -29,7 +29,6 @@ Offsets grow in time order within each partition, as the service's writes would.
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from dataclasses import dataclass
@@ -40,11 +39,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench import BenchParser
+
 HISTORY_TOPIC = "connect-status-history"
 STATUS_TOPIC = "connect-status"
 PARTITIONS = 12
 EVENTS_PER_KEY = 150
 EVENTS_PER_FILE = 1_000_000
+# A history small enough to generate and analyse in a second or two (--quick).
+QUICK_EVENTS = 20_000
 START_MS = 1_763_700_000_000
 NORMAL_GAP_MS = 600_000
 FLAPPER_GAP_MS = 30_000
@@ -121,12 +124,12 @@ def make_fleet(n_events: int, rng: np.random.Generator) -> Fleet:
         if c % 4 == 0:
             entries += [(KIND_TOPIC, f"status-topic-orders-{c}-{i}:connector-{name}", "null", f"orders-{c}-{i}")
                         for i in range(2)]
-        for kind, key, task, topic in entries:
+        for kind_code, key, task, topic in entries:
             keys.append(key)
-            kinds.append(kind)
+            kinds.append(kind_code)
             connectors.append(name)
             topics.append(topic)
-            kind_name = ("connector", "task", "topic")[kind]
+            kind_name = ("connector", "task", "topic")[kind_code]
             topic_field = f',"topic":"{topic}"' if topic is not None else ""
             prefixes.append(f'","key":"{key}","kind":"{kind_name}","connector":"{name}","task":{task}{topic_field}')
         c += 1
@@ -345,11 +348,12 @@ def status_topic(fleet: Fleet, rng: np.random.Generator) -> pa.Table:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Generate the history the command line asks for."""
+    parser = BenchParser(__doc__)
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_size("--events", type=int, full=1_000_000, quick=QUICK_EVENTS, help="history events")
     parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
+    args = parser.parse()
     began = time.perf_counter()
     generate(args.out_dir, args.events, args.seed)
     print(f"{args.events:,} events in {time.perf_counter() - began:.1f} s -> {args.out_dir}")

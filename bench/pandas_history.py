@@ -1,6 +1,7 @@
 """The status analytics in pandas, in one process: the baseline of bench/spark_history.py.
 
-    .venv/bin/python bench/pandas_history.py DATA_DIR OUT_DIR
+    .venv/bin/python -m bench.pandas_history DATA_DIR OUT_DIR
+    .venv/bin/python -m bench.pandas_history --quick     # a small generated history, outputs in a temporary directory
 
 reads DATA_DIR/status/*.parquet and DATA_DIR/history/*.parquet (the raw-record schema written by
 bench/history_gen.py or an export), computes what ``status_store.analytics`` computes in Spark, and
@@ -20,7 +21,6 @@ step vectorised, the whole history in one DataFrame.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from dataclasses import dataclass, fields
@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
+from bench import BenchParser, history_gen, quick_scratch
 from status_store.cache import StatusCache, StatusRecord
 from status_store.model import ConnectorKey, TaskKey, TopicKey, connector_key, parse_key, task_key, topic_key
 
@@ -149,7 +150,8 @@ def read_status(paths: list[Path]) -> pd.DataFrame:
     """Status-topic records as they are: partition, offset, timestamp, key (text), value (bytes, None: tombstone)."""
     columns = ["partition", "offset", "timestamp", "key", "value"]
     table = pa.concat_tables([pq.read_table(p, columns=columns) for p in paths], promote_options="permissive")
-    return table.set_column(4, "value", table.column("value").cast(pa.binary())).to_pandas()
+    records: pd.DataFrame = table.set_column(4, "value", table.column("value").cast(pa.binary())).to_pandas()
+    return records
 
 
 # ------------------------------------------------------------------------------------------ analytics
@@ -343,13 +345,25 @@ def analyze(data_dir: Path, *, as_of_ms: int | None = None, flap_transitions: in
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("data_dir", type=Path)
-    parser.add_argument("out_dir", type=Path)
-    args = parser.parse_args()
-    began = time.perf_counter()
-    analyze(args.data_dir).write(args.out_dir)
-    print(f"pandas: {time.perf_counter() - began:.1f} s")
+    """Analyse the history the command line names (or, quick, a small generated one) and write the results."""
+    parser = BenchParser(__doc__)
+    parser.add_argument("data_dir", type=Path, nargs="?", help="the input (quick: a small generated history)")
+    parser.add_argument("out_dir", type=Path, nargs="?", help="where the results go (quick: a temporary directory)")
+    args = parser.parse()
+    if not args.quick and args.out_dir is None:
+        parser.error("DATA_DIR and OUT_DIR are required (or --quick)")
+    with quick_scratch(args.quick) as scratch:
+        data_dir, out_dir = args.data_dir, args.out_dir
+        if scratch is not None:
+            if data_dir is None:
+                data_dir = scratch / "data"
+                history_gen.generate(data_dir, history_gen.QUICK_EVENTS)
+            out_dir = out_dir or scratch / "out"
+        began = time.perf_counter()
+        results = analyze(data_dir)
+        results.write(out_dir)
+        print(f"pandas: {time.perf_counter() - began:.1f} s; rows: "
+              + ", ".join(f"{f.name} {len(getattr(results, f.name)):,}" for f in fields(results)))
 
 
 if __name__ == "__main__":

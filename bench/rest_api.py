@@ -1,6 +1,6 @@
-"""Benchmark the HTTP API against a bare FastAPI endpoint, in the same run (issue 4).
+"""Benchmark the HTTP API against a bare FastAPI endpoint, in the same run.
 
-    .venv/bin/python bench/rest_api.py [--seconds 10] [--connections 8] [--batch 500]
+    .venv/bin/python -m bench.rest_api [--seconds 10] [--connections 8] [--batch 500] [--quick]
 
 Both servers run under uvicorn as separate processes on 127.0.0.1: `status-store serve` on its
 embedded broker, and bench/bare_app.py, whose endpoints do nothing. The load comes from another
@@ -24,17 +24,10 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench import ROOT, BenchParser, free_port
+
 STATUS = {"state": "RUNNING", "trace": None, "worker_id": "worker-1.example.com:8083", "generation": 3}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def wait_listening(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -116,7 +109,7 @@ async def load(port: int, kind: str, seconds: float, connections: int, batch: in
 
 
 def run_load(port: int, kind: str, args: argparse.Namespace) -> dict[str, float]:
-    out = subprocess.run([sys.executable, __file__, "--load", kind, "--port", str(port), "--seconds",
+    out = subprocess.run([sys.executable, "-m", "bench.rest_api", "--load", kind, "--port", str(port), "--seconds",
                           str(args.seconds), "--connections", str(args.connections), "--batch", str(args.batch)],
                          capture_output=True, text=True, timeout=args.seconds + 120, check=True)
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -124,13 +117,15 @@ def run_load(port: int, kind: str, args: argparse.Namespace) -> dict[str, float]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--load", choices=["single", "batch", "read"])
-    parser.add_argument("--port", type=int)
-    args = parser.parse_args()
+    """Start both servers, load each in turn from a separate process and print the table."""
+    parser = BenchParser(__doc__)
+    parser.add_size("--seconds", type=float, full=10.0, quick=1.0, help="seconds of each measurement")
+    parser.add_size("--warm-up", type=float, full=2.0, quick=0.5, help="seconds of writes to each server first")
+    parser.add_size("--connections", type=int, full=8, quick=2, help="keep-alive connections")
+    parser.add_size("--batch", type=int, full=500, quick=20, help="updates per batch request")
+    parser.add_argument("--load", choices=["single", "batch", "read"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse()
     if args.load:
         print(json.dumps(asyncio.run(load(args.port, args.load, args.seconds, args.connections, args.batch))))
         return
@@ -138,15 +133,16 @@ def main() -> None:
     store_port, bare_port = free_port(), free_port()
     store = subprocess.Popen([sys.executable, "-m", "status_store.cli", "serve", "--port", str(store_port),
                               "--log-level", "ERROR"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    bare = subprocess.Popen([sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(bare_port),
+    bare = subprocess.Popen([sys.executable, "-m", "uvicorn", "bench.bare_app:app", "--port", str(bare_port),
                              "--host", "127.0.0.1", "--log-level", "error", "--no-access-log"],
-                            cwd=Path(__file__).parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(store_port, store)
         wait_listening(bare_port, bare)
         # Something to read, and warm-up.
-        run_load(store_port, "single", argparse.Namespace(**{**vars(args), "seconds": 2}))
-        run_load(bare_port, "single", argparse.Namespace(**{**vars(args), "seconds": 2}))
+        warm_up = argparse.Namespace(**{**vars(args), "seconds": args.warm_up})
+        run_load(store_port, "single", warm_up)
+        run_load(bare_port, "single", warm_up)
         bare_single = run_load(bare_port, "single", args)
         store_single = run_load(store_port, "single", args)
         store_batch = run_load(store_port, "batch", args)

@@ -1,9 +1,9 @@
 """Benchmark the retry engine against Kafka Connect's own status writes, every writer in the same run.
 
     .venv/bin/pip install -e '.[bench]'
-    .venv/bin/python bench/retry.py                 # every scenario, full size (about 10 minutes here)
-    .venv/bin/python bench/retry.py --quick         # small keys and seconds: a check that it all runs
-    .venv/bin/python bench/retry.py --store '' --store 'status.storage.retry.max.retries=10'
+    .venv/bin/python -m bench.retry                 # every scenario, full size (about 10 minutes here)
+    .venv/bin/python -m bench.retry --quick         # small keys and seconds: a check that it all runs
+    .venv/bin/python -m bench.retry --store '' --store 'status.storage.retry.max.retries=10'
 
 The writers: Kafka Connect's status writes on a plain librdkafka producer with Connect's settings
 (``writers.ConnectWriter``: immediate resend as Connect 4.x does it and with Connect 3.x's producer,
@@ -51,14 +51,12 @@ import time
 import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import KafkaError, murmur2
-from mock_faults import BenchCluster
-from writers import (
+
+from bench import BenchParser
+from bench.mock_faults import BenchCluster
+from bench.writers import (
     JAVA_LINGER_MS_BEFORE_4_0,
     ConnectPolicy,
     ConnectWriter,
@@ -70,14 +68,14 @@ from writers import (
     store_label,
     wait_until,
 )
-
 from status_store.backoff import AdditiveJitter
 from status_store.config import build_config
 from status_store.delivery import DoneCallback
 from status_store.errors import WriteFailedError, classify
-from status_store.retry_queue import RetryPolicy, RetryQueue, StatusUpdate
+from status_store.retry_queue import RetryQueue
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
+from status_store.updates import RetryPolicy, StatusUpdate, UpdateKind
 
 TOPIC = "status"
 PARTITIONS = 5  # Connect's default status.storage.partitions
@@ -395,11 +393,15 @@ async def memory_child_main(settings: dict[str, str], pending: int, seconds: flo
     os._exit(0)
 
 
+def fresh_process(*arguments: str) -> subprocess.Popen[str]:
+    """This benchmark in a fresh process, run with ``arguments``; its output is piped."""
+    return subprocess.Popen([sys.executable, "-m", "bench.retry", *arguments], stdout=subprocess.PIPE, text=True)
+
+
 def run_memory(settings: dict[str, str], pending: int, seconds: float, traced: bool) -> subprocess.Popen[str]:
     """Start scenario (e) for one store variant in a fresh process."""
-    command = [sys.executable, __file__, "--memory-child", json.dumps(settings), "--pending", str(pending),
-               "--memory-seconds", str(seconds)]
-    return subprocess.Popen(command + (["--traced"] if traced else []), stdout=subprocess.PIPE, text=True)
+    return fresh_process("--memory-child", json.dumps(settings), "--pending", str(pending), "--memory-seconds",
+                         str(seconds), *(["--traced"] if traced else []))
 
 
 def child_result(child: subprocess.Popen[str]) -> dict[str, float]:
@@ -437,7 +439,7 @@ def report_memory(variants: list[dict[str, str]], pending: int, seconds: float) 
 def scale_ours(pending: int) -> None:
     """Scenario (f) for status-store's RetryQueue, in this (fresh) process."""
     error = WriteFailedError("k", KafkaError.NOT_ENOUGH_REPLICAS, "NOT_ENOUGH_REPLICAS", "injected")
-    assert classify(error.code).value == "retriable"
+    assert classify(error).value == "retriable"
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -449,7 +451,7 @@ def scale_ours(pending: int) -> None:
         tracemalloc.start()
         cpu = time.process_time()
         for i in range(pending):
-            queue.submit(StatusUpdate(f"status-task-c-{i}", b"x" * 80, "task"))
+            queue.submit(StatusUpdate(f"status-task-c-{i}", b"x" * 80, UpdateKind.TASK))
         await asyncio.sleep(0)  # the failures run as callbacks on the next loop turns
         await asyncio.sleep(0)
         setup_cpu = time.process_time() - cpu
@@ -496,8 +498,7 @@ def scale_tenacity(pending: int) -> None:
 
 def report_scale(pending: int) -> None:
     """Run and print scenario (f), a fresh process each, one after the other."""
-    scale = {name: child_result(subprocess.Popen([sys.executable, __file__, "--scale-child", name, "--pending",
-                                                  str(pending)], stdout=subprocess.PIPE, text=True))
+    scale = {name: child_result(fresh_process("--scale-child", name, "--pending", str(pending)))
              for name in ("ours", "tenacity")}
     print(f"(f) scheduler scale: {pending:,} pending retries\n")
     print("| scheduler | peak traced memory (MiB) | CPU to schedule (s) | CPU idle for 2 s (s) |")
@@ -522,28 +523,21 @@ def parse_store(text: str) -> dict[str, str]:
 
 def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line, with ``--quick`` filling in small sizes."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small keys and seconds, one run (under a minute)")
-    parser.add_argument("--keys", type=int, help="keys in (a), (b), (c) (default 1000; quick 100)")
-    parser.add_argument("--fault-seconds", type=int, help="(a) fault length (default 10; quick 2)")
-    parser.add_argument("--runs", type=int, help="runs of (a) and (c) for the medians (default 3; quick 1)")
-    parser.add_argument("--partial-seconds", type=int, help="(c) outage length (default 10; quick 1)")
-    parser.add_argument("--pending", type=int, help="(e) pending updates (default 100000; quick 10000)")
-    parser.add_argument("--scale-pending", type=int, help="(f) pending retries (default 100000; quick 2000)")
-    parser.add_argument("--memory-seconds", type=float, help="(e) outage after the writes (default 20; quick 3)")
+    parser = BenchParser(__doc__)
+    parser.add_size("--keys", type=int, full=1000, quick=100, help="keys in (a), (b), (c)")
+    parser.add_size("--fault-seconds", type=int, full=10, quick=1, help="(a) fault length")
+    parser.add_size("--runs", type=int, full=3, quick=1, help="runs of (a) and (c) for the medians")
+    parser.add_size("--partial-seconds", type=int, full=10, quick=1, help="(c) outage length")
+    parser.add_size("--pending", type=int, full=100_000, quick=5000, help="(e) pending updates")
+    parser.add_size("--scale-pending", type=int, full=100_000, quick=2000, help="(f) pending retries")
+    parser.add_size("--memory-seconds", type=float, full=20.0, quick=1.0, help="(e) outage after the writes")
     parser.add_argument("--scenarios", default="a,c,e,f", help="which to run, of a (with b), c, e, f")
     parser.add_argument("--store", action="append", type=parse_store, metavar="KEY=VALUE,...",
                         help="a status-store variant (repeatable; '' for the defaults); default: STORE_VARIANTS")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--scale-child", choices=["ours", "tenacity"], help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    defaults = {"keys": (1000, 100), "fault_seconds": (10, 2), "runs": (3, 1), "partial_seconds": (10, 1),
-                "pending": (100_000, 10_000), "scale_pending": (100_000, 2000), "memory_seconds": (20.0, 3.0)}
-    for name, (full, quick) in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, quick if args.quick else full)
-    return args
+    return parser.parse(argv)
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -1,6 +1,6 @@
 """Soak: minutes of status traffic through random faults, for each exhausted-action side by side.
 
-    .venv/bin/python bench/soak.py [--minutes 5] [--seed 1] [--keys 2000] [--rate 500]
+    .venv/bin/python -m bench.soak [--minutes 5] [--seed 1] [--keys 2000] [--rate 500] [--quick]
 
 One librdkafka mock cluster (3 brokers) in this process, one store per policy on its own topic
 (20 partitions), all fed the same seeded stream of task statuses and hit by the same seeded random
@@ -23,14 +23,12 @@ one seed meet the same faults in the same order, though not at the very same upd
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import contextlib
 import json
 import logging
 import random
-import sys
 import tempfile
 import time
 import uuid
@@ -38,19 +36,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from prometheus_client import CollectorRegistry
 
+from bench import BenchParser
 from status_store.codec import encode_status
 from status_store.config import build_config
 from status_store.errors import ErrorKind, classify
 from status_store.metrics import StoreMetrics
 from status_store.model import State, TaskId, TaskStatus, task_key
-from status_store.retry_queue import Result, StatusUpdate
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
+from status_store.updates import Result, StatusUpdate
 
 PARTITIONS = 20
 BROKERS = 3
@@ -59,9 +56,11 @@ STATES = (State.RUNNING, State.RUNNING, State.RUNNING, State.PAUSED, State.FAILE
 # than that exercise park, drop and dead-letter; the probe of parked updates runs every 2 s.
 RETRY = {"status.storage.retry.max.retries": "3", "status.storage.retry.delivery.timeout.ms": "1000",
          "status.storage.retry.initial.backoff.ms": "200", "status.storage.retry.max.backoff.ms": "2000"}
-NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS, FENCED_LEADER_EPOCH = 6, 7, 19, 74
-INVALID_RECORD = 87  # a one-shot fatal error (REFERENCE §8)
-RETRIABLE_ERRORS = (NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS, FENCED_LEADER_EPOCH)
+# NOT_LEADER_OR_FOLLOWER is librdkafka's NOT_LEADER_FOR_PARTITION (the same code, its old name).
+RETRIABLE_ERRORS = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_ENOUGH_REPLICAS,
+                    KafkaError.FENCED_LEADER_EPOCH)
+# Fatal for a Produce request: the store neither retries nor parks an update Kafka refuses with it.
+INVALID_RECORD = KafkaError.INVALID_RECORD
 TICK_S = 0.05
 
 
@@ -244,7 +243,7 @@ def losses(run: Run, bootstrap: str) -> collections.Counter[str]:
             lost["dead-lettered"] += 1
         elif outcome is None or outcome.result is not Result.FAILED:
             lost["silent"] += 1
-        elif outcome.error is not None and classify(outcome.error.code) is ErrorKind.FATAL:
+        elif outcome.error is not None and classify(outcome.error) is ErrorKind.FATAL:
             lost["refused (fatal)"] += 1
         else:
             lost["failed"] += 1
@@ -252,14 +251,15 @@ def losses(run: Run, bootstrap: str) -> collections.Counter[str]:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, default=5.0, help="how long the traffic and the faults last")
+    """Run the soak and print what it found."""
+    parser = BenchParser(__doc__)
+    parser.add_size("--minutes", type=float, full=5.0, quick=0.2, help="how long the traffic and the faults last")
     parser.add_argument("--seed", type=int, default=1, help="seed of the traffic and of the faults")
-    parser.add_argument("--keys", type=int, default=2000, help="distinct task keys")
-    parser.add_argument("--rate", type=float, default=500.0, help="status updates per second (to every store)")
-    parser.add_argument("--settle-timeout", type=float, default=180.0, help="bound on the recovery, seconds")
+    parser.add_size("--keys", type=int, full=2000, quick=200, help="distinct task keys")
+    parser.add_size("--rate", type=float, full=500.0, quick=100.0, help="status updates per second (to every store)")
+    parser.add_size("--settle-timeout", type=float, full=180.0, quick=60.0, help="bound on the recovery, seconds")
     parser.add_argument("--log", help="write the stores' warnings and errors to this file (default: none)")
-    args = parser.parse_args()
+    args = parser.parse()
     # Every failed write is logged: thousands of lines during a soak.
     logging.basicConfig(filename=args.log or "/dev/null", level=logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")

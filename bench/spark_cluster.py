@@ -14,7 +14,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,18 +24,11 @@ from pathlib import Path
 
 import pyspark
 
+from bench import FAST_JVM, free_port
+
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
-# Short-lived JVMs on a small machine: a small, quick collector and the fast compiler only.
-FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 _LOOPBACK_V4 = re.compile(r"^[0-9A-F]{6}7F$")  # 127.x.x.x, as /proc/net/tcp writes it (little-endian)
 _LOOPBACK_V6 = ("0000000000000000FFFF0000", "00000000000000000000000001000000")  # ::ffff:127.x.x.x, ::1
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def package_zip(root: Path, target: Path) -> Path:
@@ -68,6 +60,15 @@ class StandaloneCluster:
         self.port = free_port()
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+
+    @classmethod
+    def running(cls, master_url: str, workdir: Path) -> StandaloneCluster:
+        """A cluster started elsewhere, to submit to; ``workdir`` keeps what submitting writes (its processes are
+        not this object's: nothing to start or stop)."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        cluster = cls(workdir, workers=0)
+        cluster.master_url = master_url
+        return cluster
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment of the cluster's processes (and of spark-submit)."""

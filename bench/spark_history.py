@@ -1,7 +1,8 @@
-"""Benchmark the Spark status analytics against pandas in one process, at growing sizes (issue 5).
+"""Benchmark the Spark status analytics against pandas in one process, at growing sizes.
 
     .venv/bin/pip install -e '.[spark]'
-    .venv/bin/python bench/spark_history.py --sizes 1M,3M,10M,30M --memory-cap 8GiB
+    .venv/bin/python -m bench.spark_history --sizes 1M,3M,10M,30M --memory-cap 8GiB
+    .venv/bin/python -m bench.spark_history --quick      # 20k events, every file in a temporary directory
 
 For each size N, synthetic history events (bench/history_gen.py: connectors and tasks going through
 Connect's states, FAILED episodes, flapping keys, deletes, retry outcomes, a few garbled records)
@@ -52,10 +53,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench import ROOT, BenchParser, quick_scratch, quick_spark_settings
 
+# Where a full run keeps its inputs, results and report (the chart goes to the docs).
+FILES = Path("/tmp/spark-history-bench")
+CHART = ROOT / "docs" / "img" / "spark-vs-pandas.png"
 GIB = 1 << 30
 MIB = 1 << 20
 SAMPLE_S = 0.2
@@ -191,12 +193,9 @@ class Run:
 def run_side(side: str, data_dir: Path, out_dir: Path, events: int, cap: int, timeout_s: float,
              spark_conf: list[str]) -> Run:
     """Run one side in a fresh process group, sampled, bounded by ``timeout_s`` and the cap."""
-    cmd = [sys.executable, __file__, "--worker", side, "--data", str(data_dir), "--out", str(out_dir),
-           "--memory-cap", str(cap)] + [a for c in spark_conf for a in ("--conf", c)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    cmd = [*worker_command(side, data_dir, cap, spark_conf), "--out", str(out_dir)]
     began = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(cmd, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     sampler = Sampler(proc.pid, cap / MIB)
     sampler.start()
@@ -235,6 +234,18 @@ def run_side(side: str, data_dir: Path, out_dir: Path, events: int, cap: int, ti
 
 # ------------------------------------------------------------------------------------------ workers
 
+def worker_command(side: str, data_dir: Path, cap: int, spark_conf: list[str]) -> list[str]:
+    """The command that runs one side (or the cross-check) in a fresh Python."""
+    return [sys.executable, "-m", "bench.spark_history", "--worker", side, "--data", str(data_dir),
+            "--memory-cap", str(cap)] + [a for c in spark_conf for a in ("--conf", c)]
+
+
+def worker_env() -> dict[str, str]:
+    """A worker's environment: this package importable, Spark on loopback, its Python workers this Python."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+                SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+
+
 def spark_session(cap: int, conf: list[str]) -> Any:
     """A local[2] session sized to fit the cap (module docstring), loopback only, UI off."""
     from pyspark.sql import SparkSession
@@ -266,7 +277,7 @@ def spark_worker(data_dir: Path, out_dir: Path, cap: int, conf: list[str]) -> di
 def pandas_worker(data_dir: Path, out_dir: Path, cap: int | None) -> dict[str, float]:
     if cap is not None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    import pandas_history
+    from bench import pandas_history
 
     began = time.perf_counter()
     pandas_history.analyze(data_dir).write(out_dir)
@@ -328,8 +339,7 @@ def compare(ours: Any, theirs: Any) -> tuple[list[str], list[str]]:
 
 def check(data_dir: Path, cap: int, conf: list[str]) -> None:
     """Run both sides on the same small input; exit non-zero if they disagree on anything."""
-    import pandas_history
-
+    from bench import pandas_history
     from status_store.analytics.analysis import analyze
 
     spark = spark_session(cap, conf)
@@ -473,7 +483,7 @@ def _chart(latest: dict[tuple[str, int], Run], sizes: list[int], cap: int, path:
 
 def ensure_data(root: Path, n: int) -> Path:
     """The generated input for ``n`` events, generated once (a marker file says it is complete)."""
-    import history_gen
+    from bench import history_gen
 
     data = root / label(n)
     if not (data / "COMPLETE").exists():
@@ -485,35 +495,48 @@ def ensure_data(root: Path, n: int) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1M,3M,10M,30M")
-    parser.add_argument("--memory-cap", default="8GiB")
-    parser.add_argument("--check-size", default="20k", help="the cross-check's input; 0 to skip it")
+    """Generate the inputs, cross-check both sides, run the series and render the report."""
+    parser = BenchParser(__doc__)
+    parser.add_size("--sizes", full="1M,3M,10M,30M", quick="20k", help="history events of each run")
+    parser.add_size("--memory-cap", full="8GiB", quick="4GiB", help="the memory cap of each side")
+    parser.add_size("--check-size", full="20k", quick="5k", help="the cross-check's input; 0 to skip it")
     parser.add_argument("--sides", default="pandas,pandas-rss,spark")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds, for each side at each size")
-    parser.add_argument("--data-root", type=Path, default=Path("/tmp/spark-history-bench/data"))
-    parser.add_argument("--results", type=Path, default=Path("/tmp/spark-history-bench/results.jsonl"))
-    parser.add_argument("--markdown", type=Path, default=Path("/tmp/spark-history-bench/report.md"))
-    parser.add_argument("--chart", type=Path, default=ROOT / "docs" / "img" / "spark-vs-pandas.png")
+    parser.add_size("--timeout", type=float, full=1800, quick=300, help="seconds, for each side at each size")
+    parser.add_argument("--data-root", type=Path, help=f"generated inputs (default {FILES / 'data'})")
+    parser.add_argument("--results", type=Path, help=f"the runs, as JSON lines (default {FILES / 'results.jsonl'})")
+    parser.add_argument("--markdown", type=Path, help=f"the report (default {FILES / 'report.md'})")
+    parser.add_argument("--chart", type=Path, help=f"the chart (default {CHART.relative_to(ROOT)})")
     parser.add_argument("--report", action="store_true", help="only render the recorded results")
     parser.add_argument("--conf", action="append", default=[], help="extra Spark setting, name=value")
     parser.add_argument("--worker", choices=["pandas", "pandas-rss", "spark", "check"], help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse()
     if args.worker:
         worker(args)
         return
+    with quick_scratch(args.quick) as scratch:
+        files = scratch or FILES
+        args.data_root = args.data_root or files / "data"
+        args.results = args.results or files / "results.jsonl"
+        args.markdown = args.markdown or files / "report.md"
+        args.chart = args.chart or (CHART if scratch is None else scratch / CHART.name)
+        series(args)
+
+
+def series(args: argparse.Namespace) -> None:
+    """The cross-check, then each side at each size, then the report of every recorded run."""
     cap = parse_bytes(args.memory_cap)
-    command = "python bench/spark_history.py " + " ".join(sys.argv[1:])
+    if args.quick:
+        quick = quick_spark_settings(f"-XX:MaxDirectMemorySize={cap // 16 // MIB}m")
+        args.conf = [*(f"{key}={value}" for key, value in quick.items()), *args.conf]
+    command = "python -m bench.spark_history " + " ".join(sys.argv[1:])
     if not args.report:
         args.results.parent.mkdir(parents=True, exist_ok=True)
         if parse_size(args.check_size):
             data = ensure_data(args.data_root, parse_size(args.check_size))
-            done = subprocess.run([sys.executable, __file__, "--worker", "check", "--data", str(data),
-                                   "--memory-cap", str(cap)] + [a for c in args.conf for a in ("--conf", c)],
-                                  timeout=600, check=False,
-                                  env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable))
+            done = subprocess.run(worker_command("check", data, cap, args.conf), timeout=600, check=False,
+                                  env=worker_env())
             if done.returncode != 0:
                 sys.exit("cross-check failed: pandas and Spark disagree (above); no benchmark run")
         for n in (parse_size(s) for s in args.sizes.split(",")):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything (a virtualenv in .venv with the test extra) and run the whole suite:
-# ruff, mypy --strict on the package, then pytest (extra arguments go to pytest).
+# ruff, mypy --strict on the package and the benchmarks, then pytest (extra arguments go to pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -11,7 +11,7 @@ if ! command -v promtool >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
         || echo "could not install prometheus: its tests will be skipped" >&2
 fi
 .venv/bin/ruff check .
-.venv/bin/mypy status_store
+.venv/bin/mypy status_store bench
 status=0
 .venv/bin/pytest "$@" || status=$?
 if [ "$status" -eq 5 ]; then

@@ -21,8 +21,8 @@ from .errors import (
     WriteFailedError,
 )
 from .model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
-from .retry_queue import Outcome, Result, StatusUpdate
 from .store import StatusStore
+from .updates import Outcome, Result, StatusUpdate
 
 __all__ = [
     "ConfigError",

@@ -13,12 +13,16 @@ Besides the statuses it keeps what the write side asks: each key's entry with Co
 and deletion mark (entries exist before anything is read back, as Connect's ``getOrAdd`` makes them), each
 key's last offset and each connector's last tombstone (for the spool's replay check), and the connector
 types writers hinted (the topic has no such field).
+
+For the fleet's metrics each connector and task entry also notes when its state last changed (the Kafka
+timestamp of the record that changed it) and how many times its state changed since it was first read.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -41,32 +45,65 @@ log = logging.getLogger(__name__)
 
 
 class StatusRecord(NamedTuple):
-    """One record of the status topic, as read: ``value`` None is a tombstone."""
+    """One record of the status topic, as read: ``value`` None is a tombstone.
+
+    ``timestamp`` is the record's Kafka timestamp in seconds since the epoch (None: it has none, and the
+    cache's clock stands in).
+    """
 
     key: bytes | None
     value: bytes | None
     partition: int = 0
     offset: int = 0
+    timestamp: float | None = None
+
+
+class FleetObject(NamedTuple):
+    """A connector (``task`` None) or task with its status, when its state last changed and how many times."""
+
+    connector: str
+    task: int | None
+    value: StatusValue
+    changed_at: float
+    changes: int
 
 
 class CacheEntry:
     """A cached status with Connect's per-key write sequence and deletion mark.
 
     It keeps the decoded wire value (shared between records with equal bytes); the status object
-    is built when someone asks for it, so reading a large topic allocates little.
+    is built when someone asks for it, so reading a large topic allocates little. ``changed_at`` is when the
+    state last changed (seconds since the epoch) and ``changes`` how many times it changed since the first
+    status read: both as records are read, for the fleet's metrics.
     """
 
-    __slots__ = ("deleted", "sequence", "value")
+    __slots__ = ("changed_at", "changes", "deleted", "sequence", "value")
 
     def __init__(self) -> None:
         self.value: StatusValue | None = None
         self.sequence = 0
         self.deleted = False
+        self.changed_at = 0.0
+        self.changes = 0
+
+    def read(self, value: StatusValue, at: float) -> None:
+        """A status read from the topic at this time: noted as a change when its state differs."""
+        cached = self.value
+        if cached is None or cached.state is not value.state:
+            if cached is not None:
+                self.changes += 1
+            self.changed_at = at
+        self.value = value
 
     def can_write_safely(self, status: Status) -> bool:
         """Connect's rule for a safe write: no status cached, the same worker's, or one of an older generation."""
         value = self.value
-        return value is None or value.worker_id == status.worker_id or value.generation <= status.generation
+        if value is None:
+            return True
+        # Connect compares with the cached worker id's equals(): over a status read without one it throws, and
+        # nothing is written.
+        return value.worker_id is not None and (value.worker_id == status.worker_id
+                                                or value.generation <= status.generation)
 
 
 @dataclass(slots=True)
@@ -82,8 +119,9 @@ class ReadStats:
 class StatusCache:
     """Connector, task and topic statuses as last read from the status topic."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.stats = ReadStats()
+        self._clock = clock
         self._connectors: dict[str, CacheEntry] = {}
         self._tasks: dict[str, dict[int, CacheEntry]] = {}
         self._topics: dict[str, dict[str, TopicStatus]] = {}
@@ -102,7 +140,7 @@ class StatusCache:
         read_task, read_connector, read_topic = self._read_task, self._read_connector, self._read_topic
         offsets = self._offsets
         for record in records:
-            raw_key, value, _, offset = record
+            raw_key, value, _, offset, timestamp = record
             if raw_key is None:
                 self._discard("invalid_keys", "no key", record)
                 continue
@@ -110,11 +148,12 @@ class StatusCache:
             if offset > offsets.get(key, -1):
                 offsets[key] = offset
             parsed = parse_key(key)
+            at = self._clock() if timestamp is None else timestamp
             try:
                 if type(parsed) is TaskKey:
-                    read_task(parsed.connector, parsed.task, value)
+                    read_task(parsed.connector, parsed.task, value, at)
                 elif type(parsed) is ConnectorKey:
-                    read_connector(parsed.connector, value, offset)
+                    read_connector(parsed.connector, value, offset, at)
                 elif type(parsed) is TopicKey:
                     read_topic(parsed, value)
                 else:
@@ -130,7 +169,7 @@ class StatusCache:
         setattr(self.stats, counter, getattr(self.stats, counter) + 1)
         log.warning("Discarding record at partition %s offset %s: %s", record.partition, record.offset, reason)
 
-    def _read_connector(self, connector: str, value: bytes | None, offset: int) -> None:
+    def _read_connector(self, connector: str, value: bytes | None, offset: int, at: float) -> None:
         if value is None:
             if offset > self._deleted_at.get(connector, -1):
                 self._deleted_at[connector] = offset
@@ -140,9 +179,9 @@ class StatusCache:
             for entry in self._tasks.pop(connector, {}).values():
                 entry.deleted = True
             return
-        self.connector_entry(connector).value = codec.decode_status(value)
+        self.connector_entry(connector).read(codec.decode_status(value), at)
 
-    def _read_task(self, connector: str, task: int, value: bytes | None) -> None:
+    def _read_task(self, connector: str, task: int, value: bytes | None, at: float) -> None:
         if value is None:
             tasks = self._tasks.get(connector)
             removed = tasks.pop(task, None) if tasks is not None else None
@@ -161,7 +200,7 @@ class StatusCache:
             log.debug("Ignoring stale UNASSIGNED for task %s-%d: RUNNING at generation %d is newer",
                       connector, task, cached.generation)
             return
-        entry.value = status
+        entry.read(status, at)
 
     def _read_topic(self, key: TopicKey, value: bytes | None) -> None:
         if value is None:
@@ -259,6 +298,16 @@ class StatusCache:
     def connectors(self) -> list[str]:
         """Names of connectors with a status, sorted."""
         return sorted(name for name, entry in self._connectors.items() if entry.value is not None)
+
+    def fleet(self) -> Iterator[FleetObject]:
+        """Every connector and task with a status read: the connectors, then the tasks."""
+        for name, entry in self._connectors.items():
+            if entry.value is not None:
+                yield FleetObject(name, None, entry.value, entry.changed_at, entry.changes)
+        for name, entries in self._tasks.items():
+            for task, entry in entries.items():
+                if entry.value is not None:
+                    yield FleetObject(name, task, entry.value, entry.changed_at, entry.changes)
 
     def get_topic(self, connector: str, topic: str) -> TopicStatus | None:
         """One topic status of a connector."""

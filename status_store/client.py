@@ -34,10 +34,14 @@ def rows(info: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         trace = state.get("trace") or ""
         return trace.splitlines()[0] if trace else ""
 
+    def worker(state: dict[str, Any]) -> str:
+        # null for a status its writer left without a worker id, as Connect shows it.
+        return state["worker_id"] if state["worker_id"] is not None else "-"
+
     connector = info["connector"]
-    found = [(f"{info['name']} ({info['type']})", connector["state"], connector["worker_id"], first_line(connector))]
+    found = [(f"{info['name']} ({info['type']})", connector["state"], worker(connector), first_line(connector))]
     for task in info["tasks"]:
-        found.append((f"  task {task['id']}", task["state"], task["worker_id"], first_line(task)))
+        found.append((f"  task {task['id']}", task["state"], worker(task), first_line(task)))
     return found
 
 

@@ -1,17 +1,22 @@
 """Connect's wire format for status values: byte-exact encoding and tolerant decoding (pure).
 
 Connect writes values with its ``JsonConverter`` (schemas disabled), which is Jackson underneath:
-compact JSON, fields in schema order, non-ASCII written raw, control characters other than
-``\\b \\f \\n \\r \\t`` escaped as ``\\u00XX`` with upper-case hex. A ``DESTROYED`` status is
+compact JSON, fields in schema order, characters of the Basic Multilingual Plane written raw, those
+above it (and lone surrogates) as escaped UTF-16 units, control characters other than
+``\\b \\f \\n \\r \\t`` escaped as ``\\u00XX``, all hex in upper case. A ``DESTROYED`` status is
 never serialized; it is written as a tombstone.
+
+It reads values as Connect's ``JsonDeserializer`` does (``jackson.read_value``: encodings, leading zeros,
+Jackson's limits), then applies ``KafkaStatusBackingStore``'s casts: what Connect skips is ``GarbledValue``.
 """
 
 from __future__ import annotations
 
 import functools
-import json
+import re
 from typing import Any, NamedTuple, TypeGuard
 
+from .jackson import read_value
 from .model import State, TopicStatus
 
 # Jackson's escapes: the two mandatory ones, the five short forms, \u00XX (upper-case) for the rest.
@@ -19,6 +24,8 @@ _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r":
 _ESCAPES = {code: _SHORT.get(chr(code), f"\\u{code:04X}") for code in range(0x20)}
 _ESCAPES[ord('"')] = '\\"'
 _ESCAPES[ord("\\")] = "\\\\"
+# Characters Jackson does not write raw: those above U+FFFF and lone surrogates.
+_BEYOND_BMP_OR_SURROGATE = re.compile("[\ud800-\udfff\U00010000-\U0010ffff]")
 _STATES = {state.value: state for state in State}
 
 
@@ -31,19 +38,34 @@ class StatusValue(NamedTuple):
 
     state: State
     trace: str | None
-    worker_id: str
+    # None when the writer left it out or null (Connect reads such a value too).
+    worker_id: str | None
     generation: int
 
 
 def json_string(text: str) -> str:
     """A JSON string literal exactly as Jackson writes it."""
-    return '"' + text.translate(_ESCAPES) + '"'
+    escaped = text.translate(_ESCAPES)
+    if not escaped.isascii():
+        escaped = _BEYOND_BMP_OR_SURROGATE.sub(_escape_utf16, escaped)
+    return '"' + escaped + '"'
 
 
-def encode_status(state: State, worker_id: str, generation: int, trace: str | None) -> bytes | None:
-    """The value bytes of a connector or task status; ``None`` (a tombstone) for DESTROYED."""
+def _escape_utf16(match: re.Match[str]) -> str:
+    # Jackson writes a Java string, i.e. UTF-16: every surrogate unit (of a pair, or a lone one) is escaped.
+    units = match.group().encode("utf-16-be", "surrogatepass")
+    return "".join(f"\\u{units[i]:02X}{units[i + 1]:02X}" for i in range(0, len(units), 2))
+
+
+def encode_status(state: State, worker_id: str | None, generation: int, trace: str | None) -> bytes | None:
+    """The value bytes of a connector or task status; ``None`` (a tombstone) for DESTROYED.
+
+    A status without a worker id cannot be written (Connect's schema requires one): ``ValueError``.
+    """
     if state is State.DESTROYED:
         return None
+    if worker_id is None:
+        raise ValueError("a status without worker_id cannot be written")
     trace_json = "null" if trace is None else json_string(trace)
     return (
         f'{{"state":"{state.value}","trace":{trace_json},'
@@ -52,7 +74,9 @@ def encode_status(state: State, worker_id: str, generation: int, trace: str | No
 
 
 def encode_topic_status(status: TopicStatus) -> bytes:
-    """The value bytes of a topic status record."""
+    """The value bytes of a topic status record; ``ValueError`` for one that could not be read back under its
+    key (``TopicStatus.check_writable``)."""
+    status.check_writable()
     return (
         f'{{"topic":{{"name":{json_string(status.topic)},"connector":{json_string(status.connector)},'
         f'"task":{status.task},"discoverTimestamp":{status.discover_timestamp}}}}}'
@@ -80,19 +104,18 @@ def _decode_status(value: bytes) -> StatusValue:
     state = _STATES.get(state_name) if isinstance(state_name, str) else None
     if state is None:
         raise GarbledValue(f"unknown state {state_name!r}")
-    trace = fields.get("trace")
-    if trace is not None and not isinstance(trace, str):
-        raise GarbledValue(f"trace is not a string: {trace!r}")
-    worker_id = fields.get("worker_id")
-    if not isinstance(worker_id, str):
-        raise GarbledValue(f"worker_id is not a string: {worker_id!r}")
-    if not _encodable(worker_id) or (trace is not None and not _encodable(trace)):
-        raise GarbledValue("a lone surrogate escape in worker_id or trace")
+    trace, worker_id = fields.get("trace"), fields.get("worker_id")
+    if not isinstance(trace, str | None) or not isinstance(worker_id, str | None):
+        raise GarbledValue(f"trace or worker_id is neither a string nor null: {trace!r}, {worker_id!r}")
     return StatusValue(state, trace, worker_id, _java_int(fields.get("generation"), "generation"))
 
 
 def decode_topic_status(value: bytes) -> TopicStatus:
-    """Decode a topic status value; raise GarbledValue for what Connect skips."""
+    """Decode a topic status value; raise GarbledValue for what Connect skips.
+
+    Connect's ``TopicStatus`` takes any strings (empty, with a ``:``) and any task number: such a status is
+    read and listed, although it could not be written back under its key.
+    """
     inner = _decode_object(value).get("topic")
     if not isinstance(inner, dict):
         raise GarbledValue("no 'topic' object")
@@ -102,40 +125,19 @@ def decode_topic_status(value: bytes) -> TopicStatus:
     timestamp = inner.get("discoverTimestamp")
     if not _is_int(timestamp):
         raise GarbledValue(f"discoverTimestamp is not an integer: {timestamp!r}")
-    try:
-        return TopicStatus(name, connector, _java_int(inner.get("task"), "task"), _narrow(timestamp, 64))
-    except ValueError as e:
-        raise GarbledValue(str(e)) from None
+    return TopicStatus(name, connector, _java_int(inner.get("task"), "task"), _narrow(timestamp, 64))
 
 
 def _decode_object(value: bytes) -> dict[str, Any]:
     if not value:
         raise GarbledValue("empty value (a tombstone is a null value, not empty bytes)")
     try:
-        text = value.decode("utf-8").lstrip(" \t\r\n")
-        # Like Jackson's readTree, read one JSON value and ignore whatever follows it.
-        decoded, _ = _DECODER.raw_decode(text)
-    except (ValueError, RecursionError) as e:
-        raise GarbledValue(f"not JSON: {e}") from None
+        decoded = read_value(value)
+    except ValueError as e:
+        raise GarbledValue(f"not JSON as Connect reads it: {e}") from None
     if not isinstance(decoded, dict):
         raise GarbledValue(f"not a JSON object: {type(decoded).__name__}")
     return decoded
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _reject_constant(name: str) -> None:
-    # Jackson rejects NaN and Infinity by default; Python would accept them.
-    raise ValueError(f"{name} is not valid JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _is_int(value: object) -> TypeGuard[int]:

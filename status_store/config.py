@@ -34,8 +34,8 @@ from typing import Any
 
 import javaproperties
 
-from .backoff import JitterMode, RetryMode
-from .budget import BudgetSettings
+from .backoff import Backoff, JitterMode, Random, RetryMode, backoff_policy
+from .budget import BudgetSettings, RetryBudget
 from .errors import ConfigError, is_secret_key
 from .kafka.settings import check_property
 from .settings import (
@@ -54,6 +54,7 @@ from .settings import (
     text,
     topic_name,
 )
+from .updates import RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,14 @@ class ExhaustedAction(enum.StrEnum):
     DROP = "drop"
     DEAD_LETTER = "dead-letter"
     PARK = "park"
+
+
+class FleetMetrics(enum.StrEnum):
+    """Which series of the fleet's statuses /metrics serves."""
+
+    OBJECTS = "objects"
+    COUNTS = "counts"
+    OFF = "off"
 
 
 def _token(key: str, raw: str) -> str:
@@ -186,6 +195,19 @@ class RetryConfig:
     def budget(self) -> BudgetSettings:
         """The retry budget's settings (``max_tokens == 0``: no budget)."""
         return BudgetSettings(self.budget_max_tokens, self.budget_token_ratio, self.budget_min_retries_per_s)
+
+    def policy(self, rng: Random, budgeted: bool) -> RetryPolicy:
+        """The retry queue's policy from these settings; the status queue (``budgeted``) has the budget and the
+        bound on pending updates, the event topics neither."""
+        def backoff(max_ms: int) -> Backoff:
+            return backoff_policy(self.jitter_mode, self.initial_backoff_ms, max_ms, self.backoff_multiplier,
+                                  self.jitter_factor, rng)
+
+        budget = RetryBudget(self.budget) if budgeted and self.budget.enabled else None
+        timeout = self.timeout_ms / 1000 if self.timeout_ms is not None else None
+        probe_ms = min(self.max_backoff_ms, max(self.initial_backoff_ms, self.probe_max_backoff_ms))
+        return RetryPolicy(backoff(self.max_backoff_ms), self.max_retries, timeout, budget, self.mode,
+                           backoff(probe_ms), self.max_pending if budgeted else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +303,17 @@ class StoreConfig:
     shutdown_timeout_ms: int = setting(
         "sidecar.shutdown.timeout.ms", 10000, integer(0, INT32_MAX),
         "Bound on flushing pending writes at shutdown; what is still pending then is reported.")
+    fleet_metrics: FleetMetrics = setting(
+        "sidecar.metrics.fleet", FleetMetrics.OBJECTS, choice(FleetMetrics),
+        "Series of the fleet's statuses on /metrics, read from the status topic: objects (every connector's and "
+        "task's state, worker, last state change and count of state changes, plus the counts by state), counts "
+        "(the numbers of connectors and tasks by state only), or off. docs/metrics.md lists the series.",
+        section="Fleet metrics")
+    fleet_metrics_max_objects: int = setting(
+        "sidecar.metrics.fleet.max.objects", 20000, integer(0, INT32_MAX),
+        "With sidecar.metrics.fleet=objects: connectors and tasks that get series of their own (three each) at "
+        "most. Beyond it those not RUNNING are kept first, the rest are left out of the per-object series (the "
+        "counts still cover them), a warning is logged and status_fleet_objects_omitted says how many.")
     # What no key of ours declares: status.storage.<x> topic configs, and the Kafka clients' settings.
     topic_configs: Mapping[str, str] = field(default_factory=dict)
     client_configs: Mapping[str, str] = field(default_factory=dict)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
-import itertools
 import json
 import logging
 import time
@@ -32,10 +31,11 @@ from confluent_kafka import murmur2
 
 from . import codec
 from .codec import GarbledValue
-from .delivery import DoneCallback
-from .kafka import TopicProducer
+from .config import ExhaustedAction, StoreConfig
+from .kafka import TopicProducer, ensure_topic
 from .model import ConnectorKey, TaskKey, TopicKey, parse_key
-from .retry_queue import Outcome, RetryListener, RetryPolicy, RetryQueue, StatusUpdate
+from .retry_queue import RetryQueue
+from .updates import Outcome, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,6 @@ _BUSY_PAUSE_S = 0.01
 _IDLE_CHUNK = 2000
 # An event's value, or how to encode it (encoding is deferred to the send, off the status write path).
 EventValue = bytes | Callable[[], bytes]
-# The retry queue keeps one slot per key; events get a slot each: "<record key>#<n>".
-_SLOT_SEPARATOR = "#"
 
 
 def _report(done: Callable[[Outcome], None], future: asyncio.Future[Outcome]) -> None:
@@ -86,14 +84,16 @@ def value_fields(kind: str, value: bytes | None) -> dict[str, Any]:
 
 
 def _encode(event: Mapping[str, Any]) -> bytes:
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
+    # A status may hold a lone surrogate (Connect reads "\\ud800"), which has no UTF-8 form. It can only be in a
+    # string, where backslashreplace's "\\ud800" is that very JSON escape.
+    return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "backslashreplace")
 
 
 class AppendLog:
     """An append-only topic written through its own retry queue; ``append`` never blocks."""
 
     def __init__(self, topic: str, bootstrap_servers: str, client_configs: Mapping[str, str], policy: RetryPolicy,
-                 delivery_timeout_ms: int, kind: str, listeners: Sequence[RetryListener] = (),
+                 delivery_timeout_ms: int, kind: UpdateKind, listeners: Sequence[RetryListener] = (),
                  max_pending: int = DEFAULT_MAX_PENDING) -> None:
         self.topic = topic
         self.kind = kind
@@ -102,9 +102,9 @@ class AppendLog:
         self.written = 0
         self.failed = 0
         self._log = TopicProducer(topic, bootstrap_servers, client_configs, delivery_timeout_ms)
-        self._queue = RetryQueue(self._produce, policy, [*listeners, _Tally(self)], route=self._partition_of,
-                                 name=topic)
-        self._numbers = itertools.count(1)
+        # Every event is written: no coalescing of events with one key.
+        self._queue = RetryQueue(self._log.send, policy, [*listeners, _Tally(self)], route=self._partition_of,
+                                 name=topic, coalesce=False)
         self._buffer: collections.deque[tuple[str, EventValue, Callable[[Outcome], None] | None]] = collections.deque()
         self._drain: asyncio.Handle | None = None
         self._running = False
@@ -159,19 +159,16 @@ class AppendLog:
             self._drain = loop.call_later(_BUSY_PAUSE_S, self._send_some) if busy else loop.call_soon(self._send_some)
 
     def _send(self, count: int) -> None:
-        buffer, submit, numbers = self._buffer, self._queue.submit, self._numbers
+        buffer, submit = self._buffer, self._queue.submit
         for _ in range(min(count, len(buffer))):
             key, value, done = buffer.popleft()
             encoded = value if isinstance(value, bytes) else value()
-            update = submit(StatusUpdate(f"{key}{_SLOT_SEPARATOR}{next(numbers)}", encoded, self.kind))
+            update = submit(StatusUpdate(key, encoded, self.kind))
             if done is not None:
                 asyncio.ensure_future(update.result()).add_done_callback(functools.partial(_report, done))
 
-    def _partition_of(self, slot_key: str) -> int:
-        return murmur2(slot_key.rpartition(_SLOT_SEPARATOR)[0].encode(), len(self._log.partitions))
-
-    def _produce(self, slot_key: bytes, value: bytes | None, done: DoneCallback) -> None:
-        self._log.send(slot_key.rpartition(_SLOT_SEPARATOR.encode())[0], value, done)
+    def _partition_of(self, key: str) -> int:
+        return murmur2(key.encode(), len(self._log.partitions))
 
 
 class _Tally(RetryListener):
@@ -225,3 +222,53 @@ def dead_letter(update: StatusUpdate, outcome: Outcome, sidecar: str) -> bytes:
                     "sidecar": sidecar, "attempts": outcome.attempts, "reason": outcome.reason,
                     "error": error.name if error is not None else None,
                     "error_message": str(error) if error is not None else None})
+
+
+class EventTopics:
+    """The append-only topics a store writes besides its status topic, as the configuration asks: the history
+    (every accepted status change and every outcome) and the dead letters (updates that ran out of retries)."""
+
+    def __init__(self, config: StoreConfig, bootstrap_servers: str, policy: RetryPolicy) -> None:
+        self.config = config
+        self.bootstrap_servers = bootstrap_servers
+        timeout_ms = config.retry.delivery_timeout_ms
+        self.history = self.dead_letters = None
+        if config.history_topic is not None:
+            self.history = AppendLog(config.history_topic, bootstrap_servers, config.client_configs, policy,
+                                     timeout_ms, UpdateKind.HISTORY, max_pending=config.history_max_pending)
+        if config.exhausted_action is ExhaustedAction.DEAD_LETTER:
+            assert config.dead_letter_topic is not None
+            self.dead_letters = AppendLog(config.dead_letter_topic, bootstrap_servers, config.client_configs,
+                                          policy, timeout_ms, UpdateKind.DEAD_LETTER)
+
+    @property
+    def logs(self) -> list[AppendLog]:
+        """The topics in use."""
+        return [events for events in (self.history, self.dead_letters) if events is not None]
+
+    def listeners(self) -> list[RetryListener]:
+        """The status queue's listeners these topics need (the history's)."""
+        return [HistorySink(self.history, self.config.name)] if self.history is not None else []
+
+    def yield_to(self, queue: RetryQueue) -> None:
+        """Send events in smaller chunks while the status queue has writes pending."""
+        for events in self.logs:
+            events.yield_to = queue
+
+    async def start(self, deadline: float) -> None:
+        """Create the topics where missing and connect, by ``deadline`` (loop time)."""
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        for events, role in ((self.history, "history topic"), (self.dead_letters, "dead-letter topic")):
+            if events is not None:
+                async with asyncio.timeout(max(0.001, deadline - loop.time())):
+                    await ensure_topic(self.bootstrap_servers, cfg.client_configs, events.topic, cfg.partitions,
+                                       cfg.replication_factor, {}, cfg.startup_timeout_s, compacted=False, role=role)
+                await events.start(max(0.001, deadline - loop.time()))
+
+    async def stop(self, deadline: float) -> None:
+        """Send what is queued until ``deadline`` (loop time), dead letters first: they stand for lost updates."""
+        loop = asyncio.get_running_loop()
+        for events in (self.dead_letters, self.history):
+            if events is not None:
+                await events.stop(max(0.0, deadline - loop.time()))

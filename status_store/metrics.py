@@ -15,10 +15,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .retry_queue import Outcome, Result, RetryListener, RetryQueue, StatusUpdate
+from .fleet_metrics import FleetCollector
+from .retry_queue import RetryQueue
 from .store import StatusStore
+from .updates import STATUS_KINDS, Outcome, Result, RetryListener, StatusUpdate
 
-KINDS = ("connector", "task", "topic")
 # A process-wide switch of the client: it covers the HTTP metrics too.
 disable_created_metrics()  # type: ignore[no-untyped-call]  # the client leaves it unannotated
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -60,14 +61,14 @@ class StoreMetrics(RetryListener):
                                 registry=registry)
         # Children bound once: the hot path does no label look-ups.
         self._by_result: dict[tuple[str, Result], Counter] = {}
-        for kind in KINDS:
+        for kind in STATUS_KINDS:
             self._by_result[kind, Result.WRITTEN] = self.successes.labels(kind)
             self._by_result[kind, Result.FAILED] = self.failures.labels(kind)
             self._by_result[kind, Result.SUPERSEDED] = self.superseded.labels(kind)
-        self._submitted = {kind: self.submitted.labels(kind) for kind in KINDS}
-        self._retries = {kind: self.retries.labels(kind) for kind in KINDS}
-        self._latency = {kind: self.latency.labels(kind) for kind in KINDS}
-        self._attempts = {kind: self.attempts.labels(kind) for kind in KINDS}
+        self._submitted = {kind: self.submitted.labels(kind) for kind in STATUS_KINDS}
+        self._retries = {kind: self.retries.labels(kind) for kind in STATUS_KINDS}
+        self._latency = {kind: self.latency.labels(kind) for kind in STATUS_KINDS}
+        self._attempts = {kind: self.attempts.labels(kind) for kind in STATUS_KINDS}
 
     def watch(self, queue: RetryQueue) -> None:
         """Read the queue's gauges and the retry budget's figures from this queue at every scrape."""
@@ -77,9 +78,12 @@ class StoreMetrics(RetryListener):
         self.registry.register(_QueueCollector(queue))
 
     def watch_store(self, store: StatusStore) -> None:
-        """The queue's gauges, and what became of exhausted updates and of the event topics' events."""
+        """The queue's gauges, what became of exhausted updates and of the event topics' events, and the fleet's
+        statuses as read from the topic."""
         self.watch(store.queue)
         self.registry.register(_StoreCollector(store))
+        config = store.config
+        self.registry.register(FleetCollector(store.fleet, config.fleet_metrics, config.fleet_metrics_max_objects))
 
     def on_submitted(self, update: StatusUpdate) -> None:
         self._submitted[update.kind].inc()

@@ -59,7 +59,8 @@ class ConnectorStatus:
 
     connector: str
     state: State
-    worker_id: str
+    # None only in a status read from the topic whose writer left it out (it cannot be written).
+    worker_id: str | None
     generation: int
     trace: str | None = None
 
@@ -73,7 +74,8 @@ class TaskStatus:
 
     id: TaskId
     state: State
-    worker_id: str
+    # As in ConnectorStatus.
+    worker_id: str | None
     generation: int
     trace: str | None = None
 
@@ -84,7 +86,11 @@ class TaskStatus:
 
 @dataclass(frozen=True, slots=True)
 class TopicStatus:
-    """A topic a connector has used (KIP-558 active topics)."""
+    """A topic a connector has used (KIP-558 active topics).
+
+    It holds whatever Connect reads from the topic (any strings, any 32-bit task); only a status that
+    ``check_writable`` accepts is written.
+    """
 
     topic: str
     connector: str
@@ -92,13 +98,20 @@ class TopicStatus:
     discover_timestamp: int
 
     def __post_init__(self) -> None:
+        for what, name in (("topic", self.topic), ("connector", self.connector)):
+            if not isinstance(name, str):
+                raise ValueError(f"{what} name must be a string, got {name!r}")
+        _check_int("task", self.task, INT32_MIN, INT32_MAX)
+        _check_int("discover_timestamp", self.discover_timestamp, INT64_MIN, INT64_MAX)
+
+    def check_writable(self) -> None:
+        """Raise ``ValueError`` unless the status can be read back under its key: non-empty UTF-8 names, no
+        ``:`` in the topic (the key's topic part ends at the first one), a task number of at least 0."""
         _check_name("topic", self.topic)
         if ":" in self.topic:
-            # The key's topic part ends at the first ':'; such a topic could never be read back.
             raise ValueError(f"topic must not contain ':': {self.topic!r}")
         _check_name("connector", self.connector)
         _check_int("task", self.task, 0, INT32_MAX)
-        _check_int("discover_timestamp", self.discover_timestamp, INT64_MIN, INT64_MAX)
 
 
 Status = ConnectorStatus | TaskStatus
@@ -222,15 +235,13 @@ def _check_int(what: str, value: int, low: int, high: int) -> None:
         raise ValueError(f"{what} must be an integer in [{low}, {high}], got {value!r}")
 
 
-def _check_status(connector: str, state: State, worker_id: str, generation: int, trace: str | None) -> None:
+def _check_status(connector: str, state: State, worker_id: str | None, generation: int, trace: str | None) -> None:
+    # Names come from record keys (UTF-8); worker_id and trace are Java strings, which may hold lone surrogates.
     _check_name("connector", connector)
     if not isinstance(state, State):
         raise ValueError(f"state must be a State, got {state!r}")
-    if not isinstance(worker_id, str):
-        raise ValueError(f"worker_id must be a string, got {worker_id!r}")
-    _check_unicode("worker_id", worker_id)
+    if not isinstance(worker_id, str | None):
+        raise ValueError(f"worker_id must be a string or None, got {worker_id!r}")
     _check_int("generation", generation, INT32_MIN, INT32_MAX)
-    if trace is not None:
-        if not isinstance(trace, str):
-            raise ValueError(f"trace must be a string or None, got {trace!r}")
-        _check_unicode("trace", trace)
+    if not isinstance(trace, str | None):
+        raise ValueError(f"trace must be a string or None, got {trace!r}")

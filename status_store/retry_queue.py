@@ -5,7 +5,8 @@ a few hundred bytes per pending update, and it can see every update of a key, an
 
 - **Per-key coalescing.** A key has at most one write in flight and at most one waiting. A newer
   write for the key supersedes the waiting one (counted as superseded, not failed), and is held
-  until the write in flight settles, so an older value is never written after a newer one.
+  until the write in flight settles, so an older value is never written after a newer one. (Off for
+  append-only topics, where every update is an event of its own.)
 - **An outage is one event, not thousands** (``RetryMode.PARTITION``, the default). When a write to a
   partition fails with a retriable error, the partition is *held*: its updates stop retrying one by
   one and wait, in order, while one *probe* at a time (the oldest waiting update, at its key's latest
@@ -31,7 +32,8 @@ a few hundred bytes per pending update, and it can see every update of a key, an
 - **After the last retry** an owner may *park* an update (``park``): its key's value waits in its
   partition, held like an outage, and is submitted again when the partition takes writes: the
   partition's probes are the parked updates' probes too.
-- **Never blocks the caller.** ``submit`` returns at once; ``StatusUpdate.result()`` awaits the outcome.
+- **Never blocks the caller.** ``submit`` returns at once; ``StatusUpdate.result()`` awaits the outcome
+  (``updates.py``: the handle and the types a caller sees; ``holds.py``: the state of keys and partitions).
   With ``max_pending`` set, a write that would grow the queue past it is refused (``WriteRejectedError``).
 - **A listener never breaks the queue.** An exception in a listener is logged once per cause, counted
   in ``listener_errors``, and the update settles and its key moves on as if nothing happened.
@@ -42,257 +44,45 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import enum
 import functools
 import heapq
 import itertools
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Iterator, Sequence
 
 from .backoff import Backoff, RetryMode
-from .budget import RetryBudget
 from .delivery import Delivery, Send
 from .errors import ErrorKind, StoreClosedError, WriteFailedError, WriteRejectedError, classify
+from .holds import ClusterProbe, Partition, Release, Slot
+from .updates import Outcome, Result, RetryListener, RetryPolicy, Route, StatusUpdate
 
 log = logging.getLogger(__name__)
 
 # Retry and probe times are moved to this tick where the backoff policy's bounds allow it (see _aligned).
 RETRY_TICK_S = 0.1
-# Released partitions send their waiting updates at a rate the whole queue shares (the cluster's capacity is
-# what they share), in batches at most RELEASE_PACE_S apart, like TCP's congestion control: FIRST_RELEASE
-# updates per RELEASE_PACE_S at first, twice the rate after each batch that all succeeded (slow start) until
-# one fails; from then on RELEASE_GROWTH times the rate after a success and half after a failure. A failure
-# halves the rate and a success grows it by less, so senders sharing a cluster settle where about one batch in
-# six fails (0.17 * log 2 = 0.83 * log 1.15), not one in two. Below one update per the probes' longest
-# interval the partitions are stalled behind probes again. A batch goes when the one before has settled.
-FIRST_RELEASE = 2
-RELEASE_PACE_S = 0.025
-RELEASE_GROWTH = 1.15
 # While a partition is held, a summary line is logged this often.
 SUMMARY_INTERVAL_S = 60.0
-
-# The partition of a key (Kafka's partitioner), or None where partitions are not tracked.
-Route = Callable[[str], int]
-
-
-class Result(enum.StrEnum):
-    """How an update ended."""
-
-    WRITTEN = "written"
-    FAILED = "failed"
-    SUPERSEDED = "superseded"
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """The end of one status update."""
-
-    key: str
-    result: Result
-    attempts: int
-    reason: str
-    delivery: Delivery | None = None
-    error: WriteFailedError | None = None
-    # Failed only because the store stopped first: not settled in Kafka's eyes either way.
-    stopped: bool = False
-
-    @property
-    def ok(self) -> bool:
-        """True when this value is durable in Kafka."""
-        return self.result is Result.WRITTEN
-
-
-class StatusUpdate:
-    """One submitted write: its key and value, its attempts so far, and, once settled, its outcome."""
-
-    __slots__ = ("_future", "abandon", "attempts", "deadline", "due", "floor_slot", "key", "kind", "last_error",
-                 "leader_retried", "number", "outcome", "safe", "submitted_at", "value")
-
-    def __init__(self, key: str, value: bytes | None, kind: str,
-                 abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> None:
-        self.key, self.value, self.kind, self.abandon, self.safe = key, value, kind, abandon, safe
-        self.attempts = 0
-        self.leader_retried = False
-        self.number = 0
-        self.submitted_at = 0.0
-        self.deadline: float | None = None
-        # When the update waits on a timer: the loop time of its next attempt; None while it waits behind a
-        # write in flight or for its partition's release.
-        self.due: float | None = None
-        self.last_error: WriteFailedError | None = None
-        # The retry budget's floor: when this retry, held back, may go whatever the bucket holds.
-        self.floor_slot: float | None = None
-        self.outcome: Outcome | None = None
-        self._future: asyncio.Future[Outcome] | None = None
-
-    def done(self) -> bool:
-        """True once the update has an outcome."""
-        return self.outcome is not None
-
-    async def result(self, timeout: float | None = None) -> Outcome:
-        """Wait for the outcome (it never raises for a failed write: see ``Outcome.result``)."""
-        if self.outcome is not None:
-            return self.outcome
-        if self._future is None:
-            self._future = asyncio.get_running_loop().create_future()
-        return await asyncio.wait_for(asyncio.shield(self._future), timeout)
-
-    def _finish(self, outcome: Outcome) -> None:
-        self.outcome = outcome
-        if self._future is not None and not self._future.done():
-            self._future.set_result(outcome)
-
-    def again(self) -> StatusUpdate:
-        """A new update of the same write (a parked update submitted again)."""
-        return StatusUpdate(self.key, self.value, self.kind, self.abandon, self.safe)
-
-    def __repr__(self) -> str:
-        return f"StatusUpdate({self.key!r}, attempts={self.attempts}, outcome={self.outcome})"
-
-
-class RetryListener(Protocol):
-    """Receives the queue's events (metrics, history, the spool). A listener that raises is logged and
-    counted, never allowed to stop the queue. A class that subclasses it keeps these do-nothing methods
-    for the events it does not care about."""
-
-    def on_submitted(self, update: StatusUpdate) -> None:
-        """An update was submitted."""
-        return None
-
-    def on_retry(self, update: StatusUpdate) -> None:
-        """An update is about to be sent again."""
-        return None
-
-    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
-        """An update has its outcome."""
-        return None
-
-    def on_unparked(self, update: StatusUpdate, again: StatusUpdate | None, reason: str) -> None:
-        """A parked update left the queue: submitted ``again``, or (None) dropped for ``reason``."""
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """When to retry: the mode, the backoff, the retry limit, the optional total time bound (seconds), the
-    optional retry budget (per-update mode), the schedule of a held partition's probes (default: the
-    backoff), and the most updates that may be pending at once (None: no bound)."""
-
-    backoff: Backoff
-    max_retries: int
-    timeout: float | None = None
-    budget: RetryBudget | None = None
-    mode: RetryMode = RetryMode.PARTITION
-    probe_backoff: Backoff | None = None
-    max_pending: int | None = None
-
-
-class _Slot:
-    """The updates of one key: at most one in flight, one waiting and one parked, and the key's failure
-    streak (per-update mode: the backoff follows the key, so a key that keeps changing is not retried
-    any faster)."""
-
-    __slots__ = ("inflight", "parked", "partition", "queued", "streak", "waiting")
-
-    def __init__(self, partition: _Partition | None) -> None:
-        self.inflight: StatusUpdate | None = None
-        self.waiting: StatusUpdate | None = None
-        self.parked: StatusUpdate | None = None
-        self.partition = partition
-        # In its partition's line of keys waiting for the release.
-        self.queued = False
-        self.streak = 0
-
-    def empty(self) -> bool:
-        return self.inflight is None and self.waiting is None and self.parked is None
-
-
-class _Partition:
-    """One partition's hold: the keys waiting for it, oldest first, and its probe.
-
-    Held partitions are *stalled* (waiting for a probe to get through) or *releasing* (their line goes out in
-    the queue's release batches)."""
-
-    __slots__ = ("error", "failures", "held_at", "inflight", "line", "number", "probe", "probe_due", "probed_at",
-                 "probes", "releasing", "streak", "written")
-
-    def __init__(self, number: int) -> None:
-        self.number = number
-        # Loop time the hold began; None while the partition takes writes.
-        self.held_at: float | None = None
-        self.releasing = False
-        self.line: collections.OrderedDict[str, _Slot] = collections.OrderedDict()
-        self.probe: StatusUpdate | None = None
-        self.probe_due: float | None = None
-        self.probed_at = 0.0
-        # Failed probes since the hold began: the probe schedule's retry count.
-        self.streak = 0
-        self.inflight = 0
-        # For the log line at the release.
-        self.error = ""
-        self.failures = self.probes = self.written = 0
-
-    @property
-    def held(self) -> bool:
-        return self.held_at is not None
-
-    @property
-    def stalled(self) -> bool:
-        """Held, and waiting for a probe to get through."""
-        return self.held_at is not None and not self.releasing
-
-
-class _ClusterProbe:
-    """While every partition the queue writes to is stalled, the trouble is the cluster's, not a partition's:
-    one probe at a time goes for all of them, each stalled partition in turn, on one schedule."""
-
-    __slots__ = ("due", "probe", "streak")
-
-    def __init__(self) -> None:
-        self.due: float | None = None
-        self.probe: StatusUpdate | None = None
-        self.streak = 0
-
-
-class _Release:
-    """The queue's release batches: the rate (updates per second), the updates of the batch in flight."""
-
-    __slots__ = ("due", "failed", "inflight", "rate", "slow_start", "started")
-
-    def __init__(self) -> None:
-        self.rate = FIRST_RELEASE / RELEASE_PACE_S
-        self.slow_start = True
-        self.due: float | None = None
-        self.inflight: set[int] = set()
-        self.failed = False
-        self.started = 0.0
-
-    @property
-    def idle(self) -> bool:
-        return self.due is None and not self.inflight
-
-
 class RetryQueue:
     """Schedules every attempt of every status write on one event loop."""
 
     def __init__(self, send: Send, policy: RetryPolicy, listeners: Sequence[RetryListener] = (),
-                 route: Route | None = None, name: str = "status") -> None:
+                 route: Route | None = None, name: str = "status", coalesce: bool = True) -> None:
         """``route``: the partition of a key (Kafka's partitioner). Without it every key is on its own:
-        partitions are neither held nor parked in (parking needs a route)."""
+        partitions are neither held nor parked in (parking needs a route). ``coalesce``: a newer write of a key
+        replaces its waiting one (status topics); False where every update is written (append-only topics)."""
         self._send = send
+        self._coalesce = coalesce
         self.policy = policy
         self._listeners = tuple(listeners)
         self._route = route
         self.name = name
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._slots: dict[str, _Slot] = {}
-        self._partitions: dict[int, _Partition] = {}
-        self._heap: list[tuple[float, int, StatusUpdate | _Partition | _ClusterProbe | _Release]] = []
-        self._cluster = _ClusterProbe()
-        self._release_batches = _Release()
+        self._slots: dict[str, Slot] = {}
+        self._partitions: dict[int, Partition] = {}
+        self._heap: list[tuple[float, int, StatusUpdate | Partition | ClusterProbe | Release]] = []
+        self._cluster = ClusterProbe()
+        self._release_batches = Release()
         self._stalled = 0
         self._timer: asyncio.TimerHandle | None = None
         self._numbers = itertools.count(1)
@@ -345,12 +135,12 @@ class RetryQueue:
         release. Never blocks; raises ``WriteRejectedError`` when the queue is full (see ``check_room``)."""
         if self._stopped:
             raise StoreClosedError("the store is stopped")
-        self.check_room(update.key)
+        self.check_room(update.key if self._coalesce else None)
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         self._register(update, loop.time())
-        slot = self._slot(update.key)
+        slot = self._slot(update)
         if slot.parked is not None:
             self._unpark(slot, None, "a newer write for the key was submitted")
         replaced = slot.waiting
@@ -359,17 +149,17 @@ class RetryQueue:
             # key's write in flight.
             self._finish(replaced, Result.SUPERSEDED, "a newer write for the key was submitted")
             slot.waiting = update
-            if replaced.due is not None:
-                self._schedule(slot, update, replaced.due)
-            elif slot.queued and update.deadline is not None:
-                self._push(update.deadline, update.number, update)
+            if replaced._schedule.due is not None:
+                self._schedule(slot, update, replaced._schedule.due)
+            elif slot.queued and update._schedule.deadline is not None:
+                self._push(update._schedule.deadline, update.number, update)
             return update
         if slot.inflight is not None:
-            update.due = None
+            update._schedule.due = None
             slot.waiting = update
         elif self._holds_new(slot):
             slot.waiting = update
-            self._enqueue(slot, update.key)
+            self._enqueue(slot)
         else:
             self._attempt(slot, update)
         return update
@@ -377,33 +167,36 @@ class RetryQueue:
     def _register(self, update: StatusUpdate, now: float) -> None:
         update.number = next(self._numbers)
         update.submitted_at = now
+        # Coalescing: one slot per key. Otherwise (append-only topics) every update has a slot of its own.
+        update._schedule.slot_key = update.key if self._coalesce else f"#{update.number}"
         if self.policy.timeout is not None:
-            update.deadline = now + self.policy.timeout
+            update._schedule.deadline = now + self.policy.timeout
         self._unsettled[update.number] = update
         self._notify("on_submitted", update)
 
-    def _slot(self, key: str) -> _Slot:
+    def _slot(self, update: StatusUpdate) -> Slot:
+        key = update._schedule.slot_key
         slot = self._slots.get(key)
         if slot is None:
             partition = None
             if self._route is not None:
-                number = self._route(key)
+                number = self._route(update.key)
                 partition = self._partitions.get(number)
                 if partition is None:
-                    partition = self._partitions[number] = _Partition(number)
-            slot = self._slots[key] = _Slot(partition)
+                    partition = self._partitions[number] = Partition(number)
+            slot = self._slots[key] = Slot(key, partition)
         return slot
 
-    def _holds_new(self, slot: _Slot) -> bool:
+    def _holds_new(self, slot: Slot) -> bool:
         """Whether a new write of an idle key waits for its partition instead of going now."""
         partition = slot.partition
         return partition is not None and partition.held and self.policy.mode is RetryMode.PARTITION
 
-    def _attempt(self, slot: _Slot, update: StatusUpdate) -> None:
+    def _attempt(self, slot: Slot, update: StatusUpdate) -> None:
         slot.inflight = update
         update.attempts += 1
         self.attempts_total += 1
-        update.due = None
+        update._schedule.due = None
         if slot.partition is not None:
             slot.partition.inflight += 1
         budget = self.policy.budget
@@ -421,7 +214,7 @@ class RetryQueue:
 
     # ----------------------------------------------------------------------------- settling
 
-    def _settled(self, slot: _Slot, update: StatusUpdate, delivery: Delivery | None,
+    def _settled(self, slot: Slot, update: StatusUpdate, delivery: Delivery | None,
                  error: WriteFailedError | None) -> None:
         if slot.inflight is update:
             slot.inflight = None
@@ -432,7 +225,7 @@ class RetryQueue:
             probe = partition.probe is update
             if probe:
                 partition.probe = None
-                failed = error is not None and classify(error.code) is not ErrorKind.FATAL
+                failed = error is not None and classify(error) is not ErrorKind.FATAL
                 if self._cluster.probe is update:
                     self._cluster.probe = None
                     self._cluster.streak = self._cluster.streak + 1 if failed else 0
@@ -440,7 +233,7 @@ class RetryQueue:
                     partition.streak += 1  # the next probe backs off one step further
         budget = self.policy.budget
         if budget is not None:
-            written = True if error is None else (None if classify(error.code) is ErrorKind.FATAL else False)
+            written = True if error is None else (None if classify(error) is ErrorKind.FATAL else False)
             budget.settled(update.attempts > 1, written)
         if error is None:
             slot.streak = 0
@@ -456,16 +249,16 @@ class RetryQueue:
         release = self._release_batches
         if update.number in release.inflight:
             release.inflight.discard(update.number)
-            if error is not None and classify(error.code) is not ErrorKind.FATAL:
+            if error is not None and classify(error) is not ErrorKind.FATAL:
                 release.failed = True
             if not release.inflight:
                 self._batch_settled()
         elif partition is not None and partition.releasing and not partition.line and partition.inflight == 0:
             self._open(partition)  # the last write from before the hold settled after the line had gone out
-        self._advance(slot, update.key)
+        self._advance(slot)
 
-    def _after_failure(self, slot: _Slot, update: StatusUpdate, error: WriteFailedError, probe: bool) -> None:
-        kind = classify(error.code)
+    def _after_failure(self, slot: Slot, update: StatusUpdate, error: WriteFailedError, probe: bool) -> None:
+        kind = classify(error)
         partition = slot.partition
         if kind is ErrorKind.FATAL:
             # Failed for good, even with a newer value held: that one is sent next (_advance). A fatal error
@@ -474,7 +267,7 @@ class RetryQueue:
             if probe and partition is not None:
                 self._probe_now(partition)
             return
-        leader_retry = kind is ErrorKind.LEADER_CHANGE and not update.leader_retried
+        leader_retry = kind is ErrorKind.LEADER_CHANGE and not update._schedule.leader_retried
         # A failed probe waits in its partition's line in either mode: one probe path for outages and parking.
         holding = partition is not None and not leader_retry and (self.policy.mode is RetryMode.PARTITION or probe)
         if holding:
@@ -488,11 +281,11 @@ class RetryQueue:
             # after the key's backoff).
             self._finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
             if holding:
-                self._enqueue(slot, update.key, first=probe)
+                self._enqueue(slot, first=probe)
             else:
                 self._schedule(slot, newer, self._due(slot, newer, kind))
             return
-        reason = update.abandon(True) if update.abandon is not None else None
+        reason = update._schedule.abandon(True) if update._schedule.abandon is not None else None
         if reason is not None:
             self._finish(update, Result.SUPERSEDED, reason)
             return
@@ -500,25 +293,25 @@ class RetryQueue:
             self._finish(update, Result.FAILED, f"no retries left after {update.attempts} attempt(s)")
             return
         if holding:
-            if update.deadline is not None and self._now() >= update.deadline:
+            if update._schedule.deadline is not None and self._now() >= update._schedule.deadline:
                 self._finish_timed_out(update)
                 return
             slot.waiting = update
-            self._enqueue(slot, update.key, first=probe)
+            self._enqueue(slot, first=probe)
             return
         due = self._due(slot, update, kind)
-        if update.deadline is not None and due > update.deadline:
+        if update._schedule.deadline is not None and due > update._schedule.deadline:
             self._finish(update, Result.FAILED,
                          f"the next attempt would pass the {self.policy.timeout:g} s bound of "
                          "status.storage.retry.timeout.ms")
             return
         self._schedule(slot, update, due)
 
-    def _due(self, slot: _Slot, update: StatusUpdate, kind: ErrorKind) -> float:
+    def _due(self, slot: Slot, update: StatusUpdate, kind: ErrorKind) -> float:
         """When the key may be tried again after its latest failure (per-update retries)."""
-        if kind is ErrorKind.LEADER_CHANGE and not update.leader_retried:
+        if kind is ErrorKind.LEADER_CHANGE and not update._schedule.leader_retried:
             # KIP-951: the new leader is known or about to be; waiting would only add latency.
-            update.leader_retried = True
+            update._schedule.leader_retried = True
             return self._now()
         return self._aligned(self.policy.backoff, slot.streak - 1)
 
@@ -537,37 +330,37 @@ class RetryQueue:
         assert self._loop is not None
         return self._loop.time()
 
-    def _schedule(self, slot: _Slot, update: StatusUpdate, due: float) -> None:
-        if update.deadline is not None:
+    def _schedule(self, slot: Slot, update: StatusUpdate, due: float) -> None:
+        if update._schedule.deadline is not None:
             # An update not yet tried gets its one attempt at its bound at the latest.
-            due = min(due, update.deadline)
-        update.due = due
+            due = min(due, update._schedule.deadline)
+        update._schedule.due = due
         slot.waiting = update
         self._push(due, update.number, update)
 
-    def _push(self, due: float, number: int, item: StatusUpdate | _Partition | _ClusterProbe | _Release) -> None:
+    def _push(self, due: float, number: int, item: StatusUpdate | Partition | ClusterProbe | Release) -> None:
         heapq.heappush(self._heap, (due, number, item))
         self._arm()
 
-    def _advance(self, slot: _Slot, key: str) -> None:
+    def _advance(self, slot: Slot) -> None:
         """Send (or line up) an update held behind the key's write once it has settled; forget idle keys."""
         if self._closed:
             return
         waiting = slot.waiting
-        if slot.inflight is None and waiting is not None and waiting.due is None and not slot.queued:
+        if slot.inflight is None and waiting is not None and waiting._schedule.due is None and not slot.queued:
             if self._holds_new(slot):
-                self._enqueue(slot, key)
+                self._enqueue(slot)
             else:
                 self._send_now(slot, waiting)
-        if slot.empty() and not slot.queued and self._slots.get(key) is slot:
-            del self._slots[key]
+        if slot.empty() and not slot.queued and self._slots.get(slot.key) is slot:
+            del self._slots[slot.key]
 
     def _finish(self, update: StatusUpdate, result: Result, reason: str, delivery: Delivery | None = None,
                 stopped: bool = False) -> None:
         if update.outcome is not None:
             return
         outcome = Outcome(update.key, result, update.attempts, reason, delivery, update.last_error, stopped)
-        update._finish(outcome)
+        update.settle(outcome)
         self._unsettled.pop(update.number, None)
         if result is Result.FAILED and not stopped:
             self._failures.note(update, reason)
@@ -603,7 +396,7 @@ class RetryQueue:
     def _probe_backoff(self) -> Backoff:
         return self.policy.probe_backoff or self.policy.backoff
 
-    def _hold(self, partition: _Partition, error: str) -> None:
+    def _hold(self, partition: Partition, error: str) -> None:
         """A write failed with a retriable error: hold the partition (releasing, it goes on releasing: the release
         batch the write was in counts as failed)."""
         if not partition.held:
@@ -611,7 +404,7 @@ class RetryQueue:
         partition.failures += 1
         self._arm_probe(partition)
 
-    def _start_hold(self, partition: _Partition, error: str) -> None:
+    def _start_hold(self, partition: Partition, error: str) -> None:
         partition.held_at = self._now()
         partition.streak = 0
         partition.error = error
@@ -624,7 +417,7 @@ class RetryQueue:
     def _all_stalled(self) -> bool:
         return self._stalled == len(self._partitions)
 
-    def _arm_probe(self, partition: _Partition) -> None:
+    def _arm_probe(self, partition: Partition) -> None:
         """Schedule the stalled partition's next probe: its own, or, while every partition is stalled, the
         cluster's."""
         if not partition.stalled or partition.probe is not None:
@@ -639,12 +432,12 @@ class RetryQueue:
             partition.probe_due = self._aligned(self._probe_backoff, partition.streak)
             self._push(partition.probe_due, -partition.number - 1, partition)
 
-    def _probe_now(self, partition: _Partition) -> None:
+    def _probe_now(self, partition: Partition) -> None:
         if partition.stalled and partition.probe is None:
             partition.probe_due = self._now()
             self._push(partition.probe_due, -partition.number - 1, partition)
 
-    def _fire_probe(self, partition: _Partition) -> None:
+    def _fire_probe(self, partition: Partition) -> None:
         partition.probe_due = None
         if self._all_stalled():
             self._arm_probe(partition)  # the cluster's probe goes for it
@@ -665,13 +458,13 @@ class RetryQueue:
                 self._cluster.probe = partition.probe
                 return
 
-    def _send_probe(self, partition: _Partition) -> None:
+    def _send_probe(self, partition: Partition) -> None:
         """Send the oldest waiting update of a stalled partition, at its key's latest value."""
         partition.probed_at = self._now()
         while partition.stalled and partition.probe is None and partition.line:
             key = next(iter(partition.line))
             slot = self._dequeue(partition, key)
-            update = self._take(slot, key)
+            update = self._take(slot)
             if update is not None and self._send_now(slot, update, budgeted=False):
                 partition.probe = update
                 partition.probes += 1
@@ -679,7 +472,7 @@ class RetryQueue:
         if not partition.line and partition.probe is None and partition.stalled:
             self._open(partition)
 
-    def _release(self, partition: _Partition) -> None:
+    def _release(self, partition: Partition) -> None:
         """A write to a stalled partition succeeded: its line goes out in the queue's release batches. If every
         partition was stalled (the cluster's trouble), probe each other one at once: a write that got through
         says the cluster may take writes again."""
@@ -697,7 +490,7 @@ class RetryQueue:
         if self._release_batches.idle:
             self._send_batch()
 
-    def _releasing(self) -> list[_Partition]:
+    def _releasing(self) -> list[Partition]:
         return [p for p in self._partitions.values() if p.releasing]
 
     def _send_batch(self) -> None:
@@ -707,7 +500,7 @@ class RetryQueue:
         release.due = None
         release.failed = False
         release.started = self._now()
-        size = max(1, round(release.rate * RELEASE_PACE_S))
+        size = release.size
         partitions = [p for p in self._releasing() if p.line]
         while partitions and len(release.inflight) < size:
             for partition in list(partitions):
@@ -716,7 +509,7 @@ class RetryQueue:
                     continue
                 key = next(iter(partition.line))
                 slot = self._dequeue(partition, key)
-                update = self._take(slot, key)
+                update = self._take(slot)
                 if update is not None and self._send_now(slot, update, budgeted=False):
                     release.inflight.add(update.number)
                     if len(release.inflight) >= size:
@@ -734,22 +527,13 @@ class RetryQueue:
         release = self._release_batches
         if release.due is not None:
             return
-        if release.failed:
-            release.slow_start = False
-            release.rate /= 2
-        elif release.slow_start:
-            release.rate *= 2
-        else:
-            # Growth per RELEASE_PACE_S of time, not per batch: at a low rate batches are far apart.
-            interval = max(RELEASE_PACE_S, 1 / release.rate)
-            release.rate *= min(2.0, RELEASE_GROWTH ** (interval / RELEASE_PACE_S))
+        release.adjust()
         for partition in self._releasing():
             if not partition.line and partition.inflight == 0:
                 self._open(partition)
         waiting = [p for p in self._releasing() if p.line]
         if not waiting:
-            # Everything released: the next outage's release starts afresh.
-            release.rate, release.slow_start = FIRST_RELEASE / RELEASE_PACE_S, True
+            release.restart()
             return
         floor = 1 / self._probe_backoff.longest(0)
         if release.rate < floor:
@@ -759,18 +543,17 @@ class RetryQueue:
             for partition in waiting:
                 self._stall(partition)
             return
-        interval = max(RELEASE_PACE_S, 1 / release.rate)
-        release.due = max(self._now(), release.started + interval)
+        release.due = max(self._now(), release.started + release.interval)
         self._push(release.due, 0, release)
 
-    def _stall(self, partition: _Partition) -> None:
+    def _stall(self, partition: Partition) -> None:
         """Even one write per the probes' longest interval fails: the partition waits behind probes again."""
         partition.releasing = False
         self._stalled += 1
         partition.streak += 1
         self._arm_probe(partition)
 
-    def _open(self, partition: _Partition) -> None:
+    def _open(self, partition: Partition) -> None:
         held_at = partition.held_at
         if partition.stalled:
             self._stalled -= 1
@@ -783,35 +566,35 @@ class RetryQueue:
                      "%d update(s) written since the hold began", partition.number, self.name,
                      self._now() - held_at, partition.probes, partition.failures, partition.written)
 
-    def _enqueue(self, slot: _Slot, key: str, first: bool = False) -> None:
+    def _enqueue(self, slot: Slot, first: bool = False) -> None:
         """Line the key up in its held partition (``first``: at the front, as the probe it was)."""
         partition = slot.partition
         assert partition is not None
         if not slot.queued:
             slot.queued = True
-            partition.line[key] = slot
+            partition.line[slot.key] = slot
             if first:
-                partition.line.move_to_end(key, last=False)
+                partition.line.move_to_end(slot.key, last=False)
             waiting = slot.waiting
-            if waiting is not None and waiting.deadline is not None:
-                self._push(waiting.deadline, waiting.number, waiting)
+            if waiting is not None and waiting._schedule.deadline is not None:
+                self._push(waiting._schedule.deadline, waiting.number, waiting)
         if not partition.releasing:
             self._arm_probe(partition)
         elif self._release_batches.idle:
             self._send_batch()
 
-    def _dequeue(self, partition: _Partition, key: str) -> _Slot:
+    def _dequeue(self, partition: Partition, key: str) -> Slot:
         slot = partition.line.pop(key)
         slot.queued = False
         return slot
 
-    def _take(self, slot: _Slot, key: str) -> StatusUpdate | None:
+    def _take(self, slot: Slot) -> StatusUpdate | None:
         """The update a dequeued key sends: its waiting one, or its parked one submitted again."""
         if slot.waiting is not None:
             return slot.waiting
         if slot.parked is not None:
             return self._unpark(slot, self._now(), "")
-        self._advance(slot, key)
+        self._advance(slot)
         return None
 
     # ----------------------------------------------------------------------------- parking
@@ -820,10 +603,10 @@ class RetryQueue:
         """Keep a failed update's value in its partition, held like an outage, until the partition takes writes
         again; then it is submitted again (unless its owner abandons it then). False when the key has a newer
         value already, or keys have no partitions here."""
-        slot = self._slots.get(update.key)
+        slot = self._slots.get(update._schedule.slot_key)
         if self._route is None or self._closed or (slot is not None and not slot.empty()):
             return False
-        slot = self._slot(update.key)
+        slot = self._slot(update)
         slot.parked = update
         self._parked += 1
         partition = slot.partition
@@ -831,10 +614,10 @@ class RetryQueue:
         if not partition.held:
             error = update.last_error.name if update.last_error is not None else "no error"
             self._start_hold(partition, f"an update ran out of retries ({error}) and is parked")
-        self._enqueue(slot, update.key)
+        self._enqueue(slot)
         return True
 
-    def _unpark(self, slot: _Slot, now: float | None, reason: str) -> StatusUpdate | None:
+    def _unpark(self, slot: Slot, now: float | None, reason: str) -> StatusUpdate | None:
         """The parked update leaves: ``now`` given, submitted again (returned) unless its owner abandons it;
         else dropped for ``reason``."""
         parked = slot.parked
@@ -843,7 +626,7 @@ class RetryQueue:
         self._parked -= 1
         again = None
         if now is not None:
-            abandoned = parked.abandon(True) if parked.abandon is not None else None
+            abandoned = parked._schedule.abandon(True) if parked._schedule.abandon is not None else None
             if abandoned is None:
                 again = parked.again()
                 self._register(again, now)
@@ -861,7 +644,7 @@ class RetryQueue:
 
     def is_parked(self, update: StatusUpdate) -> bool:
         """Whether this update is parked now."""
-        slot = self._slots.get(update.key)
+        slot = self._slots.get(update._schedule.slot_key)
         return slot is not None and slot.parked is update
 
     @property
@@ -889,47 +672,47 @@ class RetryQueue:
         heap = self._heap
         while heap and heap[0][0] <= now:
             due, _, item = heapq.heappop(heap)
-            if isinstance(item, _Partition):
+            if isinstance(item, Partition):
                 if item.probe_due == due:
                     self._fire_probe(item)
                 continue
-            if isinstance(item, _Release):
+            if isinstance(item, Release):
                 if item.due == due:
                     self._send_batch()
                 continue
-            if isinstance(item, _ClusterProbe):
+            if isinstance(item, ClusterProbe):
                 if item.due == due:
                     self._fire_cluster_probe()
                 continue
-            slot = self._slots.get(item.key)
+            slot = self._slots.get(item._schedule.slot_key)
             # Entries of superseded, rescheduled or sent updates are left in the heap and skipped here.
             if slot is None or slot.waiting is not item:
                 continue
-            if item.due == due:
+            if item._schedule.due == due:
                 self._send_now(slot, item)
-            elif slot.queued and item.deadline is not None and due >= item.deadline:
+            elif slot.queued and item._schedule.deadline is not None and due >= item._schedule.deadline:
                 partition = slot.partition
                 assert partition is not None
-                self._dequeue(partition, item.key)
+                self._dequeue(partition, slot.key)
                 slot.waiting = None
                 self._finish_timed_out(item)
-                self._advance(slot, item.key)
+                self._advance(slot)
         self._arm()
 
-    def _send_now(self, slot: _Slot, update: StatusUpdate, budgeted: bool = True) -> bool:
+    def _send_now(self, slot: Slot, update: StatusUpdate, budgeted: bool = True) -> bool:
         """Send a waiting update now, unless its owner abandons it (Connect's rules: on a retry, the key
         deleted or the generation moved on; always, a safe write no longer safe), its bound has passed,
         or (``budgeted``) the retry budget holds the retry back. True when it was sent."""
         slot.waiting = None
         retry = update.attempts > 0
-        reason = update.abandon(retry) if update.abandon is not None else None
+        reason = update._schedule.abandon(retry) if update._schedule.abandon is not None else None
         if reason is not None:
             self._finish(update, Result.SUPERSEDED, reason)
-            self._advance(slot, update.key)
+            self._advance(slot)
             return False
-        if update.deadline is not None and self._now() > update.deadline:
+        if update._schedule.deadline is not None and self._now() > update._schedule.deadline:
             self._finish_timed_out(update)
-            self._advance(slot, update.key)
+            self._advance(slot)
             return False
         if retry and budgeted and not self._admitted(slot, update):
             return False
@@ -938,7 +721,7 @@ class RetryQueue:
         self._attempt(slot, update)
         return slot.inflight is update
 
-    def _admitted(self, slot: _Slot, update: StatusUpdate) -> bool:
+    def _admitted(self, slot: Slot, update: StatusUpdate) -> bool:
         """Ask the budget. A refused retry takes a place in the floor's line (once) and waits for the key's
         next backoff step or its place, whichever comes first, at least until the next tick, without
         using up one of its retries. Its time bound still ends it, as a failure."""
@@ -946,23 +729,23 @@ class RetryQueue:
         if budget is None:
             return True
         now = self._now()
-        if (update.floor_slot is not None and now >= update.floor_slot) or budget.admit():
-            update.floor_slot = None
+        if (update._schedule.floor_slot is not None and now >= update._schedule.floor_slot) or budget.admit():
+            update._schedule.floor_slot = None
             return True
         self.throttled_total += 1
-        if update.floor_slot is None:
-            update.floor_slot = budget.floor_slot(now)
+        if update._schedule.floor_slot is None:
+            update._schedule.floor_slot = budget.floor_slot(now)
         # The key backs off as if the retry had failed, but keeps its retries: a refusal costs the
         # broker nothing, and a key refused again and again is reconsidered about once per max backoff.
         slot.streak += 1
         # Never sooner than the next tick (full jitter may draw no wait at all).
         next_tick = (math.floor(now / RETRY_TICK_S) + 1) * RETRY_TICK_S
-        due = max(min(self._due(slot, update, ErrorKind.RETRIABLE), update.floor_slot), next_tick)
-        if update.deadline is not None and due > update.deadline:
+        due = max(min(self._due(slot, update, ErrorKind.RETRIABLE), update._schedule.floor_slot), next_tick)
+        if update._schedule.deadline is not None and due > update._schedule.deadline:
             self._finish(update, Result.FAILED,
                          f"held back by the retry budget until the next attempt would pass the "
                          f"{self.policy.timeout:g} s bound of status.storage.retry.timeout.ms")
-            self._advance(slot, update.key)
+            self._advance(slot)
         else:
             self._schedule(slot, update, due)
         return False
@@ -1008,15 +791,19 @@ class RetryQueue:
     def next_attempt(self, update: StatusUpdate) -> float:
         """When a waiting update may go next (loop time): its timer, or its partition's next probe; for the
         keys behind the first of a held partition's line, that is when they may go at the earliest."""
-        if update.due is not None:
-            return update.due
-        slot = self._slots.get(update.key)
+        if update._schedule.due is not None:
+            return update._schedule.due
+        slot = self._slots.get(update._schedule.slot_key)
         partition = slot.partition if slot is not None else None
         if partition is not None and partition.probe_due is not None:
             return partition.probe_due
         if partition is not None and partition.stalled and self._cluster.due is not None:
             return self._cluster.due  # every partition is stalled: the cluster's probe goes next
         return self._now()
+
+    def waits_in_line(self, update: StatusUpdate) -> bool:
+        """Whether a waiting update waits in its held partition's line (not on a timer of its own)."""
+        return update._schedule.due is None
 
     @property
     def waiting_count(self) -> int:
@@ -1026,7 +813,7 @@ class RetryQueue:
     def _waiting(self) -> Iterator[StatusUpdate]:
         for slot in self._slots.values():
             waiting = slot.waiting
-            if waiting is not None and (waiting.due is not None or slot.queued):
+            if waiting is not None and (waiting._schedule.due is not None or slot.queued):
                 yield waiting
 
     def oldest_unsettled_age(self) -> float:
@@ -1076,7 +863,7 @@ class RetryQueue:
             self._summary = None
         for slot in list(self._slots.values()):
             waiting = slot.waiting
-            if waiting is not None and waiting.due is not None and slot.inflight is None:
+            if waiting is not None and waiting._schedule.due is not None and slot.inflight is None:
                 # One last attempt each, bounded by the number of keys: the budget would only turn
                 # these into failures.
                 self._send_now(slot, waiting, budgeted=False)

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from .errors import ConfigError
-from .retry_queue import Outcome, RetryListener, StatusUpdate
+from .updates import Outcome, RetryListener, StatusUpdate
 
 log = logging.getLogger(__name__)
 

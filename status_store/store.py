@@ -12,53 +12,34 @@ import asyncio
 import functools
 import logging
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 
-from confluent_kafka import Message, murmur2
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message, murmur2
 
 from . import codec
-from .backoff import Backoff, Random, backoff_policy
-from .budget import RetryBudget
-from .cache import CacheEntry, ReadStats, StatusCache, StatusRecord, connector_status, task_status
-from .config import ExhaustedAction, RetryConfig, StoreConfig
-from .errors import ErrorKind, RecordTooLargeError, classify
-from .history import AppendLog, HistorySink, dead_letter
-from .kafka import TopicProducer, TopicReader, ensure_topic, topic_exists
+from .after_retry import AfterLastRetry, ExhaustedStats
+from .backoff import Random
+from .cache import CacheEntry, FleetObject, ReadStats, StatusCache, StatusRecord
+from .config import StoreConfig
+from .history import AppendLog, EventTopics
+from .kafka import TopicProducer, TopicReader, ensure_topic
 from .model import (
-    ConnectorKey,
     ConnectorStatus,
     Status,
     TaskId,
-    TaskKey,
     TaskStatus,
     TopicStatus,
     connector_key,
-    parse_key,
     task_key,
     topic_key,
 )
-from .retry_queue import Outcome, Result, RetryListener, RetryPolicy, RetryQueue, StatusUpdate
-from .spool import Spool, SpooledUpdate
+from .record_limit import RecordLimit
+from .replay import replay, tokens
+from .retry_queue import RetryQueue
+from .spool import Spool
+from .updates import Outcome, RetryListener, StatusUpdate, UpdateKind
 
 log = logging.getLogger(__name__)
-
-# While writes fail, whether the status topic still exists is checked at most this often.
-TOPIC_CHECK_INTERVAL_S = 10.0
-# librdkafka's default message.max.bytes, and what a record adds to its key and value on the wire at most.
-DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
-RECORD_OVERHEAD_BYTES = 64
-# Replayed updates the topic made obsolete are logged one by one up to this many, then summed up.
-_REPLAY_LOG_LINES = 20
-
-
-@dataclass(slots=True)
-class ExhaustedStats:
-    """What became of updates after their last retry (``status.storage.retry.exhausted.action``)."""
-
-    parked: int = 0
-    dead_lettered: int = 0
-    dead_letter_failed: int = 0
 
 
 class StatusStore:
@@ -71,35 +52,26 @@ class StatusStore:
         self.generation = 0
         # What the reader has read back, with Connect's read rules: every read goes here.
         self._cache = StatusCache()
-        self.exhausted = ExhaustedStats()
-        self._topic_check: asyncio.Task[None] | None = None
-        self._next_topic_check = 0.0
-        self._spool = (Spool(config.spool_path, keep=self._keeps, tokens=self._tokens)
+        self._spool = (Spool(config.spool_path, keep=self._keeps, tokens=tokens(self._cache))
                        if config.spool_path is not None else None)
         retry = config.retry
-        self._max_record_bytes = _max_record_bytes(config)
+        self.record_limit = RecordLimit.of(config.client_configs, config.topic_configs)
         self._reader = TopicReader(config.topic, bootstrap_servers, config.client_configs, self._apply)
         self._producer = TopicProducer(config.topic, bootstrap_servers, config.client_configs,
                                        retry.delivery_timeout_ms, on_restart=self._reader.restart)
         # The event topics retry like status writes, but outside the status writes' retry budget and bound.
-        policy = _retry_policy(retry, rng, budgeted=False)
-        self._history = self._dead_letters = None
-        if config.history_topic is not None:
-            self._history = AppendLog(config.history_topic, bootstrap_servers, config.client_configs, policy,
-                                      retry.delivery_timeout_ms, "history", max_pending=config.history_max_pending)
-            listeners = [*listeners, HistorySink(self._history, config.name)]
-        if config.exhausted_action is ExhaustedAction.DEAD_LETTER:
-            assert config.dead_letter_topic is not None
-            self._dead_letters = AppendLog(config.dead_letter_topic, bootstrap_servers, config.client_configs,
-                                           policy, retry.delivery_timeout_ms, "dead-letter")
-        # The spool comes last: it asks _keeps, which the store's own listener has decided by then.
-        listeners = [*listeners, _AfterLastRetry(self)]
+        self._events = EventTopics(config, bootstrap_servers, retry.policy(rng, budgeted=False))
+        listeners = [*listeners, *self._events.listeners()]
+        self._after = AfterLastRetry(config, bootstrap_servers, self._events.dead_letters, self._spool,
+                                     self._cache.note_written)
+        # The spool comes last: it asks _keeps, which the after-the-last-retry listener has decided by then.
+        listeners = [*listeners, self._after]
         if self._spool is not None:
             listeners.append(self._spool)
-        self._queue = RetryQueue(self._producer.send, _retry_policy(retry, rng, budgeted=True), listeners,
+        self._queue = RetryQueue(self._producer.send, retry.policy(rng, budgeted=True), listeners,
                                  route=self._partition_of, name=config.topic)
-        for events in self.event_logs:
-            events.yield_to = self._queue
+        self._after.attach(self._queue)
+        self._events.yield_to(self._queue)
 
     def _partition_of(self, key: str) -> int:
         """The key's partition, as Java's partitioner (and so Connect) places it."""
@@ -115,12 +87,7 @@ class StatusStore:
         async with asyncio.timeout(cfg.startup_timeout_s):
             await ensure_topic(self.bootstrap_servers, cfg.client_configs, cfg.topic, cfg.partitions,
                                cfg.replication_factor, cfg.topic_configs, cfg.startup_timeout_s)
-        for events, role in ((self._history, "history topic"), (self._dead_letters, "dead-letter topic")):
-            if events is not None:
-                async with asyncio.timeout(max(0.001, deadline - loop.time())):
-                    await ensure_topic(self.bootstrap_servers, cfg.client_configs, events.topic, cfg.partitions,
-                                       cfg.replication_factor, {}, cfg.startup_timeout_s, compacted=False, role=role)
-                await events.start(max(0.001, deadline - loop.time()))
+        await self._events.start(deadline)
         # One bound for the whole start: reading to the end gets what the topic set-up left.
         await self._producer.start(max(0.001, deadline - loop.time()))
         try:
@@ -129,7 +96,7 @@ class StatusStore:
             await self._producer.stop(0.0)
             raise
         if self._spool is not None:
-            self._replay(self._spool)
+            replay(self._spool, self._cache, self._send_status, self._submit, self._queue.supersede)
         log.info("Status store ready: topic %s, %d partitions, %d connectors cached",
                  cfg.topic, len(self._producer.partitions), len(self._cache.connectors()))
 
@@ -141,8 +108,7 @@ class StatusStore:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.shutdown_timeout_s
-        if self._topic_check is not None:
-            self._topic_check.cancel()
+        self._after.stop()
         lost = await self._queue.stop(self.config.shutdown_timeout_s)
         parked = self._queue.parked()
         if parked and self._spool is None:
@@ -155,73 +121,13 @@ class StatusStore:
             keys = ", ".join(u.key for u in lost[:10]) + (", ..." if len(lost) > 10 else "")
             log.error("Stopped with %d status update(s) not durable: %s", len(lost), keys)
         # The outcomes above are events too: the append-only topics stop after the status queue.
-        for events in (self._dead_letters, self._history):
-            if events is not None:
-                await events.stop(max(0.0, deadline - loop.time()))
+        await self._events.stop(deadline)
         await self._producer.stop(0.0)
         await self._reader.stop()
         if self._spool is not None:
             self._spool.close()
         return lost
 
-    def _replay(self, spool: Spool) -> None:
-        """Submit what the spool kept from an earlier run, as the retries they are: an update whose key another
-        writer wrote after it was accepted (or whose connector was deleted since) is dropped, counted as
-        superseded; the rest go as the writes they were (safe ones checked against the topic again)."""
-        spooled = spool.pending()
-        if spooled:
-            log.warning("Replaying %d status update(s) that the spool %s kept from an earlier run",
-                        len(spooled), spool.path)
-        dropped = 0
-        for item in spooled:
-            if self._cache.holds(item.key, item.value) and item.base is not None:
-                log.debug("Not replaying the update of %s: the topic holds it already", item.key)
-                spool.forget(item.key)
-                continue
-            reason = self._replay_conflict(item)
-            if reason is not None:
-                dropped += 1
-                if dropped <= _REPLAY_LOG_LINES:
-                    log.warning("Not replaying the spooled update of %s: %s", item.key, reason)
-                self._queue.supersede(StatusUpdate(item.key, item.value, item.kind, safe=item.safe), reason)
-                continue
-            parsed = parse_key(item.key)
-            if item.value is None or not isinstance(parsed, ConnectorKey | TaskKey):
-                self._submit(item.key, item.value, item.kind)
-                continue
-            value = codec.decode_status(item.value)
-            status: Status = (connector_status(parsed.connector, value) if isinstance(parsed, ConnectorKey)
-                              else task_status(TaskId(parsed.connector, parsed.task), value))
-            if self._send_status(status, item.safe) is None:
-                spool.forget(item.key)
-        if dropped:
-            log.warning("%d spooled update(s) were not replayed: the topic has newer records of their keys "
-                        "(counted in status_update_superseded_total)", dropped)
-
-    def _replay_conflict(self, item: SpooledUpdate) -> str | None:
-        """Why a spooled update must not be written now, or None: compare-and-set on what was read of its key
-        when it was accepted (rows of an older spool format kept nothing to compare: Connect's rules decide)."""
-        if item.base is None:
-            return None
-        parsed = parse_key(item.key)
-        if item.deleted_base is not None and isinstance(parsed, TaskKey):
-            deleted = self._cache.deleted_at(parsed.connector)
-            if deleted > item.deleted_base:
-                return (f"connector {parsed.connector!r} was deleted (a tombstone at offset {deleted}) after it was "
-                        "accepted")
-        current = self._cache.last_offset(item.key)
-        # At or below what was read then: nothing newer (a log that started over holds nothing newer either).
-        if current <= item.base or (item.sent is not None and self._cache.holds(item.key, item.sent)):
-            return None
-        return (f"another writer wrote the key after it was accepted (its last record is at offset {current}, "
-                f"it was at {item.base})")
-
-    def _tokens(self, key: str) -> tuple[int, int]:
-        """What the store has read of a key (for the spool): its last record's offset, and for a task its
-        connector's last tombstone's (-1: none)."""
-        parsed = parse_key(key)
-        deleted = self._cache.deleted_at(parsed.connector) if isinstance(parsed, TaskKey) else -1
-        return self._cache.last_offset(key), deleted
 
     @property
     def cluster_id(self) -> str | None:
@@ -241,7 +147,7 @@ class StatusStore:
     @property
     def event_logs(self) -> list[AppendLog]:
         """The append-only topics this store writes besides the status topic (history, dead letters)."""
-        return [events for events in (self._history, self._dead_letters) if events is not None]
+        return self._events.logs
 
     def commit_spool(self) -> bool:
         """Make the spool's record of every update submitted so far durable now (the HTTP API does this
@@ -311,35 +217,41 @@ class StatusStore:
         tasks = self._cache.task_numbers(connector)
         self._queue.check_room(None, len(tasks) + 1)
         self._cache.forget_connector_type(connector)
-        updates = [self._submit(task_key(TaskId(connector, task)), None, "task") for task in tasks]
-        updates.append(self._submit(connector_key(connector), None, "connector"))
+        updates = [self._submit(task_key(TaskId(connector, task)), None, UpdateKind.TASK) for task in tasks]
+        updates.append(self._submit(connector_key(connector), None, UpdateKind.CONNECTOR))
         return updates
 
     def put_topic(self, status: TopicStatus) -> StatusUpdate:
         """Record that a connector uses a topic."""
         key = topic_key(status.connector, status.topic)
         value = codec.encode_topic_status(status)
-        self._check_size(key, value)
-        return self._submit(key, value, "topic")
+        self.record_limit.check(key, value)
+        return self._submit(key, value, UpdateKind.TOPIC)
 
     def delete_topic(self, connector: str, topic: str) -> StatusUpdate:
         """Forget that a connector uses a topic (a tombstone)."""
-        return self._submit(topic_key(connector, topic), None, "topic")
+        return self._submit(topic_key(connector, topic), None, UpdateKind.TOPIC)
 
     def reset_topics(self, connector: str) -> list[StatusUpdate]:
-        """Tombstones for every topic known for the connector."""
-        topics = self._cache.topic_names(connector)
-        self._queue.check_room(None, len(topics))
-        return [self.delete_topic(connector, topic) for topic in topics]
+        """Tombstones for every topic status listed for the connector: as Connect's reset writes them, under the
+        key each status's value names. A record whose value names another key (no Connect worker writes one)
+        gets one under its own key too, so that the reset empties the list."""
+        keys: dict[str, None] = {}
+        for topic in self._cache.topic_names(connector):
+            status = self._cache.get_topic(connector, topic)
+            assert status is not None
+            keys.update(dict.fromkeys((topic_key(status.connector, status.topic), topic_key(connector, topic))))
+        self._queue.check_room(None, len(keys))
+        return [self._submit(key, None, UpdateKind.TOPIC) for key in keys]
 
     def _send_status(self, status: Status, safe: bool) -> StatusUpdate | None:
         if isinstance(status, ConnectorStatus):
-            key, kind = connector_key(status.connector), "connector"
+            key, kind = connector_key(status.connector), UpdateKind.CONNECTOR
         else:
-            key, kind = task_key(status.id), "task"
+            key, kind = task_key(status.id), UpdateKind.TASK
         # Refusals first: a write refused for room or size changes nothing.
         self._queue.check_room(key)
-        value = self._encode(key, status)
+        value = self.record_limit.encode(key, status)
         entry = (self._cache.connector_entry(status.connector) if isinstance(status, ConnectorStatus)
                  else self._cache.task_entry(status.id))
         self.generation = status.generation
@@ -348,44 +260,6 @@ class StatusStore:
             return None
         entry.sequence += 1
         return self._submit(key, value, kind, functools.partial(self._abandon_reason, entry, status, safe), safe)
-
-    def check_record(self, status: Status) -> None:
-        """Raise ``RecordTooLargeError`` if this status could not be written even with its trace cut (a batch
-        checks every item before it submits any)."""
-        key = connector_key(status.connector) if isinstance(status, ConnectorStatus) else task_key(status.id)
-        # Escaping at most sextuples a character's bytes: most statuses are clearly small enough.
-        if 6 * (len(key) + len(status.worker_id)) + 128 <= self._max_record_bytes:
-            return
-        self._encode(key, status)
-
-    def _encode(self, key: str, status: Status) -> bytes | None:
-        """The record value, its trace cut so that the record fits the producer's limit (a FAILED status with a
-        long trace is worth more written with the trace's head than refused); a record that cannot fit even
-        so is refused (``RecordTooLargeError``)."""
-        value = codec.encode_status(status.state, status.worker_id, status.generation, status.trace)
-        if value is None or len(key.encode()) + len(value) <= self._max_record_bytes or not status.trace:
-            self._check_size(key, value)
-            return value
-        trace = status.trace
-        room = self._max_record_bytes - len(key.encode()) - (len(value) - len(codec.json_string(trace).encode()))
-        low, high = 0, len(trace)
-        while low < high:  # the longest head of the trace whose note and escaped text fit
-            middle = (low + high + 1) // 2
-            if len(codec.json_string(_cut(trace, middle)).encode()) <= room:
-                low = middle
-            else:
-                high = middle - 1
-        cut = _cut(trace, low)
-        log.warning("The trace of %s is cut to %d of %d characters: the whole record would exceed the producer's "
-                    "limit of %d bytes (message.max.bytes)", key, low, len(trace), self._max_record_bytes)
-        value = codec.encode_status(status.state, status.worker_id, status.generation, cut)
-        self._check_size(key, value)
-        return value
-
-    def _check_size(self, key: str, value: bytes | None) -> None:
-        size = len(key.encode()) + (len(value) if value is not None else 0)
-        if size > self._max_record_bytes:
-            raise RecordTooLargeError(key, size, self._max_record_bytes)
 
     def _abandon_reason(self, entry: CacheEntry, status: Status, safe: bool, retry: bool) -> str | None:
         """Connect's reasons not to send: on a retry, the key is gone or the generation moved on; on any
@@ -398,73 +272,17 @@ class StatusStore:
             return "another worker's newer status was read"
         return None
 
-    def _submit(self, key: str, value: bytes | None, kind: str,
+    def _submit(self, key: str, value: bytes | None, kind: UpdateKind,
                 abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> StatusUpdate:
         return self._queue.submit(StatusUpdate(key, value, kind, abandon, safe))
 
-    # ----------------------------------------------------------------------------- after the last retry
+    @property
+    def exhausted(self) -> ExhaustedStats:
+        """What became of updates after their last retry."""
+        return self._after.stats
 
     def _keeps(self, update: StatusUpdate, outcome: Outcome) -> bool:
-        """Whether the spool keeps a failed update's row: parked, or until its dead letter is written."""
-        return self._queue.is_parked(update) or (
-            self._dead_letters is not None and outcome.result is Result.FAILED and not outcome.stopped)
-
-    def _exhausted(self, update: StatusUpdate, outcome: Outcome) -> None:
-        """An update failed for good (not because the store stopped): apply the configured action."""
-        action = self.config.exhausted_action
-        error = outcome.error
-        if action is ExhaustedAction.PARK and error is not None and classify(error.code) is not ErrorKind.FATAL:
-            if self._queue.park(update):
-                self.exhausted.parked += 1
-                log.debug("Parked the status update of %s: it is sent again once its partition takes writes",
-                          update.key)
-        elif self._dead_letters is not None:
-            record = dead_letter(update, outcome, self.config.name)
-            if not self._dead_letters.append(update.key, record, lambda result: self._dead_lettered(update, result)):
-                self._dead_lettered(update, None)
-
-    def _dead_lettered(self, update: StatusUpdate, outcome: Outcome | None) -> None:
-        if outcome is not None and outcome.ok:
-            self.exhausted.dead_lettered += 1
-            if self._spool is not None:
-                self._spool.release(update)
-            return
-        self.exhausted.dead_letter_failed += 1
-        reason = outcome.reason if outcome is not None else "not queued"
-        log.error("The dead letter of %s could not be written either (%s)%s", update.key, reason,
-                  "; the spool keeps the update for the next start" if self._spool is not None else "")
-
-    def _write_failed(self) -> None:
-        """A write failed: now and then, check that the status topic still exists."""
-        now = asyncio.get_running_loop().time()
-        if self._topic_check is None and now >= self._next_topic_check:
-            self._next_topic_check = now + TOPIC_CHECK_INTERVAL_S
-            self._topic_check = asyncio.get_running_loop().create_task(self._recreate_lost_topic())
-
-    async def _recreate_lost_topic(self) -> None:
-        """Create the status topic again if the cluster lost it (deleted, or a broker without durable
-        storage restarted): otherwise no write could ever succeed again until a restart."""
-        cfg = self.config
-        try:
-            if await topic_exists(self.bootstrap_servers, cfg.client_configs, cfg.topic, TOPIC_CHECK_INTERVAL_S):
-                return
-            log.error("The status topic %s no longer exists on the cluster (deleted, or the brokers lost it): "
-                      "creating it again; statuses written before are gone from Kafka, pending and parked ones "
-                      "are written again", cfg.topic)
-            await ensure_topic(self.bootstrap_servers, cfg.client_configs, cfg.topic, cfg.partitions,
-                               cfg.replication_factor, cfg.topic_configs, TOPIC_CHECK_INTERVAL_S)
-        except Exception as e:  # unreachable brokers, refused creation: the next failed write checks again
-            log.warning("Could not check or create the status topic %s: %s", cfg.topic, e)
-        finally:
-            self._topic_check = None
-
-    def _settled(self, update: StatusUpdate, outcome: Outcome) -> None:
-        delivery = outcome.delivery
-        if delivery is not None:
-            self._cache.note_written(update.key, delivery.offset)
-        elif outcome.result is Result.FAILED and not outcome.stopped:
-            self._write_failed()
-            self._exhausted(update, outcome)
+        return self._after.keeps(update, outcome)
 
     # ----------------------------------------------------------------------------- reads
 
@@ -505,50 +323,17 @@ class StatusStore:
         """``source``, ``sink``, or ``unknown`` when no writer said."""
         return self._cache.connector_type(connector)
 
+    def fleet(self) -> Iterator[FleetObject]:
+        """Every connector and task with a status read, with when its state last changed and how often."""
+        return self._cache.fleet()
+
     def _apply(self, records: Sequence[Message]) -> None:
         """Hand the reader's records to the cache."""
-        self._cache.apply(StatusRecord(record.key(), record.value(), record.partition() or 0, record.offset() or 0)
-                          for record in records)
+        self._cache.apply(_status_record(record) for record in records)
 
 
-class _AfterLastRetry(RetryListener):
-    """The store's own listener of its retry queue: notes its writes' offsets, parks or dead-letters exhausted
-    updates, and checks the topic when writes fail."""
-
-    def __init__(self, store: StatusStore) -> None:
-        self._store = store
-
-    def on_retry(self, update: StatusUpdate) -> None:
-        self._store._write_failed()
-
-    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
-        self._store._settled(update, outcome)
-
-
-def _retry_policy(retry: RetryConfig, rng: Random, budgeted: bool) -> RetryPolicy:
-    """The retry queue's policy from the retry settings; the status queue has the budget and the bound."""
-    def backoff(max_ms: int) -> Backoff:
-        return backoff_policy(retry.jitter_mode, retry.initial_backoff_ms, max_ms, retry.backoff_multiplier,
-                              retry.jitter_factor, rng)
-
-    budget = RetryBudget(retry.budget) if budgeted and retry.budget.enabled else None
-    timeout = retry.timeout_ms / 1000 if retry.timeout_ms is not None else None
-    probe_ms = min(retry.max_backoff_ms, max(retry.initial_backoff_ms, retry.probe_max_backoff_ms))
-    return RetryPolicy(backoff(retry.max_backoff_ms), retry.max_retries, timeout, budget, retry.mode,
-                       backoff(probe_ms), retry.max_pending if budgeted else None)
-
-
-def _max_record_bytes(config: StoreConfig) -> int:
-    """The largest key + value the producer and the topic take (message.max.bytes, the topic's
-    max.message.bytes when set), less what a record adds on the wire."""
-    producer = config.client_configs.get("message.max.bytes", "").strip()
-    limit = int(producer) if producer.isdigit() else DEFAULT_MAX_MESSAGE_BYTES
-    topic = config.topic_configs.get("max.message.bytes", "").strip()
-    if topic.isdigit():
-        limit = min(limit, int(topic))
-    return limit - RECORD_OVERHEAD_BYTES
-
-
-def _cut(trace: str, length: int) -> str:
-    """A trace's head with a note of what was cut."""
-    return f"{trace[:length]}\n\t... {len(trace) - length} more characters cut by status-store (record size limit)"
+def _status_record(record: Message) -> StatusRecord:
+    """A record as the cache takes it; its Kafka timestamp in seconds (none when the broker gave none)."""
+    kind, millis = record.timestamp()
+    timestamp = millis / 1000 if kind != TIMESTAMP_NOT_AVAILABLE else None
+    return StatusRecord(record.key(), record.value(), record.partition() or 0, record.offset() or 0, timestamp)

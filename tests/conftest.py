@@ -14,9 +14,9 @@ import pytest
 from status_store.backoff import Random
 from status_store.config import build_config
 from status_store.metrics import StoreMetrics
-from status_store.retry_queue import RetryListener
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
+from status_store.updates import RetryListener
 
 from .brokers import TansuBroker, free_port, tansu_binary
 from .helpers import Service

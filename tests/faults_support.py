@@ -20,8 +20,8 @@ from status_store.codec import encode_status
 from status_store.errors import ErrorKind, classify
 from status_store.metrics import StoreMetrics
 from status_store.model import State, TaskId, TaskStatus, task_key
-from status_store.retry_queue import Outcome, Result, StatusUpdate
 from status_store.store import StatusStore
+from status_store.updates import Outcome, Result, StatusUpdate
 
 from .conftest import StoreFactory
 from .helpers import eventually, last_values
@@ -201,4 +201,4 @@ def _refused(update: StatusUpdate) -> bool:
     """Failed for good because Kafka refused the value itself (a fatal error)."""
     outcome = update.outcome
     return (outcome is not None and outcome.result is Result.FAILED and outcome.error is not None
-            and classify(outcome.error.code) is ErrorKind.FATAL)
+            and classify(outcome.error) is ErrorKind.FATAL)

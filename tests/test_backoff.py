@@ -1,4 +1,4 @@
-"""Backoff policies (REFERENCE §6): exact sequences with a pinned random source, bounds for any."""
+"""Backoff policies (KIP-1278): exact sequences with a pinned random source, bounds for any."""
 
 from __future__ import annotations
 

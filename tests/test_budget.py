@@ -9,11 +9,12 @@ from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry, generate_latest
 
 from status_store.budget import BudgetSettings, RetryBudget
-from status_store.metrics import KINDS, StoreMetrics
+from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State
-from status_store.retry_queue import Result
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
+from status_store.updates import STATUS_KINDS as KINDS
+from status_store.updates import Result
 
 from .conftest import Broker, StoreFactory
 from .helpers import eventually, last_values

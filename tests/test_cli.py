@@ -15,6 +15,7 @@ import httpx
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from status_store.client import rows
 from status_store.model import ConnectorStatus, State
 
 from .brokers import free_port
@@ -297,3 +298,9 @@ def test_json_logs_are_one_object_per_line() -> None:
         json.loads(service.wait_for("Uvicorn running on"))  # uvicorn's lines too
     finally:
         assert service.stop() == 0
+
+
+def test_a_status_without_worker_id_shows_a_dash() -> None:
+    info = {"name": "c", "type": "unknown", "connector": {"state": "RUNNING", "worker_id": None},
+            "tasks": [{"id": 0, "state": "FAILED", "worker_id": None, "trace": "boom\nat x"}]}
+    assert rows(info) == [("c (unknown)", "RUNNING", "-", ""), ("  task 0", "FAILED", "-", "boom")]

@@ -15,9 +15,9 @@ from status_store.codec import encode_status
 from status_store.errors import TopicSetupError
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
-from status_store.retry_queue import Result
 from status_store.spool import Spool
 from status_store.testing import FaultyCluster
+from status_store.updates import Result
 
 from .brokers import TansuBroker
 from .conftest import Broker, StoreFactory
@@ -193,6 +193,21 @@ async def test_history_records_every_status_change_and_outcome(broker: Broker, s
         assert event["attempts"] >= (1 if event["result"] == "written" else 0)
     assert sum(by_result.values()) == len(updates)
     assert by_result.get("written", 0) >= 2  # the last value of each key is written
+
+
+async def test_history_events_of_a_status_with_a_lone_surrogate_keep_it_escaped(broker: Broker,
+                                                                               store_factory: StoreFactory) -> None:
+    # A status read from a value with "\ud800" (Connect reads one) and written again: its events are JSON too.
+    topic, history = broker.new_topic(), broker.new_topic(1)
+    async with store_factory(broker.bootstrap_servers, topic, **{"status.storage.history.topic": history}) as store:
+        update = store.put(ConnectorStatus("c", State.FAILED, "w\udc00", 1, "boom \ud800"))
+        assert (await update.result(WAIT)).ok
+        await eventually(lambda: store.event_logs[0].pending == 0)
+        values = [value for _, _, value in read_raw(store, history)]
+    assert len(values) == 2
+    status = json.loads(values[0] or b"")
+    assert (status["trace"], status["worker_id"]) == ("boom \ud800", "w\udc00")
+    assert b"\\ud800" in (values[0] or b"")
 
 
 async def test_an_unreachable_history_topic_never_holds_status_writes(mock_cluster: FaultyCluster,

@@ -1,4 +1,4 @@
-"""The fault suite (issue 6): outages, a killed sidecar, a killed broker, leader moves with fatal and
+"""The fault suite: outages, a killed sidecar, a killed broker, leader moves with fatal and
 retriable errors, a slow broker. Every scenario streams many updates per key, injects its fault, lets
 the stores recover, and ends with the same checks (``faults_support.check``): the counters add up, no
 latest status is lost under park with a spool, and under drop every loss is a counted failure.

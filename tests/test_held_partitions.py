@@ -19,10 +19,10 @@ from prometheus_client import CollectorRegistry
 from status_store.errors import RecordTooLargeError, WriteRejectedError
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, connector_key, task_key
-from status_store.retry_queue import Outcome, Result, RetryListener, StatusUpdate
 from status_store.spool import Spool
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
+from status_store.updates import Outcome, Result, RetryListener, StatusUpdate
 
 from .conftest import StoreFactory
 from .helpers import eventually, last_values, write_raw

@@ -18,8 +18,8 @@ from status_store.errors import KafkaUnavailableError, TopicSetupError
 from status_store.kafka import ensure_topic
 from status_store.kafka import reader as kafka_reader
 from status_store.model import ConnectorStatus, State
-from status_store.retry_queue import Result
 from status_store.testing import FaultyCluster
+from status_store.updates import Result
 
 from .brokers import TansuBroker, free_port
 from .conftest import Broker, StoreFactory

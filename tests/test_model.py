@@ -1,4 +1,4 @@
-"""Keys and status values (REFERENCE §2): building and parsing exactly as Connect does."""
+"""Keys and status values: building and parsing exactly as Connect does."""
 
 from __future__ import annotations
 
@@ -102,8 +102,12 @@ def test_topic_keys_round_trip(connector: str, topic: str) -> None:
         (lambda: ConnectorStatus("c", State.RUNNING, "w", True), "generation"),
         (lambda: ConnectorStatus("c\ud800", State.RUNNING, "w", 0), "surrogate"),
         (lambda: TaskStatus(TaskId("c", -1), State.RUNNING, "w", 0), "task"),
-        (lambda: TopicStatus("a:b", "c", 0, 0), "':'"),
+        (lambda: ConnectorStatus("c", State.RUNNING, 7, 0), "worker_id"),
         (lambda: TopicStatus("t", "c", 0, 2**63), "discover_timestamp"),
+        (lambda: TopicStatus("t", "c", 2**31, 0), "task"),
+        (lambda: TopicStatus("t", None, 0, 0), "connector"),
+        (lambda: TopicStatus("a:b", "c", 0, 0).check_writable(), "':'"),
+        (lambda: TopicStatus("t", "c", -1, 0).check_writable(), "task"),
     ],
 )
 def test_invalid_status_values_are_refused(build: object, message: str) -> None:
@@ -117,3 +121,10 @@ def test_the_mock_cluster_binding_refuses_a_librdkafka_it_was_not_written_for() 
     check_version("2.16.0")
     with pytest.raises(UnsupportedLibrdkafka, match=r"written for librdkafka 2\.16\.x and this .* has 2\.17"):
         check_version("2.17.1")
+
+
+def test_status_values_as_connect_reads_them_can_be_held() -> None:
+    # What Connect reads from the topic: no worker id, lone surrogates, odd topic statuses.
+    assert ConnectorStatus("c", State.RUNNING, None, 0, "\ud800").worker_id is None
+    assert TaskStatus(TaskId("c", 0), State.FAILED, "w\udc00", 0).worker_id == "w\udc00"
+    assert TopicStatus("a:b", "", -1, 0).task == -1

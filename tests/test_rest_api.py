@@ -1,4 +1,4 @@
-"""The REST API against a running store on a real broker (REFERENCE §7): shapes byte for byte, errors,
+"""The REST API against a running store on a real broker: Connect's shapes byte for byte, errors,
 202/200/503/504 paths, auth on and off, and bad input that never reaches the topic."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
 
 from .conftest import Broker, StoreFactory
-from .helpers import eventually, read_raw
+from .helpers import eventually, read_raw, write_raw
 
 WAIT = 15.0
 TOPIC_AUTHORIZATION_FAILED = KafkaError.TOPIC_AUTHORIZATION_FAILED
@@ -651,3 +651,28 @@ async def test_retries_and_parked_answer_a_page_at_a_time(api_factory: ApiFactor
         assert (await api.http.get("/retries", params={"limit": "1001"})).status_code == 422
         assert len((await api.http.get("/retries", params={"limit": "5"})).json()) <= 5
         api.cluster.broker_up(-1)
+
+
+async def test_statuses_other_writers_left_are_served_as_connect_serves_them(api: Api) -> None:
+    # No worker id (Connect shows null), a lone surrogate and a character above U+FFFF (Jackson escapes both).
+    write_raw(api.store, (b"status-connector-odd", b'{"state":"RUNNING","trace":null,"generation":1}'),
+              (b"status-task-odd-0", b'{"state":"FAILED","trace":"\\ud800 \xf0\x9f\x98\x80","worker_id":"w",'
+                                     b'"generation":1}'))
+    await api.store.read_to_end(WAIT)
+    response = await api.http.get("/connectors/odd/status")
+    assert response.content == (
+        b'{"name":"odd","connector":{"state":"RUNNING","worker_id":null},"tasks":['
+        b'{"id":0,"state":"FAILED","worker_id":"w","trace":"\\uD800 \\uD83D\\uDE00"}],"type":"unknown"}')
+
+
+async def test_topics_other_writers_left_are_listed_by_their_values_once_each(api: Api) -> None:
+    # Connect lists the names the values hold (empty, with a ':', another than the key's), as a set.
+    def value(name: str) -> bytes:
+        return f'{{"topic":{{"name":"{name}","connector":"c","task":0,"discoverTimestamp":1}}}}'.encode()
+
+    write_raw(api.store, (b"status-topic-a:connector-c", value("")), (b"status-topic-b:connector-c", value("x:y")),
+              (b"status-topic-c:connector-c", value("t")), (b"status-topic-d:connector-c", value("t")),
+              (b"status-topic-t:connector-c", value("t\U0001f600")))
+    await api.store.read_to_end(WAIT)
+    response = await api.http.get("/connectors/c/topics")
+    assert response.content == b'{"c":{"topics":["","x:y","t","t\\uD83D\\uDE00"]}}'

@@ -1,4 +1,4 @@
-"""The retry engine against the mock cluster's fault injection (REFERENCE §4, §6; KIP-1278, KIP-951)."""
+"""The retry engine against the mock cluster's fault injection (KIP-1278, KIP-951)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
-from status_store.retry_queue import Result
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
+from status_store.updates import Result
 
 from .conftest import Broker, StoreFactory
 from .helpers import eventually, last_values, write_raw

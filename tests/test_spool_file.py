@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from status_store.errors import ConfigError
-from status_store.retry_queue import StatusUpdate
 from status_store.spool import Spool
+from status_store.updates import StatusUpdate
 
 ROOT = Path(__file__).parent.parent
 WAIT = 60.0

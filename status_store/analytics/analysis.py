@@ -57,8 +57,9 @@ _INT32 = 2**31
 _DECIMALS = "".join(chr(c) for c in range(0x80, sys.maxunicode + 1) if chr(c).isdecimal())
 _DECIMAL_VALUES = "".join(str(int(c)) for c in _DECIMALS)
 
-# The JSON reader as strict as Python's json module (Jackson's defaults as Connect uses them).
-_JSON_OPTIONS = {"allowNonNumericNumbers": "false", "allowSingleQuotes": "false", "mode": "PERMISSIVE"}
+# Spark's JSON reader is Jackson: set as Connect's JsonDeserializer sets it (leading zeros allowed, nothing else).
+_JSON_OPTIONS = {"allowNonNumericNumbers": "false", "allowSingleQuotes": "false", "allowNumericLeadingZeros": "true",
+                 "mode": "PERMISSIVE"}
 # Values are read twice: as text (numbers keep their exact spelling: 3 vs 3.0) and as variants (JSON
 # types: 3 vs "3"); a field is an integer when both agree.
 _VALUE_SCHEMA = ("state string, trace variant, worker_id variant, generation string, "
@@ -240,22 +241,21 @@ def parse_status_records(records: DataFrame) -> DataFrame:
                     | ((kind == "topic") & (colon > 0) & (F.col("topic") != "") & (F.col("connector") != ""))))
     frame = frame.withColumn("valid_key", F.coalesce(valid_key, F.lit(False)))
     frame = frame.withColumn("tombstone", F.col("value").isNull())
-    frame = frame.select("*", F.from_json("value", _VALUE_SCHEMA, _JSON_OPTIONS).alias("s"),
-                         F.from_json("value", _VALUE_TYPES_SCHEMA, _JSON_OPTIONS).alias("types"))
-    trace_type = F.schema_of_variant("s.trace")
+    # Jackson skips a UTF-8 byte order mark in bytes, not in text: the value is read without it.
+    json_text = F.regexp_replace("value", "^\ufeff", "")
+    frame = frame.select("*", F.from_json(json_text, _VALUE_SCHEMA, _JSON_OPTIONS).alias("s"),
+                         F.from_json(json_text, _VALUE_TYPES_SCHEMA, _JSON_OPTIONS).alias("types"))
     generation = _java_int(F.col("s.generation"), F.schema_of_variant("types.generation"), 32)
-    status_ok = (F.col("s.state").isin(STATES) & (F.schema_of_variant("s.worker_id") == "STRING")
-                 & (F.col("s.trace").isNull() | trace_type.isin("STRING", "VOID")) & generation.isNotNull())
+    status_ok = (F.col("s.state").isin(STATES) & _string_or_null(F.col("s.worker_id"))
+                 & _string_or_null(F.col("s.trace")) & generation.isNotNull())
     if_task = (kind != "task") | ((F.col("connector") != "") & (F.col("task") >= 0))
     topic_task = _java_int(F.col("s.topic.task"), F.schema_of_variant("types.topic.task"), 32)
     discovered = _java_int(F.col("s.topic.discoverTimestamp"), F.schema_of_variant("types.topic.discoverTimestamp"),
                            64)
-    value_topic = F.variant_get("s.topic.name", "$", "string")
+    # Connect's TopicStatus takes any strings (empty, with a ':') and any task number.
     topic_ok = ((F.schema_of_variant("s.topic.name") == "STRING")
                 & (F.schema_of_variant("s.topic.connector") == "STRING")
-                & (value_topic != "") & ~value_topic.contains(":")
-                & (F.variant_get("s.topic.connector", "$", "string") != "")
-                & (topic_task >= 0) & discovered.isNotNull())
+                & topic_task.isNotNull() & discovered.isNotNull())
     value_ok = F.col("utf8") & F.when(kind == "topic", topic_ok).otherwise(status_ok & if_task)
     garbled = ~F.col("tombstone") & ~F.coalesce(value_ok, F.lit(False))
     return frame.select(
@@ -264,6 +264,11 @@ def parse_status_records(records: DataFrame) -> DataFrame:
         F.variant_get("s.worker_id", "$", "string").alias("worker_id"), generation.alias("generation"),
         F.variant_get("s.trace", "$", "string").alias("trace"),
     )
+
+
+def _string_or_null(field: Column) -> Column:
+    """A field Connect casts to String: a string, null or missing."""
+    return field.isNull() | F.schema_of_variant(field).isin("STRING", "VOID")
 
 
 def _java_int(text: Column, json_type: Column, bits: int) -> Column:

@@ -12,8 +12,8 @@ from fastapi import Depends, Path, Query, Request
 
 from ..config_topic import ConfigTopic, ConnectorConfigs
 from ..model import INT32_MAX
-from ..retry_queue import Result, StatusUpdate
 from ..store import StatusStore
+from ..updates import Result, StatusUpdate
 from .responses import ApiError, ConnectJSONResponse
 
 # Longest wait a ?wait=true request may ask for.

@@ -121,19 +121,20 @@ class WriteResponse(BaseModel):
 
 
 class ConnectorState(BaseModel):
-    """A connector's state in Connect's status shape (``trace`` only when there is one)."""
+    """A connector's state in Connect's status shape (``trace`` only when there is one; ``worker_id`` null
+    for a status its writer left without one)."""
 
     state: str
-    worker_id: str
+    worker_id: str | None
     trace: str | None = None
 
 
 class TaskState(BaseModel):
-    """A task's state in Connect's status shape."""
+    """A task's state in Connect's status shape (``worker_id`` as in ConnectorState)."""
 
     id: int
     state: str
-    worker_id: str
+    worker_id: str | None
     trace: str | None = None
 
 

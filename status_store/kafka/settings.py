@@ -53,6 +53,9 @@ def consumer_settings(bootstrap_servers: str, client_configs: Mapping[str, str])
     """librdkafka consumer settings for a group-less reader of the whole topic."""
     return {
         **JAVA_DEFAULTS,
+        # Kafka's default, as Connect's consumers read (librdkafka's default is read_committed): records of open
+        # and aborted transactions are read. sidecar.kafka.isolation.level may change it.
+        "isolation.level": "read_uncommitted",
         **client_configs,
         "bootstrap.servers": bootstrap_servers,
         "client.id": client_configs.get("client.id", "status-store"),

@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from status_store import codec
-from status_store.analytics.analysis import Analysis, analyze
+from status_store.analytics.analysis import Analysis, analyze, parse_status_records
 from status_store.analytics.records import RAW_SCHEMA, read_kafka
 from status_store.model import State, TaskId, TopicStatus
 
@@ -32,12 +32,19 @@ ODD_BUT_VALID = [
     b'{"state":"FAILED","trace":"boom","worker_id":"w9","generation":4} trailing',
     b'{"extra":[1,2],"state":"PAUSED","trace":null,"worker_id":"w8","generation":2}',
     b'{"state":"RUNNING","trace":null,"worker_id":"w7","generation":4294967299}',
+    # No worker id (null or missing), leading zeros, a UTF-8 byte order mark: Connect reads them all.
+    b'{"state":"RUNNING","trace":null,"worker_id":null,"generation":3}',
+    b'{"state":"PAUSED","generation":005}',
+    b'\xef\xbb\xbf{"state":"RUNNING","trace":null,"worker_id":"w6","generation":-007}',
+]
+ODD_BUT_VALID_TOPICS = [
+    # Connect lists these: an empty name, a ':' in it, an empty connector, a negative task.
+    b'{"topic":{"name":"","connector":"c","task":0,"discoverTimestamp":1}}',
+    b'{"topic":{"name":"t:x","connector":"","task":-1,"discoverTimestamp":01}}',
 ]
 GARBLED_TOPICS = [
     b'{"topic":{"name":"t","connector":"c","task":"0","discoverTimestamp":1}}',
-    b'{"topic":{"name":"t","connector":"c","task":-1,"discoverTimestamp":1}}',
-    b'{"topic":{"name":"t:x","connector":"c","task":0,"discoverTimestamp":1}}',
-    b'{"topic":{"name":"t","connector":"","task":0,"discoverTimestamp":1}}',
+    b'{"topic":{"name":null,"connector":"c","task":0,"discoverTimestamp":1}}',
     b'{"topic":{"name":"t","connector":"c","task":0,"discoverTimestamp":1.5}}',
     b'{"topic":{"name":"t","connector":"c","task":0}}', b'{"topic":"t"}',
     b'{"state":"RUNNING","trace":null,"worker_id":"w","generation":1}',
@@ -73,7 +80,8 @@ def generated_history(rng: random.Random, count: int) -> list[tuple[bytes | None
             key = f"status-topic-{topic}:connector-{connector}".encode()
             value = codec.encode_topic_status(TopicStatus(topic, connector, rng.randrange(3), rng.randrange(10**12)))
             roll = rng.random()
-            records.append((key, value if roll < 0.7 else None if roll < 0.85 else rng.choice(GARBLED_TOPICS)))
+            records.append((key, value if roll < 0.65 else None if roll < 0.8 else
+                            rng.choice(ODD_BUT_VALID_TOPICS) if roll < 0.9 else rng.choice(GARBLED_TOPICS)))
         elif roll < 0.88:
             records.append((rng.choice([task_key, f"status-connector-{connector}".encode()]), rng.choice(GARBLED)))
         elif roll < 0.94:
@@ -112,7 +120,9 @@ def spark_view(rows: list[Any]) -> set[tuple[Any, ...]]:
     view: set[tuple[Any, ...]] = set()
     for row in rows:
         if row.kind == "topic":
-            view.add(("topic", row.connector, row.topic, codec.decode_topic_status(row.value.encode())))
+            # The store lists a topic status by its value (the key's topic may differ, as in Connect).
+            status = codec.decode_topic_status(row.value.encode())
+            view.add(("topic", row.connector, status.topic, status))
         else:
             view.add((row.kind, row.connector, row.task, row.state, row.worker_id, row.generation, row.trace))
     return view
@@ -205,3 +215,28 @@ def test_a_task_or_topic_key_in_two_spellings_is_one_status(spark: SparkSession)
     assert sorted((row.key, row.state, row.offset) for row in latest) == [
         ("status-task-c-1", "FAILED", 0), ("status-topic-t:connector-c", None, 1)]
     assert [json.loads(row.value)["topic"]["task"] for row in latest if row.kind == "topic"] == [7]
+
+
+STATUS = '{"state":"RUNNING","trace":"boom","worker_id":"w","generation":1}'
+# Spellings no known writer produces, which the analytics read unlike the store (as the module says):
+# (value, what the store reads, what the analytics read: None when they count it garbled).
+READ_DIFFERENTLY = [
+    (STATUS.encode("utf-16-le"), ("RUNNING", "boom", 1), None),
+    (STATUS.replace("boom", "\\ud800").encode(), ("RUNNING", "\ud800", 1), ("RUNNING", None, 1)),
+    (STATUS.encode().replace(b"boom", b"\xed\xa0\x80"), ("RUNNING", "\ud800", 1), None),  # an encoded surrogate
+    (STATUS.replace('"generation":1', '"generation":' + "1" * 40).encode(), ("RUNNING", "boom", -954437177), None),
+    (STATUS.replace("{", '{"x":1e2147483648,').encode(), None, ("RUNNING", "boom", 1)),
+]
+
+
+def test_the_values_the_analytics_read_unlike_the_store_are_the_documented_ones(spark: SparkSession) -> None:
+    rows = [("s", 0, i, 1000 + i, f"status-connector-c{i}", bytearray(value))
+            for i, (value, _, _) in enumerate(READ_DIFFERENTLY)]
+    parsed = sorted(parse_status_records(spark.createDataFrame(rows, RAW_SCHEMA)).collect(), key=lambda r: r.offset)
+    for (value, store, analytics), row in zip(READ_DIFFERENTLY, parsed, strict=True):
+        try:
+            decoded = codec.decode_status(value)
+            assert (decoded.state.value, decoded.trace, decoded.generation) == store
+        except codec.GarbledValue:
+            assert store is None
+        assert (None if row.garbled else (row.state, row.trace, row.generation)) == analytics

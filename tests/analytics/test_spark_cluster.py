@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,16 +14,13 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from bench import ROOT, spark_cluster
 from status_store import cli
 from status_store.testing import FaultyCluster
 
+from ..bench_runs import run_quick
 from .test_analysis import HISTORY
 from .test_latest import generated_history, produce
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-import spark_cluster  # noqa: E402
 
 OUTPUTS = ["latest", "state_durations", "episodes", "mttr", "flapping", "retry_outcomes"]
 pytestmark = [pytest.mark.spark_cluster, pytest.mark.timeout(600)]
@@ -93,3 +89,12 @@ def test_the_job_on_a_standalone_cluster_equals_a_local_run(
     for worker in ("worker-0", "worker-1"):
         (executor,) = (cluster.workdir / worker).glob("app-*/*/stderr")
         assert "Running task" in executor.read_text(errors="replace"), executor
+
+
+@pytest.mark.bench
+def test_the_cluster_benchmark_quick_run_on_the_same_cluster(cluster: spark_cluster.StandaloneCluster,
+                                                              tmp_path: Path) -> None:
+    output = run_quick("spark_cluster_history", tmp_path, "--master", cluster.master_url, timeout=540)
+    (result,) = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    assert result["counters"]["history_records"] == 20_000  # local and cluster runs agreed on them
+    assert "| 20k |" in output

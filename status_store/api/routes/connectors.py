@@ -9,8 +9,8 @@ from fastapi import APIRouter, Query, Response
 
 from ...config_topic import ConnectorConfigs, connector_type
 from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, status_key
-from ...retry_queue import StatusUpdate
 from ...store import StatusStore
+from ...updates import StatusUpdate
 from ..deps import ConfigsDep, StoreDep, TaskDep, WaitDep, answer, checked_name
 from ..responses import ApiError, ConnectJSONResponse
 from ..routing import ConnectRoute

@@ -9,7 +9,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Query, Request
 
-from ...retry_queue import StatusUpdate
+from ...updates import StatusUpdate
 from ..deps import StoreDep
 from ..responses import ConnectJSONResponse
 from ..routing import ConnectRoute
@@ -53,7 +53,7 @@ async def pending_retries(request: Request, store: StoreDep, limit: Limit = DEFA
     return _page(request, [
         {"key": u.key, "kind": u.kind, "attempts": u.attempts,
          "next_attempt_in_seconds": round(max(0.0, queue.next_attempt(u) - now), 3),
-         "held": u.due is None, "last_error": _last_error(u)}
+         "held": queue.waits_in_line(u), "last_error": _last_error(u)}
         for u in page
     ], len(waiting), limit, offset)
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from fastapi import APIRouter
 
 from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, TopicStatus
-from ...retry_queue import StatusUpdate
 from ...store import StatusStore
+from ...updates import StatusUpdate
 from ..deps import StoreDep, WaitDep, answer, checked_name, checked_topic
 from ..responses import ApiError, ConnectJSONResponse
 from ..routing import ConnectRoute
@@ -91,7 +91,7 @@ async def post_statuses(batch: StatusBatch, store: StoreDep, params: WaitDep) ->
     # The store's own refusals too, before anything is submitted: a record that cannot fit, a full queue.
     for write in writes:
         if isinstance(write, StatusWrite):
-            store.check_record(write.status)
+            store.record_limit.check_status(write.status)
     store.check_room(sum(len(store.get_all_tasks(write)) + 1 if isinstance(write, str) else 1 for write in writes))
     updates = [update for write in writes for update in apply(store, write)]
     return await answer(store, updates, params)

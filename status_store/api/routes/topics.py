@@ -30,7 +30,9 @@ RESET = "reset"
 @router.get("/connectors/{name}/topics", response_model=dict[str, dict[str, list[str]]])
 async def connector_topics(name: str, store: StoreDep) -> ConnectJSONResponse:
     """The topics the connector has used; an unknown connector has none."""
-    topics = [status.topic for status in store.get_all_topics(name)]
+    # The names the values hold, each once: Connect collects them in a set (records other writers left may
+    # repeat a name under different keys).
+    topics = list(dict.fromkeys(status.topic for status in store.get_all_topics(name)))
     return ConnectJSONResponse({name: {"topics": topics}})
 
 

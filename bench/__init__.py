@@ -1,0 +1,83 @@
+"""Benchmarks of status-store, each against a baseline measured in the same run (docs/BENCHMARKS.md).
+
+Run a benchmark from the repository's root as a module, ``.venv/bin/python -m bench.<name> [--quick]``:
+
+- ``core``: the store's read and write paths against raw confluent-kafka clients.
+- ``retry``: the retry engine against Kafka Connect's own status writes (``writers``) under broker faults
+  (``mock_faults``).
+- ``fleet``: a fleet of sidecars against a recovering broker, in virtual time.
+- ``soak``: minutes of status traffic through random faults.
+- ``rest_api``: the HTTP API against a bare FastAPI app (``bare_app``).
+- ``spark_history``: the Spark analytics against pandas (``pandas_history``) on generated history
+  (``history_gen``).
+- ``spark_cluster_history``: the analytics job on a Spark standalone cluster (``spark_cluster``) against
+  ``local[2]``.
+
+Every benchmark's ``--quick`` runs the same code on small sizes, in seconds, and writes nothing under docs/:
+a check that it all still runs (the test suite runs each one), not a measurement to quote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+# Java options for short-lived JVMs on a small machine (Spark's daemons, quick runs): a small, quick collector
+# and the fast compiler only.
+FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+
+class BenchParser(argparse.ArgumentParser):
+    """A benchmark's command line, with ``--quick``: each size option has a full-run default and a quick one,
+    and ``parse`` gives every size left unset the one that applies."""
+
+    def __init__(self, doc: str | None) -> None:
+        super().__init__(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+        self.add_argument("--quick", action="store_true",
+                          help="small sizes, in seconds: a check that it all runs, not a measurement")
+        self._sizes: dict[str, tuple[Any, Any]] = {}
+
+    def add_size(self, *flags: str, full: Any, quick: Any, help: str, **kwargs: Any) -> None:
+        """An option whose default is ``full``, or ``quick`` under ``--quick``."""
+        action = self.add_argument(*flags, default=None, help=f"{help} (default {full}; quick {quick})", **kwargs)
+        self._sizes[action.dest] = (full, quick)
+
+    def parse(self, argv: Sequence[str] | None = None) -> argparse.Namespace:
+        """The parsed command line, every size filled in."""
+        args = self.parse_args(argv)
+        for name, (full, quick) in self._sizes.items():
+            if getattr(args, name) is None:
+                setattr(args, name, quick if args.quick else full)
+        return args
+
+
+def quick_spark_settings(java_options: str = "") -> dict[str, str]:
+    """Spark settings for quick runs: short-lived JVMs (``java_options``, then ``FAST_JVM``) on inputs of a few
+    thousand rows (a few shuffle partitions)."""
+    java = f"{java_options} {FAST_JVM}".strip()
+    return {"spark.sql.shuffle.partitions": "4", "spark.driver.extraJavaOptions": java,
+            "spark.executor.extraJavaOptions": java}
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def quick_scratch(quick: bool) -> Iterator[Path | None]:
+    """Under ``--quick``, a temporary directory for every file the run writes, removed at the end (a quick
+    run keeps nothing and touches nothing under docs/); None for a full run, which writes where it says."""
+    if not quick:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-quick-") as scratch:
+        yield Path(scratch)

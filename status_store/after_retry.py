@@ -1,0 +1,131 @@
+"""What becomes of a status update after its last retry, and of a store whose writes keep failing.
+
+``AfterLastRetry`` listens to the status queue: an update that failed for good is parked (its value waits
+in its partition and is sent again once the partition takes writes) or dead-lettered, as
+``status.storage.retry.exhausted.action`` says; while writes fail, it checks now and then that the status
+topic still exists and creates it again if the cluster lost it; and it tells the store the offset of each
+of its own writes (what the spool's replay compares with).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .config import ExhaustedAction, StoreConfig
+from .errors import ErrorKind, classify
+from .history import AppendLog, dead_letter
+from .kafka import ensure_topic, topic_exists
+from .retry_queue import RetryQueue
+from .spool import Spool
+from .updates import Outcome, Result, RetryListener, StatusUpdate
+
+log = logging.getLogger(__name__)
+
+# While writes fail, whether the status topic still exists is checked at most this often.
+TOPIC_CHECK_INTERVAL_S = 10.0
+
+
+@dataclass(slots=True)
+class ExhaustedStats:
+    """What became of updates after their last retry (``status.storage.retry.exhausted.action``)."""
+
+    parked: int = 0
+    dead_lettered: int = 0
+    dead_letter_failed: int = 0
+
+
+class AfterLastRetry(RetryListener):
+    """The status queue's listener for failed writes: parks or dead-letters exhausted updates, re-creates a lost
+    status topic, and reports each written update's offset (``written``)."""
+
+    def __init__(self, config: StoreConfig, bootstrap_servers: str, dead_letters: AppendLog | None,
+                 spool: Spool | None, written: Callable[[str, int], None]) -> None:
+        self.config = config
+        self.bootstrap_servers = bootstrap_servers
+        self.stats = ExhaustedStats()
+        self._dead_letters = dead_letters
+        self._spool = spool
+        self._written = written
+        self._queue: RetryQueue | None = None
+        self._topic_check: asyncio.Task[None] | None = None
+        self._next_topic_check = 0.0
+
+    def attach(self, queue: RetryQueue) -> None:
+        """The queue this listener parks in (it is built with the listener, so it comes after)."""
+        self._queue = queue
+
+    def stop(self) -> None:
+        """Cancel a topic check in progress."""
+        if self._topic_check is not None:
+            self._topic_check.cancel()
+
+    def keeps(self, update: StatusUpdate, outcome: Outcome) -> bool:
+        """Whether the spool keeps a failed update's row: parked, or until its dead letter is written."""
+        assert self._queue is not None
+        return self._queue.is_parked(update) or (
+            self._dead_letters is not None and outcome.result is Result.FAILED and not outcome.stopped)
+
+    def on_retry(self, update: StatusUpdate) -> None:
+        self._write_failed()
+
+    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
+        delivery = outcome.delivery
+        if delivery is not None:
+            self._written(update.key, delivery.offset)
+        elif outcome.result is Result.FAILED and not outcome.stopped:
+            self._write_failed()
+            self._exhausted(update, outcome)
+
+    def _exhausted(self, update: StatusUpdate, outcome: Outcome) -> None:
+        """An update failed for good (not because the store stopped): apply the configured action."""
+        assert self._queue is not None
+        error = outcome.error
+        if (self.config.exhausted_action is ExhaustedAction.PARK and error is not None
+                and classify(error) is not ErrorKind.FATAL):
+            if self._queue.park(update):
+                self.stats.parked += 1
+                log.debug("Parked the status update of %s: it is sent again once its partition takes writes",
+                          update.key)
+        elif self._dead_letters is not None:
+            record = dead_letter(update, outcome, self.config.name)
+            if not self._dead_letters.append(update.key, record, lambda result: self._dead_lettered(update, result)):
+                self._dead_lettered(update, None)
+
+    def _dead_lettered(self, update: StatusUpdate, outcome: Outcome | None) -> None:
+        if outcome is not None and outcome.ok:
+            self.stats.dead_lettered += 1
+            if self._spool is not None:
+                self._spool.release(update)
+            return
+        self.stats.dead_letter_failed += 1
+        reason = outcome.reason if outcome is not None else "not queued"
+        log.error("The dead letter of %s could not be written either (%s)%s", update.key, reason,
+                  "; the spool keeps the update for the next start" if self._spool is not None else "")
+
+    def _write_failed(self) -> None:
+        """A write failed: now and then, check that the status topic still exists."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._topic_check is None and now >= self._next_topic_check:
+            self._next_topic_check = now + TOPIC_CHECK_INTERVAL_S
+            self._topic_check = loop.create_task(self._recreate_lost_topic())
+
+    async def _recreate_lost_topic(self) -> None:
+        """Create the status topic again if the cluster lost it (deleted, or a broker without durable
+        storage restarted): otherwise no write could ever succeed again until a restart."""
+        cfg = self.config
+        try:
+            if await topic_exists(self.bootstrap_servers, cfg.client_configs, cfg.topic, TOPIC_CHECK_INTERVAL_S):
+                return
+            log.error("The status topic %s no longer exists on the cluster (deleted, or the brokers lost it): "
+                      "creating it again; statuses written before are gone from Kafka, pending and parked ones "
+                      "are written again", cfg.topic)
+            await ensure_topic(self.bootstrap_servers, cfg.client_configs, cfg.topic, cfg.partitions,
+                               cfg.replication_factor, cfg.topic_configs, TOPIC_CHECK_INTERVAL_S)
+        except Exception as e:  # unreachable brokers, refused creation: the next failed write checks again
+            log.warning("Could not check or create the status topic %s: %s", cfg.topic, e)
+        finally:
+            self._topic_check = None

@@ -1,0 +1,131 @@
+"""The retry queue's state of keys and partitions (used by ``retry_queue`` only): a key's slot, a held
+partition with its line of waiting keys and its probe, the cluster-wide probe, and the release's rate."""
+
+from __future__ import annotations
+
+import collections
+
+from .updates import StatusUpdate
+
+# Released partitions send their waiting updates at a rate the whole queue shares (the cluster's capacity is
+# what they share), in batches at most RELEASE_PACE_S apart, like TCP's congestion control: FIRST_RELEASE
+# updates per RELEASE_PACE_S at first, twice the rate after each batch that all succeeded (slow start) until
+# one fails; from then on RELEASE_GROWTH times the rate after a success and half after a failure. A failure
+# halves the rate and a success grows it by less, so senders sharing a cluster settle where about one batch in
+# six fails (0.17 * log 2 = 0.83 * log 1.15), not one in two. Below one update per the probes' longest
+# interval the partitions are stalled behind probes again. A batch goes when the one before has settled.
+FIRST_RELEASE = 2
+RELEASE_PACE_S = 0.025
+RELEASE_GROWTH = 1.15
+
+
+class Slot:
+    """The updates of one key: at most one in flight, one waiting and one parked, and the key's failure
+    streak (per-update mode: the backoff follows the key, so a key that keeps changing is not retried
+    any faster)."""
+
+    __slots__ = ("inflight", "key", "parked", "partition", "queued", "streak", "waiting")
+
+    def __init__(self, key: str, partition: Partition | None) -> None:
+        # The key it is coalesced under (the record's key, or a key of its own where updates are not coalesced).
+        self.key = key
+        self.inflight: StatusUpdate | None = None
+        self.waiting: StatusUpdate | None = None
+        self.parked: StatusUpdate | None = None
+        self.partition = partition
+        # In its partition's line of keys waiting for the release.
+        self.queued = False
+        self.streak = 0
+
+    def empty(self) -> bool:
+        return self.inflight is None and self.waiting is None and self.parked is None
+
+
+class Partition:
+    """One partition's hold: the keys waiting for it, oldest first, and its probe.
+
+    Held partitions are *stalled* (waiting for a probe to get through) or *releasing* (their line goes out in
+    the queue's release batches)."""
+
+    __slots__ = ("error", "failures", "held_at", "inflight", "line", "number", "probe", "probe_due", "probed_at",
+                 "probes", "releasing", "streak", "written")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        # Loop time the hold began; None while the partition takes writes.
+        self.held_at: float | None = None
+        self.releasing = False
+        self.line: collections.OrderedDict[str, Slot] = collections.OrderedDict()
+        self.probe: StatusUpdate | None = None
+        self.probe_due: float | None = None
+        self.probed_at = 0.0
+        # Failed probes since the hold began: the probe schedule's retry count.
+        self.streak = 0
+        self.inflight = 0
+        # For the log line at the release.
+        self.error = ""
+        self.failures = self.probes = self.written = 0
+
+    @property
+    def held(self) -> bool:
+        return self.held_at is not None
+
+    @property
+    def stalled(self) -> bool:
+        """Held, and waiting for a probe to get through."""
+        return self.held_at is not None and not self.releasing
+
+
+class ClusterProbe:
+    """While every partition the queue writes to is stalled, the trouble is the cluster's, not a partition's:
+    one probe at a time goes for all of them, each stalled partition in turn, on one schedule."""
+
+    __slots__ = ("due", "probe", "streak")
+
+    def __init__(self) -> None:
+        self.due: float | None = None
+        self.probe: StatusUpdate | None = None
+        self.streak = 0
+
+
+class Release:
+    """The queue's release batches: the rate (updates per second), the updates of the batch in flight."""
+
+    __slots__ = ("due", "failed", "inflight", "rate", "slow_start", "started")
+
+    def __init__(self) -> None:
+        self.rate = FIRST_RELEASE / RELEASE_PACE_S
+        self.slow_start = True
+        self.due: float | None = None
+        self.inflight: set[int] = set()
+        self.failed = False
+        self.started = 0.0
+
+    @property
+    def idle(self) -> bool:
+        return self.due is None and not self.inflight
+
+    @property
+    def size(self) -> int:
+        """Updates in the next batch: what the rate allows in one pace interval, at least one."""
+        return max(1, round(self.rate * RELEASE_PACE_S))
+
+    @property
+    def interval(self) -> float:
+        """Time from one batch's start to the next's at the current rate."""
+        return max(RELEASE_PACE_S, 1 / self.rate)
+
+    def adjust(self) -> None:
+        """The batch in flight has settled: halve the rate after a failure, double it in slow start, else grow
+        it by RELEASE_GROWTH per pace interval of time (at a low rate batches are far apart)."""
+        if self.failed:
+            self.slow_start = False
+            self.rate /= 2
+        elif self.slow_start:
+            self.rate *= 2
+        else:
+            self.rate *= min(2.0, RELEASE_GROWTH ** (self.interval / RELEASE_PACE_S))
+
+    def restart(self) -> None:
+        """Everything released: the next outage's release starts afresh."""
+        self.rate, self.slow_start = FIRST_RELEASE / RELEASE_PACE_S, True

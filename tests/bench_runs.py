@@ -1,0 +1,46 @@
+"""Running a benchmark's ``--quick`` as a user runs it, and checking that it left the docs alone."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench import ROOT
+
+BENCH = ROOT / "bench"
+# What only a full run may write: the figures and charts of docs/BENCHMARKS.md.
+DOCS = ROOT / "docs"
+
+
+def scripts() -> set[str]:
+    """The benchmark modules that run as scripts (``python -m bench.<name>``): those with a main block."""
+    found = set()
+    for path in BENCH.glob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'":
+                found.add(path.stem)
+    return found
+
+
+def _docs_written_by_benchmarks() -> dict[str, str]:
+    """docs/BENCHMARKS.md and every file under docs/img, each with a hash of its content."""
+    paths = [DOCS / "BENCHMARKS.md", *(p for p in (DOCS / "img").rglob("*") if p.is_file())]
+    return {str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def run_quick(script: str, cwd: Path, *arguments: str, timeout: float) -> str:
+    """``python -m bench.<script> --quick ...`` in a fresh process started in ``cwd`` (the repository importable,
+    as from its root); its output. Fails when the run fails, outlasts ``timeout`` seconds, or changes
+    docs/BENCHMARKS.md or docs/img."""
+    before = _docs_written_by_benchmarks()
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, "-m", f"bench.{script}", "--quick", *arguments], cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+    assert done.returncode == 0, f"bench.{script} --quick exited with {done.returncode}:\n{done.stderr[-5000:]}"
+    assert _docs_written_by_benchmarks() == before, f"bench.{script} --quick changed the docs"
+    return done.stdout

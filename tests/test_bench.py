@@ -1,0 +1,105 @@
+"""Every benchmark still runs: each one's ``--quick`` (real brokers, real measurements, the same code as a full
+run, small sizes) in a fresh process, as a user runs it. What is checked is what each run reports having done
+and found, never a timing.
+
+The benchmarks on Spark run beside the analytics tests, on their Java and Spark fixtures:
+tests/analytics/test_bench_history.py and tests/analytics/test_spark_cluster.py. Select every quick run with
+``pytest -m bench``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .bench_runs import run_quick, scripts
+
+pytestmark = [pytest.mark.bench, pytest.mark.timeout(240)]
+# Seconds a quick run may take here, on a busy machine, before it counts as hung.
+RUN_BOUND_S = 200.0
+
+
+def rows(output: str, first_cell: str) -> list[list[str]]:
+    """The cells of the Markdown table rows in ``output`` whose first cell starts with ``first_cell``."""
+    found = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in output.splitlines()
+             if line.startswith("|")]
+    return [row for row in found if row[0].startswith(first_cell)]
+
+
+def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
+    tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
+    assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
+    assert len(scripts()) == 10
+
+
+def test_core_quick_run(tmp_path: Path) -> None:
+    output = run_quick("core", tmp_path, timeout=RUN_BOUND_S)
+    assert [row[1] for row in rows(output, "read-to-end")] == ["raw", "store"]
+    assert [row[1] for row in rows(output, "write until acknowledged")] == [
+        "raw", "store", "store with spool", "store with history", "aio"]
+    assert "the spool's cost" in output
+
+
+def test_retry_quick_run(tmp_path: Path) -> None:
+    output = run_quick("retry", tmp_path, timeout=RUN_BOUND_S)
+    for scenario in ("(a) broker pressure", "(c) partial outage", "(e) memory", "(f) scheduler scale"):
+        assert scenario in output
+    pressure = [row for row in rows(output, "status-store,") if len(row) == 8]
+    assert len(pressure) == 2
+    # No stale retry landed after a newer value, and no latest value was given up.
+    assert [(row[5], row[6]) for row in pressure] == [("0", "0"), ("0", "0")]
+
+
+def test_fleet_quick_run(tmp_path: Path) -> None:
+    chart = tmp_path / "fleet.png"
+    output = run_quick("fleet", tmp_path, "--chart", str(chart), timeout=RUN_BOUND_S)
+    variants = rows(output, "per update") + rows(output, "held partitions")
+    assert len(variants) == 9
+    # Parked updates are sent again when the broker takes writes: every key is written in the end.
+    assert all(row[6] != "never" for row in variants)
+    assert chart.read_bytes().startswith(b"\x89PNG")
+
+
+def test_soak_quick_run(tmp_path: Path) -> None:
+    output = run_quick("soak", tmp_path, timeout=RUN_BOUND_S)
+    policies = [row for name in ("drop", "park + spool", "dead-letter") for row in rows(output, name)]
+    assert len(policies) == 3
+    # The counters add up, and no update was lost without its failure being counted.
+    assert [(row[9], row[14]) for row in policies] == [("yes", "0")] * 3
+
+
+def test_rest_api_quick_run(tmp_path: Path) -> None:
+    output = run_quick("rest_api", tmp_path, timeout=RUN_BOUND_S)
+    for measurement in ("single writes", "batch writes", "read p50 under write load", "read p99 under write load"):
+        assert len(rows(output, measurement)) == 1
+
+
+def test_history_gen_quick_run(tmp_path: Path) -> None:
+    run_quick("history_gen", tmp_path, str(tmp_path / "history"), timeout=RUN_BOUND_S)
+    assert list((tmp_path / "history" / "history").glob("*.parquet"))
+    assert (tmp_path / "history" / "status" / "part-00000.parquet").exists()
+
+
+def test_pandas_history_quick_run(tmp_path: Path) -> None:
+    output = run_quick("pandas_history", tmp_path, timeout=RUN_BOUND_S)
+    counts = dict(re.findall(r"(\w+) ([\d,]+)", output.split("rows:")[1]))
+    assert set(counts) == {"latest", "state_durations", "episodes", "mttr", "flapping", "retry_outcomes", "garbled"}
+    assert all(int(count.replace(",", "")) > 0 for count in counts.values())
+
+
+def test_fleet_scrape_quick_run(tmp_path: Path) -> None:
+    output = run_quick("fleet_scrape", tmp_path, timeout=RUN_BOUND_S)
+    lines = [line for line in output.splitlines() if "series," in line]
+    assert [line.split()[0] for line in lines] == ["objects", "objects", "counts"]
+    # 100 connectors x (10 tasks + 1): every object has its series when no cap is reached.
+    assert int(lines[0].split(":")[1].split()[0].replace(",", "")) > 1100
+
+
+def test_fleet_release_tuning_changes_the_held_partitions_release(tmp_path: Path) -> None:
+    default = rows(run_quick("fleet", tmp_path, "--only", "held", timeout=RUN_BOUND_S), "held partitions")
+    tuned = rows(run_quick("fleet", tmp_path, "--only", "held", "--release", "1,100", timeout=RUN_BOUND_S),
+                 "held partitions")
+    assert len(default) == len(tuned) == 1
+    assert tuned != default
