@@ -14,10 +14,14 @@ step vectorised, the whole history in one DataFrame.
   objects on a line) is split in halves until the bad rows are found, so one garbled value costs
   a few extra parses, never a wrong row.
 - Strings become categoricals as soon as they are parsed; only the fields the analytics use are kept.
+- The latest statuses come from the store's own cache (``status_store.cache.StatusCache``, where
+  Connect's read rules live), fed the status topic in the order the Spark analytics take it to be
+  read: the rules exist once in Python. The status topic is compacted and small beside the history.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -30,6 +34,8 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from bench import BenchParser, history_gen, quick_scratch
+from status_store.cache import StatusCache, StatusRecord
+from status_store.model import ConnectorKey, TaskKey, TopicKey, connector_key, parse_key, task_key, topic_key
 
 STATES = ("UNASSIGNED", "RUNNING", "PAUSED", "FAILED", "DESTROYED", "RESTARTING", "STOPPED")
 KINDS = ("connector", "task", "topic")
@@ -37,17 +43,12 @@ RESULTS = ("written", "failed", "superseded")
 DEFAULT_FLAP_TRANSITIONS = 5
 DEFAULT_FLAP_WINDOW_MS = 600_000
 DAY_MS = 86_400_000
-LONG_MAX = 2**63 - 1
+LONG_MIN = -(2**63)
 
 HISTORY_FIELDS = pa.schema([
     ("event", pa.string()), ("time", pa.int64()), ("key", pa.string()), ("kind", pa.string()),
     ("connector", pa.string()), ("task", pa.int64()), ("topic", pa.string()), ("state", pa.string()),
     ("result", pa.string()), ("attempts", pa.int64()), ("error", pa.string()), ("latency_ms", pa.int64()),
-])
-STATUS_FIELDS = pa.schema([
-    ("state", pa.string()), ("trace", pa.string()), ("worker_id", pa.string()), ("generation", pa.int64()),
-    ("topic", pa.struct([("name", pa.string()), ("connector", pa.string()), ("task", pa.int64()),
-                         ("discoverTimestamp", pa.int64())])),
 ])
 
 
@@ -146,31 +147,11 @@ def read_history(paths: list[Path]) -> tuple[pd.DataFrame, int]:
 
 
 def read_status(paths: list[Path]) -> pd.DataFrame:
-    """Status-topic records: the key parsed with Connect's rules, the value parsed, validity flags."""
-    raw = pa.concat_tables([pq.read_table(p, columns=["partition", "offset", "timestamp", "key", "value"])
-                            for p in paths])
-    values = raw.column("value").combine_chunks()
-    parsed, ok = parse_objects(values, STATUS_FIELDS)
-    df: pd.DataFrame = raw.drop_columns(["value"]).to_pandas()
-    df["tombstone"] = values.is_null().to_numpy(zero_copy_only=False)
-    for name in ("state", "worker_id", "generation"):
-        df[name] = parsed.column(name).to_pandas()
-    topic = parsed.column("topic").combine_chunks()
-    df["topic_ok"] = ok & np.asarray(pc.and_(
-        pc.and_(pc.is_valid(topic.field("name")), pc.is_valid(topic.field("connector"))),
-        pc.and_(pc.is_valid(topic.field("task")), pc.is_valid(topic.field("discoverTimestamp")))
-    ).fill_null(False).to_numpy(zero_copy_only=False))
-    df["status_ok"] = (ok & df["state"].isin(STATES).to_numpy() & df["worker_id"].notna().to_numpy()
-                       & df["generation"].notna().to_numpy())
-    key = df["key"].astype("string")
-    connector = key.str.extract(r"^status-connector-(.+)$", expand=False)
-    task = key.str.extract(r"^status-task-(.+)-(\d{1,9})$")
-    topic_key = key.str.extract(r"^status-topic-([^:]+):.{10}(.+)$")
-    df["kind"] = np.select([connector.notna(), task[0].notna(), topic_key[0].notna()], list(KINDS), np.array(None))
-    df["connector"] = connector.fillna(task[0]).fillna(topic_key[1])
-    df["task"] = pd.to_numeric(task[1]).astype("Int64")
-    df["topic"] = topic_key[0]
-    return df
+    """Status-topic records as they are: partition, offset, timestamp, key (text), value (bytes, None: tombstone)."""
+    columns = ["partition", "offset", "timestamp", "key", "value"]
+    table = pa.concat_tables([pq.read_table(p, columns=columns) for p in paths], promote_options="permissive")
+    records: pd.DataFrame = table.set_column(4, "value", table.column("value").cast(pa.binary())).to_pandas()
+    return records
 
 
 # ------------------------------------------------------------------------------------------ analytics
@@ -202,52 +183,43 @@ def _day(ms: pd.Series) -> pd.Series:
     return ms // DAY_MS
 
 
-def _task_sequence(df: pd.DataFrame) -> pd.DataFrame:
-    """Task records and deletions in read order: a connector tombstone is placed in each of its tasks'
-    order, before the task's records of the same partition with a higher offset, or (another partition)
-    before its first record with a newer timestamp."""
-    tasks = df[df["kind"] == "task"].assign(pos=lambda d: d["offset"], rank=1)
-    tombstones = df[(df["kind"] == "connector") & df["tombstone"]][["connector", "partition", "offset", "timestamp"]]
-    tombstones = tombstones.rename(columns={"partition": "t_partition", "offset": "t_offset", "timestamp": "t_ts"})
-    pairs = tasks[["key", "connector", "task", "partition"]].drop_duplicates("key").merge(tombstones, on="connector")
-    same = pairs[pairs["partition"] == pairs["t_partition"]].assign(pos=lambda d: d["t_offset"])
-    other = pairs[pairs["partition"] != pairs["t_partition"]]
-    newer = other.merge(tasks[["key", "offset", "timestamp"]], on="key", how="left")
-    first_newer = newer[newer["timestamp"] > newer["t_ts"]].groupby(["key", "t_partition", "t_offset"])["offset"].min()
-    other = other.merge(first_newer.rename("pos").reset_index(), on=["key", "t_partition", "t_offset"], how="left")
-    other["pos"] = other["pos"].fillna(LONG_MAX).astype(np.int64)
-    synthetic = pd.concat([same, other])[["key", "connector", "task", "partition", "t_offset", "pos"]]
-    synthetic = synthetic.rename(columns={"t_offset": "offset"}).assign(tombstone=True, rank=0)
-    events = pd.concat([tasks, synthetic], ignore_index=True)
-    return events.sort_values(["key", "pos", "rank", "partition", "offset"], kind="stable").reset_index(drop=True)
+def status_cache(status: pd.DataFrame) -> StatusCache:
+    """The store's cache after reading the status topic in the analytics' read order: each partition in
+    offset order, partitions interleaved by arrival (the newest timestamp of the partition up to the record),
+    at equal arrival the lower partition first."""
+    ordered = status.sort_values(["partition", "offset"], kind="stable")
+    arrival = ordered["timestamp"].fillna(LONG_MIN).groupby(ordered["partition"]).cummax()
+    ordered = ordered.assign(arrival=arrival).sort_values(["arrival", "partition", "offset"], kind="stable")
+    cache = StatusCache()
+    # The store logs every record it discards; here they are counted (Results.garbled), not logged.
+    cache_log = logging.getLogger("status_store.cache")
+    level = cache_log.level
+    cache_log.setLevel(logging.ERROR)
+    try:
+        cache.apply(StatusRecord(None if key is None else key.encode(), value, int(partition), int(offset))
+                    for key, value, partition, offset in zip(ordered["key"], ordered["value"], ordered["partition"],
+                                                             ordered["offset"], strict=True))
+    finally:
+        cache_log.setLevel(level)
+    return cache
 
 
-def _stale_unassigned(ev: pd.DataFrame) -> pd.Series:
-    """The task records the store ignores: an UNASSIGNED meeting a cached RUNNING of a generation >= its own.
-
-    Ignored records change nothing, so the value an UNASSIGNED meets is the last other record or
-    deletion before it (the head), unless an UNASSIGNED since the head was applied: the first one
-    with a generation above the head's, after which the cached state is UNASSIGNED.
-    """
-    unassigned = ~ev["tombstone"] & (ev["state"] == "UNASSIGNED")
-    group = [ev["key"], (~unassigned).astype(np.int64).groupby(ev["key"]).cumsum()]
-    running = (~ev["tombstone"] & (ev["state"] == "RUNNING")).astype(float).where(~unassigned)
-    head_running = running.groupby(group).transform("first") == 1.0
-    head_generation = ev["generation"].where(~unassigned).groupby(group).transform("first")
-    highest = ev["generation"].where(unassigned).groupby(group).cummax()
-    return unassigned & head_running & (highest <= head_generation)
-
-
-def latest_status(df: pd.DataFrame) -> pd.DataFrame:
-    """The store's cache after reading the whole status topic: one row per key that has a value."""
-    value_ok = np.where(df["kind"] == "topic", df["topic_ok"], df["status_ok"])
-    df = df[df["kind"].notna() & (df["tombstone"] | value_ok)]
-    others = df[df["kind"] != "task"].sort_values(["key", "partition", "offset"]).groupby("key").tail(1)
-    tasks = _task_sequence(df)
-    tasks = tasks[~_stale_unassigned(tasks)].groupby("key").tail(1)
-    last = pd.concat([others, tasks])
-    out = last[~last["tombstone"].astype(bool)][["key", "kind", "connector", "task", "topic", "state", "worker_id",
-                                                 "generation"]]
+def latest_status(cache: StatusCache, keys: pd.Series) -> pd.DataFrame:
+    """One row per connector, task and topic status the cache holds, under the key Connect writes for it."""
+    connectors = {parsed.connector for parsed in map(parse_key, keys.dropna().unique())
+                  if isinstance(parsed, ConnectorKey | TaskKey | TopicKey)}
+    rows: list[tuple[object, ...]] = []
+    for name in sorted(connectors):
+        found = cache.get_connector(name)
+        if found is not None:
+            rows.append((connector_key(name), "connector", name, None, None, found.state.value, found.worker_id,
+                         found.generation))
+        rows += [(task_key(t.id), "task", name, t.id.task, None, t.state.value, t.worker_id, t.generation)
+                 for t in cache.get_all_tasks(name)]
+        rows += [(topic_key(name, topic), "topic", name, None, topic, None, None, None)
+                 for topic in cache.topic_names(name)]
+    out = pd.DataFrame(rows, columns=["key", "kind", "connector", "task", "topic", "state", "worker_id", "generation"])
+    out = out.astype({"task": "Int64", "generation": "Int64"})
     return out.sort_values("key").reset_index(drop=True)
 
 
@@ -358,18 +330,17 @@ def analyze(data_dir: Path, *, as_of_ms: int | None = None, flap_transitions: in
             flap_window_ms: int = DEFAULT_FLAP_WINDOW_MS) -> Results:
     """Every analytic over DATA_DIR/status and DATA_DIR/history."""
     status = read_status(sorted((data_dir / "status").glob("*.parquet")))
+    cache = status_cache(status)
     history, garbled = read_history(sorted((data_dir / "history").glob("*.parquet")))
     # By default the analysis is as of the newest valid event.
     as_of = int(history["time"].max()) if as_of_ms is None else as_of_ms
     ev = _status_events(history, as_of)
     episodes = failed_episodes(ev)
-    value_ok = np.where(status["kind"] == "topic", status["topic_ok"], status["status_ok"])
-    status_garbled = int((status["kind"].notna() & ~status["tombstone"] & ~value_ok).sum())
     return Results(
-        latest=latest_status(status), state_durations=state_durations(ev, as_of), episodes=episodes,
+        latest=latest_status(cache, status["key"]), state_durations=state_durations(ev, as_of), episodes=episodes,
         mttr=mean_time_to_recovery(episodes), flapping=flapping(ev, flap_transitions, flap_window_ms),
         retry_outcomes=retry_outcomes(history, as_of),
-        garbled=pd.DataFrame({"input": ["status", "history"], "garbled": [status_garbled, garbled]}),
+        garbled=pd.DataFrame({"input": ["status", "history"], "garbled": [cache.stats.garbled_values, garbled]}),
     )
 
 

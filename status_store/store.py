@@ -2,9 +2,8 @@
 
 Writes follow Connect's ``KafkaStatusBackingStore``: every write bumps the key's local sequence
 and the store's generation; ``put_safe`` drops a write that could overwrite a newer status of
-another worker. Reads follow Connect too: the cache changes only when a record is read back from
-the topic (a write is visible after read-back), tombstones delete, garbled records are skipped,
-and a task's stale UNASSIGNED never hides a RUNNING status of the same or a newer generation.
+another worker. Reads come from a ``StatusCache`` (cache.py, Connect's read rules) that the reader
+feeds: it changes only when a record is read back from the topic, so a write is visible after read-back.
 """
 
 from __future__ import annotations

@@ -10,11 +10,15 @@ timestamp, key, value; ``value`` is text or bytes, null for a tombstone):
 - the **history topic**: time in each state, FAILED episodes and time to recovery, flapping, and
   retry outcomes, from the events the service writes as statuses change and writes end.
 
-Order of records. Records of one key are read in offset order (Connect's partitioner puts a key in
-one partition). A connector tombstone deletes the tasks of the connector read before it: a task
-record of the same partition comes before it when its offset is lower; a record of another
-partition (the usual case) when its timestamp is not newer than the tombstone's, since Connect's
-order across partitions is the order of arrival, which record timestamps approximate.
+Order of records. The store reads each partition in offset order and the partitions interleaved as
+records arrive, which record timestamps approximate. A record is taken to arrive at the newest timestamp
+of its partition up to it (``arrival``: a timestamp older than an earlier record's of the same partition
+cannot put it before that record), and records are read in (arrival, partition, offset) order: one
+order in which a reader could have read them all, used for every rule below. It matters where records
+of one connector or task are in several partitions: a connector tombstone deletes the connector's tasks
+read before it (their records are usually in other partitions), and a task or topic key written in two
+spellings (``status-task-c-01`` and ``status-task-c-1``; the topic key's separator is not checked) is one
+task or topic status to Connect, keyed by what the key names, not by its text.
 
 The stale-UNASSIGNED filter depends on the cached value at the time each record is read, which
 is itself the result of the filter. It unrolls into window functions: non-UNASSIGNED records are
@@ -37,6 +41,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType
+from pyspark.sql.window import WindowSpec
 
 from ..model import CONNECTOR_PREFIX, TASK_PREFIX, TOPIC_PREFIX, TOPIC_SEPARATOR, State
 from .options import FLAP_TRANSITIONS, FLAP_WINDOW_MS
@@ -48,7 +53,6 @@ OUTCOME_RESULTS = ["written", "failed", "superseded"]
 HISTORY_KINDS = ["connector", "task", "topic"]
 
 _INT32 = 2**31
-_LONG_MAX = 2**63 - 1
 # Python's str.isdecimal() digits (what parse_key accepts in a task number) mapped to ASCII ones.
 _DECIMALS = "".join(chr(c) for c in range(0x80, sys.maxunicode + 1) if chr(c).isdecimal())
 _DECIMAL_VALUES = "".join(str(int(c)) for c in _DECIMALS)
@@ -68,8 +72,7 @@ _HISTORY_SCHEMA = ", ".join([
 ])
 _STATUS_FIELDS = ["state", "worker_id", "generation", "trace"]
 _CACHED_FIELDS = ["connector", "task", *_STATUS_FIELDS, "value", "partition", "offset", "timestamp", "tombstone"]
-# Records of a partition ordered by one long: the partition above 2^40 offsets (about 10^12 per partition).
-_OFFSET_BITS = 40
+_LONG_MIN = -(2**63)
 
 
 @dataclass
@@ -167,7 +170,7 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
         raise ValueError(f"flapping needs transitions >= 0 and a window > 0 ms, got {flap_transitions} "
                          f"and {flap_window_ms}")
     # Parsed once, kept for the several outputs that read them (spilled to disk when memory is short).
-    status = parse_status_records(status_records).persist(StorageLevel.MEMORY_AND_DISK)
+    status = _with_arrival(parse_status_records(status_records)).persist(StorageLevel.MEMORY_AND_DISK)
     history = parse_history_records(history_records).persist(StorageLevel.MEMORY_AND_DISK)
     if as_of_ms is None:
         newest = history.filter(~F.col("garbled")).agg(F.max("time")).first()
@@ -280,39 +283,42 @@ def _java_int(text: Column, json_type: Column, bits: int) -> Column:
     return F.when(integer, narrowed.try_cast("int" if bits == 32 else "long"))
 
 
+def _with_arrival(status: DataFrame) -> DataFrame:
+    """Each record with its ``arrival``: the newest timestamp of its partition up to it (see the module docstring)."""
+    partition_order = (Window.partitionBy("partition").orderBy("offset")
+                       .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    return status.withColumn("arrival", F.max(F.coalesce(F.col("timestamp"), F.lit(_LONG_MIN))).over(partition_order))
+
+
+def _read_order(*identity: str) -> WindowSpec:
+    """The records of one connector, task or topic status in read order."""
+    return Window.partitionBy(*identity).orderBy("arrival", "partition", "offset")
+
+
+def _canonical_key(kind: Column) -> Column:
+    """The key Connect writes for a record's connector, task or topic (what the key names, in one spelling)."""
+    return (F.when(kind == "connector", F.concat(F.lit(CONNECTOR_PREFIX), F.col("connector")))
+            .when(kind == "task", F.concat(F.lit(TASK_PREFIX), F.col("connector"), F.lit("-"), F.col("task")))
+            .otherwise(F.concat(F.lit(TOPIC_PREFIX), F.col("topic"), F.lit(TOPIC_SEPARATOR), F.col("connector"))))
+
+
 def _task_cache(status: DataFrame) -> DataFrame:
     """Every task record and deletion in read order, with what it leaves in the store's cache.
 
-    Deletions are task tombstones and, for each task key of a deleted connector, its connector's
-    tombstones placed in the key's order (see the module docstring).
+    Deletions are task tombstones and, for every task of a deleted connector, the connector's tombstones,
+    each in its place in the read order.
     """
     live = status.filter(F.col("valid_key") & ~F.col("garbled"))
     tasks = live.filter(F.col("kind") == "task").select(
-        "key", "connector", "task", "partition", "offset", "timestamp", "value", "tombstone", *_STATUS_FIELDS,
-        F.col("offset").alias("pos"), F.lit(1).alias("rank"))
+        "connector", "task", "partition", "offset", "timestamp", "arrival", "value", "tombstone", *_STATUS_FIELDS)
     tombstones = live.filter((F.col("kind") == "connector") & F.col("tombstone")).select(
-        "connector", F.col("partition").alias("t_partition"), F.col("offset").alias("t_offset"),
-        F.col("timestamp").alias("t_timestamp"))
-    task_keys = tasks.select("key", "connector", "task", "partition").distinct()
-    pairs = task_keys.join(tombstones, "connector")
-    same_partition = pairs.filter(F.col("partition") == F.col("t_partition")).select(
-        "key", "connector", "task", "partition", "t_partition", "t_offset", F.col("t_offset").alias("pos"))
-    # From another partition: just before the key's first record newer than the tombstone.
-    other = pairs.filter(F.col("partition") != F.col("t_partition")).alias("p")
-    newer = tasks.select("key", F.col("partition").alias("r_partition"), F.col("offset").alias("r_offset"),
-                         F.col("timestamp").alias("r_timestamp")).alias("r")
-    placed = (other.join(newer, (F.col("p.key") == F.col("r.key")) & (F.col("r.r_partition") == F.col("p.partition"))
-                         & (F.col("r.r_timestamp") > F.col("p.t_timestamp")), "left")
-              .groupBy("p.key", "p.connector", "p.task", "p.partition", "p.t_partition", "p.t_offset")
-              .agg(F.coalesce(F.min("r.r_offset"), F.lit(_LONG_MAX)).alias("pos")))
-    synthetic = same_partition.unionByName(placed).select(
-        "key", "connector", "task", "partition", F.col("t_offset").alias("offset"),
-        F.lit(None).cast("long").alias("timestamp"), F.lit(None).cast("string").alias("value"),
+        "connector", "partition", "offset", "timestamp", "arrival")
+    deletions = tasks.select("connector", "task").distinct().join(tombstones, "connector").select(
+        "connector", "task", "partition", "offset", "timestamp", "arrival", F.lit(None).cast("string").alias("value"),
         F.lit(True).alias("tombstone"), *[F.lit(None).cast(t).alias(c) for c, t in
-                                          zip(_STATUS_FIELDS, ["string", "string", "int", "string"], strict=True)],
-        "pos", F.lit(0).alias("rank"))
-    events = tasks.unionByName(synthetic)
-    order = Window.partitionBy("key").orderBy("pos", "rank", "partition", "offset")
+                                          zip(_STATUS_FIELDS, ["string", "string", "int", "string"], strict=True)])
+    events = tasks.unionByName(deletions)
+    order = _read_order("connector", "task")
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     unassigned = ~F.col("tombstone") & (F.col("state") == State.UNASSIGNED.value)
     boundary = ~unassigned
@@ -332,28 +338,28 @@ def _task_cache(status: DataFrame) -> DataFrame:
     rejected = (unassigned & ~F.coalesce(F.col("head_deleted"), F.lit(True))
                 & (F.col("head_state") == State.RUNNING.value) & (highest_unassigned <= F.col("head_generation")))
     events = events.withColumn("rejected", F.coalesce(rejected, F.lit(False)))
-    # What the cache holds after each event (a rejected UNASSIGNED leaves it as it was), and the key's last
+    # What the cache holds after each event (a rejected UNASSIGNED leaves it as it was), and the task's last
     # event: further functions over the same window, so no further shuffle or sort.
     kept = F.when(~F.col("rejected"), F.struct(*_CACHED_FIELDS))
     return events.select("*", F.last(kept, ignorenulls=True).over(running).alias("cached"),
-                         F.lead("rank").over(order).isNull().alias("last"))
+                         F.lead(F.lit(1)).over(order).isNull().alias("last"))
 
 
 def _latest(status: DataFrame, tasks: DataFrame, snapshot_date: Column, as_of_ms: int | None) -> DataFrame:
-    """The store's cache after reading everything: one row per key that has a value."""
-    columns = ["key", "kind", "connector", "task", "topic", *_STATUS_FIELDS, "value", "partition", "offset",
-               "timestamp"]
-    # Connectors and topics: the last record per key, found by a hash aggregation of one packed long and
-    # joined back (cheaper than sorting every key's records).
-    records = status.filter(F.col("valid_key") & ~F.col("garbled") & (F.col("kind") != "task")).withColumn(
-        "position", F.shiftleft(F.col("partition").cast("long"), _OFFSET_BITS) + F.col("offset"))
-    last = records.groupBy("key").agg(F.max("position").alias("position"))
-    others = records.join(last, ["key", "position"]).filter(~F.col("tombstone")).select(*columns)
-    # Tasks: what the cache holds after the key's last event (nothing after a deletion).
+    """The store's cache after reading everything: one row per connector, task and topic status with a value,
+    under the key Connect writes for it."""
+    fields = ["kind", "connector", "task", "topic", *_STATUS_FIELDS, "value", "partition", "offset", "timestamp"]
+    # Connectors and topics: the last record of each, by a hash aggregation (no sort of every record).
+    records = status.filter(F.col("valid_key") & ~F.col("garbled") & (F.col("kind") != "task"))
+    position = F.struct("arrival", "partition", "offset")
+    last = (records.groupBy("kind", "connector", "topic")
+            .agg(F.max_by(F.struct(*fields, "tombstone"), position).alias("last")).select("last.*"))
+    others = last.filter(~F.col("tombstone")).select(_canonical_key(F.col("kind")).alias("key"), *fields)
+    # Tasks: what the cache holds after the task's last event (nothing after a deletion).
     last_tasks = tasks.filter(F.col("last") & ~F.col("cached.tombstone")).select(
-        "key", F.lit("task").alias("kind"), "cached.connector", "cached.task",
-        F.lit(None).cast("string").alias("topic"), *[F.col(f"cached.{c}").alias(c) for c in _CACHED_FIELDS[2:-1]])
-    latest = others.unionByName(last_tasks)
+        F.lit("task").alias("kind"), "cached.connector", "cached.task", F.lit(None).cast("string").alias("topic"),
+        *[F.col(f"cached.{c}").alias(c) for c in _CACHED_FIELDS[2:-1]])
+    latest = others.unionByName(last_tasks.select(_canonical_key(F.col("kind")).alias("key"), *fields))
     return latest.withColumn("date", snapshot_date if as_of_ms is not None else _date(F.col("timestamp")))
 
 

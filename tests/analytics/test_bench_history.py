@@ -10,13 +10,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
 from pyspark.sql import SparkSession
 
 from bench import history_gen, pandas_history, spark_history
 from status_store.analytics.analysis import analyze
+from status_store.cache import StatusCache
 
 from ..bench_runs import run_quick
+from .test_latest_differential import Written, cache_view, connectors_named, read_order, topics
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +55,42 @@ def test_compare_reports_a_disagreement(spark: SparkSession, generated: Path) ->
     ours.mttr = ours.mttr.iloc[1:]
     _, differ = spark_history.compare(ours, theirs)
     assert [line.split(":")[0] for line in differ] == ["mttr"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(history=topics())
+def test_pandas_reads_the_status_topic_in_the_analytics_order(history: list[Written]) -> None:
+    read = read_order(history)
+    # Handed over in reverse: the baseline must find the read order itself.
+    frame = pd.DataFrame([(record.partition, record.offset, timestamp, record.key.decode() if record.key else None,
+                           record.value) for record, timestamp in reversed(read)],
+                         columns=["partition", "offset", "timestamp", "key", "value"])
+    ours = pandas_history.status_cache(frame)
+    reference = StatusCache()
+    reference.apply(record for record, _ in read)
+    names = connectors_named(history)
+    assert cache_view(ours, names) == cache_view(reference, names)
+    assert ours.stats == reference.stats
+    assert len(pandas_history.latest_status(ours, frame["key"])) == len(cache_view(reference, names))
+
+
+def test_the_baseline_reads_status_values_and_keys_as_connect_does(tmp_path: Path) -> None:
+    values = [
+        (0, "status-task-c-0", b'{"state":"RUNNING","trace":null,"worker_id":"w","generation":4294967299}'),
+        (1, "status-task-c-01", b'{"state":"FAILED","trace":null,"worker_id":"w","generation":1} trailing'),
+        (2, "status-task-c-2", b'{"state":"FAILED","trace":null,"worker_id":"w","generation":1.0}'),
+    ]
+    pq.write_table(pa.table({"partition": [0] * 3, "offset": [o for o, _, _ in values], "timestamp": [1, 2, 3],
+                             "key": [k for _, k, _ in values], "value": [v for _, _, v in values]}),
+                   tmp_path / "status.parquet")
+    status = pandas_history.read_status([tmp_path / "status.parquet"])
+    cache = pandas_history.status_cache(status)
+    latest = pandas_history.latest_status(cache, status["key"])
+    # The generation narrowed to 32 bits as Java does; status-task-c-01 is task 1 (text after the JSON object is
+    # ignored); a generation that is not a JSON integer is garbled.
+    assert latest[["key", "state", "generation"]].values.tolist() == [
+        ["status-task-c-0", "RUNNING", 3], ["status-task-c-1", "FAILED", 1]]
+    assert cache.stats.garbled_values == 1
 
 
 @pytest.mark.bench

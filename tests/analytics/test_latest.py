@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from status_store import codec
-from status_store.analytics.analysis import analyze, parse_status_records
+from status_store.analytics.analysis import Analysis, analyze, parse_status_records
 from status_store.analytics.records import RAW_SCHEMA, read_kafka
 from status_store.model import State, TaskId, TopicStatus
 
@@ -155,24 +155,66 @@ async def test_latest_per_key_equals_the_store_cache(spark: SparkSession, broker
     read.persisted.unpersist()
 
 
-def test_a_connector_tombstone_in_another_partition_deletes_the_tasks_written_before_it(spark: SparkSession) -> None:
-    def status(state: str, generation: int) -> str:
-        return json.dumps({"state": state, "trace": None, "worker_id": "w", "generation": generation})
+def status(state: str, generation: int) -> str:
+    return json.dumps({"state": state, "trace": None, "worker_id": "w", "generation": generation})
 
+
+def analyze_rows(spark: SparkSession, rows: list[tuple[str, int, int, int, str, str | None]]) -> Analysis:
+    """The analysis of a status topic of (topic, partition, offset, timestamp, key, value) rows."""
+    frame = spark.createDataFrame(rows, "topic string, partition int, offset long, timestamp long, key string, "
+                                        "value string")
+    return analyze(frame, spark.createDataFrame([], RAW_SCHEMA))
+
+
+def test_a_connector_tombstone_in_another_partition_deletes_the_tasks_written_before_it(spark: SparkSession) -> None:
+    rows = [
+        ("s", 4, 0, 1000, "status-task-c-0", status("RUNNING", 1)),  # deleted: older than the tombstone
+        ("s", 2, 0, 1500, "status-task-c-3", status("RUNNING", 1)),  # deleted: before it in its partition
+        ("s", 2, 1, 2000, "status-connector-c", None),
+        ("s", 4, 1, 3000, "status-task-c-1", status("RUNNING", 1)),
+        # After the tombstone in its partition, though its producer's clock is behind: not deleted.
+        ("s", 2, 2, 1800, "status-task-c-2", status("RUNNING", 1)),
+    ]
+    latest = {(row.task, row.state, row.generation) for row in analyze_rows(spark, rows).latest.collect()}
+    assert latest == {(1, "RUNNING", 1), (2, "RUNNING", 1)}
+
+
+def test_records_of_a_partition_are_read_in_offset_order_whatever_their_timestamps(spark: SparkSession) -> None:
+    # A producer's clock may be behind: task c-0's second record (offset 2) has an older timestamp than the
+    # record before it in its partition, which arrived after the tombstone. A reader reads the partition in
+    # offset order, so that record too comes after the tombstone: it is not deleted, and the UNASSIGNED
+    # after it meets it (RUNNING of a newer generation) and is ignored.
     rows = [
         ("s", 4, 0, 1000, "status-task-c-0", status("RUNNING", 1)),
         ("s", 2, 0, 2000, "status-connector-c", None),
         ("s", 4, 1, 3000, "status-task-c-1", status("RUNNING", 1)),
-        # Deleted too (older than the tombstone): the UNASSIGNED after it finds nothing cached, so it is kept.
         ("s", 4, 2, 1500, "status-task-c-0", status("RUNNING", 5)),
         ("s", 4, 3, 2500, "status-task-c-0", status("UNASSIGNED", 1)),
     ]
-    frame = spark.createDataFrame(rows, "topic string, partition int, offset long, timestamp long, key string, "
-                                        "value string")
-    analysis = analyze(frame, spark.createDataFrame([], RAW_SCHEMA))
+    analysis = analyze_rows(spark, rows)
     latest = {(row.task, row.state, row.generation) for row in analysis.latest.collect()}
-    assert latest == {(1, "RUNNING", 1), (0, "UNASSIGNED", 1)}
-    assert analysis.counters()["stale_unassigned"] == 0
+    assert latest == {(1, "RUNNING", 1), (0, "RUNNING", 5)}
+    assert analysis.counters()["stale_unassigned"] == 1
+
+
+def test_a_task_or_topic_key_in_two_spellings_is_one_status(spark: SparkSession) -> None:
+    # Connect keys its cache by what a key names: status-task-c-01 is task 1 of c, and the topic key's
+    # separator is skipped unread. The last record of the task or topic wins, under either spelling.
+    def topic(task: int) -> str:
+        return json.dumps({"topic": {"name": "t", "connector": "c", "task": task, "discoverTimestamp": 1}})
+
+    rows = [
+        ("s", 0, 0, 1000, "status-task-c-1", status("RUNNING", 1)),
+        ("s", 1, 0, 2000, "status-task-c-01", status("FAILED", 2)),
+        ("s", 0, 1, 3000, "status-topic-t:connector-c", topic(0)),
+        ("s", 1, 1, 4000, "status-topic-t:XXXXXXXXXXc", topic(7)),
+        ("s", 0, 2, 5000, "status-task-c-2", status("RUNNING", 1)),
+        ("s", 1, 2, 6000, "status-task-c-+2", None),
+    ]
+    latest = analyze_rows(spark, rows).latest.collect()
+    assert sorted((row.key, row.state, row.offset) for row in latest) == [
+        ("status-task-c-1", "FAILED", 0), ("status-topic-t:connector-c", None, 1)]
+    assert [json.loads(row.value)["topic"]["task"] for row in latest if row.kind == "topic"] == [7]
 
 
 STATUS = '{"state":"RUNNING","trace":"boom","worker_id":"w","generation":1}'
