@@ -176,12 +176,33 @@ def test_the_shipped_placeholder_tokens_are_refused() -> None:
             build_config({"sidecar.rest.token": token})
 
 
+RULE_FILES = ("alerts.yml", "recording-rules.yml")
+RULE_TESTS = sorted((ROOT / "tests" / "promtool").glob("*.test.yml"))
+
+
+def promtool(*args: str) -> None:
+    """Run promtool and fail with its output unless it succeeds."""
+    result = subprocess.run([str(PROMTOOL), *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 @needs_prometheus
 def test_promtool_accepts_the_scrape_config_and_the_rules() -> None:
-    for args in (["check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
-                 ["check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")]):
-        result = subprocess.run([str(PROMTOOL), *args], capture_output=True, text=True, timeout=60)
-        assert result.returncode == 0, result.stdout + result.stderr
+    promtool("check", "config", str(DEPLOY / "prometheus" / "prometheus.yml"))
+    for rules in RULE_FILES:
+        promtool("check", "rules", str(DEPLOY / "prometheus" / rules))
+
+
+def test_both_scrape_configs_load_every_rule_file() -> None:
+    for config in ("prometheus.yml", "prometheus-kubernetes.yml"):
+        assert yaml.safe_load((DEPLOY / "prometheus" / config).read_text())["rule_files"] == list(RULE_FILES)
+
+
+@needs_prometheus
+@pytest.mark.parametrize("rule_test", RULE_TESTS, ids=[t.name for t in RULE_TESTS])
+def test_the_rules_record_and_alert_as_their_unit_tests_say(rule_test: Path) -> None:
+    """Prometheus's own rule evaluation (promtool test rules) over given input series."""
+    promtool("test", "rules", str(rule_test))
 
 
 async def served_exposition(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> bytes:
