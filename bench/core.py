@@ -134,7 +134,7 @@ async def store_read(bootstrap: str, topic: str, expected: int) -> float:
     start = time.perf_counter()
     await store.start()
     elapsed = time.perf_counter() - start
-    assert store.stats.applied == expected, (store.stats.applied, expected)
+    assert store.cache.stats.applied == expected, (store.cache.stats.applied, expected)
     await store.stop()
     return elapsed
 

@@ -235,7 +235,7 @@ async def test_a_raising_listener_never_stops_a_key(mock_cluster: FaultyCluster,
         assert metrics.registry.get_sample_value("status_retry_queue_pending") == 0
         assert metrics.registry.get_sample_value("status_listener_errors_total", {"listener": "Raising"}) == 6
         await store.read_your_writes(WAIT)
-        assert store.get_connector("c") == connector("c", state=State.FAILED)
+        assert store.cache.get_connector("c") == connector("c", state=State.FAILED)
 
 
 async def test_the_pending_bound_refuses_new_keys_and_changes_nothing(held_factory: HeldFactory) -> None:
@@ -251,7 +251,7 @@ async def test_the_pending_bound_refuses_new_keys_and_changes_nothing(held_facto
         assert store.generation == generation  # a refused write changes nothing
         with pytest.raises(WriteRejectedError):
             store.put_safe(TaskStatus(TaskId("c0", 0), State.RUNNING, "w1:8083", 1))
-        assert store.get_task(TaskId("c0", 0)) is None
+        assert store.cache.get_task(TaskId("c0", 0)) is None
         # A newer value of a key that waits replaces it: no room needed.
         await eventually(lambda: store.queue.held_partitions == [0])
         replacing = store.put(connector("c4", state=State.PAUSED))
@@ -291,7 +291,7 @@ async def test_a_trace_too_large_for_a_record_is_cut_so_the_failed_status_is_wri
         outcome = await held.store.put(ConnectorStatus("c", State.FAILED, "w1:8083", 1, trace)).result(WAIT)
         assert outcome.ok
         await held.store.read_your_writes(WAIT)
-        written = held.store.get_connector("c")
+        written = held.store.cache.get_connector("c")
         assert written is not None
         assert written.state is State.FAILED
         assert written.trace is not None
