@@ -47,13 +47,14 @@ class EventIdTooOld(Exception):
 class StatusEvent:
     """One record applied: its key, where it was read, and the id of the stream after it."""
 
-    __slots__ = ("_data", "id", "key", "record")
+    __slots__ = ("_data", "_frame", "id", "key", "record")
 
     def __init__(self, key: Key, record: StatusRecord, event_id: str) -> None:
         self.key = key
         self.record = record
         self.id = event_id
         self._data: str | None = None
+        self._frame: bytes | None = None
 
     @property
     def connector(self) -> str:
@@ -69,6 +70,12 @@ class StatusEvent:
         if self._data is None:
             self._data = json.dumps(self._fields(), separators=(",", ":"), ensure_ascii=False)
         return self._data
+
+    def frame(self) -> bytes:
+        """The event as a text/event-stream sends it (built once, however many subscribers get it)."""
+        if self._frame is None:
+            self._frame = f"id: {self.id}\nevent: {self.name}\ndata: {self.data()}\n\n".encode()
+        return self._frame
 
     def _fields(self) -> dict[str, object]:
         key, record = self.key, self.record

@@ -360,3 +360,12 @@ def test_watch_prints_each_change_and_the_service_stops_with_streams_open() -> N
         service.stop()
         if watcher is not None and watcher.poll() is None:
             watcher.kill()
+
+
+async def test_a_client_that_goes_away_is_unsubscribed(serve: ServedFactory) -> None:
+    async with serve() as served, http_client() as http:
+        async with served.stream(http) as response:
+            sse = SseClient(response)
+            assert await sse.next_item() == "subscribed"
+            assert served.hub.subscribers == 1
+        await eventually(lambda: served.hub.subscribers == 0)

@@ -58,14 +58,9 @@ async def events(request: Request, connector: Annotated[str | None, Query(
     return EventStream(hub, subscription, request.app.state.events_heartbeat_s)
 
 
-def frame(event: StatusEvent) -> bytes:
-    """One event as the stream sends it."""
-    return f"id: {event.id}\nevent: {event.name}\ndata: {event.data()}\n\n".encode()
-
-
 def waiting_frames(queue: asyncio.Queue[StatusEvent]) -> bytes:
     """The events waiting in the queue, up to ``SEND_BATCH``, as one chunk: one send for a burst, not one each."""
-    return b"".join(frame(queue.get_nowait()) for _ in range(min(SEND_BATCH, queue.qsize())))
+    return b"".join(queue.get_nowait().frame() for _ in range(min(SEND_BATCH, queue.qsize())))
 
 
 def error_frame(message: str) -> bytes:
@@ -109,7 +104,7 @@ class EventStream(Response):
                 return
             backlog, subscription.backlog = subscription.backlog, []
             for event in backlog:
-                if not await _send(send, frame(event), stops):
+                if not await _send(send, event.frame(), stops):
                     return
             if not await self._live(send, stops):
                 return
@@ -134,11 +129,13 @@ class EventStream(Response):
                                              return_when=asyncio.FIRST_COMPLETED)
                 if got not in done:
                     got.cancel()
+                    if gone in done:
+                        return False
                     if done:
-                        continue
+                        continue  # ended: the loop stops
                     chunk = HEARTBEAT
                 else:
-                    chunk = frame(got.result()) + waiting_frames(queue)
+                    chunk = got.result().frame() + waiting_frames(queue)
             if not await _send(send, chunk, stops):
                 return ended.done() and not gone.done()
         return True
