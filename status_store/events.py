@@ -47,14 +47,21 @@ class EventIdTooOld(Exception):
 class StatusEvent:
     """One record applied: its key, where it was read, and the id of the stream after it."""
 
-    __slots__ = ("_data", "_frame", "id", "key", "record")
+    __slots__ = ("_data", "_frame", "_offsets", "_partitions", "key", "record")
 
-    def __init__(self, key: Key, record: StatusRecord, event_id: str) -> None:
+    def __init__(self, key: Key, record: StatusRecord, partitions: tuple[int, ...], offsets: tuple[int, ...]) -> None:
         self.key = key
         self.record = record
-        self.id = event_id
+        # The stream's position after this event: each partition read so far (sorted) and its last offset.
+        self._partitions = partitions
+        self._offsets = offsets
         self._data: str | None = None
         self._frame: bytes | None = None
+
+    @property
+    def id(self) -> str:
+        """The event's id: ``partition:offset`` of every partition read so far, in partition order."""
+        return ",".join(f"{p}:{o}" for p, o in zip(self._partitions, self._offsets, strict=True))
 
     @property
     def connector(self) -> str:
@@ -158,8 +165,14 @@ class StatusEvents:
         self._buffer_max = buffer_max
         self._queue_max = queue_max
         self._kept: collections.deque[StatusEvent] = collections.deque()
-        # Per partition: the offset of the last event published.
-        self._positions: dict[int, int] = {}
+        # The partitions read so far, sorted, and the offset of the last event published from each (an event
+        # keeps a copy of the offsets: its id, built when a subscriber needs it).
+        self._partitions: tuple[int, ...] = ()
+        self._offsets: list[int] = []
+        self._index: dict[int, int] = {}
+        # Records the cache ignored (an UNASSIGNED older than the task's RUNNING) as of the last record seen.
+        self._stats = cache.stats
+        self._stale_seen = cache.stats.stale_unassigned
         # Per partition: the highest offset of the events no longer kept (or never kept); ids before it are too old.
         self._forgotten: dict[int, int] = {}
         self._from_start = from_start
@@ -172,29 +185,45 @@ class StatusEvents:
         return len(self._subscriptions)
 
     def _applied(self, record: StatusRecord, key: Key) -> None:
+        # Called right after the cache took the record: a change of this count means it ignored this one.
+        stale = self._stats.stale_unassigned
+        if stale != self._stale_seen:
+            self._stale_seen = stale
+            return
         partition, offset = record.partition, record.offset
-        position = self._positions.get(partition)
-        if position is not None and offset <= position:
+        index = self._index.get(partition)
+        if index is None:
+            index = self._add_partition(partition, offset)
+        elif offset <= self._offsets[index]:
             return  # a partition read again from an earlier offset: delivered already
-        value = record.value
-        if type(key) is TaskKey and value is not None and not self._cache.holds(record_key(record), value):
-            return  # the cache ignored it (an UNASSIGNED older than the task's RUNNING)
-        if position is None and not self._from_start:
-            self._forgotten[partition] = offset - 1  # what came before was read before events were kept
-        self._positions[partition] = offset
-        event = StatusEvent(key, record, ",".join(f"{p}:{o}" for p, o in sorted(self._positions.items())))
-        self._keep(event)
-        for subscription in list(self._subscriptions):
-            if subscription.wants(event):
-                self._offer(subscription, event)
-
-    def _keep(self, event: StatusEvent) -> None:
+        offsets = self._offsets
+        offsets[index] = offset
+        event = StatusEvent(key, record, self._partitions, tuple(offsets))
         kept = self._kept
         kept.append(event)
         if len(kept) > self._buffer_max:
-            old = kept.popleft()
-            if old.record.offset > self._forgotten.get(old.record.partition, -1):
-                self._forgotten[old.record.partition] = old.record.offset
+            self._forget(kept.popleft())
+        if self._subscriptions:
+            for subscription in list(self._subscriptions):
+                if subscription.wants(event):
+                    self._offer(subscription, event)
+
+    def _add_partition(self, partition: int, offset: int) -> int:
+        """A partition read for the first time: its place in the positions."""
+        if not self._from_start:
+            self._forgotten[partition] = offset - 1  # what came before was read before events were kept
+        known = dict(zip(self._partitions, self._offsets, strict=True))
+        known[partition] = -1
+        self._partitions = tuple(sorted(known))
+        self._offsets = [known[p] for p in self._partitions]
+        self._index = {p: i for i, p in enumerate(self._partitions)}
+        return self._index[partition]
+
+    def _forget(self, event: StatusEvent) -> None:
+        """An event no longer kept: ids from before it are too old."""
+        partition, offset = event.record.partition, event.record.offset
+        if offset > self._forgotten.get(partition, -1):
+            self._forgotten[partition] = offset
 
     def _offer(self, subscription: Subscription, event: StatusEvent) -> None:
         try:
@@ -228,7 +257,7 @@ class StatusEvents:
                 raise EventIdTooOld(f"events of partition {partition} after offset {seen.get(partition, -1)} are no "
                                     f"longer kept (sidecar.events.buffer.max={self._buffer_max})")
         if not self._from_start:
-            unknown = sorted(set(seen) - set(self._positions))
+            unknown = sorted(set(seen) - set(self._partitions))
             if unknown:
                 raise EventIdTooOld(f"partition {unknown[0]} was read before this process kept events")
 
@@ -243,10 +272,4 @@ class StatusEvents:
     def _end(self, subscription: Subscription) -> None:
         self._subscriptions.discard(subscription)
         subscription.ended.set()
-
-
-def record_key(record: StatusRecord) -> str:
-    """The record's key as the cache reads it."""
-    assert record.key is not None  # the cache applies no record without a key
-    return record.key.decode("utf-8", "replace")
 

@@ -103,8 +103,8 @@ class EventStream(Response):
             if not await _send(send, b": subscribed\n\n", stops):
                 return
             backlog, subscription.backlog = subscription.backlog, []
-            for event in backlog:
-                if not await _send(send, event.frame(), stops):
+            for start in range(0, len(backlog), SEND_BATCH):
+                if not await _send(send, b"".join(e.frame() for e in backlog[start:start + SEND_BATCH]), stops):
                     return
             if not await self._live(send, stops):
                 return
@@ -141,8 +141,7 @@ class EventStream(Response):
         return True
 
 
-async def _send(send: Send, body: bytes, stops: Stops, timeout: float | None = None,
-                ) -> bool:
+async def _send(send: Send, body: bytes, stops: Stops, timeout: float | None = None) -> bool:
     """Send a chunk of the body; False when a stop came first or the time ran out (the send is let go)."""
     if any(stop.done() for stop in stops):
         return False
