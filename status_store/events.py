@@ -65,6 +65,7 @@ class StatusEvent:
 
     @property
     def connector(self) -> str:
+        """The connector the status is of."""
         return self.key.connector
 
     @property
@@ -137,6 +138,7 @@ class Subscription:
     dropped: bool = False
 
     def wants(self, event: StatusEvent) -> bool:
+        """Whether the event is of the connector asked for (any, when none was)."""
         return self.connector is None or event.connector == self.connector
 
 
@@ -182,6 +184,7 @@ class StatusEvents:
 
     @property
     def subscribers(self) -> int:
+        """Subscribers now."""
         return len(self._subscriptions)
 
     def _applied(self, record: StatusRecord, key: Key) -> None:
@@ -262,6 +265,7 @@ class StatusEvents:
                 raise EventIdTooOld(f"partition {unknown[0]} was read before this process kept events")
 
     def unsubscribe(self, subscription: Subscription) -> None:
+        """The subscriber is gone: no more events for it."""
         self._end(subscription)
 
     def close(self) -> None:
