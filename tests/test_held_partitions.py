@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from status_store.errors import RecordTooLargeError, WriteRejectedError
 from status_store.metrics import StoreMetrics
-from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, connector_key, task_key
+from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, connector_key
 from status_store.spool import Spool
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
@@ -279,9 +279,18 @@ async def test_a_ten_thousand_key_outage_writes_a_bounded_number_of_log_lines(
 
 
 async def test_task_keys_go_to_their_java_partition(held_factory: HeldFactory) -> None:
+    """Java's partitioner puts status-task-my-conn-12 on partition 2 of 5: Kafka stores it there, and a failed
+    write of it holds that partition and no other."""
     async with held_factory(partitions=5) as held:
-        key = task_key(TaskId("my-conn", 12))
-        assert held.store._partition_of(key) == 2
+        task = TaskStatus(TaskId("my-conn", 12), State.RUNNING, "w1:8083", 1)
+        outcome = await held.store.put(task).result(WAIT)
+        assert outcome.delivery is not None
+        assert outcome.delivery.partition == 2
+        held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
+        update = held.store.put(TaskStatus(TaskId("my-conn", 12), State.PAUSED, "w1:8083", 1))
+        await eventually(lambda: held.store.queue.held_partitions == [2])
+        held.cluster.clear_request_errors(FaultyCluster.PRODUCE)
+        assert (await update.result(WAIT)).ok
 
 
 async def test_a_trace_too_large_for_a_record_is_cut_so_the_failed_status_is_written(
