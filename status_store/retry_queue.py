@@ -44,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
 import heapq
 import itertools
 import logging
@@ -203,7 +202,7 @@ class RetryQueue:
         if budget is not None:
             budget.sent(update.attempts > 1)
         try:
-            self._send(update.key.encode(), update.value, functools.partial(self._settled, slot, update))
+            self._send(update.key.encode(), update.value, _Attempt(self, slot, update))
         except StoreClosedError as e:
             if budget is not None:
                 budget.settled(update.attempts > 1, None)
@@ -884,6 +883,19 @@ class RetryQueue:
         self._heap.clear()
         self._slots = {key: slot for key, slot in self._slots.items() if slot.parked is not None}
         return lost
+
+
+class _Attempt:
+    """The completion callback of one attempt: one small object per write in flight (a partial of a bound method
+    would be three, and every object a pending write holds is traversed by each full garbage collection)."""
+
+    __slots__ = ("queue", "slot", "update")
+
+    def __init__(self, queue: RetryQueue, slot: Slot, update: StatusUpdate) -> None:
+        self.queue, self.slot, self.update = queue, slot, update
+
+    def __call__(self, delivery: Delivery | None, error: WriteFailedError | None) -> None:
+        self.queue._settled(self.slot, self.update, delivery, error)
 
 
 class _FailureLog:
