@@ -12,6 +12,7 @@
 (c) write until visible: StatusStore.put() of N statuses, then read_your_writes() until every write is
     acknowledged and read back (Connect's visibility rule), vs the fair physical limit: a raw Producer
     writing the same records while a raw Consumer (same settings, same partitions) reads all N back.
+The garbage collector is tuned as the sidecar tunes it (``service.tune_collector``).
 Both run on librdkafka's mock cluster in this process (20 partitions, so that its ~5 MiB per
 partition retention drops nothing). Prints a Markdown table: medians of the rounds and ratios.
 """
@@ -36,6 +37,7 @@ from status_store.config import build_config
 from status_store.kafka.reader import CONSUME_BATCH
 from status_store.kafka.settings import consumer_settings, producer_settings
 from status_store.model import State, TaskId, TaskStatus, task_key
+from status_store.service import tune_collector
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
 
@@ -222,6 +224,7 @@ async def main() -> None:
     rounds: int = args.rounds
     cluster = FaultyCluster(brokers=1)
     items = statuses(n)
+    tune_collector()  # as the sidecar does once its store has started
 
     def fresh_topic() -> str:
         topic = f"bench-{uuid.uuid4().hex[:8]}"
