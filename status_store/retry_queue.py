@@ -48,7 +48,7 @@ import heapq
 import itertools
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from .backoff import Backoff, RetryMode
 from .delivery import Delivery, Send
@@ -73,7 +73,9 @@ class RetryQueue:
         self._send = send
         self._coalesce = coalesce
         self.policy = policy
-        self._listeners = tuple(listeners)
+        # Per event, the listeners' handlers, found once; a handler inherited from RetryListener does nothing
+        # and is left out (every write passes through on_submitted and on_finished).
+        self._handlers = {event: _handlers(listeners, event) for event in _EVENTS}
         self._route = route
         self.name = name
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -373,10 +375,7 @@ class RetryQueue:
 
     def _notify(self, event: str, *args: object) -> None:
         """Call every listener; one that raises is logged (once per cause) and counted, never propagated."""
-        for listener in self._listeners:
-            handler = getattr(listener, event, None)
-            if handler is None:  # a listener written against an older RetryListener
-                continue
+        for listener, handler in self._handlers[event]:
             try:
                 handler(*args)
             except Exception as e:
@@ -841,6 +840,8 @@ class RetryQueue:
 
     def _release_flushes(self) -> None:
         oldest = self._oldest_unsettled()
+        if oldest is not None and oldest < self._flushes[0][0]:
+            return  # the earliest flush (marks only grow) still waits: so do the others
         waiting = []
         for mark, future in self._flushes:
             if oldest is None or oldest >= mark:
@@ -883,6 +884,20 @@ class RetryQueue:
         self._heap.clear()
         self._slots = {key: slot for key, slot in self._slots.items() if slot.parked is not None}
         return lost
+
+
+_EVENTS = ("on_submitted", "on_retry", "on_finished", "on_unparked")
+
+
+def _handlers(listeners: Sequence[RetryListener], event: str) -> list[tuple[RetryListener, Callable[..., None]]]:
+    """The listeners' handlers of one event: none for a listener without the method (written against an older
+    RetryListener) or with RetryListener's own, which does nothing."""
+    handlers = []
+    for listener in listeners:
+        handler = getattr(listener, event, None)
+        if handler is not None and getattr(type(listener), event, None) is not getattr(RetryListener, event):
+            handlers.append((listener, handler))
+    return handlers
 
 
 class _Attempt:
