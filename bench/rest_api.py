@@ -140,6 +140,7 @@ def broker_settings(kind: str) -> Iterator[list[str]]:
         with tempfile.TemporaryDirectory() as directory:
             config = Path(directory) / "sidecar.properties"
             config.write_text(f"bootstrap.servers={broker.bootstrap_servers}\n"
+                              "status.storage.topic=connect-status\n"
                               "status.storage.replication.factor=1\n")
             yield ["--config", str(config)]
     finally:
