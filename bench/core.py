@@ -112,7 +112,7 @@ async def store_visible(bootstrap: str, topic: str, items: list[TaskStatus]) -> 
         store.put(status)
     await store.read_your_writes()
     elapsed = time.perf_counter() - start
-    assert store.stats.applied == len(items), (store.stats.applied, len(items))
+    assert store.cache.stats.applied == len(items), (store.cache.stats.applied, len(items))
     await store.stop()
     return elapsed
 
@@ -187,7 +187,7 @@ async def store_read(bootstrap: str, topic: str, expected: int) -> float:
     start = time.perf_counter()
     await store.start()
     elapsed = time.perf_counter() - start
-    assert store.stats.applied == expected, (store.stats.applied, expected)
+    assert store.cache.stats.applied == expected, (store.cache.stats.applied, expected)
     await store.stop()
     return elapsed
 

@@ -382,7 +382,7 @@ async def memory_child(settings: dict[str, str], pending: int, seconds: float, t
     end = rss_bytes()
     traced_now, traced_peak = tracemalloc.get_traced_memory() if traced else (0, 0)
     return {"rss_peak": peak - base, "rss_end": end - base, "traced_end": traced_now, "traced_peak": traced_peak,
-            "unsettled": store.queue.unsettled, "parked": store.parked_count, "log_lines": logs.count}
+            "unsettled": store.queue.unsettled, "parked": store.queue.parked_count, "log_lines": logs.count}
 
 
 async def memory_child_main(settings: dict[str, str], pending: int, seconds: float, traced: bool) -> None:

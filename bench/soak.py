@@ -80,7 +80,7 @@ class Run:
         self.submitted += 1
 
     def settled(self) -> bool:
-        return (self.store.queue.unsettled == 0 and not self.store.parked()
+        return (self.store.queue.unsettled == 0 and not self.store.queue.parked()
                 and all(events.pending == 0 for events in self.store.event_logs))
 
     def counter(self, name: str) -> float:
@@ -280,7 +280,7 @@ async def main() -> None:
                 break
             await asyncio.sleep(0.1)
         recovered = time.monotonic() - ended
-        unsettled = {run.policy: (run.store.queue.unsettled, len(run.store.parked())) for run in runs
+        unsettled = {run.policy: (run.store.queue.unsettled, len(run.store.queue.parked())) for run in runs
                      if not run.settled()}
         lost = {run.policy: await asyncio.to_thread(losses, run, cluster.bootstrap_servers) for run in runs}
         for run in runs:

@@ -13,7 +13,8 @@ fi
 .venv/bin/ruff check .
 .venv/bin/mypy status_store bench
 status=0
-.venv/bin/pytest "$@" || status=$?
+# Two processes, a test module in one of them; `-n 0` (or any -n) after the command overrides it.
+.venv/bin/pytest -n 2 --dist loadfile "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests: that is a failure, not a pass" >&2
     exit 1

@@ -62,6 +62,22 @@ class AfterLastRetry(RetryListener):
         if self._topic_check is not None:
             self._topic_check.cancel()
 
+    def lost_at_stop(self, lost: list[StatusUpdate]) -> list[StatusUpdate]:
+        """What a stop loses (logged): the updates the queue could not settle in time, and the parked ones
+        unless a spool keeps them for the next start."""
+        assert self._queue is not None
+        parked = self._queue.parked()
+        if parked and self._spool is None:
+            lost = [*lost, *parked]
+            log.error("Stopped with %d parked status update(s) and no spool: they are lost", len(parked))
+        elif parked:
+            log.warning("Stopped with %d parked status update(s); the spool keeps them for the next start",
+                        len(parked))
+        if lost:
+            keys = ", ".join(u.key for u in lost[:10]) + (", ..." if len(lost) > 10 else "")
+            log.error("Stopped with %d status update(s) not durable: %s", len(lost), keys)
+        return lost
+
     def keeps(self, update: StatusUpdate, outcome: Outcome) -> bool:
         """Whether the spool keeps a failed update's row: parked, or until its dead letter is written."""
         assert self._queue is not None

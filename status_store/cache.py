@@ -39,6 +39,7 @@ from .model import (
     TopicKey,
     TopicStatus,
     parse_key,
+    topic_key,
 )
 
 log = logging.getLogger(__name__)
@@ -294,6 +295,14 @@ class StatusCache:
     def topic_names(self, connector: str) -> list[str]:
         """The topics of the connector's topic statuses (as their keys name them), sorted."""
         return sorted(self._topics.get(connector, ()))
+
+    def topic_keys(self, connector: str) -> list[str]:
+        """The keys of the connector's topic statuses: the key each status's value names (as Connect's reset
+        tombstones them), and a record's own key where its value names another (no Connect worker writes one)."""
+        keys: dict[str, None] = {}
+        for topic, status in sorted(self._topics.get(connector, {}).items()):
+            keys.update(dict.fromkeys((topic_key(status.connector, status.topic), topic_key(connector, topic))))
+        return list(keys)
 
     def connectors(self) -> list[str]:
         """Names of connectors with a status, sorted."""

@@ -83,7 +83,8 @@ class StoreMetrics(RetryListener):
         self.watch(store.queue)
         self.registry.register(_StoreCollector(store))
         config = store.config
-        self.registry.register(FleetCollector(store.fleet, config.fleet_metrics, config.fleet_metrics_max_objects))
+        self.registry.register(FleetCollector(store.cache.fleet, config.fleet_metrics,
+                                              config.fleet_metrics_max_objects))
 
     def on_submitted(self, update: StatusUpdate) -> None:
         self._submitted[update.kind].inc()
@@ -118,7 +119,7 @@ class _StoreCollector(Collector):
         ):
             yield CounterMetricFamily(name, doc, value)
         yield GaugeMetricFamily("status_parked_updates", "Status updates parked now, waiting for Kafka to take "
-                                "writes again.", self._store.parked_count)
+                                "writes again.", self._store.queue.parked_count)
         outcomes = CounterMetricFamily("status_event_total", "Events for the append-only topics (history, "
                                        "dead letters) by outcome: written, failed, dropped (too many pending).",
                                        labels=["log", "outcome"])

@@ -11,32 +11,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message, murmur2
+from confluent_kafka import murmur2
 
 from . import codec
 from .after_retry import AfterLastRetry, ExhaustedStats
 from .backoff import Random
-from .cache import CacheEntry, FleetObject, ReadStats, StatusCache, StatusRecord
+from .cache import CacheEntry, StatusCache
 from .config import StoreConfig
 from .history import AppendLog, EventTopics
-from .kafka import TopicProducer, TopicReader, ensure_topic
-from .model import (
-    ConnectorStatus,
-    Status,
-    TaskId,
-    TaskStatus,
-    TopicStatus,
-    connector_key,
-    task_key,
-    topic_key,
-)
+from .kafka import TopicProducer, TopicReader, ensure_topic, status_records
+from .model import ConnectorStatus, Status, TaskId, TopicStatus, connector_key, task_key, topic_key
 from .record_limit import RecordLimit
 from .replay import replay, tokens
 from .retry_queue import RetryQueue
 from .spool import Spool
-from .updates import Outcome, RetryListener, StatusUpdate, UpdateKind
+from .updates import RetryListener, StatusUpdate, UpdateKind
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +42,12 @@ class StatusStore:
         self.generation = 0
         # What the reader has read back, with Connect's read rules: every read goes here.
         self._cache = StatusCache()
-        self._spool = (Spool(config.spool_path, keep=self._keeps, tokens=tokens(self._cache))
-                       if config.spool_path is not None else None)
+        self._spool = (Spool(config.spool_path, keep=lambda update, outcome: self._after.keeps(update, outcome),
+                             tokens=tokens(self._cache)) if config.spool_path is not None else None)
         retry = config.retry
         self.record_limit = RecordLimit.of(config.client_configs, config.topic_configs)
-        self._reader = TopicReader(config.topic, bootstrap_servers, config.client_configs, self._apply)
+        self._reader = TopicReader(config.topic, bootstrap_servers, config.client_configs,
+                                   lambda records: self._cache.apply(status_records(records)))
         self._producer = TopicProducer(config.topic, bootstrap_servers, config.client_configs,
                                        retry.delivery_timeout_ms, on_restart=self._reader.restart)
         # The event topics retry like status writes, but outside the status writes' retry budget and bound.
@@ -63,18 +55,15 @@ class StatusStore:
         listeners = [*listeners, *self._events.listeners()]
         self._after = AfterLastRetry(config, bootstrap_servers, self._events.dead_letters, self._spool,
                                      self._cache.note_written)
-        # The spool comes last: it asks _keeps, which the after-the-last-retry listener has decided by then.
+        # The spool comes last: it asks the after-the-last-retry listener, which has decided by then.
         listeners = [*listeners, self._after]
         if self._spool is not None:
             listeners.append(self._spool)
-        self._queue = RetryQueue(self._producer.send, retry.policy(rng, budgeted=True), listeners,
-                                 route=self._partition_of, name=config.topic)
+        # Held partitions are Kafka's: keys are placed as Java's partitioner (and so Connect) places them.
+        self._queue = RetryQueue(self._producer.send, retry.policy(rng, budgeted=True), listeners, name=config.topic,
+                                 route=lambda key: murmur2(key.encode(), len(self._producer.partitions)))
         self._after.attach(self._queue)
         self._events.yield_to(self._queue)
-
-    def _partition_of(self, key: str) -> int:
-        """The key's partition, as Java's partitioner (and so Connect) places it."""
-        return murmur2(key.encode(), len(self._producer.partitions))
 
     # ----------------------------------------------------------------------------- lifecycle
 
@@ -100,25 +89,12 @@ class StatusStore:
                  cfg.topic, len(self._producer.partitions), len(self._cache.connectors()))
 
     async def stop(self) -> list[StatusUpdate]:
-        """Settle pending updates for at most ``sidecar.shutdown.timeout.ms``, then close.
-
-        Returns the updates that failed because the store stopped first (also logged); never waits
-        longer than the bound (KAFKA-15563).
-        """
+        """Settle pending updates for at most ``sidecar.shutdown.timeout.ms`` (never longer: KAFKA-15563), then
+        close. Returns the updates that failed because the store stopped first (also logged)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.shutdown_timeout_s
         self._after.stop()
-        lost = await self._queue.stop(self.config.shutdown_timeout_s)
-        parked = self._queue.parked()
-        if parked and self._spool is None:
-            lost += parked
-            log.error("Stopped with %d parked status update(s) and no spool: they are lost", len(parked))
-        elif parked:
-            log.warning("Stopped with %d parked status update(s); the spool keeps them for the next start",
-                        len(parked))
-        if lost:
-            keys = ", ".join(u.key for u in lost[:10]) + (", ..." if len(lost) > 10 else "")
-            log.error("Stopped with %d status update(s) not durable: %s", len(lost), keys)
+        lost = self._after.lost_at_stop(await self._queue.stop(self.config.shutdown_timeout_s))
         # The outcomes above are events too: the append-only topics stop after the status queue.
         await self._events.stop(deadline)
         await self._producer.stop(0.0)
@@ -126,7 +102,6 @@ class StatusStore:
         if self._spool is not None:
             self._spool.close()
         return lost
-
 
     @property
     def cluster_id(self) -> str | None:
@@ -153,16 +128,6 @@ class StatusStore:
         before it answers; otherwise it happens at the end of the event loop's turn). False when the spool
         could not be written now (another process holds it locked): the changes wait and are tried again."""
         return self._spool.commit() if self._spool is not None else True
-
-    @property
-    def parked_count(self) -> int:
-        """How many updates are parked now."""
-        return self._queue.parked_count
-
-    def parked(self) -> list[StatusUpdate]:
-        """Updates parked after their last retry, oldest first in each partition (the probe in flight is not
-        among them)."""
-        return self._queue.parked()
 
     def check_room(self, count: int = 1) -> None:
         """Raise ``WriteRejectedError`` if ``count`` new writes would grow the retry queue past
@@ -232,14 +197,9 @@ class StatusStore:
         return self._submit(topic_key(connector, topic), None, UpdateKind.TOPIC)
 
     def reset_topics(self, connector: str) -> list[StatusUpdate]:
-        """Tombstones for every topic status listed for the connector: as Connect's reset writes them, under the
-        key each status's value names. A record whose value names another key (no Connect worker writes one)
-        gets one under its own key too, so that the reset empties the list."""
-        keys: dict[str, None] = {}
-        for topic in self._cache.topic_names(connector):
-            status = self._cache.get_topic(connector, topic)
-            assert status is not None
-            keys.update(dict.fromkeys((topic_key(status.connector, status.topic), topic_key(connector, topic))))
+        """Tombstones for every topic status listed for the connector, as Connect's reset writes them (the keys
+        are ``StatusCache.topic_keys``)."""
+        keys = self._cache.topic_keys(connector)
         self._queue.check_room(None, len(keys))
         return [self._submit(key, None, UpdateKind.TOPIC) for key in keys]
 
@@ -280,62 +240,12 @@ class StatusStore:
         """What became of updates after their last retry."""
         return self._after.stats
 
-    def _keeps(self, update: StatusUpdate, outcome: Outcome) -> bool:
-        return self._after.keeps(update, outcome)
-
     # ----------------------------------------------------------------------------- reads
 
     @property
-    def stats(self) -> ReadStats:
-        """What the reader has seen: records applied and records Connect would discard."""
-        return self._cache.stats
-
-    def get_connector(self, connector: str) -> ConnectorStatus | None:
-        """The connector's status as last read from the topic."""
-        return self._cache.get_connector(connector)
-
-    def get_task(self, task: TaskId) -> TaskStatus | None:
-        """The task's status as last read from the topic."""
-        return self._cache.get_task(task)
-
-    def get_all_tasks(self, connector: str) -> list[TaskStatus]:
-        """The statuses of the connector's tasks, by task id."""
-        return self._cache.get_all_tasks(connector)
-
-    def connectors(self) -> list[str]:
-        """Names of connectors with a status, sorted."""
-        return self._cache.connectors()
-
-    def get_topic(self, connector: str, topic: str) -> TopicStatus | None:
-        """One topic status of a connector."""
-        return self._cache.get_topic(connector, topic)
-
-    def get_all_topics(self, connector: str) -> list[TopicStatus]:
-        """The topics a connector uses, sorted by name."""
-        return self._cache.get_all_topics(connector)
-
-    def set_connector_type(self, connector: str, connector_type: str) -> None:
-        """Remember a writer's hint of a connector's type (kept in memory only)."""
-        self._cache.set_connector_type(connector, connector_type)
-
-    def connector_type(self, connector: str) -> str:
-        """``source``, ``sink``, or ``unknown`` when no writer said."""
-        return self._cache.connector_type(connector)
-
-    def fleet(self) -> Iterator[FleetObject]:
-        """Every connector and task with a status read, with when its state last changed and how often."""
-        return self._cache.fleet()
-
-    def _apply(self, records: Sequence[Message]) -> None:
-        """Hand the reader's records to the cache."""
-        self._cache.apply(_status_record(record) for record in records)
-
-
-def _status_record(record: Message) -> StatusRecord:
-    """A record as the cache takes it; its Kafka timestamp in seconds (none when the broker gave none)."""
-    kind, millis = record.timestamp()
-    timestamp = millis / 1000 if kind != TIMESTAMP_NOT_AVAILABLE else None
-    return StatusRecord(record.key(), record.value(), record.partition() or 0, record.offset() or 0, timestamp)
+    def cache(self) -> StatusCache:
+        """Every status read back from the topic, with Connect's read rules: all reads go here."""
+        return self._cache
 
 
 class _ConnectRules:

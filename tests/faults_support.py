@@ -103,7 +103,7 @@ class Subject:
 
     def settled(self) -> bool:
         """Every update has an outcome and nothing is parked."""
-        return self.store.queue.unsettled == 0 and not self.store.parked()
+        return self.store.queue.unsettled == 0 and not self.store.queue.parked()
 
     def written(self) -> float:
         """Updates written so far (the success counter)."""

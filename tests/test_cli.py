@@ -43,7 +43,7 @@ async def test_serve_runs_on_the_embedded_broker(service: Service, store_factory
     async with store_factory(bootstrap, "connect-status") as other:
         other.put(ConnectorStatus("conn", State.RUNNING, "w:8083", 0))
         await other.read_your_writes(WAIT)
-        assert other.get_connector("conn") is not None
+        assert other.cache.get_connector("conn") is not None
     assert service.stop() == 0
     assert any("NOT durable" in line for line in service.seen)
 

@@ -71,7 +71,7 @@ async def test_park_keeps_the_latest_value_and_sends_it_when_kafka_is_back(
     async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **QUICK, **spool) as store:
         latest = await fail_outage(mock_cluster, store, 10)
         # Each key is parked, or out as its partition's probe (parked updates are probed like an outage).
-        assert len(store.parked()) + store.queue.unsettled == 10
+        assert len(store.queue.parked()) + store.queue.unsettled == 10
         # A probe that runs out of retries too is parked (and counted) again.
         assert counts(metrics)["status_update_parked_total"] >= 10
         assert counts(metrics)["status_update_failure_total"] >= 10  # still counted as failures
@@ -79,7 +79,7 @@ async def test_park_keeps_the_latest_value_and_sends_it_when_kafka_is_back(
             assert len(Spool(tmp_path / "spool.db")) == 10  # a kill now would lose nothing
         mock_cluster.broker_up(-1)
         # No other write comes: the probe (every max(1 s, max.backoff)) finds Kafka back, the rest follow.
-        await eventually(lambda: not store.parked() and store.queue.unsettled == 0, 3 * WAIT)
+        await eventually(lambda: not store.queue.parked() and store.queue.unsettled == 0, 3 * WAIT)
         await store.read_your_writes(WAIT)
         values = last_values(store)
         assert {key: values.get(key) for key in latest} == latest
@@ -98,7 +98,7 @@ async def test_a_successful_write_releases_parked_updates_at_once(mock_cluster: 
         latest = await fail_outage(mock_cluster, store, 5)
         mock_cluster.broker_up(-1)
         assert (await store.put(ConnectorStatus("other", State.RUNNING, "w:1", 1)).result(WAIT)).ok
-        await eventually(lambda: not store.parked() and store.queue.unsettled == 0)
+        await eventually(lambda: not store.queue.parked() and store.queue.unsettled == 0)
         values = last_values(store)
         assert {key: values.get(key) for key in latest} == latest
 
@@ -114,11 +114,11 @@ async def test_a_newer_write_replaces_a_parked_value(mock_cluster: FaultyCluster
         mock_cluster.broker_up(-1)
         newer = TaskStatus(TaskId("c", 0), State.RUNNING, "w:1", 1)
         store.put(newer)
-        assert not store.parked()  # the newer value took the parked one's place at once
+        assert not store.queue.parked()  # the newer value took the parked one's place at once
         # Written once the client has reconnected (if its first attempts come too soon, it is parked in turn).
-        await eventually(lambda: not store.parked() and store.queue.unsettled == 0, 3 * WAIT)
+        await eventually(lambda: not store.queue.parked() and store.queue.unsettled == 0, 3 * WAIT)
         await store.read_your_writes(WAIT)
-        assert store.get_task(TaskId("c", 0)) == newer
+        assert store.cache.get_task(TaskId("c", 0)) == newer
         assert last_values(store)[b"status-task-c-0"] == encode_status(State.RUNNING, "w:1", 1, None)
     assert len(Spool(spool)) == 0
 
@@ -131,7 +131,7 @@ async def test_fatal_errors_are_never_parked(mock_cluster: FaultyCluster, store_
         assert outcome.result is Result.FAILED
         assert outcome.error is not None
         assert outcome.error.name == "INVALID_RECORD"
-        assert not store.parked()
+        assert not store.queue.parked()
         assert store.exhausted.parked == 0
 
 
@@ -142,7 +142,7 @@ async def test_drop_loses_the_update_but_counts_it(mock_cluster: FaultyCluster, 
                              **{"status.storage.retry.exhausted.action": "drop"}) as store:
         await fail_outage(mock_cluster, store, 3)
         mock_cluster.broker_up(-1)
-        assert not store.parked()
+        assert not store.queue.parked()
         assert counts(metrics)["status_update_failure_total"] == 3
         assert_counters_add_up(metrics)
 

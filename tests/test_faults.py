@@ -284,4 +284,4 @@ async def test_a_running_store_reads_its_writes_after_the_broker_lost_its_topic_
         update = store.put(newer)
         assert (await update.result(WAIT)).ok
         await store.wait_visible([update], WAIT)
-        assert store.get_task(newer.id) == newer
+        assert store.cache.get_task(newer.id) == newer

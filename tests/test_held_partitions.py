@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from status_store.errors import RecordTooLargeError, WriteRejectedError
 from status_store.metrics import StoreMetrics
-from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, connector_key, task_key
+from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, connector_key
 from status_store.spool import Spool
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
@@ -235,7 +235,7 @@ async def test_a_raising_listener_never_stops_a_key(mock_cluster: FaultyCluster,
         assert metrics.registry.get_sample_value("status_retry_queue_pending") == 0
         assert metrics.registry.get_sample_value("status_listener_errors_total", {"listener": "Raising"}) == 6
         await store.read_your_writes(WAIT)
-        assert store.get_connector("c") == connector("c", state=State.FAILED)
+        assert store.cache.get_connector("c") == connector("c", state=State.FAILED)
 
 
 async def test_the_pending_bound_refuses_new_keys_and_changes_nothing(held_factory: HeldFactory) -> None:
@@ -251,7 +251,7 @@ async def test_the_pending_bound_refuses_new_keys_and_changes_nothing(held_facto
         assert store.generation == generation  # a refused write changes nothing
         with pytest.raises(WriteRejectedError):
             store.put_safe(TaskStatus(TaskId("c0", 0), State.RUNNING, "w1:8083", 1))
-        assert store.get_task(TaskId("c0", 0)) is None
+        assert store.cache.get_task(TaskId("c0", 0)) is None
         # A newer value of a key that waits replaces it: no room needed.
         await eventually(lambda: store.queue.held_partitions == [0])
         replacing = store.put(connector("c4", state=State.PAUSED))
@@ -279,9 +279,18 @@ async def test_a_ten_thousand_key_outage_writes_a_bounded_number_of_log_lines(
 
 
 async def test_task_keys_go_to_their_java_partition(held_factory: HeldFactory) -> None:
+    """Java's partitioner puts status-task-my-conn-12 on partition 2 of 5: Kafka stores it there, and a failed
+    write of it holds that partition and no other."""
     async with held_factory(partitions=5) as held:
-        key = task_key(TaskId("my-conn", 12))
-        assert held.store._partition_of(key) == 2
+        task = TaskStatus(TaskId("my-conn", 12), State.RUNNING, "w1:8083", 1)
+        outcome = await held.store.put(task).result(WAIT)
+        assert outcome.delivery is not None
+        assert outcome.delivery.partition == 2
+        held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
+        update = held.store.put(TaskStatus(TaskId("my-conn", 12), State.PAUSED, "w1:8083", 1))
+        await eventually(lambda: held.store.queue.held_partitions == [2])
+        held.cluster.clear_request_errors(FaultyCluster.PRODUCE)
+        assert (await update.result(WAIT)).ok
 
 
 async def test_a_trace_too_large_for_a_record_is_cut_so_the_failed_status_is_written(
@@ -291,7 +300,7 @@ async def test_a_trace_too_large_for_a_record_is_cut_so_the_failed_status_is_wri
         outcome = await held.store.put(ConnectorStatus("c", State.FAILED, "w1:8083", 1, trace)).result(WAIT)
         assert outcome.ok
         await held.store.read_your_writes(WAIT)
-        written = held.store.get_connector("c")
+        written = held.store.cache.get_connector("c")
         assert written is not None
         assert written.state is State.FAILED
         assert written.trace is not None

@@ -109,7 +109,7 @@ async def test_a_failed_write_is_reported_with_its_error(mock_cluster: FaultyClu
         # The store goes on: the next write succeeds and is read back.
         assert (await store.put(ConnectorStatus("c", State.PAUSED, "w:1", 1)).result(WAIT)).ok
         await store.read_your_writes(WAIT)
-        assert store.get_connector("c") == ConnectorStatus("c", State.PAUSED, "w:1", 1)
+        assert store.cache.get_connector("c") == ConnectorStatus("c", State.PAUSED, "w:1", 1)
 
 
 async def test_stop_is_bounded_while_every_broker_is_down(mock_cluster: FaultyCluster,
@@ -136,7 +136,7 @@ async def test_read_to_end_sees_records_written_in_many_batches(broker: Broker, 
                 producer.flush(WAIT)
         assert producer.flush(WAIT) == 0
         await store.read_to_end(WAIT)
-        assert len(store.get_all_tasks("c")) == 500
+        assert len(store.cache.get_all_tasks("c")) == 500
 
 
 async def test_writes_beyond_the_client_queue_are_kept_in_order(broker: Broker, store_factory: StoreFactory) -> None:
@@ -154,7 +154,7 @@ async def test_writes_beyond_the_client_queue_are_kept_in_order(broker: Broker, 
             by_partition.setdefault(outcome.delivery.partition, []).append(outcome.delivery.offset)
         assert all(offsets == sorted(offsets) for offsets in by_partition.values())
         await store.read_your_writes(WAIT)
-        assert len(store.connectors()) == 600
+        assert len(store.cache.connectors()) == 600
 
 
 class FlakyConsumer(Consumer):
@@ -178,5 +178,5 @@ async def test_the_reader_survives_an_error_and_skips_nothing(mock_cluster: Faul
         for i in range(50):
             store.put(ConnectorStatus(f"c{i}", State.RUNNING, "w:1", 1))
         await store.read_your_writes(WAIT)
-        assert len(store.connectors()) == 50
+        assert len(store.cache.connectors()) == 50
     assert "reader hit an error" in caplog.text

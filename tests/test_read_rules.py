@@ -22,15 +22,15 @@ async def test_a_status_without_worker_id_is_read_and_not_overwritten_by_put_saf
     write_raw(store, (b"status-connector-c", b'{"state":"RUNNING","generation":2}'),
               (b"status-task-c-0", b'{"state":"RUNNING","trace":null,"worker_id":null,"generation":2}'))
     await store.read_to_end(WAIT)
-    assert store.get_connector("c") == ConnectorStatus("c", State.RUNNING, None, 2)
-    assert store.get_task(TaskId("c", 0)) == TaskStatus(TaskId("c", 0), State.RUNNING, None, 2)
+    assert store.cache.get_connector("c") == ConnectorStatus("c", State.RUNNING, None, 2)
+    assert store.cache.get_task(TaskId("c", 0)) == TaskStatus(TaskId("c", 0), State.RUNNING, None, 2)
     # Connect's put_safe compares the cached worker id with equals(): on null it throws and writes nothing.
     assert store.put_safe(ConnectorStatus("c", State.FAILED, "w:8083", 3)) is None
     assert store.put_safe(TaskStatus(TaskId("c", 0), State.UNASSIGNED, "w:8083", 3)) is None
     # put writes over it.
     assert (await store.put(ConnectorStatus("c", State.FAILED, "w:8083", 3)).result(WAIT)).ok
     await store.read_your_writes(WAIT)
-    assert store.get_connector("c") == ConnectorStatus("c", State.FAILED, "w:8083", 3)
+    assert store.cache.get_connector("c") == ConnectorStatus("c", State.FAILED, "w:8083", 3)
 
 
 async def test_values_in_spellings_only_jackson_reads_are_read(store: StatusStore) -> None:
@@ -40,14 +40,14 @@ async def test_values_in_spellings_only_jackson_reads_are_read(store: StatusStor
               (b"status-connector-utf32", text.encode("utf-32")))
     await store.read_to_end(WAIT)
     for name in ("bom", "utf16", "utf32"):
-        assert store.get_connector(name) == ConnectorStatus(name, State.PAUSED, "w", 7, "\ud800 😀")
-    assert store.stats.garbled_values == 0
+        assert store.cache.get_connector(name) == ConnectorStatus(name, State.PAUSED, "w", 7, "\ud800 😀")
+    assert store.cache.stats.garbled_values == 0
 
 
 async def test_a_status_read_with_a_lone_surrogate_is_written_back_as_jackson_writes_it(store: StatusStore) -> None:
     write_raw(store, (b"status-connector-c", b'{"state":"FAILED","trace":"\\ud800","worker_id":"w","generation":1}'))
     await store.read_to_end(WAIT)
-    status = store.get_connector("c")
+    status = store.cache.get_connector("c")
     assert status is not None
     assert (await store.put(status).result(WAIT)).ok
     assert last_values(store)[b"status-connector-c"] == (
@@ -66,9 +66,9 @@ async def test_topic_statuses_connect_lists_are_listed(store: StatusStore) -> No
               (b"status-topic-b:connector-c", topic_value("b:x", "", -1, 2)),
               (b"status-topic-t:connector-c", topic_value("t", "c", 0, 3)))
     await store.read_to_end(WAIT)
-    assert store.get_all_topics("c") == [TopicStatus("", "c", 0, 1), TopicStatus("b:x", "", -1, 2),
+    assert store.cache.get_all_topics("c") == [TopicStatus("", "c", 0, 1), TopicStatus("b:x", "", -1, 2),
                                          TopicStatus("t", "c", 0, 3)]
-    assert store.stats.garbled_values == 0
+    assert store.cache.stats.garbled_values == 0
 
 
 async def test_a_reset_tombstones_the_key_each_value_names_as_connect_does_and_empties_the_list(
@@ -87,8 +87,8 @@ async def test_a_reset_tombstones_the_key_each_value_names_as_connect_does_and_e
     own = [b"status-topic-a:connector-c", b"status-topic-b:connector-c", b"status-topic-u:connector-c"]
     assert sorted(update.key.encode() for update in updates) == sorted(connects + own)
     await store.read_your_writes(WAIT)
-    assert store.get_all_topics("c") == []
-    assert store.get_all_topics("d") == []  # the value of u:connector-c named it: Connect deletes it too
+    assert store.cache.get_all_topics("c") == []
+    assert store.cache.get_all_topics("d") == []  # the value of u:connector-c named it: Connect deletes it too
     written = last_values(store)
     assert all(written[key] is None for key in connects + own)
 
@@ -109,7 +109,7 @@ async def test_records_of_an_open_transaction_are_read_as_connect_reads_them(tan
         assert producer.flush(WAIT) == 0
         try:
             await store.read_to_end(WAIT)
-            assert store.get_connector("in-txn") == ConnectorStatus("in-txn", State.RUNNING, "w", 1)
+            assert store.cache.get_connector("in-txn") == ConnectorStatus("in-txn", State.RUNNING, "w", 1)
         finally:
             await asyncio.to_thread(producer.abort_transaction, WAIT)
 
@@ -118,5 +118,5 @@ async def test_a_task_key_with_an_empty_connector_is_skipped_and_counted(store: 
     # Connect caches it under the connector "", which none of its REST paths can name; we count it as garbled.
     write_raw(store, (b"status-task--0", b'{"state":"RUNNING","trace":null,"worker_id":"w","generation":1}'))
     await store.read_to_end(WAIT)
-    assert store.stats.garbled_values == 1
-    assert store.get_all_tasks("") == []
+    assert store.cache.stats.garbled_values == 1
+    assert store.cache.get_all_tasks("") == []

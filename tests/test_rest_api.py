@@ -343,7 +343,7 @@ async def test_put_topics_reset_with_a_body_records_the_topic_named_reset(api: A
     assert [r["key"] for r in written.json()["results"]] == ["status-topic-reset:connector-c"]
     await api.store.read_your_writes(WAIT)
     assert (await api.http.get("/connectors/c/topics")).json() == {"c": {"topics": ["other", "reset"]}}
-    assert api.store.get_topic("c", "reset") is not None
+    assert api.store.cache.get_topic("c", "reset") is not None
     for body, status in ((b"{not json", 400), (b"{}", 422), (b'{"task": 0, "tasks": 1}', 422), (b"null", 422)):
         refused = await api.http.put("/connectors/c/topics/reset", content=body, headers=JSON)
         assert (refused.status_code, refused.json()["error_code"]) == (status, status), body
@@ -613,7 +613,7 @@ async def test_a_record_that_cannot_fit_answers_413_and_a_batch_with_one_submits
         assert (await api.http.post("/statuses", json=batch)).status_code == 413
         assert api.store.queue.unsettled == 0
         await api.store.read_your_writes(WAIT)
-        assert api.store.get_connector("ok") is None
+        assert api.store.cache.get_connector("ok") is None
 
 
 async def test_a_failed_status_with_a_huge_trace_is_written_with_its_trace_cut(api_factory: ApiFactory) -> None:
@@ -637,7 +637,7 @@ async def test_retries_and_parked_answer_a_page_at_a_time(api_factory: ApiFactor
         batch = {"updates": [{"kind": "connector", "connector": f"c{i}", **RUNNING} for i in range(250)]}
         assert (await api.http.post("/statuses", json=batch)).status_code == 202
         # With no retries, each update is parked once its one attempt fails (or probed, one at a time).
-        await eventually(lambda: len(api.store.parked()) >= 240)
+        await eventually(lambda: len(api.store.queue.parked()) >= 240)
         page = await api.http.get("/retries/parked", params={"limit": "100"})
         assert page.status_code == 200
         assert len(page.json()) == 100

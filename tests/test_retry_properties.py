@@ -109,7 +109,7 @@ def test_safe_writes_follow_connects_rules_through_failures(ops: list[tuple[Any,
                 model[status.connector] = status
             await store.read_your_writes(WAIT)
         for name, status in model.items():
-            assert store.get_connector(name) == status
+            assert store.cache.get_connector(name) == status
         topic = last_values(store)
         assert {k.decode(): v for k, v in topic.items() if k is not None} == {
             f"status-connector-{name}": encode_status(s.state, s.worker_id, s.generation, None)

@@ -158,7 +158,7 @@ async def test_a_newer_write_supersedes_a_pending_retry_and_is_never_overwritten
     assert outcomes[1].result is Result.WRITTEN
     assert outcomes[0].result is Result.SUPERSEDED
     await faulty.store.read_your_writes(WAIT)
-    assert faulty.store.get_connector("c") == connector("c", state=State.FAILED)
+    assert faulty.store.cache.get_connector("c") == connector("c", state=State.FAILED)
     assert faulty.count("status_update_superseded", "connector") == 2
 
 

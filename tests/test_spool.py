@@ -48,7 +48,7 @@ async def test_updates_pending_at_a_stop_are_replayed_by_the_next_start(mock_clu
     async with store_factory(mock_cluster.bootstrap_servers, topic, **{"status.storage.spool.path": spool}) as second:
         await second.read_your_writes(WAIT)
         for i in range(20):
-            task = second.get_task(TaskId("c", i))
+            task = second.cache.get_task(TaskId("c", i))
             assert task is not None
             assert task.state is State.FAILED
         values = last_values(second)

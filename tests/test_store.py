@@ -30,11 +30,11 @@ def task(name: str, number: int, state: State = State.RUNNING, worker: str = "w1
 
 async def test_put_is_visible_only_after_read_back(store: StatusStore) -> None:
     update = store.put(connector("conn"))
-    assert store.get_connector("conn") is None  # not read back yet
+    assert store.cache.get_connector("conn") is None  # not read back yet
     assert (await update.result(WAIT)).ok
     await store.read_your_writes(WAIT)
-    assert store.get_connector("conn") == connector("conn")
-    assert store.connectors() == ["conn"]
+    assert store.cache.get_connector("conn") == connector("conn")
+    assert store.cache.connectors() == ["conn"]
 
 
 async def test_records_are_byte_exact_and_partitioned_like_java(store: StatusStore) -> None:
@@ -65,9 +65,9 @@ async def test_records_written_by_connect_are_read(store: StatusStore) -> None:
          b'{"topic":{"name":"foo-topic","connector":"my-conn","task":0,"discoverTimestamp":1700000000000}}'),
     )
     await store.read_to_end(WAIT)
-    assert store.get_connector("conn") == connector("conn", State.PAUSED, "h:8083", 3)
-    assert store.get_all_tasks("my-conn") == [task("my-conn", 12, worker="h:8083", generation=3)]
-    assert store.get_all_topics("my-conn") == [TopicStatus("foo-topic", "my-conn", 0, 1700000000000)]
+    assert store.cache.get_connector("conn") == connector("conn", State.PAUSED, "h:8083", 3)
+    assert store.cache.get_all_tasks("my-conn") == [task("my-conn", 12, worker="h:8083", generation=3)]
+    assert store.cache.get_all_topics("my-conn") == [TopicStatus("foo-topic", "my-conn", 0, 1700000000000)]
 
 
 async def test_records_reach_the_read_rules_with_their_partition_and_offset(
@@ -80,8 +80,8 @@ async def test_records_reach_the_read_rules_with_their_partition_and_offset(
     assert producer.flush(WAIT) == 0
     with caplog.at_level(logging.WARNING):
         await store.read_to_end(WAIT)
-    assert store.get_connector("c") == connector("c", worker="h:1")
-    assert (store.stats.applied, store.stats.invalid_keys, store.stats.garbled_values) == (1, 1, 1)
+    assert store.cache.get_connector("c") == connector("c", worker="h:1")
+    assert (store.cache.stats.applied, store.cache.stats.invalid_keys, store.cache.stats.garbled_values) == (1, 1, 1)
     assert "Discarding record at partition 1 offset 1: no key" in caplog.text
     assert "Discarding record at partition 1 offset 2: garbled value for 'status-connector-c'" in caplog.text
 
@@ -93,8 +93,8 @@ async def test_task_tombstone_removes_one_task(store: StatusStore) -> None:
     await store.read_your_writes(WAIT)
     store.put(task("c", 1, State.DESTROYED))  # DESTROYED is written as a tombstone
     await store.read_your_writes(WAIT)
-    assert store.get_all_tasks("c") == [task("c", 0)]
-    assert store.get_connector("c") == connector("c")
+    assert store.cache.get_all_tasks("c") == [task("c", 0)]
+    assert store.cache.get_connector("c") == connector("c")
     assert (store.partitions and [r for r in read_raw(store) if r[1] == b"status-task-c-1"][-1][2]) is None
 
 
@@ -107,8 +107,8 @@ async def test_delete_connector_writes_task_tombstones_then_the_connector(store:
     await store.read_your_writes(WAIT)
     assert [u.key for u in updates] == ["status-task-c-0", "status-task-c-1", "status-connector-c"]
     assert all(u.outcome is not None and u.outcome.ok for u in updates)
-    assert store.get_connector("c") is None
-    assert store.get_all_tasks("c") == []
+    assert store.cache.get_connector("c") is None
+    assert store.cache.get_all_tasks("c") == []
     tombstones = [key for _, key, value in read_raw(store) if value is None]
     assert sorted(tombstones) == [b"status-connector-c", b"status-task-c-0", b"status-task-c-1"]
 
@@ -124,14 +124,14 @@ async def test_put_safe_follows_connects_rules(store: StatusStore) -> None:
     same = store.put_safe(connector("b", State.FAILED, "w1:8083", 4))
     assert same is not None
     await store.read_your_writes(WAIT)
-    assert store.get_connector("b") == connector("b", State.FAILED, "w1:8083", 4)
+    assert store.cache.get_connector("b") == connector("b", State.FAILED, "w1:8083", 4)
     # Another worker with the same or a newer generation: written.
     assert store.put_safe(task("t", 0, State.RUNNING, "w1:8083", 2)) is not None
     await store.read_your_writes(WAIT)
     assert store.put_safe(task("t", 0, State.UNASSIGNED, "w2:8083", 3)) is not None
     await store.read_your_writes(WAIT)
-    assert store.get_task(TaskId("t", 0)) == task("t", 0, State.UNASSIGNED, "w2:8083", 3)
-    assert store.get_connector("a") == connector("a", State.UNASSIGNED, "w1:8083", 5)
+    assert store.cache.get_task(TaskId("t", 0)) == task("t", 0, State.UNASSIGNED, "w2:8083", 3)
+    assert store.cache.get_connector("a") == connector("a", State.UNASSIGNED, "w1:8083", 5)
 
 
 async def test_topic_status_put_delete_and_reset(store: StatusStore) -> None:
@@ -139,15 +139,15 @@ async def test_topic_status_put_delete_and_reset(store: StatusStore) -> None:
         store.put_topic(TopicStatus(name, "c", 0, 1700000000000))
     store.put_topic(TopicStatus("t1", "other", 1, 1))
     await store.read_your_writes(WAIT)
-    assert [t.topic for t in store.get_all_topics("c")] == ["t1", "t2", "t3"]
+    assert [t.topic for t in store.cache.get_all_topics("c")] == ["t1", "t2", "t3"]
     assert (await store.delete_topic("c", "t2").result(WAIT)).ok
     await store.read_your_writes(WAIT)
-    assert store.get_topic("c", "t2") is None
-    assert [t.topic for t in store.get_all_topics("c")] == ["t1", "t3"]
+    assert store.cache.get_topic("c", "t2") is None
+    assert [t.topic for t in store.cache.get_all_topics("c")] == ["t1", "t3"]
     assert len(store.reset_topics("c")) == 2
     await store.read_your_writes(WAIT)
-    assert store.get_all_topics("c") == []
-    assert store.get_topic("other", "t1") == TopicStatus("t1", "other", 1, 1)
+    assert store.cache.get_all_topics("c") == []
+    assert store.cache.get_topic("other", "t1") == TopicStatus("t1", "other", 1, 1)
 
 
 async def test_generation_and_sequence_follow_each_write(store: StatusStore) -> None:
@@ -173,10 +173,10 @@ async def test_two_stores_converge(broker: Broker, store_factory: StoreFactory) 
         await one.read_to_end(WAIT)
         await two.read_to_end(WAIT)
         for name in ["c", "shared", *[f"c{i}" for i in range(20)]]:
-            assert one.get_connector(name) == two.get_connector(name)
-            assert one.get_all_tasks(name) == two.get_all_tasks(name)
-        assert one.get_connector("shared") == connector("shared", State.RUNNING, "w2:8083", 2)
-        assert len(one.get_all_tasks("c")) == 20
+            assert one.cache.get_connector(name) == two.cache.get_connector(name)
+            assert one.cache.get_all_tasks(name) == two.cache.get_all_tasks(name)
+        assert one.cache.get_connector("shared") == connector("shared", State.RUNNING, "w2:8083", 2)
+        assert len(one.cache.get_all_tasks("c")) == 20
 
 
 async def test_a_restarted_store_reads_everything_back(broker: Broker, store_factory: StoreFactory) -> None:
@@ -187,7 +187,7 @@ async def test_a_restarted_store_reads_everything_back(broker: Broker, store_fac
         await first.read_your_writes(WAIT)
     async with store_factory(broker.bootstrap_servers, topic) as second:
         # start() reads to the end before it returns.
-        assert sum(len(second.get_all_tasks(f"conn-{i}")) for i in range(7)) == 300
+        assert sum(len(second.cache.get_all_tasks(f"conn-{i}")) for i in range(7)) == 300
 
 
 async def test_writes_after_stop_are_refused(broker: Broker, store_factory: StoreFactory) -> None:

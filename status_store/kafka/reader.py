@@ -16,10 +16,11 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Message, TopicPartition
 
+from ..cache import StatusRecord
 from ..errors import StoreClosedError
 from .settings import POLL_INTERVAL_S, consumer_settings, topic_partitions
 
@@ -243,3 +244,11 @@ class TopicReader:
             waiter.future.set_result(None)
             return True
         return False
+
+
+def status_records(records: Sequence[Message]) -> Iterator[StatusRecord]:
+    """Records as the status cache takes them; a Kafka timestamp in seconds (none when the broker gave none)."""
+    for record in records:
+        kind, millis = record.timestamp()
+        timestamp = millis / 1000 if kind != TIMESTAMP_NOT_AVAILABLE else None
+        yield StatusRecord(record.key(), record.value(), record.partition() or 0, record.offset() or 0, timestamp)

@@ -47,7 +47,7 @@ async def test_analyze_reads_what_the_service_wrote_and_reports(spark: SparkSess
         await store.read_your_writes(WAIT)
         expected = {("connector", "sink", None, "RUNNING", 1), ("task", "sink", 0, "RUNNING", 2),
                     ("task", "sink", 1, "RUNNING", 1)}
-        assert store.get_connector("old") is None
+        assert store.cache.get_connector("old") is None
     # Stopping the store settled its history events (bounded by the shutdown timeout).
     out = tmp_path / "out"
     code = cli.main(["analyze", "--bootstrap-servers", tansu.bootstrap_servers, "--status-topic", topic,

@@ -103,15 +103,15 @@ def store_view(store: Any) -> set[tuple[Any, ...]]:
     """Everything the store's cache holds, through its public read API."""
     view: set[tuple[Any, ...]] = set()
     for connector in CONNECTORS:
-        status = store.get_connector(connector)
+        status = store.cache.get_connector(connector)
         if status is not None:
             view.add(("connector", connector, None, status.state.value, status.worker_id, status.generation,
                       status.trace))
         for task in range(4):
-            found = store.get_task(TaskId(connector, task))
+            found = store.cache.get_task(TaskId(connector, task))
             if found is not None:
                 view.add(("task", connector, task, found.state.value, found.worker_id, found.generation, found.trace))
-        for topic in store.get_all_topics(connector):
+        for topic in store.cache.get_all_topics(connector):
             view.add(("topic", connector, topic.topic, topic))
     return view
 
@@ -136,7 +136,7 @@ async def test_latest_per_key_equals_the_store_cache(spark: SparkSession, broker
         produce(broker.bootstrap_servers, topic, records)
         await store.read_to_end(30)
         expected = store_view(store)
-        stats = store.stats
+        stats = store.cache.stats
     read = read_kafka(spark, {"bootstrap.servers": broker.bootstrap_servers}, topic, max_records_per_range=400)
     assert len(read.ranges) == 4, read.ranges  # 1500 offsets in ranges of at most 400, read in parallel
     assert read.problems == []

@@ -70,16 +70,16 @@ def task_state(status: TaskStatus) -> dict[str, Any]:
 def type_of(store: StatusStore, configs: ConnectorConfigs | None, name: str) -> str:
     """The connector's type: from its configuration and the type settings, or what its status writer said."""
     config = configs.connector_config(name) if configs is not None else None
-    return connector_type(config, store.config.connector_types, store.connector_type(name))
+    return connector_type(config, store.config.connector_types, store.cache.connector_type(name))
 
 
 def connector_state_info(store: StatusStore, configs: ConnectorConfigs | None, name: str) -> dict[str, Any] | None:
     """Connect's ``ConnectorStateInfo`` (every stored state shown, DESTROYED too, as Connect shows it); None when
     the connector has no status."""
-    status = store.get_connector(name)
+    status = store.cache.get_connector(name)
     if status is None:
         return None
-    tasks = [task_state(task) for task in store.get_all_tasks(name)]
+    tasks = [task_state(task) for task in store.cache.get_all_tasks(name)]
     return {"name": name, "connector": state(status), "tasks": tasks, "type": type_of(store, configs, name)}
 
 
@@ -121,7 +121,7 @@ async def list_connectors(store: StoreDep, configs: ConfigsDep, expand: Annotate
         = None) -> ConnectJSONResponse:
     """The connectors, sorted: Connect's configured connectors when the config topic is configured, otherwise the
     connectors with a status. With ``expand`` present (even empty), a map of each to its expansions."""
-    names = configs.connectors() if configs is not None else store.connectors()
+    names = configs.connectors() if configs is not None else store.cache.connectors()
     if expand is None:
         return ConnectJSONResponse(names)
     expanded = {}
@@ -171,7 +171,7 @@ async def connector_status(name: str, store: StoreDep, configs: ConfigsDep) -> C
 @router.get("/connectors/{name}/tasks/{task}/status", response_model=TaskState, responses=NOT_FOUND)
 async def task_status(name: str, task: TaskDep, store: StoreDep) -> ConnectJSONResponse:
     """One task's status, as Connect answers it."""
-    status = store.get_task(TaskId(name, task))
+    status = store.cache.get_task(TaskId(name, task))
     if status is None:
         raise ApiError(404, f"No status found for task {name}-{task}")
     return ConnectJSONResponse(task_state(status))
@@ -182,7 +182,7 @@ def submit(store: StatusStore, status: Status, safe: bool, connector_type: str |
     write is accepted: a refused write changes nothing."""
     update = store.put_safe(status) if safe else store.put(status)
     if update is not None and connector_type is not None and isinstance(status, ConnectorStatus):
-        store.set_connector_type(status.connector, connector_type)
+        store.cache.set_connector_type(status.connector, connector_type)
     return update
 
 
@@ -232,8 +232,8 @@ async def delete_connector(name: str, store: StoreDep, configs: ConfigsDep) -> R
     """Connect's route deletes the connector (its configuration, after which its workers delete its statuses).
     status-store never writes Connect's config topic, so it refuses, and deletes nothing: 404 as Connect answers
     for a connector it knows nothing of, 405 otherwise."""
-    known = ((configs is not None and configs.contains(name)) or store.get_connector(name) is not None
-             or bool(store.get_all_tasks(name)))
+    known = ((configs is not None and configs.contains(name)) or store.cache.get_connector(name) is not None
+             or bool(store.cache.get_all_tasks(name)))
     if not known:
         raise not_found(name)
     raise ApiError(405, f"status-store does not delete connectors: delete {name} through a Connect worker. "

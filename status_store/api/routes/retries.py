@@ -63,7 +63,7 @@ async def parked_updates(request: Request, store: StoreDep, limit: Limit = DEFAU
                          offset: Offset = 0) -> ConnectJSONResponse:
     """Updates that ran out of retries and are parked until their partition takes writes again, oldest first in
     each partition."""
-    parked = store.parked()
+    parked = store.queue.parked()
     return _page(request, [
         {"key": u.key, "kind": u.kind, "attempts": u.attempts, "last_error": _last_error(u)}
         for u in parked[offset:offset + limit]

@@ -92,6 +92,7 @@ async def post_statuses(batch: StatusBatch, store: StoreDep, params: WaitDep) ->
     for write in writes:
         if isinstance(write, StatusWrite):
             store.record_limit.check_status(write.status)
-    store.check_room(sum(len(store.get_all_tasks(write)) + 1 if isinstance(write, str) else 1 for write in writes))
+    store.check_room(sum(len(store.cache.get_all_tasks(write)) + 1 if isinstance(write, str) else 1
+                         for write in writes))
     updates = [update for write in writes for update in apply(store, write)]
     return await answer(store, updates, params)

@@ -32,7 +32,7 @@ async def connector_topics(name: str, store: StoreDep) -> ConnectJSONResponse:
     """The topics the connector has used; an unknown connector has none."""
     # The names the values hold, each once: Connect collects them in a set (records other writers left may
     # repeat a name under different keys).
-    topics = list(dict.fromkeys(status.topic for status in store.get_all_topics(name)))
+    topics = list(dict.fromkeys(status.topic for status in store.cache.get_all_topics(name)))
     return ConnectJSONResponse({name: {"topics": topics}})
 
 
