@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import WriteFailedError
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """Where Kafka stored a write."""
+class Delivery(NamedTuple):
+    """Where Kafka stored a write (immutable; a named tuple: one is made per write, and it is cheaper to make than
+    a frozen dataclass)."""
 
     partition: int
     offset: int
