@@ -9,6 +9,10 @@
     are acknowledged), then flush() until all are acknowledged, vs a raw
     Producer.produce() loop of the same pre-encoded records (same producer settings) until flushed;
     confluent_kafka.aio.AIOProducer is measured too, as the alternative the store does not use.
+(c) write until visible: StatusStore.put() of N statuses, then read_your_writes() until every write is
+    acknowledged and read back (Connect's visibility rule), vs the fair physical limit: a raw Producer
+    writing the same records while a raw Consumer (same settings, same partitions) reads all N back.
+The garbage collector is tuned as the sidecar tunes it (``service.tune_collector``).
 Both run on librdkafka's mock cluster in this process (20 partitions, so that its ~5 MiB per
 partition retention drops nothing). Prints a Markdown table: medians of the rounds and ratios.
 """
@@ -19,6 +23,7 @@ import asyncio
 import os
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -32,6 +37,7 @@ from status_store.config import build_config
 from status_store.kafka.reader import CONSUME_BATCH
 from status_store.kafka.settings import consumer_settings, producer_settings
 from status_store.model import State, TaskId, TaskStatus, task_key
+from status_store.service import tune_collector
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
 
@@ -95,6 +101,53 @@ async def raw_write(bootstrap: str, topic: str, items: list[TaskStatus]) -> floa
     producer.flush(600)
     elapsed = time.perf_counter() - start
     assert delivered == len(records), (delivered, len(records))
+    return elapsed
+
+
+async def store_visible(bootstrap: str, topic: str, items: list[TaskStatus]) -> float:
+    store = make_store(bootstrap, topic)
+    await store.start()
+    start = time.perf_counter()
+    for status in items:
+        store.put(status)
+    await store.read_your_writes()
+    elapsed = time.perf_counter() - start
+    assert store.cache.stats.applied == len(items), (store.cache.stats.applied, len(items))
+    await store.stop()
+    return elapsed
+
+
+async def raw_pipeline(bootstrap: str, topic: str, items: list[TaskStatus]) -> float:
+    """A raw Producer writes the records while a raw Consumer, on a thread of its own as the store's reader is,
+    reads all of them back: the time until the last one is read."""
+    records = [(task_key(s.id).encode(), encode_status(s.state, s.worker_id, s.generation, s.trace)) for s in items]
+    producer = Producer(producer_settings(bootstrap, {}))
+    consumer = Consumer(consumer_settings(bootstrap, {}))
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    read = 0
+
+    def read_back() -> None:
+        nonlocal read
+        deadline = time.monotonic() + 600
+        while read < len(records) and time.monotonic() < deadline:
+            for message in consumer.consume(CONSUME_BATCH, 0.1):
+                read += message.error() is None
+
+    start = time.perf_counter()
+    reader = threading.Thread(target=read_back)
+    reader.start()
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value, key)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(600)
+    await asyncio.to_thread(reader.join)
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    assert read == len(records), (read, len(records))
     return elapsed
 
 
@@ -171,6 +224,7 @@ async def main() -> None:
     rounds: int = args.rounds
     cluster = FaultyCluster(brokers=1)
     items = statuses(n)
+    tune_collector()  # as the sidecar does once its store has started
 
     def fresh_topic() -> str:
         topic = f"bench-{uuid.uuid4().hex[:8]}"
@@ -197,6 +251,11 @@ async def main() -> None:
             write["store with history"].append(await store_write(bootstrap, fresh_topic(), items,
                                                                  history=fresh_topic()))
             write["aio"].append(await aio_write(bootstrap, fresh_topic(), items))
+    # Write until visible: each round on a fresh topic, the raw pipeline and the store interleaved.
+    visible: dict[str, list[float]] = {"raw pipeline": [], "store": []}
+    for _ in range(rounds):
+        visible["raw pipeline"].append(await raw_pipeline(bootstrap, fresh_topic(), items))
+        visible["store"].append(await store_visible(bootstrap, fresh_topic(), items))
     latency_store = await median_of(rounds, lambda: store_single_latency(bootstrap, fresh_topic()))
     latency_aio = await median_of(rounds, lambda: aio_single_latency(bootstrap, fresh_topic()))
     cluster.close()
@@ -212,6 +271,12 @@ async def main() -> None:
     for name in ("raw", "store", "store with spool", "store with history", "aio"):
         print(f"| write until acknowledged | {name} | {rate(write[name]):,.0f} | "
               f"{rate(write[name]) / rate(write['raw']):.2f} |")
+    for name in ("raw pipeline", "store"):
+        print(f"| write until visible | {name} | {rate(visible[name]):,.0f} | "
+              f"{rate(visible[name]) / rate(write['raw']):.2f} |")
+    print(f"\nwrite until visible: the store at {rate(visible['store']) / rate(visible['raw pipeline']):.2f} of the "
+          f"raw produce + read-back pipeline, {rate(visible['store']) / rate(write['raw']):.2f} of the raw produce "
+          "loop")
     spool_cost = rate(write["store with spool"]) / rate(write["store"])
     print(f"\nthe spool's cost: the store writes at {spool_cost:.2f} of its rate without a spool")
     history_cost = rate(write["store with history"]) / rate(write["store"])

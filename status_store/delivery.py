@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from .errors import WriteFailedError
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """Where Kafka stored a write."""
+class Delivery(NamedTuple):
+    """Where Kafka stored a write (immutable; a named tuple: one is made per write, and it is cheaper to make than
+    a frozen dataclass)."""
 
     partition: int
     offset: int
@@ -20,3 +20,12 @@ class Delivery:
 DoneCallback = Callable[[Delivery | None, WriteFailedError | None], None]
 # send(key, value, done): hand a record to Kafka; never blocks.
 Send = Callable[[bytes, bytes | None, DoneCallback], None]
+
+
+def read_targets(deliveries: Iterable[Delivery | None]) -> dict[int, int]:
+    """Per partition, the offset just past the last of these writes: where a reader has read them all."""
+    targets: dict[int, int] = {}
+    for delivery in deliveries:
+        if delivery is not None:
+            targets[delivery.partition] = max(targets.get(delivery.partition, 0), delivery.offset + 1)
+    return targets

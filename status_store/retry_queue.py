@@ -44,12 +44,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
 import heapq
 import itertools
 import logging
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from .backoff import Backoff, RetryMode
 from .delivery import Delivery, Send
@@ -74,7 +73,9 @@ class RetryQueue:
         self._send = send
         self._coalesce = coalesce
         self.policy = policy
-        self._listeners = tuple(listeners)
+        # Per event, the listeners' handlers, found once; a handler inherited from RetryListener does nothing
+        # and is left out (every write passes through on_submitted and on_finished).
+        self._handlers = {event: _handlers(listeners, event) for event in _EVENTS}
         self._route = route
         self.name = name
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -203,7 +204,7 @@ class RetryQueue:
         if budget is not None:
             budget.sent(update.attempts > 1)
         try:
-            self._send(update.key.encode(), update.value, functools.partial(self._settled, slot, update))
+            self._send(update.key.encode(), update.value, _Attempt(self, slot, update))
         except StoreClosedError as e:
             if budget is not None:
                 budget.settled(update.attempts > 1, None)
@@ -374,10 +375,7 @@ class RetryQueue:
 
     def _notify(self, event: str, *args: object) -> None:
         """Call every listener; one that raises is logged (once per cause) and counted, never propagated."""
-        for listener in self._listeners:
-            handler = getattr(listener, event, None)
-            if handler is None:  # a listener written against an older RetryListener
-                continue
+        for listener, handler in self._handlers[event]:
             try:
                 handler(*args)
             except Exception as e:
@@ -842,6 +840,8 @@ class RetryQueue:
 
     def _release_flushes(self) -> None:
         oldest = self._oldest_unsettled()
+        if oldest is not None and oldest < self._flushes[0][0]:
+            return  # the earliest flush (marks only grow) still waits: so do the others
         waiting = []
         for mark, future in self._flushes:
             if oldest is None or oldest >= mark:
@@ -884,6 +884,33 @@ class RetryQueue:
         self._heap.clear()
         self._slots = {key: slot for key, slot in self._slots.items() if slot.parked is not None}
         return lost
+
+
+_EVENTS = ("on_submitted", "on_retry", "on_finished", "on_unparked")
+
+
+def _handlers(listeners: Sequence[RetryListener], event: str) -> list[tuple[RetryListener, Callable[..., None]]]:
+    """The listeners' handlers of one event: none for a listener without the method (written against an older
+    RetryListener) or with RetryListener's own, which does nothing."""
+    handlers = []
+    for listener in listeners:
+        handler = getattr(listener, event, None)
+        if handler is not None and getattr(type(listener), event, None) is not getattr(RetryListener, event):
+            handlers.append((listener, handler))
+    return handlers
+
+
+class _Attempt:
+    """The completion callback of one attempt: one small object per write in flight (a partial of a bound method
+    would be three, and every object a pending write holds is traversed by each full garbage collection)."""
+
+    __slots__ = ("queue", "slot", "update")
+
+    def __init__(self, queue: RetryQueue, slot: Slot, update: StatusUpdate) -> None:
+        self.queue, self.slot, self.update = queue, slot, update
+
+    def __call__(self, delivery: Delivery | None, error: WriteFailedError | None) -> None:
+        self.queue._settled(self.slot, self.update, delivery, error)
 
 
 class _FailureLog:

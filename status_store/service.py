@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import logging
 import signal
@@ -28,6 +29,9 @@ from .mock_cluster import MockCluster
 from .store import StatusStore
 
 log = logging.getLogger(__name__)
+
+# A full garbage collection after this many collections of the middle generation (CPython's default: 10).
+FULL_COLLECTION_EVERY = 100
 
 
 class _Server(uvicorn.Server):
@@ -75,6 +79,7 @@ async def serve(config: StoreConfig) -> None:
                if config.config_topic is not None else None)
     try:
         await _start(store, configs, bootstrap)
+        tune_collector()
         app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes, configs, status_events)
         with client_log_limits(asyncio.get_running_loop()):
             await _Server(http_config(app, config.rest_host, config.rest_port), status_events).serve()
@@ -86,6 +91,19 @@ async def serve(config: StoreConfig) -> None:
             cluster.close()
     if lost:
         sys.exit(1)
+
+
+def tune_collector() -> None:
+    """Keep the garbage collector off the write path's back: what exists once the store has started (modules, the
+    cache read from the topic) is moved out of its sight (``gc.freeze``), and full collections come ten times
+    rarer. A burst of writes (a rebalance, a batch, a spool replay) holds a few objects per pending write; with
+    CPython's defaults every full collection walks all of them and the cache, and a burst of 50,000 writes paid
+    for over a dozen of them, more time than the writes themselves. Cycles are still collected; refcounting
+    frees everything else at once as before."""
+    gc.collect()
+    gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
 
 
 async def _brokers(config: StoreConfig) -> tuple[MockCluster | None, str]:

@@ -34,7 +34,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import itertools
 import logging
+import operator
 import os
 import socket
 import sqlite3
@@ -208,8 +210,9 @@ class Spool(RetryListener):
         changes, db = self._changes, self._db
         try:
             db.execute("BEGIN")
-            for sql, parameters in changes:
-                db.execute(sql, parameters)
+            # Runs of one statement (a burst's upserts, its deletes) in one executemany each, in order.
+            for sql, run in itertools.groupby(changes, key=operator.itemgetter(0)):
+                db.executemany(sql, [parameters for _, parameters in run])
             db.execute("COMMIT")
         except sqlite3.OperationalError as e:
             if db.in_transaction:

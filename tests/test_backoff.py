@@ -87,3 +87,11 @@ def test_bounds_hold_for_any_seed(case: tuple[int, int, float, float, int, float
     assert 0 <= symmetric <= maximum + 1e-6
     full = FullJitter(initial, maximum, multiplier, jitter, random=lambda: u).delay(n) * 1000
     assert 0 <= full <= capped + 1e-6
+
+
+def test_full_symmetric_jitter_drawing_zero_far_into_the_backoff_is_no_delay_not_nan() -> None:
+    # initial * multiplier^n overflows to infinity; a factor of 0 must still give 0, not infinity * 0 = NaN
+    # (a NaN delay would schedule the retry nowhere).
+    policy = SymmetricJitter(1, 2, 10.0, 1.0, random=lambda: 0.0)
+    assert policy.delay(309) == 0.0
+    assert policy.shortest(309) == 0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import queue
@@ -17,6 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from status_store.client import rows
 from status_store.model import ConnectorStatus, State
+from status_store.service import FULL_COLLECTION_EVERY, tune_collector
 
 from .brokers import free_port
 from .conftest import StoreFactory
@@ -304,3 +306,17 @@ def test_a_status_without_worker_id_shows_a_dash() -> None:
     info = {"name": "c", "type": "unknown", "connector": {"state": "RUNNING", "worker_id": None},
             "tasks": [{"id": 0, "state": "FAILED", "worker_id": None, "trace": "boom\nat x"}]}
     assert rows(info) == [("c (unknown)", "RUNNING", "-", ""), ("  task 0", "FAILED", "-", "boom")]
+
+
+def test_the_collector_is_tuned_for_bursts_of_writes() -> None:
+    """What exists once the store has started is frozen out of the collector's sight, and full collections come
+    rarer; young collections keep their default."""
+    threshold = gc.get_threshold()
+    try:
+        tune_collector()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (threshold[0], threshold[1], FULL_COLLECTION_EVERY)
+        assert threshold[2] < FULL_COLLECTION_EVERY
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)

@@ -1,15 +1,17 @@
 """Writes to one topic: librdkafka's producer with Connect's settings, delivery reports on the event loop.
 
+``send`` never blocks and never calls into librdkafka: the records of one event-loop turn wait, in order, in
+an outbox that the end of the turn hands to the producer in one tight loop (a burst of writes, a batch
+request or a spool replay, reaches librdkafka without the loop's other work between the produce calls).
 A background thread serves delivery reports and hands them to the event loop in batches (one
-``call_soon_threadsafe`` per batch), so ``send`` never blocks. Writes librdkafka's queue has no room
-for wait, in order, in a local backlog.
+``call_soon_threadsafe`` per batch). Records librdkafka's queue has no room for stay in the outbox, in
+order, until delivery reports free room.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import itertools
 import logging
 import threading
@@ -24,7 +26,7 @@ from .settings import DEFAULT_DELIVERY_TIMEOUT_MS, POLL_INTERVAL_S, producer_set
 log = logging.getLogger(__name__)
 
 # (send number, error, partition, offset, key) of one delivery report.
-_Report = tuple[int, KafkaError | None, int, int, bytes | None]
+_ReportTuple = tuple[int, KafkaError | None, int, int, bytes | None]
 
 
 class TopicProducer:
@@ -46,10 +48,11 @@ class TopicProducer:
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         # Delivery reports, filled by the producer thread and drained on the loop.
-        self._reports: collections.deque[_Report] = collections.deque()
+        self._reports: collections.deque[_ReportTuple] = collections.deque()
         self._drain_scheduled = False
-        # Writes librdkafka's queue had no room for, sent in order as room frees up.
-        self._backlog: collections.deque[tuple[bytes, bytes | None, int]] = collections.deque()
+        # Records not handed to librdkafka yet, in order: sent at the end of the loop's turn, or as room frees up.
+        self._outbox: collections.deque[tuple[bytes, bytes | None, int]] = collections.deque()
+        self._outbox_scheduled = False
         # The completion callbacks of unsettled writes, by send number.
         self._pending: dict[int, DoneCallback] = {}
         self._sends = itertools.count()
@@ -80,6 +83,7 @@ class TopicProducer:
         self._closed = True
         pending = 0
         producer = self._producer
+        self._send_outbox()  # what this turn submitted goes out before the flush
         if producer is not None:
             pending = await asyncio.to_thread(producer.flush, timeout)
             if pending:
@@ -87,11 +91,11 @@ class TopicProducer:
                           pending, self.topic, timeout)
                 producer.purge()
                 await asyncio.to_thread(producer.poll, 0)
-        for key, _, number in self._backlog:
+        for key, _, number in self._outbox:
             pending += 1
             self._settle(number, WriteFailedError(key.decode(errors="replace"), KafkaError._DESTROY, "_DESTROY",
                                                   "the store stopped before this write was sent"))
-        self._backlog.clear()
+        self._outbox.clear()
         self._stopping.set()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, 5)
@@ -104,35 +108,39 @@ class TopicProducer:
         return {partition: offset + 1 for partition, offset in self._written.items()}
 
     def send(self, key: bytes, value: bytes | None, done: DoneCallback) -> None:
-        """Hand one record to the producer; never blocks. ``done`` runs on the event loop when Kafka
-        has acknowledged the record (with where it is) or failed it (with the error)."""
+        """Hand one record to the producer (at the end of this turn of the event loop); never blocks. ``done``
+        runs on the event loop when Kafka has acknowledged the record (with where it is) or failed it (with
+        the error)."""
         if self._closed or self._producer is None:
             raise StoreClosedError(f"the producer of {self.topic} is not running")
         number = next(self._sends)
         self._pending[number] = done
-        if self._backlog or not self._produce(key, value, number):
-            self._backlog.append((key, value, number))
+        self._outbox.append((key, value, number))
+        if not self._outbox_scheduled:
+            assert self._loop is not None
+            self._outbox_scheduled = True
+            self._loop.call_soon(self._send_outbox)
 
-    def _produce(self, key: bytes, value: bytes | None, number: int) -> bool:
-        """Produce one record; False when librdkafka's queue is full."""
-        assert self._producer is not None
-        try:
-            self._producer.produce(self.topic, value, key, on_delivery=functools.partial(self._delivered, number))
-        except BufferError:
-            if len(self._producer) == 0:
+    def _send_outbox(self) -> None:
+        """Produce the outbox's records in order, in one tight loop, until librdkafka's queue is full."""
+        self._outbox_scheduled = False
+        producer, outbox, topic, reports = self._producer, self._outbox, self.topic, self._reports
+        if producer is None:
+            return
+        produce = producer.produce
+        while outbox:
+            key, value, number = outbox[0]
+            try:
+                produce(topic, value, key, on_delivery=_Report(reports, number))
+            except BufferError:
+                if len(producer) != 0:
+                    return  # full for now: the rest waits for delivery reports to free room
                 # The queue is empty and the record still does not fit: it never will.
                 self._settle(number, WriteFailedError(key.decode(errors="replace"), KafkaError.MSG_SIZE_TOO_LARGE,
                                                       "MSG_SIZE_TOO_LARGE", "larger than the producer's whole queue"))
-                return True
-            return False
-        except KafkaException as e:
-            self._settle(number, _write_failed(key, e.args[0]))
-        return True
-
-    def _delivered(self, number: int, error: KafkaError | None, message: Message) -> None:
-        # Runs on whichever thread polled the producer: only hand over, never touch a future.
-        self._reports.append((number, error, message.partition() or 0, message.offset() or 0,
-                              message.key() if error is not None else None))
+            except KafkaException as e:
+                self._settle(number, _write_failed(key, e.args[0]))
+            outbox.popleft()
 
     def _serve_deliveries(self) -> None:
         producer = self._producer
@@ -173,16 +181,26 @@ class TopicProducer:
             done = pending.pop(number, None)
             if done is not None:
                 done(Delivery(partition, offset), None)
-        while self._backlog and self._producer is not None:
-            key, value, number = self._backlog[0]
-            if not self._produce(key, value, number):
-                break
-            self._backlog.popleft()
+        self._send_outbox()
 
     def _settle(self, number: int, error: WriteFailedError) -> None:
         done = self._pending.pop(number, None)
         if done is not None:
             done(None, error)
+
+
+class _Report:
+    """The delivery callback of one record: runs on whichever thread polled the producer, so it only hands the
+    report over (never touches a future). One small object per record in flight, not a partial of a bound method."""
+
+    __slots__ = ("number", "reports")
+
+    def __init__(self, reports: collections.deque[_ReportTuple], number: int) -> None:
+        self.reports, self.number = reports, number
+
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
+        self.reports.append((self.number, error, message.partition() or 0, message.offset() or 0,
+                             message.key() if error is not None else None))
 
 
 def _write_failed(key: bytes | None, error: KafkaError) -> WriteFailedError:
