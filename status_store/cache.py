@@ -31,6 +31,7 @@ from .codec import GarbledValue, StatusValue
 from .model import (
     ConnectorKey,
     ConnectorStatus,
+    Key,
     State,
     Status,
     TaskId,
@@ -132,6 +133,8 @@ class StatusCache:
         self._offsets: dict[str, int] = {}
         # Each connector's last tombstone read (it deleted the connector's tasks too).
         self._deleted_at: dict[str, int] = {}
+        # Told of each record applied (not of those discarded), after the cache took it: GET /events.
+        self.on_applied: Callable[[StatusRecord, Key], None] | None = None
 
     # ----------------------------------------------------------------------------- reading records
 
@@ -139,7 +142,7 @@ class StatusCache:
         """Apply records in the order they were read."""
         applied = 0
         read_task, read_connector, read_topic = self._read_task, self._read_connector, self._read_topic
-        offsets = self._offsets
+        offsets, on_applied = self._offsets, self.on_applied
         for record in records:
             raw_key, value, _, offset, timestamp = record
             if raw_key is None:
@@ -164,6 +167,8 @@ class StatusCache:
                 self._discard("garbled_values", f"garbled value for {key!r}: {e}", record)
                 continue
             applied += 1
+            if on_applied is not None:
+                on_applied(record, parsed)
         self.stats.applied += applied
 
     def _discard(self, counter: str, reason: str, record: StatusRecord) -> None:

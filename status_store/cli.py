@@ -1,5 +1,5 @@
-"""Command line: ``status-store [--version] serve | status | analyze | openapi | config-docs | config-example`` (also
-``python -m status_store``)."""
+"""Command line: ``status-store [--version] serve | status | watch | analyze | openapi | config-docs | config-example``
+(also ``python -m status_store``)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     status = commands.add_parser("status", help="show statuses from a running status-store, as a table")
     status.add_argument("name", nargs="?", help="a connector (default: every connector)")
     status.add_argument("--url", default="http://127.0.0.1:8084", help="the service (default: %(default)s)")
+    watch = commands.add_parser("watch", help="print status changes from a running status-store as they happen")
+    watch.add_argument("connector", nargs="?", help="only this connector's changes (default: every connector's)")
+    watch.add_argument("--url", default="http://127.0.0.1:8084", help="the service (default: %(default)s)")
     analyze = commands.add_parser("analyze", help="status analytics with Spark (needs the spark extra and Java 17+)",
                                   description="Read the status and history topics (or exported files), compute the "
                                               "latest statuses, time in state, FAILED episodes, flapping and retry "
@@ -64,6 +67,14 @@ def main(argv: list[str] | None = None) -> int:
         from .client import show_status
 
         return show_status(args.url, args.name)
+
+    if args.command == "watch":
+        from .client import watch as watch_changes
+
+        try:
+            return watch_changes(args.url, args.connector)
+        except KeyboardInterrupt:
+            return 130
 
     if args.command == "openapi":
         from .api import openapi_document

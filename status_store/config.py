@@ -314,6 +314,19 @@ class StoreConfig:
         "With sidecar.metrics.fleet=objects: connectors and tasks that get series of their own (three each) at "
         "most. Beyond it those not RUNNING are kept first, the rest are left out of the per-object series (the "
         "counts still cover them), a warning is logged and status_fleet_objects_omitted says how many.")
+    events_buffer_max: int = setting(
+        "sidecar.events.buffer.max", 50000, integer(1, INT32_MAX),
+        "GET /events keeps this many of the last status changes read, so that a client that reconnects with "
+        "Last-Event-ID gets what it missed; an id older than what is kept is refused (HTTP 410).",
+        section="Status events (GET /events)")
+    events_subscriber_queue_max: int = setting(
+        "sidecar.events.subscriber.queue.max", 20000, integer(1, INT32_MAX),
+        "Status changes waiting to be sent to one GET /events client at most: a client that falls further behind "
+        "is dropped (it may reconnect with its Last-Event-ID), so that no client slows the store.")
+    events_heartbeat_ms: int = setting(
+        "sidecar.events.heartbeat.ms", 15000, integer(10, INT32_MAX),
+        "GET /events sends a comment line when nothing else was sent for this long, so that proxies keep the "
+        "connection and clients see that it is alive.")
     # What no key of ours declares: status.storage.<x> topic configs, and the Kafka clients' settings.
     topic_configs: Mapping[str, str] = field(default_factory=dict)
     client_configs: Mapping[str, str] = field(default_factory=dict)

@@ -8,6 +8,7 @@ import gc
 import ipaddress
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Iterator
 
@@ -15,11 +16,13 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 
 from .api import create_app
+from .api.app import store_events
 from .api.http_server import client_log_limits, http_config
 from .config import StoreConfig
 from .config_topic import ConfigTopic
 from .embedded import start_embedded_broker
 from .errors import KafkaUnavailableError
+from .events import StatusEvents
 from .kafka import topic_exists
 from .metrics import StoreMetrics
 from .mock_cluster import MockCluster
@@ -37,6 +40,15 @@ class _Server(uvicorn.Server):
     uvicorn re-raises the signal once it has shut down, which would kill the process before the
     store's bounded flush runs; here the caller finishes its shutdown and exits on its own.
     """
+
+    def __init__(self, config: uvicorn.Config, status_events: StatusEvents) -> None:
+        super().__init__(config)
+        self._status_events = status_events
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn waits for open connections to finish: end the event streams, which would not on their own.
+        self._status_events.close()
+        await super().shutdown(sockets)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -61,14 +73,16 @@ async def serve(config: StoreConfig) -> None:
             cluster.close()
         raise
     metrics.watch_store(store)
+    # Before the store reads: the events kept start with the topic, so a client resumes across a restart.
+    status_events = store_events(store, from_start=True)
     configs = (ConfigTopic(config.config_topic, bootstrap, config.client_configs)
                if config.config_topic is not None else None)
     try:
         await _start(store, configs, bootstrap)
         tune_collector()
-        app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes, configs)
+        app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes, configs, status_events)
         with client_log_limits(asyncio.get_running_loop()):
-            await _Server(http_config(app, config.rest_host, config.rest_port)).serve()
+            await _Server(http_config(app, config.rest_host, config.rest_port), status_events).serve()
     finally:
         if configs is not None:
             await configs.stop()

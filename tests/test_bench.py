@@ -31,7 +31,7 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
-    assert len(scripts()) == 10
+    assert len(scripts()) == 12
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
@@ -96,6 +96,17 @@ def test_fleet_scrape_quick_run(tmp_path: Path) -> None:
     assert [line.split()[0] for line in lines] == ["objects", "objects", "counts"]
     # 100 connectors x (10 tasks + 1): every object has its series when no cap is reached.
     assert int(lines[0].split(":")[1].split()[0].replace(",", "")) > 1100
+
+
+def test_fleet_read_quick_run(tmp_path: Path) -> None:
+    output = run_quick("fleet_read", tmp_path, timeout=RUN_BOUND_S)
+    assert [row[0] for row in rows(output, "o")] == ["off", "objects", "objects + events"]
+
+
+def test_events_fanout_quick_run(tmp_path: Path) -> None:
+    output = run_quick("events_fanout", tmp_path, timeout=RUN_BOUND_S)
+    assert [row[0] for row in rows(output, "1")] == ["1", "10"]
+    assert "clients dropped: 0" in output
 
 
 def test_fleet_release_tuning_changes_the_held_partitions_release(tmp_path: Path) -> None:

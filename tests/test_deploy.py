@@ -28,7 +28,7 @@ from status_store.testing import FaultyCluster
 
 from .brokers import free_port
 from .conftest import Broker, StoreFactory
-from .helpers import eventually
+from .helpers import eventually, write_raw
 
 ROOT = Path(__file__).parent.parent
 DEPLOY = ROOT / "deploy"
@@ -84,8 +84,22 @@ def test_manifests_parse_and_reference_real_endpoints_and_settings() -> None:
 def test_dashboard_is_json_and_uses_real_metrics() -> None:
     dashboard = json.loads((DEPLOY / "grafana" / "status-store-dashboard.json").read_text())
     exprs = json.dumps(dashboard)
-    for name in ("status_update_success_total", "status_update_failure_total", "status_update_retry_total"):
+    for name in ("status_update_success_total", "status_update_failure_total", "status_update_retry_total",
+                 "status_connectors", "status_tasks", "status_task_state", "status_connector_state",
+                 "status_task_state_changed_timestamp_seconds"):
         assert name in exprs
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+
+
+def test_every_alert_has_its_runbook_section() -> None:
+    anchors = {"docs/operations.md#" + "".join(c for c in line.lstrip("#").strip().lower().replace(" ", "-")
+                                              if c.isalnum() or c == "-")
+               for line in (ROOT / "docs" / "operations.md").read_text().splitlines() if line.startswith("#")}
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())
+    alerts = [rule for group in rules["groups"] for rule in group["rules"] if "alert" in rule]
+    missing = [(a["alert"], a["annotations"]["runbook"]) for a in alerts if a["annotations"]["runbook"] not in anchors]
+    assert missing == []
 
 
 def test_configuration_reference_is_in_sync() -> None:
@@ -176,12 +190,33 @@ def test_the_shipped_placeholder_tokens_are_refused() -> None:
             build_config({"sidecar.rest.token": token})
 
 
+RULE_FILES = ("alerts.yml", "recording-rules.yml")
+RULE_TESTS = sorted((ROOT / "tests" / "promtool").glob("*.test.yml"))
+
+
+def promtool(*args: str) -> None:
+    """Run promtool and fail with its output unless it succeeds."""
+    result = subprocess.run([str(PROMTOOL), *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 @needs_prometheus
 def test_promtool_accepts_the_scrape_config_and_the_rules() -> None:
-    for args in (["check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
-                 ["check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")]):
-        result = subprocess.run([str(PROMTOOL), *args], capture_output=True, text=True, timeout=60)
-        assert result.returncode == 0, result.stdout + result.stderr
+    promtool("check", "config", str(DEPLOY / "prometheus" / "prometheus.yml"))
+    for rules in RULE_FILES:
+        promtool("check", "rules", str(DEPLOY / "prometheus" / rules))
+
+
+def test_both_scrape_configs_load_every_rule_file() -> None:
+    for config in ("prometheus.yml", "prometheus-kubernetes.yml"):
+        assert yaml.safe_load((DEPLOY / "prometheus" / config).read_text())["rule_files"] == list(RULE_FILES)
+
+
+@needs_prometheus
+@pytest.mark.parametrize("rule_test", RULE_TESTS, ids=[t.name for t in RULE_TESTS])
+def test_the_rules_record_and_alert_as_their_unit_tests_say(rule_test: Path) -> None:
+    """Prometheus's own rule evaluation (promtool test rules) over given input series."""
+    promtool("test", "rules", str(rule_test))
 
 
 async def served_exposition(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> bytes:
@@ -212,14 +247,19 @@ async def test_the_exposition_has_no_created_series(mock_cluster: FaultyCluster,
     assert "_created" not in text
 
 
+# A query's result: each series' labels (its name among them) and its value.
+Samples = dict[frozenset[tuple[str, str]], float]
+
+
 class Prometheus:
     """A real Prometheus server on 127.0.0.1 scraping one target every second."""
 
-    def __init__(self, tmp: Path, target: str) -> None:
+    def __init__(self, tmp: Path, target: str, rule_files: tuple[Path, ...] = ()) -> None:
         self.port = free_port()
         config = tmp / "prometheus.yml"
         config.write_text(yaml.safe_dump({
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(rules) for rules in rule_files],
             "scrape_configs": [{"job_name": "status-store", "static_configs": [{"targets": [target]}]}],
         }))
         self.process = subprocess.Popen(
@@ -227,14 +267,19 @@ class Prometheus:
              f"--web.listen-address=127.0.0.1:{self.port}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    async def value(self, query: str) -> float | None:
+    async def samples(self, query: str) -> Samples | None:
+        """The query's result now: each series' labels (the name among them) and value; None if no answer."""
         url = f"http://127.0.0.1:{self.port}/api/v1/query?query={urllib.parse.quote(query)}"
         try:
             async with httpx.AsyncClient(timeout=5) as http:
                 result = (await http.get(url)).json()["data"]["result"]
         except (httpx.HTTPError, KeyError, ValueError):
             return None
-        return float(result[0]["value"][1]) if result else None
+        return {frozenset(sample["metric"].items()): float(sample["value"][1]) for sample in result}
+
+    async def value(self, query: str) -> float | None:
+        samples = await self.samples(query)
+        return next(iter(samples.values()), None) if samples else None
 
     def stop(self) -> None:
         self.process.terminate()
@@ -285,6 +330,52 @@ async def test_a_real_prometheus_sees_the_kip_counters_move(served_store: tuple[
         assert seen == expected
     finally:
         prometheus.stop()
+
+
+def connect_status(state: str, worker_id: str, generation: int, trace: str | None = None) -> bytes:
+    """A status value exactly as a Connect worker writes it (fields in Connect's order, compact JSON)."""
+    return json.dumps({"state": state, "trace": trace, "worker_id": worker_id, "generation": generation},
+                      separators=(",", ":")).encode()
+
+
+def series(**labels: str) -> frozenset[tuple[str, str]]:
+    return frozenset({"job": "status-store", **labels}.items())
+
+
+@needs_prometheus
+async def test_a_real_prometheus_sees_a_workers_status_change(served_store: tuple[Any, str], tmp_path: Path) -> None:
+    """A plain producer writes Connect's records, as a worker does: Prometheus sees the task's series change,
+    and the recording rules give the exporters' series the new state."""
+    store, target = served_store
+    prometheus = Prometheus(tmp_path, target, (DEPLOY / "prometheus" / "recording-rules.yml",))
+    instance = {"instance": target}
+    task = {"connector": "sink", "task": "0"}
+    try:
+        write_raw(store, (b"status-task-sink-0", connect_status("RUNNING", "w1:8083", 1)))
+        assert await prometheus_answers(prometheus, "status_task_state", {
+            series(__name__="status_task_state", **instance, **task, state="RUNNING", worker_id="w1:8083"): 1.0})
+        write_raw(store, (b"status-task-sink-0", connect_status("FAILED", "w2:8083", 2, "java.lang.Boom")))
+        assert await prometheus_answers(prometheus, "status_task_state", {
+            series(__name__="status_task_state", **instance, **task, state="FAILED", worker_id="w2:8083"): 1.0})
+        assert await prometheus_answers(prometheus, 'status_tasks{state="FAILED"}', {
+            series(__name__="status_tasks", **instance, state="FAILED"): 1.0})
+        assert await prometheus_answers(prometheus, "status_task_state_changes_total", {
+            series(__name__="status_task_state_changes_total", **instance, **task): 1.0})
+        assert await prometheus_answers(prometheus, "kafka_connect_connector_tasks_state", {
+            series(__name__="kafka_connect_connector_tasks_state", connector="sink", id="0", state="failed",
+                   worker_id="w2:8083"): 0.0})
+    finally:
+        prometheus.stop()
+
+
+async def prometheus_answers(prometheus: Prometheus, query: str, expected: Samples) -> bool:
+    """Whether the query's result becomes what is expected within WAIT (Prometheus scrapes every second)."""
+    for _ in range(int(WAIT / 0.5)):
+        if await prometheus.samples(query) == expected:
+            return True
+        await asyncio.sleep(0.5)
+    print(f"{query}: {await prometheus.samples(query)}, not {expected}")
+    return False
 
 
 def test_the_repository_tracks_no_file_it_ignores() -> None:

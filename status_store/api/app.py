@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 from .. import __version__
 from ..config_topic import ConfigTopic
 from ..errors import RecordTooLargeError, StoreClosedError, WriteRejectedError
+from ..events import EventsCollector, StatusEvents
 from ..logs import RateLimit
 from ..store import StatusStore
 from .middleware import BodyLimit, ConnectPaths, HttpMetrics
@@ -23,18 +24,21 @@ from .responses import (
     validation_error_handler,
     write_rejected_handler,
 )
-from .routes import connectors, metrics, retries, server, statuses, topics
+from .routes import connectors, events, metrics, retries, server, statuses, topics
 from .routing import REFUSED_LOG_INTERVAL_S
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 
 
 def create_app(store: StatusStore | None, registry: CollectorRegistry | None = None, token: str | None = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, config_topic: ConfigTopic | None = None) -> FastAPI:
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, config_topic: ConfigTopic | None = None,
+               status_events: StatusEvents | None = None) -> FastAPI:
     """The HTTP API over a started store (None only to render the OpenAPI document).
 
     ``token``: when set, every write needs ``Authorization: Bearer <token>``; reads stay open, as
     Connect's status endpoints are. ``config_topic``: Connect's config topic, started, when configured.
+    ``status_events``: the store's status changes for ``GET /events``, attached before the store started
+    (then a client can resume across a restart); without it they are kept from now on.
     """
     app = FastAPI(
         title="status-store",
@@ -46,13 +50,19 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     )
     app.state.store = store
     app.state.config_topic = config_topic
+    if status_events is None and store is not None:
+        status_events = store_events(store, from_start=False)
+    app.state.events = status_events
+    app.state.events_heartbeat_s = store.config.events_heartbeat_ms / 1000 if store is not None else None
     app.state.registry = registry if registry is not None else CollectorRegistry()
+    if status_events is not None:
+        app.state.registry.register(EventsCollector(status_events))
     app.state.token = token
     app.state.refused_log = RateLimit(REFUSED_LOG_INTERVAL_S)
     # Connect serves a path with a trailing slash as the path without it (ConnectPaths), never a redirect.
     app.router.redirect_slashes = False
     for router in (server.router, connectors.router, topics.router, statuses.router, retries.router,
-                   metrics.router):
+                   metrics.router, events.router):
         app.include_router(router)
     app.add_exception_handler(HTTPException, http_error_handler)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
@@ -67,6 +77,12 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     fastapi_openapi = app.openapi
     app.openapi = lambda: with_connect_error_bodies(fastapi_openapi())  # type: ignore[method-assign]
     return app
+
+
+def store_events(store: StatusStore, from_start: bool) -> StatusEvents:
+    """The store's status changes as its configuration bounds them (``from_start``: the store has read nothing yet)."""
+    config = store.config
+    return StatusEvents(store.cache, config.events_buffer_max, config.events_subscriber_queue_max, from_start)
 
 
 def with_connect_error_bodies(document: dict[str, Any]) -> dict[str, Any]:

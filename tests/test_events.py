@@ -1,0 +1,371 @@
+"""GET /events: status changes as Server-Sent Events, read with a real SSE client over HTTP on 127.0.0.1, and
+the event hub's resumption rules on a cache fed records directly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from prometheus_client import CollectorRegistry
+
+from status_store.api import create_app
+from status_store.api.http_server import http_config
+from status_store.cache import StatusCache, StatusRecord
+from status_store.events import EventIdTooOld, StatusEvents, parse_event_id, trace_excerpt
+from status_store.model import ConnectorStatus, State, TaskId
+from status_store.store import StatusStore
+from status_store.testing import FaultyCluster
+
+from .brokers import free_port
+from .conftest import Broker, StoreFactory
+from .helpers import Service, eventually, write_raw
+
+WAIT = 20.0
+
+
+def status(state: str, worker_id: str = "w1:8083", generation: int = 1, trace: str | None = None) -> bytes:
+    """A status value as a Connect worker writes it."""
+    return json.dumps({"state": state, "trace": trace, "worker_id": worker_id, "generation": generation},
+                      separators=(",", ":")).encode()
+
+
+@dataclass
+class Event:
+    id: str | None
+    name: str
+    data: dict[str, Any]
+
+
+class SseClient:
+    """Reads a text/event-stream response: events, and comment lines (heartbeats) counted."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self.comments: list[str] = []
+        self._lines = response.aiter_lines()
+
+    async def next_item(self) -> str | Event:
+        """The next comment (its text) or event."""
+        fields: dict[str, str] = {}
+        async for line in self._lines:
+            if line.startswith(":"):
+                self.comments.append(line[1:].strip())
+                return self.comments[-1]
+            if line:
+                name, _, value = line.partition(":")
+                fields[name] = value.removeprefix(" ")
+            elif fields:
+                return Event(fields.get("id"), fields.get("event", "message"), json.loads(fields["data"]))
+        raise AssertionError("the stream ended")
+
+    async def next_event(self, timeout: float = WAIT) -> Event:
+        async with asyncio.timeout(timeout):
+            while not isinstance(item := await self.next_item(), Event):
+                pass
+            return item
+
+    async def events(self, count: int) -> list[Event]:
+        return [await self.next_event() for _ in range(count)]
+
+
+@dataclass
+class Served:
+    store: StatusStore
+    url: str
+    app: Any
+
+    def stream(self, http: httpx.AsyncClient, query: str = "", last_event_id: str | None = None,
+               ) -> Any:
+        headers = {"Last-Event-ID": last_event_id} if last_event_id is not None else {}
+        return http.stream("GET", f"{self.url}/events{query}", headers=headers)
+
+    @property
+    def hub(self) -> StatusEvents:
+        hub: StatusEvents = self.app.state.events
+        return hub
+
+
+ServedFactory = Callable[..., Any]
+
+
+@pytest.fixture
+def serve(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> ServedFactory:
+    """A store on a fresh topic served by the real HTTP server on 127.0.0.1, with these settings."""
+
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def make(**settings: str) -> AsyncIterator[Served]:
+        topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+        async with store_factory(mock_cluster.bootstrap_servers, topic, **settings) as store:
+            app = create_app(store, CollectorRegistry())
+            port = free_port()
+            server = uvicorn.Server(http_config(app, "127.0.0.1", port))
+            task = asyncio.create_task(server.serve())
+            await eventually(lambda: server.started)
+            try:
+                yield Served(store, f"http://127.0.0.1:{port}", app)
+            finally:
+                app.state.events.close()
+                server.should_exit = True
+                await asyncio.wait_for(task, WAIT)
+
+    return make
+
+
+def http_client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(timeout=httpx.Timeout(WAIT))
+
+
+async def test_changes_arrive_as_they_are_read(serve: ServedFactory) -> None:
+    async with serve() as served, http_client() as http, served.stream(http) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        sse = SseClient(response)
+        trace = "org.apache.kafka.connect.errors.ConnectException: boom\n\tat Foo.bar(Foo.java:1)"
+        write_raw(served.store, (b"status-task-sink-0", status("FAILED", "w2:8083", 3, trace)))
+        event = await sse.next_event()
+        assert event.name == "status"
+        assert {k: v for k, v in event.data.items() if k not in ("partition", "offset", "timestamp")} == {
+            "connector": "sink", "kind": "task", "task": 0, "state": "FAILED", "worker_id": "w2:8083",
+            "generation": 3, "trace": "org.apache.kafka.connect.errors.ConnectException: boom…"}
+        assert event.id == f"{event.data['partition']}:{event.data['offset']}"
+        await served.store.put(ConnectorStatus("sink", State.RUNNING, "w1:8083", 3)).result(WAIT)
+        connector = await sse.next_event()
+        assert (connector.data["kind"], connector.data["state"], connector.data["worker_id"]) == (
+            "connector", "RUNNING", "w1:8083")
+        write_raw(served.store, (b"status-task-sink-0", None))
+        deleted = await sse.next_event()
+        assert (deleted.name, deleted.data["kind"], deleted.data["task"]) == ("deleted", "task", 0)
+        assert "state" not in deleted.data
+
+
+async def test_a_connector_filter_gets_that_connector_only(serve: ServedFactory) -> None:
+    async with serve() as served, http_client() as http, served.stream(http, "?connector=a") as response:
+        sse = SseClient(response)
+        write_raw(served.store, (b"status-task-b-0", status("RUNNING")), (b"status-connector-b", status("RUNNING")),
+                  (b"status-task-a-1", status("FAILED")), (b"status-topic-t:connector-a",
+                                                           b'{"topic":{"name":"t","connector":"a","task":1,'
+                                                           b'"discoverTimestamp":5}}'))
+        # Records of different keys may be on different partitions, read in any order.
+        by_kind = {event.data["kind"]: event.data for event in await sse.events(2)}
+        assert (by_kind["task"]["connector"], by_kind["task"]["task"], by_kind["task"]["state"]) == ("a", 1, "FAILED")
+        assert (by_kind["topic"]["topic"], by_kind["topic"]["discover_timestamp"]) == ("t", 5)
+
+
+async def test_reconnecting_with_last_event_id_loses_and_repeats_nothing(serve: ServedFactory) -> None:
+    keys = [f"status-task-c-{n}".encode() for n in range(8)]
+    async with serve() as served, http_client() as http:
+        async with served.stream(http) as response:
+            sse = SseClient(response)
+            write_raw(served.store, *((key, status("RUNNING")) for key in keys[:3]))
+            seen = await sse.events(3)
+        # Disconnected: these are read meanwhile, on every partition.
+        write_raw(served.store, *((key, status("FAILED")) for key in keys))
+        await served.store.read_to_end(WAIT)
+        async with served.stream(http, last_event_id=seen[-1].id) as response:
+            assert response.status_code == 200
+            sse = SseClient(response)
+            missed = await sse.events(len(keys))
+            write_raw(served.store, (keys[0], status("PAUSED")))
+            live = await sse.next_event()
+    # Keys on different partitions may be read in any order: each phase's events as a sorted list.
+    got = [sorted((e.data["task"], e.data["state"]) for e in phase) for phase in (seen, missed, [live])]
+    assert got == [[(n, "RUNNING") for n in range(3)], [(n, "FAILED") for n in range(8)], [(0, "PAUSED")]]
+    ids = [e.id for e in [*seen, *missed, live]]
+    assert len(set(ids)) == len(ids)
+
+
+async def test_an_id_older_than_the_events_kept_is_refused_and_a_malformed_one_too(serve: ServedFactory) -> None:
+    async with serve(**{"sidecar.events.buffer.max": "3"}) as served, http_client() as http:
+        async with served.stream(http) as response:
+            sse = SseClient(response)
+            write_raw(served.store, (b"status-task-c-0", status("RUNNING")))
+            first = await sse.next_event()
+            write_raw(served.store, *((f"status-task-c-{n}".encode(), status("FAILED")) for n in range(5)))
+            await sse.events(5)
+        old = await http.get(f"{served.url}/events", headers={"Last-Event-ID": str(first.id)})
+        assert old.status_code == 410
+        assert old.json()["error_code"] == 410
+        assert "no longer kept" in old.json()["message"]
+        malformed = await http.get(f"{served.url}/events", headers={"Last-Event-ID": "yesterday"})
+        assert (malformed.status_code, malformed.json()["error_code"]) == (400, 400)
+
+
+async def test_heartbeats_come_while_nothing_changes(serve: ServedFactory) -> None:
+    async with serve(**{"sidecar.events.heartbeat.ms": "50"}) as served, http_client() as http:
+        async with served.stream(http) as response:
+            sse = SseClient(response)
+            async with asyncio.timeout(WAIT):
+                while sse.comments.count("heartbeat") < 3:
+                    assert isinstance(await sse.next_item(), str)
+        assert sse.comments[0] == "subscribed"
+
+
+async def test_a_slow_subscriber_is_dropped_while_the_store_and_the_others_go_on(serve: ServedFactory) -> None:
+    per_batch, max_batches = 20, 400
+    # Long names make large events: the connection's buffers (megabytes) fill within a few batches.
+    connector = "c" * 30000
+    async with serve(**{"sidecar.events.subscriber.queue.max": "100"}) as served, http_client() as http:
+        port = int(served.url.rsplit(":", 1)[1])
+        slow = socket.socket()
+        # A small window: the server's writes to it soon wait, as for a client that stopped reading.
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.connect(("127.0.0.1", port))
+        slow.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        try:
+            await eventually(lambda: served.hub.subscribers == 1)
+            async with served.stream(http) as response:
+                sse = SseClient(response)
+                await eventually(lambda: served.hub.subscribers == 2)
+                received: list[Event] = []
+
+                async def keep_up() -> None:
+                    while True:
+                        received.append(await sse.next_event())
+
+                reading = asyncio.create_task(keep_up())
+                batch = 0
+                while served.hub.dropped == 0:
+                    assert batch < max_batches, "the client that does not read was never dropped"
+                    # In a thread: the event loop (the reader, the streams) goes on while the producer flushes.
+                    await asyncio.to_thread(write_raw, served.store, *(
+                        (f"status-task-{connector}-{n}".encode(), status("FAILED", generation=batch))
+                        for n in range(per_batch)))
+                    await served.store.read_to_end(WAIT)
+                    batch += 1
+                # The store went on: it read every record; the client that keeps up got every event.
+                last = served.store.cache.get_task(TaskId(connector, per_batch - 1))
+                assert last is not None
+                assert last.generation == batch - 1
+                await eventually(lambda: len(received) == batch * per_batch)
+                reading.cancel()
+                assert served.hub.subscribers == 1
+            assert [e.data["generation"] for e in received] == [g for g in range(batch) for _ in range(per_batch)]
+            # The dropped client's connection is closed: it reads what was sent, then the end (in a thread: the
+            # server flushes what it had buffered meanwhile).
+            slow.settimeout(WAIT)
+            slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            assert await asyncio.to_thread(read_to_close, slow)
+        finally:
+            slow.close()
+
+
+def read_to_close(connection: socket.socket) -> bool:
+    """Read until the peer closes (True); a timeout raises."""
+    while connection.recv(65536):
+        pass
+    return True
+
+
+# ------------------------------------------------------------------------------------------------ the hub alone
+
+
+def record(key: str, value: bytes | None, partition: int, offset: int) -> StatusRecord:
+    return StatusRecord(key.encode(), value, partition, offset, 1.0)
+
+
+def test_an_id_resumes_on_a_new_process_that_kept_events_from_the_start() -> None:
+    records = [record(f"status-task-c-{n}", status("RUNNING"), n % 2, n // 2) for n in range(6)]
+    first_cache = StatusCache()
+    first = StatusEvents(first_cache, buffer_max=100, queue_max=100, from_start=True)
+    subscription = first.subscribe()
+    first_cache.apply(records[:3])
+    delivered = [subscription.queue.get_nowait() for _ in range(3)]
+    # A restart: the new process reads the topic from its start again, and then what came meanwhile.
+    cache = StatusCache()
+    again = StatusEvents(cache, buffer_max=100, queue_max=100, from_start=True)
+    cache.apply(records)
+    resumed = again.subscribe(last_event_id=delivered[-1].id)
+    assert [e.record for e in resumed.backlog] == records[3:]
+
+
+def test_a_hub_attached_late_refuses_partitions_it_has_not_read() -> None:
+    cache = StatusCache()
+    cache.apply([record("status-task-c-0", status("RUNNING"), 0, 0),
+                 record("status-task-c-1", status("RUNNING"), 1, 0)])
+    late = StatusEvents(cache, buffer_max=100, queue_max=100, from_start=False)
+    cache.apply([record("status-task-c-0", status("FAILED"), 0, 4)])
+    assert late.subscribe(last_event_id="0:3").backlog[0].record.offset == 4
+    with pytest.raises(EventIdTooOld, match="partition 0"):
+        late.subscribe(last_event_id="0:2")  # offset 3 may hold a record read before the hub was there
+    with pytest.raises(EventIdTooOld, match="partition 1"):
+        late.subscribe(last_event_id="0:4,1:0")
+
+
+def test_records_the_cache_ignores_or_reads_again_are_no_events() -> None:
+    cache = StatusCache()
+    hub = StatusEvents(cache, buffer_max=100, queue_max=100, from_start=True)
+    subscription = hub.subscribe()
+    cache.apply([record("status-task-c-0", status("RUNNING", generation=2), 0, 0),
+                 record("status-task-c-0", status("UNASSIGNED", generation=1), 0, 1),  # stale: ignored
+                 record("status-task-c-0", b"{not json", 0, 2),  # garbled: discarded
+                 record("status-task-c-0", status("RUNNING", generation=2), 0, 0)])  # read again
+    assert subscription.queue.qsize() == 1
+
+
+def test_event_ids_and_trace_excerpts() -> None:
+    assert parse_event_id("0:12,3:-1") == {0: 12, 3: -1}
+    for malformed in ("", "0:", "a:1", "0:1,", "0:1;1:2", "0:-2"):
+        with pytest.raises(ValueError, match="not an event id"):
+            parse_event_id(malformed)
+    assert trace_excerpt(None) is None
+    assert trace_excerpt("one line") == "one line"
+    assert trace_excerpt("first\nsecond") == "first…"
+    assert trace_excerpt("x" * 300) == "x" * 200 + "…"
+
+
+# ------------------------------------------------------------------------------------------------ the service
+
+
+def test_watch_prints_each_change_and_the_service_stops_with_streams_open() -> None:
+    """``status-store watch`` against ``status-store serve``: a line per change of its connector; SIGTERM ends the
+    streams (uvicorn would wait for them forever), the service and the watch exit."""
+    service = Service("--port", str(free_port()))
+    watcher: subprocess.Popen[str] | None = None
+    try:
+        running = service.wait_for("Uvicorn running on")
+        url = running.split("Uvicorn running on ", 1)[1].split()[0]
+        watcher = subprocess.Popen([sys.executable, "-m", "status_store.cli", "watch", "sink", "--url", url],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with httpx.Client(base_url=url, timeout=WAIT) as http:
+            deadline = time.monotonic() + WAIT
+            while "status_events_subscribers 1.0" not in http.get("/metrics").text:
+                assert time.monotonic() < deadline, "the watch did not subscribe"
+                time.sleep(0.05)
+            for path, body in (("/connectors/other/status", {"state": "RUNNING", "worker_id": "w:1", "generation": 1}),
+                               ("/connectors/sink/tasks/0/status",
+                                {"state": "FAILED", "worker_id": "w:2", "generation": 4, "trace": "Boom\n\tat x"})):
+                assert http.put(path, params={"wait": "true"}, json=body).status_code == 200
+        assert watcher.stdout is not None
+        line = watcher.stdout.readline()
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  task sink/0  FAILED  worker w:2  generation 4  Boom…\n",
+                            line), line
+        assert service.stop() == 0
+        assert watcher.wait(WAIT) == 0
+        assert watcher.stdout.read() == ""
+        assert "the server is stopping" in (watcher.stderr.read() if watcher.stderr else "")
+    finally:
+        service.stop()
+        if watcher is not None and watcher.poll() is None:
+            watcher.kill()
+
+
+async def test_a_client_that_goes_away_is_unsubscribed(serve: ServedFactory) -> None:
+    async with serve() as served, http_client() as http:
+        async with served.stream(http) as response:
+            sse = SseClient(response)
+            assert await sse.next_item() == "subscribed"
+            assert served.hub.subscribers == 1
+        await eventually(lambda: served.hub.subscribers == 0)
