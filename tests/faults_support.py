@@ -69,6 +69,8 @@ class Outcomes:
     def __init__(self) -> None:
         self.finished: collections.Counter[tuple[Result, str | None]] = collections.Counter()
         self.retried: collections.Counter[str | None] = collections.Counter()
+        # A parked update sent again is a new update: from each parked update to the one that carries its value on.
+        self.sent_again: dict[int, StatusUpdate] = {}
 
     def on_submitted(self, update: StatusUpdate) -> None:
         pass
@@ -78,6 +80,17 @@ class Outcomes:
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
         self.finished[outcome.result, outcome.error.name if outcome.error is not None else None] += 1
+
+    def on_unparked(self, update: StatusUpdate, again: StatusUpdate | None, reason: str) -> None:
+        if again is not None:
+            self.sent_again[update.number] = again
+
+    def last_of(self, update: StatusUpdate) -> StatusUpdate:
+        """The update that carried this one's value last: itself, or the last one sent again after parking."""
+        seen = 0
+        while update.number in self.sent_again and seen <= len(self.sent_again):
+            update, seen = self.sent_again[update.number], seen + 1
+        return update
 
     def failed(self, error: str) -> int:
         """Updates that failed for good with this last error."""
@@ -181,14 +194,15 @@ def check(subject: Subject) -> dict[bytes, StatusUpdate]:
 
     The counters add up (success + failure + superseded = submitted). Under park with a spool the topic's
     last value of every key is the latest one submitted, unless Kafka refused that value with a fatal error
-    (never parked: retrying cannot help); under the other policies every key whose latest value is missing
-    has a failed outcome, counted among the failures: no loss is silent.
+    (never parked: retrying cannot help), also when the value was parked first and met that error when sent
+    again; under the other policies every key whose latest value is missing has a failed outcome, counted
+    among the failures: no loss is silent.
     """
     assert_counters_add_up(subject.metrics)
     values = last_values(subject.store)
     missing = {key: update for key, (update, value) in subject.latest.items() if values.get(key) != value}
     if subject.policy.keeps_latest:
-        lost = [key for key, update in missing.items() if not _refused(update)]
+        lost = [key for key, update in missing.items() if not _refused(subject.outcomes.last_of(update))]
         assert not lost, f"{subject.policy.name}: {len(lost)} latest value(s) lost, e.g. {lost[0]!r}"
     silent = {key: update.outcome for key, update in missing.items()
               if update.outcome is None or update.outcome.result is not Result.FAILED}

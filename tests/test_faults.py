@@ -119,7 +119,7 @@ async def test_a_slow_broker_under_load_loses_no_latest_status(
         await stream(fleet, KEYS, range(3), 0.1)
         mock_cluster.set_rtt(-1, 200)  # slow, but inside the 1 s bound of an attempt
         await stream(fleet, KEYS, range(3, 13), 0.1)
-        mock_cluster.set_rtt(-1, 3000)  # a spike: attempts time out and are retried
+        mock_cluster.set_rtt(-1, 3000)  # a spike: attempts time out, their partitions are held
         await stream(fleet, KEYS, [13], 0.25)
         await stream(fleet, AFTER_TAIL, range(14, 22), 0.25)
         mock_cluster.set_rtt(-1, 0)
@@ -128,7 +128,10 @@ async def test_a_slow_broker_under_load_loses_no_latest_status(
         await settle(fleet)
         for subject in fleet:
             check(subject)
-            assert counts(subject.metrics)["status_update_retry_total"] > 0
+            # The spike reached the store: a write timed out and held its partition, which probes until it takes
+            # writes again. (A timed-out write itself is not always retried: a newer value of its key often
+            # replaces it first.)
+            assert subject.store.queue.probes_total > 0
 
 
 async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_loses_nothing_it_accepted(
