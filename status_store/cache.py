@@ -133,7 +133,7 @@ class StatusCache:
         self._offsets: dict[str, int] = {}
         # Each connector's last tombstone read (it deleted the connector's tasks too).
         self._deleted_at: dict[str, int] = {}
-        # Told of each record applied (not of those discarded), after the cache took it: GET /events.
+        # Told of each record that changed the cache (not of those discarded or ignored), after it: GET /events.
         self.on_applied: Callable[[StatusRecord, Key], None] | None = None
 
     # ----------------------------------------------------------------------------- reading records
@@ -153,9 +153,10 @@ class StatusCache:
                 offsets[key] = offset
             parsed = parse_key(key)
             at = self._clock() if timestamp is None else timestamp
+            changed = True
             try:
                 if type(parsed) is TaskKey:
-                    read_task(parsed.connector, parsed.task, value, at)
+                    changed = read_task(parsed.connector, parsed.task, value, at)
                 elif type(parsed) is ConnectorKey:
                     read_connector(parsed.connector, value, offset, at)
                 elif type(parsed) is TopicKey:
@@ -167,7 +168,7 @@ class StatusCache:
                 self._discard("garbled_values", f"garbled value for {key!r}: {e}", record)
                 continue
             applied += 1
-            if on_applied is not None:
+            if on_applied is not None and changed:
                 on_applied(record, parsed)
         self.stats.applied += applied
 
@@ -187,13 +188,14 @@ class StatusCache:
             return
         self.connector_entry(connector).read(codec.decode_status(value), at)
 
-    def _read_task(self, connector: str, task: int, value: bytes | None, at: float) -> None:
+    def _read_task(self, connector: str, task: int, value: bytes | None, at: float) -> bool:
+        """Take a task's record; False when Connect's rules ignore it (a stale UNASSIGNED)."""
         if value is None:
             tasks = self._tasks.get(connector)
             removed = tasks.pop(task, None) if tasks is not None else None
             if removed is not None:
                 removed.deleted = True
-            return
+            return True
         if not connector or task < 0:
             # Java parses these, but no connector can have written them; our status model refuses them.
             raise ValueError(f"no connector can have task {task} of connector {connector!r}")
@@ -205,8 +207,9 @@ class StatusCache:
             self.stats.stale_unassigned += 1
             log.debug("Ignoring stale UNASSIGNED for task %s-%d: RUNNING at generation %d is newer",
                       connector, task, cached.generation)
-            return
+            return False
         entry.read(status, at)
+        return True
 
     def _read_topic(self, key: TopicKey, value: bytes | None) -> None:
         if value is None:

@@ -172,9 +172,6 @@ class StatusEvents:
         self._partitions: tuple[int, ...] = ()
         self._offsets: list[int] = []
         self._index: dict[int, int] = {}
-        # Records the cache ignored (an UNASSIGNED older than the task's RUNNING) as of the last record seen.
-        self._stats = cache.stats
-        self._stale_seen = cache.stats.stale_unassigned
         # Per partition: the highest offset of the events no longer kept (or never kept); ids before it are too old.
         self._forgotten: dict[int, int] = {}
         self._from_start = from_start
@@ -188,11 +185,6 @@ class StatusEvents:
         return len(self._subscriptions)
 
     def _applied(self, record: StatusRecord, key: Key) -> None:
-        # Called right after the cache took the record: a change of this count means it ignored this one.
-        stale = self._stats.stale_unassigned
-        if stale != self._stale_seen:
-            self._stale_seen = stale
-            return
         partition, offset = record.partition, record.offset
         index = self._index.get(partition)
         if index is None:
