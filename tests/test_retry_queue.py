@@ -174,13 +174,11 @@ async def test_a_retry_is_abandoned_when_the_generation_changes(faulty: Faulty) 
 
 async def test_put_returns_at_once_while_every_broker_is_down(faulty: Faulty) -> None:
     faulty.cluster.broker_down(-1)
-    slowest = 0.0
-    for i in range(200):
-        started = time.perf_counter()
-        faulty.store.put(connector(f"c{i}"))
-        slowest = max(slowest, time.perf_counter() - started)
-    # put never waits for Kafka; "a few milliseconds" with generous room for a loaded machine.
-    assert slowest < 0.05
+    updates = [faulty.store.put(connector(f"c{i}")) for i in range(200)]
+    # put never waits for Kafka: every call returned before Kafka answered any of them (no broker can), and
+    # without giving the event loop a turn. (No timing: a pause of the machine is not a wait for Kafka.)
+    assert not any(update.done() for update in updates)
+    assert faulty.store.queue.unsettled == 200
 
 
 async def test_the_kip_counters_have_their_exact_exposition_names(faulty: Faulty) -> None:
