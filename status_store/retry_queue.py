@@ -93,6 +93,7 @@ class RetryQueue:
         self._oldest = 1
         self._parked = 0
         self._flushes: list[tuple[int, asyncio.Future[None]]] = []
+        self._flush_check_scheduled = False
         self.attempts_total = 0
         # Retries the budget refused (each delayed by a backoff step, none dropped).
         self.throttled_total = 0
@@ -366,8 +367,10 @@ class RetryQueue:
         if result is Result.FAILED and not stopped:
             self._failures.note(update, reason)
         self._notify("on_finished", update, outcome)
-        if self._flushes:
-            self._release_flushes()
+        if self._flushes and not self._flush_check_scheduled:
+            # Once per turn of the event loop, not per outcome: a burst's delivery reports settle together.
+            self._flush_check_scheduled = True
+            asyncio.get_running_loop().call_soon(self._release_flushes)
 
     def _finish_timed_out(self, update: StatusUpdate) -> None:
         self._finish(update, Result.FAILED, f"the {self.policy.timeout:g} s bound of "
@@ -839,6 +842,9 @@ class RetryQueue:
         await asyncio.wait_for(future, timeout)
 
     def _release_flushes(self) -> None:
+        self._flush_check_scheduled = False
+        if not self._flushes:
+            return
         oldest = self._oldest_unsettled()
         if oldest is not None and oldest < self._flushes[0][0]:
             return  # the earliest flush (marks only grow) still waits: so do the others
