@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from .errors import ConfigError
 from .updates import Outcome, RetryListener, StatusUpdate
@@ -57,20 +57,26 @@ SPOOL_KEY = "status.storage.spool.path"
 # SQLite's primary result codes for a file that is damaged or no database at all.
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pending (
-    key TEXT PRIMARY KEY,
-    version INTEGER NOT NULL,
+# One row per key (the store keeps that so), keyed by its version: a row is appended and deleted by its rowid,
+# with no index on the key to update (a third of the cost of a keyed upsert and delete).
+_COLUMNS = """(
+    version INTEGER PRIMARY KEY,
+    key TEXT NOT NULL,
     kind TEXT NOT NULL,
     safe INTEGER NOT NULL,
     value BLOB,
     base INTEGER,
     deleted_base INTEGER,
     sent BLOB
-)
-"""
+)"""
+_SCHEMA = f"CREATE TABLE IF NOT EXISTS pending {_COLUMNS}"
 # Columns added since the first spool format (a spool of an older version is upgraded in place).
 _ADDED_COLUMNS = {"base": "INTEGER", "deleted_base": "INTEGER", "sent": "BLOB"}
+_INSERT = ("INSERT INTO pending (version, key, kind, safe, value, base, deleted_base, sent) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_DELETE = "DELETE FROM pending WHERE version = ?"
+# Rows deleted in one commit are mostly runs of consecutive versions (a burst settles together): one statement a run.
+_DELETE_RUN = "DELETE FROM pending WHERE version BETWEEN ? AND ?"
 # How long a commit waits for a lock another process holds before it gives up until the next turn.
 BUSY_TIMEOUT_MS = 50
 # A commit that found the database locked is tried again this much later.
@@ -108,7 +114,7 @@ class Spool(RetryListener):
 
     def __init__(self, path: str | Path, keep: Callable[[StatusUpdate, Outcome], bool] | None = None,
                  tokens: Tokens | None = None) -> None:
-        """``keep(update, outcome)``: whether a settled update's row stays (a parked update, or one whose
+        """``keep(update, outcome)``: whether a failed or superseded update's row stays (a parked update, or one whose
         dead letter is not written yet) until ``release`` is called for it. ``tokens(key)``: what the store
         has read of a key (see the module's docstring); without it rows keep none."""
         self.path = Path(path)
@@ -124,6 +130,8 @@ class Spool(RetryListener):
             raise
         row = self._db.execute("SELECT MAX(version) FROM pending").fetchone()
         self._next_version = (row[0] or 0) + 1
+        # The version of each key's row in the file (rows of earlier runs too), to delete or replace it by.
+        self._on_disk: dict[str, int] = dict(self._db.execute("SELECT key, version FROM pending"))
         # The spool version of each update of this process, by update number, until it settles or is released.
         self._versions: dict[int, int] = {}
         self._kept: dict[int, int] = {}
@@ -178,12 +186,28 @@ class Spool(RetryListener):
         return db
 
     def _upgrade(self) -> None:
-        """Add the columns newer versions keep to a spool of an older one; wait briefly for another process's lock."""
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(pending)")}
+        """Bring a spool of an older version to this one, keeping its rows in order: add the columns it lacks, and
+        move rows keyed by their key to rows keyed by their version. Waits briefly for another process's lock."""
+        db = self._db
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        columns = {row[1]: row[5] for row in db.execute("PRAGMA table_info(pending)")}  # name -> primary key
         for name, kind in _ADDED_COLUMNS.items():
             if name not in columns:
-                self._db.execute(f"ALTER TABLE pending ADD COLUMN {name} {kind}")
+                db.execute(f"ALTER TABLE pending ADD COLUMN {name} {kind}")
+        if columns.get("version"):
+            return
+        names = "key, kind, safe, value, base, deleted_base, sent"
+        db.execute("BEGIN")
+        try:
+            db.execute(f"CREATE TABLE pending_by_version {_COLUMNS}")
+            # Numbered anew in their order: an older file's versions need not be unique.
+            db.execute(f"INSERT INTO pending_by_version ({names}) SELECT {names} FROM pending ORDER BY version")
+            db.execute("DROP TABLE pending")
+            db.execute("ALTER TABLE pending_by_version RENAME TO pending")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     def pending(self) -> list[SpooledUpdate]:
         """What the spool holds, oldest first."""
@@ -199,7 +223,9 @@ class Spool(RetryListener):
     def forget(self, key: str) -> None:
         """Drop a key's row (a replayed update that Connect's rules no longer allow, or that the topic has)."""
         self._rows.pop(key, None)
-        self._change("DELETE FROM pending WHERE key = ?", (key,))
+        version = self._on_disk.pop(key, None)
+        if version is not None:
+            self._change(_DELETE, (version,))
 
     def commit(self) -> bool:
         """Make every change so far durable (the WAL survives the process being killed). False when another
@@ -212,7 +238,10 @@ class Spool(RetryListener):
             db.execute("BEGIN")
             # Runs of one statement (a burst's upserts, its deletes) in one executemany each, in order.
             for sql, run in itertools.groupby(changes, key=operator.itemgetter(0)):
-                db.executemany(sql, [parameters for _, parameters in run])
+                if sql == _DELETE:
+                    db.executemany(_DELETE_RUN, _runs(sorted(cast(int, parameters[0]) for _, parameters in run)))
+                else:
+                    db.executemany(sql, [parameters for _, parameters in run])
             db.execute("COMMIT")
         except sqlite3.OperationalError as e:
             if db.in_transaction:
@@ -255,10 +284,14 @@ class Spool(RetryListener):
             self._delete(update.key, version)
 
     def _delete(self, key: str, version: int) -> None:
+        """The key's row goes unless a newer value of the key replaced it."""
         row = self._rows.get(key)
         if row is not None and row.version <= version:
             del self._rows[key]
-        self._change("DELETE FROM pending WHERE key = ? AND version <= ?", (key, version))
+        on_disk = self._on_disk.get(key)
+        if on_disk is not None and on_disk <= version:
+            del self._on_disk[key]
+            self._change(_DELETE, (on_disk,))
 
     def close(self) -> None:
         """Commit and close the database (its rows stay for the next start)."""
@@ -284,13 +317,12 @@ class Spool(RetryListener):
             base, deleted_base = row.base, row.deleted_base
             sent = row.update.value if row.update.attempts > 0 else row.sent
         self._rows[update.key] = _Row(version, update, base, deleted_base, sent)
-        self._change(
-            "INSERT INTO pending (key, version, kind, safe, value, base, deleted_base, sent) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET version=excluded.version, "
-            "kind=excluded.kind, safe=excluded.safe, value=excluded.value, base=excluded.base, "
-            "deleted_base=excluded.deleted_base, sent=excluded.sent",
-            (update.key, version, update.kind, int(update.safe), update.value, base, deleted_base, sent),
-        )
+        replaced = self._on_disk.get(update.key)
+        if replaced is not None:
+            self._change(_DELETE, (replaced,))
+        self._on_disk[update.key] = version
+        self._change(_INSERT, (version, update.key, update.kind, int(update.safe), update.value, base, deleted_base,
+                               sent))
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
         version = self._versions.pop(update.number, None)
@@ -298,7 +330,7 @@ class Spool(RetryListener):
             return
         if outcome.stopped:
             return  # not settled: the next start replays it
-        if self._keep is not None and self._keep(update, outcome):
+        if not outcome.ok and self._keep is not None and self._keep(update, outcome):
             self._kept[update.number] = version
             return
         row = self._rows.get(update.key)
@@ -307,13 +339,25 @@ class Spool(RetryListener):
             row.base = outcome.delivery.offset
             if row.sent == update.value:
                 row.sent = None
-            self._change("UPDATE pending SET base = ?, sent = ? WHERE key = ? AND version = ?",
-                         (row.base, row.sent, update.key, row.version))
+            self._change("UPDATE pending SET base = ?, sent = ? WHERE version = ?", (row.base, row.sent, row.version))
         # Written (Kafka has this value), given up, or failed: the row goes unless a newer value replaced it.
         self._delete(update.key, version)
 
     def on_unparked(self, update: StatusUpdate, again: StatusUpdate | None, reason: str) -> None:
         self.release(update)
+
+
+def _runs(versions: list[int]) -> list[tuple[int, int]]:
+    """Sorted distinct versions as runs of consecutive ones: (first, last) each."""
+    runs: list[tuple[int, int]] = []
+    first = last = versions[0]
+    for version in versions[1:]:
+        if version != last + 1:
+            runs.append((first, last))
+            first = version
+        last = version
+    runs.append((first, last))
+    return runs
 
 
 class _CorruptSpool(Exception):
