@@ -34,9 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import itertools
 import logging
-import operator
 import os
 import socket
 import sqlite3
@@ -46,7 +44,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, cast
+from typing import ClassVar
 
 from .errors import ConfigError
 from .updates import Outcome, RetryListener, StatusUpdate
@@ -74,7 +72,7 @@ _SCHEMA = f"CREATE TABLE IF NOT EXISTS pending {_COLUMNS}"
 _ADDED_COLUMNS = {"base": "INTEGER", "deleted_base": "INTEGER", "sent": "BLOB"}
 _INSERT = ("INSERT INTO pending (version, key, kind, safe, value, base, deleted_base, sent) "
            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-_DELETE = "DELETE FROM pending WHERE version = ?"
+_UPDATE = "UPDATE pending SET base = ?, sent = ? WHERE version = ?"
 # Rows deleted in one commit are mostly runs of consecutive versions (a burst settles together): one statement a run.
 _DELETE_RUN = "DELETE FROM pending WHERE version BETWEEN ? AND ?"
 # How long a commit waits for a lock another process holds before it gives up until the next turn.
@@ -138,7 +136,12 @@ class Spool(RetryListener):
         # Each key's row as this process wrote it last.
         self._rows: dict[str, _Row] = {}
         # Changes not yet committed, in order.
-        self._changes: list[tuple[str, tuple[object, ...]]] = []
+        # Changes not yet committed: rows added, rows' read tokens moved on, versions deleted. Committed in this
+        # order, which ends where the changes' own order would: a version is added once, before anything else
+        # happens to it, and an update of a deleted row changes nothing.
+        self._inserts: list[tuple[object, ...]] = []
+        self._updates: list[tuple[int | None, bytes | None, int]] = []
+        self._deletes: list[int] = []
         self._commit_scheduled = False
         self._locked_since: float | None = None
         self._closed = False
@@ -225,30 +228,29 @@ class Spool(RetryListener):
         self._rows.pop(key, None)
         version = self._on_disk.pop(key, None)
         if version is not None:
-            self._change(_DELETE, (version,))
+            self._deletes.append(version)
+            self._changed()
 
     def commit(self) -> bool:
         """Make every change so far durable (the WAL survives the process being killed). False when another
         process holds the database locked: the changes are kept and committed on a later try."""
         self._commit_scheduled = False
-        if self._closed or not self._changes:
+        if self._closed or not self._pending_changes:
             return True
-        changes, db = self._changes, self._db
+        db = self._db
         try:
             db.execute("BEGIN")
-            # Runs of one statement (a burst's upserts, its deletes) in one executemany each, in order.
-            for sql, run in itertools.groupby(changes, key=operator.itemgetter(0)):
-                if sql == _DELETE:
-                    db.executemany(_DELETE_RUN, _runs(sorted(cast(int, parameters[0]) for _, parameters in run)))
-                else:
-                    db.executemany(sql, [parameters for _, parameters in run])
+            db.executemany(_INSERT, self._inserts)
+            db.executemany(_UPDATE, self._updates)
+            if self._deletes:
+                db.executemany(_DELETE_RUN, _runs(sorted(self._deletes)))
             db.execute("COMMIT")
         except sqlite3.OperationalError as e:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             self._locked(e)
             return False
-        self._changes = []
+        self._inserts, self._updates, self._deletes = [], [], []
         if self._locked_since is not None:
             log.info("The spool %s takes writes again after %.1f s", self.path, time.monotonic() - self._locked_since)
             self._locked_since = None
@@ -258,7 +260,7 @@ class Spool(RetryListener):
         if self._locked_since is None:
             self._locked_since = time.monotonic()
             log.error("Cannot write to the spool %s (%s): %d change(s) wait in memory and are tried again every "
-                      "%.1f s; a crash now would lose them", self.path, error, len(self._changes), _RETRY_COMMIT_S)
+                      "%.1f s; a crash now would lose them", self.path, error, self._pending_changes, _RETRY_COMMIT_S)
         with contextlib.suppress(RuntimeError):  # no event loop: the next change or close tries again
             asyncio.get_running_loop().call_later(_RETRY_COMMIT_S, self._commit_later)
             self._commit_scheduled = True
@@ -267,9 +269,12 @@ class Spool(RetryListener):
         if self._commit_scheduled:
             self.commit()
 
-    def _change(self, sql: str, parameters: tuple[object, ...]) -> None:
-        """Buffer a change, committed at the end of this turn of the event loop (or by ``commit``)."""
-        self._changes.append((sql, parameters))
+    @property
+    def _pending_changes(self) -> int:
+        return len(self._inserts) + len(self._updates) + len(self._deletes)
+
+    def _changed(self) -> None:
+        """A change was buffered: it is committed at the end of this turn of the event loop (or by ``commit``)."""
         if not self._commit_scheduled:
             try:
                 asyncio.get_running_loop().call_soon(self.commit)
@@ -291,12 +296,13 @@ class Spool(RetryListener):
         on_disk = self._on_disk.get(key)
         if on_disk is not None and on_disk <= version:
             del self._on_disk[key]
-            self._change(_DELETE, (on_disk,))
+            self._deletes.append(on_disk)
+            self._changed()
 
     def close(self) -> None:
         """Commit and close the database (its rows stay for the next start)."""
         if not self.commit():
-            log.error("Closing the spool %s with %d change(s) it could not write", self.path, len(self._changes))
+            log.error("Closing the spool %s with %d change(s) it could not write", self.path, self._pending_changes)
         self._closed = True
         self._db.close()
         self._lock.release()
@@ -319,10 +325,11 @@ class Spool(RetryListener):
         self._rows[update.key] = _Row(version, update, base, deleted_base, sent)
         replaced = self._on_disk.get(update.key)
         if replaced is not None:
-            self._change(_DELETE, (replaced,))
+            self._deletes.append(replaced)
         self._on_disk[update.key] = version
-        self._change(_INSERT, (version, update.key, update.kind, int(update.safe), update.value, base, deleted_base,
-                               sent))
+        self._inserts.append((version, update.key, update.kind, int(update.safe), update.value, base, deleted_base,
+                              sent))
+        self._changed()
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
         version = self._versions.pop(update.number, None)
@@ -339,7 +346,8 @@ class Spool(RetryListener):
             row.base = outcome.delivery.offset
             if row.sent == update.value:
                 row.sent = None
-            self._change("UPDATE pending SET base = ?, sent = ? WHERE version = ?", (row.base, row.sent, row.version))
+            self._updates.append((row.base, row.sent, row.version))
+            self._changed()
         # Written (Kafka has this value), given up, or failed: the row goes unless a newer value replaced it.
         self._delete(update.key, version)
 
