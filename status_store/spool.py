@@ -130,12 +130,10 @@ class Spool(RetryListener):
         self._next_version = (row[0] or 0) + 1
         # The version of each key's row in the file (rows of earlier runs too), to delete or replace it by.
         self._on_disk: dict[str, int] = dict(self._db.execute("SELECT key, version FROM pending"))
-        # The spool version of each update of this process, by update number, until it settles or is released.
-        self._versions: dict[int, int] = {}
+        # The versions of the rows kept for settled updates (by update number) until they are released.
         self._kept: dict[int, int] = {}
         # Each key's row as this process wrote it last.
         self._rows: dict[str, _Row] = {}
-        # Changes not yet committed, in order.
         # Changes not yet committed: rows added, rows' read tokens moved on, versions deleted. Committed in this
         # order, which ends where the changes' own order would: a version is added once, before anything else
         # happens to it, and an update of a deleted row changes nothing.
@@ -312,7 +310,6 @@ class Spool(RetryListener):
     def on_submitted(self, update: StatusUpdate) -> None:
         version = self._next_version
         self._next_version += 1
-        self._versions[update.number] = version
         row = self._rows.get(update.key)
         if row is None:
             base, deleted_base = self._tokens(update.key) if self._tokens is not None else (None, None)
@@ -332,24 +329,24 @@ class Spool(RetryListener):
         self._changed()
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
-        version = self._versions.pop(update.number, None)
-        if version is None:
-            return
-        if outcome.stopped:
-            return  # not settled: the next start replays it
-        if not outcome.ok and self._keep is not None and self._keep(update, outcome):
-            self._kept[update.number] = version
-            return
         row = self._rows.get(update.key)
-        if outcome.delivery is not None and row is not None and row.version > version:
-            # A newer value waits: it now stands on this write of ours, not on what was read before.
-            row.base = outcome.delivery.offset
-            if row.sent == update.value:
-                row.sent = None
-            self._updates.append((row.base, row.sent, row.version))
-            self._changed()
-        # Written (Kafka has this value), given up, or failed: the row goes unless a newer value replaced it.
-        self._delete(update.key, version)
+        if row is None or outcome.stopped:
+            return  # the row is gone already, or (stopped) not settled: the next start replays it
+        if row.update is not update:
+            # A newer value of the key replaced this one's row. Written: the newer value now stands on this write
+            # of ours, not on what was read before.
+            if outcome.delivery is not None:
+                row.base = outcome.delivery.offset
+                if row.sent == update.value:
+                    row.sent = None
+                self._updates.append((row.base, row.sent, row.version))
+                self._changed()
+            return
+        if not outcome.ok and self._keep is not None and self._keep(update, outcome):
+            self._kept[update.number] = row.version
+            return
+        # Written (Kafka has this value), given up, or failed.
+        self._delete(update.key, row.version)
 
     def on_unparked(self, update: StatusUpdate, again: StatusUpdate | None, reason: str) -> None:
         self.release(update)
