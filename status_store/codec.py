@@ -66,7 +66,18 @@ def encode_status(state: State, worker_id: str | None, generation: int, trace: s
         return None
     if worker_id is None:
         raise ValueError("a status without worker_id cannot be written")
-    trace_json = "null" if trace is None else json_string(trace)
+    if trace is None:
+        # Statuses without a trace repeat (same state, worker and generation across many tasks): encode them once.
+        return _encode_traceless(state, worker_id, generation)
+    return _encode(state, worker_id, generation, json_string(trace))
+
+
+@functools.lru_cache(maxsize=8192, typed=True)
+def _encode_traceless(state: State, worker_id: str, generation: int) -> bytes:
+    return _encode(state, worker_id, generation, "null")
+
+
+def _encode(state: State, worker_id: str, generation: int, trace_json: str) -> bytes:
     return (
         f'{{"state":"{state.value}","trace":{trace_json},'
         f'"worker_id":{json_string(worker_id)},"generation":{generation}}}'

@@ -165,11 +165,11 @@ def status_key(status: Status) -> str:
 
 def parse_key(key: str) -> Key | None:
     """Parse a record key the way Connect reads it; ``None`` for a key Connect discards."""
+    if key.startswith(TASK_PREFIX):  # the most common keys first
+        return _parse_task_key(key)
     if key.startswith(CONNECTOR_PREFIX):
         connector = key[len(CONNECTOR_PREFIX) :]
         return ConnectorKey(connector) if connector else None
-    if key.startswith(TASK_PREFIX):
-        return _parse_task_key(key)
     if key.startswith(TOPIC_PREFIX):
         return _parse_topic_key(key)
     return None

@@ -56,9 +56,10 @@ class RecordLimit:
     def encode(self, key: str, status: Status) -> bytes | None:
         """The record value (None: a tombstone), its trace cut so that the record fits."""
         value = codec.encode_status(status.state, status.worker_id, status.generation, status.trace)
-        if value is None or len(key.encode()) + len(value) <= self.max_bytes or not status.trace:
-            self.check(key, value)
+        if value is None or len(key.encode()) + len(value) <= self.max_bytes:
             return value
+        if not status.trace:
+            raise RecordTooLargeError(key, len(key.encode()) + len(value), self.max_bytes)
         trace = status.trace
         room = self.max_bytes - len(key.encode()) - (len(value) - len(codec.json_string(trace).encode()))
         low, high = 0, len(trace)

@@ -93,6 +93,7 @@ class RetryQueue:
         self._oldest = 1
         self._parked = 0
         self._flushes: list[tuple[int, asyncio.Future[None]]] = []
+        self._flush_check_scheduled = False
         self.attempts_total = 0
         # Retries the budget refused (each delayed by a backoff step, none dropped).
         self.throttled_total = 0
@@ -150,13 +151,13 @@ class RetryQueue:
             # key's write in flight.
             self._finish(replaced, Result.SUPERSEDED, "a newer write for the key was submitted")
             slot.waiting = update
-            if replaced._schedule.due is not None:
-                self._schedule(slot, update, replaced._schedule.due)
-            elif slot.queued and update._schedule.deadline is not None:
-                self._push(update._schedule.deadline, update.number, update)
+            if replaced._due is not None:
+                self._schedule(slot, update, replaced._due)
+            elif slot.queued and update._deadline is not None:
+                self._push(update._deadline, update.number, update)
             return update
         if slot.inflight is not None:
-            update._schedule.due = None
+            update._due = None
             slot.waiting = update
         elif self._holds_new(slot):
             slot.waiting = update
@@ -169,14 +170,15 @@ class RetryQueue:
         update.number = next(self._numbers)
         update.submitted_at = now
         # Coalescing: one slot per key. Otherwise (append-only topics) every update has a slot of its own.
-        update._schedule.slot_key = update.key if self._coalesce else f"#{update.number}"
+        update._slot_key = update.key if self._coalesce else f"#{update.number}"
         if self.policy.timeout is not None:
-            update._schedule.deadline = now + self.policy.timeout
+            update._deadline = now + self.policy.timeout
         self._unsettled[update.number] = update
-        self._notify("on_submitted", update)
+        if self._handlers["on_submitted"]:
+            self._notify("on_submitted", update)
 
     def _slot(self, update: StatusUpdate) -> Slot:
-        key = update._schedule.slot_key
+        key = update._slot_key
         slot = self._slots.get(key)
         if slot is None:
             partition = None
@@ -197,7 +199,7 @@ class RetryQueue:
         slot.inflight = update
         update.attempts += 1
         self.attempts_total += 1
-        update._schedule.due = None
+        update._due = None
         if slot.partition is not None:
             slot.partition.inflight += 1
         budget = self.policy.budget
@@ -268,7 +270,7 @@ class RetryQueue:
             if probe and partition is not None:
                 self._probe_now(partition)
             return
-        leader_retry = kind is ErrorKind.LEADER_CHANGE and not update._schedule.leader_retried
+        leader_retry = kind is ErrorKind.LEADER_CHANGE and not update._leader_retried
         # A failed probe waits in its partition's line in either mode: one probe path for outages and parking.
         holding = partition is not None and not leader_retry and (self.policy.mode is RetryMode.PARTITION or probe)
         if holding:
@@ -286,7 +288,7 @@ class RetryQueue:
             else:
                 self._schedule(slot, newer, self._due(slot, newer, kind))
             return
-        reason = update._schedule.abandon(True) if update._schedule.abandon is not None else None
+        reason = update._abandon(True) if update._abandon is not None else None
         if reason is not None:
             self._finish(update, Result.SUPERSEDED, reason)
             return
@@ -294,14 +296,14 @@ class RetryQueue:
             self._finish(update, Result.FAILED, f"no retries left after {update.attempts} attempt(s)")
             return
         if holding:
-            if update._schedule.deadline is not None and self._now() >= update._schedule.deadline:
+            if update._deadline is not None and self._now() >= update._deadline:
                 self._finish_timed_out(update)
                 return
             slot.waiting = update
             self._enqueue(slot, first=probe)
             return
         due = self._due(slot, update, kind)
-        if update._schedule.deadline is not None and due > update._schedule.deadline:
+        if update._deadline is not None and due > update._deadline:
             self._finish(update, Result.FAILED,
                          f"the next attempt would pass the {self.policy.timeout:g} s bound of "
                          "status.storage.retry.timeout.ms")
@@ -310,9 +312,9 @@ class RetryQueue:
 
     def _due(self, slot: Slot, update: StatusUpdate, kind: ErrorKind) -> float:
         """When the key may be tried again after its latest failure (per-update retries)."""
-        if kind is ErrorKind.LEADER_CHANGE and not update._schedule.leader_retried:
+        if kind is ErrorKind.LEADER_CHANGE and not update._leader_retried:
             # KIP-951: the new leader is known or about to be; waiting would only add latency.
-            update._schedule.leader_retried = True
+            update._leader_retried = True
             return self._now()
         return self._aligned(self.policy.backoff, slot.streak - 1)
 
@@ -332,10 +334,10 @@ class RetryQueue:
         return self._loop.time()
 
     def _schedule(self, slot: Slot, update: StatusUpdate, due: float) -> None:
-        if update._schedule.deadline is not None:
+        if update._deadline is not None:
             # An update not yet tried gets its one attempt at its bound at the latest.
-            due = min(due, update._schedule.deadline)
-        update._schedule.due = due
+            due = min(due, update._deadline)
+        update._due = due
         slot.waiting = update
         self._push(due, update.number, update)
 
@@ -348,7 +350,7 @@ class RetryQueue:
         if self._closed:
             return
         waiting = slot.waiting
-        if slot.inflight is None and waiting is not None and waiting._schedule.due is None and not slot.queued:
+        if slot.inflight is None and waiting is not None and waiting._due is None and not slot.queued:
             if self._holds_new(slot):
                 self._enqueue(slot)
             else:
@@ -366,8 +368,10 @@ class RetryQueue:
         if result is Result.FAILED and not stopped:
             self._failures.note(update, reason)
         self._notify("on_finished", update, outcome)
-        if self._flushes:
-            self._release_flushes()
+        if self._flushes and not self._flush_check_scheduled:
+            # Once per turn of the event loop, not per outcome: a burst's delivery reports settle together.
+            self._flush_check_scheduled = True
+            asyncio.get_running_loop().call_soon(self._release_flushes)
 
     def _finish_timed_out(self, update: StatusUpdate) -> None:
         self._finish(update, Result.FAILED, f"the {self.policy.timeout:g} s bound of "
@@ -574,8 +578,8 @@ class RetryQueue:
             if first:
                 partition.line.move_to_end(slot.key, last=False)
             waiting = slot.waiting
-            if waiting is not None and waiting._schedule.deadline is not None:
-                self._push(waiting._schedule.deadline, waiting.number, waiting)
+            if waiting is not None and waiting._deadline is not None:
+                self._push(waiting._deadline, waiting.number, waiting)
         if not partition.releasing:
             self._arm_probe(partition)
         elif self._release_batches.idle:
@@ -601,7 +605,7 @@ class RetryQueue:
         """Keep a failed update's value in its partition, held like an outage, until the partition takes writes
         again; then it is submitted again (unless its owner abandons it then). False when the key has a newer
         value already, or keys have no partitions here."""
-        slot = self._slots.get(update._schedule.slot_key)
+        slot = self._slots.get(update._slot_key)
         if self._route is None or self._closed or (slot is not None and not slot.empty()):
             return False
         slot = self._slot(update)
@@ -624,7 +628,7 @@ class RetryQueue:
         self._parked -= 1
         again = None
         if now is not None:
-            abandoned = parked._schedule.abandon(True) if parked._schedule.abandon is not None else None
+            abandoned = parked._abandon(True) if parked._abandon is not None else None
             if abandoned is None:
                 again = parked.again()
                 self._register(again, now)
@@ -642,7 +646,7 @@ class RetryQueue:
 
     def is_parked(self, update: StatusUpdate) -> bool:
         """Whether this update is parked now."""
-        slot = self._slots.get(update._schedule.slot_key)
+        slot = self._slots.get(update._slot_key)
         return slot is not None and slot.parked is update
 
     @property
@@ -682,13 +686,13 @@ class RetryQueue:
                 if item.due == due:
                     self._fire_cluster_probe()
                 continue
-            slot = self._slots.get(item._schedule.slot_key)
+            slot = self._slots.get(item._slot_key)
             # Entries of superseded, rescheduled or sent updates are left in the heap and skipped here.
             if slot is None or slot.waiting is not item:
                 continue
-            if item._schedule.due == due:
+            if item._due == due:
                 self._send_now(slot, item)
-            elif slot.queued and item._schedule.deadline is not None and due >= item._schedule.deadline:
+            elif slot.queued and item._deadline is not None and due >= item._deadline:
                 partition = slot.partition
                 assert partition is not None
                 self._dequeue(partition, slot.key)
@@ -703,12 +707,12 @@ class RetryQueue:
         or (``budgeted``) the retry budget holds the retry back. True when it was sent."""
         slot.waiting = None
         retry = update.attempts > 0
-        reason = update._schedule.abandon(retry) if update._schedule.abandon is not None else None
+        reason = update._abandon(retry) if update._abandon is not None else None
         if reason is not None:
             self._finish(update, Result.SUPERSEDED, reason)
             self._advance(slot)
             return False
-        if update._schedule.deadline is not None and self._now() > update._schedule.deadline:
+        if update._deadline is not None and self._now() > update._deadline:
             self._finish_timed_out(update)
             self._advance(slot)
             return False
@@ -727,19 +731,19 @@ class RetryQueue:
         if budget is None:
             return True
         now = self._now()
-        if (update._schedule.floor_slot is not None and now >= update._schedule.floor_slot) or budget.admit():
-            update._schedule.floor_slot = None
+        if (update._floor_slot is not None and now >= update._floor_slot) or budget.admit():
+            update._floor_slot = None
             return True
         self.throttled_total += 1
-        if update._schedule.floor_slot is None:
-            update._schedule.floor_slot = budget.floor_slot(now)
+        if update._floor_slot is None:
+            update._floor_slot = budget.floor_slot(now)
         # The key backs off as if the retry had failed, but keeps its retries: a refusal costs the
         # broker nothing, and a key refused again and again is reconsidered about once per max backoff.
         slot.streak += 1
         # Never sooner than the next tick (full jitter may draw no wait at all).
         next_tick = (math.floor(now / RETRY_TICK_S) + 1) * RETRY_TICK_S
-        due = max(min(self._due(slot, update, ErrorKind.RETRIABLE), update._schedule.floor_slot), next_tick)
-        if update._schedule.deadline is not None and due > update._schedule.deadline:
+        due = max(min(self._due(slot, update, ErrorKind.RETRIABLE), update._floor_slot), next_tick)
+        if update._deadline is not None and due > update._deadline:
             self._finish(update, Result.FAILED,
                          f"held back by the retry budget until the next attempt would pass the "
                          f"{self.policy.timeout:g} s bound of status.storage.retry.timeout.ms")
@@ -789,9 +793,9 @@ class RetryQueue:
     def next_attempt(self, update: StatusUpdate) -> float:
         """When a waiting update may go next (loop time): its timer, or its partition's next probe; for the
         keys behind the first of a held partition's line, that is when they may go at the earliest."""
-        if update._schedule.due is not None:
-            return update._schedule.due
-        slot = self._slots.get(update._schedule.slot_key)
+        if update._due is not None:
+            return update._due
+        slot = self._slots.get(update._slot_key)
         partition = slot.partition if slot is not None else None
         if partition is not None and partition.probe_due is not None:
             return partition.probe_due
@@ -801,7 +805,7 @@ class RetryQueue:
 
     def waits_in_line(self, update: StatusUpdate) -> bool:
         """Whether a waiting update waits in its held partition's line (not on a timer of its own)."""
-        return update._schedule.due is None
+        return update._due is None
 
     @property
     def waiting_count(self) -> int:
@@ -811,7 +815,7 @@ class RetryQueue:
     def _waiting(self) -> Iterator[StatusUpdate]:
         for slot in self._slots.values():
             waiting = slot.waiting
-            if waiting is not None and (waiting._schedule.due is not None or slot.queued):
+            if waiting is not None and (waiting._due is not None or slot.queued):
                 yield waiting
 
     def oldest_unsettled_age(self) -> float:
@@ -839,6 +843,9 @@ class RetryQueue:
         await asyncio.wait_for(future, timeout)
 
     def _release_flushes(self) -> None:
+        self._flush_check_scheduled = False
+        if not self._flushes:
+            return
         oldest = self._oldest_unsettled()
         if oldest is not None and oldest < self._flushes[0][0]:
             return  # the earliest flush (marks only grow) still waits: so do the others
@@ -863,7 +870,7 @@ class RetryQueue:
             self._summary = None
         for slot in list(self._slots.values()):
             waiting = slot.waiting
-            if waiting is not None and waiting._schedule.due is not None and slot.inflight is None:
+            if waiting is not None and waiting._due is not None and slot.inflight is None:
                 # One last attempt each, bounded by the number of keys: the budget would only turn
                 # these into failures.
                 self._send_now(slot, waiting, budgeted=False)

@@ -34,9 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import itertools
 import logging
-import operator
 import os
 import socket
 import sqlite3
@@ -57,20 +55,26 @@ SPOOL_KEY = "status.storage.spool.path"
 # SQLite's primary result codes for a file that is damaged or no database at all.
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pending (
-    key TEXT PRIMARY KEY,
-    version INTEGER NOT NULL,
+# One row per key (the store keeps that so), keyed by its version: a row is appended and deleted by its rowid,
+# with no index on the key to update (a third of the cost of a keyed upsert and delete).
+_COLUMNS = """(
+    version INTEGER PRIMARY KEY,
+    key TEXT NOT NULL,
     kind TEXT NOT NULL,
     safe INTEGER NOT NULL,
     value BLOB,
     base INTEGER,
     deleted_base INTEGER,
     sent BLOB
-)
-"""
+)"""
+_SCHEMA = f"CREATE TABLE IF NOT EXISTS pending {_COLUMNS}"
 # Columns added since the first spool format (a spool of an older version is upgraded in place).
 _ADDED_COLUMNS = {"base": "INTEGER", "deleted_base": "INTEGER", "sent": "BLOB"}
+_INSERT = ("INSERT INTO pending (version, key, kind, safe, value, base, deleted_base, sent) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_UPDATE = "UPDATE pending SET base = ?, sent = ? WHERE version = ?"
+# Rows deleted in one commit are mostly runs of consecutive versions (a burst settles together): one statement a run.
+_DELETE_RUN = "DELETE FROM pending WHERE version BETWEEN ? AND ?"
 # How long a commit waits for a lock another process holds before it gives up until the next turn.
 BUSY_TIMEOUT_MS = 50
 # A commit that found the database locked is tried again this much later.
@@ -108,7 +112,7 @@ class Spool(RetryListener):
 
     def __init__(self, path: str | Path, keep: Callable[[StatusUpdate, Outcome], bool] | None = None,
                  tokens: Tokens | None = None) -> None:
-        """``keep(update, outcome)``: whether a settled update's row stays (a parked update, or one whose
+        """``keep(update, outcome)``: whether a failed or superseded update's row stays (a parked update, or one whose
         dead letter is not written yet) until ``release`` is called for it. ``tokens(key)``: what the store
         has read of a key (see the module's docstring); without it rows keep none."""
         self.path = Path(path)
@@ -124,13 +128,18 @@ class Spool(RetryListener):
             raise
         row = self._db.execute("SELECT MAX(version) FROM pending").fetchone()
         self._next_version = (row[0] or 0) + 1
-        # The spool version of each update of this process, by update number, until it settles or is released.
-        self._versions: dict[int, int] = {}
+        # The version of each key's row in the file (rows of earlier runs too), to delete or replace it by.
+        self._on_disk: dict[str, int] = dict(self._db.execute("SELECT key, version FROM pending"))
+        # The versions of the rows kept for settled updates (by update number) until they are released.
         self._kept: dict[int, int] = {}
         # Each key's row as this process wrote it last.
         self._rows: dict[str, _Row] = {}
-        # Changes not yet committed, in order.
-        self._changes: list[tuple[str, tuple[object, ...]]] = []
+        # Changes not yet committed: rows added, rows' read tokens moved on, versions deleted. Committed in this
+        # order, which ends where the changes' own order would: a version is added once, before anything else
+        # happens to it, and an update of a deleted row changes nothing.
+        self._inserts: list[tuple[object, ...]] = []
+        self._updates: list[tuple[int | None, bytes | None, int]] = []
+        self._deletes: list[int] = []
         self._commit_scheduled = False
         self._locked_since: float | None = None
         self._closed = False
@@ -178,12 +187,28 @@ class Spool(RetryListener):
         return db
 
     def _upgrade(self) -> None:
-        """Add the columns newer versions keep to a spool of an older one; wait briefly for another process's lock."""
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(pending)")}
+        """Bring a spool of an older version to this one, keeping its rows in order: add the columns it lacks, and
+        move rows keyed by their key to rows keyed by their version. Waits briefly for another process's lock."""
+        db = self._db
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        columns = {row[1]: row[5] for row in db.execute("PRAGMA table_info(pending)")}  # name -> primary key
         for name, kind in _ADDED_COLUMNS.items():
             if name not in columns:
-                self._db.execute(f"ALTER TABLE pending ADD COLUMN {name} {kind}")
+                db.execute(f"ALTER TABLE pending ADD COLUMN {name} {kind}")
+        if columns.get("version"):
+            return
+        names = "key, kind, safe, value, base, deleted_base, sent"
+        db.execute("BEGIN")
+        try:
+            db.execute(f"CREATE TABLE pending_by_version {_COLUMNS}")
+            # Numbered anew in their order: an older file's versions need not be unique.
+            db.execute(f"INSERT INTO pending_by_version ({names}) SELECT {names} FROM pending ORDER BY version")
+            db.execute("DROP TABLE pending")
+            db.execute("ALTER TABLE pending_by_version RENAME TO pending")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     def pending(self) -> list[SpooledUpdate]:
         """What the spool holds, oldest first."""
@@ -199,27 +224,31 @@ class Spool(RetryListener):
     def forget(self, key: str) -> None:
         """Drop a key's row (a replayed update that Connect's rules no longer allow, or that the topic has)."""
         self._rows.pop(key, None)
-        self._change("DELETE FROM pending WHERE key = ?", (key,))
+        version = self._on_disk.pop(key, None)
+        if version is not None:
+            self._deletes.append(version)
+            self._changed()
 
     def commit(self) -> bool:
         """Make every change so far durable (the WAL survives the process being killed). False when another
         process holds the database locked: the changes are kept and committed on a later try."""
         self._commit_scheduled = False
-        if self._closed or not self._changes:
+        if self._closed or not self._pending_changes:
             return True
-        changes, db = self._changes, self._db
+        db = self._db
         try:
             db.execute("BEGIN")
-            # Runs of one statement (a burst's upserts, its deletes) in one executemany each, in order.
-            for sql, run in itertools.groupby(changes, key=operator.itemgetter(0)):
-                db.executemany(sql, [parameters for _, parameters in run])
+            db.executemany(_INSERT, self._inserts)
+            db.executemany(_UPDATE, self._updates)
+            if self._deletes:
+                db.executemany(_DELETE_RUN, _runs(sorted(self._deletes)))
             db.execute("COMMIT")
         except sqlite3.OperationalError as e:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             self._locked(e)
             return False
-        self._changes = []
+        self._inserts, self._updates, self._deletes = [], [], []
         if self._locked_since is not None:
             log.info("The spool %s takes writes again after %.1f s", self.path, time.monotonic() - self._locked_since)
             self._locked_since = None
@@ -229,7 +258,7 @@ class Spool(RetryListener):
         if self._locked_since is None:
             self._locked_since = time.monotonic()
             log.error("Cannot write to the spool %s (%s): %d change(s) wait in memory and are tried again every "
-                      "%.1f s; a crash now would lose them", self.path, error, len(self._changes), _RETRY_COMMIT_S)
+                      "%.1f s; a crash now would lose them", self.path, error, self._pending_changes, _RETRY_COMMIT_S)
         with contextlib.suppress(RuntimeError):  # no event loop: the next change or close tries again
             asyncio.get_running_loop().call_later(_RETRY_COMMIT_S, self._commit_later)
             self._commit_scheduled = True
@@ -238,9 +267,12 @@ class Spool(RetryListener):
         if self._commit_scheduled:
             self.commit()
 
-    def _change(self, sql: str, parameters: tuple[object, ...]) -> None:
-        """Buffer a change, committed at the end of this turn of the event loop (or by ``commit``)."""
-        self._changes.append((sql, parameters))
+    @property
+    def _pending_changes(self) -> int:
+        return len(self._inserts) + len(self._updates) + len(self._deletes)
+
+    def _changed(self) -> None:
+        """A change was buffered: it is committed at the end of this turn of the event loop (or by ``commit``)."""
         if not self._commit_scheduled:
             try:
                 asyncio.get_running_loop().call_soon(self.commit)
@@ -255,15 +287,20 @@ class Spool(RetryListener):
             self._delete(update.key, version)
 
     def _delete(self, key: str, version: int) -> None:
+        """The key's row goes unless a newer value of the key replaced it."""
         row = self._rows.get(key)
         if row is not None and row.version <= version:
             del self._rows[key]
-        self._change("DELETE FROM pending WHERE key = ? AND version <= ?", (key, version))
+        on_disk = self._on_disk.get(key)
+        if on_disk is not None and on_disk <= version:
+            del self._on_disk[key]
+            self._deletes.append(on_disk)
+            self._changed()
 
     def close(self) -> None:
         """Commit and close the database (its rows stay for the next start)."""
         if not self.commit():
-            log.error("Closing the spool %s with %d change(s) it could not write", self.path, len(self._changes))
+            log.error("Closing the spool %s with %d change(s) it could not write", self.path, self._pending_changes)
         self._closed = True
         self._db.close()
         self._lock.release()
@@ -273,7 +310,6 @@ class Spool(RetryListener):
     def on_submitted(self, update: StatusUpdate) -> None:
         version = self._next_version
         self._next_version += 1
-        self._versions[update.number] = version
         row = self._rows.get(update.key)
         if row is None:
             base, deleted_base = self._tokens(update.key) if self._tokens is not None else (None, None)
@@ -284,36 +320,49 @@ class Spool(RetryListener):
             base, deleted_base = row.base, row.deleted_base
             sent = row.update.value if row.update.attempts > 0 else row.sent
         self._rows[update.key] = _Row(version, update, base, deleted_base, sent)
-        self._change(
-            "INSERT INTO pending (key, version, kind, safe, value, base, deleted_base, sent) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET version=excluded.version, "
-            "kind=excluded.kind, safe=excluded.safe, value=excluded.value, base=excluded.base, "
-            "deleted_base=excluded.deleted_base, sent=excluded.sent",
-            (update.key, version, update.kind, int(update.safe), update.value, base, deleted_base, sent),
-        )
+        replaced = self._on_disk.get(update.key)
+        if replaced is not None:
+            self._deletes.append(replaced)
+        self._on_disk[update.key] = version
+        self._inserts.append((version, update.key, update.kind, int(update.safe), update.value, base, deleted_base,
+                              sent))
+        self._changed()
 
     def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
-        version = self._versions.pop(update.number, None)
-        if version is None:
-            return
-        if outcome.stopped:
-            return  # not settled: the next start replays it
-        if self._keep is not None and self._keep(update, outcome):
-            self._kept[update.number] = version
-            return
         row = self._rows.get(update.key)
-        if outcome.delivery is not None and row is not None and row.version > version:
-            # A newer value waits: it now stands on this write of ours, not on what was read before.
-            row.base = outcome.delivery.offset
-            if row.sent == update.value:
-                row.sent = None
-            self._change("UPDATE pending SET base = ?, sent = ? WHERE key = ? AND version = ?",
-                         (row.base, row.sent, update.key, row.version))
-        # Written (Kafka has this value), given up, or failed: the row goes unless a newer value replaced it.
-        self._delete(update.key, version)
+        if row is None or outcome.stopped:
+            return  # the row is gone already, or (stopped) not settled: the next start replays it
+        if row.update is not update:
+            # A newer value of the key replaced this one's row. Written: the newer value now stands on this write
+            # of ours, not on what was read before.
+            if outcome.delivery is not None:
+                row.base = outcome.delivery.offset
+                if row.sent == update.value:
+                    row.sent = None
+                self._updates.append((row.base, row.sent, row.version))
+                self._changed()
+            return
+        if not outcome.ok and self._keep is not None and self._keep(update, outcome):
+            self._kept[update.number] = row.version
+            return
+        # Written (Kafka has this value), given up, or failed.
+        self._delete(update.key, row.version)
 
     def on_unparked(self, update: StatusUpdate, again: StatusUpdate | None, reason: str) -> None:
         self.release(update)
+
+
+def _runs(versions: list[int]) -> list[tuple[int, int]]:
+    """Sorted distinct versions as runs of consecutive ones: (first, last) each."""
+    runs: list[tuple[int, int]] = []
+    first = last = versions[0]
+    for version in versions[1:]:
+        if version != last + 1:
+            runs.append((first, last))
+            first = version
+        last = version
+    runs.append((first, last))
+    return runs
 
 
 class _CorruptSpool(Exception):

@@ -23,7 +23,7 @@ from .config import StoreConfig
 from .delivery import read_targets
 from .history import AppendLog, EventTopics
 from .kafka import TopicProducer, TopicReader, ensure_topic, status_records
-from .model import ConnectorStatus, Status, TaskId, TopicStatus, connector_key, status_key, task_key, topic_key
+from .model import ConnectorStatus, Status, TaskId, TopicStatus, connector_key, task_key, topic_key
 from .record_limit import RecordLimit
 from .replay import replay, tokens
 from .retry_queue import RetryQueue
@@ -197,7 +197,10 @@ class StatusStore:
         return [self._submit(key, None, UpdateKind.TOPIC) for key in keys]
 
     def _send_status(self, status: Status, safe: bool) -> StatusUpdate | None:
-        key = status_key(status)
+        if isinstance(status, ConnectorStatus):
+            key, kind = connector_key(status.connector), UpdateKind.CONNECTOR
+        else:
+            key, kind = task_key(status.id), UpdateKind.TASK
         # Refusals first: a write refused for room or size changes nothing.
         self._queue.check_room(key)
         value = self.record_limit.encode(key, status)
@@ -208,8 +211,7 @@ class StatusStore:
             log.debug("put_safe dropped %s: cached status of another worker is newer", key)
             return None
         entry.sequence += 1
-        kind = UpdateKind.CONNECTOR if isinstance(status, ConnectorStatus) else UpdateKind.TASK
-        return self._submit(key, value, kind, _ConnectRules(self, entry, status, safe), safe)
+        return self._queue.submit(StatusUpdate(key, value, kind, _ConnectRules(self, entry, status, safe), safe))
 
     def _submit(self, key: str, value: bytes | None, kind: UpdateKind,
                 abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> StatusUpdate:

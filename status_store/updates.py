@@ -60,31 +60,12 @@ class Outcome(NamedTuple):
         return self.result is Result.WRITTEN
 
 
-class Schedule:
-    """The retry queue's own bookkeeping of one update (nothing outside ``retry_queue`` reads it): when it goes
-    next, its time bound, its place in the retry budget's floor, whether its leader-change retry is used up, the
-    owner's abandon check, and the key it is coalesced under."""
-
-    __slots__ = ("abandon", "deadline", "due", "floor_slot", "leader_retried", "slot_key")
-
-    def __init__(self, abandon: Abandon | None) -> None:
-        self.abandon = abandon
-        self.deadline: float | None = None
-        # When the update waits on a timer: the loop time of its next attempt; None while it waits behind a
-        # write in flight or for its partition's release.
-        self.due: float | None = None
-        # The retry budget's floor: when this retry, held back, may go whatever the bucket holds.
-        self.floor_slot: float | None = None
-        self.leader_retried = False
-        self.slot_key = ""
-
-
 class StatusUpdate:
     """One submitted write as its caller sees it: key, kind and value, attempts so far, and, once settled, its
     outcome (``result()`` waits for it)."""
 
-    __slots__ = ("_future", "_schedule", "attempts", "key", "kind", "last_error", "number", "outcome", "safe",
-                 "submitted_at", "value")
+    __slots__ = ("_abandon", "_deadline", "_due", "_floor_slot", "_future", "_leader_retried", "_slot_key", "attempts",
+                 "key", "kind", "last_error", "number", "outcome", "safe", "submitted_at", "value")
 
     def __init__(self, key: str, value: bytes | None, kind: UpdateKind, abandon: Abandon | None = None,
                  safe: bool = False) -> None:
@@ -96,7 +77,17 @@ class StatusUpdate:
         self.last_error: WriteFailedError | None = None
         self.outcome: Outcome | None = None
         self._future: asyncio.Future[Outcome] | None = None
-        self._schedule = Schedule(abandon)
+        # The retry queue's own bookkeeping (nothing outside ``retry_queue`` reads it; fields of the update rather
+        # than an object of their own, one fewer per write): the owner's abandon check, the time bound, when it
+        # goes next (the loop time of its next attempt; None while it waits behind a write in flight or for its
+        # partition's release), its place in the retry budget's floor (when this retry, held back, may go whatever
+        # the bucket holds), whether its leader-change retry is used up, and the key it is coalesced under.
+        self._abandon = abandon
+        self._deadline: float | None = None
+        self._due: float | None = None
+        self._floor_slot: float | None = None
+        self._leader_retried = False
+        self._slot_key = ""
 
     def done(self) -> bool:
         """True once the update has an outcome."""
@@ -118,7 +109,7 @@ class StatusUpdate:
 
     def again(self) -> StatusUpdate:
         """A new update of the same write (a parked update submitted again)."""
-        return StatusUpdate(self.key, self.value, self.kind, self._schedule.abandon, self.safe)
+        return StatusUpdate(self.key, self.value, self.kind, self._abandon, self.safe)
 
     def __repr__(self) -> str:
         return f"StatusUpdate({self.key!r}, attempts={self.attempts}, outcome={self.outcome})"

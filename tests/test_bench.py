@@ -39,7 +39,7 @@ def test_core_quick_run(tmp_path: Path) -> None:
     assert [row[1] for row in rows(output, "read-to-end")] == ["raw", "store"]
     assert [row[1] for row in rows(output, "write until acknowledged")] == [
         "raw", "store", "store with spool", "store with history", "aio"]
-    assert [row[1] for row in rows(output, "write until visible")] == ["raw pipeline", "store"]
+    assert [row[1] for row in rows(output, "write until visible")] == ["raw pipeline", "lean sketch", "store"]
     assert "the spool's cost" in output
 
 

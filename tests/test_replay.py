@@ -3,16 +3,21 @@ another writer wrote after it was accepted (compare-and-set on what the store ha
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from confluent_kafka import Producer
 from prometheus_client import CollectorRegistry
 
+from status_store.cache import StatusCache, StatusRecord
 from status_store.codec import encode_status
+from status_store.delivery import Delivery
 from status_store.metrics import StoreMetrics
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, status_key
+from status_store.replay import conflict, tokens
 from status_store.spool import Spool
 from status_store.testing import FaultyCluster
+from status_store.updates import Outcome, Result, StatusUpdate, UpdateKind
 
 from .conftest import Broker, StoreFactory
 from .helpers import last_values
@@ -127,3 +132,33 @@ async def test_a_replay_writes_over_its_own_earlier_write_that_landed_unacknowle
     values = await restart(mock_cluster, store_factory, topic, spool, metrics)
     assert values[b"status-connector-c"] == encode_status(State.FAILED, "w1:8083", 1, "boom")
     assert superseded(metrics) == 0
+
+
+def test_a_value_waiting_behind_our_acknowledged_write_stands_on_that_write(tmp_path: Path) -> None:
+    """A key's values a, b, c: a acknowledged, b sent but never landed, c waiting when the sidecar is killed. The
+    topic's last record of the key is our own a: replaying c overwrites nothing another writer wrote."""
+    key = "status-connector-c"
+    a, b, c = (encode_status(State.RUNNING, "w1:8083", generation, None) for generation in (1, 2, 3))
+    cache = StatusCache()
+    path = tmp_path / "spool.db"
+
+    async def accept() -> None:
+        spool = Spool(path, tokens=tokens(cache))
+        first, second, third = (StatusUpdate(key, value, UpdateKind.CONNECTOR) for value in (a, b, c))
+        for number, update in enumerate((first, second), start=1):
+            update.number = number
+            spool.on_submitted(update)
+        first.attempts = second.attempts = 1  # a went out, and b after it
+        spool.on_finished(first, Outcome(key, Result.WRITTEN, 1, "written", Delivery(0, 5)))
+        cache.note_written(key, 5)
+        third.number = 3
+        spool.on_submitted(third)
+        spool.close()  # killed: b and c are unsettled
+
+    asyncio.run(accept())
+    cache.apply([StatusRecord(key.encode(), a, 0, 5)])  # the next start reads the topic: a is its last record
+    spool = Spool(path)
+    [item] = spool.pending()
+    spool.close()
+    assert item.value == c
+    assert conflict(item, cache) is None

@@ -4,7 +4,9 @@ this user cannot write, or one another process uses stops the start with one cle
 
 from __future__ import annotations
 
+import asyncio
 import os
+import random
 import shutil
 import signal
 import sqlite3
@@ -16,10 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from status_store.delivery import Delivery
 from status_store.errors import ConfigError
-from status_store.spool import Spool
-from status_store.updates import StatusUpdate
+from status_store.spool import Spool, SpooledUpdate
+from status_store.updates import Outcome, Result, StatusUpdate
 
 ROOT = Path(__file__).parent.parent
 WAIT = 60.0
@@ -193,3 +198,72 @@ def test_a_second_process_on_the_same_spool_is_refused_naming_the_first(tmp_path
         first.send_signal(signal.SIGKILL)  # no chance to clean up: the kernel still releases the lock
         first.wait(WAIT)
     Spool(path).close()
+
+
+@pytest.mark.parametrize("columns", [
+    "key TEXT PRIMARY KEY, version INTEGER NOT NULL, kind TEXT NOT NULL, safe INTEGER NOT NULL, value BLOB",
+    "key TEXT PRIMARY KEY, version INTEGER NOT NULL, kind TEXT NOT NULL, safe INTEGER NOT NULL, value BLOB, "
+    "base INTEGER, deleted_base INTEGER, sent BLOB",
+], ids=["first format", "rows keyed by their key"])
+def test_a_spool_of_an_older_version_keeps_its_rows_in_order(tmp_path: Path, columns: str) -> None:
+    path = tmp_path / "spool.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute(f"CREATE TABLE pending ({columns})")
+    # Versions as an older version wrote them: one row per key, not in key order.
+    rows = [("status-task-c-0", 7, b"x"), ("status-connector-c", 3, b"y"), ("status-task-c-1", 9, None)]
+    for key, version, value in rows:
+        db.execute("INSERT INTO pending (key, version, kind, safe, value) VALUES (?, ?, 'task', 1, ?)",
+                   (key, version, value))
+    db.close()
+    spool = Spool(path)
+    pending = spool.pending()
+    assert [(item.key, item.value, item.safe, item.base) for item in pending] == [
+        ("status-connector-c", b"y", True, None), ("status-task-c-0", b"x", True, None),
+        ("status-task-c-1", None, True, None)]
+    # The upgraded rows are replaced and forgotten by key, as the spool's own.
+    update = StatusUpdate("status-task-c-0", b"z", "task")
+    update.number = 1
+    spool.on_submitted(update)
+    spool.forget("status-connector-c")
+    spool.commit()
+    expected = [("status-task-c-1", None), ("status-task-c-0", b"z")]
+    assert [(item.key, item.value) for item in spool.pending()] == expected
+    spool.close()
+    assert [(item.key, item.value) for item in reopened(path)] == expected
+
+
+def reopened(path: Path) -> list[SpooledUpdate]:
+    spool = Spool(path)
+    try:
+        return spool.pending()
+    finally:
+        spool.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=60), st.randoms(use_true_random=False))
+def test_the_rows_settled_in_one_commit_go_and_no_other(tmp_path_factory: pytest.TempPathFactory, settled: list[bool],
+                                                         rng: random.Random) -> None:
+    """Settled rows are deleted in runs of consecutive versions: a run never takes a row still pending."""
+    spool = Spool(tmp_path_factory.mktemp("spool") / "spool.db")
+
+    async def settle_in_one_turn() -> list[StatusUpdate]:
+        # On an event loop, as in the store: the changes of one turn are committed together.
+        updates = []
+        for number in range(1, len(settled) + 1):
+            update = StatusUpdate(f"status-task-c-{number}", b"v", "task")
+            update.number = number
+            spool.on_submitted(update)
+            updates.append(update)
+        spool.commit()
+        done = [update for update, gone in zip(updates, settled, strict=True) if gone]
+        rng.shuffle(done)  # outcomes come in any order
+        for update in done:
+            spool.on_finished(update, Outcome(update.key, Result.WRITTEN, 1, "written", Delivery(0, update.number)))
+        spool.commit()
+        return updates
+
+    updates = asyncio.run(settle_in_one_turn())
+    assert [item.key for item in spool.pending()] == [u.key for u, gone in zip(updates, settled, strict=True)
+                                                       if not gone]
+    spool.close()
