@@ -66,10 +66,14 @@ def encode_status(state: State, worker_id: str | None, generation: int, trace: s
         return None
     if worker_id is None:
         raise ValueError("a status without worker_id cannot be written")
-    if trace is None:
+    if trace is None and len(worker_id) <= _CACHED_WORKER_ID_CHARS:
         # Statuses without a trace repeat (same state, worker and generation across many tasks): encode them once.
+        # Only small ones: the cache must not hold what clients send at will.
         return _encode_traceless(state, worker_id, generation)
-    return _encode(state, worker_id, generation, json_string(trace))
+    return _encode(state, worker_id, generation, "null" if trace is None else json_string(trace))
+
+
+_CACHED_WORKER_ID_CHARS = 128
 
 
 @functools.lru_cache(maxsize=8192, typed=True)

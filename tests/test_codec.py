@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import pytest
 from hypothesis import given
@@ -264,3 +265,17 @@ def test_garbled_status_values_are_rejected(wire: bytes) -> None:
 def test_garbled_topic_values_are_rejected(wire: bytes) -> None:
     with pytest.raises(GarbledValue):
         decode_topic_status(wire)
+
+
+def test_encoding_keeps_no_copy_of_large_values() -> None:
+    """Small values are encoded once and kept; a client's large worker ids are not (8,192 of them, a megabyte each,
+    would be 8 GiB)."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for generation in range(50):
+            assert encode_status(State.RUNNING, "w" * 100_000, generation, None) is not None
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 1_000_000, kept
