@@ -6,9 +6,10 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Path, Query, Request
+from pydantic import BaseModel, ValidationError
 
 from ..config_topic import ConfigTopic, ConnectorConfigs
 from ..model import INT32_MAX
@@ -109,6 +110,22 @@ async def wait_params(
 
 
 WaitDep = Annotated[WaitParams, Depends(wait_params)]
+
+
+async def direct_write_arguments(request: Request, **body: type[BaseModel]) -> dict[str, Any] | None:
+    """A write endpoint's ``store`` and ``params`` arguments and its body argument (named by the keyword, of that
+    type), for the common write: no query parameters (so the wait parameters' defaults) and a body that validates,
+    parsed and validated from its bytes in one pydantic call. None for any other request: FastAPI's handler then
+    reads it (and answers a body that does not validate, a store that is not running, as it does)."""
+    store: StatusStore | None = request.app.state.store
+    if store is None or request.scope["query_string"]:
+        return None
+    ((name, body_type),) = body.items()
+    try:
+        value = body_type.model_validate_json(await request.body())
+    except ValidationError:
+        return None
+    return {"store": store, "params": await wait_params(), name: value}
 
 
 def _result(update: StatusUpdate) -> dict[str, object]:

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from ...config_topic import ConnectorConfigs, connector_type
 from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, status_key
 from ...store import StatusStore
 from ...updates import StatusUpdate
-from ..deps import ConfigsDep, StoreDep, TaskDep, WaitDep, answer, checked_name
+from ..deps import ConfigsDep, StoreDep, TaskDep, WaitDep, answer, checked_name, direct_write_arguments, task_number
 from ..responses import ApiError, ConnectJSONResponse
-from ..routing import ConnectRoute
+from ..routing import ConnectRoute, served_directly
 from ..schemas import (
     ConnectorExpansions,
     ConnectorInfo,
@@ -195,7 +195,25 @@ def submit_one(store: StatusStore, status: Status, safe: bool, connector_type: s
     return update
 
 
+async def connector_write_arguments(request: Request) -> dict[str, Any] | None:
+    """``put_connector_status``'s arguments for a common write (see ``direct_write_arguments``)."""
+    arguments = await direct_write_arguments(request, body=ConnectorStatusBody)
+    if arguments is not None:
+        arguments["name"] = request.path_params["name"]
+    return arguments
+
+
+async def task_write_arguments(request: Request) -> dict[str, Any] | None:
+    """``put_task_status``'s arguments for a common write (see ``direct_write_arguments``)."""
+    arguments = await direct_write_arguments(request, body=StatusBody)
+    if arguments is not None:
+        arguments["name"] = request.path_params["name"]
+        arguments["task"] = await task_number(request.path_params["task"])
+    return arguments
+
+
 @router.put("/connectors/{name}/status", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)
+@served_directly(connector_write_arguments)
 async def put_connector_status(name: str, body: ConnectorStatusBody, store: StoreDep, params: WaitDep,
                                safe: bool = False) -> ConnectJSONResponse:
     """Write a connector's status (``?safe=true``: Connect's put_safe). 202 at once, or wait with ``?wait=true``."""
@@ -205,6 +223,7 @@ async def put_connector_status(name: str, body: ConnectorStatusBody, store: Stor
 
 @router.put("/connectors/{name}/tasks/{task}/status", status_code=202, response_model=WriteResponse,
             responses=WRITE_ERRORS)
+@served_directly(task_write_arguments)
 async def put_task_status(name: str, task: TaskDep, body: StatusBody, store: StoreDep, params: WaitDep,
                           safe: bool = False) -> ConnectJSONResponse:
     """Write a task's status (``?safe=true``: Connect's put_safe). 202 at once, or wait with ``?wait=true``."""

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 
 from fastapi import APIRouter
 
 from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, TopicStatus
 from ...store import StatusStore
 from ...updates import StatusUpdate
-from ..deps import StoreDep, WaitDep, answer, checked_name, checked_topic
+from ..deps import StoreDep, WaitDep, answer, checked_name, checked_topic, direct_write_arguments
 from ..responses import ApiError, ConnectJSONResponse
-from ..routing import ConnectRoute
+from ..routing import ConnectRoute, served_directly
 from ..schemas import (
     BatchItem,
     ConnectorDeletion,
@@ -82,6 +83,7 @@ def apply(store: StatusStore, write: Write) -> list[StatusUpdate]:
 
 
 @router.post("/statuses", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)
+@served_directly(partial(direct_write_arguments, batch=StatusBatch))
 async def post_statuses(batch: StatusBatch, store: StoreDep, params: WaitDep) -> ConnectJSONResponse:
     """Submit many updates in order, all or nothing: every item is built and checked before any is
     submitted, so a bad item rejects the whole batch. put_safe items that Connect's rules drop are left
