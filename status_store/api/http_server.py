@@ -19,7 +19,7 @@ is answered any more. The bounds here:
   ``BACKLOG`` times per loop turn, is logged at most once per ``LIMIT_LOG_INTERVAL_S``, as are
   uvicorn's warning per malformed request and the shedding of connections at the limit.
 
-A request body is bounded in time and size by the ``BodyLimit`` middleware.
+A request body is bounded in time and size by the ``ConnectHttp`` middleware.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from ..schemas import (
     WriteResponse,
 )
 
+# Routes are tried in the order they are declared here: the status routes (the hot writes among them) first.
 router = APIRouter(tags=["connectors"], route_class=ConnectRoute)
 
 
@@ -114,51 +115,6 @@ def not_found(name: str) -> ApiError:
     return ApiError(404, f"Connector {name} not found")
 
 
-@router.get("/connectors", response_model=list[str] | dict[str, ConnectorExpansions])
-async def list_connectors(store: StoreDep, configs: ConfigsDep, expand: Annotated[list[str] | None, Query(
-        description="Any number of times: `status`, `info`; any other value (an empty one too) is ignored. "
-                    "With `expand` present the answer is a map of connector to expansions, without it a list.")]
-        = None) -> ConnectJSONResponse:
-    """The connectors, sorted: Connect's configured connectors when the config topic is configured, otherwise the
-    connectors with a status. With ``expand`` present (even empty), a map of each to its expansions."""
-    names = configs.connectors() if configs is not None else store.cache.connectors()
-    if expand is None:
-        return ConnectJSONResponse(names)
-    expanded = {}
-    for name in names:
-        found = expansions(store, configs, name, expand)
-        if found is not None:
-            expanded[name] = found
-    return ConnectJSONResponse(expanded)
-
-
-@router.get("/connectors/{name}", response_model=ConnectorInfo, responses=NOT_CONFIGURED)
-async def get_connector(name: str, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
-    """The connector's configuration, tasks and type, from Connect's config topic."""
-    info = connector_info(store, configs, name)
-    if info is None:
-        raise not_found(name)
-    return ConnectJSONResponse(info)
-
-
-@router.get("/connectors/{name}/config", response_model=dict[str, str | None], responses=NOT_CONFIGURED)
-async def connector_config(name: str, configs: ConfigsDep) -> ConnectJSONResponse:
-    """The connector's configuration as stored in Connect's config topic (``${...}`` placeholders unresolved)."""
-    config = configs.connector_config(name) if configs is not None else None
-    if config is None:
-        raise not_found(name)
-    return ConnectJSONResponse(config)
-
-
-@router.get("/connectors/{name}/tasks", response_model=list[TaskInfo], responses=NOT_CONFIGURED)
-async def task_configs(name: str, configs: ConfigsDep) -> ConnectJSONResponse:
-    """The connector's tasks (as many as its last commit record says) with their committed configurations."""
-    if configs is None or not configs.contains(name):
-        raise not_found(name)
-    return ConnectJSONResponse([{"id": {"connector": name, "task": task}, "config": configs.task_config(name, task)}
-                                for task in range(configs.task_count(name))])
-
-
 @router.get("/connectors/{name}/status", response_model=ConnectorStateInfo, responses=NOT_FOUND)
 async def connector_status(name: str, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
     """The connector's status and its tasks', as Connect answers it."""
@@ -231,6 +187,51 @@ async def put_task_status(name: str, task: TaskDep, body: StatusBody, store: Sto
         raise ApiError(422, "STOPPED is a connector state; a task cannot be STOPPED")
     status = TaskStatus(TaskId(checked_name(name), task), body.state, body.worker_id, body.generation, body.trace)
     return await answer(store, [submit_one(store, status, safe)], params)
+
+
+@router.get("/connectors", response_model=list[str] | dict[str, ConnectorExpansions])
+async def list_connectors(store: StoreDep, configs: ConfigsDep, expand: Annotated[list[str] | None, Query(
+        description="Any number of times: `status`, `info`; any other value (an empty one too) is ignored. "
+                    "With `expand` present the answer is a map of connector to expansions, without it a list.")]
+        = None) -> ConnectJSONResponse:
+    """The connectors, sorted: Connect's configured connectors when the config topic is configured, otherwise the
+    connectors with a status. With ``expand`` present (even empty), a map of each to its expansions."""
+    names = configs.connectors() if configs is not None else store.cache.connectors()
+    if expand is None:
+        return ConnectJSONResponse(names)
+    expanded = {}
+    for name in names:
+        found = expansions(store, configs, name, expand)
+        if found is not None:
+            expanded[name] = found
+    return ConnectJSONResponse(expanded)
+
+
+@router.get("/connectors/{name}", response_model=ConnectorInfo, responses=NOT_CONFIGURED)
+async def get_connector(name: str, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
+    """The connector's configuration, tasks and type, from Connect's config topic."""
+    info = connector_info(store, configs, name)
+    if info is None:
+        raise not_found(name)
+    return ConnectJSONResponse(info)
+
+
+@router.get("/connectors/{name}/config", response_model=dict[str, str | None], responses=NOT_CONFIGURED)
+async def connector_config(name: str, configs: ConfigsDep) -> ConnectJSONResponse:
+    """The connector's configuration as stored in Connect's config topic (``${...}`` placeholders unresolved)."""
+    config = configs.connector_config(name) if configs is not None else None
+    if config is None:
+        raise not_found(name)
+    return ConnectJSONResponse(config)
+
+
+@router.get("/connectors/{name}/tasks", response_model=list[TaskInfo], responses=NOT_CONFIGURED)
+async def task_configs(name: str, configs: ConfigsDep) -> ConnectJSONResponse:
+    """The connector's tasks (as many as its last commit record says) with their committed configurations."""
+    if configs is None or not configs.contains(name):
+        raise not_found(name)
+    return ConnectJSONResponse([{"id": {"connector": name, "task": task}, "config": configs.task_config(name, task)}
+                                for task in range(configs.task_count(name))])
 
 
 @router.delete("/connectors/{name}/status", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)
