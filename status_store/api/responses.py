@@ -24,9 +24,15 @@ def connect_json(value: Any) -> str:
     if isinstance(value, str):
         return json_string(value)
     if isinstance(value, dict):
-        return "{" + ",".join(f"{json_string(str(k))}:{connect_json(v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join([json_string(str(k)) + ":" + connect_json(v) for k, v in value.items()]) + "}"
     if isinstance(value, list | tuple):
-        return "[" + ",".join(connect_json(v) for v in value) + "]"
+        return "[" + ",".join([connect_json(v) for v in value]) + "]"
+    if value is None:
+        return "null"
+    # Exactly int (not bool, not an IntEnum, whose str() is not its number): the commonest scalar, rendered
+    # without json.dumps's own setup.
+    if type(value) is int:
+        return str(value)
     return json.dumps(value, allow_nan=False)
 
 
