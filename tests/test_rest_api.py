@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
+import unicodedata
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -16,6 +18,8 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from status_store.api import create_app
+from status_store.api.deps import checked_name
+from status_store.api.responses import ApiError
 from status_store.logs import RateLimit
 from status_store.metrics import StoreMetrics
 from status_store.store import StatusStore
@@ -725,3 +729,15 @@ async def test_a_write_without_query_parameters_is_answered_as_fastapi_answers_i
         through_fastapi = await api.http.request(method, url, content=content, headers=JSON,
                                                  params={"timeout_ms": "30000"})
         assert without_attempts(direct) == without_attempts(through_fastapi), url
+
+
+def test_names_with_any_control_character_are_refused_and_no_other_character_is() -> None:
+    # Connect refuses a connector name with a character of Unicode's category Cc.
+    for code_point in range(sys.maxunicode + 1):
+        character = chr(code_point)
+        name = f"a{character}b"
+        if unicodedata.category(character) == "Cc":
+            with pytest.raises(ApiError, match="control characters"):
+                checked_name(name)
+        elif character != "/":
+            assert checked_name(name) == name
