@@ -116,20 +116,20 @@ async def wait_params(
 WaitDep = Annotated[WaitParams, Depends(wait_params)]
 
 
-async def direct_write_arguments(request: Request, **body: type[BaseModel]) -> dict[str, Any] | None:
-    """A write endpoint's ``store`` and ``params`` arguments and its body argument (named by the keyword, of that
-    type), for the common write: no query parameters (so the wait parameters' defaults) and a body that validates,
+async def direct_write_arguments(request: Request, body_name: str,
+                                 body_type: type[BaseModel]) -> dict[str, Any] | None:
+    """A write endpoint's ``store`` and ``params`` arguments and its body argument ``body_name``, for the common
+    write: no query parameters (so the wait parameters' defaults) and a body that validates as ``body_type``,
     parsed and validated from its bytes in one pydantic call. None for any other request: FastAPI's handler then
     reads it (and answers a body that does not validate, a store that is not running, as it does)."""
     store: StatusStore | None = request.app.state.store
     if store is None or request.scope["query_string"]:
         return None
-    ((name, body_type),) = body.items()
     try:
-        value = body_type.model_validate_json(await request.body())
+        body = body_type.model_validate_json(await request.body())
     except ValidationError:
         return None
-    return {"store": store, "params": await wait_params(), name: value}
+    return {"store": store, "params": await wait_params(), body_name: body}
 
 
 def _result(update: StatusUpdate) -> ConnectJSON:

@@ -153,7 +153,7 @@ def submit_one(store: StatusStore, status: Status, safe: bool, connector_type: s
 
 async def connector_write_arguments(request: Request) -> dict[str, Any] | None:
     """``put_connector_status``'s arguments for a common write (see ``direct_write_arguments``)."""
-    arguments = await direct_write_arguments(request, body=ConnectorStatusBody)
+    arguments = await direct_write_arguments(request, "body", ConnectorStatusBody)
     if arguments is not None:
         arguments["name"] = request.path_params["name"]
     return arguments
@@ -161,7 +161,7 @@ async def connector_write_arguments(request: Request) -> dict[str, Any] | None:
 
 async def task_write_arguments(request: Request) -> dict[str, Any] | None:
     """``put_task_status``'s arguments for a common write (see ``direct_write_arguments``)."""
-    arguments = await direct_write_arguments(request, body=StatusBody)
+    arguments = await direct_write_arguments(request, "body", StatusBody)
     if arguments is not None:
         arguments["name"] = request.path_params["name"]
         arguments["task"] = await task_number(request.path_params["task"])

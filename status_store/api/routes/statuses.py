@@ -83,7 +83,7 @@ def apply(store: StatusStore, write: Write) -> list[StatusUpdate]:
 
 
 @router.post("/statuses", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)
-@served_directly(partial(direct_write_arguments, batch=StatusBatch))
+@served_directly(partial(direct_write_arguments, body_name="batch", body_type=StatusBatch))
 async def post_statuses(batch: StatusBatch, store: StoreDep, params: WaitDep) -> ConnectJSONResponse:
     """Submit many updates in order, all or nothing: every item is built and checked before any is
     submitted, so a bad item rejects the whole batch. put_safe items that Connect's rules drop are left
