@@ -102,6 +102,21 @@ async def test_after_an_answer_the_next_head_must_come_in_time() -> None:
         writer.close()
 
 
+async def test_requests_in_time_keep_a_connection_open_beyond_the_timeout_until_a_head_is_late() -> None:
+    # One head timer serves many requests: when it fires after newer answers it waits on for the latest one.
+    async with running_server(header_timeout_s=2.0) as server:
+        reader, writer = await connect(server)
+        for _ in range(15):  # 3 s of requests, each 0.2 s after the last answer: in time, for longer than 2 s
+            writer.write(FULL)
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 OK")
+            await reader.readexactly(int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0]))
+            await asyncio.sleep(0.2)
+        writer.write(HALF_SENT)  # keeps uvicorn's keep-alive timer off
+        assert await closed_by_server(reader)
+        writer.close()
+
+
 async def test_a_complete_request_is_answered_and_kept_alive() -> None:
     async with running_server(header_timeout_s=0.3) as server:
         reader, writer = await connect(server)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
+import unicodedata
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
@@ -16,6 +18,8 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from status_store.api import create_app
+from status_store.api.deps import checked_name
+from status_store.api.responses import ApiError
 from status_store.logs import RateLimit
 from status_store.metrics import StoreMetrics
 from status_store.store import StatusStore
@@ -676,3 +680,64 @@ async def test_topics_other_writers_left_are_listed_by_their_values_once_each(ap
     await api.store.read_to_end(WAIT)
     response = await api.http.get("/connectors/c/topics")
     assert response.content == b'{"c":{"topics":["","x:y","t","t\\uD83D\\uDE00"]}}'
+
+
+ODD_BODIES = [
+    b'{"state":"RUNNING","worker_id":"a","generation":1,"worker_id":"b"}',  # a repeated key: the last one counts
+    b'{"state":"RUNNING","worker_id":"a\nb","generation":1}',  # a raw control character in a string
+    b'{"state":"RUNNING","worker_id":"a","generation":1} x',  # text after the value
+    b' {"state":"RUNNING","worker_id":"a","generation":1} \r\n',
+    b'\xef\xbb\xbf{"state":"RUNNING","worker_id":"a","generation":1}',  # a UTF-8 byte order mark
+    '{"state":"RUNNING","worker_id":"a","generation":1}'.encode("utf-16"),
+    b'{"state":"RUNNING","worker_id":"\\ud83d\\ude00","generation":1}',
+    b'{"state":"RUNNING","worker_id":"\xed\xa0\x80","generation":1}',  # a surrogate encoded as UTF-8
+    b'{"state":"RUNNING","worker_id":"a","generation":1.0}',
+    b'{"state":"RUNNING","worker_id":"a","generation":-0}',
+    b'{"state":"RUNNING","worker_id":"a","generation":01}',
+    b'{"state":"RUNNING","worker_id":"a","generation":NaN}',
+    b'{"state":"RUNNING","worker_id":"a","generation":1,"type":"source","type":null}',
+    b'{"state":"STOPPED","worker_id":"a","generation":1,"trace":null}',
+    b'{"state":"RUNNING","worker_id":"a","generation":1,"extra":1}',
+    b'[]',
+    b'',
+]
+
+
+def as_batch(body: bytes) -> bytes:
+    """The body as the one task item of a batch, where it has a JSON object (other bodies as they are)."""
+    start = body.find(b"{")
+    if start < 0:
+        return body
+    return body[:start] + b'{"updates":[{"kind":"task","connector":"c","task":0,' + body[start + 1:] + b"]}"
+
+
+def without_attempts(response: httpx.Response) -> tuple[int, object]:
+    """The status and body of an answer, without the attempts so far (they depend on when the answer left)."""
+    body = response.json() if response.content else None
+    for result in body.get("results", []) if isinstance(body, dict) else []:
+        result.pop("attempts")
+    return response.status_code, body
+
+
+@pytest.mark.parametrize("body", ODD_BODIES)
+async def test_a_write_without_query_parameters_is_answered_as_fastapi_answers_it(api: Api, body: bytes) -> None:
+    # The common write (no query parameters) is read without FastAPI's request handler; with a query parameter
+    # FastAPI reads it: both must give the same answer, whatever the body.
+    for method, url, content in (("PUT", "/connectors/c/status", body), ("PUT", "/connectors/c/tasks/0/status", body),
+                                 ("PUT", "/connectors/c/tasks/01/status", body), ("POST", "/statuses", as_batch(body))):
+        direct = await api.http.request(method, url, content=content, headers=JSON)
+        through_fastapi = await api.http.request(method, url, content=content, headers=JSON,
+                                                 params={"timeout_ms": "30000"})
+        assert without_attempts(direct) == without_attempts(through_fastapi), url
+
+
+def test_names_with_any_control_character_are_refused_and_no_other_character_is() -> None:
+    # Connect refuses a connector name with a character of Unicode's category Cc.
+    for code_point in range(sys.maxunicode + 1):
+        character = chr(code_point)
+        name = f"a{character}b"
+        if unicodedata.category(character) == "Cc":
+            with pytest.raises(ApiError, match="control characters"):
+                checked_name(name)
+        elif character != "/":
+            assert checked_name(name) == name

@@ -15,7 +15,7 @@ from ..errors import RecordTooLargeError, StoreClosedError, WriteRejectedError
 from ..events import EventsCollector, StatusEvents
 from ..logs import RateLimit
 from ..store import StatusStore
-from .middleware import BodyLimit, ConnectPaths, HttpMetrics
+from .middleware import ConnectHttp
 from .responses import (
     http_error_handler,
     record_too_large_handler,
@@ -59,9 +59,10 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
         app.state.registry.register(EventsCollector(status_events))
     app.state.token = token
     app.state.refused_log = RateLimit(REFUSED_LOG_INTERVAL_S)
-    # Connect serves a path with a trailing slash as the path without it (ConnectPaths), never a redirect.
+    # Connect serves a path with a trailing slash as the path without it (ConnectHttp), never a redirect.
     app.router.redirect_slashes = False
-    for router in (server.router, connectors.router, topics.router, statuses.router, retries.router,
+    # Routes are tried in order: the routers of the hot writes first (no two routers' paths overlap).
+    for router in (connectors.router, statuses.router, server.router, topics.router, retries.router,
                    metrics.router, events.router):
         app.include_router(router)
     app.add_exception_handler(HTTPException, http_error_handler)
@@ -70,10 +71,7 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     app.add_exception_handler(RecordTooLargeError, record_too_large_handler)
     app.add_exception_handler(StoreClosedError, store_closed_handler)
     app.add_exception_handler(Exception, unexpected_error_handler)
-    # The last added runs first: metrics see every answer, then the path rules, then the body limits.
-    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
-    app.add_middleware(ConnectPaths)
-    app.add_middleware(HttpMetrics, registry=app.state.registry)
+    app.add_middleware(ConnectHttp, registry=app.state.registry, max_bytes=max_body_bytes)
     fastapi_openapi = app.openapi
     app.openapi = lambda: with_connect_error_bodies(fastapi_openapi())  # type: ignore[method-assign]
     return app

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Path, Query, Request
+from pydantic import BaseModel, ValidationError
 
+from ..codec import json_string
 from ..config_topic import ConfigTopic, ConnectorConfigs
 from ..model import INT32_MAX
 from ..store import StatusStore
 from ..updates import Result, StatusUpdate
-from .responses import ApiError, ConnectJSONResponse
+from .responses import ApiError, ConnectJSON, ConnectJSONResponse, connect_json
 
 # Longest wait a ?wait=true request may ask for.
 MAX_WAIT_MS = 120_000
@@ -48,6 +49,10 @@ ConfigTopicDep = Annotated[ConfigTopic | None, Depends(get_config_topic)]
 ConfigsDep = Annotated[ConnectorConfigs | None, Depends(get_configs)]
 
 
+# Unicode's control characters (category Cc): C0, DEL and C1; the category is closed by Unicode's stability policy.
+_CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def checked_name(name: str, what: str = "connector") -> str:
     """A connector name to write: refused when blank or with control characters (Connect refuses to create such
     a connector), longer than 1024 characters (a bound of ours on what one request may make a key of), or with a
@@ -55,7 +60,7 @@ def checked_name(name: str, what: str = "connector") -> str:
     Reads serve any name, as Connect does."""
     if not name or not name.strip():
         raise ApiError(400, f"The {what} name must not be empty")
-    if any(unicodedata.category(c) == "Cc" for c in name):
+    if _CONTROL_CHARACTER.search(name) is not None:
         raise ApiError(400, f"The {what} name must not contain control characters")
     if len(name) > 1024:
         raise ApiError(400, f"The {what} name is longer than 1024 characters")
@@ -111,16 +116,35 @@ async def wait_params(
 WaitDep = Annotated[WaitParams, Depends(wait_params)]
 
 
-def _result(update: StatusUpdate) -> dict[str, object]:
+async def direct_write_arguments(request: Request, body_name: str,
+                                 body_type: type[BaseModel]) -> dict[str, Any] | None:
+    """A write endpoint's ``store`` and ``params`` arguments and its body argument ``body_name``, for the common
+    write: no query parameters (so the wait parameters' defaults) and a body that validates as ``body_type``,
+    parsed and validated from its bytes in one pydantic call. None for any other request: FastAPI's handler then
+    reads it (and answers a body that does not validate, a store that is not running, as it does)."""
+    store: StatusStore | None = request.app.state.store
+    if store is None or request.scope["query_string"]:
+        return None
+    try:
+        body = body_type.model_validate_json(await request.body())
+    except ValidationError:
+        return None
+    return {"store": store, "params": await wait_params(), body_name: body}
+
+
+def _result(update: StatusUpdate) -> ConnectJSON:
+    """What happened to one write so far, rendered directly (a batch's answer has thousands): key, result,
+    attempts, then partition and offset once delivered, and the reason when it was not written."""
     outcome = update.outcome
+    key = json_string(update.key)
     if outcome is None:
-        return {"key": update.key, "result": "pending", "attempts": update.attempts}
-    body: dict[str, object] = {"key": update.key, "result": outcome.result.value, "attempts": outcome.attempts}
+        return ConnectJSON(f'{{"key":{key},"result":"pending","attempts":{update.attempts:d}}}')
+    text = f'{{"key":{key},"result":{json_string(outcome.result.value)},"attempts":{outcome.attempts:d}'
     if outcome.delivery is not None:
-        body["partition"], body["offset"] = outcome.delivery.partition, outcome.delivery.offset
+        text += f',"partition":{outcome.delivery.partition:d},"offset":{outcome.delivery.offset:d}'
     if not outcome.ok:
-        body["reason"] = outcome.reason
-    return body
+        text += f',"reason":{connect_json(outcome.reason)}'
+    return ConnectJSON(text + "}")
 
 
 async def answer(store: StatusStore, updates: Sequence[StatusUpdate], params: WaitParams) -> ConnectJSONResponse:

@@ -19,7 +19,7 @@ is answered any more. The bounds here:
   ``BACKLOG`` times per loop turn, is logged at most once per ``LIMIT_LOG_INTERVAL_S``, as are
   uvicorn's warning per malformed request and the shedding of connections at the limit.
 
-A request body is bounded in time and size by the ``BodyLimit`` middleware.
+A request body is bounded in time and size by the ``ConnectHttp`` middleware.
 """
 
 from __future__ import annotations
@@ -68,10 +68,14 @@ class LimitedH11Protocol(H11Protocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # One timer serves many requests: it is armed when the connection starts waiting with none armed, and
+        # when it fires it closes the connection or re-arms for the wait in progress. Arming and cancelling
+        # one per request would cost every request a timer of the event loop's heap.
         self._head_timer: asyncio.TimerHandle | None = None
-        self._waiting_since = 0.0
-        # The request that was in progress when the timer was armed: a different one means a new head arrived.
-        self._cycle_at_timer: RequestResponseCycle | None = None
+        # Since when the connection waits for a request head; None while a request is in progress.
+        self._waiting_since: float | None = None
+        # The request that was in progress when the wait began: a different one means a new head arrived.
+        self._cycle_at_wait: RequestResponseCycle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -80,8 +84,8 @@ class LimitedH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self._head_timer is not None and self.cycle is not self._cycle_at_timer:
-            self._stop_head_timer()
+        if self._waiting_since is not None and self.cycle is not self._cycle_at_wait:
+            self._waiting_since = None
 
     def on_response_complete(self) -> None:
         cycle = self.cycle
@@ -95,18 +99,27 @@ class LimitedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def _await_head(self) -> None:
-        self._stop_head_timer()
         self._waiting_since = self.loop.time()
-        self._cycle_at_timer = self.cycle
-        self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_timed_out)
+        self._cycle_at_wait = self.cycle
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_at(self._waiting_since + self.header_timeout_s, self._check_head)
 
     def _stop_head_timer(self) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
 
-    def _head_timed_out(self) -> None:
+    def _check_head(self) -> None:
+        """The head timer fired: close the connection if its wait has lasted the timeout, re-arm for a wait
+        that began later, stay unarmed while a request is in progress (its answer arms again)."""
         self._head_timer = None
+        if self._waiting_since is None:
+            return
+        deadline = self._waiting_since + self.header_timeout_s
+        if self.loop.time() < deadline:
+            self._head_timer = self.loop.call_at(deadline, self._check_head)
+            return
+        self._waiting_since = None
         self.transport.close()
 
     def _make_room(self) -> None:
@@ -118,7 +131,8 @@ class LimitedH11Protocol(H11Protocol):
         if len(open_connections) <= self.max_connections:
             return
         # This connection waits for its head too: it is the one closed when no other waits.
-        oldest = min((c for c in open_connections if c._head_timer is not None), key=lambda c: c._waiting_since)
+        waiting = [(c._waiting_since, c) for c in open_connections if c._waiting_since is not None]
+        oldest = min(waiting, key=lambda pair: pair[0])[1]
         self._shed_log.log(log, logging.WARNING, "The HTTP connection limit (%d) is reached: closing the connection "
                            "that waited longest for a request", self.max_connections)
         oldest._stop_head_timer()

@@ -1,4 +1,4 @@
-"""ASGI middleware: Connect's path rules, request body limits, and HTTP request metrics with labels
+"""The ASGI middleware: Connect's path rules, request body limits, and HTTP request metrics with labels
 from closed sets."""
 
 from __future__ import annotations
@@ -17,27 +17,66 @@ from .responses import ApiError, send_error
 BODY_TIMEOUT_S = 30.0
 # The error answers that leave a body unread close the connection: what follows on it is not a request.
 _CLOSE = {"Connection": "close"}
+# Label values must come from closed sets, or any client can make a series per request (a made-up
+# method, a random path): methods outside this set count as "other", paths no route matches as "unmatched".
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"})
+OTHER_METHOD = "other"
+UNMATCHED_ROUTE = "unmatched"
 
 
-class ConnectPaths:
-    """Connect's path rules, which Starlette's router lacks.
+class ConnectHttp:
+    """The HTTP rules around every request, in one ASGI middleware (nested ones would each add coroutine frames
+    and a wrapped ``send`` to every request):
 
-    - A path must be valid UTF-8 once percent-decoded, and must not encode a ``/`` (``%2F``): the
-      server decodes the path before routing, so ``a%2Fstatus`` would address another resource.
-      Both are 400 (Jetty 12, Connect's server since Kafka 4, refuses an encoded ``/`` too), so a
-      connector name with a ``/`` is refused everywhere (the batch refuses it as well).
-    - A trailing slash is served as the path without it (Connect serves ``/connectors/``), never
-      redirected: a redirect would be built from the client's ``Host`` header.
-    - ``HEAD`` is answered wherever ``GET`` is: the ``GET`` answer without its body.
+    - **Metrics**: ``http_requests_total`` and ``http_request_duration_seconds`` by method, route template and
+      status, for every answer (the ones given here too).
+    - **Connect's path rules**, which Starlette's router lacks. A path must be valid UTF-8 once
+      percent-decoded, and must not encode a ``/`` (``%2F``): the server decodes the path before routing, so
+      ``a%2Fstatus`` would address another resource. Both are 400 (Jetty 12, Connect's server since Kafka 4,
+      refuses an encoded ``/`` too), so a connector name with a ``/`` is refused everywhere (the batch refuses
+      it as well). A trailing slash is served as the path without it (Connect serves ``/connectors/``), never
+      redirected: a redirect would be built from the client's ``Host`` header. ``HEAD`` is answered wherever
+      ``GET`` is: the ``GET`` answer without its body.
+    - **Body limits**: 413 (Connect's error body) for a request body larger than ``max_bytes``, whether
+      announced by ``Content-Length`` or streamed (chunked), and 408 when the body does not arrive within
+      ``timeout_s``.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    def __init__(self, app: ASGIApp, registry: CollectorRegistry, max_bytes: int,
+                 timeout_s: float = BODY_TIMEOUT_S) -> None:
+        self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
+        self.requests = Counter("http_requests", "HTTP requests answered.", ["method", "route", "status"],
+                                registry=registry)
+        self.duration = Histogram("http_request_duration_seconds", "Time to answer an HTTP request.",
+                                  ["method", "route"], registry=registry,
+                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 30))
+        self._counters: dict[tuple[str, str, str], Any] = {}
+        self._durations: dict[tuple[str, str], Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = time.perf_counter()
+        method = scope["method"]
+        head = method == "HEAD"
+        status = 500
+
+        async def answer(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        try:
+            await self._serve(scope, receive, answer)
+        finally:
+            self._record(method, scope, status, time.perf_counter() - started)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The path rules and the announced body size, then the app on the body limits."""
         # httpx's ASGI transport passes the query in raw_path; servers do not.
         raw_path = (scope.get("raw_path") or scope["path"].encode()).partition(b"?")[0]
         problem = path_problem(raw_path)
@@ -47,54 +86,23 @@ class ConnectPaths:
         path = scope["path"]
         if len(path) > 1 and path.endswith("/"):
             scope["path"], scope["raw_path"] = path[:-1], raw_path[:-1]
-        if scope["method"] != "HEAD":
-            await self.app(scope, receive, send)
-            return
-        # The scope is changed in place (not copied) so that the route the router finds stays visible to
-        # the metrics middleware outside; the method is restored for everything outside.
-        scope["method"] = "GET"
-        try:
-            await self.app(scope, receive, _without_body(send))
-        finally:
-            scope["method"] = "HEAD"
-
-
-def path_problem(raw_path: bytes) -> str | None:
-    """Why a raw (percent-encoded) request path cannot address a resource; None when it can."""
-    if b"%2f" in raw_path.lower():
-        return "The path must not contain an encoded '/' (%2F): names with '/' cannot be addressed"
-    try:
-        unquote_to_bytes(raw_path).decode("utf-8")
-    except UnicodeDecodeError:
-        return "The path is not valid UTF-8 once percent-decoded"
-    return None
-
-
-def _without_body(send: Send) -> Send:
-    async def send_headers_only(message: Message) -> None:
-        if message["type"] == "http.response.body":
-            message = {**message, "body": b""}
-        await send(message)
-
-    return send_headers_only
-
-
-class BodyLimit:
-    """Answers 413 (Connect's error body) to a request whose body is larger than ``max_bytes``, whether
-    announced by ``Content-Length`` or streamed (chunked), and 408 when the body does not arrive within
-    ``timeout_s``."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float = BODY_TIMEOUT_S) -> None:
-        self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers", ())).get(b"content-length")
+        declared = next((value for name, value in reversed(scope["headers"]) if name == b"content-length"), None)
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await send_error(send, 413, self._too_large_message(), _CLOSE)
             return
+        if scope["method"] != "HEAD":
+            await self.app(scope, self._limited(receive), send)
+            return
+        # The scope is changed in place (not copied) so that the route the router finds stays visible to the
+        # metrics; the method is restored for everything outside.
+        scope["method"] = "GET"
+        try:
+            await self.app(scope, self._limited(receive), send)
+        finally:
+            scope["method"] = "HEAD"
+
+    def _limited(self, receive: Receive) -> Receive:
+        """``receive`` within the body limits."""
         received = 0
         complete = False
         deadline: float | None = None
@@ -118,53 +126,34 @@ class BodyLimit:
                 complete = not message.get("more_body", False)
             return message
 
-        await self.app(scope, limited_receive, send)
+        return limited_receive
 
     def _too_large_message(self) -> str:
         return f"The request body is larger than {self.max_bytes} bytes"
 
+    def _record(self, method: str, scope: Scope, status: int, seconds: float) -> None:
+        """Counts an answer and its duration, with labels from closed sets."""
+        method = method if method in KNOWN_METHODS else OTHER_METHOD
+        # The router leaves the matched route in the scope; a request answered before routing has none.
+        route = getattr(scope.get("route"), "path", UNMATCHED_ROUTE)
+        key = (method, route, str(status))
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._counters[key] = self.requests.labels(*key)
+        counter.inc()
+        duration = self._durations.get(key[:2])
+        if duration is None:
+            duration = self._durations[key[:2]] = self.duration.labels(method, route)
+        duration.observe(seconds)
 
-# Label values must come from closed sets, or any client can make a series per request (a made-up
-# method, a random path): methods outside this set count as "other", paths no route matches as "unmatched".
-KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"})
-OTHER_METHOD = "other"
-UNMATCHED_ROUTE = "unmatched"
 
+def path_problem(raw_path: bytes) -> str | None:
+    """Why a raw (percent-encoded) request path cannot address a resource; None when it can."""
+    if b"%2f" in raw_path.lower():
+        return "The path must not contain an encoded '/' (%2F): names with '/' cannot be addressed"
+    try:
+        unquote_to_bytes(raw_path).decode("utf-8")
+    except UnicodeDecodeError:
+        return "The path is not valid UTF-8 once percent-decoded"
+    return None
 
-class HttpMetrics:
-    """``http_requests_total`` and ``http_request_duration_seconds`` by method, route template and status."""
-
-    def __init__(self, app: ASGIApp, registry: CollectorRegistry) -> None:
-        self.app = app
-        self.requests = Counter("http_requests", "HTTP requests answered.", ["method", "route", "status"],
-                                registry=registry)
-        self.duration = Histogram("http_request_duration_seconds", "Time to answer an HTTP request.",
-                                  ["method", "route"], registry=registry,
-                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 30))
-        self._children: dict[tuple[str, str, str], Any] = {}
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        method = scope["method"] if scope["method"] in KNOWN_METHODS else OTHER_METHOD
-        status = 500
-
-        async def recording_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, recording_send)
-        finally:
-            # The router leaves the matched route in the scope; a request answered before routing has none.
-            route = getattr(scope.get("route"), "path", UNMATCHED_ROUTE)
-            key = (method, route, str(status))
-            counter = self._children.get(key)
-            if counter is None:
-                counter = self._children[key] = self.requests.labels(*key)
-            counter.inc()
-            self.duration.labels(method, route).observe(time.perf_counter() - started)

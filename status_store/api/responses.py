@@ -19,14 +19,25 @@ from ..codec import json_string
 from ..errors import RecordTooLargeError, WriteRejectedError
 
 
+class ConnectJSON(str):
+    """JSON text already rendered as ``connect_json`` renders it: ``connect_json`` puts it in as it is (a part
+    of an answer made many times over, such as one write's result in a batch's answer, rendered directly)."""
+
+
 def connect_json(value: Any) -> str:
     """JSON text as Connect (Jackson) writes it: compact, insertion order, Jackson's string escapes."""
     if isinstance(value, str):
-        return json_string(value)
+        return value if isinstance(value, ConnectJSON) else json_string(value)
     if isinstance(value, dict):
-        return "{" + ",".join(f"{json_string(str(k))}:{connect_json(v)}" for k, v in value.items()) + "}"
+        return "{" + ",".join([json_string(str(k)) + ":" + connect_json(v) for k, v in value.items()]) + "}"
     if isinstance(value, list | tuple):
-        return "[" + ",".join(connect_json(v) for v in value) + "]"
+        return "[" + ",".join([connect_json(v) for v in value]) + "]"
+    if value is None:
+        return "null"
+    # Exactly int (not bool, not an IntEnum, whose str() is not its number): the commonest scalar, rendered
+    # without json.dumps's own setup.
+    if type(value) is int:
+        return str(value)
     return json.dumps(value, allow_nan=False)
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from ...config_topic import ConnectorConfigs, connector_type
 from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, status_key
 from ...store import StatusStore
 from ...updates import StatusUpdate
-from ..deps import ConfigsDep, StoreDep, TaskDep, WaitDep, answer, checked_name
+from ..deps import ConfigsDep, StoreDep, TaskDep, WaitDep, answer, checked_name, direct_write_arguments, task_number
 from ..responses import ApiError, ConnectJSONResponse
-from ..routing import ConnectRoute
+from ..routing import ConnectRoute, served_directly
 from ..schemas import (
     ConnectorExpansions,
     ConnectorInfo,
@@ -26,6 +26,7 @@ from ..schemas import (
     WriteResponse,
 )
 
+# Routes are tried in the order they are declared here: the status routes (the hot writes among them) first.
 router = APIRouter(tags=["connectors"], route_class=ConnectRoute)
 
 
@@ -114,6 +115,80 @@ def not_found(name: str) -> ApiError:
     return ApiError(404, f"Connector {name} not found")
 
 
+@router.get("/connectors/{name}/status", response_model=ConnectorStateInfo, responses=NOT_FOUND)
+async def connector_status(name: str, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
+    """The connector's status and its tasks', as Connect answers it."""
+    info = connector_state_info(store, configs, name)
+    if info is None:
+        raise ApiError(404, f"No status found for connector {name}")
+    return ConnectJSONResponse(info)
+
+
+@router.get("/connectors/{name}/tasks/{task}/status", response_model=TaskState, responses=NOT_FOUND)
+async def task_status(name: str, task: TaskDep, store: StoreDep) -> ConnectJSONResponse:
+    """One task's status, as Connect answers it."""
+    status = store.cache.get_task(TaskId(name, task))
+    if status is None:
+        raise ApiError(404, f"No status found for task {name}-{task}")
+    return ConnectJSONResponse(task_state(status))
+
+
+def submit(store: StatusStore, status: Status, safe: bool, connector_type: str | None = None) -> StatusUpdate | None:
+    """put, or put_safe (None when Connect's rules drop it). A connector's type hint is kept only once its
+    write is accepted: a refused write changes nothing."""
+    update = store.put_safe(status) if safe else store.put(status)
+    if update is not None and connector_type is not None and isinstance(status, ConnectorStatus):
+        store.cache.set_connector_type(status.connector, connector_type)
+    return update
+
+
+def submit_one(store: StatusStore, status: Status, safe: bool, connector_type: str | None = None) -> StatusUpdate:
+    """``submit`` for a single write: a put_safe that Connect's rules drop is a 409."""
+    update = submit(store, status, safe, connector_type)
+    if update is None:
+        raise ApiError(409, f"Not written: {status_key(status)} has a newer status from another worker "
+                            "(put_safe writes only over its own worker's or an older generation's status)")
+    return update
+
+
+async def connector_write_arguments(request: Request) -> dict[str, Any] | None:
+    """``put_connector_status``'s arguments for a common write (see ``direct_write_arguments``)."""
+    arguments = await direct_write_arguments(request, "body", ConnectorStatusBody)
+    if arguments is not None:
+        arguments["name"] = request.path_params["name"]
+    return arguments
+
+
+async def task_write_arguments(request: Request) -> dict[str, Any] | None:
+    """``put_task_status``'s arguments for a common write (see ``direct_write_arguments``)."""
+    arguments = await direct_write_arguments(request, "body", StatusBody)
+    if arguments is not None:
+        arguments["name"] = request.path_params["name"]
+        arguments["task"] = await task_number(request.path_params["task"])
+    return arguments
+
+
+@router.put("/connectors/{name}/status", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)
+@served_directly(connector_write_arguments)
+async def put_connector_status(name: str, body: ConnectorStatusBody, store: StoreDep, params: WaitDep,
+                               safe: bool = False) -> ConnectJSONResponse:
+    """Write a connector's status (``?safe=true``: Connect's put_safe). 202 at once, or wait with ``?wait=true``."""
+    status = ConnectorStatus(checked_name(name), body.state, body.worker_id, body.generation, body.trace)
+    return await answer(store, [submit_one(store, status, safe, body.type)], params)
+
+
+@router.put("/connectors/{name}/tasks/{task}/status", status_code=202, response_model=WriteResponse,
+            responses=WRITE_ERRORS)
+@served_directly(task_write_arguments)
+async def put_task_status(name: str, task: TaskDep, body: StatusBody, store: StoreDep, params: WaitDep,
+                          safe: bool = False) -> ConnectJSONResponse:
+    """Write a task's status (``?safe=true``: Connect's put_safe). 202 at once, or wait with ``?wait=true``."""
+    if body.state is State.STOPPED:
+        raise ApiError(422, "STOPPED is a connector state; a task cannot be STOPPED")
+    status = TaskStatus(TaskId(checked_name(name), task), body.state, body.worker_id, body.generation, body.trace)
+    return await answer(store, [submit_one(store, status, safe)], params)
+
+
 @router.get("/connectors", response_model=list[str] | dict[str, ConnectorExpansions])
 async def list_connectors(store: StoreDep, configs: ConfigsDep, expand: Annotated[list[str] | None, Query(
         description="Any number of times: `status`, `info`; any other value (an empty one too) is ignored. "
@@ -157,61 +232,6 @@ async def task_configs(name: str, configs: ConfigsDep) -> ConnectJSONResponse:
         raise not_found(name)
     return ConnectJSONResponse([{"id": {"connector": name, "task": task}, "config": configs.task_config(name, task)}
                                 for task in range(configs.task_count(name))])
-
-
-@router.get("/connectors/{name}/status", response_model=ConnectorStateInfo, responses=NOT_FOUND)
-async def connector_status(name: str, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
-    """The connector's status and its tasks', as Connect answers it."""
-    info = connector_state_info(store, configs, name)
-    if info is None:
-        raise ApiError(404, f"No status found for connector {name}")
-    return ConnectJSONResponse(info)
-
-
-@router.get("/connectors/{name}/tasks/{task}/status", response_model=TaskState, responses=NOT_FOUND)
-async def task_status(name: str, task: TaskDep, store: StoreDep) -> ConnectJSONResponse:
-    """One task's status, as Connect answers it."""
-    status = store.cache.get_task(TaskId(name, task))
-    if status is None:
-        raise ApiError(404, f"No status found for task {name}-{task}")
-    return ConnectJSONResponse(task_state(status))
-
-
-def submit(store: StatusStore, status: Status, safe: bool, connector_type: str | None = None) -> StatusUpdate | None:
-    """put, or put_safe (None when Connect's rules drop it). A connector's type hint is kept only once its
-    write is accepted: a refused write changes nothing."""
-    update = store.put_safe(status) if safe else store.put(status)
-    if update is not None and connector_type is not None and isinstance(status, ConnectorStatus):
-        store.cache.set_connector_type(status.connector, connector_type)
-    return update
-
-
-def submit_one(store: StatusStore, status: Status, safe: bool, connector_type: str | None = None) -> StatusUpdate:
-    """``submit`` for a single write: a put_safe that Connect's rules drop is a 409."""
-    update = submit(store, status, safe, connector_type)
-    if update is None:
-        raise ApiError(409, f"Not written: {status_key(status)} has a newer status from another worker "
-                            "(put_safe writes only over its own worker's or an older generation's status)")
-    return update
-
-
-@router.put("/connectors/{name}/status", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)
-async def put_connector_status(name: str, body: ConnectorStatusBody, store: StoreDep, params: WaitDep,
-                               safe: bool = False) -> ConnectJSONResponse:
-    """Write a connector's status (``?safe=true``: Connect's put_safe). 202 at once, or wait with ``?wait=true``."""
-    status = ConnectorStatus(checked_name(name), body.state, body.worker_id, body.generation, body.trace)
-    return await answer(store, [submit_one(store, status, safe, body.type)], params)
-
-
-@router.put("/connectors/{name}/tasks/{task}/status", status_code=202, response_model=WriteResponse,
-            responses=WRITE_ERRORS)
-async def put_task_status(name: str, task: TaskDep, body: StatusBody, store: StoreDep, params: WaitDep,
-                          safe: bool = False) -> ConnectJSONResponse:
-    """Write a task's status (``?safe=true``: Connect's put_safe). 202 at once, or wait with ``?wait=true``."""
-    if body.state is State.STOPPED:
-        raise ApiError(422, "STOPPED is a connector state; a task cannot be STOPPED")
-    status = TaskStatus(TaskId(checked_name(name), task), body.state, body.worker_id, body.generation, body.trace)
-    return await answer(store, [submit_one(store, status, safe)], params)
 
 
 @router.delete("/connectors/{name}/status", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)

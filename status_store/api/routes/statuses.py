@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
 
 from fastapi import APIRouter
 
 from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, TopicStatus
 from ...store import StatusStore
 from ...updates import StatusUpdate
-from ..deps import StoreDep, WaitDep, answer, checked_name, checked_topic
+from ..deps import StoreDep, WaitDep, answer, checked_name, checked_topic, direct_write_arguments
 from ..responses import ApiError, ConnectJSONResponse
-from ..routing import ConnectRoute
+from ..routing import ConnectRoute, served_directly
 from ..schemas import (
     BatchItem,
     ConnectorDeletion,
@@ -28,17 +29,16 @@ from .connectors import WRITE_ERRORS, submit
 router = APIRouter(tags=["statuses"], route_class=ConnectRoute)
 
 
-@dataclass(frozen=True, slots=True)
-class StatusWrite:
-    """A connector or task status to put (or put_safe), with the connector's type hint."""
+class StatusWrite(NamedTuple):
+    """A connector or task status to put (or put_safe), with the connector's type hint. A named tuple rather
+    than a frozen dataclass: one is made per batch item, and a frozen dataclass costs three times as much."""
 
     status: Status
     safe: bool
     connector_type: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class TopicRemoval:
+class TopicRemoval(NamedTuple):
     """A topic status to delete."""
 
     connector: str
@@ -50,23 +50,24 @@ Write = StatusWrite | TopicStatus | TopicRemoval | str  # a str: the connector t
 
 def build(item: BatchItem, now_ms: int) -> Write:
     """The write an item asks for, refused (4xx) as the item's own endpoint would refuse it."""
-    if isinstance(item, ConnectorDeletion):
-        return checked_name(item.connector)
-    if isinstance(item, TopicDeletion):
-        return TopicRemoval(checked_name(item.connector), checked_topic(item.topic))
-    if isinstance(item, TopicUpdate):
-        timestamp = item.discoverTimestamp if item.discoverTimestamp is not None else now_ms
-        return TopicStatus(checked_topic(item.topic), checked_name(item.connector), item.task, timestamp)
+    # The commonest kinds first.
+    if isinstance(item, TaskUpdate):
+        if item.state is State.STOPPED:
+            raise ApiError(422, f"Task {item.connector}-{item.task}: a task cannot be STOPPED")
+        task = TaskStatus(TaskId(checked_name(item.connector), item.task), item.state, item.worker_id,
+                          item.generation, item.trace)
+        return StatusWrite(task, item.safe)
     if isinstance(item, ConnectorUpdate):
         connector = ConnectorStatus(checked_name(item.connector), item.state, item.worker_id, item.generation,
                                     item.trace)
         return StatusWrite(connector, item.safe, item.type)
-    assert isinstance(item, TaskUpdate)
-    if item.state is State.STOPPED:
-        raise ApiError(422, f"Task {item.connector}-{item.task}: a task cannot be STOPPED")
-    task = TaskStatus(TaskId(checked_name(item.connector), item.task), item.state, item.worker_id, item.generation,
-                      item.trace)
-    return StatusWrite(task, item.safe)
+    if isinstance(item, TopicUpdate):
+        timestamp = item.discoverTimestamp if item.discoverTimestamp is not None else now_ms
+        return TopicStatus(checked_topic(item.topic), checked_name(item.connector), item.task, timestamp)
+    if isinstance(item, TopicDeletion):
+        return TopicRemoval(checked_name(item.connector), checked_topic(item.topic))
+    assert isinstance(item, ConnectorDeletion)
+    return checked_name(item.connector)
 
 
 def apply(store: StatusStore, write: Write) -> list[StatusUpdate]:
@@ -82,6 +83,7 @@ def apply(store: StatusStore, write: Write) -> list[StatusUpdate]:
 
 
 @router.post("/statuses", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)
+@served_directly(partial(direct_write_arguments, body_name="batch", body_type=StatusBatch))
 async def post_statuses(batch: StatusBatch, store: StoreDep, params: WaitDep) -> ConnectJSONResponse:
     """Submit many updates in order, all or nothing: every item is built and checked before any is
     submitted, so a bad item rejects the whole batch. put_safe items that Connect's rules drop are left
