@@ -128,11 +128,11 @@ class Spool(RetryListener):
             raise
         row = self._db.execute("SELECT MAX(version) FROM pending").fetchone()
         self._next_version = (row[0] or 0) + 1
-        # The version of each key's row in the file (rows of earlier runs too), to delete or replace it by.
-        self._on_disk: dict[str, int] = dict(self._db.execute("SELECT key, version FROM pending"))
+        # The versions of the rows earlier runs left, by key, until this run replaces or forgets them.
+        self._earlier: dict[str, int] = dict(self._db.execute("SELECT key, version FROM pending"))
         # The versions of the rows kept for settled updates (by update number) until they are released.
         self._kept: dict[int, int] = {}
-        # Each key's row as this process wrote it last.
+        # Each key's row as this process wrote it last (in the file until it is deleted).
         self._rows: dict[str, _Row] = {}
         # Changes not yet committed: rows added, rows' read tokens moved on, versions deleted. Committed in this
         # order, which ends where the changes' own order would: a version is added once, before anything else
@@ -223,8 +223,8 @@ class Spool(RetryListener):
 
     def forget(self, key: str) -> None:
         """Drop a key's row (a replayed update that Connect's rules no longer allow, or that the topic has)."""
-        self._rows.pop(key, None)
-        version = self._on_disk.pop(key, None)
+        row = self._rows.pop(key, None)
+        version = row.version if row is not None else self._earlier.pop(key, None)
         if version is not None:
             self._deletes.append(version)
             self._changed()
@@ -291,10 +291,7 @@ class Spool(RetryListener):
         row = self._rows.get(key)
         if row is not None and row.version <= version:
             del self._rows[key]
-        on_disk = self._on_disk.get(key)
-        if on_disk is not None and on_disk <= version:
-            del self._on_disk[key]
-            self._deletes.append(on_disk)
+            self._deletes.append(row.version)
             self._changed()
 
     def close(self) -> None:
@@ -319,11 +316,10 @@ class Spool(RetryListener):
             # was sent, it may be in the topic by now (our own write, not another writer's).
             base, deleted_base = row.base, row.deleted_base
             sent = row.update.value if row.update.attempts > 0 else row.sent
-        self._rows[update.key] = _Row(version, update, base, deleted_base, sent)
-        replaced = self._on_disk.get(update.key)
+        replaced = row.version if row is not None else self._earlier.pop(update.key, None)
         if replaced is not None:
             self._deletes.append(replaced)
-        self._on_disk[update.key] = version
+        self._rows[update.key] = _Row(version, update, base, deleted_base, sent)
         self._inserts.append((version, update.key, update.kind, int(update.safe), update.value, base, deleted_base,
                               sent))
         self._changed()
