@@ -56,12 +56,15 @@ class RecordLimit:
     def encode(self, key: str, status: Status) -> bytes | None:
         """The record value (None: a tombstone), its trace cut so that the record fits."""
         value = codec.encode_status(status.state, status.worker_id, status.generation, status.trace)
-        if value is None or len(key.encode()) + len(value) <= self.max_bytes:
+        if value is None:
+            return value
+        key_size = len(key.encode())
+        if key_size + len(value) <= self.max_bytes:
             return value
         if not status.trace:
-            raise RecordTooLargeError(key, len(key.encode()) + len(value), self.max_bytes)
+            raise RecordTooLargeError(key, key_size + len(value), self.max_bytes)
         trace = status.trace
-        room = self.max_bytes - len(key.encode()) - (len(value) - len(codec.json_string(trace).encode()))
+        room = self.max_bytes - key_size - (len(value) - len(codec.json_string(trace).encode()))
         low, high = 0, len(trace)
         while low < high:  # the longest head of the trace whose note and escaped text fit
             middle = (low + high + 1) // 2

@@ -174,8 +174,7 @@ class RetryQueue:
         if self.policy.timeout is not None:
             update._deadline = now + self.policy.timeout
         self._unsettled[update.number] = update
-        if self._handlers["on_submitted"]:
-            self._notify("on_submitted", update)
+        self._notify("on_submitted", update)
 
     def _slot(self, update: StatusUpdate) -> Slot:
         key = update._slot_key

@@ -211,7 +211,7 @@ class StatusStore:
             log.debug("put_safe dropped %s: cached status of another worker is newer", key)
             return None
         entry.sequence += 1
-        return self._queue.submit(StatusUpdate(key, value, kind, _ConnectRules(self, entry, status, safe), safe))
+        return self._submit(key, value, kind, _ConnectRules(self, entry, status, safe), safe)
 
     def _submit(self, key: str, value: bytes | None, kind: UpdateKind,
                 abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> StatusUpdate:
