@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from confluent_kafka import murmur2
 
@@ -211,11 +211,11 @@ class StatusStore:
             log.debug("put_safe dropped %s: cached status of another worker is newer", key)
             return None
         entry.sequence += 1
-        return self._submit(key, value, kind, _ConnectRules(self, entry, status, safe), safe)
+        # Room was checked above, for this write.
+        return self._queue.submit(StatusUpdate(key, value, kind, _ConnectRules(self, entry, status, safe), safe), True)
 
-    def _submit(self, key: str, value: bytes | None, kind: UpdateKind,
-                abandon: Callable[[bool], str | None] | None = None, safe: bool = False) -> StatusUpdate:
-        return self._queue.submit(StatusUpdate(key, value, kind, abandon, safe))
+    def _submit(self, key: str, value: bytes | None, kind: UpdateKind) -> StatusUpdate:
+        return self._queue.submit(StatusUpdate(key, value, kind))
 
     @property
     def exhausted(self) -> ExhaustedStats:

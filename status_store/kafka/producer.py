@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -25,8 +24,10 @@ from .settings import DEFAULT_DELIVERY_TIMEOUT_MS, POLL_INTERVAL_S, producer_set
 
 log = logging.getLogger(__name__)
 
-# (send number, error, partition, offset, key) of one delivery report.
-_ReportTuple = tuple[int, KafkaError | None, int, int, bytes | None]
+_new_tuple = tuple.__new__
+
+# (completion callback, error, partition, offset, key) of one delivery report.
+_ReportTuple = tuple[DoneCallback, KafkaError | None, int, int, bytes | None]
 
 
 class TopicProducer:
@@ -50,12 +51,11 @@ class TopicProducer:
         # Delivery reports, filled by the producer thread and drained on the loop.
         self._reports: collections.deque[_ReportTuple] = collections.deque()
         self._drain_scheduled = False
-        # Records not handed to librdkafka yet, in order: sent at the end of the loop's turn, or as room frees up.
-        self._outbox: collections.deque[tuple[bytes, bytes | None, int]] = collections.deque()
+        # Records not handed to librdkafka yet, in order, each with its completion callback: sent at the end of
+        # the loop's turn, or as room frees up. A record's callback travels with it (outbox, librdkafka, delivery
+        # report) and runs once: from its delivery report, or here when it never reached librdkafka.
+        self._outbox: collections.deque[tuple[bytes, bytes | None, DoneCallback]] = collections.deque()
         self._outbox_scheduled = False
-        # The completion callbacks of unsettled writes, by send number.
-        self._pending: dict[int, DoneCallback] = {}
-        self._sends = itertools.count()
         # The highest offset acknowledged per partition.
         self._written: dict[int, int] = {}
         self._closed = False
@@ -91,10 +91,10 @@ class TopicProducer:
                           pending, self.topic, timeout)
                 producer.purge()
                 await asyncio.to_thread(producer.poll, 0)
-        for key, _, number in self._outbox:
+        for key, _, done in self._outbox:
             pending += 1
-            self._settle(number, WriteFailedError(key.decode(errors="replace"), KafkaError._DESTROY, "_DESTROY",
-                                                  "the store stopped before this write was sent"))
+            done(None, WriteFailedError(key.decode(errors="replace"), KafkaError._DESTROY, "_DESTROY",
+                                        "the store stopped before this write was sent"))
         self._outbox.clear()
         self._stopping.set()
         if self._thread is not None:
@@ -113,9 +113,7 @@ class TopicProducer:
         the error)."""
         if self._closed or self._producer is None:
             raise StoreClosedError(f"the producer of {self.topic} is not running")
-        number = next(self._sends)
-        self._pending[number] = done
-        self._outbox.append((key, value, number))
+        self._outbox.append((key, value, done))
         if not self._outbox_scheduled:
             assert self._loop is not None
             self._outbox_scheduled = True
@@ -129,17 +127,17 @@ class TopicProducer:
             return
         produce = producer.produce
         while outbox:
-            key, value, number = outbox[0]
+            key, value, done = outbox[0]
             try:
-                produce(topic, value, key, on_delivery=_Report(reports, number))
+                produce(topic, value, key, on_delivery=_Report(reports, done))
             except BufferError:
                 if len(producer) != 0:
                     return  # full for now: the rest waits for delivery reports to free room
                 # The queue is empty and the record still does not fit: it never will.
-                self._settle(number, WriteFailedError(key.decode(errors="replace"), KafkaError.MSG_SIZE_TOO_LARGE,
-                                                      "MSG_SIZE_TOO_LARGE", "larger than the producer's whole queue"))
+                done(None, WriteFailedError(key.decode(errors="replace"), KafkaError.MSG_SIZE_TOO_LARGE,
+                                            "MSG_SIZE_TOO_LARGE", "larger than the producer's whole queue"))
             except KafkaException as e:
-                self._settle(number, _write_failed(key, e.args[0]))
+                done(None, _write_failed(key, e.args[0]))
             outbox.popleft()
 
     def _serve_deliveries(self) -> None:
@@ -163,11 +161,11 @@ class TopicProducer:
 
     def _drain_reports(self) -> None:
         self._drain_scheduled = False
-        reports, written, pending = self._reports, self._written, self._pending
+        reports, written = self._reports, self._written
         while reports:
-            number, error, partition, offset, key = reports.popleft()
+            done, error, partition, offset, key = reports.popleft()
             if error is not None:
-                self._settle(number, _write_failed(key, error))
+                done(None, _write_failed(key, error))
                 continue
             last = written.get(partition, -1)
             written[partition] = offset
@@ -178,28 +176,21 @@ class TopicProducer:
                           "reading it anew", partition, self.topic, offset, last)
                 if self._on_restart is not None:
                     self._on_restart(partition)
-            done = pending.pop(number, None)
-            if done is not None:
-                done(Delivery(partition, offset), None)
+            done(_new_tuple(Delivery, (partition, offset)), None)  # as Delivery(...), without a Python call
         self._send_outbox()
-
-    def _settle(self, number: int, error: WriteFailedError) -> None:
-        done = self._pending.pop(number, None)
-        if done is not None:
-            done(None, error)
 
 
 class _Report:
     """The delivery callback of one record: runs on whichever thread polled the producer, so it only hands the
     report over (never touches a future). One small object per record in flight, not a partial of a bound method."""
 
-    __slots__ = ("number", "reports")
+    __slots__ = ("done", "reports")
 
-    def __init__(self, reports: collections.deque[_ReportTuple], number: int) -> None:
-        self.reports, self.number = reports, number
+    def __init__(self, reports: collections.deque[_ReportTuple], done: DoneCallback) -> None:
+        self.reports, self.done = reports, done
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
-        self.reports.append((self.number, error, message.partition() or 0, message.offset() or 0,
+        self.reports.append((self.done, error, message.partition() or 0, message.offset() or 0,
                              message.key() if error is not None else None))
 
 

@@ -24,6 +24,7 @@ from ..cache import StatusRecord
 from ..errors import StoreClosedError
 from .settings import POLL_INTERVAL_S, consumer_settings, topic_partitions
 
+_new_tuple = tuple.__new__
 log = logging.getLogger(__name__)
 
 CONSUME_BATCH = 5000
@@ -251,4 +252,6 @@ def status_records(records: Sequence[Message]) -> Iterator[StatusRecord]:
     for record in records:
         kind, millis = record.timestamp()
         timestamp = millis / 1000 if kind != TIMESTAMP_NOT_AVAILABLE else None
-        yield StatusRecord(record.key(), record.value(), record.partition() or 0, record.offset() or 0, timestamp)
+        # tuple.__new__: as StatusRecord(...), without the named tuple's Python-level constructor (one per record).
+        yield _new_tuple(StatusRecord, (record.key(), record.value(), record.partition() or 0, record.offset() or 0,
+                                        timestamp))
