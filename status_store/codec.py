@@ -26,6 +26,8 @@ _ESCAPES[ord('"')] = '\\"'
 _ESCAPES[ord("\\")] = "\\\\"
 # Characters Jackson does not write raw: those above U+FFFF and lone surrogates.
 _BEYOND_BMP_OR_SURROGATE = re.compile("[\ud800-\udfff\U00010000-\U0010ffff]")
+# Any character json_string changes: most strings (keys, worker ids, results) have none and are written as they are.
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\\ud800-\udfff\U00010000-\U0010ffff]')
 _STATES = {state.value: state for state in State}
 
 
@@ -45,6 +47,8 @@ class StatusValue(NamedTuple):
 
 def json_string(text: str) -> str:
     """A JSON string literal exactly as Jackson writes it."""
+    if _NEEDS_ESCAPE.search(text) is None:
+        return '"' + text + '"'
     escaped = text.translate(_ESCAPES)
     if not escaped.isascii():
         escaped = _BEYOND_BMP_OR_SURROGATE.sub(_escape_utf16, escaped)

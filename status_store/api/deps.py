@@ -132,6 +132,10 @@ async def direct_write_arguments(request: Request, body_name: str,
     return {"store": store, "params": await wait_params(), body_name: body}
 
 
+# Each result as a JSON string, written once.
+_RESULTS = {result: json_string(result.value) for result in Result}
+
+
 def _result(update: StatusUpdate) -> ConnectJSON:
     """What happened to one write so far, rendered directly (a batch's answer has thousands): key, result,
     attempts, then partition and offset once delivered, and the reason when it was not written."""
@@ -139,7 +143,7 @@ def _result(update: StatusUpdate) -> ConnectJSON:
     key = json_string(update.key)
     if outcome is None:
         return ConnectJSON(f'{{"key":{key},"result":"pending","attempts":{update.attempts:d}}}')
-    text = f'{{"key":{key},"result":{json_string(outcome.result.value)},"attempts":{outcome.attempts:d}'
+    text = f'{{"key":{key},"result":{_RESULTS[outcome.result]},"attempts":{outcome.attempts:d}'
     if outcome.delivery is not None:
         text += f',"partition":{outcome.delivery.partition:d},"offset":{outcome.delivery.offset:d}'
     if not outcome.ok:
