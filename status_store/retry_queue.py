@@ -388,7 +388,7 @@ class RetryQueue:
                 stopped: bool = False) -> None:
         if update.outcome is not None:
             return
-        # tuple.__new__: the named tuple's own constructor is a Python function, half the cost of a write's outcome.
+        # tuple.__new__: the named tuple's own constructor is a Python function (one outcome per write).
         outcome = _new_tuple(Outcome, (update.key, result, update.attempts, reason, delivery, update.last_error,
                                        stopped))
         update.settle(outcome)
