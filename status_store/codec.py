@@ -25,9 +25,10 @@ _ESCAPES = {code: _SHORT.get(chr(code), f"\\u{code:04X}") for code in range(0x20
 _ESCAPES[ord('"')] = '\\"'
 _ESCAPES[ord("\\")] = "\\\\"
 # Characters Jackson does not write raw: those above U+FFFF and lone surrogates.
-_BEYOND_BMP_OR_SURROGATE = re.compile("[\ud800-\udfff\U00010000-\U0010ffff]")
+_BEYOND_BMP_OR_SURROGATE_RANGES = "\ud800-\udfff\U00010000-\U0010ffff"
+_BEYOND_BMP_OR_SURROGATE = re.compile(f"[{_BEYOND_BMP_OR_SURROGATE_RANGES}]")
 # Any character json_string changes: most strings (keys, worker ids, results) have none and are written as they are.
-_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\\ud800-\udfff\U00010000-\U0010ffff]')
+_NEEDS_ESCAPE = re.compile(f"[{re.escape(''.join(map(chr, _ESCAPES)))}{_BEYOND_BMP_OR_SURROGATE_RANGES}]")
 _STATES = {state.value: state for state in State}
 
 

@@ -24,9 +24,9 @@ INT32_MIN = -(2**31)
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 
-# A named tuple made from a tuple of its fields in C, where one is made per record: the named tuple's own
-# constructor is a Python function.
-_new_tuple = tuple.__new__
+# ``new_tuple(NamedTupleClass, fields)``: a named tuple made from a tuple of its fields in C, for those made once
+# per write or per record (the named tuple's own constructor is a Python function).
+new_tuple = tuple.__new__
 
 # Java's Integer.parseInt: an optional sign, then decimal digits of any script (Character.digit).
 _JAVA_INT = re.compile(r"[+-]?\d+")
@@ -186,7 +186,7 @@ def _parse_task_key(key: str) -> TaskKey | None:
         if not dash:
             return None
         if number.isdecimal() and len(number) < 10:
-            return _new_tuple(TaskKey, (connector, int(number)))  # as TaskKey(...), without a Python call
+            return new_tuple(TaskKey, (connector, int(number)))
     found = split_task_key(key, 2)
     return TaskKey(*found) if found is not None else None
 

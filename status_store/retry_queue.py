@@ -54,11 +54,10 @@ from .backoff import Backoff, RetryMode
 from .delivery import Delivery, Send
 from .errors import ErrorKind, StoreClosedError, WriteFailedError, WriteRejectedError, classify
 from .holds import ClusterProbe, Partition, Release, Slot
+from .model import new_tuple
 from .updates import Outcome, Result, RetryListener, RetryPolicy, Route, StatusUpdate
 
 log = logging.getLogger(__name__)
-
-_new_tuple = tuple.__new__
 
 # Retry and probe times are moved to this tick where the backoff policy's bounds allow it (see _aligned).
 RETRY_TICK_S = 0.1
@@ -78,9 +77,6 @@ class RetryQueue:
         # Per event, the listeners' handlers, found once; a handler inherited from RetryListener does nothing
         # and is left out (every write passes through on_submitted and on_finished).
         self._handlers = {event: _handlers(listeners, event) for event in _EVENTS}
-        # Every write passes these two: asked once per write whether anyone listens at all.
-        self._hears_submitted = bool(self._handlers["on_submitted"])
-        self._hears_finished = bool(self._handlers["on_finished"])
         self._route = route
         self.name = name
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -149,13 +145,7 @@ class RetryQueue:
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         self._register(update, loop.time())
-        slot = self._slots.get(update._slot_key)
-        if slot is None:
-            slot = self._new_slot(update)
-            if not self._holds_new(slot):
-                # The common case, an idle key in a partition that takes writes: sent now.
-                self._attempt(slot, update)
-                return update
+        slot = self._slot(update)
         if slot.parked is not None:
             self._unpark(slot, None, "a newer write for the key was submitted")
         replaced = slot.waiting
@@ -187,21 +177,19 @@ class RetryQueue:
         if self.policy.timeout is not None:
             update._deadline = now + self.policy.timeout
         self._unsettled[update.number] = update
-        if self._hears_submitted:
-            self._notify("on_submitted", update)
+        self._notify("on_submitted", update)
 
     def _slot(self, update: StatusUpdate) -> Slot:
-        slot = self._slots.get(update._slot_key)
-        return slot if slot is not None else self._new_slot(update)
-
-    def _new_slot(self, update: StatusUpdate) -> Slot:
-        partition = None
-        if self._route is not None:
-            number = self._route(update.key)
-            partition = self._partitions.get(number)
-            if partition is None:
-                partition = self._partitions[number] = Partition(number)
-        slot = self._slots[update._slot_key] = Slot(update._slot_key, partition)
+        key = update._slot_key
+        slot = self._slots.get(key)
+        if slot is None:
+            partition = None
+            if self._route is not None:
+                number = self._route(update.key)
+                partition = self._partitions.get(number)
+                if partition is None:
+                    partition = self._partitions[number] = Partition(number)
+            slot = self._slots[key] = Slot(key, partition)
         return slot
 
     def _holds_new(self, slot: Slot) -> bool:
@@ -236,16 +224,6 @@ class RetryQueue:
         if slot.inflight is update:
             slot.inflight = None
         partition = slot.partition
-        if (error is None and self.policy.budget is None and update.number not in self._release_batches.inflight
-                and (partition is None or (partition.held_at is None and partition.probe is not update))):
-            # The common case, written where nothing is held, probed, released or budgeted: what the general
-            # path below does for it, without its questions.
-            if partition is not None:
-                partition.inflight -= 1
-            slot.streak = 0
-            self._finish(update, Result.WRITTEN, "written", delivery)
-            self._advance(slot)
-            return
         probe = False
         if partition is not None:
             partition.inflight -= 1
@@ -379,24 +357,20 @@ class RetryQueue:
                 self._enqueue(slot)
             else:
                 self._send_now(slot, waiting)
-        # Slot.empty(), spelled out: this runs once per write.
-        if (slot.inflight is None and slot.waiting is None and slot.parked is None and not slot.queued
-                and self._slots.get(slot.key) is slot):
+        if slot.empty() and not slot.queued and self._slots.get(slot.key) is slot:
             del self._slots[slot.key]
 
     def _finish(self, update: StatusUpdate, result: Result, reason: str, delivery: Delivery | None = None,
                 stopped: bool = False) -> None:
         if update.outcome is not None:
             return
-        # tuple.__new__: the named tuple's own constructor is a Python function (one outcome per write).
-        outcome = _new_tuple(Outcome, (update.key, result, update.attempts, reason, delivery, update.last_error,
+        outcome = new_tuple(Outcome, (update.key, result, update.attempts, reason, delivery, update.last_error,
                                        stopped))
         update.settle(outcome)
         self._unsettled.pop(update.number, None)
         if result is Result.FAILED and not stopped:
             self._failures.note(update, reason)
-        if self._hears_finished:
-            self._notify("on_finished", update, outcome)
+        self._notify("on_finished", update, outcome)
         if self._flushes and not self._flush_check_scheduled:
             # Once per turn of the event loop, not per outcome: a burst's delivery reports settle together.
             self._flush_check_scheduled = True

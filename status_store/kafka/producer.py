@@ -20,11 +20,10 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from ..delivery import Delivery, DoneCallback
 from ..errors import StoreClosedError, WriteFailedError
+from ..model import new_tuple
 from .settings import DEFAULT_DELIVERY_TIMEOUT_MS, POLL_INTERVAL_S, producer_settings, topic_partitions
 
 log = logging.getLogger(__name__)
-
-_new_tuple = tuple.__new__
 
 # (completion callback, error, partition, offset, key) of one delivery report.
 _ReportTuple = tuple[DoneCallback, KafkaError | None, int, int, bytes | None]
@@ -176,7 +175,7 @@ class TopicProducer:
                           "reading it anew", partition, self.topic, offset, last)
                 if self._on_restart is not None:
                     self._on_restart(partition)
-            done(_new_tuple(Delivery, (partition, offset)), None)  # as Delivery(...), without a Python call
+            done(new_tuple(Delivery, (partition, offset)), None)
         self._send_outbox()
 
 

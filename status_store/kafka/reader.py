@@ -22,9 +22,9 @@ from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer,
 
 from ..cache import StatusRecord
 from ..errors import StoreClosedError
+from ..model import new_tuple
 from .settings import POLL_INTERVAL_S, consumer_settings, topic_partitions
 
-_new_tuple = tuple.__new__
 log = logging.getLogger(__name__)
 
 CONSUME_BATCH = 5000
@@ -252,6 +252,5 @@ def status_records(records: Sequence[Message]) -> Iterator[StatusRecord]:
     for record in records:
         kind, millis = record.timestamp()
         timestamp = millis / 1000 if kind != TIMESTAMP_NOT_AVAILABLE else None
-        # tuple.__new__: as StatusRecord(...), without the named tuple's Python-level constructor (one per record).
-        yield _new_tuple(StatusRecord, (record.key(), record.value(), record.partition() or 0, record.offset() or 0,
-                                        timestamp))
+        yield new_tuple(StatusRecord, (record.key(), record.value(), record.partition() or 0, record.offset() or 0,
+                                       timestamp))
