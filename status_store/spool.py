@@ -41,8 +41,9 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import ClassVar
 
@@ -70,11 +71,12 @@ _COLUMNS = """(
 _SCHEMA = f"CREATE TABLE IF NOT EXISTS pending {_COLUMNS}"
 # Columns added since the first spool format (a spool of an older version is upgraded in place).
 _ADDED_COLUMNS = {"base": "INTEGER", "deleted_base": "INTEGER", "sent": "BLOB"}
-_INSERT = ("INSERT INTO pending (version, key, kind, safe, value, base, deleted_base, sent) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 _UPDATE = "UPDATE pending SET base = ?, sent = ? WHERE version = ?"
-# Rows deleted in one commit are mostly runs of consecutive versions (a burst settles together): one statement a run.
-_DELETE_RUN = "DELETE FROM pending WHERE version BETWEEN ? AND ?"
+# Values bound to one statement at most: a commit writes its rows and deletes in statements of many rows each,
+# because Python's sqlite3 lets go of the GIL at every step of a statement, and each step of an
+# ``executemany`` then waits for the GIL behind the store's other threads (the producer's delivery reports,
+# the reader): many times slower than the row's own work.
+_VALUES_PER_STATEMENT = 2048
 # How long a commit waits for a lock another process holds before it gives up until the next turn.
 BUSY_TIMEOUT_MS = 50
 # A commit that found the database locked is tried again this much later.
@@ -238,10 +240,9 @@ class Spool(RetryListener):
         db = self._db
         try:
             db.execute("BEGIN")
-            db.executemany(_INSERT, self._inserts)
+            _INSERT.run(db, list(chain.from_iterable(self._inserts)))
             db.executemany(_UPDATE, self._updates)
-            if self._deletes:
-                db.executemany(_DELETE_RUN, _runs(sorted(self._deletes)))
+            _DELETE.run(db, self._deletes)
             db.execute("COMMIT")
         except sqlite3.OperationalError as e:
             if db.in_transaction:
@@ -348,17 +349,37 @@ class Spool(RetryListener):
         self.release(update)
 
 
-def _runs(versions: list[int]) -> list[tuple[int, int]]:
-    """Sorted distinct versions as runs of consecutive ones: (first, last) each."""
-    runs: list[tuple[int, int]] = []
-    first = last = versions[0]
-    for version in versions[1:]:
-        if version != last + 1:
-            runs.append((first, last))
-            first = version
-        last = version
-    runs.append((first, last))
-    return runs
+class _ManyRows:
+    """A statement over a list of rows (``VALUES (...), (...)`` or ``IN (...)``), run for many rows in a few
+    statements: each of a power of two rows, at most ``_VALUES_PER_STATEMENT`` values, so that few distinct
+    statements exist and SQLite's statement cache keeps them prepared."""
+
+    def __init__(self, head: str, row: str, tail: str, width: int) -> None:
+        self._head, self._row, self._tail, self._width = head, row, tail, width
+        self._texts: dict[int, str] = {}  # by rows
+
+    def run(self, db: sqlite3.Connection, values: Sequence[object]) -> None:
+        """Run the statement for ``values``, ``width`` of them a row."""
+        width = self._width
+        most = min(_VALUES_PER_STATEMENT, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)) // width
+        rows = 1 << (max(1, most).bit_length() - 1)
+        start, end = 0, len(values)
+        while start < end:
+            while rows * width > end - start:
+                rows //= 2
+            db.execute(self._text(rows), values[start:start + rows * width])
+            start += rows * width
+
+    def _text(self, rows: int) -> str:
+        text = self._texts.get(rows)
+        if text is None:
+            text = self._texts[rows] = self._head + ", ".join([self._row] * rows) + self._tail
+        return text
+
+
+_INSERT = _ManyRows("INSERT INTO pending (version, key, kind, safe, value, base, deleted_base, sent) VALUES ",
+                    "(?, ?, ?, ?, ?, ?, ?, ?)", "", 8)
+_DELETE = _ManyRows("DELETE FROM pending WHERE version IN (", "?", ")", 1)
 
 
 class _CorruptSpool(Exception):

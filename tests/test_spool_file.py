@@ -241,10 +241,13 @@ def reopened(path: Path) -> list[SpooledUpdate]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.booleans(), min_size=1, max_size=60), st.randoms(use_true_random=False))
-def test_the_rows_settled_in_one_commit_go_and_no_other(tmp_path_factory: pytest.TempPathFactory, settled: list[bool],
-                                                         rng: random.Random) -> None:
-    """Settled rows are deleted in runs of consecutive versions: a run never takes a row still pending."""
+@given(st.integers(min_value=1, max_value=2 * 2048 + 300), st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0]),
+       st.randoms(use_true_random=False))
+def test_the_rows_settled_in_one_commit_go_and_no_other(tmp_path_factory: pytest.TempPathFactory, rows: int,
+                                                         share: float, rng: random.Random) -> None:
+    """A commit writes its rows, and deletes the settled ones, in statements of many rows each (up to thousands
+    a commit): every row added is there, and a delete never takes a row still pending."""
+    settled = [rng.random() < share for _ in range(rows)]
     spool = Spool(tmp_path_factory.mktemp("spool") / "spool.db")
 
     async def settle_in_one_turn() -> list[StatusUpdate]:
