@@ -129,6 +129,41 @@ async def test_a_complete_request_is_answered_and_kept_alive() -> None:
         writer.close()
 
 
+async def test_an_answer_goes_out_in_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvicorn writes an answer's head and body separately: the server sends them together, one write (and so
+    one segment) per answer."""
+    writes: list[bytes] = []
+    write = asyncio.selector_events._SelectorSocketTransport.write  # type: ignore[attr-defined]
+
+    def counted(transport: asyncio.Transport, data: bytes) -> None:
+        if transport.get_extra_info("sockname")[1] == port:  # the server's side of the connection
+            writes.append(bytes(data))
+        write(transport, data)
+
+    monkeypatch.setattr(asyncio.selector_events._SelectorSocketTransport, "write", counted)  # type: ignore[attr-defined]
+    async with running_server() as server:
+        port = server.config.port
+        reader, writer = await connect(server)
+        for _ in range(3):
+            writer.write(FULL)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            body = await reader.readexactly(length)
+            assert writes[-1] == head + body
+        assert len(writes) == 3
+        writer.close()
+
+
+async def test_the_answer_before_the_server_closes_a_connection_is_whole() -> None:
+    async with running_server() as server:
+        reader, _ = await connect(server, b"GET /health HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+        async with asyncio.timeout(WAIT):
+            answer = await reader.read()  # to the end: the server closes the connection after its answer
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK")
+        assert len(body) == int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0]) > 0
+
+
 async def test_at_the_connection_limit_the_longest_waiting_connection_is_closed() -> None:
     async with running_server(max_connections=3) as server:
         waiting = []

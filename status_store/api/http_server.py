@@ -20,6 +20,10 @@ is answered any more. The bounds here:
   uvicorn's warning per malformed request and the shedding of connections at the limit.
 
 A request body is bounded in time and size by the ``ConnectHttp`` middleware.
+
+What one turn of the event loop writes to a connection goes out in one write (``OneWritePerTurn``):
+uvicorn writes an answer's head and its body separately, which costs every answer with a body two
+``send`` calls and two TCP segments, each handled by the kernel, the client and its event loop.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import contextlib
 import logging
 import resource
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
 import uvicorn
@@ -79,6 +83,7 @@ class LimitedH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.transport = OneWritePerTurn(transport, self.loop)
         self._await_head()
         self._make_room()
 
@@ -137,6 +142,79 @@ class LimitedH11Protocol(H11Protocol):
                            "that waited longest for a request", self.max_connections)
         oldest._stop_head_timer()
         oldest.transport.close()
+
+
+class OneWritePerTurn(asyncio.Transport):
+    """A connection's transport whose writes of one turn of the event loop go out together, at the end of the
+    turn (or before the connection is closed or half-closed), in their order."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._transport, self._loop = transport, loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
+        for data in list_of_data:
+            self.write(data)
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self._transport.abort()
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + sum(map(len, self._pending))
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._transport.get_protocol()
 
 
 def http_config(app: Any, host: str, port: int, header_timeout_s: float = HEADER_TIMEOUT_S,
