@@ -18,7 +18,7 @@ import pytest
 import uvicorn
 
 from status_store.api import create_app
-from status_store.api.http_server import client_log_limits, http_config
+from status_store.api.http_server import OneWritePerTurn, client_log_limits, http_config
 
 from .brokers import free_port
 from .helpers import Service
@@ -152,6 +152,42 @@ async def test_an_answer_goes_out_in_one_write(monkeypatch: pytest.MonkeyPatch) 
             assert writes[-1] == head + body
         assert len(writes) == 3
         writer.close()
+
+
+async def test_writes_wait_for_the_end_of_the_turn_only_while_they_are_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long answer written in one turn goes out at once, in order, so that asyncio's flow control sees it."""
+    sent: list[bytes] = []
+    write = asyncio.selector_events._SelectorSocketTransport.write  # type: ignore[attr-defined]
+
+    def counted(transport: asyncio.Transport, data: bytes) -> None:
+        sent.append(bytes(data))
+        write(transport, data)
+
+    received = bytearray()
+    done = asyncio.Event()
+
+    async def receive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.extend(await reader.read())
+        done.set()
+        writer.close()
+
+    server = await asyncio.start_server(receive, "127.0.0.1", 0)
+    _, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+    monkeypatch.setattr(asyncio.selector_events._SelectorSocketTransport, "write", counted)  # type: ignore[attr-defined]
+    transport = OneWritePerTurn(writer.transport, asyncio.get_running_loop())  # type: ignore[arg-type]
+    transport.write(b"a")
+    assert sent == []  # a short write waits for the end of the turn
+    long = b"b" * OneWritePerTurn.FLUSH_BYTES
+    transport.write(long)
+    assert sent == [b"a" + long]  # at once, behind what waited
+    transport.write(b"c")
+    await asyncio.sleep(0)
+    assert sent == [b"a" + long, b"c"]
+    transport.close()
+    async with asyncio.timeout(WAIT):
+        await done.wait()
+    assert received == b"a" + long + b"c"
+    server.close()
 
 
 async def test_the_answer_before_the_server_closes_a_connection_is_whole() -> None:

@@ -146,28 +146,42 @@ class LimitedH11Protocol(H11Protocol):
 
 class OneWritePerTurn(asyncio.Transport):
     """A connection's transport whose writes of one turn of the event loop go out together, at the end of the
-    turn (or before the connection is closed or half-closed), in their order."""
+    turn (or before the connection is closed or half-closed), in their order. Once ``FLUSH_BYTES`` wait, they go
+    at once: a long answer written in one turn meets asyncio's flow control as it would without this."""
+
+    FLUSH_BYTES: ClassVar[int] = 64 * 1024
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__()
         self._transport, self._loop = transport, loop
         self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._flush_scheduled = False
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
-        if not self._pending:
-            self._loop.call_soon(self._flush)
         self._pending.append(bytes(data))
+        self._pending_bytes += len(data)
+        if self._pending_bytes >= self.FLUSH_BYTES:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_at_end_of_turn)
 
     def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
         for data in list_of_data:
             self.write(data)
 
+    def _flush_at_end_of_turn(self) -> None:
+        self._flush_scheduled = False
+        self._flush()
+
     def _flush(self) -> None:
         if self._pending:
             data = b"".join(self._pending)
             self._pending.clear()
+            self._pending_bytes = 0
             if not self._transport.is_closing():
                 self._transport.write(data)
 
@@ -177,6 +191,7 @@ class OneWritePerTurn(asyncio.Transport):
 
     def abort(self) -> None:
         self._pending.clear()
+        self._pending_bytes = 0
         self._transport.abort()
 
     def write_eof(self) -> None:
@@ -202,7 +217,7 @@ class OneWritePerTurn(asyncio.Transport):
         return self._transport.is_reading()
 
     def get_write_buffer_size(self) -> int:
-        return self._transport.get_write_buffer_size() + sum(map(len, self._pending))
+        return self._transport.get_write_buffer_size() + self._pending_bytes
 
     def get_write_buffer_limits(self) -> tuple[int, int]:
         return self._transport.get_write_buffer_limits()
