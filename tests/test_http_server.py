@@ -183,10 +183,13 @@ async def test_writes_wait_for_the_end_of_the_turn_only_while_they_are_short(mon
     transport.write(b"c")
     await asyncio.sleep(0)
     assert sent == [b"a" + long, b"c"]
+    wide = memoryview(long).cast("I")  # a quarter as many items as bytes: the size is counted in bytes
+    transport.write(wide)
+    assert sent == [b"a" + long, b"c", long]
     transport.close()
     async with asyncio.timeout(WAIT):
         await done.wait()
-    assert received == b"a" + long + b"c"
+    assert received == b"a" + long + b"c" + long
     server.close()
 
 

@@ -161,8 +161,9 @@ class OneWritePerTurn(asyncio.Transport):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
-        self._pending.append(bytes(data))
-        self._pending_bytes += len(data)
+        chunk = bytes(data)
+        self._pending.append(chunk)
+        self._pending_bytes += len(chunk)  # in bytes: a memoryview's len counts its items
         if self._pending_bytes >= self.FLUSH_BYTES:
             self._flush()
         elif not self._flush_scheduled:
