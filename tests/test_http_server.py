@@ -129,20 +129,25 @@ async def test_a_complete_request_is_answered_and_kept_alive() -> None:
         writer.close()
 
 
-async def test_an_answer_goes_out_in_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
-    """uvicorn writes an answer's head and body separately: the server sends them together, one write (and so
-    one segment) per answer."""
+def socket_writes(monkeypatch: pytest.MonkeyPatch, port: int | None = None) -> list[bytes]:
+    """What asyncio's socket transports write from now on (``port``: only the side bound to that port)."""
     writes: list[bytes] = []
     write = asyncio.selector_events._SelectorSocketTransport.write  # type: ignore[attr-defined]
 
     def counted(transport: asyncio.Transport, data: bytes) -> None:
-        if transport.get_extra_info("sockname")[1] == port:  # the server's side of the connection
+        if port is None or transport.get_extra_info("sockname")[1] == port:
             writes.append(bytes(data))
         write(transport, data)
 
     monkeypatch.setattr(asyncio.selector_events._SelectorSocketTransport, "write", counted)  # type: ignore[attr-defined]
+    return writes
+
+
+async def test_an_answer_goes_out_in_one_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvicorn writes an answer's head and body separately: the server sends them together, one write (and so
+    one segment) per answer."""
     async with running_server() as server:
-        port = server.config.port
+        writes = socket_writes(monkeypatch, server.config.port)  # the server's side of the connection
         reader, writer = await connect(server)
         for _ in range(3):
             writer.write(FULL)
@@ -156,13 +161,6 @@ async def test_an_answer_goes_out_in_one_write(monkeypatch: pytest.MonkeyPatch) 
 
 async def test_writes_wait_for_the_end_of_the_turn_only_while_they_are_short(monkeypatch: pytest.MonkeyPatch) -> None:
     """A long answer written in one turn goes out at once, in order, so that asyncio's flow control sees it."""
-    sent: list[bytes] = []
-    write = asyncio.selector_events._SelectorSocketTransport.write  # type: ignore[attr-defined]
-
-    def counted(transport: asyncio.Transport, data: bytes) -> None:
-        sent.append(bytes(data))
-        write(transport, data)
-
     received = bytearray()
     done = asyncio.Event()
 
@@ -173,7 +171,7 @@ async def test_writes_wait_for_the_end_of_the_turn_only_while_they_are_short(mon
 
     server = await asyncio.start_server(receive, "127.0.0.1", 0)
     _, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
-    monkeypatch.setattr(asyncio.selector_events._SelectorSocketTransport, "write", counted)  # type: ignore[attr-defined]
+    sent = socket_writes(monkeypatch)
     transport = OneWritePerTurn(writer.transport, asyncio.get_running_loop())  # type: ignore[arg-type]
     transport.write(b"a")
     assert sent == []  # a short write waits for the end of the turn
