@@ -10,11 +10,38 @@ if ! command -v promtool >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus) >/dev/null 2>&1 \
         || echo "could not install prometheus: its tests will be skipped" >&2
 fi
+# The real parts (tests/jvm/pom.xml): Apache Kafka's broker and Connect's worker, newest 4.x and last 3.x, from Maven
+# Central into a cache outside the repository; a JDK 17 and Maven are installed where missing and this machine allows.
+has_jdk() { command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 \
+    && [ "$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')" -ge 17 ] 2>/dev/null; }
+if ! has_jdk && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless maven) \
+        >/dev/null 2>&1 || true
+fi
+if ! has_jdk; then
+    echo "the test suite needs a JDK 17+ (java, javac) and Maven, and could not install them: install openjdk-17-jdk-headless and maven" >&2
+    exit 1
+fi
+export STATUS_STORE_JVM_CACHE="${STATUS_STORE_JVM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/status-store/jvm}"
+stamp=$(sha256sum tests/jvm/pom.xml | cut -c1-16)
+for line in kafka-4 kafka-3; do
+    target="$STATUS_STORE_JVM_CACHE/$line"
+    if [ "$(cat "$target/.complete" 2>/dev/null)" != "$stamp" ]; then
+        rm -rf "$target" && mkdir -p "$target"
+        if ! mvn -q -B -Dstyle.color=never -f tests/jvm/pom.xml -P "$line" dependency:copy-dependencies \
+                -DoutputDirectory="$target" >"$target.log" 2>&1; then
+            echo "could not fetch Apache Kafka ($line, tests/jvm/pom.xml) from Maven Central: see $target.log" >&2
+            exit 1
+        fi
+        echo "$stamp" >"$target/.complete"
+    fi
+done
 .venv/bin/ruff check .
 .venv/bin/mypy status_store bench
 status=0
-# Two processes, a test module in one of them; `-n 0` (or any -n) after the command overrides it.
-.venv/bin/pytest -n 2 --dist loadfile "$@" || status=$?
+# Two processes, a test module in one of them, and every test on the real Kafka processes in one of them (they share
+# the session's brokers and workers: tests/conftest.py groups them); `-n 0` (or any -n) after the command overrides it.
+.venv/bin/pytest -n 2 --dist loadgroup "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests: that is a failure, not a pass" >&2
     exit 1

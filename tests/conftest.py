@@ -1,11 +1,11 @@
-"""Shared fixtures: real brokers (librdkafka's mock cluster, Tansu) and started stores."""
+"""Shared fixtures: real brokers (librdkafka's mock cluster, Tansu, Apache Kafka) and started stores."""
 
 from __future__ import annotations
 
 import gc
 import random
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
@@ -18,8 +18,11 @@ from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
 from status_store.updates import RetryListener
 
+from . import real_kafka
 from .brokers import TansuBroker, free_port, tansu_binary
 from .helpers import Service
+from .live import LiveSidecar
+from .real_kafka import ConnectCluster, KafkaCluster, KafkaLine, RealKafkaMissing, kafka_line
 
 PARTITIONS = 5
 
@@ -132,3 +135,99 @@ def service() -> Iterator[Service]:
     running = Service("--port", str(free_port()))
     yield running
     running.stop()
+
+
+# Apache Kafka's own broker and Connect's worker (tests/real_kafka.py): started once per test process, and every
+# test that uses them runs in the same process (the xdist group below), so each JVM starts once per run.
+REAL_KAFKA_FIXTURES = frozenset({"kafka", "kafka_cluster", "connect_cluster", "connect3_worker"})
+REAL_KAFKA_GROUP = "real-kafka"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group tests for ``--dist loadgroup``: a module's tests together (module-scoped fixtures start once), and
+    every test on the real Kafka processes in one group."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        uses_real_kafka = REAL_KAFKA_FIXTURES & set(getattr(item, "fixturenames", ()))
+        group = REAL_KAFKA_GROUP if uses_real_kafka else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing test's report ends with the last lines of every JVM's log (brokers, workers)."""
+    report: pytest.TestReport = yield
+    if report.failed:
+        logs = real_kafka.tails()
+        if logs:
+            report.sections.append(("JVM logs (last lines of each)", logs))
+    return report
+
+
+def _real(line: str) -> KafkaLine:
+    try:
+        return kafka_line(line)
+    except RealKafkaMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """A single-node Apache Kafka (KRaft, broker and controller in one process) for the test process."""
+    cluster = KafkaCluster(_real("kafka-4"), tmp_path_factory.mktemp("kafka"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Three Apache Kafka brokers and a controller of their own, for the fault tests (a test that stops brokers
+    starts them again before it ends)."""
+    cluster = KafkaCluster(_real("kafka-4"), tmp_path_factory.mktemp("kafka-cluster"), brokers=3)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_cluster(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectCluster]:
+    """Two Connect workers of the newest 4.x with the scripted connector, on ``kafka``. A worker that leaves gives
+    its tasks up after 8 s (``scheduled.rebalance.max.delay.ms``), so UNASSIGNED can be seen on purpose. A test that
+    stops a worker starts it again before it ends."""
+    cluster = ConnectCluster(_real("kafka-4"), tmp_path_factory.mktemp("connect-4"), kafka, "connect-4",
+                             settings={"scheduled.rebalance.max.delay.ms": "8000"})
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.forget()
+
+
+@pytest.fixture(scope="session")
+def connect3_worker(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectCluster]:
+    """One Connect worker of the last 3.x line, with topics and a group of its own, on ``kafka``."""
+    cluster = ConnectCluster(_real("kafka-3"), tmp_path_factory.mktemp("connect-3"), kafka, "connect-3", workers=1)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.forget()
+
+
+@pytest.fixture(scope="session")
+def connect_sidecar(connect_cluster: ConnectCluster, tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[LiveSidecar]:
+    """status-store on ``connect_cluster``'s status and config topics."""
+    sidecar = LiveSidecar(tmp_path_factory.mktemp("sidecar-4"), connect_cluster)
+    sidecar.start()
+    try:
+        yield sidecar
+    finally:
+        sidecar.stop()

@@ -1,0 +1,36 @@
+package statusstore.connect;
+
+import java.util.Collection;
+import java.util.Map;
+import org.apache.kafka.connect.errors.ConnectException;
+import org.apache.kafka.connect.sink.SinkRecord;
+import org.apache.kafka.connect.sink.SinkTask;
+
+/** A sink task that runs (dropping what it is given), or fails. */
+public class ScriptedSinkTask extends SinkTask {
+    private Script script;
+
+    @Override
+    public void start(Map<String, String> props) {
+        int number = Tasks.number(props);
+        script = Script.forTask(props, number);
+        script.start();
+    }
+
+    @Override
+    public void put(Collection<SinkRecord> records) {
+        // The worker calls put() after every poll of its consumer, with or without records.
+        if (script.mode == Script.Mode.FAIL) {
+            throw new ConnectException(script.message);
+        }
+    }
+
+    @Override
+    public void stop() {
+    }
+
+    @Override
+    public String version() {
+        return Script.VERSION;
+    }
+}
