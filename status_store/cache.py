@@ -352,9 +352,9 @@ class StatusCache:
 
 def connector_status(connector: str, value: StatusValue) -> ConnectorStatus:
     """A connector's status from its decoded record value."""
-    return ConnectorStatus(connector, value.state, value.worker_id, value.generation, value.trace)
+    return ConnectorStatus(connector, value.state, value.worker_id, value.generation, value.trace, value.version)
 
 
 def task_status(task: TaskId, value: StatusValue) -> TaskStatus:
     """A task's status from its decoded record value."""
-    return TaskStatus(task, value.state, value.worker_id, value.generation, value.trace)
+    return TaskStatus(task, value.state, value.worker_id, value.generation, value.trace, value.version)

@@ -17,7 +17,7 @@ import re
 from typing import Any, NamedTuple, TypeGuard
 
 from .jackson import read_value
-from .model import State, TopicStatus
+from .model import UNVERSIONED, PluginVersion, State, TopicStatus, Unversioned
 
 # Jackson's escapes: the two mandatory ones, the five short forms, \u00XX (upper-case) for the rest.
 _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -44,6 +44,8 @@ class StatusValue(NamedTuple):
     # None when the writer left it out or null (Connect reads such a value too).
     worker_id: str | None
     generation: int
+    # KIP-891's field (Connect 4.1+): UNVERSIONED when the value has none.
+    version: PluginVersion = UNVERSIONED
 
 
 def json_string(text: str) -> str:
@@ -62,34 +64,41 @@ def _escape_utf16(match: re.Match[str]) -> str:
     return "".join(f"\\u{units[i]:02X}{units[i + 1]:02X}" for i in range(0, len(units), 2))
 
 
-def encode_status(state: State, worker_id: str | None, generation: int, trace: str | None) -> bytes | None:
+def encode_status(state: State, worker_id: str | None, generation: int, trace: str | None,
+                  version: PluginVersion = UNVERSIONED) -> bytes | None:
     """The value bytes of a connector or task status; ``None`` (a tombstone) for DESTROYED.
 
-    A status without a worker id cannot be written (Connect's schema requires one): ``ValueError``.
+    The fields of Connect's status schema in its order: ``state``, ``trace``, ``worker_id``, ``generation``, and
+    KIP-891's ``version`` (Connect 4.1+; a null one as ``"version":null``, as Connect 4.x writes it) unless the
+    status is UNVERSIONED (Connect 3.x's bytes). A status without a worker id cannot be written (Connect's schema
+    requires one): ``ValueError``.
     """
     if state is State.DESTROYED:
         return None
     if worker_id is None:
         raise ValueError("a status without worker_id cannot be written")
-    if trace is None and len(worker_id) <= _CACHED_WORKER_ID_CHARS:
+    if (trace is None and len(worker_id) <= _CACHED_TEXT_CHARS
+            and (not isinstance(version, str) or len(version) <= _CACHED_TEXT_CHARS)):
         # Statuses without a trace repeat (same state, worker and generation across many tasks): encode them once.
         # Only small ones: the cache must not hold what clients send at will.
-        return _encode_traceless(state, worker_id, generation)
-    return _encode(state, worker_id, generation, "null" if trace is None else json_string(trace))
+        return _encode_traceless(state, worker_id, generation, version)
+    return _encode(state, worker_id, generation, "null" if trace is None else json_string(trace), version)
 
 
-_CACHED_WORKER_ID_CHARS = 128
+_CACHED_TEXT_CHARS = 128
 
 
 @functools.lru_cache(maxsize=8192, typed=True)
-def _encode_traceless(state: State, worker_id: str, generation: int) -> bytes:
-    return _encode(state, worker_id, generation, "null")
+def _encode_traceless(state: State, worker_id: str, generation: int, version: PluginVersion) -> bytes:
+    return _encode(state, worker_id, generation, "null", version)
 
 
-def _encode(state: State, worker_id: str, generation: int, trace_json: str) -> bytes:
+def _encode(state: State, worker_id: str, generation: int, trace_json: str, version: PluginVersion) -> bytes:
+    version_json = "" if version is UNVERSIONED else ',"version":' + (
+        "null" if version is None else json_string(version))
     return (
         f'{{"state":"{state.value}","trace":{trace_json},'
-        f'"worker_id":{json_string(worker_id)},"generation":{generation}}}'
+        f'"worker_id":{json_string(worker_id)},"generation":{generation}{version_json}}}'
     ).encode()
 
 
@@ -127,7 +136,11 @@ def _decode_status(value: bytes) -> StatusValue:
     trace, worker_id = fields.get("trace"), fields.get("worker_id")
     if not isinstance(trace, str | None) or not isinstance(worker_id, str | None):
         raise GarbledValue(f"trace or worker_id is neither a string nor null: {trace!r}, {worker_id!r}")
-    return StatusValue(state, trace, worker_id, _java_int(fields.get("generation"), "generation"))
+    # Connect 4.x casts the field to a String (a value with another type is skipped); 3.x ignores it.
+    version = fields.get("version", UNVERSIONED)
+    if not isinstance(version, str | None | Unversioned):
+        raise GarbledValue(f"version is neither a string nor null: {version!r}")
+    return StatusValue(state, trace, worker_id, _java_int(fields.get("generation"), "generation"), version)
 
 
 def decode_topic_status(value: bytes) -> TopicStatus:

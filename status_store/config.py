@@ -96,6 +96,14 @@ class ExhaustedAction(enum.StrEnum):
     PARK = "park"
 
 
+class ExactlyOnceSourceSupport(enum.StrEnum):
+    """Connect's ``exactly.once.source.support`` (KIP-618)."""
+
+    DISABLED = "disabled"
+    PREPARING = "preparing"
+    ENABLED = "enabled"
+
+
 class FleetMetrics(enum.StrEnum):
     """Which series of the fleet's statuses /metrics serves."""
 
@@ -243,6 +251,22 @@ class StoreConfig:
         "from it. It never writes or creates the topic, never resolves ${...} placeholders and never logs a "
         "configuration value. Unset: off, and connectors are listed from their statuses.",
         example="connect-configs")
+    exactly_once_source_support: ExactlyOnceSourceSupport = setting(
+        "exactly.once.source.support", ExactlyOnceSourceSupport.DISABLED, choice(ExactlyOnceSourceSupport),
+        "Connect's worker key (KIP-618; a worker file sets it). With enabled, Connect's workers write the config "
+        "topic in transactions and read it read_committed: status-store then reads the config topic read_committed "
+        "too, so that it never serves a configuration of an aborted or open transaction. The status topic is read as "
+        "Connect reads it either way (read_uncommitted; sidecar.kafka.isolation.level changes that reader only).")
+    topic_tracking: bool = setting(
+        "topic.tracking.enable", True, boolean,
+        "Connect's worker key (KIP-558; a worker file sets it). false: topic tracking is off, as on Connect's "
+        "workers: GET /connectors/{name}/topics and PUT /connectors/{name}/topics/reset answer 403 (Connect's "
+        "'Topic tracking is disabled.'), and so do this service's own topic writes (PUT and DELETE "
+        "/connectors/{name}/topics/{topic}, and topic items of POST /statuses).")
+    topic_tracking_reset: bool = setting(
+        "topic.tracking.allow.reset", True, boolean,
+        "Connect's worker key (KIP-558; a worker file sets it). false: PUT /connectors/{name}/topics/reset answers "
+        "403 (Connect's 'Topic tracking reset is disabled.') and writes nothing.")
     retry: RetryConfig = field(default_factory=RetryConfig)
     exhausted_action: ExhaustedAction = setting(
         "status.storage.retry.exhausted.action", ExhaustedAction.PARK, choice(ExhaustedAction),
@@ -343,6 +367,14 @@ class StoreConfig:
     def name(self) -> str:
         """This sidecar's name in history events and dead letters (``sidecar.name``, else the host name)."""
         return self.sidecar_name or socket.gethostname()
+
+    @property
+    def config_topic_client_configs(self) -> Mapping[str, str]:
+        """The config topic reader's client settings: read_committed when exactly-once source support is enabled,
+        as Connect's ``KafkaConfigBackingStore`` insists (whatever sidecar.kafka.isolation.level says)."""
+        if self.exactly_once_source_support is ExactlyOnceSourceSupport.ENABLED:
+            return {**self.client_configs, "isolation.level": "read_committed"}
+        return self.client_configs
 
     @property
     def startup_timeout_s(self) -> float:

@@ -46,6 +46,19 @@ class State(enum.StrEnum):
     STOPPED = "STOPPED"
 
 
+class Unversioned(enum.Enum):
+    """The type of ``UNVERSIONED``."""
+
+    UNVERSIONED = "unversioned"
+
+
+# A status without a ``version`` field: what Connect 3.x writes (and any writer that does not know KIP-891).
+UNVERSIONED = Unversioned.UNVERSIONED
+# The version of the plugin a connector or task runs (KIP-891, Connect 4.1+): a string; None, which Connect 4.x writes
+# as ``"version":null`` when it knows none (a task's UNASSIGNED, say); or UNVERSIONED, no field at all.
+PluginVersion = str | None | Unversioned
+
+
 @dataclass(frozen=True, slots=True)
 class TaskId:
     """A task of a connector (Connect's ``ConnectorTaskId``)."""
@@ -67,9 +80,10 @@ class ConnectorStatus:
     worker_id: str | None
     generation: int
     trace: str | None = None
+    version: PluginVersion = UNVERSIONED
 
     def __post_init__(self) -> None:
-        _check_status(self.connector, self.state, self.worker_id, self.generation, self.trace)
+        _check_status(self.connector, self.state, self.worker_id, self.generation, self.trace, self.version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +96,10 @@ class TaskStatus:
     worker_id: str | None
     generation: int
     trace: str | None = None
+    version: PluginVersion = UNVERSIONED
 
     def __post_init__(self) -> None:
-        _check_status(self.id.connector, self.state, self.worker_id, self.generation, self.trace)
+        _check_status(self.id.connector, self.state, self.worker_id, self.generation, self.trace, self.version)
         _check_int("task", self.id.task, 0, INT32_MAX)
 
 
@@ -239,7 +254,8 @@ def _check_int(what: str, value: int, low: int, high: int) -> None:
         raise ValueError(f"{what} must be an integer in [{low}, {high}], got {value!r}")
 
 
-def _check_status(connector: str, state: State, worker_id: str | None, generation: int, trace: str | None) -> None:
+def _check_status(connector: str, state: State, worker_id: str | None, generation: int, trace: str | None,
+                  version: PluginVersion) -> None:
     # Names come from record keys (UTF-8); worker_id and trace are Java strings, which may hold lone surrogates.
     _check_name("connector", connector)
     if not isinstance(state, State):
@@ -249,3 +265,5 @@ def _check_status(connector: str, state: State, worker_id: str | None, generatio
     _check_int("generation", generation, INT32_MIN, INT32_MAX)
     if not isinstance(trace, str | None):
         raise ValueError(f"trace must be a string or None, got {trace!r}")
+    if not isinstance(version, str | None | Unversioned):
+        raise ValueError(f"version must be a string, None or UNVERSIONED, got {version!r}")

@@ -49,13 +49,14 @@ class RecordLimit:
         checks every item before it submits any)."""
         key = status_key(status)
         # Escaping at most sextuples a character's bytes: most statuses are clearly small enough.
-        if status.worker_id is not None and 6 * (len(key) + len(status.worker_id)) + 128 <= self.max_bytes:
+        text = len(key) + len(status.version if isinstance(status.version, str) else "")
+        if status.worker_id is not None and 6 * (text + len(status.worker_id)) + 128 <= self.max_bytes:
             return
         self.encode(key, status)
 
     def encode(self, key: str, status: Status) -> bytes | None:
         """The record value (None: a tombstone), its trace cut so that the record fits."""
-        value = codec.encode_status(status.state, status.worker_id, status.generation, status.trace)
+        value = codec.encode_status(status.state, status.worker_id, status.generation, status.trace, status.version)
         if value is None:
             return value
         key_size = len(key.encode())
@@ -74,7 +75,8 @@ class RecordLimit:
                 high = middle - 1
         log.warning("The trace of %s is cut to %d of %d characters: the whole record would exceed the producer's "
                     "limit of %d bytes (message.max.bytes)", key, low, len(trace), self.max_bytes)
-        value = codec.encode_status(status.state, status.worker_id, status.generation, cut(trace, low))
+        value = codec.encode_status(status.state, status.worker_id, status.generation, cut(trace, low),
+                                    status.version)
         self.check(key, value)
         return value
 

@@ -75,7 +75,7 @@ async def serve(config: StoreConfig) -> None:
     metrics.watch_store(store)
     # Before the store reads: the events kept start with the topic, so a client resumes across a restart.
     status_events = store_events(store, from_start=True)
-    configs = (ConfigTopic(config.config_topic, bootstrap, config.client_configs)
+    configs = (ConfigTopic(config.config_topic, bootstrap, config.config_topic_client_configs)
                if config.config_topic is not None else None)
     try:
         await _start(store, configs, bootstrap)

@@ -132,8 +132,8 @@ def test_the_readmes_first_write_and_read_work_as_written(service: Service) -> N
         assert result.returncode == 0, result.stderr
         outputs.append(result.stdout)
     assert '"result":"written"' in outputs[0]
-    assert outputs[1] == ('{"name":"my-conn","connector":{"state":"RUNNING","worker_id":"localhost:8083"},'
-                          '"tasks":[],"type":"source"}')
+    assert outputs[1] == ('{"name":"my-conn","connector":{"state":"RUNNING","worker_id":"localhost:8083",'
+                          '"version":null},"tasks":[],"type":"source"}')
     assert "my-conn (source)" in outputs[2]
     assert 'status_update_success_total{kind="connector"} 1.0' in outputs[3]
 

@@ -18,7 +18,7 @@ from status_store.codec import (
     encode_topic_status,
     json_string,
 )
-from status_store.model import State, TopicStatus
+from status_store.model import UNVERSIONED, State, TopicStatus
 
 TRACE = "java.lang.RuntimeException: boom\n\tat Foo.bar(Foo.java:1)\n"
 EXAMPLES = [
@@ -30,6 +30,16 @@ EXAMPLES = [
         StatusValue(State.FAILED, TRACE, "10.0.0.7:8083", 7),
         b'{"state":"FAILED","trace":"java.lang.RuntimeException: boom\\n\\tat Foo.bar(Foo.java:1)\\n",'
         b'"worker_id":"10.0.0.7:8083","generation":7}',
+    ),
+    # Connect 4.1+ (KIP-891): the running plugin's version after the generation, null when it knows none. Bytes as
+    # a Connect 4.4 worker wrote them (the live check: tests/test_connect_live.py).
+    (
+        StatusValue(State.RUNNING, None, "127.0.0.1:18083", 5, "1.0.0-scripted"),
+        b'{"state":"RUNNING","trace":null,"worker_id":"127.0.0.1:18083","generation":5,"version":"1.0.0-scripted"}',
+    ),
+    (
+        StatusValue(State.UNASSIGNED, None, "127.0.0.1:18083", 5, None),
+        b'{"state":"UNASSIGNED","trace":null,"worker_id":"127.0.0.1:18083","generation":5,"version":null}',
     ),
 ]
 TOPIC_EXAMPLE = (
@@ -49,12 +59,24 @@ def as_java(text: str) -> str:
 
 @pytest.mark.parametrize(("value", "wire"), EXAMPLES)
 def test_reference_status_examples_encode_byte_for_byte(value: StatusValue, wire: bytes) -> None:
-    assert encode_status(value.state, value.worker_id, value.generation, value.trace) == wire
+    assert encode_status(value.state, value.worker_id, value.generation, value.trace, value.version) == wire
 
 
 @pytest.mark.parametrize(("value", "wire"), EXAMPLES)
 def test_reference_status_examples_decode(value: StatusValue, wire: bytes) -> None:
     assert decode_status(wire) == value
+
+
+def test_a_status_without_a_version_is_written_without_the_field_as_connect_3_writes_it() -> None:
+    wire = b'{"state":"RUNNING","trace":null,"worker_id":"w","generation":1}'
+    assert encode_status(State.RUNNING, "w", 1, None) == wire
+    assert decode_status(wire).version is UNVERSIONED
+
+
+@pytest.mark.parametrize("version", ["5", "[\"x\"]", "{}", "true"])
+def test_a_version_of_another_type_than_string_or_null_is_garbled_as_connect_4_skips_it(version: str) -> None:
+    with pytest.raises(GarbledValue, match="version"):
+        decode_status(f'{{"state":"RUNNING","worker_id":"w","generation":1,"version":{version}}}'.encode())
 
 
 def test_reference_topic_example_both_directions() -> None:

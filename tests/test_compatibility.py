@@ -12,6 +12,8 @@ import pytest
 
 from status_store.api import create_app, openapi_document
 
+from .test_connect_oracle import DIFFERENCES
+
 ROOT = Path(__file__).parent.parent
 DOC = ROOT / "docs" / "compatibility.md"
 NOT_FOUND = b'{"error_code":404,"message":"HTTP 404 Not Found"}'
@@ -60,3 +62,11 @@ async def test_connect_routes_that_status_store_does_not_serve_answer_connects_4
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
         response = await http.request(method, path, json={} if method in ("POST", "PUT", "PATCH") else None)
     assert (response.status_code, response.content) == answer
+
+
+def test_every_difference_the_live_oracle_allows_is_a_row_that_names_it() -> None:
+    rows = [line for line in DOC.read_text().splitlines() if line.startswith("| REST")]
+    for difference, words in DIFFERENCES.items():
+        found = [row for row in rows if words in row]
+        assert len(found) == 1, f"no single row of {DOC.name} holds {words!r} ({difference})"
+        assert "tests/test_connect_oracle.py::" in found[0], f"the row on {difference} does not name the live check"

@@ -132,7 +132,7 @@ def test_kafka_connect_py_lists_and_reads_connectors_as_from_connect(sidecar: Si
     assert client.list_connectors(state="running") == ["logs", "orders-sink"]
     expanded = client.list_connectors(expand="status")
     assert expanded["orders-sink"]["status"]["tasks"][1] == {"id": 1, "state": "FAILED", "worker_id": WORKER,
-                                                             "trace": TRACE}
+                                                             "version": None, "trace": TRACE}
     info = client.list_connectors(expand="info")
     assert info["logs"]["info"] == {"name": "logs", "config": SOURCE, "tasks": [{"connector": "logs", "task": 0}],
                                     "type": "source"}
@@ -141,8 +141,8 @@ def test_kafka_connect_py_lists_and_reads_connectors_as_from_connect(sidecar: Si
         "tasks": [{"connector": "orders-sink", "task": 0}, {"connector": "orders-sink", "task": 1}]}
     assert client.get_connector_config("orders-sink") == SINK
     assert client.get_connector_status("logs") == {
-        "name": "logs", "connector": {"state": "RUNNING", "worker_id": WORKER},
-        "tasks": [{"id": 0, "state": "RUNNING", "worker_id": WORKER}], "type": "source"}
+        "name": "logs", "connector": {"state": "RUNNING", "worker_id": WORKER, "version": None},
+        "tasks": [{"id": 0, "state": "RUNNING", "worker_id": WORKER, "version": None}], "type": "source"}
     assert client.list_connector_tasks("orders-sink") == [
         {"id": {"connector": "orders-sink", "task": n}, "config": {"task.id": str(n)}} for n in (0, 1)]
     assert client.get_connector_task_status("orders-sink", 1)["state"] == "FAILED"

@@ -80,12 +80,12 @@ async def test_connector_status_is_byte_for_byte_connects(api: Api) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
     assert response.content == (
-        '{"name":"conn","connector":{"state":"RUNNING","worker_id":"h:8083"},"tasks":['
-        '{"id":0,"state":"FAILED","worker_id":"h:8083","trace":"boom\\n\\tat X.y(X.java:1)\\u0001é"},'
-        '{"id":1,"state":"RUNNING","worker_id":"h:8083"}],"type":"source"}'
+        '{"name":"conn","connector":{"state":"RUNNING","worker_id":"h:8083","version":null},"tasks":['
+        '{"id":0,"state":"FAILED","worker_id":"h:8083","version":null,"trace":"boom\\n\\tat X.y(X.java:1)\\u0001é"},'
+        '{"id":1,"state":"RUNNING","worker_id":"h:8083","version":null}],"type":"source"}'
     ).encode()
     task = await api.http.get("/connectors/conn/tasks/1/status")
-    assert task.content == b'{"id":1,"state":"RUNNING","worker_id":"h:8083"}'
+    assert task.content == b'{"id":1,"state":"RUNNING","worker_id":"h:8083","version":null}'
 
 
 async def test_missing_statuses_are_404_with_connects_body(api: Api) -> None:
@@ -105,8 +105,9 @@ async def test_listing_and_expanding_connectors(api: Api) -> None:
     assert (await api.http.get("/connectors")).content == b'["a","b"]'
     expanded = await api.http.get("/connectors", params={"expand": "status"})
     assert expanded.content == (
-        b'{"a":{"status":{"name":"a","connector":{"state":"RUNNING","worker_id":"h:8083"},"tasks":[],"type":"sink"}},'
-        b'"b":{"status":{"name":"b","connector":{"state":"RUNNING","worker_id":"h:8083"},"tasks":[],"type":"unknown"}}}'
+        b'{"a":{"status":{"name":"a","connector":{"state":"RUNNING","worker_id":"h:8083","version":null},"tasks":[],'
+        b'"type":"sink"}},"b":{"status":{"name":"b","connector":{"state":"RUNNING","worker_id":"h:8083","version":null},'
+        b'"tasks":[],"type":"unknown"}}}'
     )
 
 
@@ -124,6 +125,32 @@ async def test_topics_put_list_delete_and_reset(api: Api) -> None:
     assert (reset.status_code, reset.content) == (202, b"")
     await api.store.read_your_writes(WAIT)
     assert (await api.http.get("/connectors/c/topics")).json() == {"c": {"topics": []}}
+
+
+async def test_topic_tracking_turned_off_answers_connects_403_and_writes_no_topic(api_factory: ApiFactory) -> None:
+    async with api_factory(**{"topic.tracking.enable": "false"}) as api:
+        disabled = b'{"error_code":403,"message":"Topic tracking is disabled."}'
+        asked = [await api.http.get("/connectors/c/topics"), await api.http.put("/connectors/c/topics/reset"),
+                 await api.http.put("/connectors/c/topics/t", json={"task": 0}),
+                 await api.http.put("/connectors/c/topics/reset", json={"task": 0}),
+                 await api.http.delete("/connectors/c/topics/t"),
+                 await api.http.post("/statuses", json={"updates": [
+                     {"kind": "connector", "connector": "c", **RUNNING},
+                     {"kind": "topic", "connector": "c", "topic": "t", "task": 0}]})]
+        assert [(answer.status_code, answer.content) for answer in asked] == [(403, disabled)] * len(asked)
+        await api.write("PUT", "/connectors/c/status", RUNNING)  # statuses are written as ever
+        assert [key for _, key, _ in read_raw(api.store)] == [b"status-connector-c"]
+
+
+async def test_topic_resets_turned_off_answer_connects_403_and_reset_nothing(api_factory: ApiFactory) -> None:
+    async with api_factory(**{"topic.tracking.allow.reset": "false"}) as api:
+        await api.write("PUT", "/connectors/c/topics/t", {"task": 0})
+        reset = await api.http.put("/connectors/c/topics/reset")
+        assert (reset.status_code, reset.content) == (
+            403, b'{"error_code":403,"message":"Topic tracking reset is disabled."}')
+        await api.store.read_your_writes(WAIT)
+        assert (await api.http.get("/connectors/c/topics")).content == b'{"c":{"topics":["t"]}}'
+        assert [value is None for _, _, value in read_raw(api.store)] == [False]
 
 
 async def test_a_write_answers_202_at_once_and_200_when_waited_for(api: Api) -> None:
@@ -183,7 +210,7 @@ async def test_the_batch_endpoint_applies_updates_in_order(api: Api) -> None:
     assert [r["result"] for r in response.json()["results"]].count("written") >= 5
     await api.store.read_your_writes(WAIT)
     status = (await api.http.get("/connectors/c/status")).json()
-    assert status["tasks"] == [{"id": 0, "state": "PAUSED", "worker_id": "h:8083"}]
+    assert status["tasks"] == [{"id": 0, "state": "PAUSED", "worker_id": "h:8083", "version": None}]
     assert status["type"] == "source"
     assert (await api.http.get("/connectors/gone/status")).status_code == 404
     assert (await api.http.get("/connectors/c/topics")).json() == {"c": {"topics": ["orders"]}}
@@ -665,8 +692,8 @@ async def test_statuses_other_writers_left_are_served_as_connect_serves_them(api
     await api.store.read_to_end(WAIT)
     response = await api.http.get("/connectors/odd/status")
     assert response.content == (
-        b'{"name":"odd","connector":{"state":"RUNNING","worker_id":null},"tasks":['
-        b'{"id":0,"state":"FAILED","worker_id":"w","trace":"\\uD800 \\uD83D\\uDE00"}],"type":"unknown"}')
+        b'{"name":"odd","connector":{"state":"RUNNING","worker_id":null,"version":null},"tasks":['
+        b'{"id":0,"state":"FAILED","worker_id":"w","version":null,"trace":"\\uD800 \\uD83D\\uDE00"}],"type":"unknown"}')
 
 
 async def test_topics_other_writers_left_are_listed_by_their_values_once_each(api: Api) -> None:

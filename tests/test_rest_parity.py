@@ -127,10 +127,11 @@ async def test_statuses_stored_as_destroyed_are_shown_as_connect_shows_them(with
     await without_config_topic.store.read_to_end(WAIT)
     status = await without_config_topic.http.get("/connectors/c/status")
     assert (status.status_code, status.content) == (200, (
-        b'{"name":"c","connector":{"state":"DESTROYED","worker_id":"h:8083"},'
-        b'"tasks":[{"id":0,"state":"DESTROYED","worker_id":"h:8083"}],"type":"unknown"}'))
+        b'{"name":"c","connector":{"state":"DESTROYED","worker_id":"h:8083","version":null},'
+        b'"tasks":[{"id":0,"state":"DESTROYED","worker_id":"h:8083","version":null}],"type":"unknown"}'))
     task = await without_config_topic.http.get("/connectors/c/tasks/0/status")
-    assert (task.status_code, task.content) == (200, b'{"id":0,"state":"DESTROYED","worker_id":"h:8083"}')
+    assert (task.status_code, task.content) == (
+        200, b'{"id":0,"state":"DESTROYED","worker_id":"h:8083","version":null}')
     assert list((await without_config_topic.http.get("/connectors?expand=status")).json()) == ["c"]
 
 
@@ -273,8 +274,9 @@ async def test_expand_status_and_info_together(sidecar: Sidecar) -> None:
     await sidecar.put_status("/connectors/logs/tasks/0/status", {**RUNNING, "state": "FAILED", "trace": "boom"})
     expanded = (await sidecar.http.get("/connectors", params=[("expand", "status"), ("expand", "info")])).json()
     assert expanded == {"logs": {
-        "status": {"name": "logs", "connector": {"state": "RUNNING", "worker_id": "h:8083"},
-                   "tasks": [{"id": 0, "state": "FAILED", "worker_id": "h:8083", "trace": "boom"}], "type": "source"},
+        "status": {"name": "logs", "connector": {"state": "RUNNING", "worker_id": "h:8083", "version": None},
+                   "tasks": [{"id": 0, "state": "FAILED", "worker_id": "h:8083", "version": None, "trace": "boom"}],
+                   "type": "source"},
         "info": {"name": "logs", "config": SOURCE, "tasks": [{"connector": "logs", "task": 0}], "type": "source"},
     }}
 

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from ..model import INT32_MAX, State
+from ..model import INT32_MAX, UNVERSIONED, PluginVersion, State
 
 
 def _unicode(text: str) -> str:
@@ -37,6 +37,14 @@ class StatusBody(_Body):
     trace: Text | None = None
     worker_id: Annotated[Text, Field(min_length=1, max_length=1024)]
     generation: Generation
+    version: Annotated[Text, Field(max_length=1024)] | None = Field(
+        default=None, description="The running plugin's version (KIP-891, Connect 4.1+). Given, even null, the "
+                                  "record carries the field as Connect 4.x writes it; left out, it has none, as "
+                                  "Connect 3.x writes it.")
+
+    def plugin_version(self) -> PluginVersion:
+        """The status's ``version``: UNVERSIONED when the body left it out (null when it said null)."""
+        return self.version if "version" in self.model_fields_set else UNVERSIONED
 
 
 class ConnectorStatusBody(StatusBody):
@@ -121,20 +129,23 @@ class WriteResponse(BaseModel):
 
 
 class ConnectorState(BaseModel):
-    """A connector's state in Connect's status shape (``trace`` only when there is one; ``worker_id`` null
-    for a status its writer left without one)."""
+    """A connector's state in Connect 4.x's status shape: ``worker_id`` null for a status its writer left without
+    one; ``version`` (KIP-891) null when the status has none, left out when it is ``undefined``; ``trace`` only
+    when there is one."""
 
     state: str
     worker_id: str | None
+    version: str | None = None
     trace: str | None = None
 
 
 class TaskState(BaseModel):
-    """A task's state in Connect's status shape (``worker_id`` as in ConnectorState)."""
+    """A task's state in Connect 4.x's status shape (the fields as in ConnectorState)."""
 
     id: int
     state: str
     worker_id: str | None
+    version: str | None = None
     trace: str | None = None
 
 

@@ -56,11 +56,20 @@ WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def state(status: Status) -> dict[str, Any]:
-    """A status in Connect's shape: state, worker_id, and trace only when there is one."""
+    """A status in Connect 4.x's shape (``ConnectorStateInfo.AbstractState``): state, worker_id, version (KIP-891:
+    null when the status has none, left out when it is ``undefined``, PluginDesc's word for a plugin without one),
+    and trace only when there is one."""
     body: dict[str, Any] = {"state": status.state.value, "worker_id": status.worker_id}
+    version = status.version
+    if version != UNDEFINED_VERSION:
+        body["version"] = version if isinstance(version, str) else None
     if status.trace:
         body["trace"] = status.trace
     return body
+
+
+# What Connect calls a plugin's version when the plugin has none: its REST answers leave such a version out.
+UNDEFINED_VERSION = "undefined"
 
 
 def task_state(status: TaskStatus) -> dict[str, Any]:
@@ -173,7 +182,8 @@ async def task_write_arguments(request: Request) -> dict[str, Any] | None:
 async def put_connector_status(name: str, body: ConnectorStatusBody, store: StoreDep, params: WaitDep,
                                safe: bool = False) -> ConnectJSONResponse:
     """Write a connector's status (``?safe=true``: Connect's put_safe). 202 at once, or wait with ``?wait=true``."""
-    status = ConnectorStatus(checked_name(name), body.state, body.worker_id, body.generation, body.trace)
+    status = ConnectorStatus(checked_name(name), body.state, body.worker_id, body.generation, body.trace,
+                             body.plugin_version())
     return await answer(store, [submit_one(store, status, safe, body.type)], params)
 
 
@@ -185,7 +195,8 @@ async def put_task_status(name: str, task: TaskDep, body: StatusBody, store: Sto
     """Write a task's status (``?safe=true``: Connect's put_safe). 202 at once, or wait with ``?wait=true``."""
     if body.state is State.STOPPED:
         raise ApiError(422, "STOPPED is a connector state; a task cannot be STOPPED")
-    status = TaskStatus(TaskId(checked_name(name), task), body.state, body.worker_id, body.generation, body.trace)
+    status = TaskStatus(TaskId(checked_name(name), task), body.state, body.worker_id, body.generation, body.trace,
+                        body.plugin_version())
     return await answer(store, [submit_one(store, status, safe)], params)
 
 

@@ -25,6 +25,7 @@ from ..schemas import (
     WriteResponse,
 )
 from .connectors import WRITE_ERRORS, submit
+from .topics import TRACKING_DISABLED, check_tracking
 
 router = APIRouter(tags=["statuses"], route_class=ConnectRoute)
 
@@ -55,11 +56,11 @@ def build(item: BatchItem, now_ms: int) -> Write:
         if item.state is State.STOPPED:
             raise ApiError(422, f"Task {item.connector}-{item.task}: a task cannot be STOPPED")
         task = TaskStatus(TaskId(checked_name(item.connector), item.task), item.state, item.worker_id,
-                          item.generation, item.trace)
+                          item.generation, item.trace, item.plugin_version())
         return StatusWrite(task, item.safe)
     if isinstance(item, ConnectorUpdate):
         connector = ConnectorStatus(checked_name(item.connector), item.state, item.worker_id, item.generation,
-                                    item.trace)
+                                    item.trace, item.plugin_version())
         return StatusWrite(connector, item.safe, item.type)
     if isinstance(item, TopicUpdate):
         timestamp = item.discoverTimestamp if item.discoverTimestamp is not None else now_ms
@@ -82,7 +83,8 @@ def apply(store: StatusStore, write: Write) -> list[StatusUpdate]:
     return store.delete_connector(write)
 
 
-@router.post("/statuses", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)
+@router.post("/statuses", status_code=202, response_model=WriteResponse,
+             responses={**WRITE_ERRORS, **TRACKING_DISABLED})
 @served_directly(partial(direct_write_arguments, body_name="batch", body_type=StatusBatch))
 async def post_statuses(batch: StatusBatch, store: StoreDep, params: WaitDep) -> ConnectJSONResponse:
     """Submit many updates in order, all or nothing: every item is built and checked before any is
@@ -90,6 +92,8 @@ async def post_statuses(batch: StatusBatch, store: StoreDep, params: WaitDep) ->
     out of the results."""
     now_ms = int(time.time() * 1000)
     writes = [build(item, now_ms) for item in batch.updates]
+    if any(isinstance(write, TopicStatus | TopicRemoval) for write in writes):
+        check_tracking(store)
     # The store's own refusals too, before anything is submitted: a record that cannot fit, a full queue.
     for write in writes:
         if isinstance(write, StatusWrite):

@@ -1,0 +1,284 @@
+"""status-store and real Connect workers on the same topics, both directions: the records Connect 4.x and 3.x
+write are the bytes status-store writes for the same statuses; statuses the sidecar writes are what Connect's
+REST API then shows; a safe write is refused over a live worker's newer generation; Connect's worker settings
+(topic tracking, exactly-once source support) are honoured as Connect honours them."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from status_store.codec import decode_status, decode_topic_status, encode_status, encode_topic_status
+from status_store.model import ConnectorKey, TaskKey, TopicKey, parse_key
+
+from .live import LiveSidecar
+from .real_kafka import (
+    SCRIPTED_VERSION,
+    SOURCE_CONNECTOR,
+    Answer,
+    ConnectCluster,
+    KafkaCluster,
+    all_in,
+    kafka_line,
+    states,
+    wait_until,
+)
+
+pytestmark = pytest.mark.timeout(600)
+WAIT = 60.0
+MESSAGE = "boom \U0001f600 \u00e9 \u2028"
+
+
+def source(**settings: str) -> dict[str, str]:
+    return {"connector.class": SOURCE_CONNECTOR, "tasks.max": "2", **settings}
+
+
+def records(kafka: KafkaCluster, topic: str) -> list[tuple[bytes, bytes | None]]:
+    """Every record of a topic, as (key, value), read with a plain consumer to the end."""
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"reader-{uuid.uuid4()}",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
+    try:
+        partitions = set(consumer.list_topics(topic, 15).topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        found: list[tuple[bytes, bytes | None]] = []
+        at_end: set[int] = set()
+
+        def read() -> bool:
+            for message in consumer.consume(500, 0.2):
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition() or 0)
+                elif error is None:
+                    found.append((message.key() or b"", message.value()))
+            return at_end == partitions
+
+        wait_until(read, 30, f"{topic} read to its end", interval=0)
+        return found
+    finally:
+        consumer.close()
+
+
+def reencoded(key: bytes, value: bytes) -> bytes:
+    """A record's value as status-store writes what it reads from it."""
+    parsed = parse_key(key.decode())
+    if isinstance(parsed, TopicKey):
+        return encode_topic_status(decode_topic_status(value))
+    assert isinstance(parsed, ConnectorKey | TaskKey), key
+    status = decode_status(value)
+    encoded = encode_status(status.state, status.worker_id, status.generation, status.trace, status.version)
+    assert encoded is not None
+    return encoded
+
+
+def create_and_fail(connect: ConnectCluster, prefix: str) -> None:
+    """A running source, one with a failing task and one whose connector fails on start; until Connect shows them."""
+    connect.call("PUT", f"/connectors/{prefix}-ok/config", source())
+    connect.call("PUT", f"/connectors/{prefix}-bad/config", source(**{"scripted.task.1": "fail",
+                                                                      "scripted.task.1.message": MESSAGE}))
+    connect.call("PUT", f"/connectors/{prefix}-dead/config", source(**{"scripted.connector": "fail-on-start"}))
+    connect.wait_for_status(f"{prefix}-ok", all_in("RUNNING", 2), "running", WAIT)
+    connect.wait_for_status(f"{prefix}-bad", lambda st: states(st) == ("RUNNING", ["RUNNING", "FAILED"]), "failed",
+                            WAIT)
+    connect.wait_for_status(f"{prefix}-dead", lambda st: st["connector"]["state"] == "FAILED", "failed", WAIT)
+
+
+def test_every_record_connect_4_and_3_write_is_what_status_store_writes_for_it(
+        connect_cluster: ConnectCluster, connect3_worker: ConnectCluster) -> None:
+    for connect, prefix in ((connect_cluster, "bytes4"), (connect3_worker, "bytes3")):
+        create_and_fail(connect, prefix)
+        connect.call("PUT", f"/connectors/{prefix}-ok/pause")
+        connect.wait_for_status(f"{prefix}-ok", all_in("PAUSED", 2), "paused", WAIT)
+    written = {name: [(key, value) for key, value in records(connect.kafka, connect.status_topic)
+                      if value is not None]
+               for name, connect in (("4.x", connect_cluster), ("3.x", connect3_worker))}
+    for name, found in written.items():
+        assert len(found) >= 10, name
+        for key, value in found:
+            assert reencoded(key, value) == value, f"Connect {name} wrote {key!r} = {value!r}"
+    # 4.x writes KIP-891's version (null where the worker knows none), 3.x never does.
+    assert all(b',"version":' in value for key, value in written["4.x"] if not key.startswith(b"status-topic-"))
+    assert any(f',"version":"{SCRIPTED_VERSION}"}}'.encode() in value for _, value in written["4.x"])
+    assert not any(b'"version"' in value for _, value in written["3.x"])
+
+
+def test_statuses_the_sidecar_writes_are_what_connect_shows(connect_cluster: ConnectCluster,
+                                                           connect_sidecar: LiveSidecar) -> None:
+    worker = connect_cluster.worker
+    sidecar = connect_sidecar
+    status = {"state": "RUNNING", "worker_id": "sidecar-host:8083", "generation": 7, "version": "2.1.0"}
+    sidecar.call("PUT", "/connectors/side/status?wait=true", status)
+    sidecar.call("POST", "/statuses?wait=true", {"updates": [
+        {"kind": "task", "connector": "side", "task": 0, "state": "FAILED", "worker_id": "sidecar-host:8083",
+         "generation": 7, "trace": f"java.lang.RuntimeException: {MESSAGE}\n\tat X.y(X.java:1)\n", "version": None},
+        {"kind": "task", "connector": "side", "task": 1, "state": "UNASSIGNED", "worker_id": "sidecar-host:8083",
+         "generation": 7},
+        {"kind": "topic", "connector": "side", "topic": "side-out", "task": 0, "discoverTimestamp": 1700000000000},
+    ]})
+    same_answers(worker.request, sidecar.request, ["/connectors/side/status", "/connectors/side/tasks/0/status",
+                                                   "/connectors/side/tasks/1/status", "/connectors/side/topics"])
+    shown = worker.call("GET", "/connectors/side/status")
+    assert shown["connector"] == {"state": "RUNNING", "worker_id": "sidecar-host:8083", "version": "2.1.0"}
+    assert [task.get("version", "left out") for task in shown["tasks"]] == [None, None]
+    sidecar.call("PUT", "/connectors/side/topics/reset?wait=true", expect=(200,))
+    same_answers(worker.request, sidecar.request, ["/connectors/side/topics"])
+    assert worker.call("GET", "/connectors/side/topics") == {"side": {"topics": []}}
+    sidecar.call("DELETE", "/connectors/side/status?wait=true")
+    same_answers(worker.request, sidecar.request, ["/connectors/side/status", "/connectors/side/tasks/0/status"])
+    assert worker.request("GET", "/connectors/side/status").status == 404
+
+
+def test_a_safe_write_over_a_live_workers_newer_generation_is_refused(connect_cluster: ConnectCluster,
+                                                                     connect_sidecar: LiveSidecar) -> None:
+    connect_cluster.call("PUT", "/connectors/guarded/config", source(**{"tasks.max": "1"}))
+    live = connect_cluster.wait_for_status("guarded", all_in("RUNNING", 1), "running", WAIT)
+    generation = _generation(connect_cluster, "status-task-guarded-0")
+    stale = {"state": "FAILED", "worker_id": "gone-host:8083", "generation": generation - 1, "trace": "stale"}
+    refused = connect_sidecar.request("PUT", "/connectors/guarded/tasks/0/status?safe=true&wait=true", stale)
+    assert refused.status == 409, refused.body
+    assert connect_cluster.call("GET", "/connectors/guarded/status") == live
+    same_answers(connect_cluster.request, connect_sidecar.request, ["/connectors/guarded/status"])
+    connect_cluster.call("DELETE", "/connectors/guarded")
+
+
+def _generation(connect: ConnectCluster, key: str) -> int:
+    values = [value for k, value in records(connect.kafka, connect.status_topic) if k == key.encode() and value]
+    generation: int = json.loads(values[-1])["generation"]
+    return generation
+
+
+def test_records_of_connect_3_are_served_as_connect_4_serves_them(connect3_worker: ConnectCluster,
+                                                                 tmp_path: Path) -> None:
+    create_and_fail(connect3_worker, "v3")
+    sidecar = LiveSidecar(tmp_path, connect3_worker)
+    sidecar.start()
+    try:
+        routes = [f"/connectors/{name}{route}" for name in ("v3-ok", "v3-bad", "v3-dead")
+                  for route in ("/status", "/tasks/0/status", "/tasks/1/status", "")]
+        # Connect 3.x has no version field: status-store serves Connect 4.x's shape, null for a status without one.
+        same_answers(connect3_worker.request, sidecar.request, [*routes, "/connectors?expand=status"],
+                     shape=without_null_versions)
+        served = sidecar.call("GET", "/connectors/v3-ok/status")
+        assert served["connector"]["version"] is None
+    finally:
+        sidecar.stop()
+
+
+def without_null_versions(value: Any) -> Any:
+    """An answer without ``"version": null`` fields (what Connect 3.x never serves)."""
+    if isinstance(value, dict):
+        return {k: without_null_versions(v) for k, v in value.items() if not (k == "version" and v is None)}
+    if isinstance(value, list):
+        return [without_null_versions(v) for v in value]
+    return value
+
+
+Ask = Callable[[str, str], Answer]
+
+
+def same_answers(theirs: Ask, ours: Ask, routes: list[str], shape: Callable[[Any], Any] = lambda value: value
+                 ) -> None:
+    """Wait, bounded, until both sides answer each route with the same status and JSON (``shape`` applied to
+    status-store's)."""
+    last: dict[str, tuple[Any, Any]] = {}
+
+    def agree() -> bool:
+        last.clear()
+        for route in routes:
+            a, b = theirs("GET", route), ours("GET", route)
+            mine = (b.status, shape(b.json()) if b.body else None)
+            if (a.status, a.json() if a.body else None) != mine:
+                last[route] = ((a.status, a.json() if a.body else None), mine)
+        return not last
+
+    try:
+        wait_until(agree, 30, "Connect and status-store agree", interval=0.3)
+    except TimeoutError:
+        pytest.fail("\n".join(f"{route}\n  Connect:      {a}\n  status-store: {b}" for route, (a, b) in last.items()))
+
+
+@pytest.fixture(scope="module")
+def untracked(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectCluster]:
+    """A Connect 4.x worker with topic tracking off."""
+    cluster = ConnectCluster(kafka_line("kafka-4"), tmp_path_factory.mktemp("untracked"), kafka, "untracked",
+                             workers=1, settings={"topic.tracking.enable": "false"})
+    cluster.start()
+    yield cluster
+    cluster.forget()
+
+
+@pytest.fixture(scope="module")
+def no_resets(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectCluster]:
+    """A Connect 4.x worker whose topic tracking cannot be reset."""
+    cluster = ConnectCluster(kafka_line("kafka-4"), tmp_path_factory.mktemp("no-resets"), kafka, "no-resets",
+                             workers=1, settings={"topic.tracking.allow.reset": "false"})
+    cluster.start()
+    yield cluster
+    cluster.forget()
+
+
+@pytest.mark.parametrize("cluster", ["untracked", "no_resets"])
+def test_topic_tracking_settings_are_honoured_as_connect_honours_them(cluster: str, request: pytest.FixtureRequest,
+                                                                     tmp_path: Path) -> None:
+    connect: ConnectCluster = request.getfixturevalue(cluster)
+    connect.call("PUT", "/connectors/tracked/config", source(**{"tasks.max": "1", "scripted.topic": f"{cluster}-out"}))
+    connect.wait_for_status("tracked", all_in("RUNNING", 1), "running", WAIT)
+    sidecar = LiveSidecar(tmp_path, connect)  # the worker's own file: its topic.tracking.* settings
+    sidecar.start()
+    try:
+        for method in ("GET", "PUT"):
+            path = "/connectors/tracked/topics" + ("/reset" if method == "PUT" else "")
+            theirs, ours = connect.request(method, path), sidecar.request(method, path)
+            if method == "GET" and theirs.status == 200:
+                continue  # the topics listed move as the task writes; compared in tests/test_connect_oracle.py
+            assert (ours.status, ours.json()) == (theirs.status, theirs.json()), path
+            assert theirs.status == 403
+    finally:
+        sidecar.stop()
+
+
+@pytest.fixture(scope="module")
+def exactly_once(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectCluster]:
+    """A Connect 4.x worker with exactly-once source support (KIP-618): its config topic is transactional."""
+    cluster = ConnectCluster(kafka_line("kafka-4"), tmp_path_factory.mktemp("eos"), kafka, "eos", workers=1,
+                             settings={"exactly.once.source.support": "enabled"})
+    cluster.start()
+    yield cluster
+    cluster.forget()
+
+
+def test_the_config_topic_is_read_committed_under_exactly_once_source_support(exactly_once: ConnectCluster,
+                                                                             tmp_path: Path) -> None:
+    connect = exactly_once
+    connect.call("PUT", "/connectors/committed/config", source(**{"tasks.max": "1"}))
+    connect.wait_for_status("committed", all_in("RUNNING", 1), "running", WAIT)
+    # A configuration in a transaction that aborts: Connect's workers never see it.
+    producer = Producer({"bootstrap.servers": connect.kafka.bootstrap_servers, "transactional.id": "aborting-leader"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(connect.config_topic, json.dumps({"properties": {
+        "connector.class": SOURCE_CONNECTOR, "name": "aborted", "tasks.max": "1"}}).encode(), b"connector-aborted")
+    producer.produce(connect.config_topic, json.dumps({"state": "STARTED", "state.v2": "STARTED"}).encode(),
+                     b"target-state-aborted")
+    producer.flush(30)
+    producer.abort_transaction(30)
+    routes = ["/connectors", "/connectors/aborted", "/connectors/committed", "/connectors?expand=info"]
+    sidecar = LiveSidecar(tmp_path / "eos", connect)  # the worker's own file: exactly.once.source.support=enabled
+    uncommitted = LiveSidecar(tmp_path / "uncommitted", connect, {"exactly.once.source.support": "disabled"})
+    sidecar.start()
+    uncommitted.start()
+    try:
+        same_answers(connect.request, sidecar.request, routes)
+        assert connect.call("GET", "/connectors") == ["committed"]
+        # What the sidecar answered before it read the config topic read_committed (and what it must not):
+        assert sorted(uncommitted.call("GET", "/connectors")) == ["aborted", "committed"]
+        # The status topic is read as Connect reads it, its own isolation level (read_uncommitted).
+        same_answers(connect.request, sidecar.request, ["/connectors/committed/status"])
+    finally:
+        sidecar.stop()
+        uncommitted.stop()
