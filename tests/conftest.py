@@ -186,9 +186,10 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
 
 @pytest.fixture(scope="session")
 def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    """Three Apache Kafka brokers and a controller of their own, for the fault tests (a test that stops brokers
-    starts them again before it ends)."""
-    cluster = KafkaCluster(_real("kafka-4"), tmp_path_factory.mktemp("kafka-cluster"), brokers=3)
+    """Three Apache Kafka brokers and a controller of their own, for the fault tests, each behind a proxy that
+    counts requests and injects network faults (a test that stops brokers or sets faults undoes them before it
+    ends)."""
+    cluster = KafkaCluster(_real("kafka-4"), tmp_path_factory.mktemp("kafka-cluster"), brokers=3, proxied=True)
     try:
         cluster.start()
         yield cluster

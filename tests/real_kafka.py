@@ -36,6 +36,8 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from .kafka_proxy import KafkaProxy
+
 JVM_DIR = Path(__file__).with_name("jvm")
 CONNECTOR_SOURCES = JVM_DIR / "src"
 CONNECTOR_RESOURCES = JVM_DIR / "resources"
@@ -286,13 +288,17 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str,
 
 @dataclass
 class KafkaNode:
-    """One KRaft node: a broker, a controller, or both in one process."""
+    """One KRaft node: a broker, a controller, or both in one process. A broker listens for clients on
+    ``client_port`` (advertising ``proxy``'s port when it has one) and for other brokers on
+    ``replication_port``."""
 
     node_id: int
     roles: str
     workdir: Path
-    broker_port: int | None
+    client_port: int | None
+    replication_port: int | None
     controller_port: int | None
+    proxy: KafkaProxy | None = None
     settings: dict[str, str] = field(default_factory=dict)
     process: JavaProcess | None = None
 
@@ -304,28 +310,37 @@ class KafkaNode:
 class KafkaCluster:
     """Apache Kafka in KRaft mode on 127.0.0.1: ``brokers`` broker processes and one controller, combined with
     the broker when there is one broker, in a process of its own otherwise (stopping brokers then never costs
-    the metadata quorum)."""
+    the metadata quorum).
+
+    ``proxied``: every client reaches the brokers through a ``KafkaProxy`` each (the brokers advertise the
+    proxies' ports to clients, and replicate to each other directly), which counts requests and injects faults.
+    """
 
     def __init__(self, line: KafkaLine, workdir: Path, brokers: int = 1, full_jit: bool = False,
-                 settings: Mapping[str, str] | None = None) -> None:
+                 proxied: bool = False, settings: Mapping[str, str] | None = None) -> None:
         self.line, self.workdir, self.full_jit = line, workdir, full_jit
         self.cluster_id = ""
-        ports = free_ports(2 * brokers + 1)
+        ports = iter(free_ports(4 * brokers + 1))
         if brokers == 1:
-            self.nodes = [KafkaNode(1, "broker,controller", workdir / "node-1", ports[0], ports[1])]
+            self.nodes = [KafkaNode(1, "broker,controller", workdir / "node-1", next(ports), next(ports),
+                                    next(ports))]
             controllers = [self.nodes[0]]
         else:
-            controller = KafkaNode(100, "controller", workdir / "controller", None, ports[0])
-            self.nodes = [controller] + [KafkaNode(i, "broker", workdir / f"broker-{i}", ports[2 * i - 1], None)
-                                         for i in range(1, brokers + 1)]
+            controller = KafkaNode(100, "controller", workdir / "controller", None, None, next(ports))
+            self.nodes = [controller] + [KafkaNode(i, "broker", workdir / f"broker-{i}", next(ports), next(ports),
+                                                   None) for i in range(1, brokers + 1)]
             controllers = [controller]
+        for node in self.brokers:
+            if proxied:
+                assert node.client_port is not None
+                node.proxy = KafkaProxy(node.client_port, next(ports))
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in controllers)
         replication = str(min(brokers, 3))
         common = {
             "controller.quorum.voters": voters,
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CLIENTS:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "REPLICATION",
             "offsets.topic.replication.factor": replication,
             "offsets.topic.num.partitions": "5",
             "transaction.state.log.replication.factor": replication,
@@ -341,9 +356,12 @@ class KafkaCluster:
             **(settings or {}),
         }
         for node in self.nodes:
-            listeners = []
-            if node.broker_port is not None:
-                listeners.append(f"PLAINTEXT://127.0.0.1:{node.broker_port}")
+            listeners, advertised = [], []
+            if node.client_port is not None:
+                listeners += [f"CLIENTS://127.0.0.1:{node.client_port}",
+                              f"REPLICATION://127.0.0.1:{node.replication_port}"]
+                advertised += [f"CLIENTS://127.0.0.1:{node.proxy.port if node.proxy else node.client_port}",
+                               f"REPLICATION://127.0.0.1:{node.replication_port}"]
             if node.controller_port is not None:
                 listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
             node.settings = {
@@ -353,8 +371,8 @@ class KafkaCluster:
                 "log.dirs": str(node.workdir / "data"),
                 **common,
             }
-            if node.broker_port is not None:
-                node.settings["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{node.broker_port}"
+            if advertised:
+                node.settings["advertised.listeners"] = ",".join(advertised)
             node.workdir.mkdir(parents=True, exist_ok=True)
             write_properties(node.workdir / "server.properties", node.settings)
 
@@ -364,7 +382,12 @@ class KafkaCluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{node.broker_port}" for node in self.brokers)
+        """Where clients connect: the proxies, when there are."""
+        return ",".join(f"127.0.0.1:{node.proxy.port if node.proxy else node.client_port}" for node in self.brokers)
+
+    @property
+    def proxies(self) -> list[KafkaProxy]:
+        return [node.proxy for node in self.brokers if node.proxy is not None]
 
     def broker(self, node_id: int) -> KafkaNode:
         return next(node for node in self.brokers if node.node_id == node_id)
@@ -372,6 +395,8 @@ class KafkaCluster:
     def start(self, timeout: float = START_WAIT) -> None:
         """Format every node's storage (once) and start them; return when every broker is registered."""
         self.cluster_id = self._format()
+        for proxy in self.proxies:
+            proxy.start()
         for node in self.nodes:
             node.process = JavaProcess(f"kafka-{node.node_id}", self.line, "kafka.Kafka",
                                        [str(node.workdir / "server.properties")], node.workdir,
@@ -442,6 +467,8 @@ class KafkaCluster:
         for node in sorted(self.nodes, key=lambda n: not n.is_broker):
             if node.process is not None:
                 node.process.forget()
+        for proxy in self.proxies:
+            proxy.stop()
 
 
 class ConnectError(AssertionError):
