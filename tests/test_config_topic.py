@@ -131,6 +131,19 @@ def test_a_task_key_is_parsed_as_connect_parses_it() -> None:
     assert (list(configs.tasks("my-conn")), configs.task_config("my-conn", 12)) == (list(range(13)), {"t": "12"})
 
 
+def test_a_task_number_is_read_one_utf16_unit_at_a_time_as_javas_parse_int_reads_it() -> None:
+    # Checked on Connect 4.4: a BMP digit of another script is a digit (task-c-\u0661 is task 1); a digit above U+FFFF
+    # is two surrogate units, neither a digit, so the record is ignored ("couldn't be parsed as a task config key").
+    configs = read(connector_config("c", SOURCE), task_config("c", 0, {"t": "0"}),
+                   ("task-c-\u0661", b'{"properties":{"t":"arabic 1"}}'),
+                   ("task-c-\U0001d7cf", b'{"properties":{"t":"mathematical 1"}}'),
+                   ("task-c-\U0001d7d0", b'{"properties":{"t":"mathematical 2"}}'), commit("c", 2))
+    assert (list(configs.tasks("c")), configs.task_config("c", 1)) == ([0, 1], {"t": "arabic 1"})
+    apply(configs, task_config("c", 0, {"t": "0"}), ("task-c-\U0001d7cf", b'{"properties":{"t":"x"}}'),
+          commit("c", 2))
+    assert (list(configs.tasks("c")), configs.task_config("c", 1)) == ([], {"t": "arabic 1"})
+
+
 def test_garbled_records_are_skipped_and_their_values_never_logged(caplog: pytest.LogCaptureFixture) -> None:
     configs = read(*created("c", SINK, [{"task": "a", "db.password": "hunter2"}]))
     secret = b'{"properties":{"db.password":"hunter2"'
