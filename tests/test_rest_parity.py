@@ -238,6 +238,23 @@ async def test_pending_task_configurations_are_not_served_until_committed(sideca
     assert [t["config"] for t in (await sidecar.http.get("/connectors/logs/tasks")).json()] == [{"v": "2"}, {"v": "2"}]
 
 
+async def test_a_connector_whose_commit_found_task_configurations_missing_has_no_tasks_on_every_route(
+        sidecar: Sidecar) -> None:
+    # What compaction can leave, or a hostile writer: a commit record that claims tasks whose configurations are not
+    # there. The connector is inconsistent (ClusterConfigState.tasks: none), and the claimed count is never a size.
+    await sidecar.write_config_records(*created("logs", SOURCE, []), commit("logs", 3),
+                                       *created("huge", SOURCE, []), commit("huge", 2**31 - 1))
+    for name in ("logs", "huge"):
+        assert (await sidecar.http.get(f"/connectors/{name}/tasks")).content == b"[]"
+        assert (await sidecar.http.get(f"/connectors/{name}")).json()["tasks"] == []
+    expanded = (await sidecar.http.get("/connectors?expand=info")).json()
+    assert [expanded[name]["info"]["tasks"] for name in ("huge", "logs")] == [[], []]
+    # A complete set committed afterwards makes it consistent again.
+    await sidecar.write_config_records(task_config("logs", 0, {"v": "1"}), commit("logs", 1))
+    assert (await sidecar.http.get("/connectors/logs/tasks")).json() == [
+        {"id": {"connector": "logs", "task": 0}, "config": {"v": "1"}}]
+
+
 async def test_config_routes_answer_connects_404_for_an_unconfigured_connector(sidecar: Sidecar) -> None:
     await sidecar.put_status("/connectors/status-only/status", RUNNING)
     for url in ("/connectors/status-only", "/connectors/status-only/config", "/connectors/status-only/tasks",
