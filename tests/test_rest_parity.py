@@ -255,6 +255,18 @@ async def test_a_connector_whose_commit_found_task_configurations_missing_has_no
         {"id": {"connector": "logs", "task": 0}, "config": {"v": "1"}}]
 
 
+async def test_a_configuration_value_beyond_a_doubles_range_breaks_no_answer(sidecar: Sidecar) -> None:
+    # 1e400 is a BigDecimal to Jackson and an infinite double to Connect's converter (Connect's REST answers 500 for
+    # any configuration value that is not a string, and for the whole ?expand=info).
+    await sidecar.write_config_records(*created("logs", SOURCE, []),
+                                       ("connector-odd", b'{"properties":{"name":"odd","limit":1e400}}'))
+    expanded = await sidecar.http.get("/connectors?expand=info")
+    assert expanded.status_code == 200
+    assert expanded.json()["odd"]["info"]["config"] == {"name": "odd", "limit": "Infinity"}
+    assert expanded.json()["logs"]["info"]["config"] == SOURCE
+    assert (await sidecar.http.get("/connectors/odd/config")).content == b'{"name":"odd","limit":"Infinity"}'
+
+
 async def test_config_routes_answer_connects_404_for_an_unconfigured_connector(sidecar: Sidecar) -> None:
     await sidecar.put_status("/connectors/status-only/status", RUNNING)
     for url in ("/connectors/status-only", "/connectors/status-only/config", "/connectors/status-only/tasks",

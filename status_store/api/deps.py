@@ -10,12 +10,12 @@ from typing import Annotated, Any
 from fastapi import Depends, Path, Query, Request
 from pydantic import BaseModel, ValidationError
 
-from ..codec import json_string
+from ..codec import ConnectJSON, json_string
 from ..config_topic import ConfigTopic, ConnectorConfigs
 from ..model import INT32_MAX
 from ..store import StatusStore
 from ..updates import Result, StatusUpdate
-from .responses import ApiError, ConnectJSON, ConnectJSONResponse, connect_json
+from .responses import ApiError, ConnectJSONResponse, connect_json
 
 # Longest wait a ?wait=true request may ask for.
 MAX_WAIT_MS = 120_000
