@@ -130,10 +130,11 @@ class StatusStore:
         could not be written now (another process holds it locked): the changes wait and are tried again."""
         return self._spool.commit() if self._spool is not None else True
 
-    def check_room(self, count: int = 1) -> None:
-        """Raise ``WriteRejectedError`` if ``count`` new writes would grow the retry queue past
-        ``status.storage.retry.max.pending`` (a batch asks once, before it submits anything)."""
-        self._queue.check_room(None, count)
+    def check_room(self, keys: Sequence[str]) -> None:
+        """Raise ``WriteRejectedError`` if writes of these keys would grow the retry queue past
+        ``status.storage.retry.max.pending`` (a batch asks once, before it submits anything); a write that replaces
+        its key's waiting update takes no room."""
+        self._queue.check_room(keys)
 
     async def read_to_end(self, timeout: float | None = None) -> None:
         """Wait until everything written to the topic before this call is in the cache."""
@@ -169,13 +170,18 @@ class StatusStore:
         otherwise dropped (returns None). The check is repeated before every retry."""
         return self._send_status(status, safe=True)
 
+    def deletion_keys(self, connector: str) -> list[str]:
+        """The keys ``delete_connector`` tombstones: every known task's, then the connector's."""
+        tasks = [task_key(TaskId(connector, task)) for task in self._cache.task_numbers(connector)]
+        return [*tasks, connector_key(connector)]
+
     def delete_connector(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every known task of the connector, then for the connector itself."""
-        tasks = self._cache.task_numbers(connector)
-        self._queue.check_room(None, len(tasks) + 1)
+        keys = self.deletion_keys(connector)
+        self._queue.check_room(keys)
         self._cache.forget_connector_type(connector)
-        updates = [self._submit(task_key(TaskId(connector, task)), None, UpdateKind.TASK) for task in tasks]
-        updates.append(self._submit(connector_key(connector), None, UpdateKind.CONNECTOR))
+        updates = [self._submit(key, None, UpdateKind.TASK) for key in keys[:-1]]
+        updates.append(self._submit(keys[-1], None, UpdateKind.CONNECTOR))
         return updates
 
     def put_topic(self, status: TopicStatus) -> StatusUpdate:
@@ -193,7 +199,7 @@ class StatusStore:
         """Tombstones for every topic status listed for the connector, as Connect's reset writes them (the keys
         are ``StatusCache.topic_keys``)."""
         keys = self._cache.topic_keys(connector)
-        self._queue.check_room(None, len(keys))
+        self._queue.check_room(keys)
         return [self._submit(key, None, UpdateKind.TOPIC) for key in keys]
 
     def _send_status(self, status: Status, safe: bool) -> StatusUpdate | None:
@@ -202,7 +208,7 @@ class StatusStore:
         else:
             key, kind = task_key(status.id), UpdateKind.TASK
         # Refusals first: a write refused for room or size changes nothing.
-        self._queue.check_room(key)
+        self._queue.check_room((key,))
         value = self.record_limit.encode(key, status)
         entry = (self._cache.connector_entry(status.connector) if isinstance(status, ConnectorStatus)
                  else self._cache.task_entry(status.id))
