@@ -909,7 +909,7 @@ class RetryQueue:
             self._timer = None
         lost = list(self._unsettled.values())
         for update in lost:
-            self._finish(update, Result.FAILED, "the store stopped before the write was durable", stopped=True)
+            self._finish(update, Result.FAILED, "the store stopped before Kafka acknowledged the write", stopped=True)
         self._heap.clear()
         self._slots = {key: slot for key, slot in self._slots.items() if slot.parked is not None}
         return lost

@@ -86,10 +86,10 @@ async def serve(config: StoreConfig) -> None:
     finally:
         if configs is not None:
             await configs.stop()
-        lost = await store.stop()
+        cut_short = await store.stop()
         if cluster is not None:
             cluster.close()
-    if lost:
+    if cut_short and not store.kept_at_stop:
         sys.exit(1)
 
 

@@ -295,13 +295,16 @@ class Spool(RetryListener):
             self._deletes.append(row.version)
             self._changed()
 
-    def close(self) -> None:
-        """Commit and close the database (its rows stay for the next start)."""
-        if not self.commit():
+    def close(self) -> bool:
+        """Commit and close the database (its rows stay for the next start). False when the last changes could not
+        be written (logged): the spool holds what it held before them."""
+        committed = self.commit()
+        if not committed:
             log.error("Closing the spool %s with %d change(s) it could not write", self.path, self._pending_changes)
         self._closed = True
         self._db.close()
         self._lock.release()
+        return committed
 
     # ----------------------------------------------------------------------------- RetryListener
 

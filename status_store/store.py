@@ -41,6 +41,8 @@ class StatusStore:
         self.config = config
         self.bootstrap_servers = bootstrap_servers
         self.generation = 0
+        # Set by stop(): whether the spool keeps what the stop cut short, for the next start to replay.
+        self.kept_at_stop = False
         # What the reader has read back, with Connect's read rules: every read goes here.
         self._cache = StatusCache()
         self._spool = (Spool(config.spool_path, keep=lambda update, outcome: self._after.keeps(update, outcome),
@@ -91,18 +93,18 @@ class StatusStore:
 
     async def stop(self) -> list[StatusUpdate]:
         """Settle pending updates for at most ``sidecar.shutdown.timeout.ms`` (never longer: KAFKA-15563), then
-        close. Returns the updates that failed because the store stopped first (also logged)."""
+        close. Returns the updates that failed because the store stopped first (also logged). With a spool they
+        are not lost (``kept_at_stop``): the spool keeps them, and the next start replays them."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.shutdown_timeout_s
         self._after.stop()
-        lost = self._after.lost_at_stop(await self._queue.stop(self.config.shutdown_timeout_s))
+        unsettled = await self._queue.stop(self.config.shutdown_timeout_s)
         # The outcomes above are events too: the append-only topics stop after the status queue.
         await self._events.stop(deadline)
         await self._producer.stop(0.0)
         await self._reader.stop()
-        if self._spool is not None:
-            self._spool.close()
-        return lost
+        self.kept_at_stop = self._spool.close() if self._spool is not None else False
+        return self._after.cut_short_at_stop(unsettled, self.kept_at_stop)
 
     @property
     def cluster_id(self) -> str | None:
