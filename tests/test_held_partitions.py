@@ -372,13 +372,17 @@ async def test_a_spool_locked_by_another_process_never_stops_the_queue(mock_clus
         try:
             updates = [store.put(connector("c", state=state)) for state in (State.RUNNING, State.PAUSED)]
             assert not store.commit_spool()  # refused at once, not after seconds; the changes wait in memory
-            updates.append(store.put(connector("c", state=State.FAILED)))
+            # Until the spool can be written, new writes are refused: what they hold could not be made durable.
+            with pytest.raises(WriteRejectedError, match="database is locked"):
+                store.put(connector("c", state=State.FAILED))
             outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), WAIT)
-            assert [o.result for o in outcomes] == [Result.WRITTEN, Result.SUPERSEDED, Result.WRITTEN]
+            assert [o.result for o in outcomes] == [Result.WRITTEN, Result.WRITTEN]
             assert metrics.registry.get_sample_value("status_listener_errors_total", {"listener": "Spool"}) is None
         finally:
             other.execute("ROLLBACK")
             other.close()
         await eventually(store.commit_spool)
+        updates.append(store.put(connector("c", state=State.FAILED)))
+        assert (await updates[-1].result(WAIT)).ok
         assert store.queue.unsettled == 0
     assert len(Spool(spool)) == 0

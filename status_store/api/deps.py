@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from ..codec import ConnectJSON, json_string
 from ..config_topic import ConfigTopic, ConnectorConfigs
 from ..model import INT32_MAX
-from ..store import StatusStore
+from ..store import SPOOL_RETRY_AFTER_S, StatusStore
 from ..updates import Result, StatusUpdate
 from .responses import ApiError, ConnectJSONResponse, connect_json
 
@@ -154,9 +155,17 @@ def _result(update: StatusUpdate) -> ConnectJSON:
 async def answer(store: StatusStore, updates: Sequence[StatusUpdate], params: WaitParams) -> ConnectJSONResponse:
     """202 at once; or, with ``wait``, 200 once every update is durable (and visible in this service's
     reads) or superseded, 503 if one failed, 504 if the bound passed first."""
-    # Accepted means spooled: the answer leaves only once the spool has the updates on disk.
-    store.commit_spool()
+    # Accepted means spooled: the answer leaves only once the spool has the updates on disk. When it cannot write
+    # them, the updates are taken all the same (they go to Kafka), but a 202 would promise what a crash could
+    # break: without ?wait=true the answer says so (the next writes are refused until the spool takes writes).
+    spooled = store.commit_spool()
     if not params.wait:
+        if not spooled:
+            assert store.spool is not None
+            raise ApiError(503, f"The write was accepted but not durable: the spool ({store.spool.path}) cannot be "
+                                f"written ({store.spool.failure}); it is being written to Kafka, and a crash before "
+                                "that would lose it. Writes are refused until the spool can be written again.",
+                           {"Retry-After": str(math.ceil(SPOOL_RETRY_AFTER_S))})
         return ConnectJSONResponse({"results": [_result(u) for u in updates]}, status_code=202)
     try:
         await store.wait_visible(updates, params.timeout)
