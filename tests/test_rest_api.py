@@ -573,6 +573,25 @@ async def test_unmatched_routes_answer_connects_404_and_405(api: Api) -> None:
     assert "GET" in wrong.headers["allow"]
 
 
+async def test_options_is_answered_as_connects_jersey_answers_it(api_factory: ApiFactory) -> None:
+    # Checked on Connect 4.4 (Jetty 12, Jersey 3.1): OPTIONS / with curl's Accept: */* answers 200, "Allow:
+    # HEAD,GET,OPTIONS" and the body "HEAD, GET, OPTIONS" as text/plain; with Accept: application/json, an empty
+    # body. The methods are those the path serves here (and no token is needed: nothing is read or written).
+    async with api_factory(token="s3cret") as api:
+        root = await api.http.options("/", headers={"Accept": "*/*"})
+        assert (root.status_code, root.headers["allow"], root.headers["content-type"], root.content) == (
+            200, "HEAD,GET,OPTIONS", "text/plain", b"HEAD, GET, OPTIONS")
+        task = await api.http.options("/connectors/c/tasks/0/status/", headers={"Accept": "application/json"})
+        assert (task.status_code, task.headers["allow"], task.content) == (200, "HEAD,GET,OPTIONS,PUT", b"")
+        status = await api.http.options("/connectors/c/status", headers={"Accept": "text/plain"})
+        assert status.content == b"HEAD, DELETE, GET, OPTIONS, PUT"
+        missing = await api.http.options("/nope")
+        assert (missing.status_code, missing.content) == (404, NOT_FOUND)
+        assert (await api.http.options("/connectors/c/pause")).status_code == 501
+        head = await api.http.head("/connectors/c/topics")
+        assert head.status_code == 200  # HEAD and GET unchanged
+
+
 async def test_a_write_to_a_stopped_store_is_503(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     async with store_factory(mock_cluster.bootstrap_servers, topic) as store:
