@@ -516,7 +516,7 @@ async def test_a_task_number_that_is_not_canonical_decimal_addresses_no_task(api
     await api.store.read_your_writes(WAIT)
     before = sorted(read_raw(api.store))
     for task in ("+1", "%201", "1%20", "1.0", "1_0", "01", "00", "-0", "0x1", "1e1", "%D9%A1", "2147483648",
-                 "99999999999", "abc", "-1"):
+                 "99999999999", "abc", "-01", "-2147483649"):
         read = await api.http.get(f"/connectors/c/tasks/{task}/status")
         assert (read.status_code, read.content) == (404, NOT_FOUND), task
         write = await api.http.put(f"/connectors/c/tasks/{task}/status", json={**RUNNING, "state": "PAUSED"})
@@ -524,6 +524,16 @@ async def test_a_task_number_that_is_not_canonical_decimal_addresses_no_task(api
     await api.store.flush(WAIT)
     assert sorted(read_raw(api.store)) == before
     assert (await api.http.get("/connectors/c/tasks/10/status")).json()["state"] == "RUNNING"
+
+
+async def test_a_negative_task_number_reads_connects_404_for_a_task_without_status(api: Api) -> None:
+    # Checked on Connect 4.4: Integer.valueOf takes "-1", and no task -1 has a status.
+    for task in ("-1", "-2147483648"):
+        read = await api.http.get(f"/connectors/c/tasks/{task}/status")
+        assert (read.status_code, read.content) == (
+            404, f'{{"error_code":404,"message":"No status found for task c-{task}"}}'.encode())
+    # Writes take no negative task number.
+    assert (await api.http.put("/connectors/c/tasks/-1/status", json=RUNNING)).content == NOT_FOUND
 
 
 @pytest.mark.parametrize(("method", "url"), [("GET", "/connectors/%FF/status"), ("PUT", "/connectors/%C3%28/status"),

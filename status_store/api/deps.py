@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..codec import ConnectJSON, json_string
 from ..config_topic import ConfigTopic, ConnectorConfigs
-from ..model import INT32_MAX
+from ..model import INT32_MAX, INT32_MIN
 from ..store import SPOOL_RETRY_AFTER_S, StatusStore
 from ..updates import Result, StatusUpdate
 from .responses import ApiError, ConnectJSONResponse, connect_json
@@ -87,6 +87,25 @@ async def task_number(task: Annotated[str, Path(
 
 
 TaskDep = Annotated[int, Depends(task_number)]
+
+# A negative task number: Java's Integer.valueOf takes it, and Connect answers that the task has no status.
+_NEGATIVE_TASK_NUMBER = re.compile(r"-[1-9][0-9]{0,9}")
+
+
+async def task_number_to_read(task: Annotated[str, Path(
+        description="The task number: a decimal integer from 0 to 2147483647 without sign, spaces or leading "
+                    "zeros (a negative one is a task without status, as on Connect). Anything else addresses no "
+                    "task (404).",
+        json_schema_extra={"pattern": "^(0|-?[1-9][0-9]{0,9})$"})]) -> int:
+    """The task number of a read path: as ``task_number``, and a negative one (canonical), which addresses a task
+    that never has a status: Connect reads it (``Integer.valueOf``) and answers 404 ``No status found for task
+    c--1``."""
+    if _NEGATIVE_TASK_NUMBER.fullmatch(task) is not None and int(task) >= INT32_MIN:
+        return int(task)
+    return await task_number(task)
+
+
+TaskToReadDep = Annotated[int, Depends(task_number_to_read)]
 
 
 def checked_topic(topic: str) -> str:

@@ -11,7 +11,17 @@ from ...config_topic import ConnectorConfigs, connector_type
 from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, status_key
 from ...store import StatusStore
 from ...updates import StatusUpdate
-from ..deps import ConfigsDep, StoreDep, TaskDep, WaitDep, answer, checked_name, direct_write_arguments, task_number
+from ..deps import (
+    ConfigsDep,
+    StoreDep,
+    TaskDep,
+    TaskToReadDep,
+    WaitDep,
+    answer,
+    checked_name,
+    direct_write_arguments,
+    task_number,
+)
 from ..responses import ApiError, ConnectJSONResponse
 from ..routing import ConnectRoute, served_directly
 from ..schemas import (
@@ -125,7 +135,7 @@ async def connector_status(name: str, store: StoreDep, configs: ConfigsDep) -> C
 
 
 @router.get("/connectors/{name}/tasks/{task}/status", response_model=TaskState, responses=NOT_FOUND)
-async def task_status(name: str, task: TaskDep, store: StoreDep) -> ConnectJSONResponse:
+async def task_status(name: str, task: TaskToReadDep, store: StoreDep) -> ConnectJSONResponse:
     """One task's status, as Connect answers it."""
     status = store.cache.get_task(TaskId(name, task))
     if status is None:
