@@ -135,7 +135,9 @@ def _warn_about_open_writes(config: StoreConfig) -> None:
     """Without a token anyone who reaches the port can write statuses: fine on loopback only."""
     if config.rest_token is None and not _is_loopback(config.rest_host):
         log.warning("The HTTP API binds %s, not a loopback address, and sidecar.rest.token is not set: anyone who "
-                    "reaches this port can write statuses. Set sidecar.rest.token.", config.rest_host)
+                    "reaches this port can write statuses%s. Set sidecar.rest.token.", config.rest_host,
+                    " and read connector configurations (which may hold credentials)"
+                    if config.config_topic is not None else "")
 
 
 def _is_loopback(host: str) -> bool:

@@ -23,7 +23,7 @@ from ..deps import (
     task_number,
 )
 from ..responses import ApiError, ConnectJSONResponse
-from ..routing import ConnectRoute, served_directly
+from ..routing import ConnectRoute, authenticate, reads_configurations, served_directly
 from ..schemas import (
     ConnectorExpansions,
     ConnectorInfo,
@@ -48,6 +48,9 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {404: _error("No such status, or a 
 NOT_CONFIGURED: dict[int | str, dict[str, Any]] = {
     404: _error("The connector has no configuration in Connect's config topic (always so when config.storage.topic "
                 "is unset): Connect's `Connector {name} not found`")}
+CONFIG_READ: dict[int | str, dict[str, Any]] = {
+    401: _error("Configurations may hold credentials: with sidecar.rest.token set, the bearer token is missing or "
+                "wrong")}
 WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     400: _error("The body is not JSON, or a name is not one Connect accepts"),
     401: _error("The bearer token is missing or wrong (checked before the body is read)"),
@@ -199,13 +202,17 @@ async def put_task_status(name: str, task: TaskDep, body: StatusBody, store: Sto
     return await answer(store, [submit_one(store, status, safe)], params)
 
 
-@router.get("/connectors", response_model=list[str] | dict[str, ConnectorExpansions])
-async def list_connectors(store: StoreDep, configs: ConfigsDep, expand: Annotated[list[str] | None, Query(
+@router.get("/connectors", response_model=list[str] | dict[str, ConnectorExpansions], responses=CONFIG_READ)
+async def list_connectors(request: Request, store: StoreDep, configs: ConfigsDep,
+                          expand: Annotated[list[str] | None, Query(
         description="Any number of times: `status`, `info`; any other value (an empty one too) is ignored. "
-                    "With `expand` present the answer is a map of connector to expansions, without it a list.")]
+                    "With `expand` present the answer is a map of connector to expansions, without it a list. "
+                    "`info` holds configurations: it needs the bearer token when one is set.")]
         = None) -> ConnectJSONResponse:
     """The connectors, sorted: Connect's configured connectors when the config topic is configured, otherwise the
     connectors with a status. With ``expand`` present (even empty), a map of each to its expansions."""
+    if expand is not None and "info" in expand:
+        authenticate(request)
     names = configs.connectors() if configs is not None else store.cache.connectors()
     if expand is None:
         return ConnectJSONResponse(names)
@@ -217,7 +224,8 @@ async def list_connectors(store: StoreDep, configs: ConfigsDep, expand: Annotate
     return ConnectJSONResponse(expanded)
 
 
-@router.get("/connectors/{name}", response_model=ConnectorInfo, responses=NOT_CONFIGURED)
+@router.get("/connectors/{name}", response_model=ConnectorInfo, responses={**NOT_CONFIGURED, **CONFIG_READ})
+@reads_configurations
 async def get_connector(name: str, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
     """The connector's configuration, tasks and type, from Connect's config topic."""
     info = connector_info(store, configs, name)
@@ -226,7 +234,9 @@ async def get_connector(name: str, store: StoreDep, configs: ConfigsDep) -> Conn
     return ConnectJSONResponse(info)
 
 
-@router.get("/connectors/{name}/config", response_model=dict[str, str | None], responses=NOT_CONFIGURED)
+@router.get("/connectors/{name}/config", response_model=dict[str, str | None],
+            responses={**NOT_CONFIGURED, **CONFIG_READ})
+@reads_configurations
 async def connector_config(name: str, configs: ConfigsDep) -> ConnectJSONResponse:
     """The connector's configuration as stored in Connect's config topic (``${...}`` placeholders unresolved)."""
     config = configs.connector_config(name) if configs is not None else None
@@ -235,7 +245,8 @@ async def connector_config(name: str, configs: ConfigsDep) -> ConnectJSONRespons
     return ConnectJSONResponse(config)
 
 
-@router.get("/connectors/{name}/tasks", response_model=list[TaskInfo], responses=NOT_CONFIGURED)
+@router.get("/connectors/{name}/tasks", response_model=list[TaskInfo], responses={**NOT_CONFIGURED, **CONFIG_READ})
+@reads_configurations
 async def task_configs(name: str, configs: ConfigsDep) -> ConnectJSONResponse:
     """The connector's tasks with their committed configurations: as many as its last commit record says, none
     while that commit found task configurations missing (Connect lists the claimed count with null configurations,
