@@ -25,7 +25,7 @@ from status_store.testing import FaultyCluster
 
 from .brokers import free_port
 from .conftest import Broker
-from .helpers import Service, eventually, write_raw
+from .helpers import Service, eventually, sidecar_config, write_raw
 from .test_events import ServedFactory, serve, status  # noqa: F401  (serve: the fixture)
 
 WAIT = 20.0
@@ -167,9 +167,7 @@ async def test_watch_ends_when_the_service_stops_and_resumes_after_a_restart_fro
     """The decision: watch does not wait for a service that stops (it may be gone for good): it exits 0, naming the
     id to resume from, and ``--last-event-id`` after a restart prints what changed meanwhile, nothing twice."""
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
-    config = tmp_path / "sidecar.properties"
-    config.write_text(f"bootstrap.servers={mock_cluster.bootstrap_servers}\nstatus.storage.topic={topic}\n"
-                      "status.storage.replication.factor=1\n")
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {})
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     service = Service("--config", str(config), "--port", str(port))

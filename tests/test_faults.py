@@ -42,7 +42,7 @@ from .faults_support import (
     subjects,
     task_status,
 )
-from .helpers import Service, last_values
+from .helpers import Service, last_values, sidecar_config
 from .test_exhausted import counts
 
 NOT_LEADER_OR_FOLLOWER = KafkaError.NOT_LEADER_FOR_PARTITION
@@ -143,13 +143,9 @@ async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_lo
     # The broker lives in this process and survives the sidecar; "down" keeps its records.
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     spool = tmp_path / "spool.db"
-    config = tmp_path / "sidecar.properties"
-    config.write_text("\n".join([
-        f"bootstrap.servers={mock_cluster.bootstrap_servers}", f"status.storage.topic={topic}",
-        f"status.storage.partitions={PARTITIONS}", "status.storage.replication.factor=1",
-        f"status.storage.spool.path={spool}", "sidecar.startup.timeout.ms=20000",
-        *(f"{key}={value}" for key, value in QUICK.items()),
-    ]) + "\n")
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {
+        "status.storage.partitions": PARTITIONS, "status.storage.spool.path": spool,
+        "sidecar.startup.timeout.ms": 20000, **QUICK})
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     accepted: dict[bytes, bytes] = {}
@@ -197,13 +193,9 @@ async def test_sigterm_during_an_outage_exits_within_its_bound_and_the_next_star
         mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     spool = tmp_path / "spool.db"
-    config = tmp_path / "sidecar.properties"
-    config.write_text("\n".join([
-        f"bootstrap.servers={mock_cluster.bootstrap_servers}", f"status.storage.topic={topic}",
-        f"status.storage.partitions={PARTITIONS}", "status.storage.replication.factor=1",
-        f"status.storage.spool.path={spool}", "status.storage.retry.delivery.timeout.ms=300",
-        f"sidecar.shutdown.timeout.ms={SHUTDOWN_MS}",
-    ]) + "\n")
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {
+        "status.storage.partitions": PARTITIONS, "status.storage.spool.path": spool,
+        "status.storage.retry.delivery.timeout.ms": 300, "sidecar.shutdown.timeout.ms": SHUTDOWN_MS})
     port = free_port()
     statuses = [task_status(key, 1) for key in range(300)]
     service = Service("--config", str(config), "--port", str(port))

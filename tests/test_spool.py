@@ -20,7 +20,7 @@ from status_store.testing import FaultyCluster
 
 from .brokers import TansuBroker, free_port, tansu_binary
 from .conftest import Broker, StoreFactory
-from .helpers import Service, last_values
+from .helpers import Service, last_values, sidecar_config
 
 WAIT = 20.0
 QUICK = {"status.storage.retry.delivery.timeout.ms": "300", "status.storage.retry.initial.backoff.ms": "100",
@@ -144,12 +144,8 @@ async def test_a_spool_that_cannot_be_written_refuses_writes_and_says_so_until_i
     # I/O error; a full disk's ENOSPC is SQLITE_FULL, handled alike). Raising it is the disk freed.
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     spool = tmp_path / "spool.db"
-    config = tmp_path / "sidecar.properties"
-    config.write_text("\n".join([
-        f"bootstrap.servers={mock_cluster.bootstrap_servers}", f"status.storage.topic={topic}",
-        "status.storage.replication.factor=1", f"status.storage.spool.path={spool}",
-        *(f"{key}={value}" for key, value in QUICK.items()),
-    ]) + "\n")
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic,
+                            {"status.storage.spool.path": spool, **QUICK})
     port = free_port()
     body = {"state": "RUNNING", "worker_id": "w:8083", "generation": 1}
     service = Service("--config", str(config), "--port", str(port))
