@@ -62,20 +62,25 @@ class AfterLastRetry(RetryListener):
         if self._topic_check is not None:
             self._topic_check.cancel()
 
-    def lost_at_stop(self, lost: list[StatusUpdate]) -> list[StatusUpdate]:
-        """What a stop loses (logged): the updates the queue could not settle in time, and the parked ones
-        unless a spool keeps them for the next start."""
+    def cut_short_at_stop(self, unsettled: list[StatusUpdate], spooled: bool) -> list[StatusUpdate]:
+        """What a stop leaves unwritten, logged: the updates the queue could not settle in time, and the parked
+        ones. ``spooled``: a spool has them on disk, and the next start replays them; otherwise they are lost.
+        Returns the unsettled updates, and the parked ones too when they are lost."""
         assert self._queue is not None
         parked = self._queue.parked()
-        if parked and self._spool is None:
-            lost = [*lost, *parked]
-            log.error("Stopped with %d parked status update(s) and no spool: they are lost", len(parked))
-        elif parked:
-            log.warning("Stopped with %d parked status update(s); the spool keeps them for the next start",
-                        len(parked))
+        if spooled:
+            if parked:
+                log.warning("Stopped with %d parked status update(s); the spool keeps them for the next start",
+                            len(parked))
+            if unsettled:
+                log.warning("Stopped with %d status update(s) not yet written to Kafka; the spool keeps them: the "
+                            "next start replays them: %s", len(unsettled), _some_keys(unsettled))
+            return unsettled
+        lost = [*unsettled, *parked]
         if lost:
-            keys = ", ".join(u.key for u in lost[:10]) + (", ..." if len(lost) > 10 else "")
-            log.error("Stopped with %d status update(s) not durable: %s", len(lost), keys)
+            why = "the spool could not be written" if self._spool is not None else "no spool keeps them"
+            log.error("Stopped with %d status update(s) not durable (%s): they are lost: %s", len(lost), why,
+                      _some_keys(lost))
         return lost
 
     def keeps(self, update: StatusUpdate, outcome: Outcome) -> bool:
@@ -145,3 +150,8 @@ class AfterLastRetry(RetryListener):
             log.warning("Could not check or create the status topic %s: %s", cfg.topic, e)
         finally:
             self._topic_check = None
+
+
+def _some_keys(updates: list[StatusUpdate]) -> str:
+    """The first keys of some updates, for a log line."""
+    return ", ".join(u.key for u in updates[:10]) + (", ..." if len(updates) > 10 else "")

@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     watch = commands.add_parser("watch", help="print status changes from a running status-store as they happen")
     watch.add_argument("connector", nargs="?", help="only this connector's changes (default: every connector's)")
     watch.add_argument("--url", default="http://127.0.0.1:8084", help="the service (default: %(default)s)")
+    watch.add_argument("--last-event-id", metavar="ID", help="resume after this event (the id an earlier watch "
+                       "named when the service stopped)")
     analyze = commands.add_parser("analyze", help="status analytics with Spark (needs the spark extra and Java 17+)",
                                   description="Read the status and history topics (or exported files), compute the "
                                               "latest statuses, time in state, FAILED episodes, flapping and retry "
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         from .client import watch as watch_changes
 
         try:
-            return watch_changes(args.url, args.connector)
+            return watch_changes(args.url, args.connector, last_event_id=args.last_event_id)
         except KeyboardInterrupt:
             return 130
 

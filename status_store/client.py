@@ -1,20 +1,43 @@
 """``status-store status`` and ``status-store watch``: a person's view of a running service's statuses, as a
-table, and of their changes as they are read (``GET /events``), one line each."""
+table, and of their changes as they are read (``GET /events``), one line each.
+
+What they print comes from the status topic, which any writer fills: every text from the service is printed
+with its control characters (C0, C1: terminal escape sequences), line separators and bidirectional controls
+escaped (``logs.escape_text``), so it can neither drive the terminal nor hide or reverse what is shown. An
+answer that is not what the service's API answers (not UTF-8, not JSON, a field missing or of another kind:
+a proxy's page, another service, a damaged stream) is one clear line on stderr, never a traceback:
+``status`` stops there, ``watch`` skips that event and goes on.
+
+``watch`` reconnects on its own only when the service dropped it for falling behind (with the id of the
+last event printed, so nothing is missed or printed twice). When the service stops, it says so and exits 0,
+naming the id to resume from (``--last-event-id``): a service that restarts keeps the events it can, and
+the run that resumes prints those that came meanwhile.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Iterator
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
+
+from .logs import escape_text
 
 TIMEOUT_S = 10.0
 # ``watch`` gives up when nothing, not even a heartbeat (every 15 s by default), came for this long.
 WATCH_IDLE_S = 60.0
+# An event id that can be sent back in a Last-Event-ID header: visible ASCII.
+_SENDABLE_ID = re.compile(r"[\x21-\x7e]+")
+_KINDS = ("connector", "task", "topic")
+
+
+class MalformedAnswer(ValueError):
+    """Data from the service that is not what its API answers."""
 
 
 def fetch(url: str) -> Any:
@@ -26,45 +49,69 @@ def fetch(url: str) -> Any:
         raise SystemExit(f"status-store: {error_message(e)} (HTTP {e.code})") from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
-        raise SystemExit(f"status-store: cannot reach {url}: {reason}") from None
+        raise SystemExit(f"status-store: cannot reach {url}: {escape_text(str(reason))}") from None
+    except ValueError as e:  # not UTF-8, or not JSON
+        raise SystemExit(f"status-store: {url} did not answer JSON ({escape_text(str(e))})") from None
 
 
 def error_message(error: urllib.error.HTTPError) -> str:
-    """The message of Connect's error body, else the HTTP reason."""
+    """The message of Connect's error body, else the HTTP reason (escaped)."""
     try:
-        return str(json.load(error).get("message", error.reason))
-    except (ValueError, AttributeError):
-        return str(error.reason)
+        body = json.load(error)
+        message = body.get("message", error.reason) if isinstance(body, dict) else error.reason
+    except ValueError:
+        message = error.reason
+    return escape_text(str(message))
 
 
-def rows(info: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(what, state, worker, first line of the trace) for a connector and its tasks."""
-    def first_line(state: dict[str, Any]) -> str:
-        trace = state.get("trace") or ""
-        return trace.splitlines()[0] if trace else ""
+def field(data: object, name: str, kinds: type | tuple[type, ...], what: str) -> Any:
+    """``data[name]`` when ``data`` is a JSON object holding a value of these kinds there (a missing one is None);
+    MalformedAnswer otherwise (``what``: what ``data`` is, for the message)."""
+    if not isinstance(data, dict):
+        raise MalformedAnswer(f"{what} is not a JSON object")
+    value = data.get(name)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and kinds is int):
+        raise MalformedAnswer(f"{what} has no {name!r} of the expected kind")
+    return value
 
-    def worker(state: dict[str, Any]) -> str:
-        # null for a status its writer left without a worker id, as Connect shows it.
-        return state["worker_id"] if state["worker_id"] is not None else "-"
 
-    connector = info["connector"]
-    found = [(f"{info['name']} ({info['type']})", connector["state"], worker(connector), first_line(connector))]
-    for task in info["tasks"]:
-        found.append((f"  task {task['id']}", task["state"], worker(task), first_line(task)))
+def rows(info: object) -> list[tuple[str, str, str, str]]:
+    """(what, state, worker, first line of the trace) for a connector and its tasks, escaped; MalformedAnswer for
+    a status that is not what ``GET /connectors/{name}/status`` answers."""
+    name, connector_type = field(info, "name", str, "the status"), field(info, "type", str, "the status")
+    found = [_row(f"{escape_text(name)} ({escape_text(connector_type)})", field(info, "connector", dict, "the status"),
+                  "the connector's status")]
+    for task in field(info, "tasks", list, "the status"):
+        found.append(_row(f"  task {field(task, 'id', int, 'a task status')}", task, "a task status"))
     return found
+
+
+def _row(what: str, status: object, kind: str) -> tuple[str, str, str, str]:
+    state = field(status, "state", str, kind)
+    # null for a status its writer left without a worker id, as Connect shows it.
+    worker = field(status, "worker_id", (str, type(None)), kind)
+    trace = field(status, "trace", (str, type(None)), kind)
+    return (what, escape_text(state), escape_text(worker) if worker is not None else "-",
+            escape_text(trace.splitlines()[0]) if trace else "")
 
 
 def show_status(base_url: str, name: str | None, out: TextIO = sys.stdout) -> int:
     """Print one connector's statuses, or every connector's; 0 when shown."""
     base = base_url.rstrip("/")
-    if name is not None:
-        infos = [fetch(f"{base}/connectors/{urllib.parse.quote(name, safe='')}/status")]
-    else:
-        expanded = fetch(f"{base}/connectors?expand=status")
-        infos = [expanded[key]["status"] for key in sorted(expanded)]
+    url = f"{base}/connectors/{urllib.parse.quote(name, safe='')}/status" if name is not None else (
+        f"{base}/connectors?expand=status")
+    answer = fetch(url)
     table = [("CONNECTOR / TASK", "STATE", "WORKER", "TRACE")]
-    for info in infos:
-        table.extend(rows(info))
+    try:
+        if name is not None:
+            table.extend(rows(answer))
+        elif not isinstance(answer, dict):
+            raise MalformedAnswer("the list of connectors is not a JSON object")
+        else:
+            for connector in sorted(answer):
+                table.extend(rows(field(answer[connector], "status", dict, f"the entry of {connector!r}")))
+    except MalformedAnswer as e:
+        raise SystemExit(f"status-store: {url} answered something else than statuses: {escape_text(str(e))}") from None
     if len(table) == 1:
         print("No connector has a status.", file=out)
         return 0
@@ -75,63 +122,139 @@ def show_status(base_url: str, name: str | None, out: TextIO = sys.stdout) -> in
     return 0
 
 
-def watch(base_url: str, connector: str | None, out: TextIO = sys.stdout) -> int:
-    """Print each status change as the service reads it, one line each, until the stream ends or fails.
+def watch(base_url: str, connector: str | None, out: TextIO = sys.stdout, last_event_id: str | None = None) -> int:
+    """Print each status change as the service reads it, one line each, until the service ends the stream.
 
-    A client dropped for falling behind reconnects with the id of the last event printed, so no change is
-    missed or printed twice. 0 when the service ended the stream (it is stopping); SystemExit on a failure.
+    ``last_event_id``: resume after that event. A client dropped for falling behind reconnects with the id of
+    the last event printed. 0 when the service ended the stream (it is stopping); SystemExit on a failure.
     """
     url = f"{base_url.rstrip('/')}/events"
     if connector is not None:
         url += "?" + urllib.parse.urlencode({"connector": connector})
-    last_id: str | None = None
+    last_id = last_event_id
     while True:
         headers = {"Accept": "text/event-stream", **({"Last-Event-ID": last_id} if last_id else {})}
         try:
             with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=WATCH_IDLE_S) as stream:
-                for event_id, name, data in server_sent_events(stream):
-                    if name == "error":
-                        print(f"status-store: {data.get('message')}", file=sys.stderr)
-                        break
-                    last_id = event_id or last_id
-                    print(change_line(name, data), file=out, flush=True)
-                else:
-                    raise SystemExit(f"status-store: {url} ended the stream")
+                ended, last_id = _print_changes(server_sent_events(stream), out, url, last_id)
         except urllib.error.HTTPError as e:
             raise SystemExit(f"status-store: {error_message(e)} (HTTP {e.code})") from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
-            raise SystemExit(f"status-store: cannot read {url}: {reason}") from None
-        if "dropped" not in str(data.get("message")):
+            raise SystemExit(f"status-store: cannot read {url}: {escape_text(str(reason))}") from None
+        if ended is None:
+            raise SystemExit(f"status-store: {url} ended the stream")
+        print(f"status-store: {ended}", file=sys.stderr, flush=True)
+        if "dropped" not in ended:
+            if last_id:
+                print(f"status-store: to resume where this stopped: status-store watch --last-event-id {last_id}",
+                      file=sys.stderr, flush=True)
             return 0
 
 
-def server_sent_events(lines: Iterable[bytes]) -> Iterator[tuple[str | None, str, dict[str, Any]]]:
-    """(id, event type, JSON data) of each event of a text/event-stream; comment lines are skipped."""
+def _print_changes(events: Iterable[ServerSentEvent], out: TextIO, url: str,
+                   last_id: str | None) -> tuple[str | None, str | None]:
+    """Print each change; a malformed event is one line on stderr. Returns the message of the ``error`` event that
+    ended the stream (None: it ended without one) and the id of the last event read."""
+    for event in events:
+        if event.id is not None:
+            if _SENDABLE_ID.fullmatch(event.id):
+                last_id = event.id
+            else:
+                _skipped(url, f"an event id that cannot be sent back ({escape_text(repr(event.id))})")
+        try:
+            if event.problem is not None:
+                raise MalformedAnswer(event.problem)
+            try:
+                data = json.loads(event.data)
+            except ValueError:
+                raise MalformedAnswer("its data is not JSON") from None
+            if event.name == "error":
+                message = data.get("message") if isinstance(data, dict) else None
+                return escape_text(str(message)), last_id
+            line = change_line(event.name, data)
+        except MalformedAnswer as e:
+            _skipped(url, f"an event ({e})")
+            continue
+        print(line, file=out, flush=True)
+    return None, last_id
+
+
+def _skipped(url: str, what: str) -> None:
+    print(f"status-store: skipped {what} from {url}", file=sys.stderr, flush=True)
+
+
+class ServerSentEvent(NamedTuple):
+    """One event of a text/event-stream: its id field (None without one), type and data; ``problem`` says why it
+    cannot be read (a line that is not UTF-8)."""
+
+    id: str | None
+    name: str
+    data: str
+    problem: str | None
+
+
+def server_sent_events(stream: Iterable[bytes]) -> Iterator[ServerSentEvent]:
+    """The events of a text/event-stream (comment lines skipped), its lines ended by CRLF, LF or a CR alone, as
+    the format says. An id field holding NUL is ignored, as the format says."""
     fields: dict[str, str] = {}
-    for raw in lines:
-        line = raw.decode("utf-8").rstrip("\r\n")
-        if not line:
-            if "data" in fields:
-                yield fields.get("id"), fields.get("event", "message"), json.loads(fields["data"])
-            fields = {}
-        elif not line.startswith(":"):
-            name, _, value = line.partition(":")
-            fields[name] = value.removeprefix(" ")
+    problem: str | None = None
+    for raw in _lines(stream):
+        if not raw:
+            if "data" in fields or problem is not None:
+                yield ServerSentEvent(fields.get("id"), fields.get("event", "message"), fields.get("data", ""), problem)
+            fields, problem = {}, None
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            problem = "a line of it is not UTF-8"
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data" and "data" in fields:
+            fields["data"] += "\n" + value
+        elif name != "id" or "\0" not in value:
+            fields[name] = value
 
 
-def change_line(name: str, data: dict[str, Any]) -> str:
-    """One change for a person: when, what, and its new status."""
-    timestamp = data.get("timestamp")
-    when = (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp)) if timestamp is not None
-            else "-" * 20)
-    kind = data["kind"]
-    what = {"connector": f"connector {data['connector']}", "task": f"task {data['connector']}/{data.get('task')}",
-            "topic": f"topic {data.get('topic')} of {data['connector']}"}[kind]
+def _lines(stream: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of a stream read line by line (up to each LF): CRLF, LF or a CR alone ends a line."""
+    for raw in stream:
+        line = raw[:-1].removesuffix(b"\r") if raw.endswith(b"\n") else raw.removesuffix(b"\r")
+        yield from line.split(b"\r")
+
+
+def change_line(name: str, data: object) -> str:
+    """One change for a person, escaped: when, what, and its new status; MalformedAnswer for data that is not an
+    event of ``GET /events``."""
+    timestamp = data.get("timestamp") if isinstance(data, dict) else None
+    if not isinstance(timestamp, int | float | None) or isinstance(timestamp, bool):
+        raise MalformedAnswer("its timestamp is not a number")
+    try:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp)) if timestamp is not None else "-" * 20
+    except (OverflowError, OSError, ValueError):
+        raise MalformedAnswer("its timestamp is out of range") from None
+    kind = field(data, "kind", str, "the event")
+    if kind not in _KINDS:
+        raise MalformedAnswer(f"its kind is not one of {', '.join(_KINDS)}")
+    connector = escape_text(field(data, "connector", str, "the event"))
+    assert isinstance(data, dict)
+    what = {"connector": f"connector {connector}", "task": f"task {connector}/{_text(data.get('task'))}",
+            "topic": f"topic {_text(data.get('topic'))} of {connector}"}[kind]
     if name == "deleted":
         return f"{when}  {what}  deleted"
     if kind == "topic":
-        return f"{when}  {what}  used by task {data.get('task')}"
-    worker = data.get("worker_id") if data.get("worker_id") is not None else "-"
-    trace = f"  {data['trace']}" if data.get("trace") else ""
-    return f"{when}  {what}  {data['state']}  worker {worker}  generation {data['generation']}{trace}"
+        return f"{when}  {what}  used by task {_text(data.get('task'))}"
+    state = escape_text(field(data, "state", str, "the event"))
+    worker = data.get("worker_id")
+    trace = data.get("trace")
+    return (f"{when}  {what}  {state}  worker {_text(worker) if worker is not None else '-'}  "
+            f"generation {_text(data.get('generation'))}" + (f"  {_text(trace)}" if trace else ""))
+
+
+def _text(value: object) -> str:
+    """A value from the service as printable text."""
+    return escape_text(value if isinstance(value, str) else json.dumps(value))

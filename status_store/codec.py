@@ -13,6 +13,7 @@ Jackson's limits), then applies ``KafkaStatusBackingStore``'s casts: what Connec
 from __future__ import annotations
 
 import functools
+import math
 import re
 from typing import Any, NamedTuple, TypeGuard
 
@@ -30,6 +31,11 @@ _BEYOND_BMP_OR_SURROGATE = re.compile(f"[{_BEYOND_BMP_OR_SURROGATE_RANGES}]")
 # Any character json_string changes: most strings (keys, worker ids, results) have none and are written as they are.
 _NEEDS_ESCAPE = re.compile(f"[{re.escape(''.join(map(chr, _ESCAPES)))}{_BEYOND_BMP_OR_SURROGATE_RANGES}]")
 _STATES = {state.value: state for state in State}
+
+
+class ConnectJSON(str):
+    """JSON text already rendered as Jackson writes it: the REST answers' writer (``api.responses.connect_json``)
+    puts it in as it is."""
 
 
 class GarbledValue(ValueError):
@@ -56,6 +62,48 @@ def json_string(text: str) -> str:
     if not escaped.isascii():
         escaped = _BEYOND_BMP_OR_SURROGATE.sub(_escape_utf16, escaped)
     return '"' + escaped + '"'
+
+
+def connect_data_json(value: Any) -> ConnectJSON:
+    """A JSON value (as ``jackson.read_value`` reads it) turned into what Connect's JsonConverter (schemas disabled)
+    hands over, written as Jackson writes those Java objects: an integer as a long (its low 64 bits), a fraction as
+    a double (beyond a double's range an infinity, which Jackson writes as the string ``"Infinity"``), strings as
+    ``json_string`` writes them, objects in their order. Iterative: a value may nest as deep as Jackson reads."""
+    parts: list[str] = []
+    todo: list[Any] = [value]
+    while todo:
+        item = todo.pop()
+        if type(item) is _Punctuation:
+            parts.append(item)
+        elif isinstance(item, str):
+            parts.append(json_string(item))
+        elif item is None or isinstance(item, bool):
+            parts.append(_LITERALS[item])
+        elif isinstance(item, int):
+            parts.append(str(_narrow(item, 64)))
+        elif isinstance(item, float):
+            parts.append(repr(item) if math.isfinite(item) else '"Infinity"' if item > 0 else '"-Infinity"')
+        elif isinstance(item, dict):
+            # Pushed in reverse: the first member comes off the stack first.
+            todo.append(_Punctuation("}"))
+            members = list(item.items())
+            for i in range(len(members) - 1, -1, -1):
+                name, element = members[i]
+                todo += [element, _Punctuation("," * (i > 0) + json_string(name) + ":")]
+            todo.append(_Punctuation("{"))
+        else:
+            todo.append(_Punctuation("]"))
+            for i in range(len(item) - 1, -1, -1):
+                todo += [item[i], _Punctuation("," * (i > 0))]
+            todo.append(_Punctuation("["))
+    return ConnectJSON("".join(parts))
+
+
+class _Punctuation(str):
+    """Text ``connect_data_json`` writes as it is."""
+
+
+_LITERALS = {None: "null", True: "true", False: "false"}
 
 
 def _escape_utf16(match: re.Match[str]) -> str:

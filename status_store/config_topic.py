@@ -7,8 +7,9 @@ configurations, their tasks and their type. It never writes the topic, never cre
 ``${provider:path:key}`` placeholder (Connect resolves them in the worker, never in the topic) and never logs
 a configuration value: values may hold secrets.
 
-Records (values are JSON, written by Connect's internal JsonConverter without schemas; a null value is a
-tombstone):
+Records (values are JSON, written by Connect's internal JsonConverter without schemas, and read here as that
+converter reads them: Jackson's reader, ``jackson.read_value``, with its encodings, byte order marks, leading zeros
+and limits; a null value, or one without content, is a tombstone):
 
 - ``connector-<name>`` -> ``{"properties":{...}}``: the connector's configuration; a tombstone deletes the
   connector, its task count and its task configurations.
@@ -25,14 +26,15 @@ tombstone):
 from __future__ import annotations
 
 import enum
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Message
 
+from .codec import connect_data_json
 from .errors import TopicSetupError
+from .jackson import NoContent, read_value
 from .kafka import TopicReader
 from .model import INT32_MIN, split_task_key
 
@@ -54,7 +56,8 @@ KAFKA_CONNECTOR_TYPES: Mapping[str, str] = {
     "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector": "source",
 }
 
-# A configuration: string values (null allowed), shown exactly as stored.
+# A configuration: string values (null allowed), shown exactly as stored. A value of another kind (no Connect worker
+# writes one) is held as the JSON text Jackson would write of what Connect's converter makes of it (a ConnectJSON).
 Config = dict[str, Any]
 
 
@@ -121,7 +124,8 @@ class ConnectorConfigs:
         try:
             data = json_value(value)
         except ValueError as e:
-            log.error("Skipping the config topic record %r: its value is not JSON (%s)", key, _position(e))
+            # The reason names a position and at most one character: never the value, which may hold secrets.
+            log.error("Skipping the config topic record %r: its value is not JSON as Connect reads it (%s)", key, e)
             return
         if key.startswith(TARGET_STATE_PREFIX):
             self._read_target_state(key[len(TARGET_STATE_PREFIX):], data)
@@ -207,38 +211,23 @@ class ConnectorConfigs:
 
 def json_value(value: bytes | None) -> object:
     """A record value as Connect's internal JsonConverter (without schemas) hands it over: None for a tombstone
-    and for a value that holds no JSON value or JSON ``null``; ValueError for one that is not JSON."""
+    and for a value that holds no JSON value or JSON ``null``; ValueError for one that Jackson does not read."""
     if value is None:
         return None
-    text = value.decode("utf-8").strip(" \t\r\n")
-    if not text:
-        return None
     try:
-        # Like Jackson's readTree, one JSON value; whatever follows it is ignored.
-        decoded, _ = _DECODER.raw_decode(text)
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-    return decoded
-
-
-def _reject_constant(name: str) -> None:
-    # Jackson refuses NaN and Infinity; Python's parser would take them.
-    raise ValueError(f"{name} is not JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-
-
-def _position(error: ValueError) -> str:
-    """A parse error without the text around it (a configuration value may be a secret)."""
-    if isinstance(error, json.JSONDecodeError):
-        return f"{error.msg} at character {error.pos}"
-    return type(error).__name__ if isinstance(error, UnicodeDecodeError) else str(error)
+        return read_value(value)
+    except NoContent:
+        return None
 
 
 def _properties(data: object) -> Config | None:
+    """The ``properties`` map of a configuration record; None when there is none. A value that is neither a string
+    nor null is rendered once, as Jackson would write what Connect's converter makes of it."""
     properties = data.get("properties") if isinstance(data, dict) else None
-    return properties if isinstance(properties, dict) else None
+    if not isinstance(properties, dict):
+        return None
+    return {name: value if value is None or isinstance(value, str) else connect_data_json(value)
+            for name, value in properties.items()}
 
 
 def _java_int(value: int) -> int:
@@ -252,15 +241,21 @@ def connector_type(config: Mapping[str, Any] | None, class_types: Mapping[str, s
     Kafka's own connectors; the type its status writer gave (``written``, ``unknown`` when none did); the rule
     Connect's validation enforces (a sink connector's configuration names ``topics`` or ``topics.regex``, a
     source's does not); ``unknown`` without a configuration or a connector class."""
-    connector_class = config.get("connector.class") if config is not None else None
-    if isinstance(connector_class, str):
+    connector_class = _text(config, "connector.class")
+    if connector_class is not None:
         known = class_types.get(connector_class) or KAFKA_CONNECTOR_TYPES.get(connector_class)
         if known is not None:
             return known
-    if written != "unknown" or config is None or not isinstance(connector_class, str):
+    if written != "unknown" or connector_class is None:
         return written
-    names_topics = any(isinstance(config.get(key), str) and config[key].strip() for key in ("topics", "topics.regex"))
+    names_topics = any((_text(config, key) or "").strip() for key in ("topics", "topics.regex"))
     return "sink" if names_topics else "source"
+
+
+def _text(config: Mapping[str, Any] | None, key: str) -> str | None:
+    """A configuration value that is a string (not a value of another kind rendered as JSON text); None otherwise."""
+    value = config.get(key) if config is not None else None
+    return value if type(value) is str else None
 
 
 class ConfigTopic:

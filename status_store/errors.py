@@ -65,8 +65,8 @@ class StoreClosedError(StatusStoreError):
 
 
 class WriteRejectedError(StatusStoreError):
-    """The store refuses a new write for now (``status.storage.retry.max.pending`` updates are pending);
-    nothing was accepted. Try again after ``retry_after_s`` seconds."""
+    """The store refuses a new write for now (``status.storage.retry.max.pending`` updates are pending, or the
+    spool cannot be written); nothing was accepted. Try again after ``retry_after_s`` seconds."""
 
     def __init__(self, reason: str, retry_after_s: float) -> None:
         self.reason, self.retry_after_s = reason, retry_after_s

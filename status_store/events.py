@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 
 # A trace is cut to its first line, and to this many characters: the whole trace is in GET .../status.
 TRACE_EXCERPT_CHARS = 200
-_EVENT_ID = re.compile(r"(\d+):(-1|\d+)(,(\d+):(-1|\d+))*")
+# ASCII digits only (a regular expression's \d takes every script's).
+_EVENT_ID = re.compile(r"([0-9]+):(-1|[0-9]+)(,([0-9]+):(-1|[0-9]+))*")
 
 
 class EventIdTooOld(Exception):
@@ -116,12 +117,15 @@ def trace_excerpt(trace: str | None) -> str | None:
 
 
 def parse_event_id(text: str) -> dict[int, int]:
-    """An event id's positions: partition -> offset of the last record delivered. ValueError when malformed."""
+    """An event id's positions: partition -> offset of the last record delivered. ValueError when malformed (a
+    partition named twice too: which of its offsets would count?)."""
     if _EVENT_ID.fullmatch(text) is None:
         raise ValueError(f"not an event id of this stream: {text[:100]!r} (expected partition:offset,...)")
     positions: dict[int, int] = {}
     for part in text.split(","):
         partition, offset = part.split(":")
+        if int(partition) in positions:
+            raise ValueError(f"not an event id of this stream: partition {int(partition)} is named twice")
         positions[int(partition)] = int(offset)
     return positions
 
@@ -234,7 +238,8 @@ class StatusEvents:
     def subscribe(self, connector: str | None = None, last_event_id: str | None = None) -> Subscription:
         """A new subscriber (of one connector's events, or all): from now, or past ``last_event_id``.
 
-        ValueError: a malformed id; EventIdTooOld: it needs events no longer kept.
+        ValueError: a malformed id, or one naming a partition this stream has not read; EventIdTooOld: it needs
+        events no longer kept.
         """
         backlog: list[StatusEvent] = []
         if last_event_id:
@@ -251,10 +256,12 @@ class StatusEvents:
             if seen.get(partition, -1) < forgotten:
                 raise EventIdTooOld(f"events of partition {partition} after offset {seen.get(partition, -1)} are no "
                                     f"longer kept (sidecar.events.buffer.max={self._buffer_max})")
-        if not self._from_start:
-            unknown = sorted(set(seen) - set(self._partitions))
-            if unknown:
-                raise EventIdTooOld(f"partition {unknown[0]} was read before this process kept events")
+        unknown = sorted(set(seen) - set(self._partitions))
+        if unknown and not self._from_start:
+            raise EventIdTooOld(f"partition {unknown[0]} was read before this process kept events")
+        if unknown:
+            # Kept from the topic's start: every partition an id of this stream names has been read.
+            raise ValueError(f"not an event id of this stream: partition {unknown[0]} has no record read")
 
     def unsubscribe(self, subscription: Subscription) -> None:
         """The subscriber is gone: no more events for it."""

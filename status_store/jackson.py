@@ -50,6 +50,11 @@ class JsonReadError(ValueError):
     """Bytes Jackson would not read as one JSON value."""
 
 
+class NoContent(JsonReadError):
+    """Bytes that hold no JSON value at all (nothing, or whitespace): Jackson's ``readTree`` answers a missing
+    node, which Connect's converter hands over as null."""
+
+
 def read_value(data: bytes) -> Any:
     """The first JSON value in ``data`` as Connect's JsonDeserializer reads it; JsonReadError otherwise.
 
@@ -240,7 +245,7 @@ class _Parser:
     def read(self) -> Any:
         """The first value; what follows it is never looked at."""
         if self._skip_whitespace() is None:
-            raise JsonReadError("no content")
+            raise NoContent("no content")
         open_containers: list[dict[str, Any] | list[Any]] = []
         names: list[str] = []  # the name whose value is being read, for each open object
         while True:

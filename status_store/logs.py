@@ -2,7 +2,9 @@
 
 - ``EscapingFormatter`` escapes the characters that let a name from a request forge or hide log
   text: control characters (a newline starts a fake line), the Unicode line and paragraph
-  separators (U+2028, U+2029) and the bidirectional controls (U+202E shows text reversed).
+  separators (U+2028, U+2029) and the bidirectional controls (U+202E shows text reversed), and lone
+  surrogates (no encoding can write them). ``escape_text`` does the same for the command line's output
+  (``client.py``): a terminal escape sequence in a name from the status topic stays text.
 - ``JsonFormatter`` writes one JSON object per line (``--log-format json``); JSON escapes every such
   character itself.
 - ``RateLimit`` lets a line that a client can trigger at will (a refused token, a full file
@@ -18,12 +20,13 @@ import time
 from collections.abc import Callable
 
 # C0 and C1 controls and DEL; line and paragraph separators; bidirectional marks, embeddings,
-# overrides and isolates.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# overrides and isolates; lone surrogates.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
-def escape_log_text(text: str) -> str:
-    """``text`` with every character that could forge or hide log text written as ``\\uXXXX``."""
+def escape_text(text: str) -> str:
+    """``text`` with every character that could forge, hide or break log or terminal text written as
+    ``\\uXXXX``."""
     if text.isascii() and text.isprintable():
         return text
     return _UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
@@ -33,7 +36,7 @@ class EscapingFormatter(logging.Formatter):
     """A formatter that escapes the message (not the traceback, whose line breaks are its own)."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        record.message = escape_log_text(record.message)
+        record.message = escape_text(record.message)
         return super().formatMessage(record)
 
 

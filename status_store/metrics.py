@@ -120,6 +120,21 @@ class _StoreCollector(Collector):
             yield CounterMetricFamily(name, doc, value)
         yield GaugeMetricFamily("status_parked_updates", "Status updates parked now, waiting for Kafka to take "
                                 "writes again.", self._store.queue.parked_count)
+        rejected = CounterMetricFamily("status_update_rejected",
+                                       "Writes refused before they were accepted, by reason (queue_full: "
+                                       "status.storage.retry.max.pending updates were pending; spool_unwritable: "
+                                       "the spool could not be written).", labels=["reason"])
+        rejected.add_metric(["queue_full"], self._store.queue.rejected_total)
+        rejected.add_metric(["spool_unwritable"], self._store.spool_rejected_total)
+        yield rejected
+        spool = self._store.spool
+        if spool is not None:
+            yield GaugeMetricFamily("status_spool_writable", "1 while the spool takes writes; 0 from a commit that "
+                                    "could not be written (a full disk, an I/O error, a lock) until one is, during "
+                                    "which writes are refused.", value=int(spool.writable))
+            yield GaugeMetricFamily("status_spool_unwritten_changes", "Changes to the spool kept in memory until a "
+                                    "commit writes them (normally 0 between turns of the event loop).",
+                                    value=spool.unwritten_changes)
         outcomes = CounterMetricFamily("status_event_total", "Events for the append-only topics (history, "
                                        "dead letters) by outcome: written, failed, dropped (too many pending).",
                                        labels=["log", "outcome"])
@@ -149,11 +164,6 @@ class _QueueCollector(Collector):
         yield CounterMetricFamily("status_retry_probes",
                                   "Probes sent to held partitions (each one update, the oldest waiting).",
                                   value=queue.probes_total)
-        rejected = CounterMetricFamily("status_update_rejected",
-                                       "Writes refused before they were accepted, by reason (queue_full: "
-                                       "status.storage.retry.max.pending updates were pending).", labels=["reason"])
-        rejected.add_metric(["queue_full"], queue.rejected_total)
-        yield rejected
         errors = CounterMetricFamily("status_listener_errors",
                                      "Exceptions raised by a listener of the retry queue (spool, metrics, history); "
                                      "the queue carried on.", labels=["listener"])

@@ -28,8 +28,10 @@ INT64_MIN = -(2**63)
 # per write or per record (the named tuple's own constructor is a Python function).
 new_tuple = tuple.__new__
 
-# Java's Integer.parseInt: an optional sign, then decimal digits of any script (Character.digit).
-_JAVA_INT = re.compile(r"[+-]?\d+")
+# Java's Integer.parseInt: an optional sign, then decimal digits of any script (Character.digit) in the Basic
+# Multilingual Plane. It reads a Java string one UTF-16 unit at a time, and a digit above U+FFFF (e.g. U+1D7CF,
+# MATHEMATICAL BOLD DIGIT ONE) is two surrogate units, neither of them a digit.
+_JAVA_INT = re.compile(r"[+-]?(?:(?![\U00010000-\U0010FFFF])\d)+")
 
 
 class State(enum.StrEnum):
@@ -200,7 +202,7 @@ def _parse_task_key(key: str) -> TaskKey | None:
         connector, dash, number = key[len(TASK_PREFIX) :].rpartition("-")
         if not dash:
             return None
-        if number.isdecimal() and len(number) < 10:
+        if number.isascii() and number.isdecimal() and len(number) < 10:
             return new_tuple(TaskKey, (connector, int(number)))
     found = split_task_key(key, 2)
     return TaskKey(*found) if found is not None else None

@@ -112,19 +112,39 @@ class RetryQueue:
 
     # ----------------------------------------------------------------------------- submitting
 
-    def check_room(self, key: str | None, count: int = 1) -> None:
-        """Raise ``WriteRejectedError`` if ``count`` new writes would grow the queue past ``max_pending`` (one
-        write of ``key`` that replaces the key's waiting or parked value takes no room)."""
+    def check_room(self, keys: Sequence[str]) -> None:
+        """Raise ``WriteRejectedError`` if writes of these keys, in order, would grow the queue past ``max_pending``.
+        A write that replaces its key's waiting or parked value takes no room (nor do a key's later writes in
+        ``keys``, which replace its earlier one); one behind the key's write in flight takes one place."""
         limit = self.policy.max_pending
-        if limit is None or len(self._unsettled) + self._parked + count <= limit:
+        if limit is None:
             return
-        slot = self._slots.get(key) if key is not None and count == 1 else None
-        if slot is not None and (slot.waiting is not None or slot.parked is not None):
+        free = limit - len(self._unsettled) - self._parked
+        if len(keys) <= free or self._growth(keys) <= free:
             return
         self.rejected_total += 1
         raise WriteRejectedError(f"{limit} status updates are pending (status.storage.retry.max.pending): "
                                  "Kafka is not taking writes as fast as they come; try again later",
                                  max(1.0, self._probe_backoff.longest(0)))
+
+    def _growth(self, keys: Sequence[str]) -> int:
+        """How many unsettled updates writes of these keys would add."""
+        if not self._coalesce:
+            return len(keys)
+        growth = 0
+        for key, writes in collections.Counter(keys).items():
+            slot = self._slots.get(key)
+            if slot is None:
+                partition = self._partitions.get(self._route(key)) if self._route is not None else None
+            elif slot.waiting is not None or slot.parked is not None:
+                continue  # replaced
+            else:
+                partition = slot.partition
+            if (slot is not None and slot.inflight is not None) or self._holds_new(partition):
+                growth += 1  # waits (behind the key's write in flight, or in the held partition's line)
+            else:
+                growth += min(writes, 2)  # goes out, and a second write waits behind it
+        return growth
 
     def supersede(self, update: StatusUpdate, reason: str) -> StatusUpdate:
         """Take an update that is not to be sent after all (a replayed update that the topic made obsolete): it
@@ -140,7 +160,7 @@ class RetryQueue:
         if self._stopped:
             raise StoreClosedError("the store is stopped")
         if not room_checked:
-            self.check_room(update.key if self._coalesce else None)
+            self.check_room((update.key,))
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
@@ -162,7 +182,7 @@ class RetryQueue:
         if slot.inflight is not None:
             update._due = None
             slot.waiting = update
-        elif self._holds_new(slot):
+        elif self._holds_new(slot.partition):
             slot.waiting = update
             self._enqueue(slot)
         else:
@@ -192,9 +212,8 @@ class RetryQueue:
             slot = self._slots[key] = Slot(key, partition)
         return slot
 
-    def _holds_new(self, slot: Slot) -> bool:
-        """Whether a new write of an idle key waits for its partition instead of going now."""
-        partition = slot.partition
+    def _holds_new(self, partition: Partition | None) -> bool:
+        """Whether a new write of an idle key of this partition waits for it instead of going now."""
         return partition is not None and partition.held and self.policy.mode is RetryMode.PARTITION
 
     def _attempt(self, slot: Slot, update: StatusUpdate) -> None:
@@ -353,7 +372,7 @@ class RetryQueue:
             return
         waiting = slot.waiting
         if slot.inflight is None and waiting is not None and waiting._due is None and not slot.queued:
-            if self._holds_new(slot):
+            if self._holds_new(slot.partition):
                 self._enqueue(slot)
             else:
                 self._send_now(slot, waiting)
@@ -890,7 +909,7 @@ class RetryQueue:
             self._timer = None
         lost = list(self._unsettled.values())
         for update in lost:
-            self._finish(update, Result.FAILED, "the store stopped before the write was durable", stopped=True)
+            self._finish(update, Result.FAILED, "the store stopped before Kafka acknowledged the write", stopped=True)
         self._heap.clear()
         self._slots = {key: slot for key, slot in self._slots.items() if slot.parked is not None}
         return lost

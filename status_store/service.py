@@ -86,10 +86,10 @@ async def serve(config: StoreConfig) -> None:
     finally:
         if configs is not None:
             await configs.stop()
-        lost = await store.stop()
+        cut_short = await store.stop()
         if cluster is not None:
             cluster.close()
-    if lost:
+    if cut_short and not store.kept_at_stop:
         sys.exit(1)
 
 
@@ -135,7 +135,9 @@ def _warn_about_open_writes(config: StoreConfig) -> None:
     """Without a token anyone who reaches the port can write statuses: fine on loopback only."""
     if config.rest_token is None and not _is_loopback(config.rest_host):
         log.warning("The HTTP API binds %s, not a loopback address, and sidecar.rest.token is not set: anyone who "
-                    "reaches this port can write statuses. Set sidecar.rest.token.", config.rest_host)
+                    "reaches this port can write statuses%s. Set sidecar.rest.token.", config.rest_host,
+                    " and read connector configurations (which may hold credentials)"
+                    if config.config_topic is not None else "")
 
 
 def _is_loopback(host: str) -> bool:

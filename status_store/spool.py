@@ -18,7 +18,10 @@ compares them with the topic at replay (``StatusStore`` start).
 
 Changes are buffered and written in one transaction per commit, so a listener call never touches the
 disk; a database another process holds locked makes a commit wait at most ``BUSY_TIMEOUT_MS`` and try
-again on the next turn, never block the event loop for seconds or break the retry queue.
+again on the next turn, never block the event loop for seconds or break the retry queue. A commit that
+cannot be written (a full disk, an I/O error, a lock) is tried again every ``_RETRY_COMMIT_S`` with the
+changes kept in memory; meanwhile the spool is not ``writable``, and the store refuses new writes (what it
+accepted could not be made durable).
 
 A spool file that fails SQLite's integrity check is moved aside (``<path>.corrupt-<time>``) with an
 error naming both paths, never silently discarded, and a new one is started. Anything else that
@@ -79,7 +82,7 @@ _UPDATE = "UPDATE pending SET base = ?, sent = ? WHERE version = ?"
 _VALUES_PER_STATEMENT = 2048
 # How long a commit waits for a lock another process holds before it gives up until the next turn.
 BUSY_TIMEOUT_MS = 50
-# A commit that found the database locked is tried again this much later.
+# A commit that could not be written (the database locked, a full disk) is tried again this much later.
 _RETRY_COMMIT_S = 0.1
 # (base, deleted_base) of a key: what the store had read of it when an update was accepted.
 Tokens = Callable[[str], tuple[int, int]]
@@ -143,7 +146,9 @@ class Spool(RetryListener):
         self._updates: list[tuple[int | None, bytes | None, int]] = []
         self._deletes: list[int] = []
         self._commit_scheduled = False
-        self._locked_since: float | None = None
+        # Since when commits fail, and why (None: the last commit was written).
+        self._failing_since: float | None = None
+        self.failure: str | None = None
         self._closed = False
 
     def _open(self) -> sqlite3.Connection:
@@ -232,11 +237,12 @@ class Spool(RetryListener):
             self._changed()
 
     def commit(self) -> bool:
-        """Make every change so far durable (the WAL survives the process being killed). False when another
-        process holds the database locked: the changes are kept and committed on a later try."""
+        """Make every change so far durable (the WAL survives the process being killed). False when they cannot
+        be written now (another process holds the database locked, the disk is full): the changes are kept
+        and committed on a later try."""
         self._commit_scheduled = False
         if self._closed or not self._pending_changes:
-            return True
+            return self._failing_since is None
         db = self._db
         try:
             db.execute("BEGIN")
@@ -244,22 +250,36 @@ class Spool(RetryListener):
             db.executemany(_UPDATE, self._updates)
             _DELETE.run(db, self._deletes)
             db.execute("COMMIT")
-        except sqlite3.OperationalError as e:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            self._locked(e)
+        except sqlite3.DatabaseError as e:
+            with contextlib.suppress(sqlite3.DatabaseError):  # SQLite may have rolled back already
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            self._unwritable(e)
             return False
         self._inserts, self._updates, self._deletes = [], [], []
-        if self._locked_since is not None:
-            log.info("The spool %s takes writes again after %.1f s", self.path, time.monotonic() - self._locked_since)
-            self._locked_since = None
+        if self._failing_since is not None:
+            log.warning("The spool %s takes writes again after %.1f s", self.path,
+                        time.monotonic() - self._failing_since)
+            self._failing_since = self.failure = None
         return True
 
-    def _locked(self, error: sqlite3.OperationalError) -> None:
-        if self._locked_since is None:
-            self._locked_since = time.monotonic()
+    @property
+    def writable(self) -> bool:
+        """Whether the last commit was written (False from a failed one until one is written again)."""
+        return self._failing_since is None
+
+    @property
+    def unwritten_changes(self) -> int:
+        """Changes kept in memory until a commit writes them (rows added, moved on or deleted)."""
+        return self._pending_changes
+
+    def _unwritable(self, error: sqlite3.DatabaseError) -> None:
+        self.failure = str(error)
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
             log.error("Cannot write to the spool %s (%s): %d change(s) wait in memory and are tried again every "
-                      "%.1f s; a crash now would lose them", self.path, error, self._pending_changes, _RETRY_COMMIT_S)
+                      "%.1f s; until one is written, new writes are refused (a crash now would lose what they "
+                      "hold)", self.path, error, self._pending_changes, _RETRY_COMMIT_S)
         with contextlib.suppress(RuntimeError):  # no event loop: the next change or close tries again
             asyncio.get_running_loop().call_later(_RETRY_COMMIT_S, self._commit_later)
             self._commit_scheduled = True
@@ -295,13 +315,16 @@ class Spool(RetryListener):
             self._deletes.append(row.version)
             self._changed()
 
-    def close(self) -> None:
-        """Commit and close the database (its rows stay for the next start)."""
-        if not self.commit():
+    def close(self) -> bool:
+        """Commit and close the database (its rows stay for the next start). False when the last changes could not
+        be written (logged): the spool holds what it held before them."""
+        committed = self.commit()
+        if not committed:
             log.error("Closing the spool %s with %d change(s) it could not write", self.path, self._pending_changes)
         self._closed = True
         self._db.close()
         self._lock.release()
+        return committed
 
     # ----------------------------------------------------------------------------- RetryListener
 

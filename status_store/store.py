@@ -21,16 +21,21 @@ from .backoff import Random
 from .cache import CacheEntry, StatusCache
 from .config import StoreConfig
 from .delivery import read_targets
+from .errors import WriteRejectedError
 from .history import AppendLog, EventTopics
 from .kafka import TopicProducer, TopicReader, ensure_topic, status_records
 from .model import ConnectorStatus, Status, TaskId, TopicStatus, connector_key, task_key, topic_key
 from .record_limit import RecordLimit
 from .replay import replay, tokens
 from .retry_queue import RetryQueue
-from .spool import Spool
+from .spool import SPOOL_KEY, Spool
 from .updates import RetryListener, StatusUpdate, UpdateKind
 
 log = logging.getLogger(__name__)
+
+# When the spool cannot be written, writes are refused with this Retry-After (its commits are retried ten times
+# a second: a freed disk takes writes again at once).
+SPOOL_RETRY_AFTER_S = 1.0
 
 
 class StatusStore:
@@ -41,6 +46,10 @@ class StatusStore:
         self.config = config
         self.bootstrap_servers = bootstrap_servers
         self.generation = 0
+        # Set by stop(): whether the spool keeps what the stop cut short, for the next start to replay.
+        self.kept_at_stop = False
+        # Writes refused because the spool could not be written.
+        self.spool_rejected_total = 0
         # What the reader has read back, with Connect's read rules: every read goes here.
         self._cache = StatusCache()
         self._spool = (Spool(config.spool_path, keep=lambda update, outcome: self._after.keeps(update, outcome),
@@ -91,18 +100,18 @@ class StatusStore:
 
     async def stop(self) -> list[StatusUpdate]:
         """Settle pending updates for at most ``sidecar.shutdown.timeout.ms`` (never longer: KAFKA-15563), then
-        close. Returns the updates that failed because the store stopped first (also logged)."""
+        close. Returns the updates that failed because the store stopped first (also logged). With a spool they
+        are not lost (``kept_at_stop``): the spool keeps them, and the next start replays them."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.shutdown_timeout_s
         self._after.stop()
-        lost = self._after.lost_at_stop(await self._queue.stop(self.config.shutdown_timeout_s))
+        unsettled = await self._queue.stop(self.config.shutdown_timeout_s)
         # The outcomes above are events too: the append-only topics stop after the status queue.
         await self._events.stop(deadline)
         await self._producer.stop(0.0)
         await self._reader.stop()
-        if self._spool is not None:
-            self._spool.close()
-        return lost
+        self.kept_at_stop = self._spool.close() if self._spool is not None else False
+        return self._after.cut_short_at_stop(unsettled, self.kept_at_stop)
 
     @property
     def cluster_id(self) -> str | None:
@@ -127,13 +136,26 @@ class StatusStore:
     def commit_spool(self) -> bool:
         """Make the spool's record of every update submitted so far durable now (the HTTP API does this
         before it answers; otherwise it happens at the end of the event loop's turn). False when the spool
-        could not be written now (another process holds it locked): the changes wait and are tried again."""
+        could not be written now (a full disk, another process holding it locked): the changes wait and are
+        tried again, and new writes are refused meanwhile (``check_room``)."""
         return self._spool.commit() if self._spool is not None else True
 
-    def check_room(self, count: int = 1) -> None:
-        """Raise ``WriteRejectedError`` if ``count`` new writes would grow the retry queue past
-        ``status.storage.retry.max.pending`` (a batch asks once, before it submits anything)."""
-        self._queue.check_room(None, count)
+    def check_room(self, keys: Sequence[str]) -> None:
+        """Raise ``WriteRejectedError`` if writes of these keys cannot be accepted now (a batch asks once, before it
+        submits anything): the spool cannot be written (what they hold could not be made durable), or they would
+        grow the retry queue past ``status.storage.retry.max.pending`` (a write that replaces its key's waiting
+        update takes no room)."""
+        spool = self._spool
+        if spool is not None and not spool.writable:
+            self.spool_rejected_total += 1
+            raise WriteRejectedError(f"the spool ({SPOOL_KEY}={spool.path}) cannot be written ({spool.failure}): "
+                                     "an accepted write could not be made durable", SPOOL_RETRY_AFTER_S)
+        self._queue.check_room(keys)
+
+    @property
+    def spool(self) -> Spool | None:
+        """The durable spool, when ``status.storage.spool.path`` is set."""
+        return self._spool
 
     async def read_to_end(self, timeout: float | None = None) -> None:
         """Wait until everything written to the topic before this call is in the cache."""
@@ -169,31 +191,39 @@ class StatusStore:
         otherwise dropped (returns None). The check is repeated before every retry."""
         return self._send_status(status, safe=True)
 
+    def deletion_keys(self, connector: str) -> list[str]:
+        """The keys ``delete_connector`` tombstones: every known task's, then the connector's."""
+        tasks = [task_key(TaskId(connector, task)) for task in self._cache.task_numbers(connector)]
+        return [*tasks, connector_key(connector)]
+
     def delete_connector(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every known task of the connector, then for the connector itself."""
-        tasks = self._cache.task_numbers(connector)
-        self._queue.check_room(None, len(tasks) + 1)
+        keys = self.deletion_keys(connector)
+        self.check_room(keys)
         self._cache.forget_connector_type(connector)
-        updates = [self._submit(task_key(TaskId(connector, task)), None, UpdateKind.TASK) for task in tasks]
-        updates.append(self._submit(connector_key(connector), None, UpdateKind.CONNECTOR))
+        updates = [self._submit(key, None, UpdateKind.TASK) for key in keys[:-1]]
+        updates.append(self._submit(keys[-1], None, UpdateKind.CONNECTOR))
         return updates
 
     def put_topic(self, status: TopicStatus) -> StatusUpdate:
         """Record that a connector uses a topic."""
         key = topic_key(status.connector, status.topic)
+        self.check_room((key,))
         value = codec.encode_topic_status(status)
         self.record_limit.check(key, value)
         return self._submit(key, value, UpdateKind.TOPIC)
 
     def delete_topic(self, connector: str, topic: str) -> StatusUpdate:
         """Forget that a connector uses a topic (a tombstone)."""
-        return self._submit(topic_key(connector, topic), None, UpdateKind.TOPIC)
+        key = topic_key(connector, topic)
+        self.check_room((key,))
+        return self._submit(key, None, UpdateKind.TOPIC)
 
     def reset_topics(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every topic status listed for the connector, as Connect's reset writes them (the keys
         are ``StatusCache.topic_keys``)."""
         keys = self._cache.topic_keys(connector)
-        self._queue.check_room(None, len(keys))
+        self.check_room(keys)
         return [self._submit(key, None, UpdateKind.TOPIC) for key in keys]
 
     def _send_status(self, status: Status, safe: bool) -> StatusUpdate | None:
@@ -201,8 +231,8 @@ class StatusStore:
             key, kind = connector_key(status.connector), UpdateKind.CONNECTOR
         else:
             key, kind = task_key(status.id), UpdateKind.TASK
-        # Refusals first: a write refused for room or size changes nothing.
-        self._queue.check_room(key)
+        # Refusals first: a write refused for room, the spool or size changes nothing.
+        self.check_room((key,))
         value = self.record_limit.encode(key, status)
         entry = (self._cache.connector_entry(status.connector) if isinstance(status, ConnectorStatus)
                  else self._cache.task_entry(status.id))

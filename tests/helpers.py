@@ -11,7 +11,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
@@ -70,6 +71,16 @@ async def eventually(condition: Callable[[], bool], timeout: float = WAIT) -> No
 
 
 SERVICE_WAIT = 30.0
+
+
+def sidecar_config(directory: Path, bootstrap_servers: str, topic: str, settings: Mapping[str, object]) -> Path:
+    """A `status-store serve --config` file in ``directory``: the brokers, the status topic (replication factor 1)
+    and these settings."""
+    config = directory / "sidecar.properties"
+    lines = [f"bootstrap.servers={bootstrap_servers}", f"status.storage.topic={topic}",
+             "status.storage.replication.factor=1", *(f"{key}={value}" for key, value in settings.items())]
+    config.write_text("\n".join(lines) + "\n")
+    return config
 
 
 class Service:

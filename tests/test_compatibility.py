@@ -1,5 +1,5 @@
 """docs/compatibility.md stays true: every test it names exists, every route of the API is in it, and the
-Connect routes it says are not served answer Connect's 404 or 405."""
+Connect routes it says are not served answer Connect's 404 or 405, or 501 saying where to go."""
 
 from __future__ import annotations
 
@@ -36,32 +36,45 @@ def test_every_route_of_the_api_is_in_the_table() -> None:
             assert f"`{path}`" in text or f"`GET {path}`" in text or f" {path}`" in text, path
 
 
+NOT_SERVED = 501
+
+
 @pytest.mark.parametrize(("method", "path", "answer"), [
     ("POST", "/connectors", (405, NOT_ALLOWED)),
     ("PUT", "/connectors/c/config", (405, NOT_ALLOWED)),
     ("PATCH", "/connectors/c/config", (405, NOT_ALLOWED)),
-    ("PUT", "/connectors/c/pause", (404, NOT_FOUND)),
-    ("PUT", "/connectors/c/resume", (404, NOT_FOUND)),
-    ("PUT", "/connectors/c/stop", (404, NOT_FOUND)),
-    ("POST", "/connectors/c/restart", (404, NOT_FOUND)),
-    ("POST", "/connectors/c/tasks/0/restart", (404, NOT_FOUND)),
-    ("GET", "/connectors/c/offsets", (404, NOT_FOUND)),
-    ("PATCH", "/connectors/c/offsets", (404, NOT_FOUND)),
-    ("DELETE", "/connectors/c/offsets", (404, NOT_FOUND)),
+    ("PUT", "/connectors/c/pause", NOT_SERVED),
+    ("PUT", "/connectors/c/resume", NOT_SERVED),
+    ("PUT", "/connectors/c/stop", NOT_SERVED),
+    ("POST", "/connectors/c/restart", NOT_SERVED),
+    ("POST", "/connectors/c/tasks/0/restart", NOT_SERVED),
+    ("GET", "/connectors/c/offsets", NOT_SERVED),
+    ("PATCH", "/connectors/c/offsets", NOT_SERVED),
+    ("DELETE", "/connectors/c/offsets", NOT_SERVED),
     ("GET", "/connectors/c/tasks-config", (404, NOT_FOUND)),
     ("POST", "/connectors/c/tasks", (405, NOT_ALLOWED)),
-    ("PUT", "/connectors/c/fence", (404, NOT_FOUND)),
-    ("GET", "/connector-plugins", (404, NOT_FOUND)),
-    ("GET", "/connector-plugins/FileStreamSource/config", (404, NOT_FOUND)),
-    ("PUT", "/connector-plugins/FileStreamSource/config/validate", (404, NOT_FOUND)),
-    ("GET", "/admin/loggers", (404, NOT_FOUND)),
+    ("PUT", "/connectors/c/fence", NOT_SERVED),
+    ("GET", "/connector-plugins", NOT_SERVED),
+    ("GET", "/connector-plugins/FileStreamSource/config", NOT_SERVED),
+    ("PUT", "/connector-plugins/FileStreamSource/config/validate", NOT_SERVED),
+    ("GET", "/admin/loggers", NOT_SERVED),
+    ("GET", "/admin/loggers/org.apache.kafka", NOT_SERVED),
+    ("PUT", "/admin/loggers/org.apache.kafka", NOT_SERVED),
 ])
-async def test_connect_routes_that_status_store_does_not_serve_answer_connects_404_or_405(
-        method: str, path: str, answer: tuple[int, bytes]) -> None:
+async def test_connect_routes_that_status_store_does_not_serve_say_so(
+        method: str, path: str, answer: tuple[int, bytes] | int) -> None:
+    """Those whose resource status-store serves with other methods answer Connect's 405; the rest answer 501, so
+    that a client can tell "not served here" from Connect's 404 for a connector that does not exist."""
     app = create_app(None)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
         response = await http.request(method, path, json={} if method in ("POST", "PUT", "PATCH") else None)
-    assert (response.status_code, response.content) == answer
+    if answer == NOT_SERVED:
+        assert response.status_code == NOT_SERVED
+        message = response.json()["message"]
+        assert message.startswith(f"status-store does not serve {method} {path}: it is a Kafka Connect worker's route")
+        assert message.endswith("Send it to a Connect worker's REST API (port 8083 by default)")
+    else:
+        assert (response.status_code, response.content) == answer
 
 
 def test_every_difference_the_live_oracle_allows_is_a_row_that_names_it() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from status_store.api.responses import connect_json
 from status_store.config import build_config, load_config
 from status_store.config_topic import ConfigTopic, ConnectorConfigs, TargetState, connector_type
 from status_store.embedded import start_embedded_broker
@@ -131,6 +132,19 @@ def test_a_task_key_is_parsed_as_connect_parses_it() -> None:
     assert (list(configs.tasks("my-conn")), configs.task_config("my-conn", 12)) == (list(range(13)), {"t": "12"})
 
 
+def test_a_task_number_is_read_one_utf16_unit_at_a_time_as_javas_parse_int_reads_it() -> None:
+    # Checked on Connect 4.4: a BMP digit of another script is a digit (task-c-\u0661 is task 1); a digit above U+FFFF
+    # is two surrogate units, neither a digit, so the record is ignored ("couldn't be parsed as a task config key").
+    configs = read(connector_config("c", SOURCE), task_config("c", 0, {"t": "0"}),
+                   ("task-c-\u0661", b'{"properties":{"t":"arabic 1"}}'),
+                   ("task-c-\U0001d7cf", b'{"properties":{"t":"mathematical 1"}}'),
+                   ("task-c-\U0001d7d0", b'{"properties":{"t":"mathematical 2"}}'), commit("c", 2))
+    assert (list(configs.tasks("c")), configs.task_config("c", 1)) == ([0, 1], {"t": "arabic 1"})
+    apply(configs, task_config("c", 0, {"t": "0"}), ("task-c-\U0001d7cf", b'{"properties":{"t":"x"}}'),
+          commit("c", 2))
+    assert (list(configs.tasks("c")), configs.task_config("c", 1)) == ([], {"t": "arabic 1"})
+
+
 def test_garbled_records_are_skipped_and_their_values_never_logged(caplog: pytest.LogCaptureFixture) -> None:
     configs = read(*created("c", SINK, [{"task": "a", "db.password": "hunter2"}]))
     secret = b'{"properties":{"db.password":"hunter2"'
@@ -149,6 +163,41 @@ def test_an_empty_value_or_json_null_is_a_tombstone_as_connects_converter_reads_
     for empty in (b"", b"  \n", b"null"):
         configs = read(*created("c", SOURCE, [{"task": "a"}]), ("connector-c", empty))
         assert configs.connectors() == [], empty
+
+
+def test_records_in_every_spelling_jacksons_reader_takes_are_applied_as_connect_applies_them() -> None:
+    # Checked on Connect 4.4: a UTF-8 byte order mark, UTF-16 with or without one, and leading zeros are read by
+    # Connect's JsonConverter (Jackson, ALLOW_LEADING_ZEROS_FOR_NUMBERS), so these records take effect.
+    bom = b"\xef\xbb\xbf"
+    configs = read(("connector-c", bom + b'{"properties":{"name":"c"}}'),
+                   ("task-c-0", '{"properties":{"t":"0"}}'.encode("utf-16-le")),
+                   ("task-c-1", '{"properties":{"t":"1"}}'.encode("utf-16")),
+                   ("commit-c", b'{"tasks":02}'),
+                   ("target-state-c", '\ufeff{"state":"PAUSED"}'.encode("utf-16-be")))
+    assert configs.connector_config("c") == {"name": "c"}
+    assert (list(configs.tasks("c")), configs.task_config("c", 1)) == ([0, 1], {"t": "1"})
+    assert configs.target_state("c") is TargetState.PAUSED
+    apply(configs, ("commit-c", bom + b'{"tasks":001}'))
+    assert list(configs.tasks("c")) == []  # pending configurations are dropped at every commit: none to commit
+
+
+def test_configuration_values_that_are_not_strings_are_held_as_connects_converter_holds_them() -> None:
+    # Connect's JsonConverter (schemas disabled) hands over an integer as a long (narrowed to 64 bits) and a fraction
+    # as a double (beyond its range: infinity). Connect's REST answers 500 for a configuration holding one (a
+    # ClassCastException); status-store serves it, a double as Jackson writes one (infinities as strings).
+    value = (b'{"properties":{"name":"c","big":1e400,"minus":-1e400,"tiny":1e-400,"wide":18446744073709551617,'
+             b'"count":7,"flag":true,"ratio":1.5,"none":null,"nested":{"list":[1,"two",[3e999]]}}}')
+    configs = read(("connector-c", value))
+    assert connect_json(configs.connector_config("c")) == (
+        '{"name":"c","big":"Infinity","minus":"-Infinity","tiny":0.0,"wide":1,"count":7,"flag":true,"ratio":1.5,'
+        '"none":null,"nested":{"list":[1,"two",["Infinity"]]}}')
+    # Values nested as deep as Jackson reads (1000 levels, the record's object the first) are served too.
+    deep = b'{"properties":{"name":"d","deep":' + b"[" * 998 + b"]" * 998 + b"}}"
+    apply(configs, ("connector-d", deep))
+    assert connect_json(configs.connector_config("d")) == '{"name":"d","deep":' + "[" * 998 + "]" * 998 + "}"
+    # Only a string is a class name or a topic list to the type rule.
+    assert connector_type(read(("connector-n", b'{"properties":{"connector.class":7,"topics":7}}'))
+                          .connector_config("n"), {}, "unknown") == "unknown"
 
 
 def test_a_task_count_is_narrowed_as_java_narrows_a_long_to_an_int() -> None:

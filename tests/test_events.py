@@ -304,6 +304,33 @@ def test_a_hub_attached_late_refuses_partitions_it_has_not_read() -> None:
         late.subscribe(last_event_id="0:4,1:0")
 
 
+def test_a_last_event_id_naming_a_partition_twice_or_one_not_read_is_malformed() -> None:
+    cache = StatusCache()
+    hub = StatusEvents(cache, buffer_max=100, queue_max=100, from_start=True)
+    cache.apply([record("status-task-c-0", status("RUNNING"), 0, 0),
+                 record("status-task-c-1", status("RUNNING"), 1, 0)])
+    assert hub.subscribe(last_event_id="0:0,1:0").backlog == []
+    for malformed, why in (("0:0,1:0,0:5", "partition 0 is named twice"), ("00:0,0:1", "partition 0 is named twice"),
+                           ("0:0,7:3", "partition 7 has no record read"), ("\u0660:0", "not an event id"),
+                           ("0:0, 1:0", "not an event id")):
+        with pytest.raises(ValueError, match=why):
+            hub.subscribe(last_event_id=malformed)
+    assert hub.subscribers == 1
+
+
+async def test_an_empty_last_event_id_is_refused_not_read_as_none(serve: ServedFactory) -> None:
+    async with serve() as served:
+        host, port = served.url.removeprefix("http://").split(":")
+        for blank in (b"", b"   "):  # the server strips the spaces: both arrive empty
+            reader, writer = await asyncio.open_connection(host, int(port))
+            head = b"GET /events HTTP/1.1\r\nHost: x\r\nConnection: close\r\nLast-Event-ID:"
+            writer.write(head + blank + b"\r\n\r\n")
+            answer = await asyncio.wait_for(reader.read(), WAIT)
+            writer.close()
+            assert answer.startswith(b"HTTP/1.1 400 "), answer
+            assert answer.endswith(b'"Invalid Last-Event-ID: empty (leave the header out to subscribe from now)"}')
+
+
 def test_records_the_cache_ignores_or_reads_again_are_no_events() -> None:
     cache = StatusCache()
     hub = StatusEvents(cache, buffer_max=100, queue_max=100, from_start=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,7 +42,7 @@ from .faults_support import (
     subjects,
     task_status,
 )
-from .helpers import Service, last_values
+from .helpers import Service, last_values, sidecar_config
 from .test_exhausted import counts
 
 NOT_LEADER_OR_FOLLOWER = KafkaError.NOT_LEADER_FOR_PARTITION
@@ -55,6 +56,9 @@ INVALID_RECORD = KafkaError.INVALID_RECORD
 MIXED_ERRORS = (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, INVALID_RECORD)
 
 WAIT = 30.0
+SHUTDOWN_MS = 1000
+# What closing the Kafka clients after the shutdown timeout may add, as docs/operations.md states it.
+CLOSE_S = 5.0
 KEYS = range(1000)
 # Keys 0-299 (the tail) get their last value as the fault begins: under drop they are the ones that can
 # lose it. The others keep getting values through the fault and after it.
@@ -139,13 +143,9 @@ async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_lo
     # The broker lives in this process and survives the sidecar; "down" keeps its records.
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     spool = tmp_path / "spool.db"
-    config = tmp_path / "sidecar.properties"
-    config.write_text("\n".join([
-        f"bootstrap.servers={mock_cluster.bootstrap_servers}", f"status.storage.topic={topic}",
-        f"status.storage.partitions={PARTITIONS}", "status.storage.replication.factor=1",
-        f"status.storage.spool.path={spool}", "sidecar.startup.timeout.ms=20000",
-        *(f"{key}={value}" for key, value in QUICK.items()),
-    ]) + "\n")
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {
+        "status.storage.partitions": PARTITIONS, "status.storage.spool.path": spool,
+        "sidecar.startup.timeout.ms": 20000, **QUICK})
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     accepted: dict[bytes, bytes] = {}
@@ -187,6 +187,53 @@ async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_lo
         values = last_values(reader)
     lost = [key for key, value in accepted.items() if values.get(key) != value]
     assert not lost, f"{len(lost)} accepted latest value(s) lost, e.g. {lost[0]!r}"
+
+
+async def test_sigterm_during_an_outage_exits_within_its_bound_and_the_next_start_replays_what_was_pending(
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    spool = tmp_path / "spool.db"
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {
+        "status.storage.partitions": PARTITIONS, "status.storage.spool.path": spool,
+        "status.storage.retry.delivery.timeout.ms": 300, "sidecar.shutdown.timeout.ms": SHUTDOWN_MS})
+    port = free_port()
+    statuses = [task_status(key, 1) for key in range(300)]
+    service = Service("--config", str(config), "--port", str(port))
+    try:
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
+            mock_cluster.broker_down(-1)
+            response = await http.post("/statuses", json={"updates": [batch_item(status) for status in statuses]})
+            assert response.status_code == 202
+            # Writes failed and their partitions are held; the failures started a check that the status topic
+            # still exists, a Metadata request that waits for brokers that are gone.
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + WAIT
+            while (await scrape(http)).get("status_partitions_held", 0) == 0:
+                assert loop.time() < deadline, "no partition was held"
+                await asyncio.sleep(0.05)
+        started = loop.time()
+        service.process.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(service.process.wait, WAIT)
+        stopped_after = loop.time() - started
+        # The documented bound: the shutdown timeout, then at most CLOSE_S for closing the Kafka clients.
+        assert stopped_after < SHUTDOWN_MS / 1000 + CLOSE_S, f"exited {stopped_after:.1f} s after SIGTERM"
+        await asyncio.to_thread(service.wait_for, "the spool keeps them: the next start replays them")
+        assert code == 0  # nothing is lost: the spool has every update that was pending
+        kept = Spool(spool)
+        assert len(kept) == len(statuses)
+        kept.close()
+        mock_cluster.broker_up(-1)
+        service = Service("--config", str(config), "--port", str(port))
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        assert any(f"Replaying {len(statuses)} status update(s)" in line for line in service.seen)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
+            await settled(http)
+    finally:
+        service.stop()
+    async with store_factory(mock_cluster.bootstrap_servers, topic) as reader:
+        values = last_values(reader)
+    assert all(values.get(key) == value for key, value in map(record, statuses))
 
 
 async def scrape(http: httpx.AsyncClient) -> dict[str, float]:

@@ -12,13 +12,15 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 from confluent_kafka import KafkaError, murmur2
 from prometheus_client import CollectorRegistry
 
+from status_store.api import create_app
 from status_store.errors import RecordTooLargeError, WriteRejectedError
 from status_store.metrics import StoreMetrics
-from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, connector_key
+from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus, connector_key
 from status_store.spool import Spool
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
@@ -261,6 +263,44 @@ async def test_the_pending_bound_refuses_new_keys_and_changes_nothing(held_facto
         assert all(o.ok for o in outcomes)
 
 
+async def test_at_the_pending_bound_writes_that_only_replace_waiting_updates_are_accepted(
+        held_factory: HeldFactory) -> None:
+    async with held_factory(partitions=1, **{"status.storage.retry.max.pending": "4"}) as held:
+        store, queue = held.store, held.store.queue
+        held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
+        # c0 is the oldest: the held partition's probe is always its write. c1's three updates wait in the line.
+        store.put(connector("c0"))
+        await eventually(lambda: queue.held_partitions == [0])
+        for status in (connector("c1"), TaskStatus(TaskId("c1", 0), State.RUNNING, "w1:8083", 1)):
+            store.put(status)
+        store.put_topic(TopicStatus("orders", "c1", 0, 1))
+        await eventually(lambda: queue.waiting_count >= 3)
+        with pytest.raises(WriteRejectedError):
+            store.put(connector("c2"))
+        app = create_app(store)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+            # Each replaces a waiting update of its key (twice over in the batch): the queue does not grow.
+            batch = {"updates": [{"kind": "connector", "connector": "c1", "state": "PAUSED", "worker_id": "w1:8083",
+                                  "generation": 1},
+                                 {"kind": "task", "connector": "c1", "task": 0, "state": "FAILED",
+                                  "worker_id": "w1:8083", "generation": 1},
+                                 {"kind": "connector", "connector": "c1", "state": "FAILED", "worker_id": "w1:8083",
+                                  "generation": 1}]}
+            assert (await http.post("/statuses", json=batch)).status_code == 202
+            # Tombstones for c1's task and c1: each replaces a waiting update too.
+            assert (await http.delete("/connectors/c1/status")).status_code == 202
+            assert (await http.delete("/connectors/c1/topics/orders")).status_code == 202
+            assert (await http.put("/connectors/c2/status", json={"state": "RUNNING", "worker_id": "w1:8083",
+                                                                   "generation": 1})).status_code == 503
+        assert queue.unsettled == 4
+        assert held.sample("status_update_rejected_total", {"reason": "queue_full"}) == 2
+        held.cluster.clear_request_errors(FaultyCluster.PRODUCE)
+        await asyncio.wait_for(store.flush(), WAIT)
+        values = last_values(store)
+        assert [values[key] for key in (b"status-connector-c1", b"status-task-c1-0",
+                                        b"status-topic-orders:connector-c1")] == [None, None, None]
+
+
 @pytest.mark.parametrize("mode", ["partition", "per-update"])
 async def test_a_ten_thousand_key_outage_writes_a_bounded_number_of_log_lines(
         held_factory: HeldFactory, caplog: pytest.LogCaptureFixture, mode: str) -> None:
@@ -332,13 +372,17 @@ async def test_a_spool_locked_by_another_process_never_stops_the_queue(mock_clus
         try:
             updates = [store.put(connector("c", state=state)) for state in (State.RUNNING, State.PAUSED)]
             assert not store.commit_spool()  # refused at once, not after seconds; the changes wait in memory
-            updates.append(store.put(connector("c", state=State.FAILED)))
+            # Until the spool can be written, new writes are refused: what they hold could not be made durable.
+            with pytest.raises(WriteRejectedError, match="database is locked"):
+                store.put(connector("c", state=State.FAILED))
             outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), WAIT)
-            assert [o.result for o in outcomes] == [Result.WRITTEN, Result.SUPERSEDED, Result.WRITTEN]
+            assert [o.result for o in outcomes] == [Result.WRITTEN, Result.WRITTEN]
             assert metrics.registry.get_sample_value("status_listener_errors_total", {"listener": "Spool"}) is None
         finally:
             other.execute("ROLLBACK")
             other.close()
         await eventually(store.commit_spool)
+        updates.append(store.put(connector("c", state=State.FAILED)))
+        assert (await updates[-1].result(WAIT)).ok
         assert store.queue.unsettled == 0
     assert len(Spool(spool)) == 0

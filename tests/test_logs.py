@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from status_store.logs import EscapingFormatter, RateLimit, escape_log_text
+from status_store.logs import EscapingFormatter, RateLimit, escape_text
 
 
 @pytest.mark.parametrize(("text", "escaped"), [
@@ -20,8 +20,8 @@ from status_store.logs import EscapingFormatter, RateLimit, escape_log_text
     ("\u2066x\u2069\u200e\u200f\u061c", "\\u2066x\\u2069\\u200e\\u200f\\u061c"),
     ("\x85\x7f\x00", "\\u0085\\u007f\\u0000"),
 ])
-def test_escape_log_text(text: str, escaped: str) -> None:
-    assert escape_log_text(text) == escaped
+def test_escape_text(text: str, escaped: str) -> None:
+    assert escape_text(text) == escaped
 
 
 def test_the_formatter_escapes_the_message_and_keeps_the_traceback() -> None:

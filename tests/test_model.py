@@ -48,6 +48,7 @@ def test_reference_keys_are_built_exactly() -> None:
         # Integer.parseInt accepts a leading '+' and decimal digits of any script.
         ("status-task-conn-+7", TaskKey("conn", 7)),
         ("status-task-conn-٣", TaskKey("conn", 3)),
+        ("status-task-conn-\uff11\uff12", TaskKey("conn", 12)),  # fullwidth digits: in the Basic Multilingual Plane
         # Like Connect, the 11 characters from the first ':' are skipped without being looked at.
         ("status-topic-t:XXXXXXXXXXc", TopicKey("t", "c")),
     ],
@@ -66,6 +67,10 @@ def test_parse_key_reads_what_connect_reads(key: str, parsed: object) -> None:
         "status-task-conn- 1",  # Java does not trim
         "status-task-conn-²",  # a digit character that is not a decimal digit
         "status-task-conn-1_0",  # Python's int() would take it; Java's parseInt does not
+        # A digit above U+FFFF is two UTF-16 surrogate units in a Java string, and parseInt reads one unit at a
+        # time: neither is a digit (checked on Connect 4.4: "Invalid task status key").
+        "status-task-conn-\U0001d7cf",
+        "status-task-conn-1\U0001d7cf",
         "status-task-conn-2147483648",  # overflows int
         "status-topic-:connector-c",  # empty topic
         "status-topic-t:connector-",  # empty connector

@@ -543,7 +543,7 @@ async def test_a_task_number_that_is_not_canonical_decimal_addresses_no_task(api
     await api.store.read_your_writes(WAIT)
     before = sorted(read_raw(api.store))
     for task in ("+1", "%201", "1%20", "1.0", "1_0", "01", "00", "-0", "0x1", "1e1", "%D9%A1", "2147483648",
-                 "99999999999", "abc", "-1"):
+                 "99999999999", "abc", "-01", "-2147483649"):
         read = await api.http.get(f"/connectors/c/tasks/{task}/status")
         assert (read.status_code, read.content) == (404, NOT_FOUND), task
         write = await api.http.put(f"/connectors/c/tasks/{task}/status", json={**RUNNING, "state": "PAUSED"})
@@ -551,6 +551,16 @@ async def test_a_task_number_that_is_not_canonical_decimal_addresses_no_task(api
     await api.store.flush(WAIT)
     assert sorted(read_raw(api.store)) == before
     assert (await api.http.get("/connectors/c/tasks/10/status")).json()["state"] == "RUNNING"
+
+
+async def test_a_negative_task_number_reads_connects_404_for_a_task_without_status(api: Api) -> None:
+    # Checked on Connect 4.4: Integer.valueOf takes "-1", and no task -1 has a status.
+    for task in ("-1", "-2147483648"):
+        read = await api.http.get(f"/connectors/c/tasks/{task}/status")
+        assert (read.status_code, read.content) == (
+            404, f'{{"error_code":404,"message":"No status found for task c-{task}"}}'.encode())
+    # Writes take no negative task number.
+    assert (await api.http.put("/connectors/c/tasks/-1/status", json=RUNNING)).content == NOT_FOUND
 
 
 @pytest.mark.parametrize(("method", "url"), [("GET", "/connectors/%FF/status"), ("PUT", "/connectors/%C3%28/status"),
@@ -598,6 +608,25 @@ async def test_unmatched_routes_answer_connects_404_and_405(api: Api) -> None:
     wrong = await api.http.post("/connectors", json={})
     assert (wrong.status_code, wrong.content) == (405, b'{"error_code":405,"message":"HTTP 405 Method Not Allowed"}')
     assert "GET" in wrong.headers["allow"]
+
+
+async def test_options_is_answered_as_connects_jersey_answers_it(api_factory: ApiFactory) -> None:
+    # Checked on Connect 4.4 (Jetty 12, Jersey 3.1): OPTIONS / with curl's Accept: */* answers 200, "Allow:
+    # HEAD,GET,OPTIONS" and the body "HEAD, GET, OPTIONS" as text/plain; with Accept: application/json, an empty
+    # body. The methods are those the path serves here (and no token is needed: nothing is read or written).
+    async with api_factory(token="s3cret") as api:
+        root = await api.http.options("/", headers={"Accept": "*/*"})
+        assert (root.status_code, root.headers["allow"], root.headers["content-type"], root.content) == (
+            200, "HEAD,GET,OPTIONS", "text/plain", b"HEAD, GET, OPTIONS")
+        task = await api.http.options("/connectors/c/tasks/0/status/", headers={"Accept": "application/json"})
+        assert (task.status_code, task.headers["allow"], task.content) == (200, "HEAD,GET,OPTIONS,PUT", b"")
+        status = await api.http.options("/connectors/c/status", headers={"Accept": "text/plain"})
+        assert status.content == b"HEAD, DELETE, GET, OPTIONS, PUT"
+        missing = await api.http.options("/nope")
+        assert (missing.status_code, missing.content) == (404, NOT_FOUND)
+        assert (await api.http.options("/connectors/c/pause")).status_code == 501
+        head = await api.http.head("/connectors/c/topics")
+        assert head.status_code == 200  # HEAD and GET unchanged
 
 
 async def test_a_write_to_a_stopped_store_is_503(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:

@@ -58,7 +58,7 @@ SidecarFactory = Callable[..., AbstractAsyncContextManager[Sidecar]]
 @pytest.fixture
 def sidecar_factory(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> SidecarFactory:
     @asynccontextmanager
-    async def make(with_config_topic: bool = True, **settings: str) -> AsyncIterator[Sidecar]:
+    async def make(with_config_topic: bool = True, token: str | None = None, **settings: str) -> AsyncIterator[Sidecar]:
         broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
         config_topic = None
         if with_config_topic:
@@ -70,7 +70,7 @@ def sidecar_factory(mock_cluster: FaultyCluster, store_factory: StoreFactory) ->
                 config_topic = ConfigTopic(settings["config.storage.topic"], store.bootstrap_servers, {})
                 await config_topic.start(WAIT)
             try:
-                app = create_app(store, config_topic=config_topic)
+                app = create_app(store, token=token, config_topic=config_topic)
                 async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
                     yield Sidecar(http, store, config_topic)
             finally:
@@ -237,6 +237,59 @@ async def test_pending_task_configurations_are_not_served_until_committed(sideca
         {"id": {"connector": "logs", "task": 0}, "config": {"v": "1"}}]
     await sidecar.write_config_records(commit("logs", 2))
     assert [t["config"] for t in (await sidecar.http.get("/connectors/logs/tasks")).json()] == [{"v": "2"}, {"v": "2"}]
+
+
+async def test_a_connector_whose_commit_found_task_configurations_missing_has_no_tasks_on_every_route(
+        sidecar: Sidecar) -> None:
+    # What compaction can leave, or a hostile writer: a commit record that claims tasks whose configurations are not
+    # there. The connector is inconsistent (ClusterConfigState.tasks: none), and the claimed count is never a size.
+    await sidecar.write_config_records(*created("logs", SOURCE, []), commit("logs", 3),
+                                       *created("huge", SOURCE, []), commit("huge", 2**31 - 1))
+    for name in ("logs", "huge"):
+        assert (await sidecar.http.get(f"/connectors/{name}/tasks")).content == b"[]"
+        assert (await sidecar.http.get(f"/connectors/{name}")).json()["tasks"] == []
+    expanded = (await sidecar.http.get("/connectors?expand=info")).json()
+    assert [expanded[name]["info"]["tasks"] for name in ("huge", "logs")] == [[], []]
+    # A complete set committed afterwards makes it consistent again.
+    await sidecar.write_config_records(task_config("logs", 0, {"v": "1"}), commit("logs", 1))
+    assert (await sidecar.http.get("/connectors/logs/tasks")).json() == [
+        {"id": {"connector": "logs", "task": 0}, "config": {"v": "1"}}]
+
+
+async def test_a_configuration_value_beyond_a_doubles_range_breaks_no_answer(sidecar: Sidecar) -> None:
+    # 1e400 is a BigDecimal to Jackson and an infinite double to Connect's converter (Connect's REST answers 500 for
+    # any configuration value that is not a string, and for the whole ?expand=info).
+    await sidecar.write_config_records(*created("logs", SOURCE, []),
+                                       ("connector-odd", b'{"properties":{"name":"odd","limit":1e400}}'))
+    expanded = await sidecar.http.get("/connectors?expand=info")
+    assert expanded.status_code == 200
+    assert expanded.json()["odd"]["info"]["config"] == {"name": "odd", "limit": "Infinity"}
+    assert expanded.json()["logs"]["info"]["config"] == SOURCE
+    assert (await sidecar.http.get("/connectors/odd/config")).content == b'{"name":"odd","limit":"Infinity"}'
+
+
+async def test_configuration_reads_need_the_token_when_one_is_set_and_status_reads_do_not(
+        sidecar_factory: SidecarFactory) -> None:
+    # A configuration may hold credentials; with sidecar.rest.token set, reading one takes the token.
+    async with sidecar_factory(token="s3cret") as sidecar:
+        await sidecar.write_config_records(*created("orders-sink", SINK, [{"task.id": "0", "db.password": "hunter2"}]))
+        http = sidecar.http
+        for url in ("/connectors/orders-sink", "/connectors/orders-sink/config", "/connectors/orders-sink/tasks",
+                    "/connectors?expand=info", "/connectors?expand=status&expand=info"):
+            for method in ("GET", "HEAD"):
+                refused = await http.request(method, url)
+                assert (refused.status_code, refused.headers["www-authenticate"]) == (401, "Bearer"), (method, url)
+                assert b"hunter2" not in refused.content
+            wrong = await http.get(url, headers={"Authorization": "Bearer nope"})
+            assert wrong.status_code == 401
+            allowed = await http.get(url, headers={"Authorization": "Bearer s3cret"})
+            assert allowed.status_code == 200, url
+        for url in ("/connectors", "/connectors?expand=status", "/connectors/orders-sink/status",
+                    "/connectors/orders-sink/topics", "/"):
+            assert (await http.get(url)).status_code in (200, 404), url  # open, as Connect's status reads are
+    async with sidecar_factory() as open_sidecar:  # no token: open, as on Connect
+        await open_sidecar.write_config_records(*created("logs", SOURCE, []))
+        assert (await open_sidecar.http.get("/connectors/logs/config")).status_code == 200
 
 
 async def test_config_routes_answer_connects_404_for_an_unconfigured_connector(sidecar: Sidecar) -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from status_store.codec import encode_status
 from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
@@ -18,7 +20,7 @@ from status_store.testing import FaultyCluster
 
 from .brokers import TansuBroker, free_port, tansu_binary
 from .conftest import Broker, StoreFactory
-from .helpers import Service, last_values
+from .helpers import Service, last_values, sidecar_config
 
 WAIT = 20.0
 QUICK = {"status.storage.retry.delivery.timeout.ms": "300", "status.storage.retry.initial.backoff.ms": "100",
@@ -124,6 +126,64 @@ def test_a_sidecar_killed_during_an_outage_loses_nothing_it_accepted(tmp_path: P
     finally:
         service.stop()
         broker.stop()
+
+
+async def sample(http: httpx.AsyncClient, name: str, labels: dict[str, str] | None = None) -> float | None:
+    """One sample of the service's metrics (None when it has none)."""
+    for family in text_string_to_metric_families((await http.get("/metrics")).text):
+        for found in family.samples:
+            if found.name == name and found.labels == (labels or {}):
+                return found.value
+    return None
+
+
+async def test_a_spool_that_cannot_be_written_refuses_writes_and_says_so_until_it_can_again(
+        mock_cluster: FaultyCluster, tmp_path: Path) -> None:
+    # A full disk, made without privileges: the service's file-size limit (RLIMIT_FSIZE, set from outside with
+    # prlimit) at 0, so the kernel refuses every write to the spool's files (EFBIG, which SQLite reports as a disk
+    # I/O error; a full disk's ENOSPC is SQLITE_FULL, handled alike). Raising it is the disk freed.
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    spool = tmp_path / "spool.db"
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic,
+                            {"status.storage.spool.path": spool, **QUICK})
+    port = free_port()
+    body = {"state": "RUNNING", "worker_id": "w:8083", "generation": 1}
+    service = Service("--config", str(config), "--port", str(port))
+    try:
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        mock_cluster.broker_down(-1)  # the updates stay pending: their spool rows are what keeps them
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
+            assert (await http.put("/connectors/c0/status", json=body)).status_code == 202
+            assert await sample(http, "status_spool_writable") == 1
+            resource.prlimit(service.process.pid, resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
+            # The write that finds the spool failing was taken (it goes to Kafka), but is not durable: not a 202.
+            taken = await http.put("/connectors/c1/status", json=body)
+            assert taken.status_code == 503
+            assert "accepted but not durable" in taken.json()["message"]
+            assert await sample(http, "status_spool_writable") == 0
+            # Until the spool takes writes again, writes are refused before anything is accepted.
+            for _ in range(2):
+                refused = await http.put("/connectors/c2/status", json=body)
+                assert (refused.status_code, refused.headers["retry-after"]) == (503, "1")
+                assert "status.storage.spool.path" in refused.json()["message"]
+            batch = {"updates": [{"kind": "connector", "connector": "c3", **body}]}
+            assert (await http.post("/statuses", json=batch)).status_code == 503
+            assert await sample(http, "status_update_rejected_total", {"reason": "spool_unwritable"}) == 3
+            assert (await sample(http, "status_spool_unwritten_changes") or 0) > 0
+            resource.prlimit(service.process.pid, resource.RLIMIT_FSIZE,
+                             (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            deadline = time.monotonic() + WAIT
+            while await sample(http, "status_spool_writable") != 1:
+                assert time.monotonic() < deadline, "the spool did not take writes again"
+                await asyncio.sleep(0.05)
+            assert (await http.put("/connectors/c2/status", json=body)).status_code == 202
+        service.process.kill()  # SIGKILL: what the spool holds is what a crash leaves
+        await asyncio.to_thread(service.process.wait, WAIT)
+    finally:
+        service.stop()
+    kept = Spool(spool)
+    assert sorted(update.key for update in kept.pending()) == [f"status-connector-c{i}" for i in range(3)]
+    kept.close()
 
 
 async def test_spool_rows_are_committed_per_turn_and_on_demand(mock_cluster: FaultyCluster, store_factory: StoreFactory,

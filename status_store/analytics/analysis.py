@@ -31,7 +31,6 @@ a generation above G; once one is accepted, the cached state is UNASSIGNED and t
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,8 +52,9 @@ OUTCOME_RESULTS = ["written", "failed", "superseded"]
 HISTORY_KINDS = ["connector", "task", "topic"]
 
 _INT32 = 2**31
-# Python's str.isdecimal() digits (what parse_key accepts in a task number) mapped to ASCII ones.
-_DECIMALS = "".join(chr(c) for c in range(0x80, sys.maxunicode + 1) if chr(c).isdecimal())
+# The decimal digits of the Basic Multilingual Plane (what parse_key accepts in a task number, as Java's parseInt)
+# mapped to ASCII ones.
+_DECIMALS = "".join(chr(c) for c in range(0x80, 0x10000) if chr(c).isdecimal())
 _DECIMAL_VALUES = "".join(str(int(c)) for c in _DECIMALS)
 
 # Spark's JSON reader is Jackson: set as Connect's JsonDeserializer sets it (leading zeros allowed, nothing else).

@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException
+from starlette.routing import Route
 
 from .. import __version__
 from ..config_topic import ConfigTopic
@@ -24,7 +25,7 @@ from .responses import (
     validation_error_handler,
     write_rejected_handler,
 )
-from .routes import connectors, events, metrics, retries, server, statuses, topics
+from .routes import connectors, events, metrics, not_served, retries, server, statuses, topics
 from .routing import REFUSED_LOG_INTERVAL_S
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
@@ -62,8 +63,9 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     # Connect serves a path with a trailing slash as the path without it (ConnectHttp), never a redirect.
     app.router.redirect_slashes = False
     # Routes are tried in order: the routers of the hot writes first (no two routers' paths overlap).
-    for router in (connectors.router, statuses.router, server.router, topics.router, retries.router,
-                   metrics.router, events.router):
+    served = (connectors.router, statuses.router, server.router, topics.router, retries.router, metrics.router,
+              events.router)
+    for router in (*served, not_served.router):
         app.include_router(router)
     app.add_exception_handler(HTTPException, http_error_handler)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
@@ -71,7 +73,10 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     app.add_exception_handler(RecordTooLargeError, record_too_large_handler)
     app.add_exception_handler(StoreClosedError, store_closed_handler)
     app.add_exception_handler(Exception, unexpected_error_handler)
-    app.add_middleware(ConnectHttp, registry=app.state.registry, max_bytes=max_body_bytes)
+    # What OPTIONS lists: the routes of what is served, and FastAPI's own (the OpenAPI document and its pages).
+    served_routes = [route for router in served for route in router.routes]
+    served_routes += [route for route in app.router.routes if isinstance(route, Route)]
+    app.add_middleware(ConnectHttp, registry=app.state.registry, max_bytes=max_body_bytes, served=served_routes)
     fastapi_openapi = app.openapi
     app.openapi = lambda: with_connect_error_bodies(fastapi_openapi())  # type: ignore[method-assign]
     return app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,12 +11,12 @@ from typing import Annotated, Any
 from fastapi import Depends, Path, Query, Request
 from pydantic import BaseModel, ValidationError
 
-from ..codec import json_string
+from ..codec import ConnectJSON, json_string
 from ..config_topic import ConfigTopic, ConnectorConfigs
-from ..model import INT32_MAX
-from ..store import StatusStore
+from ..model import INT32_MAX, INT32_MIN
+from ..store import SPOOL_RETRY_AFTER_S, StatusStore
 from ..updates import Result, StatusUpdate
-from .responses import ApiError, ConnectJSON, ConnectJSONResponse, connect_json
+from .responses import ApiError, ConnectJSONResponse, connect_json
 
 # Longest wait a ?wait=true request may ask for.
 MAX_WAIT_MS = 120_000
@@ -87,6 +88,25 @@ async def task_number(task: Annotated[str, Path(
 
 TaskDep = Annotated[int, Depends(task_number)]
 
+# A negative task number: Java's Integer.valueOf takes it, and Connect answers that the task has no status.
+_NEGATIVE_TASK_NUMBER = re.compile(r"-[1-9][0-9]{0,9}")
+
+
+async def task_number_to_read(task: Annotated[str, Path(
+        description="The task number: a decimal integer from 0 to 2147483647 without sign, spaces or leading "
+                    "zeros (a negative one is a task without status, as on Connect). Anything else addresses no "
+                    "task (404).",
+        json_schema_extra={"pattern": "^(0|-?[1-9][0-9]{0,9})$"})]) -> int:
+    """The task number of a read path: as ``task_number``, and a negative one (canonical), which addresses a task
+    that never has a status: Connect reads it (``Integer.valueOf``) and answers 404 ``No status found for task
+    c--1``."""
+    if _NEGATIVE_TASK_NUMBER.fullmatch(task) is not None and int(task) >= INT32_MIN:
+        return int(task)
+    return await task_number(task)
+
+
+TaskToReadDep = Annotated[int, Depends(task_number_to_read)]
+
 
 def checked_topic(topic: str) -> str:
     """A Kafka topic name from the path."""
@@ -154,9 +174,17 @@ def _result(update: StatusUpdate) -> ConnectJSON:
 async def answer(store: StatusStore, updates: Sequence[StatusUpdate], params: WaitParams) -> ConnectJSONResponse:
     """202 at once; or, with ``wait``, 200 once every update is durable (and visible in this service's
     reads) or superseded, 503 if one failed, 504 if the bound passed first."""
-    # Accepted means spooled: the answer leaves only once the spool has the updates on disk.
-    store.commit_spool()
+    # Accepted means spooled: the answer leaves only once the spool has the updates on disk. When it cannot write
+    # them, the updates are taken all the same (they go to Kafka), but a 202 would promise what a crash could
+    # break: without ?wait=true the answer says so (the next writes are refused until the spool takes writes).
+    spooled = store.commit_spool()
     if not params.wait:
+        if not spooled:
+            assert store.spool is not None
+            raise ApiError(503, f"The write was accepted but not durable: the spool ({store.spool.path}) cannot be "
+                                f"written ({store.spool.failure}); it is being written to Kafka, and a crash before "
+                                "that would lose it. Writes are refused until the spool can be written again.",
+                           {"Retry-After": str(math.ceil(SPOOL_RETRY_AFTER_S))})
         return ConnectJSONResponse({"results": [_result(u) for u in updates]}, status_code=202)
     try:
         await store.wait_visible(updates, params.timeout)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .responses import ApiError, send_error
@@ -22,6 +24,9 @@ _CLOSE = {"Connection": "close"}
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"})
 OTHER_METHOD = "other"
 UNMATCHED_ROUTE = "unmatched"
+# The order in which Jersey's HashSet of allowed methods iterates (by String.hashCode), so that an OPTIONS answer's
+# Allow header and body are Connect's, byte for byte.
+_JERSEY_ORDER = ("HEAD", "DELETE", "POST", "GET", "OPTIONS", "PUT", "PATCH")
 
 
 class ConnectHttp:
@@ -36,15 +41,19 @@ class ConnectHttp:
       refuses an encoded ``/`` too), so a connector name with a ``/`` is refused everywhere (the batch refuses
       it as well). A trailing slash is served as the path without it (Connect serves ``/connectors/``), never
       redirected: a redirect would be built from the client's ``Host`` header. ``HEAD`` is answered wherever
-      ``GET`` is: the ``GET`` answer without its body.
+      ``GET`` is: the ``GET`` answer without its body. ``OPTIONS`` is answered wherever a route serves the
+      path, as Jersey answers it in Connect: 200 with ``Allow`` (and the same list as text when the client
+      takes ``text/plain``).
     - **Body limits**: 413 (Connect's error body) for a request body larger than ``max_bytes``, whether
       announced by ``Content-Length`` or streamed (chunked), and 408 when the body does not arrive within
       ``timeout_s``.
     """
 
-    def __init__(self, app: ASGIApp, registry: CollectorRegistry, max_bytes: int,
+    def __init__(self, app: ASGIApp, registry: CollectorRegistry, max_bytes: int, served: Sequence[BaseRoute] = (),
                  timeout_s: float = BODY_TIMEOUT_S) -> None:
+        """``served``: the routes of what the app serves, each as a path and methods (for OPTIONS)."""
         self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
+        self.served = served
         self.requests = Counter("http_requests", "HTTP requests answered.", ["method", "route", "status"],
                                 registry=registry)
         self.duration = Histogram("http_request_duration_seconds", "Time to answer an HTTP request.",
@@ -86,6 +95,8 @@ class ConnectHttp:
         path = scope["path"]
         if len(path) > 1 and path.endswith("/"):
             scope["path"], scope["raw_path"] = path[:-1], raw_path[:-1]
+        if scope["method"] == "OPTIONS" and await self._options(scope, send):
+            return
         declared = next((value for name, value in reversed(scope["headers"]) if name == b"content-length"), None)
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await send_error(send, 413, self._too_large_message(), _CLOSE)
@@ -100,6 +111,33 @@ class ConnectHttp:
             await self.app(scope, self._limited(receive), send)
         finally:
             scope["method"] = "HEAD"
+
+    async def _options(self, scope: Scope, send: Send) -> bool:
+        """Answer OPTIONS as Jersey's default does in Connect: 200, ``Allow`` listing the methods the path's routes
+        take (``HEAD`` with ``GET``, and ``OPTIONS``), the same list as the body when the client takes text
+        (``Accept`` missing, ``*/*``, ``text/*`` or ``text/plain``), else an empty body. False for a path no route
+        serves: the app answers (404, or 501 for Connect's routes status-store does not serve)."""
+        methods: set[str] = set()
+        for route in self.served:
+            if route.matches(scope)[0] is not Match.NONE:
+                methods.update(getattr(route, "methods", None) or ())
+                scope.setdefault("route", route)  # the metrics' label
+        if not methods:
+            return False
+        if "GET" in methods:
+            methods.add("HEAD")
+        allowed = [method for method in _JERSEY_ORDER if method in methods or method == "OPTIONS"]
+        accepted = [value.strip().partition(";")[0].strip().lower() for name, value in scope["headers"]
+                    if name == b"accept" for value in value.decode("latin-1").split(",")]
+        headers = [(b"allow", ",".join(allowed).encode())]
+        body = b""
+        if not accepted or {"*/*", "text/*", "text/plain"} & set(accepted):
+            body = ", ".join(allowed).encode()
+            headers.append((b"content-type", b"text/plain"))
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+        return True
 
     def _limited(self, receive: Receive) -> Receive:
         """``receive`` within the body limits."""

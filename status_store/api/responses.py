@@ -15,17 +15,14 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import Send
 
-from ..codec import json_string
+from ..codec import ConnectJSON, json_string
 from ..errors import RecordTooLargeError, WriteRejectedError
 
 
-class ConnectJSON(str):
-    """JSON text already rendered as ``connect_json`` renders it: ``connect_json`` puts it in as it is (a part
-    of an answer made many times over, such as one write's result in a batch's answer, rendered directly)."""
-
-
 def connect_json(value: Any) -> str:
-    """JSON text as Connect (Jackson) writes it: compact, insertion order, Jackson's string escapes."""
+    """JSON text as Connect (Jackson) writes it: compact, insertion order, Jackson's string escapes. A
+    ``ConnectJSON`` is put in as it is (a part of an answer made many times over, such as one write's result in a
+    batch's answer, or a configuration value that is not a string, rendered once)."""
     if isinstance(value, str):
         return value if isinstance(value, ConnectJSON) else json_string(value)
     if isinstance(value, dict):

@@ -31,6 +31,14 @@ Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 DirectArguments = Callable[[Request], Awaitable[dict[str, Any] | None]]
 Endpoint = TypeVar("Endpoint", bound=Callable[..., Awaitable[Response]])
 _DIRECT_ARGUMENTS = "direct_arguments"
+_READS_CONFIGURATIONS = "reads_configurations"
+
+
+def reads_configurations(endpoint: Endpoint) -> Endpoint:
+    """Marks a read endpoint that answers connector configurations, which may hold credentials: it needs the
+    bearer token when one is configured, as writes do."""
+    setattr(endpoint, _READS_CONFIGURATIONS, True)
+    return endpoint
 
 
 def served_directly(arguments: DirectArguments) -> Callable[[Endpoint], Endpoint]:
@@ -52,12 +60,20 @@ def served_directly(arguments: DirectArguments) -> Callable[[Endpoint], Endpoint
 class ConnectRoute(APIRoute):
     """An API route; a write route checks, before the body is read: the bearer token when one is
     configured (401), then that a body is JSON (415, as Connect's JAX-RS resources answer). An endpoint
-    ``served_directly`` gets its common requests' arguments without FastAPI's handler."""
+    ``served_directly`` gets its common requests' arguments without FastAPI's handler. A read route that
+    ``reads_configurations`` checks the token too."""
 
     def get_route_handler(self) -> Handler:
         handler = super().get_route_handler()
         if self.methods is None or self.methods <= READ_METHODS:
-            return handler
+            if not getattr(self.endpoint, _READS_CONFIGURATIONS, False):
+                return handler
+
+            async def authenticated_handler(request: Request) -> Response:
+                authenticate(request)
+                return await handler(request)
+
+            return authenticated_handler
         endpoint = self.endpoint
         direct_arguments: DirectArguments | None = getattr(endpoint, _DIRECT_ARGUMENTS, None)
 
@@ -76,8 +92,8 @@ class ConnectRoute(APIRoute):
 
 
 def authenticate(request: Request) -> None:
-    """Writes need ``Authorization: Bearer <token>`` when a token is configured (compared in constant time).
-    A refusal is logged, rate-limited."""
+    """Writes and configuration reads need ``Authorization: Bearer <token>`` when a token is configured (compared
+    in constant time). A refusal is logged, rate-limited."""
     token: str | None = request.app.state.token
     if token is None:
         return
@@ -88,7 +104,8 @@ def authenticate(request: Request) -> None:
     client = request.client.host if request.client is not None else "unknown"
     limit.log(log, logging.WARNING, "Refused %s %s from %s: %s", request.method, request.scope["path"], client,
               "wrong bearer token" if scheme.lower() == "bearer" else "no bearer token")
-    raise ApiError(401, "A valid bearer token is required for writes", {"WWW-Authenticate": "Bearer"})
+    raise ApiError(401, "A valid bearer token is required for writes and configuration reads",
+                   {"WWW-Authenticate": "Bearer"})
 
 
 def require_json(request: Request) -> None:

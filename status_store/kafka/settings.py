@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import threading
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._metadata import ClusterMetadata
 
 from ..client_log import client_logging
 from ..errors import KafkaUnavailableError, TopicSetupError
@@ -76,7 +81,7 @@ async def topic_partitions(client: Producer | Consumer, topic: str, bootstrap_se
                            timeout: float) -> tuple[str | None, tuple[int, ...]]:
     """The cluster id and the topic's partitions, from a Metadata request of ``client``."""
     try:
-        metadata = await asyncio.to_thread(client.list_topics, topic, timeout)
+        metadata = await list_topics(client, topic, timeout)
     except KafkaException as e:
         raise KafkaUnavailableError(f"cannot reach Kafka at {bootstrap_servers}: {e.args[0].str()}") from None
     found = metadata.topics.get(topic)
@@ -84,6 +89,38 @@ async def topic_partitions(client: Producer | Consumer, topic: str, bootstrap_se
         reason = found.error if found is not None and found.error is not None else "no partitions"
         raise TopicSetupError(f"topic {topic!r} cannot be used: {reason}")
     return metadata.cluster_id, tuple(sorted(found.partitions))
+
+
+async def list_topics(client: Producer | Consumer | AdminClient, topic: str, timeout: float) -> ClusterMetadata:
+    """``client.list_topics(topic, timeout)``, a Metadata request, off the event loop in a daemon thread of its own.
+    librdkafka's call cannot be interrupted: against brokers that are gone it takes its whole timeout, and a
+    thread of asyncio's default executor would hold the process's exit that long (the interpreter waits for
+    them), past the shutdown's bound."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[ClusterMetadata] = loop.create_future()
+
+    def request() -> None:
+        try:
+            metadata = client.list_topics(topic, timeout)
+        except Exception as e:
+            settle = functools.partial(_fail, answer, e)
+        else:
+            settle = functools.partial(_succeed, answer, metadata)
+        with contextlib.suppress(RuntimeError):  # the event loop is closed: nobody waits for the answer
+            loop.call_soon_threadsafe(settle)
+
+    threading.Thread(target=request, name="status-store-metadata", daemon=True).start()
+    return await answer
+
+
+def _succeed(answer: asyncio.Future[ClusterMetadata], metadata: ClusterMetadata) -> None:
+    if not answer.done():
+        answer.set_result(metadata)
+
+
+def _fail(answer: asyncio.Future[ClusterMetadata], error: Exception) -> None:
+    if not answer.done():
+        answer.set_exception(error)
 
 
 def check_property(name: str, value: str) -> str | None:

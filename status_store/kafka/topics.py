@@ -13,6 +13,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from ..client_log import client_logging, is_embedded
 from ..errors import KafkaUnavailableError, TopicSetupError
+from .settings import list_topics
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ async def topic_exists(bootstrap_servers: str, client_configs: Mapping[str, str]
     admin = AdminClient({**client_configs, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False,
                          **logging_settings})
     try:
-        metadata = await asyncio.to_thread(admin.list_topics, topic, timeout)
+        metadata = await list_topics(admin, topic, timeout)
     except KafkaException as e:
         admin.poll(0)  # serves the client's log lines: the last one says why (e.g. "Connection refused")
         reason = logging_settings["logger"].last_problem or e.args[0].str()

@@ -199,7 +199,8 @@ def test_records_of_a_partition_are_read_in_offset_order_whatever_their_timestam
 
 def test_a_task_or_topic_key_in_two_spellings_is_one_status(spark: SparkSession) -> None:
     # Connect keys its cache by what a key names: status-task-c-01 is task 1 of c, and the topic key's
-    # separator is skipped unread. The last record of the task or topic wins, under either spelling.
+    # separator is skipped unread. The last record of the task or topic wins, under either spelling. A digit above
+    # U+FFFF is no digit to Java's parseInt: that key is discarded.
     def topic(task: int) -> str:
         return json.dumps({"topic": {"name": "t", "connector": "c", "task": task, "discoverTimestamp": 1}})
 
@@ -210,6 +211,7 @@ def test_a_task_or_topic_key_in_two_spellings_is_one_status(spark: SparkSession)
         ("s", 1, 1, 4000, "status-topic-t:XXXXXXXXXXc", topic(7)),
         ("s", 0, 2, 5000, "status-task-c-2", status("RUNNING", 1)),
         ("s", 1, 2, 6000, "status-task-c-+2", None),
+        ("s", 0, 3, 7000, "status-task-c-\U0001d7d1", status("RUNNING", 1)),
     ]
     latest = analyze_rows(spark, rows).latest.collect()
     assert sorted((row.key, row.state, row.offset) for row in latest) == [

@@ -13,7 +13,7 @@ import java.io.DataOutputStream;
 import java.io.EOFException;
 import java.io.IOException;
 import java.util.ArrayList;
-import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -34,6 +34,7 @@ import java.util.Map;
  * 'J' text                                               0 bytes | 1 message        ({text: text}, as REST maps)
  * 'S' bytes                                              0 state trace? worker? generation(int) | 1 message
  * 'P' bytes                                              0 name connector task(int) timestamp(long) | 1 message
+ * 'C' bytes                                              0 bytes | 1 message        (a connector configuration)
  * 'V'                                                    0 Jackson's version
  * </pre>
  * ("x?" is a presence byte, then x when it is 1; "bytes" is an int length, then the bytes.)
@@ -108,6 +109,9 @@ public final class JacksonOracle {
             case 'P':
                 readTopicStatus(readBytes(in), answer);
                 break;
+            case 'C':
+                readConnectorConfig(readBytes(in), answer);
+                break;
             case 'V':
                 answer.writeByte(0);
                 writeString(answer, com.fasterxml.jackson.core.json.PackageVersion.VERSION.toString());
@@ -167,7 +171,8 @@ public final class JacksonOracle {
                 return list;
             }
             case OBJECT: {
-                Map<String, Object> map = new HashMap<>();
+                // Connect's converter makes a HashMap; insertion order here, so that a map written back keeps it.
+                Map<String, Object> map = new LinkedHashMap<>();
                 for (Map.Entry<String, JsonNode> field : node.properties()) {
                     map.put(field.getKey(), toConnect(field.getValue()));
                 }
@@ -239,6 +244,30 @@ public final class JacksonOracle {
         writeString(answer, connector);
         answer.writeInt(task);
         answer.writeLong(timestamp);
+    }
+
+    /**
+     * processConnectorConfigRecord: a null value (a tombstone, or no content, or JSON null) answers "null"; a value
+     * that is not a map, or whose "properties" is not a map, is ignored; otherwise the properties map as Connect
+     * holds it (Long, Double, Boolean, String, maps, lists), written back by Jackson as a REST answer would be if
+     * Connect's REST could write a configuration holding more than strings (it answers 500 for one).
+     */
+    @SuppressWarnings("unchecked")
+    private static void readConnectorConfig(byte[] value, DataOutputStream answer) throws IOException {
+        answerBytes(answer, () -> {
+            Object data = toConnectData(value);
+            if (data == null) {
+                return "null".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            }
+            if (!(data instanceof Map)) {
+                throw new IllegalArgumentException("not a map: " + data.getClass().getSimpleName());
+            }
+            Object properties = ((Map<String, Object>) data).get("properties");
+            if (!(properties instanceof Map)) {
+                throw new IllegalArgumentException("properties is not a map");
+            }
+            return WRITER.writeValueAsBytes(properties);
+        });
     }
 
     // ------------------------------------------------------------------ the wire between the test and this JVM

@@ -67,6 +67,11 @@ class JacksonOracle:
         """What a Connect worker reads from topic status records (TopicStatus without our write checks)."""
         return self._call([b"P" + _bytes(value) for value in values], self._read_topic_status)
 
+    def read_connector_configs(self, values: Sequence[bytes]) -> list[bytes | Rejected]:
+        """What a Connect worker reads from connector configuration records: the properties map written back by
+        Jackson (``null`` for a tombstone), or why the record is ignored."""
+        return self._call([b"C" + _bytes(value) for value in values], self._read_bytes)
+
     @functools.cached_property
     def version(self) -> tuple[int, int]:
         """Jackson's (major, minor) version."""

@@ -3,6 +3,7 @@ the same value, when reading whatever any writer may have left in the status top
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,10 +22,11 @@ from status_store.codec import (
     encode_status,
     encode_topic_status,
 )
+from status_store.config_topic import ConnectorConfigs
 from status_store.model import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, State, TopicStatus
 
 from .oracle import JacksonOracle, Rejected
-from .values import STATUS_FIELDS, TEXT, TOPIC_FIELDS, record_values
+from .values import CONFIG_FIELDS, STATUS_FIELDS, TEXT, TOPIC_FIELDS, record_values
 
 # Each example is a batch through the one JVM: 60 examples of up to 40 values is a few thousand values a test.
 # (No "explain" phase: its tracing makes shrinking a failure of these large examples take minutes.)
@@ -131,6 +133,33 @@ def test_status_values_are_read_as_connect_reads_them(jackson: JacksonOracle, va
 def test_topic_values_are_read_as_connect_reads_them(jackson: JacksonOracle, values: list[bytes]) -> None:
     connect = connect_reads(jackson, jackson.read_topic_statuses, values)
     assert_same_reading(values, [ours_topic(v) for v in values], connect)
+
+
+def ours_connector_config(value: bytes) -> bytes | Rejected:
+    """A connector configuration record as we read it: its properties as our REST answers write them, ``null`` for
+    a tombstone, Rejected when the record is ignored (the configuration read before stays)."""
+    configs = ConnectorConfigs()
+    configs.apply("connector-c", b'{"properties":{}}')
+    before = configs.connector_config("c")
+    configs.apply("connector-c", value)
+    after = configs.connector_config("c")
+    if after is None:
+        return b"null"
+    return Rejected("ignored") if after is before else connect_json(after).encode("utf-8", "surrogatepass")
+
+
+def json_of(text: bytes) -> Any:
+    """JSON text as a value: the same value in both spellings of a number (Java's 1.0E20, Python's 1e+20)."""
+    return json.loads(text.decode("utf-8", "surrogatepass"))
+
+
+@BATCHES
+@given(st.lists(record_values(CONFIG_FIELDS), min_size=20, max_size=40))
+def test_connector_configurations_are_read_as_connect_reads_them(jackson: JacksonOracle, values: list[bytes]) -> None:
+    connect = connect_reads(jackson, jackson.read_connector_configs, values)
+    ours = [ours_connector_config(v) for v in values]
+    assert_same_reading(values, [o if isinstance(o, Rejected) else json_of(o) for o in ours],
+                        [c if isinstance(c, Rejected | Unchecked) else json_of(c) for c in connect])
 
 
 def status_with(member: str, generation: str = "1") -> bytes:

@@ -147,6 +147,11 @@ _TOPIC = _members([
 ])
 # The members of a topic status value: {"topic": {...}}, its fields mostly valid.
 TOPIC_FIELDS = _members([("topic", weighted((12, _TOPIC.map(lambda m: Obj(tuple(m)))), (1, OTHER_VALUES)))])
+# The members of a connector configuration record: {"properties": {...}}, mostly strings (Connect writes only
+# strings and nulls), some values of any other kind, numbers in every spelling among them.
+_PROPERTY = st.tuples(TEXT, weighted((6, TEXT), (2, st.none()), (2, NUMBERS), (2, OTHER_VALUES), (1, _nested())))
+CONFIG_FIELDS = _members([("properties", weighted((12, st.lists(_PROPERTY, max_size=4).map(lambda m: Obj(tuple(m)))),
+                                                  (1, OTHER_VALUES)))])
 
 
 def render(value: Any, rnd: random.Random, utf8: bool) -> list[str | bytes]:

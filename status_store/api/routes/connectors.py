@@ -11,9 +11,19 @@ from ...config_topic import ConnectorConfigs, connector_type
 from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, status_key
 from ...store import StatusStore
 from ...updates import StatusUpdate
-from ..deps import ConfigsDep, StoreDep, TaskDep, WaitDep, answer, checked_name, direct_write_arguments, task_number
+from ..deps import (
+    ConfigsDep,
+    StoreDep,
+    TaskDep,
+    TaskToReadDep,
+    WaitDep,
+    answer,
+    checked_name,
+    direct_write_arguments,
+    task_number,
+)
 from ..responses import ApiError, ConnectJSONResponse
-from ..routing import ConnectRoute, served_directly
+from ..routing import ConnectRoute, authenticate, reads_configurations, served_directly
 from ..schemas import (
     ConnectorExpansions,
     ConnectorInfo,
@@ -38,6 +48,9 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {404: _error("No such status, or a 
 NOT_CONFIGURED: dict[int | str, dict[str, Any]] = {
     404: _error("The connector has no configuration in Connect's config topic (always so when config.storage.topic "
                 "is unset): Connect's `Connector {name} not found`")}
+CONFIG_READ: dict[int | str, dict[str, Any]] = {
+    401: _error("Configurations may hold credentials: with sidecar.rest.token set, the bearer token is missing or "
+                "wrong")}
 WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     400: _error("The body is not JSON, or a name is not one Connect accepts"),
     401: _error("The bearer token is missing or wrong (checked before the body is read)"),
@@ -134,7 +147,7 @@ async def connector_status(name: str, store: StoreDep, configs: ConfigsDep) -> C
 
 
 @router.get("/connectors/{name}/tasks/{task}/status", response_model=TaskState, responses=NOT_FOUND)
-async def task_status(name: str, task: TaskDep, store: StoreDep) -> ConnectJSONResponse:
+async def task_status(name: str, task: TaskToReadDep, store: StoreDep) -> ConnectJSONResponse:
     """One task's status, as Connect answers it."""
     status = store.cache.get_task(TaskId(name, task))
     if status is None:
@@ -200,13 +213,17 @@ async def put_task_status(name: str, task: TaskDep, body: StatusBody, store: Sto
     return await answer(store, [submit_one(store, status, safe)], params)
 
 
-@router.get("/connectors", response_model=list[str] | dict[str, ConnectorExpansions])
-async def list_connectors(store: StoreDep, configs: ConfigsDep, expand: Annotated[list[str] | None, Query(
+@router.get("/connectors", response_model=list[str] | dict[str, ConnectorExpansions], responses=CONFIG_READ)
+async def list_connectors(request: Request, store: StoreDep, configs: ConfigsDep,
+                          expand: Annotated[list[str] | None, Query(
         description="Any number of times: `status`, `info`; any other value (an empty one too) is ignored. "
-                    "With `expand` present the answer is a map of connector to expansions, without it a list.")]
+                    "With `expand` present the answer is a map of connector to expansions, without it a list. "
+                    "`info` holds configurations: it needs the bearer token when one is set.")]
         = None) -> ConnectJSONResponse:
     """The connectors, sorted: Connect's configured connectors when the config topic is configured, otherwise the
     connectors with a status. With ``expand`` present (even empty), a map of each to its expansions."""
+    if expand is not None and "info" in expand:
+        authenticate(request)
     names = configs.connectors() if configs is not None else store.cache.connectors()
     if expand is None:
         return ConnectJSONResponse(names)
@@ -218,7 +235,8 @@ async def list_connectors(store: StoreDep, configs: ConfigsDep, expand: Annotate
     return ConnectJSONResponse(expanded)
 
 
-@router.get("/connectors/{name}", response_model=ConnectorInfo, responses=NOT_CONFIGURED)
+@router.get("/connectors/{name}", response_model=ConnectorInfo, responses={**NOT_CONFIGURED, **CONFIG_READ})
+@reads_configurations
 async def get_connector(name: str, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
     """The connector's configuration, tasks and type, from Connect's config topic."""
     info = connector_info(store, configs, name)
@@ -227,7 +245,9 @@ async def get_connector(name: str, store: StoreDep, configs: ConfigsDep) -> Conn
     return ConnectJSONResponse(info)
 
 
-@router.get("/connectors/{name}/config", response_model=dict[str, str | None], responses=NOT_CONFIGURED)
+@router.get("/connectors/{name}/config", response_model=dict[str, str | None],
+            responses={**NOT_CONFIGURED, **CONFIG_READ})
+@reads_configurations
 async def connector_config(name: str, configs: ConfigsDep) -> ConnectJSONResponse:
     """The connector's configuration as stored in Connect's config topic (``${...}`` placeholders unresolved)."""
     config = configs.connector_config(name) if configs is not None else None
@@ -236,13 +256,16 @@ async def connector_config(name: str, configs: ConfigsDep) -> ConnectJSONRespons
     return ConnectJSONResponse(config)
 
 
-@router.get("/connectors/{name}/tasks", response_model=list[TaskInfo], responses=NOT_CONFIGURED)
+@router.get("/connectors/{name}/tasks", response_model=list[TaskInfo], responses={**NOT_CONFIGURED, **CONFIG_READ})
+@reads_configurations
 async def task_configs(name: str, configs: ConfigsDep) -> ConnectJSONResponse:
-    """The connector's tasks (as many as its last commit record says) with their committed configurations."""
+    """The connector's tasks with their committed configurations: as many as its last commit record says, none
+    while that commit found task configurations missing (Connect lists the claimed count with null configurations,
+    which a single record can make any size up to 2^31-1)."""
     if configs is None or not configs.contains(name):
         raise not_found(name)
     return ConnectJSONResponse([{"id": {"connector": name, "task": task}, "config": configs.task_config(name, task)}
-                                for task in range(configs.task_count(name))])
+                                for task in configs.tasks(name)])
 
 
 @router.delete("/connectors/{name}/status", status_code=202, response_model=WriteResponse, responses=WRITE_ERRORS)

@@ -37,7 +37,8 @@ subscribe without one. A comment line is sent when nothing else was for `sidecar
 
 @router.get("/events", response_class=Response, description=DESCRIPTION, responses={
     200: {"content": {EVENT_STREAM: {"schema": {"type": "string"}}}, "description": "The stream of events."},
-    400: {"model": ErrorBody, "description": "A malformed Last-Event-ID."},
+    400: {"model": ErrorBody, "description": "A malformed Last-Event-ID: empty, not partition:offset,... in ASCII "
+                                            "digits, a partition named twice, or one this stream has not read."},
     410: {"model": ErrorBody, "description": "A Last-Event-ID older than the events kept."}})
 async def events(request: Request, connector: Annotated[str | None, Query(
                      description="Only this connector's events (its own, its tasks' and its topics').")] = None,
@@ -48,6 +49,9 @@ async def events(request: Request, connector: Annotated[str | None, Query(
     hub: StatusEvents | None = request.app.state.events
     if hub is None:
         raise ApiError(503, "The status store is not running")
+    if last_event_id is not None and not last_event_id:
+        # A header sent empty (or blank: the server strips it) would otherwise read as none, from now.
+        raise ApiError(400, "Invalid Last-Event-ID: empty (leave the header out to subscribe from now)")
     try:
         subscription = hub.subscribe(connector, last_event_id)
     except ValueError as e:

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from fastapi import APIRouter
 
-from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, TopicStatus
+from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, TopicStatus, status_key, topic_key
 from ...store import StatusStore
 from ...updates import StatusUpdate
 from ..deps import StoreDep, WaitDep, answer, checked_name, checked_topic, direct_write_arguments
@@ -71,6 +71,15 @@ def build(item: BatchItem, now_ms: int) -> Write:
     return checked_name(item.connector)
 
 
+def keys(store: StatusStore, write: Write) -> list[str]:
+    """The keys a built write writes."""
+    if isinstance(write, StatusWrite):
+        return [status_key(write.status)]
+    if isinstance(write, TopicStatus | TopicRemoval):
+        return [topic_key(write.connector, write.topic)]
+    return store.deletion_keys(write)
+
+
 def apply(store: StatusStore, write: Write) -> list[StatusUpdate]:
     """Submit one built write; a put_safe that Connect's rules drop submits nothing."""
     if isinstance(write, StatusWrite):
@@ -98,7 +107,6 @@ async def post_statuses(batch: StatusBatch, store: StoreDep, params: WaitDep) ->
     for write in writes:
         if isinstance(write, StatusWrite):
             store.record_limit.check_status(write.status)
-    store.check_room(sum(len(store.cache.get_all_tasks(write)) + 1 if isinstance(write, str) else 1
-                         for write in writes))
+    store.check_room([key for write in writes for key in keys(store, write)])
     updates = [update for write in writes for update in apply(store, write)]
     return await answer(store, updates, params)

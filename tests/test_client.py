@@ -1,0 +1,208 @@
+"""``status-store status`` and ``watch``: topic text is printed with terminal controls escaped (against the real
+service), and an answer that is not the service's (from a server on 127.0.0.1 that sends malformed data on
+purpose) is one clear line, never a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from confluent_kafka import Producer
+
+from status_store.client import show_status, watch
+from status_store.testing import FaultyCluster
+
+from .brokers import free_port
+from .conftest import Broker
+from .helpers import Service, eventually, sidecar_config, write_raw
+from .test_events import ServedFactory, serve, status  # noqa: F401  (serve: the fixture)
+
+WAIT = 20.0
+# A terminal's escape sequences (set the window title, clear the screen, a C1 control sequence introducer) and a
+# right-to-left override, as a name, worker id and trace written to the status topic by any writer.
+HOSTILE = "evil\x1b]0;pwned\x07\x1b[2J\u202etxt\x9b31m"
+# What may never reach a terminal raw: C0 controls (but the line ends), DEL, C1, bidirectional controls.
+RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+async def test_status_and_watch_print_topic_text_with_terminal_controls_escaped(serve: ServedFactory) -> None:  # noqa: F811
+    async with serve() as served:
+        printed = io.StringIO()
+        watching = asyncio.ensure_future(asyncio.to_thread(watch, served.url, None, printed))
+        await eventually(lambda: served.hub.subscribers == 1)
+        failed = status("FAILED", worker_id=HOSTILE, trace=f"{HOSTILE}\nat x")
+        write_raw(served.store, (f"status-connector-{HOSTILE}".encode(), failed),
+                  (f"status-task-{HOSTILE}-0".encode(), status("RUNNING", worker_id=HOSTILE)))
+        await served.store.read_to_end(WAIT)
+        await eventually(lambda: printed.getvalue().count("\n") == 2)
+        served.hub.close()  # the service stops: the stream ends, and so does the watch
+        assert await asyncio.wait_for(watching, WAIT) == 0
+        table = io.StringIO()
+        assert await asyncio.to_thread(show_status, served.url, None, table) == 0
+    for output in (printed.getvalue(), table.getvalue()):
+        assert RAW_CONTROL.search(output) is None, output
+        assert "evil\\u001b]0;pwned\\u0007\\u001b[2J\\u202etxt\\u009b31m" in output
+    assert table.getvalue().count("\n") == 3  # the heading, the connector and its task: one line each
+
+
+class HostileServer:
+    """An HTTP server on 127.0.0.1 that answers each path with canned bytes, in turn, and notes the
+    Last-Event-ID of each request."""
+
+    def __init__(self, answers: dict[str, list[tuple[str, bytes]]]) -> None:
+        self.answers = answers
+        self.last_event_ids: list[str | None] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.last_event_ids.append(self.headers.get("Last-Event-ID"))
+                content_type, body = server.answers[self.path].pop(0)
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return None
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._http.server_address[1]}"
+
+    @contextmanager
+    def running(self) -> Iterator[HostileServer]:
+        thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._http.shutdown()
+            self._http.server_close()
+            thread.join(WAIT)
+
+
+def event(data: bytes, event_id: bytes | None = None, name: bytes = b"status") -> bytes:
+    """An event as a text/event-stream frames it."""
+    head = b"id: " + event_id + b"\n" if event_id is not None else b""
+    return head + b"event: " + name + b"\ndata: " + data + b"\n\n"
+
+
+GOOD = json.dumps({"kind": "task", "connector": "sink", "task": 0, "state": "FAILED", "worker_id": "w:2",
+                   "generation": 4, "trace": "Boom", "timestamp": 0}).encode()
+
+
+def test_watch_skips_malformed_events_with_one_line_each_and_resumes_after_the_last_good_id(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    dropped = json.dumps({"message": "this client fell too far behind and was dropped: reconnect with the id of "
+                                     "the last event received"}).encode()
+    first = b"".join([
+        b": subscribed\n\n",
+        event(b"\xff\xfe", b"0:1"),  # not UTF-8
+        event(b"{not json", b"0:2"),
+        event(b'{"kind":"task"}', b"0:3"),  # fields missing
+        event(b'{"kind":"task","connector":"sink","state":"RUNNING","timestamp":1e300}', b"0:3"),  # out of range
+        # A CR ends a line, as the format says: the id is 0:4 ("bad" is a field of its own, unknown).
+        event(GOOD, b"0:4\rbad"),
+        event(GOOD, "0:\u00e95".encode()),  # an id no Last-Event-ID header can carry: the event is kept
+        event(dropped, name=b"error"),
+    ])
+    stopping = event(json.dumps({"message": "the server is stopping"}).encode(), name=b"error")
+    server = HostileServer({"/events": [("text/event-stream", first), ("text/event-stream", stopping)]})
+    printed = io.StringIO()
+    with server.running():
+        assert watch(server.url, None, printed) == 0
+    assert server.last_event_ids == [None, "0:4"]
+    assert printed.getvalue() == "1970-01-01T00:00:00Z  task sink/0  FAILED  worker w:2  generation 4  Boom\n" * 2
+    problems = capsys.readouterr().err.splitlines()
+    assert [line for line in problems if "skipped" in line] == [
+        f"status-store: skipped an event (a line of it is not UTF-8) from {server.url}/events",
+        f"status-store: skipped an event (its data is not JSON) from {server.url}/events",
+        f"status-store: skipped an event (the event has no 'connector' of the expected kind) from {server.url}/events",
+        f"status-store: skipped an event (its timestamp is out of range) from {server.url}/events",
+        f"status-store: skipped an event id that cannot be sent back ('0:\u00e95') from {server.url}/events",
+    ]
+    assert problems[-1] == "status-store: to resume where this stopped: status-store watch --last-event-id 0:4"
+
+
+@pytest.mark.parametrize(("answer", "why"), [
+    (b"\xff\xfe{}", "did not answer JSON"),
+    (b"<html>a proxy's error page</html>", "did not answer JSON"),
+    (b'{"a":{"status":{"name":"a"}}}', "the status has no 'type'"),
+    (b'{"a":{"status":{"name":"a","type":"sink","connector":{"state":"RUNNING","worker_id":"w"},'
+     b'"tasks":[{"id":"zero","state":"RUNNING","worker_id":"w"}]}}}', "a task status has no 'id'"),
+    (b'{"a":{"status":{"name":"a","type":"sink","connector":{"state":"RUNNING","worker_id":7},"tasks":[]}}}',
+     "the connector's status has no 'worker_id'"),
+    (b'["a"]', "the list of connectors is not a JSON object"),
+])
+def test_status_answers_that_are_not_statuses_are_one_clear_line(answer: bytes, why: str) -> None:
+    server = HostileServer({"/connectors?expand=status": [("application/json", answer)]})
+    with server.running(), pytest.raises(SystemExit) as failed:
+        show_status(server.url, None, io.StringIO())
+    message = str(failed.value.code)
+    assert message.startswith("status-store: ")
+    assert why in message
+    assert "\n" not in message
+
+
+
+def start_watch(url: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "status_store.cli", "watch", "--url", url, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+async def test_watch_ends_when_the_service_stops_and_resumes_after_a_restart_from_the_id_it_named(
+        mock_cluster: FaultyCluster, tmp_path: Path) -> None:
+    """The decision: watch does not wait for a service that stops (it may be gone for good): it exits 0, naming the
+    id to resume from, and ``--last-event-id`` after a restart prints what changed meanwhile, nothing twice."""
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {})
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    service = Service("--config", str(config), "--port", str(port))
+    watchers: list[subprocess.Popen[str]] = []
+    try:
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        watchers.append(start_watch(url))
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+            await eventually(lambda: "status_events_subscribers 1.0" in httpx.get(f"{url}/metrics").text)
+            written = await http.put("/connectors/a/status", params={"wait": "true"},
+                                     json={"state": "RUNNING", "worker_id": "w:1", "generation": 1})
+            assert written.status_code == 200
+        first = watchers[0]
+        assert first.stdout is not None
+        assert first.stderr is not None
+        assert "connector a  RUNNING" in await asyncio.wait_for(asyncio.to_thread(first.stdout.readline), WAIT)
+        assert service.stop() == 0
+        assert await asyncio.to_thread(first.wait, WAIT) == 0
+        hint = first.stderr.read().splitlines()[-1]
+        assert hint.startswith("status-store: to resume where this stopped: status-store watch --last-event-id ")
+        # While the service is down, a Connect worker writes on.
+        producer = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "partitioner": "murmur2_random"})
+        producer.produce(topic, status("PAUSED"), b"status-connector-b")
+        assert producer.flush(WAIT) == 0
+        service = Service("--config", str(config), "--port", str(port))
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        watchers.append(start_watch(url, "--last-event-id", hint.rsplit(" ", 1)[1]))
+        second = watchers[1]
+        assert second.stdout is not None
+        assert "connector b  PAUSED" in await asyncio.wait_for(asyncio.to_thread(second.stdout.readline), WAIT)
+        assert service.stop() == 0
+        assert await asyncio.to_thread(second.wait, WAIT) == 0
+        assert second.stdout.read() == ""  # a's change came before the id: not printed again
+    finally:
+        service.stop()
+        for watcher in watchers:
+            if watcher.poll() is None:
+                watcher.kill()
