@@ -405,8 +405,11 @@ class KafkaCluster:
         self.wait_for_brokers([node.node_id for node in self.brokers], timeout)
 
     def _format(self) -> str:
-        # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding, never starting with '-'
+        # (Kafka's Uuid.randomUuid draws again: a command line would read it as an option).
+        text = "-"
+        while text.startswith("-"):
+            text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         formats = [subprocess.Popen(
             ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
              "-cp", self.line.classpath, "kafka.tools.StorageTool", "format", "-t", text,
