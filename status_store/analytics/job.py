@@ -309,14 +309,14 @@ def _write(spark: SparkSession, out: OutputDir, args: argparse.Namespace, analys
         out.write_text(out.staged(CHECKPOINT), checkpoint.to_json(out.out))
         items.append(CHECKPOINT)
         notes["checkpoint"] = f"{out.out}/{CHECKPOINT}"
+    summary = analysis.summary(notes)
     if not args.no_report:
         local = "://" not in args.out
         directory = Path(out.staged("report")) if local else LOCAL_REPORT
-        report = write_report(analysis, directory, inputs.warnings)
-        notes["report"] = str(Path(args.out) / "report" / report.name) if local else str(report)
+        report = write_report(analysis, out.staging, directory, inputs.warnings)
+        summary["report"] = str(Path(args.out) / "report" / report.name) if local else str(report)
         if local:
             items.append("report")
-    summary = analysis.summary(notes)
     out.write_text(out.staged("summary.json"), json.dumps(summary, indent=2, sort_keys=True) + "\n")
     out.commit([*items, "summary.json"])
     return summary
