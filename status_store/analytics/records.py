@@ -7,10 +7,10 @@ Kafka. No Spark Kafka connector jar is needed. The driver plans every topic with
 Spark starts: it assigns every partition at its beginning and takes, from the first Fetch answer, the
 first offset and the high watermark (ListOffsets is not used: Tansu answers it wrongly). It splits each
 partition's range into ranges of at most ``max_records_per_range`` offsets, and packs small ranges of
-different partitions into one task up to that many records. A Spark Python data source reads each
-task's ranges in an executor with one plain confluent-kafka consumer (assign, read to each range's end,
-stop at a deadline). A missing topic and unreachable brokers are ``ReadProblem`` s of the plan; a range
-that could not be read in time goes to a Spark accumulator (``KafkaFrames.problems``, known once an
+different partitions into one task up to that many records. Each task (``mapInArrow`` over
+``spark.range``) reads its ranges in an executor with one plain confluent-kafka consumer (assign, read to
+each range's end, stop at a deadline). A missing topic and unreachable brokers are ``ReadProblem`` s of
+the plan; a range that could not be read in time goes to a Spark accumulator (``KafkaFrames.problems``, known once an
 action has read it): the job fails on either. An empty topic or partition is not a problem. An
 incremental run starts each partition at an earlier run's ``Plan.next_offsets``. Where a cluster has
 Spark's own Kafka source, its output selected to these columns works as well.
@@ -21,9 +21,6 @@ directories holding the same columns; ``value`` may be text or binary in Parquet
 
 from __future__ import annotations
 
-import base64
-import json
-import pickle
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,14 +32,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import StructType
 
 from ..client_log import ClientLog, is_embedded
 from .options import MAX_RECORDS_PER_RANGE, METADATA_TIMEOUT_S, RANGE_TIMEOUT_S
 
 RAW_SCHEMA = "topic string, partition int, offset long, timestamp long, key string, value binary"
-SOURCE_NAME = "status_store_kafka_ranges"
 _BATCH_ROWS = 10_000
 _JSON_SUFFIXES = {".jsonl", ".json", ".ndjson"}
 # Errors a range read stops at; any other error is taken as transient until the range's deadline.
@@ -259,18 +253,27 @@ class KafkaFrames:
     _problems: Accumulator[list[tuple[str, int, str]]] | None = None
 
     def frame(self, ranges: Sequence[OffsetRange]) -> DataFrame:
-        """The records of ``ranges`` (read when an action needs them), ranges packed into tasks."""
+        """The records of ``ranges`` (read when an action needs them), ranges packed into tasks.
+
+        One task per group of ranges, over ``spark.range``: nothing runs in Python to plan the read (a Python
+        data source would start a Python worker for its schema and another for its partitions, each time).
+        """
         if not ranges:
             return self.spark.createDataFrame([], RAW_SCHEMA)
         if self._problems is None:
             self._problems = self.spark.sparkContext.accumulator([], ReadProblems())
-            self.spark.dataSource.register(KafkaRangeSource)
-        plan = {"config": self.config, "timeout_s": self.timeout_s,
-                "tasks": [[[r.topic, r.partition, r.start, r.end] for r in task]
-                          for task in pack_ranges(ranges, self.records_per_task)]}
-        problems = base64.b64encode(pickle.dumps(self._problems)).decode("ascii")
-        return self.spark.read.format(SOURCE_NAME).option("plan", json.dumps(plan)).option(
-            "problems", problems).load()
+        tasks = [tuple(task) for task in pack_ranges(ranges, self.records_per_task)]
+        config, timeout_s, problems = self.config, self.timeout_s, self._problems
+
+        def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                for task in batch.column(0).to_pylist():
+                    errors: list[tuple[str, int, str]] = []
+                    yield from read_range_group(config, tasks[task], timeout_s, errors)
+                    if errors:
+                        problems.add(errors)
+
+        return self.spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(read, RAW_SCHEMA)
 
     def problems(self) -> list[ReadProblem]:
         """What the tasks that ran so far could not read (each once, however often Spark ran a task)."""
@@ -302,47 +305,6 @@ def read_ranges(spark: SparkSession, consumer_config: dict[str, Any], ranges: li
 def _consumer_config(config: dict[str, Any]) -> dict[str, Any]:
     return {"group.id": "status-store-analyze", "enable.auto.commit": False, "enable.partition.eof": True,
             "auto.offset.reset": "earliest", **config}
-
-
-@dataclass(frozen=True)
-class _RangesPartition(InputPartition):
-    """The ranges one task reads."""
-
-    ranges: tuple[OffsetRange, ...]
-
-
-class KafkaRangeSource(DataSource):
-    """A Spark data source reading planned offset ranges (option ``plan``, JSON) with confluent-kafka; what it
-    cannot read goes to the accumulator of option ``problems``."""
-
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
-
-    def schema(self) -> str:
-        return RAW_SCHEMA
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        problems = pickle.loads(base64.b64decode(self.options["problems"]))
-        return _KafkaRangeReader(json.loads(self.options["plan"]), problems)
-
-
-class _KafkaRangeReader(DataSourceReader):
-    def __init__(self, plan: dict[str, Any], problems: Accumulator[list[tuple[str, int, str]]]) -> None:
-        self.config: dict[str, Any] = plan["config"]
-        self.timeout_s: float = plan["timeout_s"]
-        self.tasks = [_RangesPartition(tuple(OffsetRange(*r) for r in task)) for task in plan["tasks"]]
-        self.problems = problems
-
-    def partitions(self) -> Sequence[InputPartition]:
-        return self.tasks
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, _RangesPartition)
-        errors: list[tuple[str, int, str]] = []
-        yield from read_range_group(self.config, partition.ranges, self.timeout_s, errors)
-        if errors:
-            self.problems.add(errors)
 
 
 def read_range_group(config: dict[str, Any], ranges: Sequence[OffsetRange], timeout_s: float,
