@@ -5,7 +5,8 @@ It opens with what is broken now (every FAILED connector and task: since when, o
 line of its trace), then failures per worker, the most frequent failure messages, failures and recoveries
 over time, time to recovery per connector (p50/p90/p99), the most flapping connectors and tasks, the latest
 states, time in each state and the retry outcomes. Only small aggregates reach the driver (a few rows per
-connector, worker or hour), so the report costs little whatever the input's size.
+connector, worker or hour), so the report costs little whatever the input's size: the outputs, small
+(aggregates, or a row per connector, task or episode), are read once, without a Spark job when local.
 
 The HTML file needs nothing else: its charts are inline SVG, it has no script, and its Content-Security-Policy
 forbids scripts and every load from the network. Every text that comes from the data (connector names,
@@ -17,6 +18,8 @@ from __future__ import annotations
 import datetime
 import html
 import io
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +30,13 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on servers and executors
 
 import matplotlib.pyplot as plt
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from .analysis import Analysis, first_line
+from .analysis import MTTR_PERCENTILES, Analysis
 from .records import ReadProblem
 
 TOP = 10
@@ -86,27 +92,30 @@ class Section:
     css_class: str = ""
 
 
+Row = dict[str, Any]
+Entity = tuple[str, str, int | None]
+
+
 def write_report(analysis: Analysis, outputs: str, directory: Path, warnings: Sequence[ReadProblem] = ()) -> Path:
     """Write ``report.html`` (self-contained) and ``report.md`` with its PNG charts into ``directory`` from the
     analysis's outputs as written under ``outputs`` (the run's staging directory); returns the HTML file."""
     directory.mkdir(parents=True, exist_ok=True)
-    frames = {name: frame.sparkSession.read.schema(frame.schema).parquet(f"{outputs.rstrip('/')}/{name}")
-              for name, frame in analysis.outputs().items()}
+    frames = {name: read_output(frame, f"{outputs.rstrip('/')}/{name}") for name, frame in analysis.outputs().items()}
     summary = analysis.summary()
-    as_of = summary.get("as_of_ms")
-    intro = [f"As of {_time(as_of)}. Flapping: more than {summary['flap_transitions']} transitions within "
-             f"{summary['flap_window_ms'] / 1000:g} s."]
+    intro = [f"As of {_time(summary['as_of_ms'])}. Flapping: more than {summary['flap_transitions']} transitions "
+             f"within {summary['flap_window_ms'] / 1000:g} s."]
+    latest, episodes = frames["latest"], frames["episodes"]
     sections = [
-        _broken_now(frames["latest"], frames["episodes"]),
-        _per_worker(directory, frames["latest"], frames["episodes"]),
-        _failure_messages(frames["episodes"]),
-        _over_time(directory, frames["episodes"]),
-        _time_to_recovery(frames["episodes"], frames["mttr"]),
-        _flapping(frames["flapping"], frames["latest"]),
-        _latest(directory, frames["latest"]),
+        _broken_now(latest, episodes),
+        _per_worker(directory, latest, episodes),
+        _failure_messages(episodes),
+        _over_time(directory, episodes),
+        _time_to_recovery(episodes, frames["mttr"]),
+        _flapping(frames["flapping"], latest),
+        _latest(directory, latest),
         _time_in_state(directory, frames["state_durations"]),
         _retry_outcomes(directory, frames["retry_outcomes"]),
-        _input(summary.get("counters", {}), warnings),
+        _input(summary["counters"], warnings),
     ]
     (directory / "report.md").write_text(_markdown(intro, sections), encoding="utf-8")
     report = directory / "report.html"
@@ -114,21 +123,40 @@ def write_report(analysis: Analysis, outputs: str, directory: Path, warnings: Se
     return report
 
 
+def read_output(frame: DataFrame, path: str) -> list[Row]:
+    """The rows of an output as written (small: aggregates, or one row per connector, task or episode). A local
+    one is read with pyarrow, without a Spark job; any other through Spark."""
+    if "://" in path:
+        return [row.asDict() for row in frame.sparkSession.read.schema(frame.schema).parquet(path).collect()]
+    schema = to_arrow_schema(frame.schema)
+    dataset = ds.dataset(path, schema=schema, format="parquet", partitioning=ds.partitioning(
+        pa.schema([schema.field("date")]), flavor="hive"))
+    rows: list[Row] = dataset.to_table().to_pylist()
+    return rows
+
+
+def _entity(row: Row) -> Entity:
+    return row["kind"], row["connector"], row["task"]
+
+
+def _order(value: Any) -> tuple[bool, Any]:
+    """A sort key that puts None first and compares the rest."""
+    return value is not None, value
+
+
 # ------------------------------------------------------------------------------------------ sections
 
 
-def _broken_now(latest: DataFrame, episodes: DataFrame) -> Section:
+def _broken_now(latest: list[Row], episodes: list[Row]) -> Section:
     """Every connector and task FAILED now: since when (the start of its open episode, else its record's time),
     on which worker, the first line of its trace."""
-    entity = ["kind", "connector", "task"]
-    open_since = (episodes.filter(F.col("recovered_ms").isNull()).groupBy(*entity)
-                  .agg(F.max("failed_ms").alias("since")))
-    failed = (latest.filter(F.col("state") == "FAILED")
-              .join(open_since, [latest[c].eqNullSafe(open_since[c]) for c in entity], "left")
-              .select(*[latest[c] for c in entity], F.coalesce("since", "timestamp").alias("since"), "worker_id",
-                      first_line(F.col("trace")).alias("failure"))
-              .orderBy("since", "connector", "task"))
-    rows = _rows(failed)
+    open_since: dict[Entity, int] = {}
+    for e in episodes:
+        if e["recovered_ms"] is None:
+            open_since[_entity(e)] = max(open_since.get(_entity(e), e["failed_ms"]), e["failed_ms"])
+    rows = [[r["kind"], r["connector"], r["task"], open_since.get(_entity(r), r["timestamp"]), r["worker_id"],
+             first_line_of(r["trace"])] for r in latest if r["state"] == "FAILED"]
+    rows.sort(key=lambda r: (_order(r[3]), r[1], _order(r[2])))
     section = Section("Broken now", css_class="broken" if rows else "ok")
     if not rows:
         section.text.append("No connector or task is FAILED.")
@@ -136,21 +164,27 @@ def _broken_now(latest: DataFrame, episodes: DataFrame) -> Section:
     connectors = sum(1 for r in rows if r[0] == "connector")
     section.text.append(f"{connectors} connector(s) and {len(rows) - connectors} task(s) are FAILED, longest first.")
     section.parts.append(Table(["kind", "connector", "task", "FAILED since", "worker", "first line of the trace"],
-                               [[r[0], r[1], r[2], _time(r[3]), r[4], r[5]] for r in rows]))
+                               [[*r[:3], _time(r[3]), *r[4:]] for r in rows]))
     return section
 
 
-def _per_worker(directory: Path, latest: DataFrame, episodes: DataFrame) -> Section:
+def _per_worker(directory: Path, latest: list[Row], episodes: list[Row]) -> Section:
     """FAILED episodes per worker (the worker of the FAILED that opened each), and what is FAILED on it now."""
-    worker = F.coalesce(F.col("worker_id"), F.lit("(unknown)")).alias("worker")
-    past = episodes.groupBy(worker).agg(F.count(F.lit(1)).alias("episodes"),
-                                        F.count_if(F.col("recovered_ms").isNull()).alias("unrecovered"),
-                                        F.count_distinct("connector").alias("connectors"))
-    now = latest.filter(F.col("state") == "FAILED").groupBy(worker).agg(F.count(F.lit(1)).alias("failed_now"))
-    counts = ["failed_now", "episodes", "unrecovered", "connectors"]
-    rows = _rows(past.join(now, "worker", "full")
-                 .select("worker", *[F.coalesce(c, F.lit(0)).alias(c) for c in counts])
-                 .orderBy(F.desc("failed_now"), F.desc("episodes"), "worker"))
+    counts: dict[str, list[Any]] = {}
+
+    def of(worker: str | None) -> list[Any]:
+        return counts.setdefault(worker or "(unknown)", [0, 0, 0, set()])
+
+    for r in latest:
+        if r["state"] == "FAILED":
+            of(r["worker_id"])[0] += 1
+    for e in episodes:
+        found = of(e["worker_id"])
+        found[1] += 1
+        found[2] += e["recovered_ms"] is None
+        found[3].add(e["connector"])
+    rows = sorted(([worker, now, past, open_, len(connectors)] for worker, (now, past, open_, connectors)
+                   in counts.items()), key=lambda r: (-r[1], -r[2], r[0]))
     section = Section("Failures per worker")
     if not rows:
         section.text.append("(none)")
@@ -162,41 +196,51 @@ def _per_worker(directory: Path, latest: DataFrame, episodes: DataFrame) -> Sect
     return section
 
 
-def normalised_message(failure: Any) -> Any:
+def first_line_of(trace: str | None) -> str | None:
+    """The first line of a trace (Java's exception and message), trimmed: ``analysis.first_line`` in Python."""
+    line = re.split(r"[\r\n]", trace, maxsplit=1)[0].strip(" ") if trace is not None else ""
+    return line or None
+
+
+def normalised_message(failure: str) -> str:
     """A failure message with what varies between occurrences (numbers, hexadecimal ids) replaced, so that the
     same failure counts once."""
-    hex_ids = F.regexp_replace(failure, r"\b(0x)?[0-9a-fA-F]{8,}(-[0-9a-fA-F]{4,})*\b", "<id>")
-    return F.regexp_replace(hex_ids, r"\d+", "<n>")
+    return re.sub(r"\d+", "<n>", re.sub(r"\b(0x)?[0-9a-fA-F]{8,}(-[0-9a-fA-F]{4,})*\b", "<id>", failure))
 
 
-def _failure_messages(episodes: DataFrame) -> Section:
+def _failure_messages(episodes: list[Row]) -> Section:
     """The most frequent first lines of the traces that opened FAILED episodes, normalised."""
-    message = F.coalesce(normalised_message(F.col("failure")), F.lit("(no trace)")).alias("message")
-    rows = _rows(episodes.groupBy(message).agg(
-        F.count(F.lit(1)).alias("episodes"), F.count_distinct(F.struct("kind", "connector", "task")).alias("tasks"),
-        F.max("failed_ms").alias("last")).orderBy(F.desc("episodes"), "message").limit(TOP))
+    found: dict[str, list[Any]] = {}
+    for e in episodes:
+        message = normalised_message(e["failure"]) if e["failure"] is not None else "(no trace)"
+        counts = found.setdefault(message, [0, set(), e["failed_ms"]])
+        counts[0] += 1
+        counts[1].add(_entity(e))
+        counts[2] = max(counts[2], e["failed_ms"])
+    rows = sorted(([message, n, len(entities), _time(last)] for message, (n, entities, last) in found.items()),
+                  key=lambda r: (-r[1], r[0]))[:TOP]
     section = Section("Top failure messages")
     section.text.append(f"The first line of the trace of the FAILED that opened each episode; numbers shown as "
                         f"<n>, ids as <id> (top {TOP}).")
-    section.parts.append(Table(["message", "episodes", "connectors and tasks", "last"],
-                               [[r[0], r[1], r[2], _time(r[3])] for r in rows], {1, 2}))
+    section.parts.append(Table(["message", "episodes", "connectors and tasks", "last"], rows, {1, 2}))
     return section
 
 
-def _over_time(directory: Path, episodes: DataFrame) -> Section:
+def _over_time(directory: Path, episodes: list[Row]) -> Section:
     """Episodes opened (failures) and ended by a RUNNING (recoveries) per hour, or per day over long spans."""
-    span = episodes.agg(F.min("failed_ms"), F.max(F.greatest("failed_ms", "recovered_ms"))).first()
     section = Section("Failures and recoveries over time")
-    if span is None or span[0] is None:
+    if not episodes:
         section.text.append("(no FAILED episode)")
         return section
-    bucket_ms = HOUR_MS if (span[1] - span[0]) // HOUR_MS < MAX_HOURLY_BUCKETS else DAY_MS
+    times = [e["failed_ms"] for e in episodes] + [e["recovered_ms"] for e in episodes if e["recovered_ms"] is not None]
+    bucket_ms = HOUR_MS if (max(times) - min(times)) // HOUR_MS < MAX_HOURLY_BUCKETS else DAY_MS
     unit = "hour" if bucket_ms == HOUR_MS else "day"
-    events = episodes.select(F.col("failed_ms").alias("at"), F.lit(1).alias("failed"), F.lit(0).alias("recovered"))
-    events = events.unionByName(episodes.filter(F.col("recovered_ms").isNotNull()).select(
-        F.col("recovered_ms").alias("at"), F.lit(0).alias("failed"), F.lit(1).alias("recovered")))
-    rows = _rows(events.groupBy((F.floor(F.col("at") / bucket_ms) * bucket_ms).alias("bucket"))
-                 .agg(F.sum("failed"), F.sum("recovered")).orderBy("bucket"))
+    buckets: dict[int, list[int]] = {}
+    for e in episodes:
+        buckets.setdefault(e["failed_ms"] // bucket_ms * bucket_ms, [0, 0])[0] += 1
+        if e["recovered_ms"] is not None:
+            buckets.setdefault(e["recovered_ms"] // bucket_ms * bucket_ms, [0, 0])[1] += 1
+    rows = [[bucket, *counts] for bucket, counts in sorted(buckets.items())]
     section.text.append(f"FAILED episodes begun and recovered per {unit} (UTC).")
     section.parts.append(_time_chart(directory, "failures_over_time.png", f"Failures and recoveries per {unit}",
                                      rows, bucket_ms))
@@ -207,52 +251,69 @@ def _over_time(directory: Path, episodes: DataFrame) -> Section:
     return section
 
 
-def _time_to_recovery(episodes: DataFrame, mttr: DataFrame) -> Section:
+def _percentiles(values: Sequence[float]) -> list[float | None]:
+    """p50, p90, p99 with linear interpolation (Spark's ``percentile``), None for no values."""
+    if not values:
+        return [None] * len(MTTR_PERCENTILES)
+    return [float(q) for q in np.percentile(values, [q * 100 for q in MTTR_PERCENTILES])]
+
+
+def _time_to_recovery(episodes: list[Row], mttr: list[Row]) -> Section:
     """Time to recovery per connector (its tasks and itself): p50, p90, p99 and the mean; then per task."""
-    quantiles = F.percentile("time_to_recovery_ms", F.array(F.lit(0.5), F.lit(0.9), F.lit(0.99)))
-    per_connector = _rows(episodes.groupBy("connector").agg(
-        F.count(F.lit(1)).alias("episodes"), F.count("recovered_ms").alias("recovered"), quantiles.alias("q"),
-        F.avg("time_to_recovery_ms")).orderBy(F.desc_nulls_last(F.col("q")[1]), "connector").limit(TOP * 2))
+    per_connector: dict[str, list[Any]] = {}
+    for e in episodes:
+        found = per_connector.setdefault(e["connector"], [0, []])
+        found[0] += 1
+        if e["time_to_recovery_ms"] is not None:
+            found[1].append(e["time_to_recovery_ms"])
+    rows = [[name, n, len(ttr), *_percentiles(ttr), sum(ttr) / len(ttr) if ttr else None]
+            for name, (n, ttr) in per_connector.items()]
+    rows.sort(key=lambda r: (r[4] is None, -(r[4] or 0), r[0]))
     section = Section("Time to recovery")
     section.text.append("Per connector (its own episodes and its tasks'), slowest p90 first. Percentiles say more "
                         "than the mean, which a few long outages dominate.")
     section.parts.append(Table(["connector", "episodes", "recovered", "p50", "p90", "p99", "mean"],
-                               [[r[0], r[1], r[2], *[_duration(q) for q in (r[3] or [None] * 3)], _duration(r[4])]
-                                for r in per_connector], {1, 2, 3, 4, 5, 6}))
-    per_task = _rows(mttr.select("kind", "connector", "task", "failed_episodes", "recovered", "unrecovered",
-                                 "mttr_ms", "ttr_p50_ms", "ttr_p90_ms", "ttr_p99_ms")
-                     .orderBy(F.desc("failed_episodes"), "connector", "task").limit(TOP))
-    overall = episodes.agg(F.count(F.lit(1)), F.count("recovered_ms"), F.avg("time_to_recovery_ms"),
-                           F.percentile("time_to_recovery_ms", 0.5)).first()
-    if overall is not None and overall[0]:
-        section.text.append(f"{overall[0]} episodes, {overall[1]} recovered, {overall[0] - overall[1]} not (yet) "
-                            f"recovered; time to recovery p50 {_duration(overall[3])}, mean {_duration(overall[2])}.")
+                               [[*r[:3], *[_duration(v) for v in r[3:]]] for r in rows[:TOP * 2]],
+                               {1, 2, 3, 4, 5, 6}))
+    recovered = [e["time_to_recovery_ms"] for e in episodes if e["time_to_recovery_ms"] is not None]
+    if episodes:
+        mean = sum(recovered) / len(recovered) if recovered else None
+        section.text.append(f"{len(episodes)} episodes, {len(recovered)} recovered, {len(episodes) - len(recovered)} "
+                            f"not (yet) recovered; time to recovery p50 {_duration(_percentiles(recovered)[0])}, "
+                            f"mean {_duration(mean)}.")
+    per_task = sorted(mttr, key=lambda r: (-r["failed_episodes"], r["connector"], _order(r["task"])))[:TOP]
     section.parts.append(f"FAILED episodes per connector or task (top {TOP}):")
     section.parts.append(Table(["kind", "connector", "task", "episodes", "recovered", "unrecovered", "MTTR", "p50",
                                 "p90", "p99"],
-                               [[*r[:6], *[_duration(v) for v in r[6:]]] for r in per_task], set(range(3, 10))))
+                               [[r["kind"], r["connector"], r["task"], r["failed_episodes"], r["recovered"],
+                                 r["unrecovered"], *[_duration(r[c]) for c in ("mttr_ms", "ttr_p50_ms", "ttr_p90_ms",
+                                                                             "ttr_p99_ms")]] for r in per_task],
+                               set(range(3, 10))))
     return section
 
 
-def _flapping(flapping: DataFrame, latest: DataFrame) -> Section:
+def _flapping(flapping: list[Row], latest: list[Row]) -> Section:
     """The connectors and tasks that flapped most, with their last transition and their state now."""
-    entity = ["kind", "connector", "task"]
-    most = flapping.groupBy(*entity).agg(
-        F.max("max_transitions_in_window").alias("most"), F.sum("flapping_transitions").alias("transitions"),
-        F.max("last_flapping_ms").alias("last"))
-    rows = _rows(most.join(latest.select(*entity, "state"), [most[c].eqNullSafe(latest[c]) for c in entity], "left")
-                 .select(*[most[c] for c in entity], "most", "transitions", "last", "state")
-                 .orderBy(F.desc("most"), F.desc("transitions"), "connector", "task").limit(TOP))
+    most: dict[Entity, list[int]] = {}
+    for r in flapping:
+        found = most.setdefault(_entity(r), [0, 0, r["last_flapping_ms"]])
+        found[0] = max(found[0], r["max_transitions_in_window"])
+        found[1] += r["flapping_transitions"]
+        found[2] = max(found[2], r["last_flapping_ms"])
+    state = {_entity(r): r["state"] for r in latest}
+    ranked = sorted(most.items(), key=lambda item: (-item[1][0], -item[1][1], item[0][1], _order(item[0][2])))
+    rows = [[*entity, *counts[:2], _time(counts[2]), state.get(entity)] for entity, counts in ranked[:TOP]]
     section = Section("Flapping")
     section.text.append(f"The connectors and tasks with the most transitions in a window (top {TOP}).")
     section.parts.append(Table(["kind", "connector", "task", "most transitions in a window", "flapping transitions",
-                                "last flapping transition", "state now"],
-                               [[*r[:5], _time(r[5]), r[6]] for r in rows], {3, 4}))
+                                "last flapping transition", "state now"], rows, {3, 4}))
     return section
 
 
-def _latest(directory: Path, latest: DataFrame) -> Section:
-    rows = _rows(latest.groupBy("kind", "state").count().orderBy("kind", "state"))
+def _latest(directory: Path, latest: list[Row]) -> Section:
+    counts = Counter((r["kind"], r["state"]) for r in latest)
+    rows = [[kind, state, n] for (kind, state), n in sorted(counts.items(), key=lambda item: (item[0][0],
+                                                                                            _order(item[0][1])))]
     section = Section("Latest statuses", parts=[Table(["kind", "state", "count"], rows, {2})])
     states = [(r[1] or "(topic)", r[2]) for r in rows if r[0] in ("task", "connector")]
     if states:
@@ -261,28 +322,38 @@ def _latest(directory: Path, latest: DataFrame) -> Section:
     return section
 
 
-def _time_in_state(directory: Path, durations: DataFrame) -> Section:
+def _time_in_state(directory: Path, durations: list[Row]) -> Section:
     section = Section("Time in each state")
-    per_state = _rows(durations.groupBy("state").agg(F.sum("duration_ms").alias("ms")).orderBy(F.desc("ms")))
+    per_state: Counter[str] = Counter()
+    failed: Counter[Entity] = Counter()
+    for r in durations:
+        per_state[r["state"]] += r["duration_ms"]
+        if r["state"] == "FAILED":
+            failed[_entity(r)] += r["duration_ms"]
     if per_state:
         section.parts.append(_bar_chart(directory, "time_in_state.png", "Hours in each state (all connectors and "
-                                        "tasks)", [(state, ms / 3_600_000) for state, ms in per_state]))
-    failed_most = _rows(durations.filter(F.col("state") == "FAILED")
-                        .groupBy("kind", "connector", "task").agg(F.sum("duration_ms").alias("ms"))
-                        .orderBy(F.desc("ms"), "connector", "task").limit(TOP))
+                                        "tasks)", [(state, ms / HOUR_MS) for state, ms in
+                                                   sorted(per_state.items(), key=lambda item: (-item[1], item[0]))]))
+    failed_most = sorted(failed.items(), key=lambda item: (-item[1], item[0][1], _order(item[0][2])))[:TOP]
     section.text.append(f"Longest time FAILED (top {TOP}):")
-    section.parts.append(Table(["kind", "connector", "task", "FAILED"], [[*r[:3], _duration(r[3])]
-                                                                         for r in failed_most]))
+    section.parts.append(Table(["kind", "connector", "task", "FAILED"], [[*entity, _duration(ms)]
+                                                                         for entity, ms in failed_most]))
     return section
 
 
-def _retry_outcomes(directory: Path, outcomes: DataFrame) -> Section:
-    rows = _rows(outcomes.groupBy("kind", "result").agg(
-        F.sum("count").alias("n"), (F.sum(F.col("mean_attempts") * F.col("count")) / F.sum("count")),
-        F.max("max_attempts"), F.max("latency_p99_ms")).orderBy("kind", "result"))
+def _retry_outcomes(directory: Path, outcomes: list[Row]) -> Section:
+    found: dict[tuple[str, str], list[Any]] = {}
+    for r in outcomes:
+        counts = found.setdefault((r["kind"], r["result"]), [0, 0.0, None, None])
+        counts[0] += r["count"]
+        counts[1] += (r["mean_attempts"] or 0) * r["count"]
+        counts[2] = max(counts[2] or 0, r["max_attempts"]) if r["max_attempts"] is not None else counts[2]
+        counts[3] = max(counts[3] or 0, r["latency_p99_ms"]) if r["latency_p99_ms"] is not None else counts[3]
+    rows = [[kind, result, n, f"{attempts / n:.2f}", most, p99]
+            for (kind, result), (n, attempts, most, p99) in sorted(found.items())]
     section = Section("Retry outcomes", parts=[Table(
-        ["kind", "result", "count", "mean attempts", "max attempts", "worst daily p99 latency (ms)"],
-        [[*r[:3], f"{r[3]:.2f}" if r[3] is not None else "", *r[4:]] for r in rows], {2, 3, 4, 5})])
+        ["kind", "result", "count", "mean attempts", "max attempts", "worst daily p99 latency (ms)"], rows,
+        {2, 3, 4, 5})])
     if rows:
         section.parts.append(_bar_chart(directory, "retry_outcomes.png", "Write outcomes by kind and result",
                                         [(f"{r[0]} {r[1]}", r[2]) for r in rows]))
@@ -394,10 +465,6 @@ def _html_table(table: Table) -> str:
         f'<td class="num">{html.escape(_cell(v))}</td>' if i in table.numeric else f"<td>{html.escape(_cell(v))}</td>"
         for i, v in enumerate(row)) + "</tr>" for row in table.rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _rows(frame: DataFrame) -> list[list[Any]]:
-    return [list(row) for row in frame.collect()]
 
 
 def _cell(value: Any) -> str:
