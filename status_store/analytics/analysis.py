@@ -139,13 +139,17 @@ class Analysis:
 
 
 def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: int | None = None,
-            flap_transitions: int = FLAP_TRANSITIONS, flap_window_ms: int = FLAP_WINDOW_MS) -> Analysis:
-    """Build every result from the two inputs (lazily; ``Analysis.write`` or an action runs them).
+            flap_transitions: int = FLAP_TRANSITIONS, flap_window_ms: int = FLAP_WINDOW_MS,
+            from_ms: int | None = None) -> Analysis:
+    """Build every result from the two inputs (the counters at once; the outputs lazily, as ``Analysis.write``
+    or another action runs them).
 
     ``as_of_ms`` is the time of the analysis: history events after it are left out and the last
     state of each connector and task lasts until it. By default it is the newest valid history
     event's time. A task or connector is flapping when more than ``flap_transitions`` state
-    transitions fall inside any ``flap_window_ms`` window.
+    transitions fall inside any ``flap_window_ms`` window. ``from_ms`` (a UTC midnight) says the history
+    holds only what the days from it on need (``retained``): the dated outputs, and the episodes MTTR is
+    over, are those of its day and later.
     """
     if flap_transitions < 0 or flap_window_ms <= 0:
         raise ValueError(f"flapping needs transitions >= 0 and a window > 0 ms, got {flap_transitions} "
@@ -159,15 +163,19 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
     as_of_ms = newest if as_of_ms is None else as_of_ms
     snapshot_date = _date(F.lit(as_of_ms).cast("long")) if as_of_ms is not None else _date(F.col("timestamp"))
     timeline = _timeline(history, as_of_ms, flap_window_ms).persist(StorageLevel.MEMORY_AND_DISK)
-    episodes = _episodes(timeline).persist(StorageLevel.MEMORY_AND_DISK)
+
+    def dated(frame: DataFrame) -> DataFrame:
+        return frame if from_ms is None else frame.filter(F.col("date") >= _date(F.lit(from_ms).cast("long")))
+
+    episodes = dated(_episodes(timeline)).persist(StorageLevel.MEMORY_AND_DISK)
     return Analysis(
         as_of_ms=as_of_ms,
         latest=_latest(status, tasks, snapshot_date, as_of_ms),
-        state_durations=_state_durations(timeline, as_of_ms),
+        state_durations=dated(_state_durations(timeline, as_of_ms)),
         episodes=episodes,
         mttr=_mttr(episodes, snapshot_date, as_of_ms),
-        flapping=_flapping(timeline, flap_transitions),
-        retry_outcomes=_retry_outcomes(history, as_of_ms),
+        flapping=dated(_flapping(timeline, flap_transitions)),
+        retry_outcomes=dated(_retry_outcomes(history, as_of_ms)),
         flap_transitions=flap_transitions,
         flap_window_ms=flap_window_ms,
         _counters=counters,
@@ -496,6 +504,36 @@ def _flapping(timeline: DataFrame, transitions: int) -> DataFrame:
         F.min("time").alias("first_flapping_ms"),
         F.max("time").alias("last_flapping_ms"),
     )
+
+
+def retained(status_records: DataFrame, history_records: DataFrame, latest: DataFrame, from_ms: int,
+             flap_window_ms: int) -> DataFrame:
+    """The raw records of both inputs that an analysis whose dated outputs start at ``from_ms`` needs, and that
+    keep ``latest`` what it is:
+
+    - history: events from ``from_ms`` on, and from ``flap_window_ms`` before it (the flapping window); and per
+      connector or task, every status event from its last RUNNING or deletion before that (its state then, and
+      a FAILED episode open then, whole);
+    - status: records from ``from_ms`` on; of the older ones, the last of each key and those the cache holds
+      (``latest``), so that the cache read from them is the one read from everything.
+    """
+    events = parse_history_records(history_records)
+    start = from_ms - flap_window_ms
+    entity = Window.partitionBy("kind", "connector", "task")
+    changes = ~F.col("garbled") & (F.col("event") == "status") & F.col("kind").isin("connector", "task")
+    ends = F.col("state").isin(State.RUNNING.value, State.DESTROYED.value)
+    anchor = F.max(F.when(changes & ends & (F.col("time") < start), F.col("time"))).over(entity)
+    keep = (F.when(changes, F.col("time") >= F.coalesce(anchor, F.lit(_LONG_MIN)))
+            .when(~F.col("garbled"), F.col("time") >= from_ms).otherwise(F.col("timestamp") >= from_ms))
+    needed = events.select("partition", "offset", keep.alias("keep")).filter("keep").drop("keep")
+    kept_history = history_records.join(needed, ["partition", "offset"], "left_semi")
+    last = F.max("offset").over(Window.partitionBy("partition", "key"))
+    cached = latest.select("partition", "offset", F.lit(True).alias("_cached"))
+    kept_status = (status_records.withColumn("_last", last).join(cached, ["partition", "offset"], "left")
+                   .filter((F.col("timestamp") >= from_ms) | (F.col("offset") == F.col("_last"))
+                           | F.col("_cached").isNotNull())
+                   .drop("_last", "_cached"))
+    return kept_status.unionByName(kept_history)
 
 
 def _retry_outcomes(history: DataFrame, as_of_ms: int | None) -> DataFrame:

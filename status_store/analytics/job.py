@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 
 # Absolute imports: spark-submit runs this file as a script (the package must be importable: installed,
 # or shipped with --py-files).
-from status_store.analytics.analysis import Analysis, analyze
+from status_store.analytics.analysis import DAY_MS, Analysis, analyze, retained
 from status_store.analytics.console import Progress, default_log_file, logging_to
 from status_store.analytics.options import add_arguments, parse_settings
 from status_store.analytics.outputs import (
@@ -79,6 +79,8 @@ class Inputs:
     next_offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     #: The Kafka reads, whose problems are known once an action has read them.
     kafka: KafkaFrames | None = None
+    #: The records earlier ``--since`` runs kept (cut again to the retention window by this run).
+    kept: DataFrame | None = None
 
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None, progress: Progress | None = None,
@@ -182,10 +184,11 @@ def _kafka_inputs(spark: SparkSession, out: OutputDir, args: argparse.Namespace,
     if args.since is None:
         status, history = frames[0], frames[1] if len(frames) > 1 else frames[0].limit(0)
         return Inputs(status, history, warnings, counts, next_offsets, kafka)
-    kept = _keep(spark, out, _union(frames))
+    read = _keep(spark, out, _union(frames))
     _fail_on(kafka.problems())
-    status, history = _by_topic(args, _union([_kept(spark, previous), kept]))
-    return Inputs(status, history, warnings, counts, next_offsets)
+    kept = _kept(spark, previous)
+    status, history = _by_topic(args, _union([kept, read]))
+    return Inputs(status, history, warnings, counts, next_offsets, kept=kept)
 
 
 def _file_inputs(spark: SparkSession, out: OutputDir, args: argparse.Namespace, previous: Checkpoint | None,
@@ -204,12 +207,14 @@ def _file_inputs(spark: SparkSession, out: OutputDir, args: argparse.Namespace, 
         warnings.append(ReadProblem("files", f"{others} record(s) of other topics than {', '.join(topics)} ignored"))
     if args.since is not None:
         read = _keep(spark, out, read)
-    combined = _union([_kept(spark, previous), read])
+    kept = _kept(spark, previous)
+    combined = _union([kept, read])
     if previous is not None:
         # Files exported again overlap what earlier runs kept: each record once.
         combined = combined.dropDuplicates(["topic", "partition", "offset"])
     status, history = _by_topic(args, combined)
-    return Inputs(status, history, warnings, next_offsets=previous.offsets if previous is not None else {})
+    return Inputs(status, history, warnings, next_offsets=previous.offsets if previous is not None else {},
+                  kept=kept)
 
 
 def _keep(spark: SparkSession, out: OutputDir, read: DataFrame) -> DataFrame:
@@ -278,7 +283,7 @@ def _analyze_and_write(spark: SparkSession, out: OutputDir, args: argparse.Names
     progress.phase("analysing")
     # Its first action reads every input record once (Kafka, unless kept records were written first).
     analysis = analyze(inputs.status, inputs.history, as_of_ms=args.as_of, flap_transitions=args.flap_transitions,
-                       flap_window_ms=args.flap_window_ms)
+                       flap_window_ms=args.flap_window_ms, from_ms=previous.from_ms if previous is not None else None)
     try:
         if inputs.kafka is not None:
             _fail_on(inputs.kafka.problems())
@@ -300,12 +305,9 @@ def _write(spark: SparkSession, out: OutputDir, args: argparse.Namespace, analys
     if inputs.kafka_ranges:
         notes["kafka_ranges"] = inputs.kafka_ranges
     if args.since is not None:
-        counters = analysis.counters()
-        checkpoint = Checkpoint(args.status_topic, args.history_topic, inputs.next_offsets,
-                                list(previous.batches) if previous is not None else [],
-                                counters["status_records"] + counters["history_records"])
-        items.append(_batch(out))
-        checkpoint.batches.append(f"{out.out}/{_batch(out)}")
+        checkpoint = _next_checkpoint(out, args, analysis, inputs, previous)
+        items += [batch[len(out.staging) + 1:] for batch in checkpoint.batches if batch.startswith(out.staging)]
+        checkpoint.batches = [batch.replace(out.staging, out.out, 1) for batch in checkpoint.batches]
         out.write_text(out.staged(CHECKPOINT), checkpoint.to_json(out.out))
         items.append(CHECKPOINT)
         notes["checkpoint"] = f"{out.out}/{CHECKPOINT}"
@@ -319,7 +321,36 @@ def _write(spark: SparkSession, out: OutputDir, args: argparse.Namespace, analys
             items.append("report")
     out.write_text(out.staged("summary.json"), json.dumps(summary, indent=2, sort_keys=True) + "\n")
     out.commit([*items, "summary.json"])
+    if args.since is not None:
+        _forget_batches(out, previous, checkpoint)
     return summary
+
+
+def _next_checkpoint(out: OutputDir, args: argparse.Namespace, analysis: Analysis, inputs: Inputs,
+                     previous: Checkpoint | None) -> Checkpoint:
+    """Where the next ``--since`` run starts, and what it analyses again: the records this run read, and those of
+    earlier runs cut to the retention window (``--retention-days`` before the as-of day), staged."""
+    counters = analysis.counters()
+    batches = [out.staged(_batch(out))]
+    cut = None if analysis.as_of_ms is None else (analysis.as_of_ms // DAY_MS - args.retention_days) * DAY_MS
+    if previous is not None and previous.batches:
+        if cut is None or inputs.kept is None:
+            batches[:0] = previous.batches
+        else:
+            status, history = _by_topic(args, inputs.kept)
+            kept = out.staged(f"{_batch(out)}-kept")
+            retained(status, history, analysis.latest, cut, args.flap_window_ms).write.parquet(kept)
+            batches.insert(0, kept)
+    return Checkpoint(args.status_topic, args.history_topic, inputs.next_offsets, batches,
+                      counters["status_records"] + counters["history_records"], cut)
+
+
+def _forget_batches(out: OutputDir, previous: Checkpoint | None, checkpoint: Checkpoint) -> None:
+    """Remove the kept records of earlier runs that the new checkpoint no longer lists (after its commit: a run
+    that fails keeps them)."""
+    for batch in previous.batches if previous is not None else []:
+        if batch not in checkpoint.batches and batch.startswith(f"{out.out}/{STATE_DIR}/"):
+            out.remove(batch)
 
 
 def _batch(out: OutputDir) -> str:

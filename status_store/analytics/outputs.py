@@ -4,7 +4,8 @@ finished moves what it wrote into place, so a failed run leaves the earlier outp
     <out>/latest/date=.../, mttr/, ...   the outputs (Parquet, partitioned by date)
     <out>/summary.json, report/          the run's summary and report
     <out>/_state/checkpoint.json         incremental runs: where each partition's next read starts, and
-    <out>/_state/records/<run>/          the raw records each run read (analysed again by the next run)
+    <out>/_state/records/<run>/          the raw records each run read, and what it kept of the earlier
+                                         ones (<run>-kept; analysed again by the next run)
     <out>/_run-<run>/                    a run in progress: what it wrote, not yet in place
     <out>/_logs/                         the runs' logs (local outputs)
 
@@ -88,6 +89,10 @@ class OutputDir:
             stream.write(bytearray(text.encode("utf-8")))
         finally:
             stream.close()
+
+    def remove(self, path: str) -> None:
+        """Remove a file or directory (and what it holds)."""
+        self._fs.delete(self._path(path), True)
 
     def staged(self, relative: str) -> str:
         """Where this run writes ``relative`` (a path under ``--out``) before the commit."""
@@ -182,6 +187,9 @@ class Checkpoint:
     batches: list[str] = field(default_factory=list)
     #: How many records the batches hold (to size the next run).
     records: int = 0
+    #: The start of the retention window the batches were cut to (epoch ms, a UTC midnight): the next run's
+    #: dated outputs are exact from this day on; None when nothing was cut.
+    from_ms: int | None = None
 
     def to_json(self, out: str) -> str:
         """The checkpoint file's text; batches under ``out`` are kept relative to it (the directory may move)."""
@@ -190,7 +198,7 @@ class Checkpoint:
             "status_topic": self.status_topic, "history_topic": self.history_topic,
             "offsets": {topic: {str(p): o for p, o in sorted(parts.items())} for topic, parts in self.offsets.items()},
             "batches": [b[len(prefix):] if b.startswith(prefix) else b for b in self.batches],
-            "records": self.records,
+            "records": self.records, "from_ms": self.from_ms,
         }, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -232,9 +240,12 @@ class Checkpoint:
         records = found.get("records", 0)
         if type(records) is not int or records < 0:
             raise ValueError(f'"records" must be a count (an integer >= 0), got {json.dumps(records)}')
+        from_ms = found.get("from_ms")
+        if from_ms is not None and type(from_ms) is not int:
+            raise ValueError(f'"from_ms" must be epoch milliseconds or null, got {json.dumps(from_ms)}')
         prefix = out.rstrip("/")
         return cls(found["status_topic"], found["history_topic"], parsed,
-                   [b if "://" in b or b.startswith("/") else f"{prefix}/{b}" for b in batches], records)
+                   [b if "://" in b or b.startswith("/") else f"{prefix}/{b}" for b in batches], records, from_ms)
 
 
 def _json_type(value: Any) -> str:
