@@ -22,7 +22,7 @@ DuckDB is a test and benchmark dependency only (the test extra): the product's e
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from bench import BenchParser, history_gen, pandas_history, quick_scratch
+from bench.pandas_history import Results
 from bench.spark_history import COMPARED, ENTITY
 
 DEFAULT_FLAP_TRANSITIONS = 5
@@ -150,25 +151,6 @@ select {_day("time")} as date, kind, result, count(*) as count, avg(attempts) as
     quantile_cont(latency_ms, 0.95) as latency_p95_ms, quantile_cont(latency_ms, 0.99) as latency_p99_ms
 from events where valid and event = 'outcome' and time <= $as_of group by all
 """
-
-
-@dataclass
-class Results:
-    """The outputs, named and shaped as status_store.analytics names them, and the garbled counts."""
-
-    latest: pd.DataFrame
-    state_durations: pd.DataFrame
-    episodes: pd.DataFrame
-    mttr: pd.DataFrame
-    flapping: pd.DataFrame
-    retry_outcomes: pd.DataFrame
-    garbled: pd.DataFrame
-
-    def write(self, out_dir: Path) -> None:
-        """One Parquet file per output."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for f in fields(self):
-            getattr(self, f.name).to_parquet(out_dir / f"{f.name}.parquet", index=False)
 
 
 def read_topic(config: dict[str, Any], topic: str, timeout_s: float = 600.0) -> pa.Table:

