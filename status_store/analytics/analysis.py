@@ -158,7 +158,8 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
     status = _with_arrival(parse_status_records(status_records)).persist(StorageLevel.MEMORY_AND_DISK)
     history = parse_history_records(history_records).persist(StorageLevel.MEMORY_AND_DISK)
     tasks = _task_cache(status).persist(StorageLevel.MEMORY_AND_DISK)
-    # One action reads both inputs (each topic's records once) and counts them, the newest event's time with them.
+    # The first action reads both inputs (each topic's records once) and counts them, the newest event's time
+    # with them.
     counters, newest = _count(status, tasks, history)
     as_of_ms = newest if as_of_ms is None else as_of_ms
     snapshot_date = _date(F.lit(as_of_ms).cast("long")) if as_of_ms is not None else _date(F.col("timestamp"))
@@ -184,21 +185,28 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
 
 
 def _count(status: DataFrame, tasks: DataFrame, history: DataFrame) -> tuple[dict[str, int], int | None]:
-    """The counters, and the newest valid history event's time, in one action."""
+    """The counters, and the newest valid history event's time: one action reads both inputs (and persists
+    them), a second counts the stale UNASSIGNED records in the task cache built from the persisted status
+    records (in the first, a task reading the status records for it would run beside the one persisting them,
+    and read the topic again)."""
     aggregates = status.agg(
         F.count(F.lit(1)).alias("status_records"),
         F.count_if(~F.col("valid_key")).alias("invalid_keys"),
         F.count_if(F.col("valid_key") & F.col("garbled")).alias("garbled_values"),
-    ).crossJoin(tasks.agg(F.count_if(F.col("rejected")).alias("stale_unassigned"))).crossJoin(history.agg(
+    ).crossJoin(history.agg(
         F.count(F.lit(1)).alias("history_records"),
         F.count_if(F.col("garbled")).alias("history_garbled"),
         F.count_if(~F.col("garbled") & (F.col("event") == "status")).alias("history_status_events"),
         F.count_if(~F.col("garbled") & (F.col("event") == "outcome")).alias("history_outcome_events"),
         F.max(F.when(~F.col("garbled"), F.col("time"))).alias("newest"),
     )).first()
-    assert aggregates is not None  # a global aggregation always has one row
+    stale = tasks.agg(F.count_if(F.col("rejected"))).first()
+    # A global aggregation always has one row.
+    assert aggregates is not None
+    assert stale is not None
     found = aggregates.asDict()
     newest = found.pop("newest")
+    found["stale_unassigned"] = stale[0]
     return {name: int(value or 0) for name, value in found.items()}, newest
 
 
