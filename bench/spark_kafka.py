@@ -158,17 +158,17 @@ def run_size(args: argparse.Namespace, bootstrap: str, n: int, cluster: Any,
         print(json.dumps(result), flush=True)
         results.append(result)
 
-    out = args.work / f"duckdb-{label(n)}"
+    out = args.work / f"duckdb-{label(n)}"  # always: the baseline
     wall, done = timed([python, "-m", "bench.duckdb_history", "--bootstrap-servers", bootstrap, "--status-topic",
                         topics[0], "--history-topic", topics[1], "--out", str(out)], environment(ROOT), args.timeout)
     record("duckdb", wall, done, out)
     sides = [("spark", ROOT), *([("spark-before", args.before)] if args.before else [])]
-    for side, source in sides:
+    for side, source in [(side, source) for side, source in sides if side in args.sides]:
         out = args.work / f"{side}-{label(n)}"
         wall, done = timed(analyze_command(python, job_options(bootstrap, topics, out)), environment(source),
                            args.timeout)
         record(side, wall, done, out)
-    if cluster is not None and package is not None:
+    if cluster is not None and package is not None and "cluster" in args.sides:
         out = args.work / f"cluster-{label(n)}"
         log = args.work / f"cluster-{label(n)}.log"
         began = time.perf_counter()
@@ -226,10 +226,13 @@ def main() -> None:
     parser = BenchParser(__doc__)
     parser.add_size("--sizes", full="1k,200k,1M", quick="1k", help="history events of each run")
     parser.add_argument("--cluster", action="store_true", help="also submit the job to a two-worker cluster")
+    parser.add_argument("--sides", default="spark,spark-before,cluster",
+                        help="the Spark runs to make beside the baseline (default: %(default)s, as --before and "
+                             "--cluster allow)")
     parser.add_argument("--before", type=Path, help="a source tree of earlier code to run as 'spark-before'")
     parser.add_argument("--work", type=Path, help=f"inputs, outputs and logs (default {WORK})")
     parser.add_argument("--results", type=Path, help="the runs, as JSON lines (default WORK/results.jsonl)")
-    parser.add_size("--timeout", type=float, full=1800, quick=300, help="seconds, for each run")
+    parser.add_size("--timeout", type=float, full=1800, quick=500, help="seconds, for each run")
     parser.add_size("--fail-timeout", type=float, full=20, quick=2, help="the unreachable broker run's --timeout")
     args = parser.parse()
     with quick_scratch(args.quick) as scratch:

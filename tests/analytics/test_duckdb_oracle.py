@@ -43,9 +43,9 @@ def test_the_duckdb_baseline_quick_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.bench
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(660)
 def test_the_kafka_benchmark_quick_run(java: None, tmp_path: Path) -> None:
-    output = run_quick("spark_kafka", tmp_path, timeout=540)
+    output = run_quick("spark_kafka", tmp_path, timeout=620)
     runs = [line for line in output.splitlines() if line.startswith("| 1k |")]
     assert [run.split("|")[2].strip() for run in runs] == ["duckdb", "spark"]  # and their outputs' rows agreed
     failures = [line for line in output.splitlines() if line.startswith(("| unreachable", "| malformed"))]
