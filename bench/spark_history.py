@@ -315,10 +315,11 @@ def _frame(df: Any) -> Any:
     return pdf.sort_values(list(pdf.columns)).reset_index(drop=True)
 
 
-def compare(ours: Any, theirs: Any) -> tuple[list[str], list[str]]:
-    """(agreements, disagreements) between pandas' Results and Spark's Analysis, result by result."""
+def compare(ours: Any, theirs: Any, compared: dict[str, list[str]] | None = None) -> tuple[list[str], list[str]]:
+    """(agreements, disagreements) between a baseline's Results and Spark's Analysis, result by result (the
+    columns of ``compared``, by default ``COMPARED``)."""
     agree, differ = [], []
-    for name, columns in COMPARED.items():
+    for name, columns in (compared or COMPARED).items():
         left = _frame(getattr(ours, name)[columns])
         right = _frame(getattr(theirs, name).select(*columns))
         # Empty results agree whatever dtypes each side gave their columns.

@@ -5,10 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
-# The Prometheus test needs a real Prometheus (Debian's package); install it where this machine allows.
-if ! command -v promtool >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus) >/dev/null 2>&1 \
-        || echo "could not install prometheus: its tests will be skipped" >&2
+# The Prometheus test needs a real Prometheus, and the analytics report's test a real headless browser (Debian's
+# prometheus and chromium packages); install them where this machine allows.
+missing=""
+command -v promtool >/dev/null 2>&1 || missing="$missing prometheus"
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing) >/dev/null 2>&1 \
+        || echo "could not install$missing: their tests will be skipped" >&2
 fi
 # The real parts (tests/jvm/pom.xml): Apache Kafka's broker and Connect's worker, newest 4.x and last 3.x, from Maven
 # Central into a cache outside the repository; a JDK 17 and Maven are installed where missing and this machine allows.

@@ -8,6 +8,8 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import KafkaException
@@ -81,3 +83,14 @@ class TansuBroker:
             self.process.wait(8)
         except subprocess.TimeoutExpired:
             self.kill()
+
+
+@contextmanager
+def tansu_running(binary: Path) -> Iterator[TansuBroker]:
+    """A Tansu broker process for the block, stopped at its end."""
+    broker = TansuBroker(binary)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()

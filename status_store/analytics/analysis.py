@@ -49,6 +49,7 @@ DAY_MS = 86_400_000
 
 STATES = [state.value for state in State]
 OUTCOME_RESULTS = ["written", "failed", "superseded"]
+MTTR_PERCENTILES = (0.5, 0.9, 0.99)
 HISTORY_KINDS = ["connector", "task", "topic"]
 
 _INT32 = 2**31
@@ -77,7 +78,7 @@ _LONG_MIN = -(2**63)
 
 @dataclass
 class Analysis:
-    """The results of one run: lazy DataFrames, counters of skipped records, and the writer."""
+    """The results of one run: lazy DataFrames (over persisted intermediates), the counters, and the writer."""
 
     as_of_ms: int | None
     latest: DataFrame
@@ -88,37 +89,17 @@ class Analysis:
     retry_outcomes: DataFrame
     flap_transitions: int
     flap_window_ms: int
-    _status: DataFrame = field(repr=False)
-    _history: DataFrame = field(repr=False)
-    _tasks: DataFrame = field(repr=False)
-    _counters: dict[str, int] | None = field(default=None, repr=False)
+    _counters: dict[str, int] = field(repr=False)
+    _persisted: list[DataFrame] = field(repr=False)
 
     def counters(self) -> dict[str, int]:
         """Records read and records skipped (the cache's ``ReadStats`` names for the status topic)."""
-        if self._counters is None:
-            status = self._status.agg(
-                F.count(F.lit(1)).alias("status_records"),
-                F.count_if(~F.col("valid_key")).alias("invalid_keys"),
-                F.count_if(F.col("valid_key") & F.col("garbled")).alias("garbled_values"),
-            ).first()
-            stale = self._tasks.agg(F.count_if(F.col("rejected")).alias("stale_unassigned")).first()
-            history = self._history.agg(
-                F.count(F.lit(1)).alias("history_records"),
-                F.count_if(F.col("garbled")).alias("history_garbled"),
-                F.count_if(~F.col("garbled") & (F.col("event") == "status")).alias("history_status_events"),
-                F.count_if(~F.col("garbled") & (F.col("event") == "outcome")).alias("history_outcome_events"),
-            ).first()
-            found: dict[str, int] = {}
-            for row in (status, stale, history):
-                assert row is not None  # a global aggregation always has one row
-                found.update({name: int(value or 0) for name, value in row.asDict().items()})
-            self._counters = found
         return dict(self._counters)
 
     def unpersist(self) -> None:
-        """Free the parsed inputs this analysis keeps (its DataFrames stay usable, recomputed on demand)."""
-        self._status.unpersist()
-        self._history.unpersist()
+        """Free the intermediates this analysis keeps (its DataFrames stay usable, recomputed on demand)."""
+        for frame in self._persisted:
+            frame.unpersist()
 
     def outputs(self) -> dict[str, DataFrame]:
         """The outputs by name, each with a ``date`` column (UTC) to partition by."""
@@ -158,13 +139,17 @@ class Analysis:
 
 
 def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: int | None = None,
-            flap_transitions: int = FLAP_TRANSITIONS, flap_window_ms: int = FLAP_WINDOW_MS) -> Analysis:
-    """Build every result from the two inputs (lazily; ``Analysis.write`` or an action runs them).
+            flap_transitions: int = FLAP_TRANSITIONS, flap_window_ms: int = FLAP_WINDOW_MS,
+            from_ms: int | None = None) -> Analysis:
+    """Build every result from the two inputs (the counters at once; the outputs lazily, as ``Analysis.write``
+    or another action runs them).
 
     ``as_of_ms`` is the time of the analysis: history events after it are left out and the last
     state of each connector and task lasts until it. By default it is the newest valid history
     event's time. A task or connector is flapping when more than ``flap_transitions`` state
-    transitions fall inside any ``flap_window_ms`` window.
+    transitions fall inside any ``flap_window_ms`` window. ``from_ms`` (a UTC midnight) says the history
+    holds only what the days from it on need (``retained``): the dated outputs, and the episodes MTTR is
+    over, are those of its day and later.
     """
     if flap_transitions < 0 or flap_window_ms <= 0:
         raise ValueError(f"flapping needs transitions >= 0 and a window > 0 ms, got {flap_transitions} "
@@ -172,28 +157,57 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
     # Parsed once, kept for the several outputs that read them (spilled to disk when memory is short).
     status = _with_arrival(parse_status_records(status_records)).persist(StorageLevel.MEMORY_AND_DISK)
     history = parse_history_records(history_records).persist(StorageLevel.MEMORY_AND_DISK)
-    if as_of_ms is None:
-        newest = history.filter(~F.col("garbled")).agg(F.max("time")).first()
-        as_of_ms = newest[0] if newest is not None and newest[0] is not None else None
+    tasks = _task_cache(status).persist(StorageLevel.MEMORY_AND_DISK)
+    # The first action reads both inputs (each topic's records once) and counts them, the newest event's time
+    # with them.
+    counters, newest = _count(status, tasks, history)
+    as_of_ms = newest if as_of_ms is None else as_of_ms
     snapshot_date = _date(F.lit(as_of_ms).cast("long")) if as_of_ms is not None else _date(F.col("timestamp"))
-    tasks = _task_cache(status)
-    latest = _latest(status, tasks, snapshot_date, as_of_ms)
-    changes = _state_changes(history, as_of_ms)
-    episodes = _episodes(changes)
+    timeline = _timeline(history, as_of_ms, flap_window_ms).persist(StorageLevel.MEMORY_AND_DISK)
+
+    def dated(frame: DataFrame) -> DataFrame:
+        return frame if from_ms is None else frame.filter(F.col("date") >= _date(F.lit(from_ms).cast("long")))
+
+    episodes = dated(_episodes(timeline)).persist(StorageLevel.MEMORY_AND_DISK)
     return Analysis(
         as_of_ms=as_of_ms,
-        latest=latest,
-        state_durations=_state_durations(changes, as_of_ms),
+        latest=_latest(status, tasks, snapshot_date, as_of_ms),
+        state_durations=dated(_state_durations(timeline, as_of_ms)),
         episodes=episodes,
         mttr=_mttr(episodes, snapshot_date, as_of_ms),
-        flapping=_flapping(changes, flap_transitions, flap_window_ms),
-        retry_outcomes=_retry_outcomes(history, as_of_ms),
+        flapping=dated(_flapping(timeline, flap_transitions)),
+        retry_outcomes=dated(_retry_outcomes(history, as_of_ms)),
         flap_transitions=flap_transitions,
         flap_window_ms=flap_window_ms,
-        _status=status,
-        _history=history,
-        _tasks=tasks,
+        _counters=counters,
+        _persisted=[status, history, tasks, timeline, episodes],
     )
+
+
+def _count(status: DataFrame, tasks: DataFrame, history: DataFrame) -> tuple[dict[str, int], int | None]:
+    """The counters, and the newest valid history event's time: one action reads both inputs (and persists
+    them), a second counts the stale UNASSIGNED records in the task cache built from the persisted status
+    records (in the first, a task reading the status records for it would run beside the one persisting them,
+    and read the topic again)."""
+    aggregates = status.agg(
+        F.count(F.lit(1)).alias("status_records"),
+        F.count_if(~F.col("valid_key")).alias("invalid_keys"),
+        F.count_if(F.col("valid_key") & F.col("garbled")).alias("garbled_values"),
+    ).crossJoin(history.agg(
+        F.count(F.lit(1)).alias("history_records"),
+        F.count_if(F.col("garbled")).alias("history_garbled"),
+        F.count_if(~F.col("garbled") & (F.col("event") == "status")).alias("history_status_events"),
+        F.count_if(~F.col("garbled") & (F.col("event") == "outcome")).alias("history_outcome_events"),
+        F.max(F.when(~F.col("garbled"), F.col("time"))).alias("newest"),
+    )).first()
+    stale = tasks.agg(F.count_if(F.col("rejected"))).first()
+    # A global aggregation always has one row.
+    assert aggregates is not None
+    assert stale is not None
+    found = aggregates.asDict()
+    newest = found.pop("newest")
+    found["stale_unassigned"] = stale[0]
+    return {name: int(value or 0) for name, value in found.items()}, newest
 
 
 # ------------------------------------------------------------------------------------------ status topic
@@ -388,26 +402,53 @@ def parse_history_records(records: DataFrame) -> DataFrame:
         "partition", "offset", "timestamp", (~F.coalesce(valid, F.lit(False))).alias("garbled"),
         F.col("e.event").alias("event"), time.alias("time"), "e.key", "e.kind", "e.connector",
         F.when(F.col("e.kind") == "task", F.col("e.task")).alias("task"), "e.topic", "e.state", "e.result",
-        "e.attempts", "e.error", "e.latency_ms",
+        "e.attempts", "e.error", "e.latency_ms", "e.worker_id", "e.trace",
     )
 
 
-def _state_changes(history: DataFrame, as_of_ms: int | None) -> DataFrame:
-    """Status events of connectors and tasks up to ``as_of_ms``, each with the previous and next event."""
+def _timeline(history: DataFrame, as_of_ms: int | None, flap_window_ms: int) -> DataFrame:
+    """Status events of connectors and tasks up to ``as_of_ms`` in time order per connector or task, with what
+    every history output needs of the events around each one, from one sort of the events.
+
+    Columns beside the event's: ``previous_state`` and ``next_time``; ``open_before`` (a FAILED episode is
+    open when the event comes: a FAILED since the last RUNNING or DESTROYED), ``entry`` (this FAILED opens
+    an episode), ``opened`` (the open episode's entry: time, worker, trace), ``move`` (a state transition)
+    and ``in_window`` (the transitions in ``(time - flap_window_ms, time]``).
+    """
     events = history.filter(~F.col("garbled") & (F.col("event") == "status") & F.col("kind").isin("connector", "task"))
     if as_of_ms is not None:
         events = events.filter(F.col("time") <= as_of_ms)
-    order = Window.partitionBy("kind", "connector", "task").orderBy("time", "partition", "offset")
-    return events.select("kind", "connector", "task", "state", "time", "partition", "offset",
-                         F.lag("state").over(order).alias("previous_state"),
-                         F.lead("time").over(order).alias("next_time"))
+    entity = ("kind", "connector", "task")
+    order = Window.partitionBy(*entity).orderBy("time", "partition", "offset")
+    before = order.rowsBetween(Window.unboundedPreceding, -1)
+    # The flapping window orders by time alone: a prefix of the order above, so the same sort serves it.
+    recent = Window.partitionBy(*entity).orderBy("time").rangeBetween(-(flap_window_ms - 1), 0)
+    position = F.struct("time", "partition", "offset")
+    ends = F.col("state").isin(State.RUNNING.value, State.DESTROYED.value)
+    failed = F.col("state") == State.FAILED.value
+    marked = events.select(
+        *entity, "state", "time", "partition", "offset", "worker_id", "trace",
+        F.lag("state").over(order).alias("previous_state"), F.lead("time").over(order).alias("next_time"),
+        F.max(F.when(failed, position)).over(before).alias("last_failed"),
+        F.max(F.when(ends, position)).over(before).alias("last_end"),
+    )
+    open_before = F.col("last_failed").isNotNull() & (F.col("last_end").isNull()
+                                                      | (F.col("last_failed") > F.col("last_end")))
+    marked = marked.select(
+        *[c for c in marked.columns if c not in ("last_failed", "last_end")], open_before.alias("open_before"),
+        (failed & ~open_before).alias("entry"),
+        (F.col("previous_state").isNotNull() & (F.col("previous_state") != F.col("state"))).alias("move"))
+    entry = F.struct("time", "partition", "offset", "worker_id", "trace")
+    return marked.select(
+        "*", F.max(F.when(F.col("entry"), entry)).over(before).alias("opened"),
+        F.count(F.when(F.col("move"), 1)).over(recent).alias("in_window"))
 
 
-def _state_durations(changes: DataFrame, as_of_ms: int | None) -> DataFrame:
+def _state_durations(timeline: DataFrame, as_of_ms: int | None) -> DataFrame:
     """Milliseconds in each state per connector/task and UTC day (intervals are split at midnight; the time
     between a deletion and a re-creation counts in no state)."""
     end = F.col("next_time") if as_of_ms is None else F.coalesce(F.col("next_time"), F.lit(as_of_ms))
-    intervals = changes.select("kind", "connector", "task", "state", F.col("time").alias("start"), end.alias("end"))
+    intervals = timeline.select("kind", "connector", "task", "state", F.col("time").alias("start"), end.alias("end"))
     # After a deletion the connector or task does not exist: that time is in no state.
     intervals = intervals.filter((F.col("end") > F.col("start")) & (F.col("state") != State.DESTROYED.value))
     day = F.explode(F.sequence(F.floor(F.col("start") / DAY_MS), F.floor((F.col("end") - 1) / DAY_MS))).alias("day")
@@ -418,57 +459,89 @@ def _state_durations(changes: DataFrame, as_of_ms: int | None) -> DataFrame:
             .agg(F.sum(overlap).alias("duration_ms")))
 
 
-def _episodes(changes: DataFrame) -> DataFrame:
+def _episodes(timeline: DataFrame) -> DataFrame:
     """FAILED episodes: from an entry into FAILED to the next RUNNING (recovered) or DESTROYED (deleted while
     failed: not recovered). A FAILED again before either, after a restart that did not help, is the same
-    episode, so time to recovery is counted once per outage."""
-    entity = ("kind", "connector", "task")
+    episode, so time to recovery is counted once per outage. Each with the worker and the first line of the
+    trace of the FAILED that opened it."""
     ends = F.col("state").isin(State.RUNNING.value, State.DESTROYED.value)
-    # The next RUNNING or DESTROYED at or after each event, by a running window in descending order (a
-    # window "from the current row to the end" would be quadratic).
-    backwards = (Window.partitionBy(*entity).orderBy(F.desc("time"), F.desc("partition"), F.desc("offset"))
-                 .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    end = F.min(F.when(ends, F.struct(F.col("time").alias("time"), F.col("state").alias("state")))).over(backwards)
-    # Earlier events: a FAILED opens an episode unless one is open (a FAILED since the last end).
-    before = (Window.partitionBy(*entity).orderBy("time", "partition", "offset")
-              .rowsBetween(Window.unboundedPreceding, -1))
-    last_failed = F.max(F.when(F.col("state") == State.FAILED.value, F.col("seq"))).over(before)
-    last_end = F.max(F.when(ends, F.col("seq"))).over(before)
-    order = Window.partitionBy(*entity).orderBy("time", "partition", "offset")
-    marked = (changes.withColumn("seq", F.row_number().over(order))
-              .withColumn("end", end).withColumn("last_failed", last_failed).withColumn("last_end", last_end))
-    entries = marked.filter((F.col("state") == State.FAILED.value)
-                            & (F.col("last_failed").isNull() | (F.col("last_end") > F.col("last_failed"))))
-    recovered = F.when(F.col("end.state") == State.RUNNING.value, F.col("end.time"))
-    return entries.select(_date(F.col("time")).alias("date"), "kind", "connector", "task",
-                          F.col("time").alias("failed_ms"), recovered.alias("recovered_ms"),
-                          (recovered - F.col("time")).alias("time_to_recovery_ms"))
+    # An episode ends at the event that closes it, or is still open after the last event.
+    closes = ends & F.col("open_before")
+    still_open = F.col("next_time").isNull() & ((F.col("state") == State.FAILED.value)
+                                                | (F.col("open_before") & ~ends))
+    episodes = timeline.filter(closes | still_open)
+    opened = F.when(closes | ~F.col("entry"), F.col("opened")).otherwise(
+        F.struct("time", "partition", "offset", "worker_id", "trace"))
+    recovered = F.when(closes & (F.col("state") == State.RUNNING.value), F.col("time"))
+    episodes = episodes.select("kind", "connector", "task", opened.alias("o"), recovered.alias("recovered_ms"))
+    return episodes.select(_date(F.col("o.time")).alias("date"), "kind", "connector", "task",
+                           F.col("o.time").alias("failed_ms"), "recovered_ms",
+                           (F.col("recovered_ms") - F.col("o.time")).alias("time_to_recovery_ms"),
+                           F.col("o.worker_id").alias("worker_id"), first_line(F.col("o.trace")).alias("failure"))
+
+
+def first_line(trace: Column) -> Column:
+    """The first line of a trace (Java's exception and message), trimmed; null for none."""
+    line = F.trim(F.regexp_extract(trace, r"^([^\r\n]*)", 1))
+    return F.when(line != "", line)
 
 
 def _mttr(episodes: DataFrame, snapshot_date: Column, as_of_ms: int | None) -> DataFrame:
-    """Per connector/task over the whole input: FAILED episodes, recovered or not, and mean time to recovery."""
+    """Per connector/task over the whole input: FAILED episodes, recovered or not, and the mean and percentiles
+    (p50, p90, p99, exact) of the time to recovery."""
     summary = episodes.groupBy("kind", "connector", "task").agg(
         F.count(F.lit(1)).alias("failed_episodes"),
         F.count("recovered_ms").alias("recovered"),
         F.count_if(F.col("recovered_ms").isNull()).alias("unrecovered"),
         F.avg("time_to_recovery_ms").alias("mttr_ms"),
         F.max("failed_ms").alias("last_failed_ms"),
+        F.percentile("time_to_recovery_ms", F.array(*[F.lit(q) for q in MTTR_PERCENTILES])).alias("ttr"),
     )
+    summary = summary.select(
+        *[c for c in summary.columns if c != "ttr"],
+        *[F.col("ttr")[i].alias(f"ttr_p{round(q * 100)}_ms") for i, q in enumerate(MTTR_PERCENTILES)])
     return summary.withColumn("date", snapshot_date if as_of_ms is not None else _date(F.col("last_failed_ms")))
 
 
-def _flapping(changes: DataFrame, transitions: int, window_ms: int) -> DataFrame:
-    """Connectors and tasks with more than ``transitions`` state changes inside a ``window_ms`` window, per day."""
-    moves = changes.filter(F.col("previous_state").isNotNull() & (F.col("previous_state") != F.col("state")))
-    window = Window.partitionBy("kind", "connector", "task").orderBy("time").rangeBetween(-(window_ms - 1), 0)
-    counted = moves.withColumn("in_window", F.count(F.lit(1)).over(window))
-    flapping = counted.filter(F.col("in_window") > transitions)
+def _flapping(timeline: DataFrame, transitions: int) -> DataFrame:
+    """Connectors and tasks with more than ``transitions`` state changes inside the flapping window, per day."""
+    flapping = timeline.filter(F.col("move") & (F.col("in_window") > transitions))
     return flapping.groupBy(_date(F.col("time")).alias("date"), "kind", "connector", "task").agg(
         F.max("in_window").alias("max_transitions_in_window"),
         F.count(F.lit(1)).alias("flapping_transitions"),
         F.min("time").alias("first_flapping_ms"),
         F.max("time").alias("last_flapping_ms"),
     )
+
+
+def retained(status_records: DataFrame, history_records: DataFrame, latest: DataFrame, from_ms: int,
+             flap_window_ms: int) -> DataFrame:
+    """The raw records of both inputs that an analysis whose dated outputs start at ``from_ms`` needs, and that
+    keep ``latest`` what it is:
+
+    - history: events from ``from_ms`` on, and from ``flap_window_ms`` before it (the flapping window); and per
+      connector or task, every status event from its last RUNNING or deletion before that (its state then, and
+      a FAILED episode open then, whole);
+    - status: records from ``from_ms`` on; of the older ones, the last of each key and those the cache holds
+      (``latest``), so that the cache read from them is the one read from everything.
+    """
+    events = parse_history_records(history_records)
+    start = from_ms - flap_window_ms
+    entity = Window.partitionBy("kind", "connector", "task")
+    changes = ~F.col("garbled") & (F.col("event") == "status") & F.col("kind").isin("connector", "task")
+    ends = F.col("state").isin(State.RUNNING.value, State.DESTROYED.value)
+    anchor = F.max(F.when(changes & ends & (F.col("time") < start), F.col("time"))).over(entity)
+    keep = (F.when(changes, F.col("time") >= F.coalesce(anchor, F.lit(_LONG_MIN)))
+            .when(~F.col("garbled"), F.col("time") >= from_ms).otherwise(F.col("timestamp") >= from_ms))
+    needed = events.select("partition", "offset", keep.alias("keep")).filter("keep").drop("keep")
+    kept_history = history_records.join(needed, ["partition", "offset"], "left_semi")
+    last = F.max("offset").over(Window.partitionBy("partition", "key"))
+    cached = latest.select("partition", "offset", F.lit(True).alias("_cached"))
+    kept_status = (status_records.withColumn("_last", last).join(cached, ["partition", "offset"], "left")
+                   .filter((F.col("timestamp") >= from_ms) | (F.col("offset") == F.col("_last"))
+                           | F.col("_cached").isNotNull())
+                   .drop("_last", "_cached"))
+    return kept_status.unionByName(kept_history)
 
 
 def _retry_outcomes(history: DataFrame, as_of_ms: int | None) -> DataFrame:

@@ -20,6 +20,7 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,18 +31,37 @@ from pyspark.sql import functions as F
 
 # Absolute imports: spark-submit runs this file as a script (the package must be importable: installed,
 # or shipped with --py-files).
-from status_store.analytics.analysis import Analysis, analyze
+from status_store.analytics.analysis import DAY_MS, Analysis, analyze, retained
 from status_store.analytics.console import Progress, default_log_file, logging_to
 from status_store.analytics.options import add_arguments, parse_settings
-from status_store.analytics.outputs import CHECKPOINT, STATE_DIR, Checkpoint, OutputDir
-from status_store.analytics.records import RAW_SCHEMA, Plan, ReadProblem, plan_ranges, read_files, read_ranges
+from status_store.analytics.outputs import (
+    CHECKPOINT,
+    STATE_DIR,
+    Checkpoint,
+    OutputDir,
+    is_local,
+    read_local_text,
+)
+from status_store.analytics.records import (
+    RAW_SCHEMA,
+    KafkaFrames,
+    Plan,
+    ReadProblem,
+    missing_files,
+    plan_topics,
+    read_files,
+)
 from status_store.analytics.report import write_report
-from status_store.analytics.session import JavaMissingError, get_session, master_of
+from status_store.analytics.session import JavaMissingError, check_java, get_session, master_of
 
 log = logging.getLogger(__name__)
 
 #: Where the report goes when ``--out`` is not a local directory.
 LOCAL_REPORT = Path("status-store-report")
+#: Shuffle partitions, when nothing sets them: one per this many input records, at least one per core.
+RECORDS_PER_SHUFFLE_PARTITION = 250_000
+#: Bytes of an exported record, about (to size a run over files).
+BYTES_PER_RECORD = 100
 
 
 class RunFailed(Exception):
@@ -54,49 +74,69 @@ class Inputs:
 
     status: DataFrame
     history: DataFrame
-    #: The records this run read (kept for the next incremental run).
-    read: DataFrame
     warnings: list[ReadProblem] = field(default_factory=list)
     kafka_ranges: dict[str, int] = field(default_factory=dict)
     next_offsets: dict[str, dict[int, int]] = field(default_factory=dict)
-    persisted: list[DataFrame] = field(default_factory=list)
+    #: The Kafka reads, whose problems are known once an action has read them.
+    kafka: KafkaFrames | None = None
+    #: The records earlier ``--since`` runs kept (cut again to the retention window by this run).
+    kept: DataFrame | None = None
 
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None, progress: Progress | None = None,
         log_file: Path | None = None) -> dict[str, Any]:
-    """Run the job for parsed options; returns the summary (also ``<out>/summary.json``)."""
+    """Run the job for parsed options; returns the summary (also ``<out>/summary.json``).
+
+    Bad input fails before Spark starts, in seconds: the options, a local ``--since`` checkpoint, missing local
+    files, and the Kafka plan (unreachable brokers within ``--timeout``, a missing topic).
+    """
     if (args.files is None) == (args.bootstrap_servers is None):
         raise ValueError("give either --bootstrap-servers (read the topics from Kafka) or --files, not both")
     progress = progress or Progress()
     conf = parse_settings(args.conf, "--conf")
     consumer = ({"bootstrap.servers": args.bootstrap_servers, **parse_settings(args.kafka, "--kafka")}
                 if args.bootstrap_servers is not None else {})
-    if spark is None:
-        progress.phase(f"starting Spark ({master_of(conf)})" + (f"; its log: {log_file}" if log_file else ""))
-        spark = get_session(conf, jvm_log=log_file)
+    # A --since elsewhere than on the local disk is read through Spark: then the plan waits for Spark too.
+    early = args.since is None or is_local(args.since)
+    previous = _checkpoint(read_local_text, args, progress) if args.since is not None and early else None
+    master = master_of(conf)
+    if spark is None and master.startswith("local") and SparkSession.getActiveSession() is None:
+        check_java()  # the first thing a run needs
+    spark_log = f"; its log: {log_file}" if log_file else ""
+    plans = None
+    if consumer and early:
+        progress.phase(f"starting Spark ({master}) once the input is planned{spark_log}")
+        plans = _plan(args, consumer, previous, progress)
+    elif args.files is not None:
+        _fail_on(missing_files(args.files))
+    if plans is None:
+        progress.phase(f"starting Spark ({master}){spark_log}")
+    spark = spark or get_session(conf, jvm_log=log_file)
     out = OutputDir(spark, args.out)
     for line in out.recover():
         progress.warning(line)
-    previous = _checkpoint(out, args, progress) if args.since else None
     try:
-        inputs = (_kafka_inputs(spark, args, consumer, previous, progress) if consumer
-                  else _file_inputs(spark, args, previous, progress))
-        try:
-            summary = _analyze_and_write(spark, out, args, inputs, previous, progress)
-            progress.phase("done")
-            return summary
-        finally:
-            for frame in inputs.persisted:
-                frame.unpersist()
+        if args.since is not None and not early:
+            previous = _checkpoint(out.read_text, args, progress)
+        if consumer:
+            inputs = _kafka_inputs(spark, out, args, consumer, plans or _plan(args, consumer, previous, progress),
+                                   previous, progress)
+        else:
+            inputs = _file_inputs(spark, out, args, previous, progress)
+        summary = _analyze_and_write(spark, out, args, inputs, previous, progress)
+        progress.phase("done")
+        return summary
     except BaseException:
         out.discard()
         raise
 
 
-def _checkpoint(out: OutputDir, args: argparse.Namespace, progress: Progress) -> Checkpoint | None:
+def _checkpoint(read_text: Callable[[str], str | None], args: argparse.Namespace,
+                progress: Progress) -> Checkpoint | None:
     """The checkpoint of the earlier run at ``--since``; None (everything is read) when there is none yet."""
     since = args.since.rstrip("/")
-    text = out.read_text(f"{since}/{CHECKPOINT}")
+    path = f"{since}/{CHECKPOINT}"
+    text = read_text(path)
     if text is None:
         progress.warning(f"no checkpoint in {since} yet: reading everything (the next run starts where this "
                          "one ends)")
@@ -104,7 +144,7 @@ def _checkpoint(out: OutputDir, args: argparse.Namespace, progress: Progress) ->
     try:
         checkpoint = Checkpoint.from_json(text, since)
     except ValueError as e:
-        raise ValueError(f"--since {since}: {e}") from None
+        raise ValueError(f"--since {since}: {path} is not a checkpoint written by status-store analyze: {e}") from None
     if (checkpoint.status_topic, checkpoint.history_topic) != (args.status_topic, args.history_topic):
         raise ValueError(f"--since {since}: its checkpoint is of the topics {checkpoint.status_topic}, "
                          f"{checkpoint.history_topic}; this run reads {args.status_topic}, {args.history_topic}")
@@ -115,61 +155,96 @@ def _topics(args: argparse.Namespace) -> list[str]:
     return [args.status_topic, *([args.history_topic] if args.history_topic else [])]
 
 
-def _kafka_inputs(spark: SparkSession, args: argparse.Namespace, consumer: dict[str, Any],
-                  previous: Checkpoint | None, progress: Progress) -> Inputs:
-    """Plan every topic (bounded by ``--timeout``), then read the ranges; any problem fails the run."""
+def _plan(args: argparse.Namespace, consumer: dict[str, Any], previous: Checkpoint | None,
+          progress: Progress) -> list[Plan]:
+    """Plan every topic with one consumer (bounded by ``--timeout``); any problem fails the run."""
     progress.phase(f"planning: {', '.join(_topics(args))} at {args.bootstrap_servers} (timeout {args.timeout:g} s)")
-    plans: list[Plan] = []
-    for topic in _topics(args):
-        start = previous.offsets.get(topic) if previous is not None else None
-        plan = plan_ranges(consumer, topic, args.max_records_per_range, args.timeout, start)
-        _fail_on(plan.problems)
-        plans.append(plan)
+    plans = plan_topics(consumer, _topics(args), args.max_records_per_range, args.timeout,
+                        previous.offsets if previous is not None else None)
+    _fail_on([problem for plan in plans for problem in plan.problems])
+    return plans
+
+
+def _kafka_inputs(spark: SparkSession, out: OutputDir, args: argparse.Namespace, consumer: dict[str, Any],
+                  plans: list[Plan], previous: Checkpoint | None, progress: Progress) -> Inputs:
+    """The planned ranges of both topics, read by one Spark job (the analysis's first, or the one keeping the
+    records for the next ``--since`` run)."""
     ranges = [r for plan in plans for r in plan.ranges]
     progress.phase(f"reading {len(ranges)} ranges, up to {sum(p.records for p in plans):,} records"
                    + (" after the checkpoint" if previous is not None else ""))
-    frames, persisted, warnings = [], [], []
-    try:
-        for plan in plans:
-            records = read_ranges(spark, consumer, plan.ranges, args.range_timeout)
-            if records.persisted is not None:
-                persisted.append(records.persisted)
-            _fail_on(records.problems)
-            frames.append(records.frame)
-            warnings += plan.warnings
-            if not plan.ranges and not (previous is not None and previous.offsets.get(plan.topic)):
-                warnings.append(ReadProblem(plan.topic, "empty: no records"))
-    except BaseException:
-        for frame in persisted:
-            frame.unpersist()
-        raise
-    read = _union(frames)
-    status, history = _by_topic(args, _union([_kept(spark, previous), read]))
+    _size_shuffle(spark, sum(p.records for p in plans) + (previous.records if previous is not None else 0))
+    kafka = KafkaFrames(spark, consumer, args.range_timeout, args.max_records_per_range)
+    frames = [kafka.frame(plan.ranges) for plan in plans]
+    warnings = [warning for plan in plans for warning in plan.warnings]
+    warnings += [ReadProblem(plan.topic, "empty: no records") for plan in plans
+                 if not plan.ranges and not (previous is not None and previous.offsets.get(plan.topic))]
     next_offsets = {plan.topic: {**(previous.offsets.get(plan.topic, {}) if previous is not None else {}),
                                  **plan.next_offsets} for plan in plans}
-    return Inputs(status, history, read, warnings, {plan.topic: len(plan.ranges) for plan in plans}, next_offsets,
-                  persisted)
+    counts = {plan.topic: len(plan.ranges) for plan in plans}
+    if args.since is None:
+        status, history = frames[0], frames[1] if len(frames) > 1 else frames[0].limit(0)
+        return Inputs(status, history, warnings, counts, next_offsets, kafka)
+    read = _keep(spark, out, _union(frames))
+    _fail_on(kafka.problems())
+    kept = _kept(spark, previous)
+    status, history = _by_topic(args, _union([kept, read]))
+    return Inputs(status, history, warnings, counts, next_offsets, kept=kept)
 
 
-def _file_inputs(spark: SparkSession, args: argparse.Namespace, previous: Checkpoint | None,
+def _file_inputs(spark: SparkSession, out: OutputDir, args: argparse.Namespace, previous: Checkpoint | None,
                  progress: Progress) -> Inputs:
     """The exported records of the two topics (each once, with what earlier runs kept); a missing file fails
     the run, records of other topics are a warning."""
     progress.phase(f"reading {len(args.files)} file path(s)")
     records = read_files(spark, args.files)
     _fail_on(records.problems)
+    _size_shuffle(spark, _file_records(args.files) + (previous.records if previous is not None else 0))
     topics = _topics(args)
     read = records.frame.filter(F.col("topic").isin(topics))
     warnings = []
     others = records.frame.filter(~F.col("topic").isin(topics) | F.col("topic").isNull()).count()
     if others:
         warnings.append(ReadProblem("files", f"{others} record(s) of other topics than {', '.join(topics)} ignored"))
-    combined = _union([_kept(spark, previous), read])
+    if args.since is not None:
+        read = _keep(spark, out, read)
+    kept = _kept(spark, previous)
+    combined = _union([kept, read])
     if previous is not None:
         # Files exported again overlap what earlier runs kept: each record once.
         combined = combined.dropDuplicates(["topic", "partition", "offset"])
     status, history = _by_topic(args, combined)
-    return Inputs(status, history, read, warnings, next_offsets=previous.offsets if previous is not None else {})
+    return Inputs(status, history, warnings, next_offsets=previous.offsets if previous is not None else {},
+                  kept=kept)
+
+
+def _keep(spark: SparkSession, out: OutputDir, read: DataFrame) -> DataFrame:
+    """Write the records this run read for the next ``--since`` run (staged with the outputs), and read them back
+    from there: the input is read once."""
+    path = out.staged(_batch(out))
+    read.write.parquet(path)
+    return spark.read.schema(RAW_SCHEMA).parquet(path)
+
+
+def _size_shuffle(spark: SparkSession, records: int) -> None:
+    """Shuffle partitions sized to the records and the cores, unless ``--conf`` or spark-submit set them (Spark's
+    default of 200 makes small runs slow, and one partition per core makes large ones spill)."""
+    if spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        return
+    cores = spark.sparkContext.defaultParallelism
+    partitions = max(cores, -(-records // RECORDS_PER_SHUFFLE_PARTITION))
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    log.info("spark.sql.shuffle.partitions=%d (%d records, %d cores)", partitions, records, cores)
+
+
+def _file_records(paths: list[str]) -> int:
+    """About how many records local files hold (by their size); remote ones count as none."""
+    size = 0
+    for path in paths:
+        local = Path(path)
+        if is_local(path) and local.exists():
+            size += sum(f.stat().st_size for f in local.rglob("*") if f.is_file()) if local.is_dir() else (
+                local.stat().st_size)
+    return size // BYTES_PER_RECORD
 
 
 def _fail_on(problems: list[ReadProblem]) -> None:
@@ -205,16 +280,14 @@ def _analyze_and_write(spark: SparkSession, out: OutputDir, args: argparse.Names
                        previous: Checkpoint | None, progress: Progress) -> dict[str, Any]:
     for warning in inputs.warnings:
         progress.warning(str(warning))
-    if args.since is not None:
-        # Kept for the next run, from the records as read (before they are unpersisted).
-        inputs.read.write.parquet(out.staged(_batch(out)))
     progress.phase("analysing")
+    # Its first action reads every input record once (Kafka, unless kept records were written first).
     analysis = analyze(inputs.status, inputs.history, as_of_ms=args.as_of, flap_transitions=args.flap_transitions,
-                       flap_window_ms=args.flap_window_ms)
+                       flap_window_ms=args.flap_window_ms, from_ms=previous.from_ms if previous is not None else None)
     try:
-        counters = analysis.counters()  # reads every input record once: the parsed inputs are cached from here on
-        for frame in inputs.persisted:
-            frame.unpersist()
+        if inputs.kafka is not None:
+            _fail_on(inputs.kafka.problems())
+        counters = analysis.counters()
         progress.phase(f"writing {args.out} ({counters['status_records']:,} status and "
                        f"{counters['history_records']:,} history records analysed)")
         return _write(spark, out, args, analysis, inputs, previous)
@@ -232,24 +305,52 @@ def _write(spark: SparkSession, out: OutputDir, args: argparse.Namespace, analys
     if inputs.kafka_ranges:
         notes["kafka_ranges"] = inputs.kafka_ranges
     if args.since is not None:
-        checkpoint = Checkpoint(args.status_topic, args.history_topic, inputs.next_offsets,
-                                list(previous.batches) if previous is not None else [])
-        items.append(_batch(out))
-        checkpoint.batches.append(f"{out.out}/{_batch(out)}")
+        checkpoint = _next_checkpoint(out, args, analysis, inputs, previous)
+        items += [batch[len(out.staging) + 1:] for batch in checkpoint.batches if batch.startswith(out.staging)]
+        checkpoint.batches = [batch.replace(out.staging, out.out, 1) for batch in checkpoint.batches]
         out.write_text(out.staged(CHECKPOINT), checkpoint.to_json(out.out))
         items.append(CHECKPOINT)
         notes["checkpoint"] = f"{out.out}/{CHECKPOINT}"
+    summary = analysis.summary(notes)
     if not args.no_report:
         local = "://" not in args.out
         directory = Path(out.staged("report")) if local else LOCAL_REPORT
-        report = write_report(analysis, directory, inputs.warnings)
-        notes["report"] = str(Path(args.out) / "report" / report.name) if local else str(report)
+        report = write_report(analysis, out.staging, directory, inputs.warnings)
+        summary["report"] = str(Path(args.out) / "report" / report.name) if local else str(report)
         if local:
             items.append("report")
-    summary = analysis.summary(notes)
     out.write_text(out.staged("summary.json"), json.dumps(summary, indent=2, sort_keys=True) + "\n")
     out.commit([*items, "summary.json"])
+    if args.since is not None:
+        _forget_batches(out, previous, checkpoint)
     return summary
+
+
+def _next_checkpoint(out: OutputDir, args: argparse.Namespace, analysis: Analysis, inputs: Inputs,
+                     previous: Checkpoint | None) -> Checkpoint:
+    """Where the next ``--since`` run starts, and what it analyses again: the records this run read, and those of
+    earlier runs cut to the retention window (``--retention-days`` before the as-of day), staged."""
+    counters = analysis.counters()
+    batches = [out.staged(_batch(out))]
+    cut = None if analysis.as_of_ms is None else (analysis.as_of_ms // DAY_MS - args.retention_days) * DAY_MS
+    if previous is not None and previous.batches:
+        if cut is None or inputs.kept is None:
+            batches[:0] = previous.batches
+        else:
+            status, history = _by_topic(args, inputs.kept)
+            kept = out.staged(f"{_batch(out)}-kept")
+            retained(status, history, analysis.latest, cut, args.flap_window_ms).write.parquet(kept)
+            batches.insert(0, kept)
+    return Checkpoint(args.status_topic, args.history_topic, inputs.next_offsets, batches,
+                      counters["status_records"] + counters["history_records"], cut)
+
+
+def _forget_batches(out: OutputDir, previous: Checkpoint | None, checkpoint: Checkpoint) -> None:
+    """Remove the kept records of earlier runs that the new checkpoint no longer lists (after its commit: a run
+    that fails keeps them)."""
+    for batch in previous.batches if previous is not None else []:
+        if batch not in checkpoint.batches and batch.startswith(f"{out.out}/{STATE_DIR}/"):
+            out.remove(batch)
 
 
 def _batch(out: OutputDir) -> str:

@@ -10,6 +10,8 @@ FLAP_TRANSITIONS = 5
 FLAP_WINDOW_MS = 10 * 60 * 1000
 MAX_RECORDS_PER_RANGE = 500_000
 RANGE_TIMEOUT_S = 120.0
+# How many days before the as-of day a --since run keeps of the records it has read (see docs/analytics.md).
+RETENTION_DAYS = 7
 # Reading a topic's metadata and its partitions' bounds: brokers that do not answer by then fail the run.
 METADATA_TIMEOUT_S = 20.0
 
@@ -36,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--since", metavar="DIR",
                         help="incremental run: the --out of an earlier run made with --since; read only the records "
                              "after its checkpoint and analyse them with the records it kept (a first run: everything)")
+    source.add_argument("--retention-days", type=_positive_int, default=RETENTION_DAYS, metavar="DAYS",
+                        help="with --since: keep for later runs the history of the last DAYS days before the as-of "
+                             "day (and what it needs from before), and the status records of those days (older "
+                             "ones compacted to the last per key); the dated outputs of older days stay as earlier "
+                             "runs wrote them (default: %(default)s)")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="output directory (a local path or any URL Spark writes to)")
     parser.add_argument("--log-file", metavar="PATH",

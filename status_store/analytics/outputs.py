@@ -4,7 +4,8 @@ finished moves what it wrote into place, so a failed run leaves the earlier outp
     <out>/latest/date=.../, mttr/, ...   the outputs (Parquet, partitioned by date)
     <out>/summary.json, report/          the run's summary and report
     <out>/_state/checkpoint.json         incremental runs: where each partition's next read starts, and
-    <out>/_state/records/<run>/          the raw records each run read (analysed again by the next run)
+    <out>/_state/records/<run>/          the raw records each run read, and what it kept of the earlier
+                                         ones (<run>-kept; analysed again by the next run)
     <out>/_run-<run>/                    a run in progress: what it wrote, not yet in place
     <out>/_logs/                         the runs' logs (local outputs)
 
@@ -25,6 +26,7 @@ import logging
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -87,6 +89,10 @@ class OutputDir:
             stream.write(bytearray(text.encode("utf-8")))
         finally:
             stream.close()
+
+    def remove(self, path: str) -> None:
+        """Remove a file or directory (and what it holds)."""
+        self._fs.delete(self._path(path), True)
 
     def staged(self, relative: str) -> str:
         """Where this run writes ``relative`` (a path under ``--out``) before the commit."""
@@ -179,6 +185,11 @@ class Checkpoint:
     offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     #: Directories of raw records (Parquet), full paths.
     batches: list[str] = field(default_factory=list)
+    #: How many records the batches hold (to size the next run).
+    records: int = 0
+    #: The start of the retention window the batches were cut to (epoch ms, a UTC midnight): the next run's
+    #: dated outputs are exact from this day on; None when nothing was cut.
+    from_ms: int | None = None
 
     def to_json(self, out: str) -> str:
         """The checkpoint file's text; batches under ``out`` are kept relative to it (the directory may move)."""
@@ -187,15 +198,72 @@ class Checkpoint:
             "status_topic": self.status_topic, "history_topic": self.history_topic,
             "offsets": {topic: {str(p): o for p, o in sorted(parts.items())} for topic, parts in self.offsets.items()},
             "batches": [b[len(prefix):] if b.startswith(prefix) else b for b in self.batches],
+            "records": self.records, "from_ms": self.from_ms,
         }, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str, out: str) -> Checkpoint:
-        """Read a checkpoint file's text (written by ``to_json`` for ``out``); ValueError when it is not one."""
+        """Read a checkpoint file's text (written by ``to_json`` for ``out``); a ValueError naming the field that
+        is wrong when it is not one."""
         try:
             found = json.loads(text)
-            offsets = {str(t): {int(p): int(o) for p, o in parts.items()} for t, parts in found["offsets"].items()}
-            batches = [b if "://" in b or b.startswith("/") else f"{out.rstrip('/')}/{b}" for b in found["batches"]]
-            return cls(str(found["status_topic"]), found["history_topic"], offsets, [str(b) for b in batches])
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise ValueError(f"not a checkpoint written by status-store analyze ({type(e).__name__}: {e})") from None
+        except ValueError as e:
+            raise ValueError(f"not JSON ({e})") from None
+        if not isinstance(found, dict):
+            raise ValueError(f"not a JSON object but {_json_type(found)}")
+        for name in ("status_topic", "history_topic", "offsets", "batches"):
+            if name not in found:
+                raise ValueError(f'no "{name}" field')
+        if not isinstance(found["status_topic"], str):
+            raise ValueError(f'"status_topic" must be a string, got {_json_type(found["status_topic"])}')
+        if found["history_topic"] is not None and not isinstance(found["history_topic"], str):
+            raise ValueError(f'"history_topic" must be a string or null, got {_json_type(found["history_topic"])}')
+        offsets = found["offsets"]
+        if not isinstance(offsets, dict):
+            raise ValueError(f'"offsets" must be an object (topic -> partition -> offset), got {_json_type(offsets)}')
+        parsed: dict[str, dict[int, int]] = {}
+        for topic, parts in offsets.items():
+            if not isinstance(parts, dict):
+                raise ValueError(f'"offsets"."{topic}" must be an object (partition -> offset), got '
+                                 f"{_json_type(parts)}")
+            parsed[topic] = {}
+            for partition, offset in parts.items():
+                if not partition.isdigit():
+                    raise ValueError(f'"offsets"."{topic}": {partition!r} is not a partition number')
+                if type(offset) is not int or offset < 0:
+                    raise ValueError(f'"offsets"."{topic}"."{partition}" must be an offset (an integer >= 0), got '
+                                     f"{json.dumps(offset)}")
+                parsed[topic][int(partition)] = offset
+        batches = found["batches"]
+        if not isinstance(batches, list) or not all(isinstance(b, str) for b in batches):
+            raise ValueError(f'"batches" must be a list of paths, got {json.dumps(batches)[:100]}')
+        records = found.get("records", 0)
+        if type(records) is not int or records < 0:
+            raise ValueError(f'"records" must be a count (an integer >= 0), got {json.dumps(records)}')
+        from_ms = found.get("from_ms")
+        if from_ms is not None and type(from_ms) is not int:
+            raise ValueError(f'"from_ms" must be epoch milliseconds or null, got {json.dumps(from_ms)}')
+        prefix = out.rstrip("/")
+        return cls(found["status_topic"], found["history_topic"], parsed,
+                   [b if "://" in b or b.startswith("/") else f"{prefix}/{b}" for b in batches], records, from_ms)
+
+
+def _json_type(value: Any) -> str:
+    """How JSON names a value's type, for error messages."""
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+            dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def read_local_text(path: str) -> str | None:
+    """A small local file's text (``path`` without a URL scheme), or None when it does not exist."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def is_local(path: str) -> bool:
+    """Whether a path is a local one (no URL scheme): read and written without Spark."""
+    return "://" not in path

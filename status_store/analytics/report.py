@@ -1,13 +1,27 @@
-"""A short human report: Markdown with PNG charts, from the small aggregated results only.
+"""The report an operator reads first: one self-contained HTML file (and the same in Markdown with PNG charts),
+built from the outputs the run has just staged, not by analysing the input again.
 
-Everything here is collected to the driver after Spark has aggregated it (a few rows per state,
-kind or top-N connector), so the report costs little whatever the input's size.
+It opens with what is broken now (every FAILED connector and task: since when, on which worker, the first
+line of its trace), then failures per worker, the most frequent failure messages, failures and recoveries
+over time, time to recovery per connector (p50/p90/p99), the most flapping connectors and tasks, the latest
+states, time in each state and the retry outcomes. Only small aggregates reach the driver (a few rows per
+connector, worker or hour), so the report costs little whatever the input's size: the outputs, small
+(aggregates, or a row per connector, task or episode), are read once, without a Spark job when local.
+
+The HTML file needs nothing else: its charts are inline SVG, it has no script, and its Content-Security-Policy
+forbids scripts and every load from the network. Every text that comes from the data (connector names,
+worker ids, traces) is escaped, so a name holding HTML is shown as text.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+import html
+import io
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,97 +30,445 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on servers and executors
 
 import matplotlib.pyplot as plt
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from .analysis import Analysis
+from .analysis import MTTR_PERCENTILES, Analysis
 from .records import ReadProblem
 
 TOP = 10
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+# More hours than this between the first and the last failure: failures are counted per day instead.
+MAX_HOURLY_BUCKETS = 72
+FAILURE_COLOR = "#c62828"
+RECOVERY_COLOR = "#2e7d32"
+BAR_COLOR = "#1f77b4"
+# Scripts, frames, fonts, images from anywhere: none. Inline styles only.
+CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
+h1 { margin-bottom: 0.2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.broken { border: 2px solid #c62828; padding: 0 1em 1em; background: #fff5f5; }
+.ok { border: 2px solid #2e7d32; padding: 0.5em 1em; background: #f3fbf3; }
+code, .trace { font-family: ui-monospace, monospace; font-size: 0.9em; white-space: pre-wrap; }
+svg { max-width: 100%; height: auto; }
+"""
 
 
-def write_report(analysis: Analysis, directory: Path, warnings: Sequence[ReadProblem] = ()) -> Path:
-    """Write ``report.md`` and its charts into ``directory``; returns the Markdown file's path."""
+@dataclass
+class Table:
+    """A table of the report: its header and rows (cells as text; numbers right-aligned in HTML)."""
+
+    header: list[str]
+    rows: list[list[Any]]
+    #: Columns holding numbers.
+    numeric: set[int] = field(default_factory=set)
+
+
+@dataclass
+class Chart:
+    """A chart, as a PNG file beside the Markdown and as inline SVG in the HTML."""
+
+    name: str
+    title: str
+    svg: str
+
+
+@dataclass
+class Section:
+    """A heading, what it says in words, its tables and charts."""
+
+    title: str
+    text: list[str] = field(default_factory=list)
+    #: Tables, charts and paragraphs after the text, in order.
+    parts: list[Table | Chart | str] = field(default_factory=list)
+    css_class: str = ""
+
+
+Row = dict[str, Any]
+Entity = tuple[str, str, int | None]
+
+
+def write_report(analysis: Analysis, outputs: str, directory: Path, warnings: Sequence[ReadProblem] = ()) -> Path:
+    """Write ``report.html`` (self-contained) and ``report.md`` with its PNG charts into ``directory`` from the
+    analysis's outputs as written under ``outputs`` (the run's staging directory); returns the HTML file."""
     directory.mkdir(parents=True, exist_ok=True)
-    counters = analysis.counters()
-    lines = ["# Kafka Connect status report", "",
-             f"As of {_time(analysis.as_of_ms)}. Flapping: more than {analysis.flap_transitions} transitions "
-             f"within {analysis.flap_window_ms / 1000:g} s.", "", "## Input", "",
-             _table(["counter", "value"], sorted(counters.items())), ""]
-    if warnings:
-        lines += ["Warnings:", "", *[f"- {warning}" for warning in warnings], ""]
-
-    latest = _rows(analysis.latest.groupBy("kind", "state").count().orderBy("kind", "state"))
-    lines += ["## Latest statuses", "", _table(["kind", "state", "count"], latest), ""]
-    task_states = [(r[1] or "(topic)", r[2]) for r in latest if r[0] in ("task", "connector")]
-    if task_states:
-        lines += [_bar_chart(directory, "latest_states.png", "Connectors and tasks by latest state", task_states), ""]
-
-    durations = analysis.state_durations
-    per_state = _rows(durations.groupBy("state").agg(F.sum("duration_ms").alias("ms")).orderBy(F.desc("ms")))
-    lines += ["## Time in each state", ""]
-    if per_state:
-        lines += [_bar_chart(directory, "time_in_state.png", "Hours in each state (all connectors and tasks)",
-                             [(state, ms / 3_600_000) for state, ms in per_state]), ""]
-    failed_most = _rows(durations.filter(F.col("state") == "FAILED")
-                        .groupBy("kind", "connector", "task").agg(F.sum("duration_ms").alias("ms"))
-                        .orderBy(F.desc("ms"), "connector", "task").limit(TOP))
-    lines += [f"Longest time FAILED (top {TOP}):", "",
-              _table(["kind", "connector", "task", "FAILED"], [(*r[:3], _duration(r[3])) for r in failed_most]), ""]
-
-    mttr = _rows(analysis.mttr.select("kind", "connector", "task", "failed_episodes", "recovered", "unrecovered",
-                                      "mttr_ms").orderBy(F.desc("failed_episodes"), "connector", "task").limit(TOP))
-    overall = analysis.episodes.agg(F.count(F.lit(1)), F.count("recovered_ms"), F.avg("time_to_recovery_ms")).first()
-    lines += ["## FAILED episodes and time to recovery", ""]
-    if overall is not None and overall[0]:
-        lines += [f"{overall[0]} episodes, {overall[1]} recovered, {overall[0] - overall[1]} not (yet) recovered; "
-                  f"mean time to recovery {_duration(overall[2])}.", ""]
-    lines += [_table(["kind", "connector", "task", "episodes", "recovered", "unrecovered", "MTTR"],
-                     [(*r[:6], _duration(r[6])) for r in mttr]), ""]
-
-    flapping = _rows(analysis.flapping.groupBy("kind", "connector", "task")
-                     .agg(F.max("max_transitions_in_window").alias("most"), F.min("first_flapping_ms"))
-                     .orderBy(F.desc("most"), "connector", "task").limit(TOP))
-    lines += ["## Flapping", "", _table(["kind", "connector", "task", "most transitions in a window", "first"],
-                                        [(*r[:4], _time(r[4])) for r in flapping]), ""]
-
-    outcomes = _rows(analysis.retry_outcomes.groupBy("kind", "result").agg(
-        F.sum("count").alias("n"), (F.sum(F.col("mean_attempts") * F.col("count")) / F.sum("count")),
-        F.max("max_attempts"), F.max("latency_p99_ms")).orderBy("kind", "result"))
-    lines += ["## Retry outcomes", "",
-              _table(["kind", "result", "count", "mean attempts", "max attempts", "worst daily p99 latency (ms)"],
-                     [(*r[:3], f"{r[3]:.2f}" if r[3] is not None else "", *r[4:]) for r in outcomes]), ""]
-    if outcomes:
-        lines += [_bar_chart(directory, "retry_outcomes.png", "Write outcomes by kind and result",
-                             [(f"{r[0]} {r[1]}", r[2]) for r in outcomes]), ""]
-    report = directory / "report.md"
-    report.write_text("\n".join(lines))
+    frames = {name: read_output(frame, f"{outputs.rstrip('/')}/{name}") for name, frame in analysis.outputs().items()}
+    summary = analysis.summary()
+    intro = [f"As of {_time(summary['as_of_ms'])}. Flapping: more than {summary['flap_transitions']} transitions "
+             f"within {summary['flap_window_ms'] / 1000:g} s."]
+    latest, episodes = frames["latest"], frames["episodes"]
+    sections = [
+        _broken_now(latest, episodes),
+        _per_worker(directory, latest, episodes),
+        _failure_messages(episodes),
+        _over_time(directory, episodes),
+        _time_to_recovery(episodes, frames["mttr"]),
+        _flapping(frames["flapping"], latest),
+        _latest(directory, latest),
+        _time_in_state(directory, frames["state_durations"]),
+        _retry_outcomes(directory, frames["retry_outcomes"]),
+        _input(summary["counters"], warnings),
+    ]
+    (directory / "report.md").write_text(_markdown(intro, sections), encoding="utf-8")
+    report = directory / "report.html"
+    report.write_text(_html(intro, sections), encoding="utf-8")
     return report
 
 
-def _rows(frame: DataFrame) -> list[tuple[Any, ...]]:
-    return [tuple(row) for row in frame.collect()]
+def read_output(frame: DataFrame, path: str) -> list[Row]:
+    """The rows of an output as written (small: aggregates, or one row per connector, task or episode). A local
+    one is read with pyarrow, without a Spark job; any other through Spark."""
+    if "://" in path:
+        return [row.asDict() for row in frame.sparkSession.read.schema(frame.schema).parquet(path).collect()]
+    schema = to_arrow_schema(frame.schema)
+    dataset = ds.dataset(path, schema=schema, format="parquet", partitioning=ds.partitioning(
+        pa.schema([schema.field("date")]), flavor="hive"))
+    rows: list[Row] = dataset.to_table().to_pylist()
+    return rows
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _entity(row: Row) -> Entity:
+    return row["kind"], row["connector"], row["task"]
+
+
+def _order(value: Any) -> tuple[bool, Any]:
+    """A sort key that puts None first and compares the rest."""
+    return value is not None, value
+
+
+# ------------------------------------------------------------------------------------------ sections
+
+
+def _broken_now(latest: list[Row], episodes: list[Row]) -> Section:
+    """Every connector and task FAILED now: since when (the start of its open episode, else its record's time),
+    on which worker, the first line of its trace."""
+    open_since: dict[Entity, int] = {}
+    for e in episodes:
+        if e["recovered_ms"] is None:
+            open_since[_entity(e)] = max(open_since.get(_entity(e), e["failed_ms"]), e["failed_ms"])
+    rows = [[r["kind"], r["connector"], r["task"], open_since.get(_entity(r), r["timestamp"]), r["worker_id"],
+             first_line_of(r["trace"])] for r in latest if r["state"] == "FAILED"]
+    rows.sort(key=lambda r: (_order(r[3]), r[1], _order(r[2])))
+    section = Section("Broken now", css_class="broken" if rows else "ok")
     if not rows:
+        section.text.append("No connector or task is FAILED.")
+        return section
+    connectors = sum(1 for r in rows if r[0] == "connector")
+    section.text.append(f"{connectors} connector(s) and {len(rows) - connectors} task(s) are FAILED, longest first.")
+    section.parts.append(Table(["kind", "connector", "task", "FAILED since", "worker", "first line of the trace"],
+                               [[*r[:3], _time(r[3]), *r[4:]] for r in rows]))
+    return section
+
+
+def _per_worker(directory: Path, latest: list[Row], episodes: list[Row]) -> Section:
+    """FAILED episodes per worker (the worker of the FAILED that opened each), and what is FAILED on it now."""
+    counts: dict[str, list[Any]] = {}
+
+    def of(worker: str | None) -> list[Any]:
+        return counts.setdefault(worker or "(unknown)", [0, 0, 0, set()])
+
+    for r in latest:
+        if r["state"] == "FAILED":
+            of(r["worker_id"])[0] += 1
+    for e in episodes:
+        found = of(e["worker_id"])
+        found[1] += 1
+        found[2] += e["recovered_ms"] is None
+        found[3].add(e["connector"])
+    rows = sorted(([worker, now, past, open_, len(connectors)] for worker, (now, past, open_, connectors)
+                   in counts.items()), key=lambda r: (-r[1], -r[2], r[0]))
+    section = Section("Failures per worker")
+    if not rows:
+        section.text.append("(none)")
+        return section
+    section.parts.append(Table(["worker", "FAILED now", "FAILED episodes", "not recovered", "connectors"], rows,
+                               {1, 2, 3, 4}))
+    section.parts.append(_bar_chart(directory, "failures_per_worker.png", "FAILED episodes per worker",
+                                    [(str(r[0]), r[2]) for r in rows[:TOP * 2]], FAILURE_COLOR))
+    return section
+
+
+def first_line_of(trace: str | None) -> str | None:
+    """The first line of a trace (Java's exception and message), trimmed: ``analysis.first_line`` in Python."""
+    line = re.split(r"[\r\n]", trace, maxsplit=1)[0].strip(" ") if trace is not None else ""
+    return line or None
+
+
+def normalised_message(failure: str) -> str:
+    """A failure message with what varies between occurrences (numbers, hexadecimal ids) replaced, so that the
+    same failure counts once."""
+    return re.sub(r"\d+", "<n>", re.sub(r"\b(0x)?[0-9a-fA-F]{8,}(-[0-9a-fA-F]{4,})*\b", "<id>", failure))
+
+
+def _failure_messages(episodes: list[Row]) -> Section:
+    """The most frequent first lines of the traces that opened FAILED episodes, normalised."""
+    found: dict[str, list[Any]] = {}
+    for e in episodes:
+        message = normalised_message(e["failure"]) if e["failure"] is not None else "(no trace)"
+        counts = found.setdefault(message, [0, set(), e["failed_ms"]])
+        counts[0] += 1
+        counts[1].add(_entity(e))
+        counts[2] = max(counts[2], e["failed_ms"])
+    rows = sorted(([message, n, len(entities), _time(last)] for message, (n, entities, last) in found.items()),
+                  key=lambda r: (-r[1], r[0]))[:TOP]
+    section = Section("Top failure messages")
+    section.text.append(f"The first line of the trace of the FAILED that opened each episode; numbers shown as "
+                        f"<n>, ids as <id> (top {TOP}).")
+    section.parts.append(Table(["message", "episodes", "connectors and tasks", "last"], rows, {1, 2}))
+    return section
+
+
+def _over_time(directory: Path, episodes: list[Row]) -> Section:
+    """Episodes opened (failures) and ended by a RUNNING (recoveries) per hour, or per day over long spans."""
+    section = Section("Failures and recoveries over time")
+    if not episodes:
+        section.text.append("(no FAILED episode)")
+        return section
+    times = [e["failed_ms"] for e in episodes] + [e["recovered_ms"] for e in episodes if e["recovered_ms"] is not None]
+    bucket_ms = HOUR_MS if (max(times) - min(times)) // HOUR_MS < MAX_HOURLY_BUCKETS else DAY_MS
+    unit = "hour" if bucket_ms == HOUR_MS else "day"
+    buckets: dict[int, list[int]] = {}
+    for e in episodes:
+        buckets.setdefault(e["failed_ms"] // bucket_ms * bucket_ms, [0, 0])[0] += 1
+        if e["recovered_ms"] is not None:
+            buckets.setdefault(e["recovered_ms"] // bucket_ms * bucket_ms, [0, 0])[1] += 1
+    rows = [[bucket, *counts] for bucket, counts in sorted(buckets.items())]
+    section.text.append(f"FAILED episodes begun and recovered per {unit} (UTC).")
+    section.parts.append(_time_chart(directory, "failures_over_time.png", f"Failures and recoveries per {unit}",
+                                     rows, bucket_ms))
+    section.parts.append(Table([unit, "failures", "recoveries"], [[_time(r[0]), r[1], r[2]] for r in rows[-48:]],
+                               {1, 2}))
+    if len(rows) > 48:
+        section.text.append(f"The table shows the last 48 {unit}s of {len(rows)}.")
+    return section
+
+
+def _percentiles(values: Sequence[float]) -> list[float | None]:
+    """p50, p90, p99 with linear interpolation (Spark's ``percentile``), None for no values."""
+    if not values:
+        return [None] * len(MTTR_PERCENTILES)
+    return [float(q) for q in np.percentile(values, [q * 100 for q in MTTR_PERCENTILES])]
+
+
+def _time_to_recovery(episodes: list[Row], mttr: list[Row]) -> Section:
+    """Time to recovery per connector (its tasks and itself): p50, p90, p99 and the mean; then per task."""
+    per_connector: dict[str, list[Any]] = {}
+    for e in episodes:
+        found = per_connector.setdefault(e["connector"], [0, []])
+        found[0] += 1
+        if e["time_to_recovery_ms"] is not None:
+            found[1].append(e["time_to_recovery_ms"])
+    rows = [[name, n, len(ttr), *_percentiles(ttr), sum(ttr) / len(ttr) if ttr else None]
+            for name, (n, ttr) in per_connector.items()]
+    rows.sort(key=lambda r: (r[4] is None, -(r[4] or 0), r[0]))
+    section = Section("Time to recovery")
+    section.text.append("Per connector (its own episodes and its tasks'), slowest p90 first. Percentiles say more "
+                        "than the mean, which a few long outages dominate.")
+    section.parts.append(Table(["connector", "episodes", "recovered", "p50", "p90", "p99", "mean"],
+                               [[*r[:3], *[_duration(v) for v in r[3:]]] for r in rows[:TOP * 2]],
+                               {1, 2, 3, 4, 5, 6}))
+    recovered = [e["time_to_recovery_ms"] for e in episodes if e["time_to_recovery_ms"] is not None]
+    if episodes:
+        mean = sum(recovered) / len(recovered) if recovered else None
+        section.text.append(f"{len(episodes)} episodes, {len(recovered)} recovered, {len(episodes) - len(recovered)} "
+                            f"not (yet) recovered; time to recovery p50 {_duration(_percentiles(recovered)[0])}, "
+                            f"mean {_duration(mean)}.")
+    per_task = sorted(mttr, key=lambda r: (-r["failed_episodes"], r["connector"], _order(r["task"])))[:TOP]
+    section.parts.append(f"FAILED episodes per connector or task (top {TOP}):")
+    section.parts.append(Table(["kind", "connector", "task", "episodes", "recovered", "unrecovered", "MTTR", "p50",
+                                "p90", "p99"],
+                               [[r["kind"], r["connector"], r["task"], r["failed_episodes"], r["recovered"],
+                                 r["unrecovered"], *[_duration(r[c]) for c in ("mttr_ms", "ttr_p50_ms", "ttr_p90_ms",
+                                                                             "ttr_p99_ms")]] for r in per_task],
+                               set(range(3, 10))))
+    return section
+
+
+def _flapping(flapping: list[Row], latest: list[Row]) -> Section:
+    """The connectors and tasks that flapped most, with their last transition and their state now."""
+    most: dict[Entity, list[int]] = {}
+    for r in flapping:
+        found = most.setdefault(_entity(r), [0, 0, r["last_flapping_ms"]])
+        found[0] = max(found[0], r["max_transitions_in_window"])
+        found[1] += r["flapping_transitions"]
+        found[2] = max(found[2], r["last_flapping_ms"])
+    state = {_entity(r): r["state"] for r in latest}
+    ranked = sorted(most.items(), key=lambda item: (-item[1][0], -item[1][1], item[0][1], _order(item[0][2])))
+    rows = [[*entity, *counts[:2], _time(counts[2]), state.get(entity)] for entity, counts in ranked[:TOP]]
+    section = Section("Flapping")
+    section.text.append(f"The connectors and tasks with the most transitions in a window (top {TOP}).")
+    section.parts.append(Table(["kind", "connector", "task", "most transitions in a window", "flapping transitions",
+                                "last flapping transition", "state now"], rows, {3, 4}))
+    return section
+
+
+def _latest(directory: Path, latest: list[Row]) -> Section:
+    counts = Counter((r["kind"], r["state"]) for r in latest)
+    rows = [[kind, state, n] for (kind, state), n in sorted(counts.items(), key=lambda item: (item[0][0],
+                                                                                            _order(item[0][1])))]
+    section = Section("Latest statuses", parts=[Table(["kind", "state", "count"], rows, {2})])
+    states = [(r[1] or "(topic)", r[2]) for r in rows if r[0] in ("task", "connector")]
+    if states:
+        section.parts.append(_bar_chart(directory, "latest_states.png", "Connectors and tasks by latest state",
+                                        states))
+    return section
+
+
+def _time_in_state(directory: Path, durations: list[Row]) -> Section:
+    section = Section("Time in each state")
+    per_state: Counter[str] = Counter()
+    failed: Counter[Entity] = Counter()
+    for r in durations:
+        per_state[r["state"]] += r["duration_ms"]
+        if r["state"] == "FAILED":
+            failed[_entity(r)] += r["duration_ms"]
+    if per_state:
+        section.parts.append(_bar_chart(directory, "time_in_state.png", "Hours in each state (all connectors and "
+                                        "tasks)", [(state, ms / HOUR_MS) for state, ms in
+                                                   sorted(per_state.items(), key=lambda item: (-item[1], item[0]))]))
+    failed_most = sorted(failed.items(), key=lambda item: (-item[1], item[0][1], _order(item[0][2])))[:TOP]
+    section.text.append(f"Longest time FAILED (top {TOP}):")
+    section.parts.append(Table(["kind", "connector", "task", "FAILED"], [[*entity, _duration(ms)]
+                                                                         for entity, ms in failed_most]))
+    return section
+
+
+def _retry_outcomes(directory: Path, outcomes: list[Row]) -> Section:
+    found: dict[tuple[str, str], list[Any]] = {}
+    for r in outcomes:
+        counts = found.setdefault((r["kind"], r["result"]), [0, 0.0, None, None])
+        counts[0] += r["count"]
+        counts[1] += (r["mean_attempts"] or 0) * r["count"]
+        counts[2] = max(counts[2] or 0, r["max_attempts"]) if r["max_attempts"] is not None else counts[2]
+        counts[3] = max(counts[3] or 0, r["latency_p99_ms"]) if r["latency_p99_ms"] is not None else counts[3]
+    rows = [[kind, result, n, f"{attempts / n:.2f}", most, p99]
+            for (kind, result), (n, attempts, most, p99) in sorted(found.items())]
+    section = Section("Retry outcomes", parts=[Table(
+        ["kind", "result", "count", "mean attempts", "max attempts", "worst daily p99 latency (ms)"], rows,
+        {2, 3, 4, 5})])
+    if rows:
+        section.parts.append(_bar_chart(directory, "retry_outcomes.png", "Write outcomes by kind and result",
+                                        [(f"{r[0]} {r[1]}", r[2]) for r in rows]))
+    return section
+
+
+def _input(counters: Mapping[str, int], warnings: Sequence[ReadProblem]) -> Section:
+    section = Section("Input", parts=[Table(["counter", "value"], [list(item) for item in sorted(counters.items())],
+                                            {1})])
+    if warnings:
+        section.text.append("Warnings: " + "; ".join(str(warning) for warning in warnings))
+    return section
+
+
+# ------------------------------------------------------------------------------------------ charts
+
+
+def _bar_chart(directory: Path, name: str, title: str, bars: Sequence[tuple[str, float]],
+               color: str = BAR_COLOR) -> Chart:
+    figure, axes = plt.subplots(figsize=(7, 0.4 * len(bars) + 1.2))
+    axes.barh([label for label, _ in bars], [value for _, value in bars], color=color)
+    axes.invert_yaxis()
+    axes.set_title(title)
+    return _save(directory, name, title, figure)
+
+
+def _time_chart(directory: Path, name: str, title: str, rows: Sequence[Sequence[Any]], bucket_ms: int) -> Chart:
+    figure, axes = plt.subplots(figsize=(9, 3.2))
+    # Matplotlib's dates are days since the epoch.
+    days = [r[0] / DAY_MS for r in rows]
+    width = bucket_ms * 0.4 / DAY_MS
+    axes.bar(days, [r[1] for r in rows], width=width, align="edge", color=FAILURE_COLOR, label="failures")
+    axes.bar([d + width for d in days], [r[2] for r in rows], width=width, align="edge", color=RECOVERY_COLOR,
+             label="recoveries")
+    axes.xaxis_date(tz=datetime.UTC)
+    axes.legend()
+    axes.set_title(title)
+    figure.autofmt_xdate()
+    return _save(directory, name, title, figure)
+
+
+def _save(directory: Path, name: str, title: str, figure: Any) -> Chart:
+    """The figure as a PNG file in ``directory`` and as SVG text (no date in it: a report is a function of the
+    outputs)."""
+    try:
+        figure.tight_layout()
+        figure.savefig(directory / name, dpi=100, metadata={"Software": None})
+        svg = io.StringIO()
+        with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
+            figure.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
+    finally:
+        plt.close(figure)
+    text = svg.getvalue()
+    return Chart(name, title, text[text.index("<svg"):])
+
+
+# ------------------------------------------------------------------------------------------ rendering
+
+
+def _markdown(intro: Sequence[str], sections: Sequence[Section]) -> str:
+    lines = ["# Kafka Connect status report", "", *intro, ""]
+    for section in sections:
+        lines += [f"## {section.title}", ""]
+        lines += [line for text in section.text for line in (_md_text(text), "")]
+        for part in section.parts:
+            if isinstance(part, str):
+                lines += [_md_text(part), ""]
+            else:
+                lines += [_md_table(part) if isinstance(part, Table) else f"![{part.title}]({part.name})", ""]
+    return "\n".join(lines)
+
+
+def _md_text(text: str) -> str:
+    return text.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _md_table(table: Table) -> str:
+    if not table.rows:
         return "(none)"
-    cells = [[("" if v is None else str(v)).replace("|", "\\|") for v in row] for row in rows]
-    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+    cells = [[_md_text(_cell(v)).replace("|", "\\|") for v in row] for row in table.rows]
+    return "\n".join(["| " + " | ".join(table.header) + " |", "|" + "---|" * len(table.header),
                       *["| " + " | ".join(row) + " |" for row in cells]])
 
 
-def _bar_chart(directory: Path, name: str, title: str, bars: Sequence[tuple[str, float]]) -> str:
-    figure, axes = plt.subplots(figsize=(7, 0.4 * len(bars) + 1.2))
-    try:
-        axes.barh([label for label, _ in bars], [value for _, value in bars])
-        axes.invert_yaxis()
-        axes.set_title(title)
-        figure.tight_layout()
-        figure.savefig(directory / name, dpi=100)
-    finally:
-        plt.close(figure)
-    return f"![{title}]({name})"
+def _html(intro: Sequence[str], sections: Sequence[Section]) -> str:
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">',
+           "<title>Kafka Connect status report</title>", f"<style>{_STYLE}</style></head><body>",
+           "<h1>Kafka Connect status report</h1>", *[f"<p>{html.escape(text)}</p>" for text in intro]]
+    for section in sections:
+        out.append(f'<section class="{section.css_class}"><h2>{html.escape(section.title)}</h2>')
+        out += [f"<p>{html.escape(text)}</p>" for text in section.text]
+        for part in section.parts:
+            if isinstance(part, str):
+                out.append(f"<p>{html.escape(part)}</p>")
+            else:
+                out.append(_html_table(part) if isinstance(part, Table) else
+                           f'<figure aria-label="{html.escape(part.title)}">{part.svg}</figure>')
+        out.append("</section>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _html_table(table: Table) -> str:
+    if not table.rows:
+        return "<p>(none)</p>"
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in table.header)
+    body = "".join("<tr>" + "".join(
+        f'<td class="num">{html.escape(_cell(v))}</td>' if i in table.numeric else f"<td>{html.escape(_cell(v))}</td>"
+        for i, v in enumerate(row)) + "</tr>" for row in table.rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
 
 
 def _time(epoch_ms: int | None) -> str:

@@ -186,3 +186,71 @@ def test_the_console_shows_phases_and_the_log_file_takes_spark_s_own_output(tmp_
     assert "Setting default log level" in spark_output  # Spark's own stderr
     assert "[Stage " in spark_output  # its stage bars
     assert "Outputs in" in done.stdout
+
+
+@pytest.fixture
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails the test if the run asks for a Spark session: bad input must fail before Spark starts."""
+    from status_store.analytics import job
+
+    def started(*_: object, **__: object) -> SparkSession:
+        pytest.fail("the run started Spark before it knew its input was bad")
+
+    monkeypatch.setattr(job, "get_session", started)
+
+
+def _one_line(code: int, expected: int, capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert code == expected, err
+    (line,) = [line for line in err.splitlines() if "s] " not in line]
+    return line
+
+
+def test_unreachable_brokers_fail_before_spark_starts(no_spark: None, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["analyze", "--bootstrap-servers", f"127.0.0.1:{free_port()}", "--timeout", "1",
+                     "--history-topic", "history", "--out", str(tmp_path / "out")])
+    line = _one_line(code, 1, capsys)
+    assert "failed: connect-status: cannot read the topic's metadata within 1 s" in line
+    assert not (tmp_path / "out" / "latest").exists()
+
+
+def test_a_missing_topic_fails_before_spark_starts(no_spark: None, mock_cluster: FaultyCluster, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    mock_cluster.create_topic("connect-status", 1, 1)
+    code = cli.main(["analyze", "--bootstrap-servers", mock_cluster.bootstrap_servers, "--history-topic",
+                     "no-such-history", "--timeout", "5", "--out", str(tmp_path / "out")])
+    assert "failed: no-such-history: topic not found" in _one_line(code, 1, capsys)
+
+
+@pytest.mark.parametrize(("checkpoint", "named"), [
+    ("{not json", "not JSON"),
+    ('{"status_topic": "connect-status", "history_topic": null, "offsets": [], "batches": []}',
+     '"offsets" must be an object'),
+    ('{"status_topic": "connect-status", "history_topic": null, "offsets": {"connect-status": {"0": "7"}}, '
+     '"batches": []}', '"offsets"."connect-status"."0" must be an offset'),
+    ('{"status_topic": "connect-status", "history_topic": null, "offsets": {}}', 'no "batches" field'),
+])
+def test_a_malformed_checkpoint_exits_2_naming_the_field_before_spark_starts(
+        no_spark: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], checkpoint: str, named: str) -> None:
+    out = tmp_path / "out"
+    (out / "_state").mkdir(parents=True)
+    (out / "_state" / "checkpoint.json").write_text(checkpoint)
+    code = cli.main(["analyze", "--bootstrap-servers", f"127.0.0.1:{free_port()}", "--since", str(out),
+                     "--out", str(out)])
+    line = _one_line(code, 2, capsys)
+    assert f"--since {out}: {out}/_state/checkpoint.json is not a checkpoint written by status-store analyze" in line
+    assert named in line
+
+
+def test_a_bad_consumer_setting_exits_2_before_spark_starts(no_spark: None, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["analyze", "--bootstrap-servers", f"127.0.0.1:{free_port()}", "--kafka", "no.such.setting=1",
+                     "--out", str(tmp_path / "out")])
+    assert "bad Kafka consumer settings" in _one_line(code, 2, capsys)
+
+
+def test_a_missing_file_fails_before_spark_starts(no_spark: None, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["analyze", "--files", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "out")])
+    assert f"{tmp_path / 'missing.jsonl'}: no such file or directory" in _one_line(code, 1, capsys)

@@ -1,0 +1,53 @@
+"""The outside oracle: a consumer into pyarrow and DuckDB SQL (bench/duckdb_history.py), written from the
+definitions independently of the Spark code, agrees with the Spark analytics on every history output of generated
+histories (the status topic's ``latest`` has the store's own cache as its oracle, in both)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from bench import duckdb_history, history_gen, spark_history
+from status_store.analytics.analysis import analyze
+
+from ..bench_runs import run_quick
+
+
+@pytest.mark.parametrize(("events", "seed", "transitions", "window_ms"), [(6000, 11, 5, 600_000),
+                                                                           (3000, 12, 2, 3_600_000)])
+def test_duckdb_and_spark_agree_on_every_output(spark: SparkSession, tmp_path: Path, events: int, seed: int,
+                                                transitions: int, window_ms: int) -> None:
+    history_gen.generate(tmp_path, events, seed=seed)
+    theirs = analyze(spark.read.parquet(str(tmp_path / "status")), spark.read.parquet(str(tmp_path / "history")),
+                     flap_transitions=transitions, flap_window_ms=window_ms)
+    ours = duckdb_history.analyze(duckdb_history.read_files(tmp_path / "status"),
+                                  duckdb_history.read_files(tmp_path / "history"), flap_transitions=transitions,
+                                  flap_window_ms=window_ms)
+    agree, differ = spark_history.compare(ours, theirs, duckdb_history.ORACLE)
+    theirs.unpersist()
+    assert differ == [], "\n\n".join(differ)
+    assert len(agree) == len(duckdb_history.ORACLE) + 1  # every output and the garbled counts
+    # The generated history exercised every output.
+    assert min(len(getattr(ours, name)) for name in duckdb_history.ORACLE) > 0
+    assert ours.episodes["recovered_ms"].isna().any()
+    assert ours.episodes["failure"].notna().any()
+
+
+@pytest.mark.bench
+def test_the_duckdb_baseline_quick_run(tmp_path: Path) -> None:
+    output = run_quick("duckdb_history", tmp_path, timeout=200)
+    assert "duckdb:" in output
+    assert "episodes" in output
+
+
+@pytest.mark.bench
+@pytest.mark.timeout(660)
+def test_the_kafka_benchmark_quick_run(java: None, tmp_path: Path) -> None:
+    output = run_quick("spark_kafka", tmp_path, timeout=620)
+    runs = [line for line in output.splitlines() if line.startswith("| 1k |")]
+    assert [run.split("|")[2].strip() for run in runs] == ["duckdb", "spark"]  # and their outputs' rows agreed
+    failures = [line for line in output.splitlines() if line.startswith(("| unreachable", "| malformed"))]
+    assert [(line.split("|")[1].strip(), line.split("|")[3].strip()) for line in failures] == [
+        ("unreachable broker", "1"), ("malformed checkpoint", "2")]
