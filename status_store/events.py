@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import logging
 import re
 from collections.abc import Iterator
@@ -76,7 +75,10 @@ class StatusEvent:
     def data(self) -> str:
         """The event's JSON (built once, when the first subscriber needs it)."""
         if self._data is None:
-            self._data = json.dumps(self._fields(), separators=(",", ":"), ensure_ascii=False)
+            # Strings escaped as the REST routes escape them (Jackson's way): a lone surrogate, which Connect writes
+            # when a Java string is cut inside a pair, becomes \\uD800 instead of text UTF-8 cannot encode.
+            self._data = "{" + ",".join(f'"{name}":{codec.json_scalar(value)}'
+                                        for name, value in self._fields().items()) + "}"
         return self._data
 
     def frame(self) -> bytes:
@@ -85,9 +87,9 @@ class StatusEvent:
             self._frame = f"id: {self.id}\nevent: {self.name}\ndata: {self.data()}\n\n".encode()
         return self._frame
 
-    def _fields(self) -> dict[str, object]:
+    def _fields(self) -> dict[str, str | int | float | None]:
         key, record = self.key, self.record
-        fields: dict[str, object] = {"connector": key.connector}
+        fields: dict[str, str | int | float | None] = {"connector": key.connector}
         if isinstance(key, TaskKey):
             fields.update(kind="task", task=key.task)
         elif isinstance(key, TopicKey):

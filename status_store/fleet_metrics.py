@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from . import codec
 from .cache import FleetObject
 from .config import FleetMetrics
 from .model import State
@@ -102,7 +103,7 @@ def _per_object(kept: list[FleetObject], objects: list[FleetObject]) -> Iterator
     for connector, task, value, changed_at, changes in kept:
         kept_connectors.add(connector)
         # Connect reads a status without worker id; an empty label is Prometheus's "no such label".
-        worker = value.worker_id or ""
+        worker = codec.escape_surrogates(value.worker_id or "")
         if task is None:
             connector_state.add_metric([connector, value.state.value, worker], 1)
             connector_changed.add_metric([connector], changed_at)

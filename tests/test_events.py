@@ -262,6 +262,25 @@ async def test_a_slow_subscriber_is_dropped_while_the_store_and_the_others_go_on
             slow.close()
 
 
+async def test_a_lone_surrogate_is_escaped_and_ends_no_stream_nor_a_resumption(serve: ServedFactory) -> None:
+    # Connect can write one itself: a Java message cut inside an emoji, written by Jackson as an escape.
+    bad = rb'{"state":"FAILED","trace":"Cut inside an emoji \ud83d\n\tat x","worker_id":"w\ud800","generation":1}'
+    key = b"status-task-c-0"  # one key: one partition, so the records are read in the order written
+    async with serve() as served, http_client() as http:
+        async with served.stream(http) as response:
+            sse = SseClient(response)
+            write_raw(served.store, (key, status("RUNNING")))
+            before = await sse.next_event()
+            write_raw(served.store, (key, bad), (key, status("PAUSED")))
+            escaped, after = await sse.events(2)
+        assert (escaped.data["worker_id"], escaped.data["trace"]) == ("w\ud800", "Cut inside an emoji \ud83d…")
+        assert after.data["state"] == "PAUSED"
+        async with served.stream(http, last_event_id=before.id) as response:
+            assert response.status_code == 200
+            resumed = await SseClient(response).events(2)
+        assert [e.data["state"] for e in resumed] == ["FAILED", "PAUSED"]
+
+
 def read_to_close(connection: socket.socket) -> bool:
     """Read until the peer closes (True); a timeout raises."""
     while connection.recv(65536):

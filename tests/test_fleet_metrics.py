@@ -202,3 +202,19 @@ async def test_counts_only_or_off(fleet: FleetFactory, mode: str, served: set[st
     assert "status_update_success_total" in names(seen)  # the store's own metrics are still there
     if mode == "counts":
         assert seen[sample("status_tasks", state="FAILED")] == 1
+
+
+async def test_a_lone_surrogate_in_a_worker_id_is_escaped_and_every_other_series_still_served(
+        fleet: FleetFactory) -> None:
+    # Connect can write one itself: a Java string cut inside a surrogate pair, written by Jackson as an escape.
+    async with fleet() as f:
+        await f.write({b"status-connector-bad": rb'{"state":"RUNNING","trace":null,"worker_id":"w\ud800",'
+                                                 rb'"generation":1}',
+                       b"status-task-bad-0": rb'{"state":"FAILED","trace":"Boom \udfff","worker_id":"\udfff:8083",'
+                                              rb'"generation":1}',
+                       b"status-connector-good": status(State.RUNNING)})
+        seen = await f.scrape()
+    # Escaped as the REST routes escape it (codec.json_string): \uD800, upper-case hex.
+    assert seen[sample("status_connector_state", connector="bad", state="RUNNING", worker_id="w\\uD800")] == 1
+    assert seen[sample("status_task_state", connector="bad", task="0", state="FAILED", worker_id="\\uDFFF:8083")] == 1
+    assert seen[sample("status_connector_state", connector="good", state="RUNNING", worker_id="w1:8083")] == 1
