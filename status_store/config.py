@@ -319,6 +319,10 @@ class StoreConfig:
         "GET /events keeps this many of the last status changes read, so that a client that reconnects with "
         "Last-Event-ID gets what it missed; an id older than what is kept is refused (HTTP 410).",
         section="Status events (GET /events)")
+    events_buffer_max_bytes: int = setting(
+        "sidecar.events.buffer.max.bytes", 64 * 1024 * 1024, integer(1, INT32_MAX),
+        "Bytes the status changes GET /events keeps for resumption hold at most (each holds what it sends: its "
+        "key, state, worker id and the first line of its trace), whatever their number.")
     events_subscriber_queue_max: int = setting(
         "sidecar.events.subscriber.queue.max", 20000, integer(1, INT32_MAX),
         "Status changes waiting to be sent to one GET /events client at most: a client that falls further behind "

@@ -6,9 +6,11 @@ tombstone). Records the cache discards (garbled, or a task's UNASSIGNED older th
 **Event ids are positions in the topic.** An event's id lists, for every partition read so far, the offset of
 the last record delivered from it (``0:12,1:40,2:7``): everything up to those offsets has been delivered. A
 client that reconnects with ``Last-Event-ID`` gets the kept events past those offsets, in the order they were
-read, so it loses and repeats nothing. The last ``sidecar.events.buffer.max`` events are kept; an id that
-needs events no longer kept (or, after a restart, records this process read before it kept events) is
-refused as too old (``EventIdTooOld``): the client reads the current statuses and subscribes anew.
+read, so it loses and repeats nothing. The last ``sidecar.events.buffer.max`` events are kept, and no more
+than ``sidecar.events.buffer.max.bytes`` of them; an event keeps only what it sends (a trace's first line, not
+the record's value), also while the topic is read again at a start. An id that needs events no longer kept
+(or, after a restart, records this process read before it kept events) is refused as too old
+(``EventIdTooOld``): the client reads the current statuses and subscribes anew.
 
 **A slow subscriber is dropped, never waited for.** Each subscriber has a queue of at most
 ``sidecar.events.subscriber.queue.max`` events; the reader puts events in without waiting, and a subscriber
@@ -22,6 +24,7 @@ import asyncio
 import collections
 import logging
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -30,12 +33,17 @@ from prometheus_client.registry import Collector
 
 from . import codec
 from .cache import StatusCache, StatusRecord
-from .model import Key, TaskKey, TopicKey
+from .codec import StatusValue
+from .model import Key, TaskKey, TopicKey, TopicStatus
 
 log = logging.getLogger(__name__)
 
 # A trace is cut to its first line, and to this many characters: the whole trace is in GET .../status.
 TRACE_EXCERPT_CHARS = 200
+_NOT_SPACE = re.compile(r"\S")
+# What an event holds beyond its text: the event, its key, its status, its id's offsets, its frame's fixed part.
+EVENT_OVERHEAD_BYTES = 600
+DEFAULT_BUFFER_MAX_BYTES = 64 * 1024 * 1024
 _EVENT_ID = re.compile(r"(\d+):(-1|\d+)(,(\d+):(-1|\d+))*")
 
 
@@ -44,18 +52,35 @@ class EventIdTooOld(Exception):
 
 
 class StatusEvent:
-    """One record applied: its key, where it was read, and the id of the stream after it."""
+    """One record applied, as its event sends it: its key and status (the trace cut to its excerpt), where it was
+    read, and the id of the stream after it. Nothing else of the record is kept: a value may be a megabyte.
 
-    __slots__ = ("_data", "_frame", "_offsets", "_partitions", "key", "record")
+    ``size``: the bytes it holds, estimated (its text twice, as fields and in its frame once built).
+    """
 
-    def __init__(self, key: Key, record: StatusRecord, partitions: tuple[int, ...], offsets: tuple[int, ...]) -> None:
+    __slots__ = ("_frame", "_offsets", "_partitions", "key", "offset", "partition", "size", "status", "timestamp")
+
+    def __init__(self, key: Key, status: StatusValue | TopicStatus | None, partition: int, offset: int,
+                 timestamp: float | None, partitions: tuple[int, ...], offsets: tuple[int, ...]) -> None:
         self.key = key
-        self.record = record
+        if isinstance(status, StatusValue) and status.trace is not None:
+            status = status._replace(trace=trace_excerpt(status.trace))
+        # None: a tombstone.
+        self.status = status
+        self.partition, self.offset, self.timestamp = partition, offset, timestamp
         # The stream's position after this event: each partition read so far (sorted) and its last offset.
         self._partitions = partitions
         self._offsets = offsets
-        self._data: str | None = None
         self._frame: bytes | None = None
+        texts: tuple[str | None, ...]
+        if isinstance(status, TopicStatus):
+            texts = (key.connector, status.topic, status.connector)
+        elif status is not None:
+            texts = (key.connector, status.worker_id, status.trace)
+        else:
+            texts = (key.connector, key.topic if isinstance(key, TopicKey) else None)
+        self.size = (EVENT_OVERHEAD_BYTES + 8 * len(offsets)
+                     + 2 * sum(sys.getsizeof(text) for text in texts if text is not None))
 
     @property
     def id(self) -> str:
@@ -70,16 +95,13 @@ class StatusEvent:
     @property
     def name(self) -> str:
         """The SSE event type: ``status`` for a status set, ``deleted`` for a tombstone."""
-        return "deleted" if self.record.value is None else "status"
+        return "deleted" if self.status is None else "status"
 
     def data(self) -> str:
-        """The event's JSON (built once, when the first subscriber needs it)."""
-        if self._data is None:
-            # Strings escaped as the REST routes escape them (Jackson's way): a lone surrogate, which Connect writes
-            # when a Java string is cut inside a pair, becomes \\uD800 instead of text UTF-8 cannot encode.
-            self._data = "{" + ",".join(f'"{name}":{codec.json_scalar(value)}'
-                                        for name, value in self._fields().items()) + "}"
-        return self._data
+        """The event's JSON."""
+        # Strings escaped as the REST routes escape them (Jackson's way): a lone surrogate, which Connect writes
+        # when a Java string is cut inside a pair, becomes \\uD800 instead of text UTF-8 cannot encode.
+        return "{" + ",".join(f'"{name}":{codec.json_scalar(value)}' for name, value in self._fields().items()) + "}"
 
     def frame(self) -> bytes:
         """The event as a text/event-stream sends it (built once, however many subscribers get it)."""
@@ -88,7 +110,7 @@ class StatusEvent:
         return self._frame
 
     def _fields(self) -> dict[str, str | int | float | None]:
-        key, record = self.key, self.record
+        key, status = self.key, self.status
         fields: dict[str, str | int | float | None] = {"connector": key.connector}
         if isinstance(key, TaskKey):
             fields.update(kind="task", task=key.task)
@@ -96,24 +118,27 @@ class StatusEvent:
             fields.update(kind="topic", topic=key.topic)
         else:
             fields.update(kind="connector")
-        if record.value is not None:
-            if isinstance(key, TopicKey):
-                topic = codec.decode_topic_status(record.value)
-                fields.update(task=topic.task, discover_timestamp=topic.discover_timestamp)
-            else:
-                status = codec.decode_status(record.value)
-                fields.update(state=status.state.value, worker_id=status.worker_id, generation=status.generation,
-                              trace=trace_excerpt(status.trace))
-        fields.update(partition=record.partition, offset=record.offset, timestamp=record.timestamp)
+        if isinstance(status, TopicStatus):
+            fields.update(task=status.task, discover_timestamp=status.discover_timestamp)
+        elif status is not None:
+            fields.update(state=status.state.value, worker_id=status.worker_id, generation=status.generation,
+                          trace=status.trace)
+        fields.update(partition=self.partition, offset=self.offset, timestamp=self.timestamp)
         return fields
 
 
 def trace_excerpt(trace: str | None) -> str | None:
-    """A trace's first line, at most ``TRACE_EXCERPT_CHARS`` characters (``…`` marks a cut)."""
+    """A trace's first line, at most ``TRACE_EXCERPT_CHARS`` characters (``…`` marks a cut); it reads no further
+    than it needs into a long trace."""
     if trace is None:
         return None
-    line = trace.split("\n", 1)[0].rstrip("\r")
-    cut = len(line) > TRACE_EXCERPT_CHARS or len(line) < len(trace.rstrip())
+    end = trace.find("\n")
+    if end < 0:
+        end = len(trace)
+    line = trace[:min(end, TRACE_EXCERPT_CHARS + 1)]
+    if end <= TRACE_EXCERPT_CHARS + 1:  # the whole first line
+        line = line.rstrip("\r")
+    cut = len(line) > TRACE_EXCERPT_CHARS or _NOT_SPACE.search(trace, end) is not None
     return line[:TRACE_EXCERPT_CHARS] + ("…" if cut else "")
 
 
@@ -164,9 +189,13 @@ class StatusEvents:
     records; otherwise records read before are unknown, and ids naming their partitions may be too old.
     """
 
-    def __init__(self, cache: StatusCache, buffer_max: int, queue_max: int, from_start: bool) -> None:
+    def __init__(self, cache: StatusCache, buffer_max: int, queue_max: int, from_start: bool,
+                 buffer_max_bytes: int = DEFAULT_BUFFER_MAX_BYTES) -> None:
         self._cache = cache
         self._buffer_max = buffer_max
+        self._buffer_max_bytes = buffer_max_bytes
+        # The bytes the kept events hold (StatusEvent.size).
+        self.kept_bytes = 0
         self._queue_max = queue_max
         self._kept: collections.deque[StatusEvent] = collections.deque()
         # The partitions read so far, sorted, and the offset of the last event published from each (an event
@@ -195,10 +224,12 @@ class StatusEvents:
             return  # a partition read again from an earlier offset: delivered already
         offsets = self._offsets
         offsets[index] = offset
-        event = StatusEvent(key, record, self._partitions, tuple(offsets))
+        status = self._cache.value_of(key) if record.value is not None else None
+        event = StatusEvent(key, status, partition, offset, record.timestamp, self._partitions, tuple(offsets))
         kept = self._kept
         kept.append(event)
-        if len(kept) > self._buffer_max:
+        self.kept_bytes += event.size
+        while kept and (len(kept) > self._buffer_max or self.kept_bytes > self._buffer_max_bytes):
             self._forget(kept.popleft())
         if self._subscriptions:
             for subscription in list(self._subscriptions):
@@ -218,7 +249,8 @@ class StatusEvents:
 
     def _forget(self, event: StatusEvent) -> None:
         """An event no longer kept: ids from before it are too old."""
-        partition, offset = event.record.partition, event.record.offset
+        self.kept_bytes -= event.size
+        partition, offset = event.partition, event.offset
         if offset > self._forgotten.get(partition, -1):
             self._forgotten[partition] = offset
 
@@ -242,7 +274,7 @@ class StatusEvents:
         if last_event_id:
             seen = parse_event_id(last_event_id)
             self._check_resumable(seen)
-            backlog = [event for event in self._kept if event.record.offset > seen.get(event.record.partition, -1)
+            backlog = [event for event in self._kept if event.offset > seen.get(event.partition, -1)
                        and (connector is None or event.connector == connector)]
         subscription = Subscription(connector, backlog, asyncio.Queue(self._queue_max))
         self._subscriptions.add(subscription)
@@ -252,7 +284,8 @@ class StatusEvents:
         for partition, forgotten in self._forgotten.items():
             if seen.get(partition, -1) < forgotten:
                 raise EventIdTooOld(f"events of partition {partition} after offset {seen.get(partition, -1)} are no "
-                                    f"longer kept (sidecar.events.buffer.max={self._buffer_max})")
+                                    f"longer kept (sidecar.events.buffer.max={self._buffer_max}, "
+                                    f"sidecar.events.buffer.max.bytes={self._buffer_max_bytes})")
         if not self._from_start:
             unknown = sorted(set(seen) - set(self._partitions))
             if unknown:

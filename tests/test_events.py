@@ -10,7 +10,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+import tracemalloc
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -307,7 +308,7 @@ def test_an_id_resumes_on_a_new_process_that_kept_events_from_the_start() -> Non
     again = StatusEvents(cache, buffer_max=100, queue_max=100, from_start=True)
     cache.apply(records)
     resumed = again.subscribe(last_event_id=delivered[-1].id)
-    assert [e.record for e in resumed.backlog] == records[3:]
+    assert [(e.partition, e.offset) for e in resumed.backlog] == [(r.partition, r.offset) for r in records[3:]]
 
 
 def test_a_hub_attached_late_refuses_partitions_it_has_not_read() -> None:
@@ -316,7 +317,7 @@ def test_a_hub_attached_late_refuses_partitions_it_has_not_read() -> None:
                  record("status-task-c-1", status("RUNNING"), 1, 0)])
     late = StatusEvents(cache, buffer_max=100, queue_max=100, from_start=False)
     cache.apply([record("status-task-c-0", status("FAILED"), 0, 4)])
-    assert late.subscribe(last_event_id="0:3").backlog[0].record.offset == 4
+    assert late.subscribe(last_event_id="0:3").backlog[0].offset == 4
     with pytest.raises(EventIdTooOld, match="partition 0"):
         late.subscribe(last_event_id="0:2")  # offset 3 may hold a record read before the hub was there
     with pytest.raises(EventIdTooOld, match="partition 1"):
@@ -332,6 +333,44 @@ def test_records_the_cache_ignores_or_reads_again_are_no_events() -> None:
                  record("status-task-c-0", b"{not json", 0, 2),  # garbled: discarded
                  record("status-task-c-0", status("RUNNING", generation=2), 0, 0)])  # read again
     assert subscription.queue.qsize() == 1
+
+
+def large_trace_records(count: int, trace_chars: int) -> Iterator[StatusRecord]:
+    """Task statuses of one key, each with a trace of ``trace_chars`` characters, made as they are read (the reader
+    hands records over and keeps none)."""
+    for n in range(count):
+        value = (b'{"state":"FAILED","trace":"' + b"x" * trace_chars + b'\\n\\tat y","worker_id":"w1:8083",'
+                 b'"generation":' + str(n).encode() + b"}")
+        yield record("status-task-c-0", value, 0, n)
+
+
+def test_events_keep_what_they_send_not_the_values_read_also_when_rebuilt_from_the_topic() -> None:
+    cache = StatusCache()
+    # As at every start: the hub is there before the topic is read from its beginning.
+    hub = StatusEvents(cache, buffer_max=1000, queue_max=1000, from_start=True)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        cache.apply(large_trace_records(100, 1_000_000))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # The cache holds the key's last value (1 MB); 100 events hold their excerpts, not 100 MB of values.
+    assert held < 5_000_000
+    resumed = hub.subscribe(last_event_id="0:97")
+    assert [json.loads(e.frame().split(b"data: ")[1])["trace"] for e in resumed.backlog] == ["x" * 200 + "…"] * 2
+
+
+def test_the_events_kept_are_bounded_in_bytes_too() -> None:
+    cache = StatusCache()
+    hub = StatusEvents(cache, buffer_max=1000, queue_max=1000, from_start=True, buffer_max_bytes=2_000_000)
+    long_worker = "w" * 100_000
+    cache.apply(record(f"status-task-c-{n}", status("RUNNING", long_worker), 0, n) for n in range(100))
+    assert hub.kept_bytes <= 2_000_000
+    # An event of ~200 KB (its worker id, in the event and in its frame): about ten are kept, not a hundred.
+    assert len(hub.subscribe(last_event_id="0:94").backlog) == 5
+    with pytest.raises(EventIdTooOld, match="no longer kept"):
+        hub.subscribe(last_event_id="0:79")
 
 
 def test_event_ids_and_trace_excerpts() -> None:

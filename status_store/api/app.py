@@ -80,7 +80,8 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
 def store_events(store: StatusStore, from_start: bool) -> StatusEvents:
     """The store's status changes as its configuration bounds them (``from_start``: the store has read nothing yet)."""
     config = store.config
-    return StatusEvents(store.cache, config.events_buffer_max, config.events_subscriber_queue_max, from_start)
+    return StatusEvents(store.cache, config.events_buffer_max, config.events_subscriber_queue_max, from_start,
+                        config.events_buffer_max_bytes)
 
 
 def with_connect_error_bodies(document: dict[str, Any]) -> dict[str, Any]:
