@@ -4,6 +4,7 @@ the event hub's resumption rules on a cache fed records directly."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import re
 import socket
@@ -21,9 +22,9 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 
 from status_store.api import create_app
-from status_store.api.http_server import http_config
+from status_store.api.http_server import WRITE_STALL_TIMEOUT_S, http_config
 from status_store.cache import StatusCache, StatusRecord
-from status_store.events import EventIdTooOld, StatusEvents, parse_event_id, trace_excerpt
+from status_store.events import FANOUT_PER_TURN, EventIdTooOld, StatusEvents, parse_event_id, trace_excerpt
 from status_store.model import ConnectorStatus, State, TaskId
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
@@ -107,12 +108,12 @@ def serve(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> ServedFac
     from contextlib import asynccontextmanager
 
     @asynccontextmanager
-    async def make(**settings: str) -> AsyncIterator[Served]:
+    async def make(write_stall_timeout_s: float = WRITE_STALL_TIMEOUT_S, **settings: str) -> AsyncIterator[Served]:
         topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
         async with store_factory(mock_cluster.bootstrap_servers, topic, **settings) as store:
             app = create_app(store, CollectorRegistry())
             port = free_port()
-            server = uvicorn.Server(http_config(app, "127.0.0.1", port))
+            server = uvicorn.Server(http_config(app, "127.0.0.1", port, write_stall_timeout_s=write_stall_timeout_s))
             task = asyncio.create_task(server.serve())
             await eventually(lambda: server.started)
             try:
@@ -282,6 +283,111 @@ async def test_a_lone_surrogate_is_escaped_and_ends_no_stream_nor_a_resumption(s
         assert [e.data["state"] for e in resumed] == ["FAILED", "PAUSED"]
 
 
+async def test_the_fan_out_in_one_turn_of_the_event_loop_is_bounded(serve: ServedFactory,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    subscribers, events = 3 * FANOUT_PER_TURN, 500
+    async with serve() as served:
+        port = int(served.url.rsplit(":", 1)[1])
+        clients = [SseCounter(*await asyncio.open_connection("127.0.0.1", port)) for _ in range(subscribers)]
+        await eventually(lambda: served.hub.subscribers == subscribers)
+        await eventually(lambda: all(client.frames == 1 for client in clients))  # ": subscribed"
+        loop = asyncio.get_running_loop()
+        turn, turns_of_writes = [0], []
+
+        def tick() -> None:
+            turn[0] += 1
+            if turn[0] < 10_000_000:
+                loop.call_soon(tick)
+
+        write = asyncio.selector_events._SelectorSocketTransport.write  # type: ignore[attr-defined]
+
+        def counted(transport: asyncio.Transport, data: bytes) -> None:
+            if transport.get_extra_info("sockname")[1] == port:  # the server's side of a connection
+                turns_of_writes.append(turn[0])
+            write(transport, data)
+
+        monkeypatch.setattr(asyncio.selector_events._SelectorSocketTransport, "write", counted)  # type: ignore[attr-defined]
+        loop.call_soon(tick)
+        try:
+            await asyncio.to_thread(write_raw, served.store, *((f"status-task-c-{n}".encode(), status("RUNNING"))
+                                                               for n in range(events)))
+            await eventually(lambda: all(client.frames == 1 + events for client in clients))
+        finally:
+            turn[0] = 10_000_000
+            for client in clients:
+                client.close()
+    # Every client got every event, and no turn of the event loop sent to more than FANOUT_PER_TURN of them.
+    assert max(collections.Counter(turns_of_writes).values()) <= FANOUT_PER_TURN
+
+
+class SseCounter:
+    """A client of GET /events on a plain connection that reads everything and counts the frames (comments too)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.frames = 0
+        self._writer = writer
+        writer.write(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        self._reading = asyncio.create_task(self._read(reader))
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        tail = b""
+        while chunk := await reader.read(1 << 16):
+            self.frames += (tail + chunk).count(b"\n\n") - tail.count(b"\n\n")
+            tail = chunk[-1:]
+
+    def close(self) -> None:
+        self._reading.cancel()
+        self._writer.close()
+
+
+async def test_a_client_whose_connection_stops_draining_is_let_go_before_it_falls_behind(
+        serve: ServedFactory) -> None:
+    per_batch, max_batches = 20, 400
+    # Long names make large events: the connection's buffers (megabytes) fill within a few batches.
+    connector = "c" * 30000
+    async with serve(write_stall_timeout_s=0.5) as served:
+        port = int(served.url.rsplit(":", 1)[1])
+        stalled = socket.socket()
+        # A small window: the server's writes to it soon wait, as for a client that stopped reading.
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", port))
+        stalled.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        try:
+            await eventually(lambda: served.hub.subscribers == 1)
+            batch = 0
+            while served.hub.subscribers:
+                assert batch < max_batches, "the client that does not read was never let go"
+                await asyncio.to_thread(write_raw, served.store, *(
+                    (f"status-task-{connector}-{n}".encode(), status("FAILED", generation=batch))
+                    for n in range(per_batch)))
+                await served.store.read_to_end(WAIT)
+                batch += 1
+            # Let go for its connection, long before its queue (sidecar.events.subscriber.queue.max) was full.
+            assert batch * per_batch < served.store.config.events_subscriber_queue_max
+            assert served.hub.dropped == 0
+            response = await httpx.AsyncClient(base_url=served.url).get("/metrics")
+            assert 'http_connections_closed_total{reason="stalled"} 1.0' in response.text
+            # The connection was aborted: what the kernel holds for the client, then a reset, not the data waiting.
+            stalled.settimeout(WAIT)
+            with pytest.raises(ConnectionResetError):
+                await asyncio.to_thread(read_to_close, stalled)
+        finally:
+            stalled.close()
+
+
+async def test_a_subscriber_further_behind_than_the_bytes_bound_is_dropped() -> None:
+    cache = StatusCache()
+    hub = StatusEvents(cache, buffer_max=1000, queue_max=1000, from_start=True, buffer_max_bytes=1_000_000)
+    subscription = hub.subscribe()
+    # 20 events of ~200 KB: 4 MB wait for it, 20 events of the 1,000 its queue may hold.
+    cache.apply(record(f"status-task-c-{n}", status("RUNNING", "w" * 100_000), 0, n) for n in range(20))
+    await asyncio.sleep(0)
+    assert subscription.dropped
+    assert hub.dropped == 1
+    assert hub.subscribers == 0
+
+
 def read_to_close(connection: socket.socket) -> bool:
     """Read until the peer closes (True); a timeout raises."""
     while connection.recv(65536):
@@ -302,7 +408,8 @@ def test_an_id_resumes_on_a_new_process_that_kept_events_from_the_start() -> Non
     first = StatusEvents(first_cache, buffer_max=100, queue_max=100, from_start=True)
     subscription = first.subscribe()
     first_cache.apply(records[:3])
-    delivered = [subscription.queue.get_nowait() for _ in range(3)]
+    delivered = first.take(subscription)
+    assert len(delivered) == 3
     # A restart: the new process reads the topic from its start again, and then what came meanwhile.
     cache = StatusCache()
     again = StatusEvents(cache, buffer_max=100, queue_max=100, from_start=True)
@@ -332,7 +439,7 @@ def test_records_the_cache_ignores_or_reads_again_are_no_events() -> None:
                  record("status-task-c-0", status("UNASSIGNED", generation=1), 0, 1),  # stale: ignored
                  record("status-task-c-0", b"{not json", 0, 2),  # garbled: discarded
                  record("status-task-c-0", status("RUNNING", generation=2), 0, 0)])  # read again
-    assert subscription.queue.qsize() == 1
+    assert len(hub.take(subscription)) == 1
 
 
 def large_trace_records(count: int, trace_chars: int) -> Iterator[StatusRecord]:
@@ -371,6 +478,18 @@ def test_the_events_kept_are_bounded_in_bytes_too() -> None:
     assert len(hub.subscribe(last_event_id="0:94").backlog) == 5
     with pytest.raises(EventIdTooOld, match="no longer kept"):
         hub.subscribe(last_event_id="0:79")
+
+
+async def test_events_handed_to_subscribers_stay_kept_for_resumption() -> None:
+    cache = StatusCache()
+    hub = StatusEvents(cache, buffer_max=10_000, queue_max=10_000, from_start=True)
+    subscription = hub.subscribe()
+    for batch in range(10):
+        cache.apply(record(f"status-task-c-{n}", status("RUNNING"), 0, batch * 1000 + n) for n in range(1000))
+        await asyncio.sleep(0)  # the hub's pass over its subscribers
+        while hub.take(subscription):
+            pass
+    assert len(hub.subscribe(last_event_id="0:0").backlog) == 9_999
 
 
 def test_event_ids_and_trace_excerpts() -> None:

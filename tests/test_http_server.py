@@ -191,6 +191,41 @@ async def test_writes_wait_for_the_end_of_the_turn_only_while_they_are_short(mon
     server.close()
 
 
+async def test_a_connection_closed_with_data_its_client_does_not_take_is_reset_after_the_linger() -> None:
+    """asyncio's close waits for the data to go: for ever, for a client that never reads."""
+    accepted: asyncio.Future[asyncio.StreamWriter] = asyncio.get_running_loop().create_future()
+
+    async def keep(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.set_result(writer)
+
+    server = await asyncio.start_server(keep, "127.0.0.1", 0)
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect(server.sockets[0].getsockname())
+    try:
+        writer = await asyncio.wait_for(accepted, WAIT)
+        transport = OneWritePerTurn(writer.transport, asyncio.get_running_loop(),  # type: ignore[arg-type]
+                                    linger_s=0.3)
+        for _ in range(1000):  # until the kernel's buffers are full and asyncio holds the rest
+            if transport.get_write_buffer_size():
+                break
+            transport.write(b"x" * 65536)
+            await asyncio.sleep(0)
+        assert transport.get_write_buffer_size()
+        transport.close()
+        # The client reads nothing until the server has let the connection go.
+        deadline = time.monotonic() + WAIT
+        while transport.get_extra_info("socket").fileno() >= 0:
+            assert time.monotonic() < deadline, "the connection was never let go"
+            await asyncio.sleep(0.01)
+        client.settimeout(WAIT)
+        with pytest.raises(ConnectionResetError):
+            await asyncio.to_thread(lambda: [None for _ in iter(lambda: client.recv(65536), b"")])
+    finally:
+        client.close()
+        server.close()
+
+
 async def test_the_answer_before_the_server_closes_a_connection_is_whole() -> None:
     async with running_server() as server:
         reader, _ = await connect(server, b"GET /health HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")

@@ -15,6 +15,7 @@ from ..errors import RecordTooLargeError, StoreClosedError, WriteRejectedError
 from ..events import EventsCollector, StatusEvents
 from ..logs import RateLimit
 from ..store import StatusStore
+from .http_server import ClosedConnections
 from .middleware import ConnectHttp
 from .responses import (
     http_error_handler,
@@ -57,6 +58,8 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     app.state.registry = registry if registry is not None else CollectorRegistry()
     if status_events is not None:
         app.state.registry.register(EventsCollector(status_events))
+    app.state.closed_connections = ClosedConnections()
+    app.state.registry.register(app.state.closed_connections)
     app.state.token = token
     app.state.refused_log = RateLimit(REFUSED_LOG_INTERVAL_S)
     # Connect serves a path with a trailing slash as the path without it (ConnectHttp), never a redirect.
