@@ -29,6 +29,7 @@ import asyncio
 import bisect
 import collections
 import logging
+import operator
 import re
 from collections.abc import Iterator
 
@@ -39,7 +40,7 @@ from . import codec
 from .cache import StatusCache, StatusRecord
 from .codec import StatusValue
 from .logs import RateLimit
-from .model import Key, TaskKey, TopicKey, TopicStatus
+from .model import INT32_MAX, Key, TaskKey, TopicKey, TopicStatus
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +51,13 @@ _NOT_SPACE = re.compile(r"\S")
 # CHUNK_BYTES (the last event may pass it); a subscriber of one connector looks through SCAN_EVENTS at most.
 FANOUT_PER_TURN = 16
 CHUNK_EVENTS = 1000
-CHUNK_BYTES = 256 * 1024
+CHUNK_BYTES = 128 * 1024
 SCAN_EVENTS = 50_000
 # Events before the kept window are let go of in steps of at least this many (and an eighth of those held).
 TRIM_STEP = 1024
 DROP_LOG_INTERVAL_S = 10.0
+# An event's frame, None until built.
+_FRAME = operator.attrgetter("_frame")
 # What an event holds beyond its text: the event, its key, its status, its id's offsets, its frame's fixed part.
 EVENT_OVERHEAD_BYTES = 600
 DEFAULT_BUFFER_MAX_BYTES = 64 * 1024 * 1024
@@ -63,6 +66,10 @@ _EVENT_ID = re.compile(r"(\d+):(-1|\d+)(,(\d+):(-1|\d+))*")
 
 class EventIdTooOld(Exception):
     """A ``Last-Event-ID`` that needs events no longer kept: resuming from it would lose events."""
+
+
+class TooManySubscribers(Exception):
+    """As many subscribers as allowed are there already."""
 
 
 class StatusEvent:
@@ -200,6 +207,8 @@ class EventsCollector(Collector):
         yield CounterMetricFamily("status_events_dropped", "Clients of GET /events dropped for falling behind "
                                   "(sidecar.events.subscriber.queue.max, sidecar.events.buffer.max.bytes).",
                                   value=self._hub.dropped)
+        yield CounterMetricFamily("status_events_refused", "Clients of GET /events refused (503) because as many as "
+                                  "allowed were there (sidecar.events.subscribers.max).", value=self._hub.refused)
 
 
 class StatusEvents:
@@ -213,8 +222,9 @@ class StatusEvents:
     """
 
     def __init__(self, cache: StatusCache, buffer_max: int, queue_max: int, from_start: bool,
-                 buffer_max_bytes: int = DEFAULT_BUFFER_MAX_BYTES) -> None:
+                 buffer_max_bytes: int = DEFAULT_BUFFER_MAX_BYTES, max_subscribers: int = INT32_MAX) -> None:
         self._cache = cache
+        self.max_subscribers = max_subscribers
         self._buffer_max = buffer_max
         self._buffer_max_bytes = buffer_max_bytes
         self._queue_max = queue_max
@@ -246,7 +256,9 @@ class StatusEvents:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pass_scheduled = False
         self._drop_log = RateLimit(DROP_LOG_INTERVAL_S)
+        self._refusal_log = RateLimit(DROP_LOG_INTERVAL_S)
         self.dropped = 0
+        self.refused = 0
         cache.on_applied = self._applied
 
     @property
@@ -326,8 +338,15 @@ class StatusEvents:
     def subscribe(self, connector: str | None = None, last_event_id: str | None = None) -> Subscription:
         """A new subscriber (of one connector's events, or all): from now, or past ``last_event_id``.
 
-        ValueError: a malformed id; EventIdTooOld: it needs events no longer kept.
+        ValueError: a malformed id; EventIdTooOld: it needs events no longer kept; TooManySubscribers: as many as
+        ``max_subscribers`` are there.
         """
+        if len(self._subscriptions) >= self.max_subscribers:
+            self.refused += 1
+            self._refusal_log.log(log, logging.WARNING, "Refusing a GET /events client: %d are there already "
+                                  "(sidecar.events.subscribers.max)", self.max_subscribers)
+            raise TooManySubscribers(f"{self.max_subscribers} clients of GET /events are there already "
+                                     "(sidecar.events.subscribers.max)")
         backlog: list[StatusEvent] = []
         if last_event_id:
             seen = parse_event_id(last_event_id)
@@ -416,7 +435,11 @@ class StatusEvents:
                 break
             taken = self.take(subscription)
             if taken:
-                return b"".join([event.frame() for event in taken])
+                # Each frame is built once, by the first subscriber to send it; the others find it at C speed.
+                frames = list(map(_FRAME, taken))
+                if None in frames:
+                    frames = [event.frame() for event in taken]
+                return b"".join(frames)
         return None
 
     def _schedule_pass(self) -> None:

@@ -341,6 +341,36 @@ class SseCounter:
         self._writer.close()
 
 
+async def test_past_the_subscriber_bound_a_stream_is_refused_and_short_requests_are_still_answered(
+        serve: ServedFactory) -> None:
+    async with serve(**{"sidecar.events.subscribers.max": "3"}) as served, http_client() as http:
+        port = int(served.url.rsplit(":", 1)[1])
+        streams = [SseCounter(*await asyncio.open_connection("127.0.0.1", port)) for _ in range(3)]
+        try:
+            await eventually(lambda: served.hub.subscribers == 3)
+            refused = await http.get(f"{served.url}/events")
+            assert refused.status_code == 503
+            assert refused.json() == {"error_code": 503, "message": refused.json()["message"]}
+            assert "sidecar.events.subscribers.max" in refused.json()["message"]
+            assert int(refused.headers["retry-after"]) > 0
+            assert refused.headers["connection"] == "close"
+            # The probes and the writes are answered while the streams are at their bound.
+            assert (await http.get(f"{served.url}/health")).status_code == 200
+            written = await http.put(f"{served.url}/connectors/c/status", params={"wait": "true"},
+                                     json={"state": "RUNNING", "worker_id": "w:1", "generation": 1})
+            assert written.status_code == 200
+            await eventually(lambda: all(stream.frames == 2 for stream in streams))  # subscribed, and the write
+            assert "status_events_refused_total 1.0" in (await http.get(f"{served.url}/metrics")).text
+            # A stream that ends makes room for another.
+            streams.pop().close()
+            await eventually(lambda: served.hub.subscribers == 2)
+            async with served.stream(http) as response:
+                assert response.status_code == 200
+        finally:
+            for stream in streams:
+                stream.close()
+
+
 async def test_a_client_whose_connection_stops_draining_is_let_go_before_it_falls_behind(
         serve: ServedFactory) -> None:
     per_batch, max_batches = 20, 400
@@ -546,3 +576,4 @@ async def test_a_client_that_goes_away_is_unsubscribed(serve: ServedFactory) -> 
             assert await sse.next_item() == "subscribed"
             assert served.hub.subscribers == 1
         await eventually(lambda: served.hub.subscribers == 0)
+

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from ...events import EventIdTooOld, StatusEvents, Subscription
+from ...events import EventIdTooOld, StatusEvents, Subscription, TooManySubscribers
 from ..responses import ApiError
 from ..routing import ConnectRoute
 from ..schemas import ErrorBody
@@ -18,6 +18,8 @@ router = APIRouter(tags=["operations"], route_class=ConnectRoute)
 
 HEARTBEAT = b": heartbeat\n\n"
 EVENT_STREAM = "text/event-stream"
+# Seconds a client refused for the subscriber bound is told to wait.
+RETRY_AFTER_S = 10
 
 DESCRIPTION = """Each status record read from the status topic, as Server-Sent Events (`text/event-stream`):
 
@@ -36,7 +38,9 @@ subscribe without one. A comment line is sent when nothing else was for `sidecar
 @router.get("/events", response_class=Response, description=DESCRIPTION, responses={
     200: {"content": {EVENT_STREAM: {"schema": {"type": "string"}}}, "description": "The stream of events."},
     400: {"model": ErrorBody, "description": "A malformed Last-Event-ID."},
-    410: {"model": ErrorBody, "description": "A Last-Event-ID older than the events kept."}})
+    410: {"model": ErrorBody, "description": "A Last-Event-ID older than the events kept."},
+    503: {"model": ErrorBody, "description": "As many clients as allowed are subscribed "
+                                             "(sidecar.events.subscribers.max): try again after Retry-After."}})
 async def events(request: Request, connector: Annotated[str | None, Query(
                      description="Only this connector's events (its own, its tasks' and its topics').")] = None,
                  last_event_id: Annotated[str | None, Header(
@@ -53,6 +57,10 @@ async def events(request: Request, connector: Annotated[str | None, Query(
     except EventIdTooOld as e:
         raise ApiError(410, f"Cannot resume after Last-Event-ID: {e}. Read the current statuses "
                             "(GET /connectors?expand=status) and subscribe without Last-Event-ID.") from None
+    except TooManySubscribers as e:
+        # The connection goes with the answer: the client comes back later on a new one.
+        raise ApiError(503, f"Not subscribed, try again in {RETRY_AFTER_S} s: {e}",
+                       {"Retry-After": str(RETRY_AFTER_S), "Connection": "close"}) from None
     return EventStream(hub, subscription, request.app.state.events_heartbeat_s)
 
 
