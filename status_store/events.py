@@ -119,33 +119,31 @@ class StatusEvent:
         return "deleted" if self.status is None else "status"
 
     def data(self) -> str:
-        """The event's JSON."""
+        """The event's JSON: ``connector``, ``kind``, the task or topic, the status, where it was read."""
         # Strings escaped as the REST routes escape them (Jackson's way): a lone surrogate, which Connect writes
-        # when a Java string is cut inside a pair, becomes \\uD800 instead of text UTF-8 cannot encode.
-        return "{" + ",".join(f'"{name}":{codec.json_scalar(value)}' for name, value in self._fields().items()) + "}"
+        # when a Java string is cut inside a pair, becomes \\uD800 instead of text UTF-8 cannot encode. Written
+        # directly (the fields are known), not through a dict: every event is written once, on the read path.
+        key, status = self.key, self.status
+        text = '{"connector":' + codec.json_string(key.connector)
+        if isinstance(key, TaskKey):
+            text += f',"kind":"task","task":{key.task}'
+        elif isinstance(key, TopicKey):
+            text += ',"kind":"topic","topic":' + codec.json_string(key.topic)
+        else:
+            text += ',"kind":"connector"'
+        if isinstance(status, TopicStatus):
+            text += f',"task":{status.task},"discover_timestamp":{status.discover_timestamp}'
+        elif status is not None:
+            text += (f',"state":"{status.state.value}","worker_id":{codec.json_scalar(status.worker_id)},'
+                     f'"generation":{status.generation},"trace":{codec.json_scalar(status.trace)}')
+        return text + (f',"partition":{self.partition},"offset":{self.offset},'
+                       f'"timestamp":{codec.json_scalar(self.timestamp)}}}')
 
     def frame(self) -> bytes:
         """The event as a text/event-stream sends it (built once, however many subscribers get it)."""
         if self._frame is None:
             self._frame = f"id: {self.id}\nevent: {self.name}\ndata: {self.data()}\n\n".encode()
         return self._frame
-
-    def _fields(self) -> dict[str, str | int | float | None]:
-        key, status = self.key, self.status
-        fields: dict[str, str | int | float | None] = {"connector": key.connector}
-        if isinstance(key, TaskKey):
-            fields.update(kind="task", task=key.task)
-        elif isinstance(key, TopicKey):
-            fields.update(kind="topic", topic=key.topic)
-        else:
-            fields.update(kind="connector")
-        if isinstance(status, TopicStatus):
-            fields.update(task=status.task, discover_timestamp=status.discover_timestamp)
-        elif status is not None:
-            fields.update(state=status.state.value, worker_id=status.worker_id, generation=status.generation,
-                          trace=status.trace)
-        fields.update(partition=self.partition, offset=self.offset, timestamp=self.timestamp)
-        return fields
 
 
 def trace_excerpt(trace: str | None) -> str | None:
@@ -422,15 +420,17 @@ class StatusEvents:
         while not subscription.ended.is_set():
             turn = subscription._turn = loop.create_future()
             if subscription.backlog or subscription.cursor < self._head:
+                # Its turn comes within a few turns of the loop: no heartbeat is due meanwhile.
                 self._ready.append(subscription)
                 self._schedule_pass()
+                await turn
             else:
                 self._waiting.add(subscription)
-            done, _ = await asyncio.wait((turn,), timeout=max(0.0, deadline - loop.time()))
-            if not done:
-                self._waiting.discard(subscription)
-                turn.cancel()  # a pass skips it in the ready queue
-                return b""
+                done, _ = await asyncio.wait((turn,), timeout=max(0.0, deadline - loop.time()))
+                if not done:
+                    self._waiting.discard(subscription)
+                    turn.cancel()
+                    return b""
             if subscription.ended.is_set():
                 break
             taken = self.take(subscription)

@@ -7,6 +7,7 @@ import asyncio
 import collections
 import json
 import re
+import resource
 import socket
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import pytest
 import uvicorn
 from prometheus_client import CollectorRegistry
 
+from bench.events_storm import Probe, raise_open_files, sidecar_metrics, storm
 from status_store.api import create_app
 from status_store.api.http_server import WRITE_STALL_TIMEOUT_S, http_config
 from status_store.cache import StatusCache, StatusRecord
@@ -577,3 +579,46 @@ async def test_a_client_that_goes_away_is_unsubscribed(serve: ServedFactory) -> 
             assert served.hub.subscribers == 1
         await eventually(lambda: served.hub.subscribers == 0)
 
+
+STORM_STREAMS = 2000
+# The sidecar's limit of open files: room for the connection limit (1,000) and the Kafka clients.
+STORM_NOFILE = 4096
+
+
+@pytest.mark.timeout(300)
+def test_two_thousand_event_streams_leave_the_probes_and_the_writes_answered() -> None:
+    """2,000 clients of GET /events at once against ``status-store serve`` (every other one never reads), then a
+    write batch while the subscribed ones stay, /health probed throughout on a new connection each time: the
+    streams past the bound are refused (503, Retry-After), every probe and every write is answered."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = STORM_STREAMS + 1024
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"this process may open {hard} files at most; the test needs {needed}")
+    raise_open_files(needed)
+    service = Service("--port", str(free_port()), nofile=STORM_NOFILE)
+    try:
+        url = service.wait_for("Uvicorn running on").split("Uvicorn running on ", 1)[1].split()[0]
+        port = int(url.rsplit(":", 1)[1])
+        probe = Probe(port)
+        try:
+            result = asyncio.run(storm(port, STORM_STREAMS, updates=2000, batch=200, generation=1))
+        finally:
+            probes = probe.stop()
+        counted = asyncio.run(sidecar_metrics(port))
+    finally:
+        assert service.stop() == 0
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    # /health answered throughout, the writes accepted and durable.
+    assert len(probes) > 10
+    assert [status for _, status, _ in probes if status != 200] == []
+    assert result.writes.statuses == [200] * 10
+    # As many subscribed as the bound allows; the others refused with a time to come back, or shed at the
+    # connection limit before their request was read (a connection limit that holds).
+    bound = 100
+    assert result.count(200) == bound
+    assert {s.status for s in result.streams} <= {200, 503, 0}
+    assert all(s.retry_after for s in result.streams if s.status == 503)
+    assert result.count(503) == counted["status_events_refused_total"]
+    assert result.count(0) <= counted['http_connections_closed_total{reason="connection_limit"}']
+    # The subscribers that read got the write batch's events.
+    assert all(s.frames > 1 for s in result.streams if s.status == 200 and s.reading)
