@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from prometheus_client import generate_latest
 
 from status_store.api import create_app
 from status_store.api.http_server import OneWritePerTurn, client_log_limits, http_config
@@ -251,6 +252,29 @@ async def test_at_the_connection_limit_the_longest_waiting_connection_is_closed(
             assert (await other_reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
         for _, w in [*waiting, (reader, writer)]:
             w.close()
+
+
+async def test_the_connections_closed_by_the_bounds_are_counted_by_reason() -> None:
+    def closed(server: uvicorn.Server) -> str:
+        return generate_latest(server.config.app.state.registry).decode()
+
+    async with running_server(header_timeout_s=0.3) as server:
+        reader, writer = await connect(server)
+        assert await closed_by_server(reader)  # no request head in time
+        writer.close()
+        timed_out = closed(server)
+    async with running_server(max_connections=1) as server:
+        waiting = await connect(server, HALF_SENT)
+        await connections(server, 1)
+        reader, writer = await connect(server, FULL)  # the waiting one is shed
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
+        assert await closed_by_server(waiting[0])
+        shed = closed(server)
+        for w in (waiting[1], writer):
+            w.close()
+    assert 'http_connections_closed_total{reason="head_timeout"} 1.0' in timed_out
+    assert 'http_connections_closed_total{reason="connection_limit"} 1.0' in shed
+    assert 'http_connections_closed_total{reason="stalled"} 0.0' in shed
 
 
 def test_the_accept_error_is_logged_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
