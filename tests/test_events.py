@@ -217,17 +217,39 @@ async def test_heartbeats_come_while_nothing_changes(serve: ServedFactory) -> No
         assert sse.comments[0] == "subscribed"
 
 
+# Events of long names fill a connection's buffers (megabytes) within a few batches.
+LARGE_EVENTS_CONNECTOR = "c" * 30000
+LARGE_EVENTS_PER_BATCH = 20
+
+
+def client_that_does_not_read(port: int) -> socket.socket:
+    """A GET /events client with a small receive window that reads nothing: the server's writes to it soon wait."""
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect(("127.0.0.1", port))
+    client.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    return client
+
+
+async def write_large_events_until(served: Served, done: Callable[[], bool], what: str) -> int:
+    """Batches of large task statuses (generation: the batch's number), each read back, until ``done()``; at most
+    400 batches (failing with ``what``). The batches written."""
+    batch = 0
+    while not done():
+        assert batch < 400, what
+        # In a thread: the event loop (the reader, the streams) goes on while the producer flushes.
+        await asyncio.to_thread(write_raw, served.store, *(
+            (f"status-task-{LARGE_EVENTS_CONNECTOR}-{n}".encode(), status("FAILED", generation=batch))
+            for n in range(LARGE_EVENTS_PER_BATCH)))
+        await served.store.read_to_end(WAIT)
+        batch += 1
+    return batch
+
+
 async def test_a_slow_subscriber_is_dropped_while_the_store_and_the_others_go_on(serve: ServedFactory) -> None:
-    per_batch, max_batches = 20, 400
-    # Long names make large events: the connection's buffers (megabytes) fill within a few batches.
-    connector = "c" * 30000
+    connector, per_batch = LARGE_EVENTS_CONNECTOR, LARGE_EVENTS_PER_BATCH
     async with serve(**{"sidecar.events.subscriber.queue.max": "100"}) as served, http_client() as http:
-        port = int(served.url.rsplit(":", 1)[1])
-        slow = socket.socket()
-        # A small window: the server's writes to it soon wait, as for a client that stopped reading.
-        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        slow.connect(("127.0.0.1", port))
-        slow.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        slow = client_that_does_not_read(int(served.url.rsplit(":", 1)[1]))
         try:
             await eventually(lambda: served.hub.subscribers == 1)
             async with served.stream(http) as response:
@@ -240,15 +262,8 @@ async def test_a_slow_subscriber_is_dropped_while_the_store_and_the_others_go_on
                         received.append(await sse.next_event())
 
                 reading = asyncio.create_task(keep_up())
-                batch = 0
-                while served.hub.dropped == 0:
-                    assert batch < max_batches, "the client that does not read was never dropped"
-                    # In a thread: the event loop (the reader, the streams) goes on while the producer flushes.
-                    await asyncio.to_thread(write_raw, served.store, *(
-                        (f"status-task-{connector}-{n}".encode(), status("FAILED", generation=batch))
-                        for n in range(per_batch)))
-                    await served.store.read_to_end(WAIT)
-                    batch += 1
+                batch = await write_large_events_until(served, lambda: served.hub.dropped > 0,
+                                                       "the client that does not read was never dropped")
                 # The store went on: it read every record; the client that keeps up got every event.
                 last = served.store.cache.get_task(TaskId(connector, per_batch - 1))
                 assert last is not None
@@ -375,28 +390,14 @@ async def test_past_the_subscriber_bound_a_stream_is_refused_and_short_requests_
 
 async def test_a_client_whose_connection_stops_draining_is_let_go_before_it_falls_behind(
         serve: ServedFactory) -> None:
-    per_batch, max_batches = 20, 400
-    # Long names make large events: the connection's buffers (megabytes) fill within a few batches.
-    connector = "c" * 30000
     async with serve(write_stall_timeout_s=0.5) as served:
-        port = int(served.url.rsplit(":", 1)[1])
-        stalled = socket.socket()
-        # A small window: the server's writes to it soon wait, as for a client that stopped reading.
-        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        stalled.connect(("127.0.0.1", port))
-        stalled.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        stalled = client_that_does_not_read(int(served.url.rsplit(":", 1)[1]))
         try:
             await eventually(lambda: served.hub.subscribers == 1)
-            batch = 0
-            while served.hub.subscribers:
-                assert batch < max_batches, "the client that does not read was never let go"
-                await asyncio.to_thread(write_raw, served.store, *(
-                    (f"status-task-{connector}-{n}".encode(), status("FAILED", generation=batch))
-                    for n in range(per_batch)))
-                await served.store.read_to_end(WAIT)
-                batch += 1
+            batch = await write_large_events_until(served, lambda: served.hub.subscribers == 0,
+                                                   "the client that does not read was never let go")
             # Let go for its connection, long before its queue (sidecar.events.subscriber.queue.max) was full.
-            assert batch * per_batch < served.store.config.events_subscriber_queue_max
+            assert batch * LARGE_EVENTS_PER_BATCH < served.store.config.events_subscriber_queue_max
             assert served.hub.dropped == 0
             response = await httpx.AsyncClient(base_url=served.url).get("/metrics")
             assert 'http_connections_closed_total{reason="stalled"} 1.0' in response.text
