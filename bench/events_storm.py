@@ -6,7 +6,8 @@ same run.
     .venv/bin/python -m bench.events_storm --quick    # 150 clients, 400 updates: a check that it all runs
 
 `status-store serve` runs as a process of its own on its embedded broker, with room for the clients'
-connections (its limit of open files is --nofile). Each round, on the same sidecar:
+connections (its limit of open files is --nofile). After a first write batch, not measured (the first writes
+of a fresh sidecar set up what the others reuse), each round, on the same sidecar:
 
 1. baseline: a write batch (--updates task statuses in POST /statuses requests of --batch, each with
    ?wait=true, so that each answers once its updates are durable and read back), with no subscriber;
@@ -16,10 +17,11 @@ connections (its limit of open files is --nofile). Each round, on the same sidec
    subscribed ones stay; then every client goes.
 
 A probe process asks GET /health every 20 ms throughout, on a new connection each time as kubelet does.
-Reported: the write batch's time (median of the rounds) and its ratio to the baseline (target: within 2x);
-/health p50, p99 and max in each phase (target: p99 under 100 ms) and the probes not answered 200; the
-streams subscribed and refused; the events the reading subscribers got; the sidecar's RSS after each phase and
-its peak (VmHWM).
+Reported: the write batch's time (median of the rounds) and its ratio to the baseline (target: within 2x), and
+the sidecar's CPU time during it (on a shared machine, the work it cost, whatever the other processes left of
+the cores); /health p50, p99 and max in each phase (target: p99 under 100 ms) and the probes not answered 200;
+the streams subscribed and refused; the events the reading subscribers got; the sidecar's RSS after each phase
+and its peak (VmHWM); what the sidecar counted (refused, dropped, connections closed by its bounds).
 """
 
 from __future__ import annotations
@@ -191,21 +193,32 @@ async def _count_frames(sock: socket.socket, first: bytes, outcome: StreamOutcom
         leaving.cancel()
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """A process's CPU time so far (user and system), in seconds; 0 without a process. On a shared machine, the
+    work a phase cost the sidecar, whatever the others left it of the cores."""
+    if pid is None:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class WriteBatch:
-    """The statuses of the write batch's requests and how long it took."""
+    """The statuses of the write batch's requests, how long it took and the sidecar's CPU time meanwhile."""
 
     statuses: list[int] = field(default_factory=list)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
 
-async def write_batch(port: int, updates: int, batch: int, generation: int) -> WriteBatch:
+async def write_batch(port: int, updates: int, batch: int, generation: int, pid: int | None = None) -> WriteBatch:
     """``updates`` task statuses (1,000 connectors) in POST /statuses requests of ``batch``, each waited for
     (?wait=true), one after the other on a keep-alive connection (a new one after a request not answered, which
-    counts as status 0)."""
+    counts as status 0); ``pid``: the sidecar's, for its CPU time."""
     result = WriteBatch()
     connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_seconds(pid)
     try:
         for first in range(0, updates, batch):
             items = [{"kind": "task", "connector": f"connector-{i % 1000}", "task": i // 1000, "state": "RUNNING",
@@ -224,7 +237,7 @@ async def write_batch(port: int, updates: int, batch: int, generation: int) -> W
                     connection[1].close()
                 connection = None
     finally:
-        result.seconds = time.perf_counter() - started
+        result.seconds, result.cpu_seconds = time.perf_counter() - started, cpu_seconds(pid) - cpu
         if connection is not None:
             connection[1].close()
     return result
@@ -240,15 +253,17 @@ class Storm:
     began: float
     answered: float
     ended: float
+    # The sidecar's CPU time from the first request to the last answer (0 without its pid).
+    connecting_cpu_seconds: float
 
     def count(self, status: int) -> int:
         """The clients answered with this status."""
         return sum(1 for s in self.streams if s.status == status)
 
 
-async def storm(port: int, streams: int, updates: int, batch: int, generation: int) -> Storm:
+async def storm(port: int, streams: int, updates: int, batch: int, generation: int, pid: int | None = None) -> Storm:
     """``streams`` clients of GET /events at once (every other one never reads); once each has its answer, the
-    write batch; then they all go."""
+    write batch; then they all go. ``pid``: the sidecar's, for its CPU time."""
     leave, all_answered = asyncio.Event(), asyncio.Event()
     # A reading client expects ": subscribed" and one event per update.
     outcomes = [StreamOutcome(reading=i % 2 == 0, expected=updates + 1) for i in range(streams)]
@@ -259,11 +274,11 @@ async def storm(port: int, streams: int, updates: int, batch: int, generation: i
         if not waiting[0]:
             all_answered.set()
 
-    began = time.time()
+    began, cpu = time.time(), cpu_seconds(pid)
     clients = [asyncio.create_task(stream(port, outcome, one_answered, leave)) for outcome in outcomes]
     await all_answered.wait()  # each client's own wait is bounded
-    answered = time.time()
-    writes = await write_batch(port, updates, batch, generation)
+    answered, connecting_cpu = time.time(), cpu_seconds(pid) - cpu
+    writes = await write_batch(port, updates, batch, generation, pid)
     ended = time.time()
     # The last events on their way to the reading subscribers (bounded: a slow one is the sidecar's to drop).
     readers = [asyncio.ensure_future(o.got_all.wait()) for o in outcomes if o.reading and o.status == 200]
@@ -273,7 +288,7 @@ async def storm(port: int, streams: int, updates: int, batch: int, generation: i
             reader.cancel()
     leave.set()
     await asyncio.gather(*clients)
-    return Storm(outcomes, writes, began, answered, ended)
+    return Storm(outcomes, writes, began, answered, ended, connecting_cpu)
 
 
 async def sidecar_metrics(port: int) -> dict[str, float]:
@@ -363,10 +378,10 @@ class Round:
 async def one_round(served: Sidecar, args: argparse.Namespace, generation: int,
                     ) -> tuple[WriteBatch, float, Storm, float]:
     """The baseline write batch, then the storm with the same batch; the RSS after each."""
-    baseline = await write_batch(served.port, args.updates, args.batch, generation)
+    baseline = await write_batch(served.port, args.updates, args.batch, generation, served.pid)
     baseline_rss = memory_mb(served.pid, "VmRSS")
     await asyncio.sleep(0.5)  # a pause between the phases, for the probes
-    result = await storm(served.port, args.streams, args.updates, args.batch, generation + 1)
+    result = await storm(served.port, args.streams, args.updates, args.batch, generation + 1, served.pid)
     storm_rss = memory_mb(served.pid, "VmRSS")
     await until_no_subscriber(served.port)
     return baseline, baseline_rss, result, storm_rss
@@ -387,10 +402,11 @@ def main() -> None:
     raise_open_files(args.streams + 1024)
     rounds: list[Round] = []
     with sidecar(args.nofile) as served:
+        asyncio.run(write_batch(served.port, args.updates, args.batch, 0))
         for number in range(args.rounds):
             prober = Probe(served.port)
             started = time.time()
-            baseline, baseline_rss, result, storm_rss = asyncio.run(one_round(served, args, 2 * number))
+            baseline, baseline_rss, result, storm_rss = asyncio.run(one_round(served, args, 1 + 2 * number))
             samples = prober.stop()
             rounds.append(Round(baseline, Probes.between(samples, started, result.began - 0.5), baseline_rss, result,
                                 Probes.between(samples, result.began, result.answered),
@@ -404,30 +420,33 @@ def main() -> None:
 
 def print_table(args: argparse.Namespace, rounds: list[Round], peak_mb: float) -> None:
     """The Markdown table of the run: medians of the rounds, the probes of every round together."""
-    streams, updates, batch = args.streams, args.updates, args.batch
-    baseline_s = statistics.median(r.baseline.seconds for r in rounds)
-    storm_s = statistics.median(r.storm.writes.seconds for r in rounds)
-    print(f"{streams:,} clients of GET /events (every other one never reads), a write batch of {updates:,} task "
-          f"statuses in POST /statuses?wait=true requests of {batch}; {len(rounds)} round(s), medians\n")
-    print("| phase | write batch (s) | ratio to baseline | writes not 2xx | /health p50 (ms) | p99 (ms) | max (ms) "
-          "| /health not 200 | sidecar RSS after (MB) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"{args.streams:,} clients of GET /events (every other one never reads), a write batch of {args.updates:,} "
+          f"task statuses in POST /statuses?wait=true requests of {args.batch}; {len(rounds)} round(s), medians\n")
+    print("| phase | write batch (s) | ratio | sidecar CPU (s) | ratio | writes not 2xx | /health p50 (ms) | p99 (ms) "
+          "| max (ms) | /health not 200 | sidecar RSS after (MB) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
-    def probes_cells(phase: list[Probes]) -> str:
+    def probes(phase: list[Probes]) -> str:
         merged = Probes(sorted(s for p in phase for s in p.seconds), sum(p.not_ok for p in phase))
         return (f"{merged.quantile_ms(0.5):.1f} | {merged.quantile_ms(0.99):.1f} | {merged.quantile_ms(1.0):.1f} | "
                 f"{merged.not_ok} of {len(merged.seconds)}")
 
-    def not_2xx(batches: list[WriteBatch]) -> int:
-        return sum(1 for b in batches for status in b.statuses if not 200 <= status < 300)
+    def writes(batches: list[WriteBatch], baseline: list[WriteBatch]) -> str:
+        seconds = statistics.median(b.seconds for b in batches)
+        cpu = statistics.median(b.cpu_seconds for b in batches)
+        ratio = seconds / statistics.median(b.seconds for b in baseline)
+        cpu_ratio = cpu / statistics.median(b.cpu_seconds for b in baseline)
+        failed = sum(1 for b in batches for status in b.statuses if not 200 <= status < 300)
+        return f"{seconds:.2f} | {ratio:.2f} | {cpu:.2f} | {cpu_ratio:.2f} | {failed}"
 
-    print(f"| baseline: no subscriber | {baseline_s:.2f} | 1.00 | {not_2xx([r.baseline for r in rounds])} | "
-          f"{probes_cells([r.baseline_probes for r in rounds])} | "
-          f"{statistics.median(r.baseline_rss for r in rounds):.0f} |")
-    print(f"| storm: {streams:,} clients connecting | | | | {probes_cells([r.connecting_probes for r in rounds])} | |")
-    print(f"| storm: write batch, the subscribed clients there | {storm_s:.2f} | {storm_s / baseline_s:.2f} | "
-          f"{not_2xx([r.storm.writes for r in rounds])} | {probes_cells([r.writing_probes for r in rounds])} | "
-          f"{statistics.median(r.storm_rss for r in rounds):.0f} |")
+    baselines = [r.baseline for r in rounds]
+    connecting_cpu = statistics.median(r.storm.connecting_cpu_seconds for r in rounds)
+    print(f"| baseline: no subscriber | {writes(baselines, baselines)} | {probes([r.baseline_probes for r in rounds])} "
+          f"| {statistics.median(r.baseline_rss for r in rounds):.0f} |")
+    print(f"| storm: {args.streams:,} clients connecting | | | {connecting_cpu:.2f} | | | "
+          f"{probes([r.connecting_probes for r in rounds])} | |")
+    print(f"| storm: write batch, the subscribed clients there | {writes([r.storm.writes for r in rounds], baselines)} "
+          f"| {probes([r.writing_probes for r in rounds])} | {statistics.median(r.storm_rss for r in rounds):.0f} |")
     last = rounds[-1].storm
     readers = [s for s in last.streams if s.status == 200 and s.reading]
     print(f"\nclients (last round): subscribed {last.count(200)}, refused (503) {last.count(503)} "
@@ -435,9 +454,8 @@ def print_table(args: argparse.Namespace, rounds: list[Round], peak_mb: float) -
           f"closed without an answer (shed at the connection limit) or none in time "
           f"{len(last.streams) - last.count(200) - last.count(503)}")
     events = statistics.median(s.frames - 1 for s in readers) if readers else 0  # less the ": subscribed" line
-    print(f"events per reading subscriber (last round): {events:,.0f} median, of {updates:,} written")
+    print(f"events per reading subscriber (last round): {events:,.0f} median, of {args.updates:,} written")
     print(f"sidecar peak RSS (VmHWM): {peak_mb:.0f} MB")
-
 
 if __name__ == "__main__":
     main()

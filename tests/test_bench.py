@@ -115,8 +115,8 @@ def test_events_storm_quick_run(tmp_path: Path) -> None:
     assert [row[0] for row in phases] == ["baseline: no subscriber", "storm: 150 clients connecting",
                                           "storm: write batch, the subscribed clients there"]
     # Every write and every probe answered; the clients past the bound refused with a time to come back.
-    assert [phases[0][3], phases[2][3]] == ["0", "0"]
-    assert all(row[7].startswith("0 of ") for row in phases)
+    assert [phases[0][5], phases[2][5]] == ["0", "0"]
+    assert all(row[9].startswith("0 of ") for row in phases)
     assert "subscribed 100, refused (503) 50 (with Retry-After: 50)" in output
 
 
