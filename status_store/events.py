@@ -51,7 +51,7 @@ _NOT_SPACE = re.compile(r"\S")
 # CHUNK_BYTES (the last event may pass it); a subscriber of one connector looks through SCAN_EVENTS at most.
 FANOUT_PER_TURN = 16
 CHUNK_EVENTS = 1000
-CHUNK_BYTES = 128 * 1024
+CHUNK_BYTES = 256 * 1024
 SCAN_EVENTS = 50_000
 # Events before the kept window are let go of in steps of at least this many (and an eighth of those held).
 TRIM_STEP = 1024
