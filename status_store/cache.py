@@ -326,6 +326,14 @@ class StatusCache:
                 if entry.value is not None:
                     yield FleetObject(name, task, entry.value, entry.changed_at, entry.changes)
 
+    def value_of(self, key: Key) -> StatusValue | TopicStatus | None:
+        """The decoded value the key's last record applied left (None: none, or a tombstone)."""
+        if isinstance(key, TopicKey):
+            return self._topics.get(key.connector, {}).get(key.topic)
+        entry = (self._tasks.get(key.connector, {}).get(key.task) if isinstance(key, TaskKey)
+                 else self._connectors.get(key.connector))
+        return entry.value if entry is not None else None
+
     def get_topic(self, connector: str, topic: str) -> TopicStatus | None:
         """One topic status of a connector."""
         return self._topics.get(connector, {}).get(topic)

@@ -13,6 +13,7 @@ Jackson's limits), then applies ``KafkaStatusBackingStore``'s casts: what Connec
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 from typing import Any, NamedTuple, TypeGuard
@@ -30,6 +31,7 @@ _BEYOND_BMP_OR_SURROGATE_RANGES = "\ud800-\udfff\U00010000-\U0010ffff"
 _BEYOND_BMP_OR_SURROGATE = re.compile(f"[{_BEYOND_BMP_OR_SURROGATE_RANGES}]")
 # Any character json_string changes: most strings (keys, worker ids, results) have none and are written as they are.
 _NEEDS_ESCAPE = re.compile(f"[{re.escape(''.join(map(chr, _ESCAPES)))}{_BEYOND_BMP_OR_SURROGATE_RANGES}]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _STATES = {state.value: state for state in State}
 
 
@@ -104,6 +106,25 @@ class _Punctuation(str):
 
 
 _LITERALS = {None: "null", True: "true", False: "false"}
+def json_scalar(value: str | int | float | None) -> str:
+    """A JSON string (as ``json_string`` writes it), number, boolean or null."""
+    if isinstance(value, str):
+        return json_string(value)
+    if value is None:
+        return "null"
+    # Exactly int (not bool, not an IntEnum, whose str() is not its number): the commonest number, written
+    # without json.dumps's own setup.
+    if type(value) is int:
+        return str(value)
+    return json.dumps(value, allow_nan=False)
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with each surrogate (a lone one, which UTF-8 cannot encode: Connect writes one when a Java string
+    is cut inside a pair) written as Jackson escapes it, ``\\uD800``; for text outside JSON, such as a label."""
+    if text.isascii():
+        return text
+    return _SURROGATE.sub(_escape_utf16, text)
 
 
 def _escape_utf16(match: re.Match[str]) -> str:

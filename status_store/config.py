@@ -343,10 +343,18 @@ class StoreConfig:
         "GET /events keeps this many of the last status changes read, so that a client that reconnects with "
         "Last-Event-ID gets what it missed; an id older than what is kept is refused (HTTP 410).",
         section="Status events (GET /events)")
+    events_buffer_max_bytes: int = setting(
+        "sidecar.events.buffer.max.bytes", 64 * 1024 * 1024, integer(1, INT32_MAX),
+        "Bytes the status changes GET /events keeps for resumption hold at most (each holds what it sends: its "
+        "key, state, worker id and the first line of its trace), whatever their number.")
     events_subscriber_queue_max: int = setting(
         "sidecar.events.subscriber.queue.max", 20000, integer(1, INT32_MAX),
         "Status changes waiting to be sent to one GET /events client at most: a client that falls further behind "
         "is dropped (it may reconnect with its Last-Event-ID), so that no client slows the store.")
+    events_subscribers_max: int = setting(
+        "sidecar.events.subscribers.max", 100, integer(1, INT32_MAX),
+        "GET /events clients at once at most, and never more than half the HTTP connection limit, so that event "
+        "streams leave room for the probes and the writes: past it a new client is answered 503 with Retry-After.")
     events_heartbeat_ms: int = setting(
         "sidecar.events.heartbeat.ms", 15000, integer(10, INT32_MAX),
         "GET /events sends a comment line when nothing else was sent for this long, so that proxies keep the "

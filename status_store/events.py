@@ -6,37 +6,61 @@ tombstone). Records the cache discards (garbled, or a task's UNASSIGNED older th
 **Event ids are positions in the topic.** An event's id lists, for every partition read so far, the offset of
 the last record delivered from it (``0:12,1:40,2:7``): everything up to those offsets has been delivered. A
 client that reconnects with ``Last-Event-ID`` gets the kept events past those offsets, in the order they were
-read, so it loses and repeats nothing. The last ``sidecar.events.buffer.max`` events are kept; an id that
-needs events no longer kept (or, after a restart, records this process read before it kept events) is
-refused as too old (``EventIdTooOld``): the client reads the current statuses and subscribes anew.
+read, so it loses and repeats nothing. The last ``sidecar.events.buffer.max`` events are kept, and no more
+than ``sidecar.events.buffer.max.bytes`` of them; an event keeps only what it sends (a trace's first line, not
+the record's value), also while the topic is read again at a start. An id that needs events no longer kept
+(or, after a restart, records this process read before it kept events) is refused as too old
+(``EventIdTooOld``): the client reads the current statuses and subscribes anew.
 
-**A slow subscriber is dropped, never waited for.** Each subscriber has a queue of at most
-``sidecar.events.subscriber.queue.max`` events; the reader puts events in without waiting, and a subscriber
-whose queue is full is dropped (its stream ends with an ``error`` event when it can still be written, and
-the connection is closed). The reader and the event loop go on.
+**A subscriber is handed events, never waited for.** Each event is added once to one list, whatever the
+subscribers; a subscriber keeps its place in it. At most ``FANOUT_PER_TURN`` subscribers are given their turn
+per turn of the event loop, each taking one chunk (at most ``CHUNK_EVENTS`` events and ``CHUNK_BYTES``), so
+the fan-out's work in one turn is bounded, and the reader, the writes and the probes get their turns. A
+subscriber further behind than ``sidecar.events.subscriber.queue.max`` events (of any connector) or
+``sidecar.events.buffer.max.bytes`` is dropped (its stream ends with an ``error`` event when it can still be
+written, and the connection is closed); the events before the window stay only while a subscriber has still to
+be handed them, so what is held stays bounded. A client whose connection stops taking data is let go by the
+HTTP server (``http_server.WRITE_STALL_TIMEOUT_S``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import collections
-import json
 import logging
+import operator
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from . import codec
 from .cache import StatusCache, StatusRecord
-from .model import Key, TaskKey, TopicKey
+from .codec import StatusValue
+from .logs import RateLimit
+from .model import INT32_MAX, Key, TaskKey, TopicKey, TopicStatus
 
 log = logging.getLogger(__name__)
 
 # A trace is cut to its first line, and to this many characters: the whole trace is in GET .../status.
 TRACE_EXCERPT_CHARS = 200
+_NOT_SPACE = re.compile(r"\S")
+# Subscribers given their turn per turn of the event loop, each taking a chunk of at most CHUNK_EVENTS and
+# CHUNK_BYTES (the last event may pass it); a subscriber of one connector looks through SCAN_EVENTS at most.
+FANOUT_PER_TURN = 16
+CHUNK_EVENTS = 1000
+CHUNK_BYTES = 256 * 1024
+SCAN_EVENTS = 50_000
+# Events before the kept window are let go of in steps of at least this many (and an eighth of those held).
+TRIM_STEP = 1024
+DROP_LOG_INTERVAL_S = 10.0
+# An event's frame, None until built.
+_FRAME = operator.attrgetter("_frame")
+# What an event holds beyond its text: the event, its key, its status, its id's offsets, its frame's fixed part.
+EVENT_OVERHEAD_BYTES = 600
+DEFAULT_BUFFER_MAX_BYTES = 64 * 1024 * 1024
 # ASCII digits only (a regular expression's \d takes every script's).
 _EVENT_ID = re.compile(r"([0-9]+):(-1|[0-9]+)(,([0-9]+):(-1|[0-9]+))*")
 
@@ -45,19 +69,40 @@ class EventIdTooOld(Exception):
     """A ``Last-Event-ID`` that needs events no longer kept: resuming from it would lose events."""
 
 
+class TooManySubscribers(Exception):
+    """As many subscribers as allowed are there already."""
+
+
 class StatusEvent:
-    """One record applied: its key, where it was read, and the id of the stream after it."""
+    """One record applied, as its event sends it: its key and status (the trace cut to its excerpt), where it was
+    read, and the id of the stream after it. Nothing else of the record is kept: a value may be a megabyte.
 
-    __slots__ = ("_data", "_frame", "_offsets", "_partitions", "key", "record")
+    ``size``: the bytes it holds, estimated (its text twice, as fields and in its frame once built).
+    """
 
-    def __init__(self, key: Key, record: StatusRecord, partitions: tuple[int, ...], offsets: tuple[int, ...]) -> None:
+    __slots__ = ("_frame", "_offsets", "_partitions", "key", "offset", "partition", "size", "status", "timestamp")
+
+    def __init__(self, key: Key, status: StatusValue | TopicStatus | None, partition: int, offset: int,
+                 timestamp: float | None, partitions: tuple[int, ...], offsets: tuple[int, ...]) -> None:
         self.key = key
-        self.record = record
+        if isinstance(status, StatusValue) and status.trace is not None:
+            status = status._replace(trace=trace_excerpt(status.trace))
+        # None: a tombstone.
+        self.status = status
+        self.partition, self.offset, self.timestamp = partition, offset, timestamp
         # The stream's position after this event: each partition read so far (sorted) and its last offset.
         self._partitions = partitions
         self._offsets = offsets
-        self._data: str | None = None
         self._frame: bytes | None = None
+        text = len(key.connector)
+        if isinstance(status, StatusValue):
+            text += len(status.worker_id or "") + len(status.trace or "")
+        elif status is not None:
+            text += len(status.topic) + len(status.connector)
+        elif isinstance(key, TopicKey):
+            text += len(key.topic)
+        # Characters as bytes: text outside Latin-1 holds 2 or 4 bytes a character, and is rare here.
+        self.size = EVENT_OVERHEAD_BYTES + 8 * len(offsets) + 2 * text
 
     @property
     def id(self) -> str:
@@ -72,13 +117,28 @@ class StatusEvent:
     @property
     def name(self) -> str:
         """The SSE event type: ``status`` for a status set, ``deleted`` for a tombstone."""
-        return "deleted" if self.record.value is None else "status"
+        return "deleted" if self.status is None else "status"
 
     def data(self) -> str:
-        """The event's JSON (built once, when the first subscriber needs it)."""
-        if self._data is None:
-            self._data = json.dumps(self._fields(), separators=(",", ":"), ensure_ascii=False)
-        return self._data
+        """The event's JSON: ``connector``, ``kind``, the task or topic, the status, where it was read."""
+        # Strings escaped as the REST routes escape them (Jackson's way): a lone surrogate, which Connect writes
+        # when a Java string is cut inside a pair, becomes \\uD800 instead of text UTF-8 cannot encode. Written
+        # directly (the fields are known), not through a dict: every event is written once, on the read path.
+        key, status = self.key, self.status
+        text = '{"connector":' + codec.json_string(key.connector)
+        if isinstance(key, TaskKey):
+            text += f',"kind":"task","task":{key.task}'
+        elif isinstance(key, TopicKey):
+            text += ',"kind":"topic","topic":' + codec.json_string(key.topic)
+        else:
+            text += ',"kind":"connector"'
+        if isinstance(status, TopicStatus):
+            text += f',"task":{status.task},"discover_timestamp":{status.discover_timestamp}'
+        elif status is not None:
+            text += (f',"state":"{status.state.value}","worker_id":{codec.json_scalar(status.worker_id)},'
+                     f'"generation":{status.generation},"trace":{codec.json_scalar(status.trace)}')
+        return text + (f',"partition":{self.partition},"offset":{self.offset},'
+                       f'"timestamp":{codec.json_scalar(self.timestamp)}}}')
 
     def frame(self) -> bytes:
         """The event as a text/event-stream sends it (built once, however many subscribers get it)."""
@@ -86,33 +146,19 @@ class StatusEvent:
             self._frame = f"id: {self.id}\nevent: {self.name}\ndata: {self.data()}\n\n".encode()
         return self._frame
 
-    def _fields(self) -> dict[str, object]:
-        key, record = self.key, self.record
-        fields: dict[str, object] = {"connector": key.connector}
-        if isinstance(key, TaskKey):
-            fields.update(kind="task", task=key.task)
-        elif isinstance(key, TopicKey):
-            fields.update(kind="topic", topic=key.topic)
-        else:
-            fields.update(kind="connector")
-        if record.value is not None:
-            if isinstance(key, TopicKey):
-                topic = codec.decode_topic_status(record.value)
-                fields.update(task=topic.task, discover_timestamp=topic.discover_timestamp)
-            else:
-                status = codec.decode_status(record.value)
-                fields.update(state=status.state.value, worker_id=status.worker_id, generation=status.generation,
-                              trace=trace_excerpt(status.trace))
-        fields.update(partition=record.partition, offset=record.offset, timestamp=record.timestamp)
-        return fields
-
 
 def trace_excerpt(trace: str | None) -> str | None:
-    """A trace's first line, at most ``TRACE_EXCERPT_CHARS`` characters (``…`` marks a cut)."""
+    """A trace's first line, at most ``TRACE_EXCERPT_CHARS`` characters (``…`` marks a cut); it reads no further
+    than it needs into a long trace."""
     if trace is None:
         return None
-    line = trace.split("\n", 1)[0].rstrip("\r")
-    cut = len(line) > TRACE_EXCERPT_CHARS or len(line) < len(trace.rstrip())
+    end = trace.find("\n")
+    if end < 0:
+        end = len(trace)
+    line = trace[:min(end, TRACE_EXCERPT_CHARS + 1)]
+    if end <= TRACE_EXCERPT_CHARS + 1:  # the whole first line
+        line = line.rstrip("\r")
+    cut = len(line) > TRACE_EXCERPT_CHARS or _NOT_SPACE.search(trace, end) is not None
     return line[:TRACE_EXCERPT_CHARS] + ("…" if cut else "")
 
 
@@ -130,20 +176,25 @@ def parse_event_id(text: str) -> dict[int, int]:
     return positions
 
 
-@dataclass(eq=False)
 class Subscription:
-    """One subscriber: the kept events it asked to resume with, then live events through a bounded queue."""
+    """One subscriber: the kept events it asked to resume with, then the live events from where it subscribed.
 
-    connector: str | None
-    backlog: list[StatusEvent]
-    queue: asyncio.Queue[StatusEvent]
-    # Set when the subscriber is dropped (its queue was full) or the stream is closed.
-    ended: asyncio.Event = field(default_factory=asyncio.Event)
-    dropped: bool = False
+    Its position in the hub's events (``cursor``) says what it has been handed; ``ended`` is set when it is dropped
+    or the stream is closed.
+    """
 
-    def wants(self, event: StatusEvent) -> bool:
-        """Whether the event is of the connector asked for (any, when none was)."""
-        return self.connector is None or event.connector == self.connector
+    __slots__ = ("_backlog_at", "_turn", "backlog", "connector", "cursor", "cursor_bytes", "dropped", "ended")
+
+    def __init__(self, connector: str | None, backlog: list[StatusEvent], cursor: int, cursor_bytes: int) -> None:
+        self.connector = connector
+        self.backlog = backlog
+        self._backlog_at = 0
+        # The sequence number of the next live event to look at, and the bytes of the events before it.
+        self.cursor, self.cursor_bytes = cursor, cursor_bytes
+        self.ended = asyncio.Event()
+        self.dropped = False
+        # Resolved when the hub gives it its turn to take a chunk (or it ends).
+        self._turn: asyncio.Future[None] | None = None
 
 
 class EventsCollector(Collector):
@@ -156,7 +207,10 @@ class EventsCollector(Collector):
         yield GaugeMetricFamily("status_events_subscribers", "Clients of GET /events now.",
                                 value=self._hub.subscribers)
         yield CounterMetricFamily("status_events_dropped", "Clients of GET /events dropped for falling behind "
-                                  "(sidecar.events.subscriber.queue.max).", value=self._hub.dropped)
+                                  "(sidecar.events.subscriber.queue.max, sidecar.events.buffer.max.bytes).",
+                                  value=self._hub.dropped)
+        yield CounterMetricFamily("status_events_refused", "Clients of GET /events refused (503) because as many as "
+                                  "allowed were there (sidecar.events.subscribers.max).", value=self._hub.refused)
 
 
 class StatusEvents:
@@ -164,13 +218,29 @@ class StatusEvents:
 
     ``from_start``: attached before the store read anything, so the kept events began with the topic's first
     records; otherwise records read before are unknown, and ids naming their partitions may be too old.
+
+    The events are one list in the order read, numbered (sequence numbers); the last of them are the window kept
+    for resumption, and those before it stay only while a subscriber has still to be handed them.
     """
 
-    def __init__(self, cache: StatusCache, buffer_max: int, queue_max: int, from_start: bool) -> None:
+    def __init__(self, cache: StatusCache, buffer_max: int, queue_max: int, from_start: bool,
+                 buffer_max_bytes: int = DEFAULT_BUFFER_MAX_BYTES, max_subscribers: int = INT32_MAX) -> None:
         self._cache = cache
+        self.max_subscribers = max_subscribers
         self._buffer_max = buffer_max
+        self._buffer_max_bytes = buffer_max_bytes
         self._queue_max = queue_max
-        self._kept: collections.deque[StatusEvent] = collections.deque()
+        # The events from sequence number _base on; beside them each one's connector (for list.index, which looks
+        # through a list at C speed), and the bytes of every event up to and including it.
+        self._events: list[StatusEvent] = []
+        self._connectors: list[str] = []
+        self._ends: list[int] = []
+        self._base = 0
+        self._base_bytes = 0
+        self._appended_bytes = 0
+        # The sequence number of the first event kept for resumption, and the bytes of the events from it on.
+        self._window = 0
+        self._window_bytes = 0
         # The partitions read so far, sorted, and the offset of the last event published from each (an event
         # keeps a copy of the offsets: its id, built when a subscriber needs it).
         self._partitions: tuple[int, ...] = ()
@@ -180,13 +250,36 @@ class StatusEvents:
         self._forgotten: dict[int, int] = {}
         self._from_start = from_start
         self._subscriptions: set[Subscription] = set()
+        # Subscribers waiting for events, and those that have some waiting for their turn (in the order served).
+        self._waiting: set[Subscription] = set()
+        self._ready: collections.deque[Subscription] = collections.deque()
+        # Connectors of the events read since the last pass over the subscribers.
+        self._news: set[str] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pass_scheduled = False
+        self._drop_log = RateLimit(DROP_LOG_INTERVAL_S)
+        self._refusal_log = RateLimit(DROP_LOG_INTERVAL_S)
         self.dropped = 0
+        self.refused = 0
         cache.on_applied = self._applied
 
     @property
     def subscribers(self) -> int:
         """Subscribers now."""
         return len(self._subscriptions)
+
+    @property
+    def kept_bytes(self) -> int:
+        """The bytes the events kept for resumption hold."""
+        return self._window_bytes
+
+    @property
+    def _head(self) -> int:
+        """The sequence number the next event will have."""
+        return self._base + len(self._events)
+
+    def _bytes_before(self, sequence: int) -> int:
+        return self._base_bytes if sequence == self._base else self._ends[sequence - self._base - 1]
 
     def _applied(self, record: StatusRecord, key: Key) -> None:
         partition, offset = record.partition, record.offset
@@ -197,15 +290,24 @@ class StatusEvents:
             return  # a partition read again from an earlier offset: delivered already
         offsets = self._offsets
         offsets[index] = offset
-        event = StatusEvent(key, record, self._partitions, tuple(offsets))
-        kept = self._kept
-        kept.append(event)
-        if len(kept) > self._buffer_max:
-            self._forget(kept.popleft())
+        status = self._cache.value_of(key) if record.value is not None else None
+        event = StatusEvent(key, status, partition, offset, record.timestamp, self._partitions, tuple(offsets))
+        events = self._events
+        events.append(event)
+        self._connectors.append(key.connector)
+        self._appended_bytes += event.size
+        self._ends.append(self._appended_bytes)
+        self._window_bytes += event.size
+        while self._window_bytes > self._buffer_max_bytes or self._base + len(events) - self._window > self._buffer_max:
+            forgotten = events[self._window - self._base]
+            self._forget(forgotten)
+            self._window_bytes -= forgotten.size
+            self._window += 1
         if self._subscriptions:
-            for subscription in list(self._subscriptions):
-                if subscription.wants(event):
-                    self._offer(subscription, event)
+            self._news.add(key.connector)
+            self._schedule_pass()
+        else:
+            self._trim(self._window)
 
     def _add_partition(self, partition: int, offset: int) -> int:
         """A partition read for the first time: its place in the positions."""
@@ -219,49 +321,175 @@ class StatusEvents:
         return self._index[partition]
 
     def _forget(self, event: StatusEvent) -> None:
-        """An event no longer kept: ids from before it are too old."""
-        partition, offset = event.record.partition, event.record.offset
+        """An event no longer kept for resumption: ids from before it are too old."""
+        partition, offset = event.partition, event.offset
         if offset > self._forgotten.get(partition, -1):
             self._forgotten[partition] = offset
 
-    def _offer(self, subscription: Subscription, event: StatusEvent) -> None:
-        try:
-            subscription.queue.put_nowait(event)
-        except asyncio.QueueFull:
-            self.dropped += 1
-            log.warning("Dropping a GET /events subscriber: %d events wait for it "
-                        "(sidecar.events.subscriber.queue.max); it may reconnect with its Last-Event-ID",
-                        self._queue_max)
-            subscription.dropped = True
-            self._end(subscription)
+    def _trim(self, keep: int) -> None:
+        """Let go of the events before sequence number ``keep`` (in steps: a list gives up its start by moving the
+        rest)."""
+        dead = keep - self._base
+        if dead >= TRIM_STEP and dead >= len(self._events) >> 3:
+            self._base_bytes = self._ends[dead - 1]
+            del self._events[:dead], self._connectors[:dead], self._ends[:dead]
+            self._base += dead
+
+    # ----------------------------------------------------------------------------- subscribers
 
     def subscribe(self, connector: str | None = None, last_event_id: str | None = None) -> Subscription:
         """A new subscriber (of one connector's events, or all): from now, or past ``last_event_id``.
 
         ValueError: a malformed id, or one naming a partition this stream has not read; EventIdTooOld: it needs
-        events no longer kept.
+        events no longer kept; TooManySubscribers: as many as ``max_subscribers`` are there.
         """
+        if len(self._subscriptions) >= self.max_subscribers:
+            self.refused += 1
+            self._refusal_log.log(log, logging.WARNING, "Refusing a GET /events client: %d are there already "
+                                  "(sidecar.events.subscribers.max)", self.max_subscribers)
+            raise TooManySubscribers(f"{self.max_subscribers} clients of GET /events are there already "
+                                     "(sidecar.events.subscribers.max)")
         backlog: list[StatusEvent] = []
         if last_event_id:
             seen = parse_event_id(last_event_id)
             self._check_resumable(seen)
-            backlog = [event for event in self._kept if event.record.offset > seen.get(event.record.partition, -1)
+            backlog = [event for event in self._events[self._window - self._base:]
+                       if event.offset > seen.get(event.partition, -1)
                        and (connector is None or event.connector == connector)]
-        subscription = Subscription(connector, backlog, asyncio.Queue(self._queue_max))
+        subscription = Subscription(connector, backlog, self._head, self._appended_bytes)
         self._subscriptions.add(subscription)
+        self._loop = _running_loop() or self._loop
         return subscription
 
     def _check_resumable(self, seen: dict[int, int]) -> None:
         for partition, forgotten in self._forgotten.items():
             if seen.get(partition, -1) < forgotten:
                 raise EventIdTooOld(f"events of partition {partition} after offset {seen.get(partition, -1)} are no "
-                                    f"longer kept (sidecar.events.buffer.max={self._buffer_max})")
+                                    f"longer kept (sidecar.events.buffer.max={self._buffer_max}, "
+                                    f"sidecar.events.buffer.max.bytes={self._buffer_max_bytes})")
         unknown = sorted(set(seen) - set(self._partitions))
         if unknown and not self._from_start:
             raise EventIdTooOld(f"partition {unknown[0]} was read before this process kept events")
         if unknown:
             # Kept from the topic's start: every partition an id of this stream names has been read.
             raise ValueError(f"not an event id of this stream: partition {unknown[0]} has no record read")
+
+    def take(self, subscription: Subscription) -> list[StatusEvent]:
+        """The events to send to the subscriber next, at most a chunk (``CHUNK_EVENTS``, ``CHUNK_BYTES``): its
+        backlog first, then the live events of its connector; it is moved past them (and past the events of
+        other connectors looked through)."""
+        taken: list[StatusEvent] = []
+        size = 0
+        backlog = subscription.backlog
+        if subscription._backlog_at < len(backlog):
+            at = subscription._backlog_at
+            while at < len(backlog) and len(taken) < CHUNK_EVENTS and size < CHUNK_BYTES:
+                taken.append(backlog[at])
+                size += backlog[at].size
+                at += 1
+            subscription._backlog_at = at
+            if at == len(backlog):
+                subscription.backlog = []
+                subscription._backlog_at = 0
+            return taken
+        events, connector = self._events, subscription.connector
+        position, end = subscription.cursor - self._base, self._head - self._base
+        if connector is None:
+            end = min(end, position + CHUNK_EVENTS)
+            # Up to the first event whose end reaches CHUNK_BYTES, that one included.
+            end = min(end, bisect.bisect_left(self._ends, subscription.cursor_bytes + CHUNK_BYTES, position, end) + 1)
+            taken = events[position:end]
+            position = end
+        else:
+            end = min(end, position + SCAN_EVENTS)
+            connectors = self._connectors
+            while len(taken) < CHUNK_EVENTS and size < CHUNK_BYTES:
+                try:
+                    found = connectors.index(connector, position, end)
+                except ValueError:
+                    position = end
+                    break
+                taken.append(events[found])
+                size += events[found].size
+                position = found + 1
+        subscription.cursor = self._base + position
+        subscription.cursor_bytes = self._bytes_before(subscription.cursor)
+        return taken
+
+    async def next_chunk(self, subscription: Subscription, timeout: float) -> bytes | None:
+        """The subscriber's next events as one chunk of frames, once the hub gives it its turn (at most
+        ``FANOUT_PER_TURN`` subscribers take a chunk per turn of the event loop); ``b""`` when none came within
+        ``timeout`` seconds; None once the subscription has ended."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        deadline = loop.time() + timeout
+        while not subscription.ended.is_set():
+            turn = subscription._turn = loop.create_future()
+            if subscription.backlog or subscription.cursor < self._head:
+                # Its turn comes within a few turns of the loop: no heartbeat is due meanwhile.
+                self._ready.append(subscription)
+                self._schedule_pass()
+                await turn
+            else:
+                self._waiting.add(subscription)
+                done, _ = await asyncio.wait((turn,), timeout=max(0.0, deadline - loop.time()))
+                if not done:
+                    self._waiting.discard(subscription)
+                    turn.cancel()
+                    return b""
+            if subscription.ended.is_set():
+                break
+            taken = self.take(subscription)
+            if taken:
+                # Each frame is built once, by the first subscriber to send it; the others find it at C speed.
+                frames = list(map(_FRAME, taken))
+                if None in frames:
+                    frames = [event.frame() for event in taken]
+                return b"".join(frames)
+        return None
+
+    def _schedule_pass(self) -> None:
+        if not self._pass_scheduled and self._loop is not None:
+            self._pass_scheduled = True
+            self._loop.call_soon(self._pass)
+
+    def _pass(self) -> None:
+        """Once per turn of the event loop while there is something to hand out: drop the subscribers too far
+        behind, queue those waiting that have events now, give the first ``FANOUT_PER_TURN`` in the queue their
+        turn, and let go of the events no one needs any more."""
+        self._pass_scheduled = False
+        head, appended = self._head, self._appended_bytes
+        for subscription in list(self._subscriptions):
+            if (head - subscription.cursor > self._queue_max
+                    or appended - subscription.cursor_bytes > self._buffer_max_bytes):
+                self._drop(subscription)
+        news, self._news = self._news, set()
+        if news:
+            for subscription in list(self._waiting):
+                if subscription.connector is None or subscription.connector in news:
+                    self._waiting.discard(subscription)
+                    self._ready.append(subscription)
+                else:
+                    # Every event read since it began waiting is another connector's: it is past them all.
+                    subscription.cursor, subscription.cursor_bytes = head, appended
+        given = 0
+        while self._ready and given < FANOUT_PER_TURN:
+            turn = self._ready.popleft()._turn
+            if turn is not None and not turn.done():
+                turn.set_result(None)
+                given += 1
+        if self._ready:
+            self._schedule_pass()
+        # The events before the window that no subscriber has still to be handed.
+        self._trim(min(self._window, min((s.cursor for s in self._subscriptions), default=self._window)))
+
+    def _drop(self, subscription: Subscription) -> None:
+        self.dropped += 1
+        self._drop_log.log(log, logging.WARNING, "Dropping a GET /events subscriber: more than %d events or %d bytes "
+                           "wait for it (sidecar.events.subscriber.queue.max, sidecar.events.buffer.max.bytes); it "
+                           "may reconnect with its Last-Event-ID", self._queue_max, self._buffer_max_bytes)
+        subscription.dropped = True
+        self._end(subscription)
 
     def unsubscribe(self, subscription: Subscription) -> None:
         """The subscriber is gone: no more events for it."""
@@ -274,5 +502,15 @@ class StatusEvents:
 
     def _end(self, subscription: Subscription) -> None:
         self._subscriptions.discard(subscription)
+        self._waiting.discard(subscription)
         subscription.ended.set()
+        if subscription._turn is not None and not subscription._turn.done():
+            subscription._turn.set_result(None)
 
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running now; None outside one (where events are handed out with ``take`` only)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -12,10 +12,16 @@ much is served:
 
 Per-object series are capped (``sidecar.metrics.fleet.max.objects``): beyond the cap the objects not
 RUNNING are kept first, as those are what an operator looks for.
+
+Label values are text from the topic, of any length and content: each is cut to ``MAX_LABEL_CHARS``
+characters (a digest of the whole keeps two names that differ past the cut apart), and a lone surrogate, which
+UTF-8 cannot encode, is written ``\\uD800`` as the REST routes write it. So no name makes a scrape large, and
+no status makes it fail.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -23,11 +29,16 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from . import codec
 from .cache import FleetObject
 from .config import FleetMetrics
 from .model import State
 
 log = logging.getLogger(__name__)
+
+MAX_LABEL_CHARS = 256
+# Hex digits of the whole value's digest at the end of a value cut.
+_DIGEST_CHARS = 8
 
 
 class FleetCollector(Collector):
@@ -46,11 +57,16 @@ class FleetCollector(Collector):
         yield from _counts(objects)
         if self._mode is FleetMetrics.OBJECTS:
             kept = self._within_cap(objects)
-            yield from _per_object(kept, objects)
+            labels = LabelValues()
+            yield from _per_object(kept, objects, labels)
             yield GaugeMetricFamily("status_fleet_objects_omitted",
                                     "Connectors and tasks left out of the per-object series by "
                                     "sidecar.metrics.fleet.max.objects (the counts still cover them).",
                                     value=len(objects) - len(kept))
+            yield GaugeMetricFamily("status_fleet_label_values_cut",
+                                    f"Connector names and worker ids cut to {MAX_LABEL_CHARS} characters in the "
+                                    "per-object series' labels at this scrape (each distinct value once).",
+                                    value=labels.cut)
 
     def _within_cap(self, objects: list[FleetObject]) -> list[FleetObject]:
         """The objects that get series of their own: all, or up to the cap with those not RUNNING first."""
@@ -81,7 +97,32 @@ def _counts(objects: list[FleetObject]) -> Iterator[Metric]:
         yield family
 
 
-def _per_object(kept: list[FleetObject], objects: list[FleetObject]) -> Iterator[Metric]:
+class LabelValues:
+    """Label values of one scrape from text of the topic: bounded and encodable; the values cut are counted."""
+
+    def __init__(self) -> None:
+        self._cut: dict[str, str] = {}
+
+    @property
+    def cut(self) -> int:
+        """Distinct values cut so far."""
+        return len(self._cut)
+
+    def __call__(self, text: str) -> str:
+        """``text`` as a label value: as it is when short and ASCII (nearly always), else escaped and bounded."""
+        if len(text) <= MAX_LABEL_CHARS and text.isascii():
+            return text
+        escaped = codec.escape_surrogates(text)
+        if len(escaped) <= MAX_LABEL_CHARS:
+            return escaped
+        value = self._cut.get(text)
+        if value is None:
+            digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_DIGEST_CHARS // 2)
+            value = self._cut[text] = escaped[:MAX_LABEL_CHARS - _DIGEST_CHARS - 1] + "…" + digest.hexdigest()
+        return value
+
+
+def _per_object(kept: list[FleetObject], objects: list[FleetObject], label: LabelValues) -> Iterator[Metric]:
     """Each kept object's state, last change and changes; each kept connector's tasks by state."""
     connector_state = GaugeMetricFamily("status_connector_state", "A connector's state (the label; value 1) and the "
                                         "worker that wrote it.", labels=["connector", "state", "worker_id"])
@@ -99,10 +140,11 @@ def _per_object(kept: list[FleetObject], objects: list[FleetObject]) -> Iterator
     task_changes = CounterMetricFamily("status_task_state_changes", "State changes of the task read since this "
                                        "process started.", labels=["connector", "task"])
     kept_connectors: set[str] = set()
-    for connector, task, value, changed_at, changes in kept:
-        kept_connectors.add(connector)
+    for name, task, value, changed_at, changes in kept:
+        kept_connectors.add(name)
+        connector = label(name)
         # Connect reads a status without worker id; an empty label is Prometheus's "no such label".
-        worker = value.worker_id or ""
+        worker = label(value.worker_id or "")
         if task is None:
             connector_state.add_metric([connector, value.state.value, worker], 1)
             connector_changed.add_metric([connector], changed_at)
@@ -113,15 +155,15 @@ def _per_object(kept: list[FleetObject], objects: list[FleetObject]) -> Iterator
             task_changed.add_metric(labels, changed_at)
             task_changes.add_metric(labels, changes)
     yield from (connector_state, task_state, connector_changed, task_changed, connector_changes, task_changes)
-    yield _tasks_per_connector(objects, kept_connectors)
+    yield _tasks_per_connector(objects, kept_connectors, label)
 
 
-def _tasks_per_connector(objects: list[FleetObject], connectors: set[str]) -> Metric:
+def _tasks_per_connector(objects: list[FleetObject], connectors: set[str], label: LabelValues) -> Metric:
     """Each of these connectors' tasks by state (the states it has tasks in only)."""
     counted: Counter[tuple[str, State]] = Counter(
         (o.connector, o.value.state) for o in objects if o.task is not None and o.connector in connectors)
     family = GaugeMetricFamily("status_connector_tasks", "A connector's tasks by state (only the states it has "
                                "tasks in).", labels=["connector", "state"])
     for (connector, state), count in counted.items():
-        family.add_metric([connector, state.value], count)
+        family.add_metric([label(connector), state.value], count)
     return family

@@ -31,7 +31,7 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
-    assert len(scripts()) == 14
+    assert len(scripts()) == 15
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
@@ -107,6 +107,17 @@ def test_events_fanout_quick_run(tmp_path: Path) -> None:
     output = run_quick("events_fanout", tmp_path, timeout=RUN_BOUND_S)
     assert [row[0] for row in rows(output, "1")] == ["1", "10"]
     assert "clients dropped: 0" in output
+
+
+def test_events_storm_quick_run(tmp_path: Path) -> None:
+    output = run_quick("events_storm", tmp_path, timeout=RUN_BOUND_S)
+    phases = rows(output, "baseline") + rows(output, "storm")
+    assert [row[0] for row in phases] == ["baseline: no subscriber", "storm: 150 clients connecting",
+                                          "storm: write batch, the subscribed clients there"]
+    # Every write and every probe answered; the clients past the bound refused with a time to come back.
+    assert [phases[0][5], phases[2][5]] == ["0", "0"]
+    assert all(row[9].startswith("0 of ") for row in phases)
+    assert "subscribed 100, refused (503) 50 (with Retry-After: 50)" in output
 
 
 def test_fleet_release_tuning_changes_the_held_partitions_release(tmp_path: Path) -> None:

@@ -4,13 +4,16 @@ the event hub's resumption rules on a cache fed records directly."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import re
+import resource
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+import tracemalloc
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +22,11 @@ import pytest
 import uvicorn
 from prometheus_client import CollectorRegistry
 
+from bench.events_storm import Probe, raise_open_files, sidecar_metrics, storm
 from status_store.api import create_app
-from status_store.api.http_server import http_config
+from status_store.api.http_server import WRITE_STALL_TIMEOUT_S, http_config
 from status_store.cache import StatusCache, StatusRecord
-from status_store.events import EventIdTooOld, StatusEvents, parse_event_id, trace_excerpt
+from status_store.events import FANOUT_PER_TURN, EventIdTooOld, StatusEvents, parse_event_id, trace_excerpt
 from status_store.model import ConnectorStatus, State, TaskId
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
@@ -106,12 +110,12 @@ def serve(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> ServedFac
     from contextlib import asynccontextmanager
 
     @asynccontextmanager
-    async def make(**settings: str) -> AsyncIterator[Served]:
+    async def make(write_stall_timeout_s: float = WRITE_STALL_TIMEOUT_S, **settings: str) -> AsyncIterator[Served]:
         topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
         async with store_factory(mock_cluster.bootstrap_servers, topic, **settings) as store:
             app = create_app(store, CollectorRegistry())
             port = free_port()
-            server = uvicorn.Server(http_config(app, "127.0.0.1", port))
+            server = uvicorn.Server(http_config(app, "127.0.0.1", port, write_stall_timeout_s=write_stall_timeout_s))
             task = asyncio.create_task(server.serve())
             await eventually(lambda: server.started)
             try:
@@ -213,17 +217,39 @@ async def test_heartbeats_come_while_nothing_changes(serve: ServedFactory) -> No
         assert sse.comments[0] == "subscribed"
 
 
+# Events of long names fill a connection's buffers (megabytes) within a few batches.
+LARGE_EVENTS_CONNECTOR = "c" * 30000
+LARGE_EVENTS_PER_BATCH = 20
+
+
+def client_that_does_not_read(port: int) -> socket.socket:
+    """A GET /events client with a small receive window that reads nothing: the server's writes to it soon wait."""
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect(("127.0.0.1", port))
+    client.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    return client
+
+
+async def write_large_events_until(served: Served, done: Callable[[], bool], what: str) -> int:
+    """Batches of large task statuses (generation: the batch's number), each read back, until ``done()``; at most
+    400 batches (failing with ``what``). The batches written."""
+    batch = 0
+    while not done():
+        assert batch < 400, what
+        # In a thread: the event loop (the reader, the streams) goes on while the producer flushes.
+        await asyncio.to_thread(write_raw, served.store, *(
+            (f"status-task-{LARGE_EVENTS_CONNECTOR}-{n}".encode(), status("FAILED", generation=batch))
+            for n in range(LARGE_EVENTS_PER_BATCH)))
+        await served.store.read_to_end(WAIT)
+        batch += 1
+    return batch
+
+
 async def test_a_slow_subscriber_is_dropped_while_the_store_and_the_others_go_on(serve: ServedFactory) -> None:
-    per_batch, max_batches = 20, 400
-    # Long names make large events: the connection's buffers (megabytes) fill within a few batches.
-    connector = "c" * 30000
+    connector, per_batch = LARGE_EVENTS_CONNECTOR, LARGE_EVENTS_PER_BATCH
     async with serve(**{"sidecar.events.subscriber.queue.max": "100"}) as served, http_client() as http:
-        port = int(served.url.rsplit(":", 1)[1])
-        slow = socket.socket()
-        # A small window: the server's writes to it soon wait, as for a client that stopped reading.
-        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        slow.connect(("127.0.0.1", port))
-        slow.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        slow = client_that_does_not_read(int(served.url.rsplit(":", 1)[1]))
         try:
             await eventually(lambda: served.hub.subscribers == 1)
             async with served.stream(http) as response:
@@ -236,15 +262,8 @@ async def test_a_slow_subscriber_is_dropped_while_the_store_and_the_others_go_on
                         received.append(await sse.next_event())
 
                 reading = asyncio.create_task(keep_up())
-                batch = 0
-                while served.hub.dropped == 0:
-                    assert batch < max_batches, "the client that does not read was never dropped"
-                    # In a thread: the event loop (the reader, the streams) goes on while the producer flushes.
-                    await asyncio.to_thread(write_raw, served.store, *(
-                        (f"status-task-{connector}-{n}".encode(), status("FAILED", generation=batch))
-                        for n in range(per_batch)))
-                    await served.store.read_to_end(WAIT)
-                    batch += 1
+                batch = await write_large_events_until(served, lambda: served.hub.dropped > 0,
+                                                       "the client that does not read was never dropped")
                 # The store went on: it read every record; the client that keeps up got every event.
                 last = served.store.cache.get_task(TaskId(connector, per_batch - 1))
                 assert last is not None
@@ -260,6 +279,146 @@ async def test_a_slow_subscriber_is_dropped_while_the_store_and_the_others_go_on
             assert await asyncio.to_thread(read_to_close, slow)
         finally:
             slow.close()
+
+
+async def test_a_lone_surrogate_is_escaped_and_ends_no_stream_nor_a_resumption(serve: ServedFactory) -> None:
+    # Connect can write one itself: a Java message cut inside an emoji, written by Jackson as an escape.
+    bad = rb'{"state":"FAILED","trace":"Cut inside an emoji \ud83d\n\tat x","worker_id":"w\ud800","generation":1}'
+    key = b"status-task-c-0"  # one key: one partition, so the records are read in the order written
+    async with serve() as served, http_client() as http:
+        async with served.stream(http) as response:
+            sse = SseClient(response)
+            write_raw(served.store, (key, status("RUNNING")))
+            before = await sse.next_event()
+            write_raw(served.store, (key, bad), (key, status("PAUSED")))
+            escaped, after = await sse.events(2)
+        assert (escaped.data["worker_id"], escaped.data["trace"]) == ("w\ud800", "Cut inside an emoji \ud83d…")
+        assert after.data["state"] == "PAUSED"
+        async with served.stream(http, last_event_id=before.id) as response:
+            assert response.status_code == 200
+            resumed = await SseClient(response).events(2)
+        assert [e.data["state"] for e in resumed] == ["FAILED", "PAUSED"]
+
+
+async def test_the_fan_out_in_one_turn_of_the_event_loop_is_bounded(serve: ServedFactory,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    subscribers, events = 3 * FANOUT_PER_TURN, 500
+    async with serve() as served:
+        port = int(served.url.rsplit(":", 1)[1])
+        clients = [SseCounter(*await asyncio.open_connection("127.0.0.1", port)) for _ in range(subscribers)]
+        await eventually(lambda: served.hub.subscribers == subscribers)
+        await eventually(lambda: all(client.frames == 1 for client in clients))  # ": subscribed"
+        loop = asyncio.get_running_loop()
+        turn, turns_of_writes = [0], []
+
+        def tick() -> None:
+            turn[0] += 1
+            if turn[0] < 10_000_000:
+                loop.call_soon(tick)
+
+        write = asyncio.selector_events._SelectorSocketTransport.write  # type: ignore[attr-defined]
+
+        def counted(transport: asyncio.Transport, data: bytes) -> None:
+            if transport.get_extra_info("sockname")[1] == port:  # the server's side of a connection
+                turns_of_writes.append(turn[0])
+            write(transport, data)
+
+        monkeypatch.setattr(asyncio.selector_events._SelectorSocketTransport, "write", counted)  # type: ignore[attr-defined]
+        loop.call_soon(tick)
+        try:
+            await asyncio.to_thread(write_raw, served.store, *((f"status-task-c-{n}".encode(), status("RUNNING"))
+                                                               for n in range(events)))
+            await eventually(lambda: all(client.frames == 1 + events for client in clients))
+        finally:
+            turn[0] = 10_000_000
+            for client in clients:
+                client.close()
+    # Every client got every event, and no turn of the event loop sent to more than FANOUT_PER_TURN of them.
+    assert max(collections.Counter(turns_of_writes).values()) <= FANOUT_PER_TURN
+
+
+class SseCounter:
+    """A client of GET /events on a plain connection that reads everything and counts the frames (comments too)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.frames = 0
+        self._writer = writer
+        writer.write(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        self._reading = asyncio.create_task(self._read(reader))
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        tail = b""
+        while chunk := await reader.read(1 << 16):
+            self.frames += (tail + chunk).count(b"\n\n") - tail.count(b"\n\n")
+            tail = chunk[-1:]
+
+    def close(self) -> None:
+        self._reading.cancel()
+        self._writer.close()
+
+
+async def test_past_the_subscriber_bound_a_stream_is_refused_and_short_requests_are_still_answered(
+        serve: ServedFactory) -> None:
+    async with serve(**{"sidecar.events.subscribers.max": "3"}) as served, http_client() as http:
+        port = int(served.url.rsplit(":", 1)[1])
+        streams = [SseCounter(*await asyncio.open_connection("127.0.0.1", port)) for _ in range(3)]
+        try:
+            await eventually(lambda: served.hub.subscribers == 3)
+            refused = await http.get(f"{served.url}/events")
+            assert refused.status_code == 503
+            assert refused.json() == {"error_code": 503, "message": refused.json()["message"]}
+            assert "sidecar.events.subscribers.max" in refused.json()["message"]
+            assert int(refused.headers["retry-after"]) > 0
+            assert refused.headers["connection"] == "close"
+            # The probes and the writes are answered while the streams are at their bound.
+            assert (await http.get(f"{served.url}/health")).status_code == 200
+            written = await http.put(f"{served.url}/connectors/c/status", params={"wait": "true"},
+                                     json={"state": "RUNNING", "worker_id": "w:1", "generation": 1})
+            assert written.status_code == 200
+            await eventually(lambda: all(stream.frames == 2 for stream in streams))  # subscribed, and the write
+            assert "status_events_refused_total 1.0" in (await http.get(f"{served.url}/metrics")).text
+            # A stream that ends makes room for another.
+            streams.pop().close()
+            await eventually(lambda: served.hub.subscribers == 2)
+            async with served.stream(http) as response:
+                assert response.status_code == 200
+        finally:
+            for stream in streams:
+                stream.close()
+
+
+async def test_a_client_whose_connection_stops_draining_is_let_go_before_it_falls_behind(
+        serve: ServedFactory) -> None:
+    async with serve(write_stall_timeout_s=0.5) as served:
+        stalled = client_that_does_not_read(int(served.url.rsplit(":", 1)[1]))
+        try:
+            await eventually(lambda: served.hub.subscribers == 1)
+            batch = await write_large_events_until(served, lambda: served.hub.subscribers == 0,
+                                                   "the client that does not read was never let go")
+            # Let go for its connection, long before its queue (sidecar.events.subscriber.queue.max) was full.
+            assert batch * LARGE_EVENTS_PER_BATCH < served.store.config.events_subscriber_queue_max
+            assert served.hub.dropped == 0
+            response = await httpx.AsyncClient(base_url=served.url).get("/metrics")
+            assert 'http_connections_closed_total{reason="stalled"} 1.0' in response.text
+            # The connection was aborted: what the kernel holds for the client, then a reset, not the data waiting.
+            stalled.settimeout(WAIT)
+            with pytest.raises(ConnectionResetError):
+                await asyncio.to_thread(read_to_close, stalled)
+        finally:
+            stalled.close()
+
+
+async def test_a_subscriber_further_behind_than_the_bytes_bound_is_dropped() -> None:
+    cache = StatusCache()
+    hub = StatusEvents(cache, buffer_max=1000, queue_max=1000, from_start=True, buffer_max_bytes=1_000_000)
+    subscription = hub.subscribe()
+    # 20 events of ~200 KB: 4 MB wait for it, 20 events of the 1,000 its queue may hold.
+    cache.apply(record(f"status-task-c-{n}", status("RUNNING", "w" * 100_000), 0, n) for n in range(20))
+    await asyncio.sleep(0)
+    assert subscription.dropped
+    assert hub.dropped == 1
+    assert hub.subscribers == 0
 
 
 def read_to_close(connection: socket.socket) -> bool:
@@ -282,13 +441,14 @@ def test_an_id_resumes_on_a_new_process_that_kept_events_from_the_start() -> Non
     first = StatusEvents(first_cache, buffer_max=100, queue_max=100, from_start=True)
     subscription = first.subscribe()
     first_cache.apply(records[:3])
-    delivered = [subscription.queue.get_nowait() for _ in range(3)]
+    delivered = first.take(subscription)
+    assert len(delivered) == 3
     # A restart: the new process reads the topic from its start again, and then what came meanwhile.
     cache = StatusCache()
     again = StatusEvents(cache, buffer_max=100, queue_max=100, from_start=True)
     cache.apply(records)
     resumed = again.subscribe(last_event_id=delivered[-1].id)
-    assert [e.record for e in resumed.backlog] == records[3:]
+    assert [(e.partition, e.offset) for e in resumed.backlog] == [(r.partition, r.offset) for r in records[3:]]
 
 
 def test_a_hub_attached_late_refuses_partitions_it_has_not_read() -> None:
@@ -297,7 +457,7 @@ def test_a_hub_attached_late_refuses_partitions_it_has_not_read() -> None:
                  record("status-task-c-1", status("RUNNING"), 1, 0)])
     late = StatusEvents(cache, buffer_max=100, queue_max=100, from_start=False)
     cache.apply([record("status-task-c-0", status("FAILED"), 0, 4)])
-    assert late.subscribe(last_event_id="0:3").backlog[0].record.offset == 4
+    assert late.subscribe(last_event_id="0:3").backlog[0].offset == 4
     with pytest.raises(EventIdTooOld, match="partition 0"):
         late.subscribe(last_event_id="0:2")  # offset 3 may hold a record read before the hub was there
     with pytest.raises(EventIdTooOld, match="partition 1"):
@@ -339,7 +499,57 @@ def test_records_the_cache_ignores_or_reads_again_are_no_events() -> None:
                  record("status-task-c-0", status("UNASSIGNED", generation=1), 0, 1),  # stale: ignored
                  record("status-task-c-0", b"{not json", 0, 2),  # garbled: discarded
                  record("status-task-c-0", status("RUNNING", generation=2), 0, 0)])  # read again
-    assert subscription.queue.qsize() == 1
+    assert len(hub.take(subscription)) == 1
+
+
+def large_trace_records(count: int, trace_chars: int) -> Iterator[StatusRecord]:
+    """Task statuses of one key, each with a trace of ``trace_chars`` characters, made as they are read (the reader
+    hands records over and keeps none)."""
+    for n in range(count):
+        value = (b'{"state":"FAILED","trace":"' + b"x" * trace_chars + b'\\n\\tat y","worker_id":"w1:8083",'
+                 b'"generation":' + str(n).encode() + b"}")
+        yield record("status-task-c-0", value, 0, n)
+
+
+def test_events_keep_what_they_send_not_the_values_read_also_when_rebuilt_from_the_topic() -> None:
+    cache = StatusCache()
+    # As at every start: the hub is there before the topic is read from its beginning.
+    hub = StatusEvents(cache, buffer_max=1000, queue_max=1000, from_start=True)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        cache.apply(large_trace_records(100, 1_000_000))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    # The cache holds the key's last value (1 MB); 100 events hold their excerpts, not 100 MB of values.
+    assert held < 5_000_000
+    resumed = hub.subscribe(last_event_id="0:97")
+    assert [json.loads(e.frame().split(b"data: ")[1])["trace"] for e in resumed.backlog] == ["x" * 200 + "…"] * 2
+
+
+def test_the_events_kept_are_bounded_in_bytes_too() -> None:
+    cache = StatusCache()
+    hub = StatusEvents(cache, buffer_max=1000, queue_max=1000, from_start=True, buffer_max_bytes=2_000_000)
+    long_worker = "w" * 100_000
+    cache.apply(record(f"status-task-c-{n}", status("RUNNING", long_worker), 0, n) for n in range(100))
+    assert hub.kept_bytes <= 2_000_000
+    # An event of ~200 KB (its worker id, in the event and in its frame): about ten are kept, not a hundred.
+    assert len(hub.subscribe(last_event_id="0:94").backlog) == 5
+    with pytest.raises(EventIdTooOld, match="no longer kept"):
+        hub.subscribe(last_event_id="0:79")
+
+
+async def test_events_handed_to_subscribers_stay_kept_for_resumption() -> None:
+    cache = StatusCache()
+    hub = StatusEvents(cache, buffer_max=10_000, queue_max=10_000, from_start=True)
+    subscription = hub.subscribe()
+    for batch in range(10):
+        cache.apply(record(f"status-task-c-{n}", status("RUNNING"), 0, batch * 1000 + n) for n in range(1000))
+        await asyncio.sleep(0)  # the hub's pass over its subscribers
+        while hub.take(subscription):
+            pass
+    assert len(hub.subscribe(last_event_id="0:0").backlog) == 9_999
 
 
 def test_event_ids_and_trace_excerpts() -> None:
@@ -396,3 +606,47 @@ async def test_a_client_that_goes_away_is_unsubscribed(serve: ServedFactory) -> 
             assert await sse.next_item() == "subscribed"
             assert served.hub.subscribers == 1
         await eventually(lambda: served.hub.subscribers == 0)
+
+
+STORM_STREAMS = 2000
+# The sidecar's limit of open files: room for the connection limit (1,000) and the Kafka clients.
+STORM_NOFILE = 4096
+
+
+@pytest.mark.timeout(300)
+def test_two_thousand_event_streams_leave_the_probes_and_the_writes_answered() -> None:
+    """2,000 clients of GET /events at once against ``status-store serve`` (every other one never reads), then a
+    write batch while the subscribed ones stay, /health probed throughout on a new connection each time: the
+    streams past the bound are refused (503, Retry-After), every probe and every write is answered."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = STORM_STREAMS + 1024
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"this process may open {hard} files at most; the test needs {needed}")
+    raise_open_files(needed)
+    service = Service("--port", str(free_port()), nofile=STORM_NOFILE)
+    try:
+        url = service.wait_for("Uvicorn running on").split("Uvicorn running on ", 1)[1].split()[0]
+        port = int(url.rsplit(":", 1)[1])
+        probe = Probe(port)
+        try:
+            result = asyncio.run(storm(port, STORM_STREAMS, updates=2000, batch=200, generation=1))
+        finally:
+            probes = probe.stop()
+        counted = asyncio.run(sidecar_metrics(port))
+    finally:
+        assert service.stop() == 0
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    # /health answered throughout, the writes accepted and durable.
+    assert len(probes) > 10
+    assert [status for _, status, _ in probes if status != 200] == []
+    assert result.writes.statuses == [200] * 10
+    # As many subscribed as the bound allows; the others refused with a time to come back, or shed at the
+    # connection limit before their request was read (a connection limit that holds).
+    bound = 100
+    assert result.count(200) == bound
+    assert {s.status for s in result.streams} <= {200, 503, 0}
+    assert all(s.retry_after for s in result.streams if s.status == 503)
+    assert result.count(503) == counted["status_events_refused_total"]
+    assert result.count(0) <= counted['http_connections_closed_total{reason="connection_limit"}']
+    # The subscribers that read got the write batch's events.
+    assert all(s.frames > 1 for s in result.streams if s.status == 200 and s.reading)

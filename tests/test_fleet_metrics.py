@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from status_store import codec
 from status_store.api import create_app
 from status_store.cache import StatusCache, StatusRecord
+from status_store.fleet_metrics import MAX_LABEL_CHARS
 from status_store.metrics import StoreMetrics
 from status_store.model import State
 from status_store.store import StatusStore
@@ -202,3 +203,41 @@ async def test_counts_only_or_off(fleet: FleetFactory, mode: str, served: set[st
     assert "status_update_success_total" in names(seen)  # the store's own metrics are still there
     if mode == "counts":
         assert seen[sample("status_tasks", state="FAILED")] == 1
+
+
+async def test_a_lone_surrogate_in_a_worker_id_is_escaped_and_every_other_series_still_served(
+        fleet: FleetFactory) -> None:
+    # Connect can write one itself: a Java string cut inside a surrogate pair, written by Jackson as an escape.
+    async with fleet() as f:
+        await f.write({b"status-connector-bad": rb'{"state":"RUNNING","trace":null,"worker_id":"w\ud800",'
+                                                 rb'"generation":1}',
+                       b"status-task-bad-0": rb'{"state":"FAILED","trace":"Boom \udfff","worker_id":"\udfff:8083",'
+                                              rb'"generation":1}',
+                       b"status-connector-good": status(State.RUNNING)})
+        seen = await f.scrape()
+    # Escaped as the REST routes escape it (codec.json_string): \uD800, upper-case hex.
+    assert seen[sample("status_connector_state", connector="bad", state="RUNNING", worker_id="w\\uD800")] == 1
+    assert seen[sample("status_task_state", connector="bad", task="0", state="FAILED", worker_id="\\uDFFF:8083")] == 1
+    assert seen[sample("status_connector_state", connector="good", state="RUNNING", worker_id="w1:8083")] == 1
+
+
+async def test_long_names_are_cut_in_label_values_apart_from_each_other_and_counted(fleet: FleetFactory) -> None:
+    # Names of any length come from the topic: two that differ only past the cut must still be two series.
+    same_start = "c" * 20_000
+    long_worker = "w" * 5_000 + ":8083"
+    async with fleet() as f:
+        await f.write({f"status-connector-{same_start}a".encode(): status(State.RUNNING),
+                       f"status-connector-{same_start}b".encode(): status(State.FAILED, long_worker),
+                       b"status-connector-short": status(State.RUNNING)})
+        response = await f.http.get("/metrics")
+        seen = await f.scrape()
+    assert len(response.content) < 20_000
+    states = [dict(labels) for name, labels in seen if name == "status_connector_state"]
+    assert len(states) == 3
+    assert all(len(value) <= MAX_LABEL_CHARS for labels in states for value in labels.values())
+    assert len({labels["connector"] for labels in states}) == 3
+    assert {"connector": "short", "state": "RUNNING", "worker_id": "w1:8083"} in states
+    cut = [labels for labels in states if labels["connector"] != "short"]
+    assert all(labels["connector"].startswith("c" * 200) for labels in cut)
+    # Two connector names and one worker id were cut.
+    assert seen[sample("status_fleet_label_values_cut")] == 3

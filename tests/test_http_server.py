@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from prometheus_client import generate_latest
 
 from status_store.api import create_app
 from status_store.api.http_server import OneWritePerTurn, client_log_limits, http_config
@@ -191,6 +192,41 @@ async def test_writes_wait_for_the_end_of_the_turn_only_while_they_are_short(mon
     server.close()
 
 
+async def test_a_connection_closed_with_data_its_client_does_not_take_is_reset_after_the_linger() -> None:
+    """asyncio's close waits for the data to go: for ever, for a client that never reads."""
+    accepted: asyncio.Future[asyncio.StreamWriter] = asyncio.get_running_loop().create_future()
+
+    async def keep(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.set_result(writer)
+
+    server = await asyncio.start_server(keep, "127.0.0.1", 0)
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect(server.sockets[0].getsockname())
+    try:
+        writer = await asyncio.wait_for(accepted, WAIT)
+        transport = OneWritePerTurn(writer.transport, asyncio.get_running_loop(),  # type: ignore[arg-type]
+                                    linger_s=0.3)
+        for _ in range(1000):  # until the kernel's buffers are full and asyncio holds the rest
+            if transport.get_write_buffer_size():
+                break
+            transport.write(b"x" * 65536)
+            await asyncio.sleep(0)
+        assert transport.get_write_buffer_size()
+        transport.close()
+        # The client reads nothing until the server has let the connection go.
+        deadline = time.monotonic() + WAIT
+        while transport.get_extra_info("socket").fileno() >= 0:
+            assert time.monotonic() < deadline, "the connection was never let go"
+            await asyncio.sleep(0.01)
+        client.settimeout(WAIT)
+        with pytest.raises(ConnectionResetError):
+            await asyncio.to_thread(lambda: [None for _ in iter(lambda: client.recv(65536), b"")])
+    finally:
+        client.close()
+        server.close()
+
+
 async def test_the_answer_before_the_server_closes_a_connection_is_whole() -> None:
     async with running_server() as server:
         reader, _ = await connect(server, b"GET /health HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
@@ -216,6 +252,29 @@ async def test_at_the_connection_limit_the_longest_waiting_connection_is_closed(
             assert (await other_reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
         for _, w in [*waiting, (reader, writer)]:
             w.close()
+
+
+async def test_the_connections_closed_by_the_bounds_are_counted_by_reason() -> None:
+    def closed(server: uvicorn.Server) -> str:
+        return generate_latest(server.config.app.state.registry).decode()
+
+    async with running_server(header_timeout_s=0.3) as server:
+        reader, writer = await connect(server)
+        assert await closed_by_server(reader)  # no request head in time
+        writer.close()
+        timed_out = closed(server)
+    async with running_server(max_connections=1) as server:
+        waiting = await connect(server, HALF_SENT)
+        await connections(server, 1)
+        reader, writer = await connect(server, FULL)  # the waiting one is shed
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
+        assert await closed_by_server(waiting[0])
+        shed = closed(server)
+        for w in (waiting[1], writer):
+            w.close()
+    assert 'http_connections_closed_total{reason="head_timeout"} 1.0' in timed_out
+    assert 'http_connections_closed_total{reason="connection_limit"} 1.0' in shed
+    assert 'http_connections_closed_total{reason="stalled"} 0.0' in shed
 
 
 def test_the_accept_error_is_logged_at_most_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:

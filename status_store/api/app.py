@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI
@@ -16,6 +17,7 @@ from ..errors import RecordTooLargeError, StoreClosedError, WriteRejectedError
 from ..events import EventsCollector, StatusEvents
 from ..logs import RateLimit
 from ..store import StatusStore
+from .http_server import ClosedConnections, connection_limit
 from .middleware import ConnectHttp
 from .responses import (
     http_error_handler,
@@ -27,6 +29,8 @@ from .responses import (
 )
 from .routes import connectors, events, metrics, not_served, retries, server, statuses, topics
 from .routing import REFUSED_LOG_INTERVAL_S
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 
@@ -58,6 +62,8 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     app.state.registry = registry if registry is not None else CollectorRegistry()
     if status_events is not None:
         app.state.registry.register(EventsCollector(status_events))
+    app.state.closed_connections = ClosedConnections()
+    app.state.registry.register(app.state.closed_connections)
     app.state.token = token
     app.state.refused_log = RateLimit(REFUSED_LOG_INTERVAL_S)
     # Connect serves a path with a trailing slash as the path without it (ConnectHttp), never a redirect.
@@ -83,9 +89,17 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
 
 
 def store_events(store: StatusStore, from_start: bool) -> StatusEvents:
-    """The store's status changes as its configuration bounds them (``from_start``: the store has read nothing yet)."""
+    """The store's status changes as its configuration bounds them (``from_start``: the store has read nothing yet).
+
+    Event streams take at most half the HTTP connection limit, whatever ``sidecar.events.subscribers.max`` says:
+    the rest stays for the probes and the writes."""
     config = store.config
-    return StatusEvents(store.cache, config.events_buffer_max, config.events_subscriber_queue_max, from_start)
+    max_subscribers = min(config.events_subscribers_max, max(1, connection_limit() // 2))
+    if max_subscribers < config.events_subscribers_max:
+        log.info("GET /events takes %d clients at most, half the HTTP connection limit (the limit of open files "
+                 "lowers it), not sidecar.events.subscribers.max=%d", max_subscribers, config.events_subscribers_max)
+    return StatusEvents(store.cache, config.events_buffer_max, config.events_subscriber_queue_max, from_start,
+                        config.events_buffer_max_bytes, max_subscribers)
 
 
 def with_connect_error_bodies(document: dict[str, Any]) -> dict[str, Any]:

@@ -14,10 +14,15 @@ is answered any more. The bounds here:
 - **Open connections** (``connection_limit()``): when a new connection would pass the limit, the
   connection that has waited longest for its request head is closed (the new one, if no other
   waits). A probe sends its request at once, so it is served while idle clients are shed.
+- **Write stall timeout** (``WRITE_STALL_TIMEOUT_S``): a connection whose client takes none of what is
+  sent to it for this long (the send buffer stays above its high-water mark; an event stream to a client
+  that stopped reading, an answer never read) is aborted, and so is one closed with data it cannot send
+  after this long: neither holds its buffers and its file descriptor for as long as the client likes.
 - **Accepts per loop turn** (``BACKLOG``), so the limit holds within a burst of connections.
 - The error asyncio logs when ``accept()`` fails (out of file descriptors) with a traceback, up to
   ``BACKLOG`` times per loop turn, is logged at most once per ``LIMIT_LOG_INTERVAL_S``, as are
-  uvicorn's warning per malformed request and the shedding of connections at the limit.
+  uvicorn's warning per malformed request, the shedding of connections at the limit and the stalled
+  connections aborted. ``http_connections_closed_total`` counts the connections closed by these bounds.
 
 A request body is bounded in time and size by the ``ConnectHttp`` middleware.
 
@@ -32,11 +37,15 @@ import asyncio
 import contextlib
 import logging
 import resource
+import socket
+import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
 import uvicorn
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from ..logs import RateLimit
@@ -44,6 +53,7 @@ from ..logs import RateLimit
 log = logging.getLogger(__name__)
 
 HEADER_TIMEOUT_S = 10.0
+WRITE_STALL_TIMEOUT_S = 10.0
 KEEP_ALIVE_TIMEOUT_S = 5
 MAX_HEADER_BYTES = 16 * 1024
 MAX_CONNECTIONS = 1000
@@ -63,12 +73,33 @@ def connection_limit(max_connections: int = MAX_CONNECTIONS) -> int:
     return max(1, min(max_connections, (soft - BACKLOG) // 2))
 
 
+class ClosedConnections(Collector):
+    """The connections the server closed by its bounds, by reason: ``http_connections_closed_total``."""
+
+    REASONS = ("head_timeout", "connection_limit", "stalled")
+
+    def __init__(self) -> None:
+        self.counts = dict.fromkeys(self.REASONS, 0)
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily("http_connections_closed", "HTTP connections the server closed by its bounds, by "
+                                     "reason: head_timeout (no complete request head in time), connection_limit "
+                                     "(shed at the connection limit), stalled (the client took none of the data "
+                                     "sent to it in time).", labels=["reason"])
+        for reason, count in self.counts.items():
+            family.add_metric([reason], count)
+        yield family
+
+
 class LimitedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with the request head timeout and the connection limit."""
+    """uvicorn's h11 protocol with the request head timeout, the write stall timeout and the connection limit."""
 
     header_timeout_s: ClassVar[float] = HEADER_TIMEOUT_S
+    write_stall_timeout_s: ClassVar[float] = WRITE_STALL_TIMEOUT_S
     max_connections: ClassVar[int] = MAX_CONNECTIONS
+    closed: ClassVar[ClosedConnections] = ClosedConnections()
     _shed_log: ClassVar[RateLimit] = RateLimit(LIMIT_LOG_INTERVAL_S)
+    _stall_log: ClassVar[RateLimit] = RateLimit(LIMIT_LOG_INTERVAL_S)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -80,10 +111,12 @@ class LimitedH11Protocol(H11Protocol):
         self._waiting_since: float | None = None
         # The request that was in progress when the wait began: a different one means a new head arrived.
         self._cycle_at_wait: RequestResponseCycle | None = None
+        # Armed while the transport's send buffer is above its high-water mark (writing paused).
+        self._stall_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self.transport = OneWritePerTurn(transport, self.loop)
+        self.transport = OneWritePerTurn(transport, self.loop, self.write_stall_timeout_s)
         self._await_head()
         self._make_room()
 
@@ -101,7 +134,31 @@ class LimitedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_timer()
+        self._stop_stall_timer()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stall_timer is None:
+            self._stall_timer = self.loop.call_later(self.write_stall_timeout_s, self._stalled)
+
+    def resume_writing(self) -> None:
+        self._stop_stall_timer()
+        super().resume_writing()
+
+    def _stop_stall_timer(self) -> None:
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+
+    def _stalled(self) -> None:
+        """The client took none of the data sent for the stall timeout: the connection is aborted (a close would
+        wait for the data to go), which ends what was sending to it as a disconnection does."""
+        self._stall_timer = None
+        self.closed.counts["stalled"] += 1
+        self._stall_log.log(log, logging.WARNING, "Aborting an HTTP connection whose client took none of the data sent "
+                            "to it for %g s", self.write_stall_timeout_s)
+        reset(self.transport)
 
     def _await_head(self) -> None:
         self._waiting_since = self.loop.time()
@@ -125,6 +182,7 @@ class LimitedH11Protocol(H11Protocol):
             self._head_timer = self.loop.call_at(deadline, self._check_head)
             return
         self._waiting_since = None
+        self.closed.counts["head_timeout"] += 1
         self.transport.close()
 
     def _make_room(self) -> None:
@@ -141,19 +199,24 @@ class LimitedH11Protocol(H11Protocol):
         self._shed_log.log(log, logging.WARNING, "The HTTP connection limit (%d) is reached: closing the connection "
                            "that waited longest for a request", self.max_connections)
         oldest._stop_head_timer()
+        self.closed.counts["connection_limit"] += 1
         oldest.transport.close()
 
 
 class OneWritePerTurn(asyncio.Transport):
     """A connection's transport whose writes of one turn of the event loop go out together, at the end of the
     turn (or before the connection is closed or half-closed), in their order. Once ``FLUSH_BYTES`` wait, they go
-    at once: a long answer written in one turn meets asyncio's flow control as it would without this."""
+    at once: a long answer written in one turn meets asyncio's flow control as it would without this.
+
+    Closed with data still to send (asyncio then waits for the client to take it, for ever if it never reads),
+    the connection is aborted after ``linger_s``."""
 
     FLUSH_BYTES: ClassVar[int] = 64 * 1024
 
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop,
+                 linger_s: float = WRITE_STALL_TIMEOUT_S) -> None:
         super().__init__()
-        self._transport, self._loop = transport, loop
+        self._transport, self._loop, self._linger_s = transport, loop, linger_s
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._flush_scheduled = False
@@ -189,6 +252,9 @@ class OneWritePerTurn(asyncio.Transport):
     def close(self) -> None:
         self._flush()
         self._transport.close()
+        if self._transport.get_write_buffer_size():
+            # A reset after the connection is lost does nothing.
+            self._loop.call_later(self._linger_s, reset, self._transport)
 
     def abort(self) -> None:
         self._pending.clear()
@@ -233,11 +299,23 @@ class OneWritePerTurn(asyncio.Transport):
         return self._transport.get_protocol()
 
 
+def reset(transport: asyncio.Transport) -> None:
+    """Abort the connection with a reset: the kernel drops what it still holds to send (a close, even asyncio's
+    abort, leaves the kernel sending it to a client that may never read it), and the client learns at once."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.fileno() >= 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
 def http_config(app: Any, host: str, port: int, header_timeout_s: float = HEADER_TIMEOUT_S,
-                max_connections: int | None = None) -> uvicorn.Config:
-    """uvicorn's configuration for the API, with the bounds above."""
-    limits = {"header_timeout_s": header_timeout_s,
-              "max_connections": connection_limit() if max_connections is None else max_connections}
+                max_connections: int | None = None, write_stall_timeout_s: float = WRITE_STALL_TIMEOUT_S,
+                ) -> uvicorn.Config:
+    """uvicorn's configuration for the API (``create_app``'s: the connections closed are counted on its
+    ``closed_connections``), with the bounds above."""
+    limits = {"header_timeout_s": header_timeout_s, "write_stall_timeout_s": write_stall_timeout_s,
+              "max_connections": connection_limit() if max_connections is None else max_connections,
+              "closed": app.state.closed_connections}
     protocol = type("LimitedH11Protocol", (LimitedH11Protocol,), limits)
     return uvicorn.Config(app, host=host, port=port, http=protocol, log_config=None, access_log=False,
                           timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S, h11_max_incomplete_event_size=MAX_HEADER_BYTES,

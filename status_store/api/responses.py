@@ -3,7 +3,6 @@ Connect's error body, ``{"error_code": ..., "message": ...}``, for every error t
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from http import HTTPStatus
@@ -15,7 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import Send
 
-from ..codec import ConnectJSON, json_string
+from ..codec import ConnectJSON, json_scalar, json_string
 from ..errors import RecordTooLargeError, WriteRejectedError
 
 
@@ -29,13 +28,7 @@ def connect_json(value: Any) -> str:
         return "{" + ",".join([json_string(str(k)) + ":" + connect_json(v) for k, v in value.items()]) + "}"
     if isinstance(value, list | tuple):
         return "[" + ",".join([connect_json(v) for v in value]) + "]"
-    if value is None:
-        return "null"
-    # Exactly int (not bool, not an IntEnum, whose str() is not its number): the commonest scalar, rendered
-    # without json.dumps's own setup.
-    if type(value) is int:
-        return str(value)
-    return json.dumps(value, allow_nan=False)
+    return json_scalar(value)
 
 
 class ConnectJSONResponse(Response):

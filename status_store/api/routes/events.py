@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from ...events import EventIdTooOld, StatusEvent, StatusEvents, Subscription
+from ...events import EventIdTooOld, StatusEvents, Subscription, TooManySubscribers
 from ..responses import ApiError
 from ..routing import ConnectRoute
 from ..schemas import ErrorBody
@@ -17,9 +17,9 @@ from ..schemas import ErrorBody
 router = APIRouter(tags=["operations"], route_class=ConnectRoute)
 
 HEARTBEAT = b": heartbeat\n\n"
-# Events sent in one chunk at most.
-SEND_BATCH = 200
 EVENT_STREAM = "text/event-stream"
+# Seconds a client refused for the subscriber bound is told to wait.
+RETRY_AFTER_S = 10
 
 DESCRIPTION = """Each status record read from the status topic, as Server-Sent Events (`text/event-stream`):
 
@@ -39,7 +39,9 @@ subscribe without one. A comment line is sent when nothing else was for `sidecar
     200: {"content": {EVENT_STREAM: {"schema": {"type": "string"}}}, "description": "The stream of events."},
     400: {"model": ErrorBody, "description": "A malformed Last-Event-ID: empty, not partition:offset,... in ASCII "
                                             "digits, a partition named twice, or one this stream has not read."},
-    410: {"model": ErrorBody, "description": "A Last-Event-ID older than the events kept."}})
+    410: {"model": ErrorBody, "description": "A Last-Event-ID older than the events kept."},
+    503: {"model": ErrorBody, "description": "As many clients as allowed are subscribed "
+                                             "(sidecar.events.subscribers.max): try again after Retry-After."}})
 async def events(request: Request, connector: Annotated[str | None, Query(
                      description="Only this connector's events (its own, its tasks' and its topics').")] = None,
                  last_event_id: Annotated[str | None, Header(
@@ -59,12 +61,11 @@ async def events(request: Request, connector: Annotated[str | None, Query(
     except EventIdTooOld as e:
         raise ApiError(410, f"Cannot resume after Last-Event-ID: {e}. Read the current statuses "
                             "(GET /connectors?expand=status) and subscribe without Last-Event-ID.") from None
+    except TooManySubscribers as e:
+        # The connection goes with the answer: the client comes back later on a new one.
+        raise ApiError(503, f"Not subscribed, try again in {RETRY_AFTER_S} s: {e}",
+                       {"Retry-After": str(RETRY_AFTER_S), "Connection": "close"}) from None
     return EventStream(hub, subscription, request.app.state.events_heartbeat_s)
-
-
-def waiting_frames(queue: asyncio.Queue[StatusEvent]) -> bytes:
-    """The events waiting in the queue, up to ``SEND_BATCH``, as one chunk: one send for a burst, not one each."""
-    return b"".join(queue.get_nowait().frame() for _ in range(min(SEND_BATCH, queue.qsize())))
 
 
 def error_frame(message: str) -> bytes:
@@ -97,8 +98,10 @@ class EventStream(Response):
         self._heartbeat_s = heartbeat_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        subscription = self._subscription
+        hub, subscription = self._hub, self._subscription
         gone: asyncio.Future[Any] = asyncio.ensure_future(_disconnected(receive))
+        # A client gone ends its subscription: the wait for its next events ends at once.
+        gone.add_done_callback(lambda _: hub.unsubscribe(subscription))
         ended: asyncio.Future[Any] = asyncio.ensure_future(subscription.ended.wait())
         stops: Stops = (gone, ended)
         try:
@@ -106,11 +109,10 @@ class EventStream(Response):
             # A first line at once, so that the client knows it is subscribed.
             if not await _send(send, b": subscribed\n\n", stops):
                 return
-            backlog, subscription.backlog = subscription.backlog, []
-            for start in range(0, len(backlog), SEND_BATCH):
-                if not await _send(send, b"".join(e.frame() for e in backlog[start:start + SEND_BATCH]), stops):
-                    return
-            if not await self._live(send, stops):
+            while (chunk := await hub.next_chunk(subscription, self._heartbeat_s)) is not None:
+                if not await _send(send, chunk or HEARTBEAT, stops):
+                    break
+            if gone.done():
                 return
             reason = ("this client fell too far behind and was dropped: reconnect with the id of the last event "
                       "received" if subscription.dropped else "the server is stopping")
@@ -119,30 +121,7 @@ class EventStream(Response):
         finally:
             gone.cancel()
             ended.cancel()
-            self._hub.unsubscribe(subscription)
-
-    async def _live(self, send: Send, stops: Stops) -> bool:
-        """Live events and heartbeats until the subscription ends (True) or the client goes (False)."""
-        queue, (gone, ended) = self._subscription.queue, stops
-        while not ended.done():
-            if not queue.empty():
-                chunk = waiting_frames(queue)
-            else:
-                got: asyncio.Future[Any] = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({got, *stops}, timeout=self._heartbeat_s,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                if got not in done:
-                    got.cancel()
-                    if gone in done:
-                        return False
-                    if done:
-                        continue  # ended: the loop stops
-                    chunk = HEARTBEAT
-                else:
-                    chunk = got.result().frame() + waiting_frames(queue)
-            if not await _send(send, chunk, stops):
-                return ended.done() and not gone.done()
-        return True
+            hub.unsubscribe(subscription)
 
 
 async def _send(send: Send, body: bytes, stops: Stops, timeout: float | None = None) -> bool:
