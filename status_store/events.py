@@ -269,6 +269,12 @@ class StatusEvents:
         return len(self._subscriptions)
 
     @property
+    def position(self) -> dict[int, int]:
+        """Where the stream stands: each partition read so far and the offset of the last event published from it
+        (an event's id, as a mapping); empty before anything was read."""
+        return dict(zip(self._partitions, self._offsets, strict=True))
+
+    @property
     def kept_bytes(self) -> int:
         """The bytes the events kept for resumption hold."""
         return self._window_bytes

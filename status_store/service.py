@@ -45,6 +45,13 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self._status_events = status_events
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        addresses = dict.fromkeys(bound.getsockname()[:2] for server in self.servers for bound in server.sockets)
+        for host, port in addresses:
+            shown = f"[{host}]" if ":" in host else host
+            log.info("Status page: http://%s:%d/ui (every connector and task, live)", shown, port)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         # uvicorn waits for open connections to finish: end the event streams, which would not on their own.
         self._status_events.close()

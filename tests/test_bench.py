@@ -10,6 +10,7 @@ tests/analytics/test_bench_history.py and tests/analytics/test_spark_cluster.py.
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
-    assert len(scripts()) == 15
+    assert len(scripts()) == 16
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
@@ -118,6 +119,16 @@ def test_events_storm_quick_run(tmp_path: Path) -> None:
     assert [phases[0][5], phases[2][5]] == ["0", "0"]
     assert all(row[9].startswith("0 of ") for row in phases)
     assert "subscribed 100, refused (503) 50 (with Retry-After: 50)" in output
+
+
+def test_ui_quick_run(tmp_path: Path) -> None:
+    if shutil.which("chromium") is None:
+        pytest.skip("needs Debian's chromium (./scripts/test.sh installs it)")
+    output = run_quick("ui", tmp_path, timeout=RUN_BOUND_S)
+    for figure in ("first render", "baseline GET /fleet alone", "record written -> row updated",
+                   "baseline record -> GET .../status"):
+        assert figure in output
+    assert "page over baseline (medians)" in output
 
 
 def test_fleet_release_tuning_changes_the_held_partitions_release(tmp_path: Path) -> None:

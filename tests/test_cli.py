@@ -233,7 +233,8 @@ def test_the_first_seconds_of_the_readmes_first_command_look_right() -> None:
                                json={"state": "RUNNING", "worker_id": "localhost:8083", "generation": 0})
             assert written.status_code == 200, written.text
             assert http.get("/connectors/my-conn/status").status_code == 200
-        lines = service.seen + new_lines(service, 3.0)
+        new_lines(service, 3.0)
+        lines = service.seen  # every line so far, the new ones included
     finally:
         service.stop()
     banner = lines[0]
@@ -242,6 +243,8 @@ def test_the_first_seconds_of_the_readmes_first_command_look_right() -> None:
     others = lines[1:]
     assert [line for line in others if not OUR_LOG_LINE.fullmatch(line)] == []
     assert any("Status store ready" in line for line in others)
+    assert [line.split(": ", 1)[1] for line in others if "Status page" in line] == [
+        f"Status page: {url}/ui (every connector and task, live)\n"]
     assert len(set(lines)) == len(lines)  # nothing said twice
 
 

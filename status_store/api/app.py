@@ -27,7 +27,7 @@ from .responses import (
     validation_error_handler,
     write_rejected_handler,
 )
-from .routes import connectors, events, metrics, not_served, retries, server, statuses, topics
+from .routes import connectors, events, metrics, not_served, retries, server, statuses, topics, ui
 from .routing import REFUSED_LOG_INTERVAL_S
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     app.router.redirect_slashes = False
     # Routes are tried in order: the routers of the hot writes first (no two routers' paths overlap).
     served = (connectors.router, statuses.router, server.router, topics.router, retries.router, metrics.router,
-              events.router)
+              events.router, ui.router)
     for router in (*served, not_served.router):
         app.include_router(router)
     app.add_exception_handler(HTTPException, http_error_handler)

@@ -224,3 +224,37 @@ class Readiness(BaseModel):
 
     status: str
     message: str
+
+
+class FleetTask(BaseModel):
+    """A task of ``GET /fleet``."""
+
+    id: int
+    state: str
+    worker_id: str | None
+    since: float = Field(description="When the task entered its state: the Kafka timestamp of the record that "
+                                     "changed it, in seconds since the epoch.")
+    trace: str | None = Field(description="The first line of the trace, at most 200 characters.")
+
+
+class FleetConnector(BaseModel):
+    """A connector of ``GET /fleet``: its status (null fields when it has none, being only configured) and tasks."""
+
+    name: str
+    type: str
+    configured: bool = Field(description="Whether Connect's config topic holds its configuration.")
+    state: str | None
+    worker_id: str | None
+    since: float | None
+    trace: str | None
+    tasks: list[FleetTask]
+
+
+class Fleet(BaseModel):
+    """``GET /fleet``: every connector and task at once, and where ``GET /events`` stood when it was read."""
+
+    id: str | None = Field(description="The event id of the stream's position (null before any record was read).")
+    position: dict[str, int] = Field(description="The same, by partition: the offset of the last event published. "
+                                                 "An event at or below it is already in this answer.")
+    heartbeat_ms: int = Field(description="How often GET /events sends a heartbeat when nothing else.")
+    connectors: list[FleetConnector]

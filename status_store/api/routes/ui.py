@@ -1,0 +1,104 @@
+"""``GET /ui``: the fleet at a glance in a browser, and ``GET /fleet``, what the page reads first.
+
+The page (``status_store/api/ui/``: one HTML file, one script, one style sheet, nothing fetched from anywhere
+else) lists every connector and task, not RUNNING first, and follows ``GET /events`` for every change. It only
+reads. Its Content-Security-Policy lets it run its own script and nothing else, and the script puts every name,
+worker id and trace into the page as text: a connector named ``<img src=x onerror=...>`` is shown, never run.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from ...events import StatusEvents, trace_excerpt
+from ..deps import ConfigsDep, StoreDep
+from ..responses import ConnectJSONResponse
+from ..routing import ConnectRoute
+from ..schemas import Fleet
+from .connectors import type_of
+
+router = APIRouter(tags=["operations"], route_class=ConnectRoute)
+
+UI_DIR = Path(__file__).parent.parent / "ui"
+# The page's own script and sheet, its own API, nothing else: no inline script or style, no frame, no form.
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                           "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+PAGE_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+ASSETS = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+          "app.css": "text/css; charset=utf-8", "icon.svg": "image/svg+xml"}
+
+
+@functools.cache
+def asset(name: str) -> bytes:
+    """A file of the page, read once."""
+    return (UI_DIR / name).read_bytes()
+
+
+def _page_file(name: str) -> Response:
+    return Response(asset(name), media_type=ASSETS[name], headers=PAGE_HEADERS)
+
+
+@router.get("/ui", response_class=Response, responses={200: {"content": {"text/html": {}}}})
+async def ui() -> Response:
+    """The status page: every connector and task, not RUNNING first, kept current from ``GET /events``."""
+    return _page_file("index.html")
+
+
+@router.get("/ui/app.js", response_class=Response, include_in_schema=False)
+async def ui_script() -> Response:
+    return _page_file("app.js")
+
+
+@router.get("/ui/app.css", response_class=Response, include_in_schema=False)
+async def ui_style() -> Response:
+    return _page_file("app.css")
+
+
+@router.get("/ui/icon.svg", response_class=Response, include_in_schema=False)
+async def ui_icon() -> Response:
+    return _page_file("icon.svg")
+
+
+@router.get("/fleet", response_model=Fleet)
+async def fleet(request: Request, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
+    """Every connector (with a status, or configured) and its tasks: state, worker, since when (the Kafka
+    timestamp of the record that changed the state), the first line of a trace; and where ``GET /events`` stood
+    when this was read, so that a client drops the events it already holds."""
+    hub: StatusEvents | None = request.app.state.events
+    connectors: dict[str, dict[str, Any]] = {}
+
+    def connector(name: str) -> dict[str, Any]:
+        found = connectors.get(name)
+        if found is None:
+            found = connectors[name] = {"name": name, "type": type_of(store, configs, name), "configured": False,
+                                        "state": None, "worker_id": None, "since": None, "trace": None, "tasks": []}
+        return found
+
+    # Read in one go on the event loop: one consistent view, with the position below.
+    for item in store.cache.fleet():
+        status = {"state": item.value.state.value, "worker_id": item.value.worker_id, "since": item.changed_at,
+                  "trace": trace_excerpt(item.value.trace)}
+        if item.task is None:
+            connector(item.connector).update(status)
+        else:
+            connector(item.connector)["tasks"].append({"id": item.task, **status})
+    for name in configs.connectors() if configs is not None else ():
+        connector(name)["configured"] = True
+    for found in connectors.values():
+        found["tasks"].sort(key=lambda task: task["id"])
+    position = hub.position if hub is not None else {}
+    return ConnectJSONResponse({
+        "id": ",".join(f"{p}:{o}" for p, o in position.items()) or None,
+        "position": {str(p): o for p, o in position.items()},
+        "heartbeat_ms": store.config.events_heartbeat_ms,
+        "connectors": sorted(connectors.values(), key=lambda c: c["name"]),
+    })

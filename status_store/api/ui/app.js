@@ -1,0 +1,543 @@
+// The fleet at a glance: every connector and task of the status topic, not RUNNING first, kept current by
+// GET /events. Read only. Every name, worker id and trace goes into the page as text (textContent), never as
+// markup; the page's Content-Security-Policy allows this script and this sheet and nothing else.
+"use strict";
+
+(() => {
+  const FLEET = "/fleet";
+  const EVENTS = "/events";
+  const ROW_HEIGHT = 28;
+  const OVERSCAN = 10;
+  const CHANGED_MS = 4000;
+  const RECONNECT_MIN_MS = 500;
+  const RECONNECT_MAX_MS = 10000;
+  // Worst first: the order of the rows and of the counts.
+  const ORDER = ["FAILED", "UNASSIGNED", "RESTARTING", "PAUSED", "STOPPED", "DESTROYED", "RUNNING"];
+  const rank = (state) => { const i = ORDER.indexOf(state); return i < 0 ? -1 : i; };
+
+  const $ = (id) => document.getElementById(id);
+  const list = $("list");
+  const spacer = $("spacer");
+  const streamBadge = $("stream");
+
+  // name -> {name, type, configured, status: {state, worker_id, since, trace} | null, tasks: Map(id -> status),
+  //          changedAt: ms}
+  const connectors = new Map();
+  const expanded = new Set();
+  const filter = { name: "", state: "", worker: "" };
+  let lines = [];          // what the list shows, one entry a row: {kind, connector, task?}
+  let pending = [];        // events read, not yet applied (applied once per animation frame)
+  let frameAsked = false;
+  let dirty = true;        // the rows' order or set changed: rebuild `lines`
+  // What the page holds of the topic: per partition, the offset of the last record applied (GET /fleet's position,
+  // then each event's). An event at or below it is held already; Last-Event-ID says it when the stream resumes.
+  let positions = new Map();
+  let heartbeatMs = 15000;
+  let lastHeard = 0;       // when the stream last sent anything (events or heartbeats)
+  let connected = false;
+  let changes = 0;         // status changes applied since the page opened (each record once)
+  let loaded = false;      // the statuses were read (GET /fleet) since the page opened or the stream fell behind
+  let streamAbort = null;
+
+  // ------------------------------------------------------------------------------------------ the data
+
+  function entry(name) {
+    let found = connectors.get(name);
+    if (!found) {
+      found = { name, type: "unknown", configured: false, status: null, tasks: new Map(), changedAt: -Infinity };
+      connectors.set(name, found);
+    }
+    return found;
+  }
+
+  function load(snapshot) {
+    connectors.clear();
+    for (const c of snapshot.connectors) {
+      const found = entry(c.name);
+      found.type = c.type;
+      found.configured = c.configured;
+      found.status = c.state === null ? null : { state: c.state, worker_id: c.worker_id, since: c.since, trace: c.trace };
+      for (const t of c.tasks) {
+        found.tasks.set(t.id, { state: t.state, worker_id: t.worker_id, since: t.since, trace: t.trace });
+      }
+    }
+    heartbeatMs = snapshot.heartbeat_ms;
+    dirty = true;
+  }
+
+  function next(previous, event) {
+    const changed = previous === null || previous === undefined || previous.state !== event.state;
+    return {
+      state: event.state,
+      worker_id: event.worker_id,
+      since: changed ? event.timestamp : previous.since,
+      trace: event.trace,
+    };
+  }
+
+  function apply(event) {
+    const now = performance.now();
+    if (event.type === "deleted") {
+      const found = connectors.get(event.connector);
+      if (!found) {
+        return;
+      }
+      if (event.kind === "connector") {
+        found.status = null;
+        found.tasks.clear();
+        if (!found.configured) {
+          connectors.delete(event.connector);
+        }
+      } else {
+        found.tasks.delete(event.task);
+      }
+      found.changedAt = now;
+      dirty = true;
+      return;
+    }
+    const found = entry(event.connector);
+    if (event.kind === "connector") {
+      found.status = next(found.status, event);
+    } else {
+      found.tasks.set(event.task, next(found.tasks.get(event.task), event));
+    }
+    found.changedAt = now;
+    dirty = true;
+  }
+
+  // The connector's worst state: its own, or a task's that is worse.
+  function worst(c) {
+    let state = c.status ? c.status.state : null;
+    for (const t of c.tasks.values()) {
+      if (state === null || rank(t.state) < rank(state)) {
+        state = t.state;
+      }
+    }
+    return state;
+  }
+
+  function matches(c) {
+    if (filter.name && !c.name.toLowerCase().includes(filter.name)) {
+      return false;
+    }
+    if (filter.worker) {
+      const workers = [c.status ? c.status.worker_id : null, ...[...c.tasks.values()].map((t) => t.worker_id)];
+      if (!workers.some((w) => w && w.toLowerCase().includes(filter.worker))) {
+        return false;
+      }
+    }
+    if (filter.state) {
+      const states = [c.status ? c.status.state : null, ...[...c.tasks.values()].map((t) => t.state)];
+      if (filter.state === "not-running") {
+        return states.some((s) => s !== "RUNNING");
+      }
+      return states.includes(filter.state);
+    }
+    return true;
+  }
+
+  function rebuild() {
+    const shown = [...connectors.values()].filter(matches);
+    shown.sort((a, b) => {
+      const byState = rank(worst(a)) - rank(worst(b));
+      return byState !== 0 ? byState : (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+    });
+    lines = [];
+    for (const c of shown) {
+      lines.push({ kind: "connector", connector: c });
+      if (expanded.has(c.name)) {
+        const ids = [...c.tasks.keys()].sort((x, y) => x - y);
+        for (const id of ids) {
+          const t = c.tasks.get(id);
+          lines.push({ kind: "task", connector: c, task: id });
+          if (t.state === "FAILED" && t.trace) {
+            lines.push({ kind: "trace", connector: c, task: id });
+          }
+        }
+        if (c.status && c.status.state === "FAILED" && c.status.trace) {
+          lines.push({ kind: "trace", connector: c, task: null });
+        }
+      }
+    }
+    $("shown").textContent = `${shown.length} of ${connectors.size} connectors shown`;
+    spacer.style.height = `${lines.length * ROW_HEIGHT}px`;
+    renderCounts();
+    dirty = false;
+  }
+
+  function renderCounts() {
+    const byState = new Map();
+    let tasks = 0;
+    for (const c of connectors.values()) {
+      const s = c.status ? c.status.state : "no status";
+      byState.set(s, (byState.get(s) || 0) + 1);
+      tasks += c.tasks.size;
+    }
+    const taskStates = new Map();
+    for (const c of connectors.values()) {
+      for (const t of c.tasks.values()) {
+        taskStates.set(t.state, (taskStates.get(t.state) || 0) + 1);
+      }
+    }
+    const box = $("counts");
+    box.replaceChildren();
+    const add = (label, count, state) => {
+      const item = document.createElement("button");
+      item.type = "button";
+      item.className = `count state-${state || "none"}`;
+      const number = document.createElement("b");
+      number.textContent = String(count);
+      item.append(number, ` ${label}`);
+      if (state) {
+        item.addEventListener("click", () => { $("filter-state").value = state; onFilter(); });
+      }
+      box.append(item);
+    };
+    add("connectors", connectors.size, null);
+    for (const s of [...byState.keys()].sort((a, b) => rank(a) - rank(b))) {
+      add(`connectors ${s}`, byState.get(s), ORDER.includes(s) ? s : null);
+    }
+    add("tasks", tasks, null);
+    for (const s of [...taskStates.keys()].sort((a, b) => rank(a) - rank(b))) {
+      add(`tasks ${s}`, taskStates.get(s), s);
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------ the rows
+
+  const pool = [];
+
+  function cell(row, index, cls) {
+    let span = row.children[index];
+    if (!span) {
+      span = document.createElement("span");
+      row.append(span);
+    }
+    span.className = cls;
+    return span;
+  }
+
+  function ago(since) {
+    if (since === null || since === undefined) {
+      return "";
+    }
+    const seconds = Math.max(0, Date.now() / 1000 - since);
+    if (seconds < 90) { return `${Math.round(seconds)} s ago`; }
+    if (seconds < 5400) { return `${Math.round(seconds / 60)} min ago`; }
+    if (seconds < 172800) { return `${Math.round(seconds / 3600)} h ago`; }
+    return `${Math.round(seconds / 86400)} d ago`;
+  }
+
+  function when(since) {
+    return since === null || since === undefined ? "" : new Date(since * 1000).toISOString();
+  }
+
+  function fill(row, line, now) {
+    const c = line.connector;
+    row.dataset.connector = c.name;
+    row.className = `row ${line.kind}`;
+    if (now - c.changedAt < CHANGED_MS) {
+      row.classList.add("changed");
+    }
+    if (line.kind === "connector") {
+      row.dataset.task = "";
+      if (expanded.has(c.name)) { row.classList.add("open"); }
+      const s = c.status;
+      cell(row, 0, "name").textContent = c.name;
+      cell(row, 1, "type").textContent = c.type;
+      const state = cell(row, 2, `state state-${s ? s.state : "none"}`);
+      state.textContent = s ? s.state : "no status";
+      const since = cell(row, 3, "since");
+      since.textContent = s ? ago(s.since) : "";
+      since.title = s ? when(s.since) : "";
+      cell(row, 4, "worker").textContent = s && s.worker_id !== null ? s.worker_id : "";
+      const pills = cell(row, 5, "tasks");
+      pills.replaceChildren();
+      const ids = [...c.tasks.keys()].sort((x, y) => x - y);
+      for (const id of ids.slice(0, 24)) {
+        const t = c.tasks.get(id);
+        const pill = document.createElement("span");
+        pill.className = `pill state-${t.state}`;
+        pill.textContent = String(id);
+        pill.title = `task ${id}: ${t.state}`;
+        pills.append(pill);
+      }
+      if (ids.length > 24) { pills.append(`+${ids.length - 24}`); }
+    } else if (line.kind === "task") {
+      const t = c.tasks.get(line.task);
+      row.dataset.task = String(line.task);
+      cell(row, 0, "name").textContent = `task ${line.task}`;
+      cell(row, 1, "type").textContent = "";
+      const state = cell(row, 2, `state state-${t.state}`);
+      state.textContent = t.state;
+      const since = cell(row, 3, "since");
+      since.textContent = ago(t.since);
+      since.title = when(t.since);
+      cell(row, 4, "worker").textContent = t.worker_id !== null ? t.worker_id : "";
+      cell(row, 5, "tasks").textContent = "";
+    } else {
+      const s = line.task === null ? c.status : c.tasks.get(line.task);
+      row.dataset.task = line.task === null ? "" : String(line.task);
+      cell(row, 0, "name").textContent = s && s.trace ? s.trace : "";
+      const more = cell(row, 1, "more");
+      more.replaceChildren();
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = "whole trace";
+      button.dataset.trace = line.task === null ? "connector" : String(line.task);
+      more.append(button);
+      for (let i = 2; i < 6; i++) { cell(row, i, "").textContent = ""; }
+    }
+  }
+
+  let rendered = false;
+
+  function render() {
+    if (dirty) {
+      rebuild();
+    }
+    const now = performance.now();
+    const first = Math.max(0, Math.floor(list.scrollTop / ROW_HEIGHT) - OVERSCAN);
+    const last = Math.min(lines.length, Math.ceil((list.scrollTop + list.clientHeight) / ROW_HEIGHT) + OVERSCAN);
+    while (pool.length < last - first) {
+      const row = document.createElement("div");
+      spacer.append(row);
+      pool.push(row);
+    }
+    for (let i = 0; i < pool.length; i++) {
+      const row = pool[i];
+      const index = first + i;
+      if (index < last) {
+        row.hidden = false;
+        row.style.top = `${index * ROW_HEIGHT}px`;
+        fill(row, lines[index], now);
+      } else if (!row.hidden) {
+        row.hidden = true;
+        row.className = "row";
+        delete row.dataset.connector;
+        delete row.dataset.task;
+      }
+    }
+    if (!rendered && loaded) {
+      rendered = true;
+      performance.mark("status-store:first-render");  // bench/ui.py reports it: the time to the first rows
+    }
+  }
+
+  function schedule() {
+    if (!frameAsked) {
+      frameAsked = true;
+      requestAnimationFrame(() => {
+        frameAsked = false;
+        const batch = pending;
+        pending = [];
+        for (const event of batch) {
+          apply(event);
+        }
+        if (batch.length) {
+          changes += batch.length;
+          $("changes").textContent = `${changes} change${changes === 1 ? "" : "s"} since the page opened`;
+        }
+        render();
+      });
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------ the stream
+
+  function badge(text, kind) {
+    streamBadge.textContent = text;
+    streamBadge.className = `stream ${kind}`;
+  }
+
+  // Reads GET /fleet while the stream is open and holds the events read meanwhile: those at or before the
+  // position the answer gives are in it already, the others are applied on top. Nothing is lost, nothing twice.
+  async function snapshot(held) {
+    const response = await fetch(FLEET, { headers: { Accept: "application/json" }, cache: "no-store" });
+    if (!response.ok) {
+      throw new Error(`GET ${FLEET}: ${response.status}`);
+    }
+    const fleet = await response.json();
+    load(fleet);
+    positions = new Map(Object.entries(fleet.position).map(([p, o]) => [Number(p), o]));
+    pending = [];
+    loaded = true;
+    for (const event of held) {
+      take(event);
+    }
+    schedule();
+  }
+
+  // An event read: applied at the next frame, unless the page holds it already.
+  function take(event) {
+    if (event.offset <= (positions.has(event.partition) ? positions.get(event.partition) : -1)) {
+      return;
+    }
+    positions.set(event.partition, event.offset);
+    if (event.kind !== "topic") {  // the topics a connector uses are not shown here
+      pending.push(event);
+      schedule();
+    }
+  }
+
+  function lastEventId() {
+    return [...positions].sort((a, b) => a[0] - b[0]).map(([p, o]) => `${p}:${o}`).join(",");
+  }
+
+  // One Server-Sent Events frame: its id, event type and data lines.
+  function parseFrame(text) {
+    let id = null;
+    let type = "message";
+    const data = [];
+    for (const line of text.split("\n")) {
+      if (line.startsWith(":") || line === "") { continue; }
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      let value = colon < 0 ? "" : line.slice(colon + 1);
+      if (value.startsWith(" ")) { value = value.slice(1); }
+      if (field === "id") { id = value; } else if (field === "event") { type = value; } else if (field === "data") { data.push(value); }
+    }
+    return { id, type, data: data.join("\n") };
+  }
+
+  // Reads GET /events with fetch (not EventSource: it must send Last-Event-ID on every reconnection, see the
+  // status of a refusal, and tell a stale stream from a live one). Resolves when the stream ends.
+  async function follow() {
+    const headers = { Accept: "text/event-stream" };
+    const resume = loaded ? lastEventId() : "";
+    if (resume) { headers["Last-Event-ID"] = resume; }
+    streamAbort = new AbortController();
+    const response = await fetch(EVENTS, { headers, cache: "no-store", signal: streamAbort.signal });
+    if (response.status === 410 || (response.status === 400 && resume)) {
+      // Too far behind (or the sidecar, restarted, cannot resume from there): read the statuses anew, then follow.
+      loaded = false;
+      return;
+    }
+    if (!response.ok) {
+      const retry = Number(response.headers.get("Retry-After"));
+      throw Object.assign(new Error(`GET ${EVENTS}: ${response.status}`), { retryAfterMs: retry > 0 ? retry * 1000 : 0 });
+    }
+    connected = true;
+    lastHeard = Date.now();
+    badge("live", "");
+    // Subscribed: the statuses read now hold everything before the first event this stream sends.
+    const held = [];
+    let reading = null;
+    if (!loaded) {
+      reading = snapshot(held).catch((error) => { streamAbort.abort(); throw error; });
+    }
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) { break; }
+        lastHeard = Date.now();
+        buffer += value.replace(/\r\n?/g, "\n");
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const frame = parseFrame(buffer.slice(0, end));
+          buffer = buffer.slice(end + 2);
+          if (frame.type === "status" || frame.type === "deleted") {
+            const event = JSON.parse(frame.data);
+            event.type = frame.type;
+            if (loaded) {
+              take(event);
+            } else {
+              held.push(event);
+            }
+          } else if (frame.type === "error") {
+            return;
+          }
+        }
+      }
+    } finally {
+      if (reading !== null) {
+        await reading;
+      }
+    }
+  }
+
+  async function stream() {
+    let backoff = RECONNECT_MIN_MS;
+    for (;;) {
+      let wait = backoff;
+      let reason = "the connection ended";
+      try {
+        await follow();
+        backoff = RECONNECT_MIN_MS;
+        wait = 0;
+      } catch (error) {
+        reason = error.message;
+        wait = Math.max(backoff, error.retryAfterMs || 0);
+        backoff = Math.min(RECONNECT_MAX_MS, backoff * 2);
+      }
+      connected = false;
+      badge(`stream down (${reason}): reconnecting${wait ? ` in ${Math.ceil(wait / 1000)} s` : ""}; no change is lost`,
+            "down");
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+
+  function watchStaleness() {
+    setInterval(() => {
+      if (connected && Date.now() - lastHeard > 2 * heartbeatMs + 5000) {
+        badge(`stale: nothing heard for ${Math.round((Date.now() - lastHeard) / 1000)} s`, "stale");
+        if (streamAbort) { streamAbort.abort(); } // reconnect, resuming after the last event
+      }
+      render(); // "since" times and the marks of recent changes age
+    }, 1000);
+  }
+
+  // ------------------------------------------------------------------------------------------ the page
+
+  function onFilter() {
+    filter.name = $("filter-name").value.trim().toLowerCase();
+    filter.state = $("filter-state").value;
+    filter.worker = $("filter-worker").value.trim().toLowerCase();
+    dirty = true;
+    render();
+  }
+
+  async function showTrace(connector, task) {
+    const path = task === "connector" ? `/connectors/${encodeURIComponent(connector)}/status`
+      : `/connectors/${encodeURIComponent(connector)}/tasks/${task}/status`;
+    $("trace-title").textContent = task === "connector" ? connector : `${connector}, task ${task}`;
+    $("trace-text").textContent = "loading…";
+    $("trace-dialog").showModal();
+    try {
+      const response = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
+      const body = await response.json();
+      const status = task === "connector" ? body.connector : body;
+      $("trace-text").textContent = response.ok ? (status.trace || "(no trace)") : body.message;
+    } catch (error) {
+      $("trace-text").textContent = String(error);
+    }
+  }
+
+  function start() {
+    $("filters").addEventListener("submit", (e) => e.preventDefault());
+    for (const id of ["filter-name", "filter-state", "filter-worker"]) {
+      $(id).addEventListener("input", onFilter);
+    }
+    $("trace-close").addEventListener("click", () => $("trace-dialog").close());
+    list.addEventListener("scroll", () => render(), { passive: true });
+    window.addEventListener("resize", () => render());
+    spacer.addEventListener("click", (e) => {
+      const button = e.target.closest("button[data-trace]");
+      const row = e.target.closest(".row");
+      if (button && row) {
+        showTrace(row.dataset.connector, button.dataset.trace);
+      } else if (row && row.classList.contains("connector")) {
+        const name = row.dataset.connector;
+        if (expanded.has(name)) { expanded.delete(name); } else { expanded.add(name); }
+        dirty = true;
+        render();
+      }
+    });
+    stream();
+    watchStaleness();
+  }
+
+  start();
+})();

@@ -1,0 +1,283 @@
+"""The status page (GET /ui) in a real browser: Debian's headless Chromium driven by Playwright, against
+``status-store serve`` on Apache Kafka's broker, with statuses written by a plain producer in Connect's bytes.
+
+Every page of these tests is watched: a request that leaves 127.0.0.1, a script error or a dialog fails the test.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from confluent_kafka import Producer
+from playwright.sync_api import Browser, Page, Request, Route, sync_playwright
+
+from status_store.codec import encode_status
+from status_store.model import State, TaskId, connector_key, task_key
+
+from .brokers import free_port
+from .helpers import Service, sidecar_config
+from .real_kafka import KafkaCluster
+
+pytestmark = pytest.mark.timeout(300)
+
+CHROMIUM = shutil.which("chromium")
+# As the machine's own probe starts it: no sandbox (root), no GPU, and none of the background traffic Chromium
+# sends to Google's hosts.
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+                  "--disable-background-networking", "--disable-component-update", "--disable-default-apps"]
+WAIT_MS = 20_000
+CONNECTOR_ROWS = ".row.connector:not([hidden])"
+TRACE = "java.lang.IllegalStateException: the sink's table is gone\n\tat io.example.Sink.put(Sink.java:42)\n"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if CHROMIUM is None:
+        pytest.skip("needs Debian's chromium (./scripts/test.sh installs it: apt-get install chromium)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@dataclass
+class Sidecar:
+    """``status-store serve`` on a topic of its own on Apache Kafka, a producer writing as Connect writes, and the
+    pages opened on it (each watched for requests off 127.0.0.1, script errors and dialogs)."""
+
+    kafka: KafkaCluster
+    directory: Path
+    topic: str = field(default_factory=lambda: f"ui-{uuid.uuid4().hex[:8]}")
+    port: int = field(default_factory=free_port)
+    settings: dict[str, str] = field(default_factory=dict)
+    service: Service | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # Compacted, as Connect creates its status topic (the sidecar refuses any other).
+        self.kafka.create_topic(self.topic, 5, 1, {"cleanup.policy": "compact"})
+        self.producer = Producer({"bootstrap.servers": self.kafka.bootstrap_servers, "partitioner": "murmur2_random",
+                                  "log_level": 0})
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        config = sidecar_config(self.directory, self.kafka.bootstrap_servers, self.topic, self.settings)
+        self.service = Service("--config", str(config), "--port", str(self.port))
+        self.service.wait_for("Status page: ")
+
+    def stop(self) -> None:
+        if self.service is not None:
+            assert self.service.stop() == 0
+            self.service = None
+
+    def write(self, key: str, state: State | None, worker: str = "10.0.0.7:8083", trace: str | None = None,
+              generation: int = 3) -> None:
+        """A status record as a Connect 4.x worker writes it (None: a tombstone)."""
+        value = None if state is None else encode_status(state, worker, generation, trace, "2.4.1")
+        self.producer.produce(self.topic, value, key.encode())
+
+    def flush(self) -> None:
+        assert self.producer.flush(15) == 0
+
+    def open(self, browser: Browser) -> Page:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+
+        def local_only(route: Route, request: Request) -> None:
+            if urlsplit(request.url).hostname != "127.0.0.1":
+                self.problems.append(f"a request left 127.0.0.1: {request.url}")
+                route.abort()
+            else:
+                route.continue_()
+
+        page.route("**/*", local_only)
+        page.on("pageerror", lambda error: self.problems.append(f"script error: {error}"))
+        page.on("dialog", lambda dialog: (self.problems.append(f"a dialog opened: {dialog.message}"),
+                                          dialog.dismiss()))
+        page.goto(self.url + "/ui")
+        return page
+
+
+@pytest.fixture
+def sidecar(kafka: KafkaCluster, tmp_path: Path) -> Iterator[Sidecar]:
+    running = Sidecar(kafka, tmp_path)
+    yield running
+    running.stop()
+    assert not running.problems, running.problems
+
+
+def row(page: Page, connector: str, task: int | None = None) -> str:
+    """The selector of a connector's row, or of one of its tasks' rows."""
+    quoted = connector.replace("\\", "\\\\").replace('"', '\\"')
+    kind = "connector" if task is None else "task"
+    task_part = "" if task is None else f'[data-task="{task}"]'
+    return f'.row.{kind}[data-connector="{quoted}"]{task_part}'
+
+
+def state_of(page: Page, connector: str, task: int | None = None) -> str:
+    return page.inner_text(row(page, connector, task) + " .state")
+
+
+def wait_for(page: Page, condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {WAIT_MS} ms: {what}"
+        page.wait_for_timeout(50)
+
+
+def changes(page: Page) -> int:
+    return int(page.inner_text("#changes").split()[0])
+
+
+def test_the_page_lists_what_the_topic_holds_worst_first_and_shows_each_change_without_a_reload(
+        sidecar: Sidecar, browser: Browser) -> None:
+    sidecar.settings["sidecar.rest.token"] = "a-token-the-page-never-needs"  # the page only reads
+    for name, state in (("orders-sink", State.RUNNING), ("billing-source", State.RUNNING), ("audit", State.PAUSED)):
+        sidecar.write(connector_key(name), state)
+        sidecar.write(task_key(TaskId(name, 0)), state)
+    sidecar.write(task_key(TaskId("orders-sink", 1)), State.FAILED, trace=TRACE)
+    sidecar.flush()
+    sidecar.start()
+    page = sidecar.open(browser)
+    page.wait_for_selector(row(page, "orders-sink"), timeout=WAIT_MS)
+    names = page.eval_on_selector_all(CONNECTOR_ROWS, "rows => rows.map(r => r.dataset.connector)")
+    assert names == ["orders-sink", "audit", "billing-source"]  # a FAILED task first, then PAUSED, then RUNNING
+    counts = page.inner_text("#counts")
+    assert "3 connectors" in counts
+    assert "1 tasks FAILED" in counts
+    sidecar.write(task_key(TaskId("orders-sink", 1)), State.RUNNING, generation=4)
+    sidecar.write(connector_key("new-one"), State.UNASSIGNED)
+    sidecar.flush()
+    wait_for(page, lambda: page.query_selector(row(page, "new-one")) is not None, "the new connector's row")
+    wait_for(page, lambda: changes(page) == 2, "two changes applied")
+    assert state_of(page, "new-one") == "UNASSIGNED"
+    assert "changed" in page.get_attribute(row(page, "new-one"), "class")  # marked for a few seconds
+    names = page.eval_on_selector_all(CONNECTOR_ROWS, "rows => rows.map(r => r.dataset.connector)")
+    assert names == ["new-one", "audit", "billing-source", "orders-sink"]  # orders-sink RUNNING among the RUNNING
+
+
+def test_a_failed_task_shows_its_worker_and_its_traces_first_line_and_the_whole_trace_on_demand(
+        sidecar: Sidecar, browser: Browser) -> None:
+    sidecar.write(connector_key("orders-sink"), State.RUNNING)
+    sidecar.write(task_key(TaskId("orders-sink", 0)), State.RUNNING)
+    sidecar.write(task_key(TaskId("orders-sink", 1)), State.FAILED, worker="10.0.0.9:8083", trace=TRACE)
+    sidecar.flush()
+    sidecar.start()
+    page = sidecar.open(browser)
+    page.click(row(page, "orders-sink"), timeout=WAIT_MS)
+    page.wait_for_selector(row(page, "orders-sink", 1), timeout=WAIT_MS)
+    assert state_of(page, "orders-sink", 1) == "FAILED"
+    assert page.inner_text(row(page, "orders-sink", 1) + " .worker") == "10.0.0.9:8083"
+    first_line = page.inner_text('.row.trace[data-connector="orders-sink"][data-task="1"] .name')
+    assert first_line == "java.lang.IllegalStateException: the sink's table is gone…"
+    page.click('.row.trace[data-connector="orders-sink"][data-task="1"] button')
+    wait_for(page, lambda: page.inner_text("#trace-text") == TRACE, "the whole trace, from GET .../status")
+    assert page.inner_text("#trace-title") == "orders-sink, task 1"
+
+
+def test_the_filter_narrows_the_list_by_name_state_and_worker(sidecar: Sidecar, browser: Browser) -> None:
+    for n in range(12):
+        name = f"{'orders' if n % 2 else 'billing'}-{n}"
+        sidecar.write(connector_key(name), State.FAILED if n % 3 == 0 else State.RUNNING,
+                      worker=f"worker-{n % 4}:8083", trace=TRACE if n % 3 == 0 else None)
+    sidecar.flush()
+    sidecar.start()
+    page = sidecar.open(browser)
+    wait_for(page, lambda: len(page.query_selector_all(CONNECTOR_ROWS)) == 12, "twelve rows")
+
+    def shown() -> list[str]:
+        return sorted(page.eval_on_selector_all(CONNECTOR_ROWS, "rows => rows.map(r => r.dataset.connector)"))
+
+    page.fill("#filter-name", "ORDERS")
+    wait_for(page, lambda: shown() == sorted(f"orders-{n}" for n in range(1, 12, 2)), "orders only")
+    page.select_option("#filter-state", "FAILED")
+    wait_for(page, lambda: shown() == ["orders-3", "orders-9"], "failed orders only")
+    page.fill("#filter-name", "")
+    page.select_option("#filter-state", "not-running")
+    page.fill("#filter-worker", "worker-0")
+    wait_for(page, lambda: shown() == ["billing-0"], "not running on worker-0")
+    assert page.inner_text("#shown") == "1 of 12 connectors shown"
+
+
+def test_a_cut_stream_resumes_without_losing_or_repeating_a_change(sidecar: Sidecar, browser: Browser) -> None:
+    sidecar.start()
+    page = sidecar.open(browser)
+    wait_for(page, lambda: page.inner_text("#stream") == "live", "the stream live")
+    for n in range(3):
+        sidecar.write(connector_key(f"before-{n}"), State.RUNNING)
+    sidecar.flush()
+    wait_for(page, lambda: changes(page) == 3, "three changes")
+    sidecar.stop()  # every stream is cut
+    wait_for(page, lambda: page.inner_text("#stream").startswith("stream down"), "the page says the stream is down")
+    sidecar.write(connector_key("before-0"), State.FAILED, trace=TRACE)
+    for n in range(4):
+        sidecar.write(connector_key(f"during-{n}"), State.PAUSED)
+    sidecar.flush()
+    sidecar.start()  # the same port: the page reconnects with its Last-Event-ID
+    wait_for(page, lambda: changes(page) == 8, "the five changes made while it was down, each once")
+    page.wait_for_timeout(2000)
+    assert changes(page) == 8
+    assert page.inner_text("#stream") == "live"
+    assert state_of(page, "before-0") == "FAILED"
+    assert [state_of(page, f"during-{n}") for n in range(4)] == ["PAUSED"] * 4
+
+
+HOSTILE = ['<img src=x onerror="window.__pwned=1">', '<script>window.__pwned=2</script>',
+           "\u202eevil\u202c \x1b[2J\x1b]0;title\x07", "a\"]' onmouseover='window.__pwned=3"]
+
+
+def test_hostile_names_worker_ids_and_traces_stay_text(sidecar: Sidecar, browser: Browser) -> None:
+    for name in HOSTILE:
+        sidecar.write(connector_key(name), State.FAILED, worker='<b onclick="window.__pwned=4">w</b>',
+                      trace='<script>window.__pwned=5</script>\x1b[31m red\n<img src=x onerror="window.__pwned=6">')
+        sidecar.write(task_key(TaskId(name, 0)), State.FAILED, trace="<iframe src=http://example.com></iframe>")
+    sidecar.flush()
+    sidecar.start()
+    page = sidecar.open(browser)
+    wait_for(page, lambda: len(page.query_selector_all(CONNECTOR_ROWS)) == len(HOSTILE), "every row")
+    for name in HOSTILE:
+        page.click(row(page, name))
+    page.hover(".row.connector >> nth=0")
+    page.click('.row.trace[data-task=""] button >> nth=0')  # a connector's own trace
+    wait_for(page, lambda: "window.__pwned=6" in page.inner_text("#trace-text"), "a whole trace, as text")
+    shown = page.eval_on_selector_all(".row.connector:not([hidden]) .name", "cells => cells.map(c => c.textContent)")
+    assert sorted(shown) == sorted(HOSTILE)
+    assert page.evaluate("window.__pwned") is None
+    made = page.eval_on_selector_all("#list *, #trace-dialog *", "els => [...new Set(els.map(e => e.tagName))]")
+    assert set(made) <= {"DIV", "SPAN", "BUTTON", "H2", "PRE"}, made
+    # The policy that makes the page's own script the only one that can run.
+    policy = page.evaluate("fetch('/ui').then(r => r.headers.get('content-security-policy'))")
+    assert "script-src 'self'" in policy
+    assert "default-src 'none'" in policy
+    assert "unsafe" not in policy
+
+
+def test_a_thousand_connectors_render_only_what_is_visible(sidecar: Sidecar, browser: Browser,
+                                                           tmp_path: Path) -> None:
+    for n in range(1000):
+        state = State.FAILED if n % 97 == 0 else State.PAUSED if n % 41 == 0 else State.RUNNING
+        name = f"connector-{n:04d}"
+        sidecar.write(connector_key(name), state, worker=f"10.0.{n % 8}.{n % 5}:8083",
+                      trace=TRACE if state is State.FAILED else None)
+        for task in range(3):
+            sidecar.write(task_key(TaskId(name, task)), state, worker=f"10.0.{task}.1:8083",
+                          trace=TRACE if state is State.FAILED else None)
+    sidecar.flush()
+    sidecar.start()
+    page = sidecar.open(browser)
+    wait_for(page, lambda: page.inner_text("#shown") == "1000 of 1000 connectors shown", "all thousand")
+    assert len(page.query_selector_all(".row:not([hidden])")) < 80  # the rows in view, not a thousand
+    page.click(row(page, "connector-0000"))
+    page.screenshot(path=str(tmp_path / "status-page-1000.png"))
+    assert (tmp_path / "status-page-1000.png").stat().st_size > 10_000
+    page.evaluate("document.getElementById('list').scrollTop = 1e9")
+    wait_for(page, lambda: page.query_selector(row(page, "connector-0999")) is not None, "the last row on scrolling")
