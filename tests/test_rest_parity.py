@@ -4,6 +4,7 @@ stored states, names, GET /, deleting a connector, and what Connect serves from 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -210,6 +211,30 @@ async def test_connectors_are_listed_from_the_config_topic(sidecar: Sidecar) -> 
     assert (await sidecar.http.get("/connectors")).content == b'["logs","orders-sink"]'
     # The status of a connector without a configuration is still served, as Connect serves it.
     assert (await sidecar.http.get("/connectors/status-only/status")).json()["type"] == "unknown"
+
+
+async def test_fleet_holds_every_connector_and_task_with_since_when_and_the_events_position(sidecar: Sidecar) -> None:
+    await sidecar.write_config_records(*created("orders-sink", SINK, [{"task.id": "0"}]), *created("logs", SOURCE, []))
+    await sidecar.put_status("/connectors/orders-sink/status", RUNNING)
+    await sidecar.put_status("/connectors/orders-sink/tasks/0/status",
+                             {**RUNNING, "state": "FAILED", "trace": "java.lang.Error: gone\n\tat X.y(X.java:1)\n"})
+    await sidecar.put_status("/connectors/status-only/status", {**RUNNING, "state": "PAUSED"})
+    fleet = (await sidecar.http.get("/fleet")).json()
+    by_name = {connector["name"]: connector for connector in fleet["connectors"]}
+    assert list(by_name) == ["logs", "orders-sink", "status-only"]
+    # Configured without a status: listed, its status fields null.
+    assert by_name["logs"] == {"name": "logs", "type": "source", "configured": True, "state": None, "worker_id": None,
+                               "since": None, "trace": None, "tasks": []}
+    orders = by_name["orders-sink"]
+    assert (orders["type"], orders["configured"], orders["state"]) == ("sink", True, "RUNNING")
+    [task] = orders["tasks"]
+    assert (task["id"], task["state"], task["worker_id"], task["trace"]) == (0, "FAILED", "h:8083",
+                                                                              "java.lang.Error: gone…")
+    assert abs(task["since"] - time.time()) < 60  # the record's Kafka timestamp, in seconds
+    assert (by_name["status-only"]["configured"], by_name["status-only"]["state"]) == (False, "PAUSED")
+    # Where GET /events stood: the last offset read from each partition, three records in all.
+    assert sum(offset + 1 for offset in fleet["position"].values()) == 3
+    assert fleet["id"] == ",".join(f"{p}:{o}" for p, o in sorted(fleet["position"].items(), key=lambda i: int(i[0])))
 
 
 async def test_connector_info_config_and_tasks_are_connects_bytes(sidecar: Sidecar) -> None:
