@@ -8,15 +8,17 @@ worker id and trace into the page as text: a connector named ``<img src=x onerro
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import json
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from ...cache import FleetObject
 from ...events import StatusEvents, trace_excerpt
 from ..deps import ConfigsDep, StoreDep
-from ..responses import ConnectJSONResponse
 from ..routing import ConnectRoute
 from ..schemas import Fleet
 from .connectors import type_of
@@ -69,36 +71,44 @@ async def ui_icon() -> Response:
 
 
 @router.get("/fleet", response_model=Fleet)
-async def fleet(request: Request, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
+async def fleet(request: Request, store: StoreDep, configs: ConfigsDep) -> Response:
     """Every connector (with a status, or configured) and its tasks: state, worker, since when (the Kafka
     timestamp of the record that changed the state), the first line of a trace; and where ``GET /events`` stood
     when this was read, so that a client drops the events it already holds."""
     hub: StatusEvents | None = request.app.state.events
-    connectors: dict[str, dict[str, Any]] = {}
-
-    def connector(name: str) -> dict[str, Any]:
-        found = connectors.get(name)
-        if found is None:
-            found = connectors[name] = {"name": name, "type": type_of(store, configs, name), "configured": False,
-                                        "state": None, "worker_id": None, "since": None, "trace": None, "tasks": []}
-        return found
-
-    # Read in one go on the event loop: one consistent view, with the position below.
-    for item in store.cache.fleet():
-        status = {"state": item.value.state.value, "worker_id": item.value.worker_id, "since": item.changed_at,
-                  "trace": trace_excerpt(item.value.trace)}
-        if item.task is None:
-            connector(item.connector).update(status)
-        else:
-            connector(item.connector)["tasks"].append({"id": item.task, **status})
-    for name in configs.connectors() if configs is not None else ():
-        connector(name)["configured"] = True
-    for found in connectors.values():
-        found["tasks"].sort(key=lambda task: task["id"])
+    # One consistent view, taken in one go on the event loop (the statuses are immutable values); the answer,
+    # megabytes for a fleet of thousands, is built and encoded on a thread, so the loop keeps serving.
+    objects = list(store.cache.fleet())
+    configured = configs.connectors() if configs is not None else []
+    names = dict.fromkeys([*configured, *(item.connector for item in objects)])
+    types = {name: type_of(store, configs, name) for name in names}
     position = hub.position if hub is not None else {}
-    return ConnectJSONResponse({
+    body = await asyncio.to_thread(fleet_json, objects, set(configured), types, position,
+                                   store.config.events_heartbeat_ms)
+    return Response(body, media_type="application/json")
+
+
+def fleet_json(objects: list[FleetObject], configured: set[str], types: dict[str, str], position: dict[int, int],
+               heartbeat_ms: int) -> bytes:
+    """``GET /fleet``'s answer (JSON text as Python's encoder writes it, escapes in ASCII: valid for every
+    string a status may hold, a lone surrogate included)."""
+    statuses: dict[str, dict[str, Any]] = {}
+    tasks: dict[str, list[tuple[int, dict[str, Any]]]] = {name: [] for name in types}
+    for item in objects:
+        value = item.value
+        status = {"state": value.state.value, "worker_id": value.worker_id, "since": item.changed_at,
+                  "trace": trace_excerpt(value.trace)}
+        if item.task is None:
+            statuses[item.connector] = status
+        else:
+            tasks[item.connector].append((item.task, {"id": item.task, **status}))
+    no_status = {"state": None, "worker_id": None, "since": None, "trace": None}
+    answer = {
         "id": ",".join(f"{p}:{o}" for p, o in position.items()) or None,
         "position": {str(p): o for p, o in position.items()},
-        "heartbeat_ms": store.config.events_heartbeat_ms,
-        "connectors": sorted(connectors.values(), key=lambda c: c["name"]),
-    })
+        "heartbeat_ms": heartbeat_ms,
+        "connectors": [{"name": name, "type": types[name], "configured": name in configured,
+                        **statuses.get(name, no_status), "tasks": [task for _, task in sorted(tasks[name])]}
+                       for name in sorted(types)],
+    }
+    return json.dumps(answer, separators=(",", ":"), allow_nan=False).encode()

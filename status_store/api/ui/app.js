@@ -137,11 +137,15 @@
   }
 
   function rebuild() {
-    const shown = [...connectors.values()].filter(matches);
-    shown.sort((a, b) => {
-      const byState = rank(worst(a)) - rank(worst(b));
-      return byState !== 0 ? byState : (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
-    });
+    // Each connector's worst state once, then one sort: worst first, then by name.
+    const ranked = [];
+    for (const c of connectors.values()) {
+      if (matches(c)) {
+        ranked.push({ rank: rank(worst(c)), c });
+      }
+    }
+    ranked.sort((a, b) => a.rank - b.rank || (a.c.name < b.c.name ? -1 : a.c.name > b.c.name ? 1 : 0));
+    const shown = ranked.map((entry) => entry.c);
     lines = [];
     for (const c of shown) {
       lines.push({ kind: "connector", connector: c });
