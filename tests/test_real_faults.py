@@ -1,7 +1,7 @@
 """Real faults on real brokers: status-store and a Connect 4.x worker on Apache Kafka's three-broker cluster
 (tests/real_kafka.py; every broker behind a fault-injecting proxy), the status topic at replication factor 3 with
 ``min.insync.replicas=2``, status writes going on through the sidecar's REST API (and through Connect's own status
-store, whose connector is paused or resumed during each fault) while brokers are stopped, killed, restarted
+store, whose connector is paused or resumed during each fault) while brokers are stopped, killed, restarted, paused
 and black-holed.
 
 After each fault, undone before the test ends: every write the sidecar acknowledged (``?wait=true`` answered 200)
@@ -43,6 +43,10 @@ CONNECTOR = "steady"
 WRITE_WAIT_MS = 1000
 # Between two writes of one writer.
 PACE_S = 0.05
+# Bound on the sidecar writing and reading back again once a hung broker's partitions have moved: its clients'
+# requests in flight to that broker time out first (10 s, status.storage.retry.delivery.timeout.ms for writes),
+# then they ask the metadata for the new leaders. Less than librdkafka's default socket.timeout.ms (60 s).
+HUNG_BROKER_S = 40.0
 # Bound on Connect taking a pause or resume while a fault lasts.
 TOGGLE_S = 120.0
 # Bound on the sidecar settling (every update written, nothing parked or held) and Connect catching up.
@@ -458,6 +462,30 @@ def test_every_broker_restarted(cluster: Faults) -> None:
         writers.wait_for_answers(2, 504)
         kafka.start_brokers(brokers)
         wait_until(lambda: cluster.metric("status_partitions_held") == 0, SETTLE_S, "every partition released")
+        writers.wait_for_answers(3, 200)
+    check_after(cluster, writers)
+
+
+def test_a_broker_paused_then_resumed(cluster: Faults) -> None:
+    """A leader that hangs (SIGSTOP: its connections stay open, nothing is answered) is fenced by the controller
+    and its partitions move; while it stays paused, the sidecar's writes to them are acknowledged and read back
+    from the new leaders (each writer's round covers every partition)."""
+    kafka = cluster.kafka
+    broker, partition = cluster.quiet_broker()
+    process = kafka.broker(broker).process
+    assert process is not None
+    with Writers(cluster.sidecar, "sigstop") as writers:
+        writers.wait_for_answers(3, 200)
+        process.pause()
+        try:
+            cluster.toggle_connector()
+            wait_until(lambda: cluster.leader(partition) not in (broker, -1), 60,
+                       f"partition {partition} led by another broker than {broker}")
+            # The clients' requests in flight to the paused broker go unanswered until they time out.
+            writers.wait_for_answers(3, 200, timeout=HUNG_BROKER_S)
+        finally:
+            process.resume()
+        kafka.wait_in_sync([cluster.topic])
         writers.wait_for_answers(3, 200)
     check_after(cluster, writers)
 
