@@ -222,6 +222,7 @@ class Writers:
     sidecar: LiveSidecar
     prefix: str
     threads: int = 3
+    # Tasks per connector at least (more where these do not cover every partition).
     tasks: int = 8
     ledger: Ledger = field(default_factory=Ledger)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -233,8 +234,6 @@ class Writers:
 
     def __enter__(self) -> Writers:
         for connector in self.connectors:
-            assert {murmur2(key, PARTITIONS) for key in self._keys(connector)} == set(range(PARTITIONS)), \
-                f"the tasks of {connector} do not cover every partition: choose another prefix"
             thread = threading.Thread(target=self._write, args=(connector,), name=f"writer-{connector}", daemon=True)
             thread.start()
             self._running.append(thread)
@@ -254,7 +253,7 @@ class Writers:
             state = STATES[round_ % len(STATES)].value
             updates = [{"kind": "task", "connector": connector, "task": task, "state": state,
                         "worker_id": "writer:8083", "generation": 1, "trace": f"round {round_}"}
-                       for task in range(self.tasks)]
+                       for task in self._tasks(connector)]
             try:
                 answer = self.sidecar.request("POST", f"/statuses?wait=true&timeout_ms={WRITE_WAIT_MS}",
                                               {"updates": updates})
@@ -264,8 +263,17 @@ class Writers:
             self.ledger.note(self._keys(connector), round_, answer)
             self._stop.wait(PACE_S)
 
+    def _tasks(self, connector: str) -> range:
+        """The connector's first ``tasks`` tasks, and more until their keys cover every partition."""
+        covered: set[int] = set()
+        count = 0
+        while count < self.tasks or len(covered) < PARTITIONS:
+            covered.add(murmur2(f"status-task-{connector}-{count}".encode(), PARTITIONS))
+            count += 1
+        return range(count)
+
     def _keys(self, connector: str) -> list[bytes]:
-        return [f"status-task-{connector}-{task}".encode() for task in range(self.tasks)]
+        return [f"status-task-{connector}-{task}".encode() for task in self._tasks(connector)]
 
     def wait_for_answers(self, count: int, status: int, timeout: float = 30.0) -> None:
         """Wait until ``count`` more writes have been answered ``status``."""
@@ -332,9 +340,10 @@ def test_two_brokers_stopped_hold_the_partitions_until_they_return(cluster: Faul
         kafka.start_brokers([2, 3])
         wait_until(lambda: cluster.metric("status_partitions_held") == 0, SETTLE_S, "every partition released")
         writers.wait_for_answers(3, 200)
+    # One line when a partition is held (naming the first error: a write waiting for the replicas that went away
+    # may time out first), one when it is released.
     log, partition = cluster.log(), f"of the {cluster.topic} topic is"
     assert log.count(f"{partition} held: ") == log.count(f"{partition} released after") >= PARTITIONS
-    assert f"{partition} held: NOT_ENOUGH_REPLICAS" in log
     check_after(cluster, writers)
 
 
@@ -414,21 +423,25 @@ def producer_pulse(faults: Faults, connector: str) -> Pulse:
     return Pulse("producer", write)
 
 
-def test_the_leader_of_a_status_partition_killed(cluster: Faults, record_property: Callable[[str, object], None]
-                                                 ) -> None:
-    """KIP-951's path: the partition's writes move to the new leader. The time from the kill to the first write
-    acknowledged after it is reported for the sidecar and for a plain producer beside it (a figure, not asserted)."""
+@pytest.mark.parametrize("signal", ["SIGKILL", "SIGTERM"])
+def test_the_leader_of_a_status_partition_killed(cluster: Faults, signal: str,
+                                                 record_property: Callable[[str, object], None]) -> None:
+    """KIP-951's path: the partition's writes move to the new leader, after a crash (SIGKILL: the controller moves
+    the partition once the broker's session has expired) or a clean shutdown (SIGTERM: the broker hands its
+    partitions over first and answers NOT_LEADER_OR_FOLLOWER with the new leader). The time from the signal to
+    the first write sent after it and acknowledged is printed and recorded for the sidecar (?wait=true: written
+    and read back) and for a plain producer beside it (its delivery report): figures, not asserted."""
     kafka = cluster.kafka
     leader, partition = cluster.quiet_broker()
-    side, plain = key_in(partition, "pulse-sidecar"), key_in(partition, "pulse-producer")
+    side, plain = key_in(partition, f"{signal.lower()}-sidecar"), key_in(partition, f"{signal.lower()}-producer")
     ledger = Ledger()
-    with Writers(cluster.sidecar, "killed") as writers, sidecar_pulse(cluster, side, ledger) as ours, \
+    with Writers(cluster.sidecar, signal.lower()) as writers, sidecar_pulse(cluster, side, ledger) as ours, \
             producer_pulse(cluster, plain) as theirs:
         writers.wait_for_answers(3, 200)
         wait_until(lambda: ours.first_written_after(0) is not None and theirs.first_written_after(0) is not None,
                    30, "both pulses writing")
         killed = time.monotonic()
-        kafka.kill_broker(leader)
+        (kafka.kill_broker if signal == "SIGKILL" else kafka.stop_broker)(leader)
         cluster.toggle_connector()
         wait_until(lambda: cluster.leader(partition) not in (leader, -1), 60,
                    f"partition {partition} led by another broker than {leader}", interval=0.05)
@@ -438,9 +451,9 @@ def test_the_leader_of_a_status_partition_killed(cluster: Faults, record_propert
         writers.wait_for_answers(3, 200)
     figures = {"leader moved (metadata)": moved, "sidecar": ours.first_written_after(killed),
                "plain producer": theirs.first_written_after(killed)}
-    print("seconds from SIGKILL of the leader to:", {k: round(v or 0, 3) for k, v in figures.items()})
+    print(f"seconds from {signal} of the leader to:", {k: round(v or 0, 3) for k, v in figures.items()})
     for what, seconds in figures.items():
-        record_property(f"kip951 {what} s", seconds)
+        record_property(f"{signal} to {what} (s)", seconds)
     kafka.start_broker(leader)
     check_after(cluster, writers, ledger, routes=(f"/connectors/{side}/status", f"/connectors/{plain}/status"))
 
@@ -463,6 +476,7 @@ def test_every_broker_restarted(cluster: Faults) -> None:
         kafka.start_brokers(brokers)
         wait_until(lambda: cluster.metric("status_partitions_held") == 0, SETTLE_S, "every partition released")
         writers.wait_for_answers(3, 200)
+    assert "no longer exists" not in cluster.log()  # the topic was never taken for lost
     check_after(cluster, writers)
 
 
