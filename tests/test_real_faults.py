@@ -7,7 +7,7 @@ and black-holed.
 After each fault, undone before the test ends: every write the sidecar acknowledged (``?wait=true`` answered 200)
 is the latest value of its key in the topic, read with a plain consumer; no key's value ever went back to an older
 one; once the sidecar has settled, every write it accepted is there (an update out of retries is parked, not
-dropped); and the sidecar answers every status route as Connect does.
+dropped); and the sidecar answers the status routes of every connector written as Connect does.
 """
 
 from __future__ import annotations
