@@ -117,6 +117,14 @@ class Service:
             if text in line:
                 return line
 
+    def output(self) -> list[str]:
+        """Every output line so far (those ``wait_for`` went past included), without waiting."""
+        while True:
+            try:
+                self.seen.append(self.lines.get_nowait())
+            except queue.Empty:
+                return self.seen
+
     def stop(self) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)

@@ -16,6 +16,7 @@ test's report (tests/conftest.py).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from .kafka_proxy import KafkaProxy
@@ -286,6 +287,15 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str,
         time.sleep(interval)
 
 
+@dataclass(frozen=True)
+class PartitionState:
+    """A partition's leader (-1: none), replicas and in-sync replicas, by broker id."""
+
+    leader: int
+    replicas: tuple[int, ...]
+    isrs: tuple[int, ...]
+
+
 @dataclass
 class KafkaNode:
     """One KRaft node: a broker, a controller, or both in one process. A broker listens for clients on
@@ -457,10 +467,47 @@ class KafkaCluster:
         node.process.kill()
 
     def start_broker(self, node_id: int, timeout: float = START_WAIT) -> None:
-        node = self.broker(node_id)
-        assert node.process is not None
-        node.process.start()
-        self.wait_for_brokers([node_id], timeout)
+        self.start_brokers([node_id], timeout)
+
+    def start_brokers(self, node_ids: Sequence[int], timeout: float = START_WAIT) -> None:
+        """Start these brokers together; return when every one is registered."""
+        for node_id in node_ids:
+            node = self.broker(node_id)
+            assert node.process is not None
+            node.process.start()
+        self.wait_for_brokers(node_ids, timeout)
+
+    def partitions(self, topic: str) -> dict[int, PartitionState]:
+        """Each partition of ``topic``: its leader (-1 while it has none), replicas and in-sync replicas, as the
+        cluster's metadata says now."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        metadata = admin.list_topics(topic, timeout=10).topics[topic]
+        if metadata.error is not None:
+            raise KafkaException(metadata.error)
+        return {number: PartitionState(p.leader, tuple(p.replicas), tuple(p.isrs))
+                for number, p in metadata.partitions.items()}
+
+    def wait_in_sync(self, topics: Iterable[str], timeout: float = START_WAIT) -> None:
+        """Wait until every replica of every partition of ``topics`` is in sync and every partition led by its
+        preferred replica (the first), electing preferred leaders where a fault moved them."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        names = list(topics)
+
+        def balanced() -> bool:
+            try:
+                states = {(topic, n): p for topic in names for n, p in self.partitions(topic).items()}
+            except KafkaException:
+                return False
+            if any(set(p.isrs) != set(p.replicas) for p in states.values()):
+                return False
+            moved = [TopicPartition(topic, n) for (topic, n), p in states.items() if p.leader != p.replicas[0]]
+            if moved:
+                with contextlib.suppress(KafkaException):
+                    admin.elect_leaders(ElectionType.PREFERRED, moved).result(10)
+            return not moved
+
+        wait_until(balanced, timeout, f"every replica of {names} in sync and led by its preferred replica",
+                   self.processes(), interval=0.5)
 
     def processes(self) -> list[JavaProcess]:
         return [node.process for node in self.nodes if node.process is not None]

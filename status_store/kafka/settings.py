@@ -26,6 +26,14 @@ POLL_INTERVAL_S = 0.1
 # reconnected to within a second (librdkafka waits up to 10 s), as Connect's clients do. Overridable.
 JAVA_DEFAULTS = {"reconnect.backoff.ms": "50", "reconnect.backoff.max.ms": "1000"}
 
+# How long the reader waits for a broker's answer before it gives the connection up and asks the metadata where its
+# partitions are led now. A leader that hangs (a paused process, a network partition) answers nothing and closes
+# nothing: a Fetch to it goes unanswered until this bound, and the partitions it led, moved to other brokers within
+# seconds, are not read meanwhile (so no write to them becomes visible). librdkafka's default is 60 s, Java's
+# consumer (Connect's reader) 30 s; a broker that works answers a Fetch within fetch.wait.max.ms (100 ms).
+# Overridable (sidecar.kafka.socket.timeout.ms).
+READER_REQUEST_TIMEOUT_MS = 10000
+
 
 def producer_settings(bootstrap_servers: str, client_configs: Mapping[str, str],
                       delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS) -> dict[str, Any]:
@@ -61,6 +69,7 @@ def consumer_settings(bootstrap_servers: str, client_configs: Mapping[str, str])
         # Kafka's default, as Connect's consumers read (librdkafka's default is read_committed): records of open
         # and aborted transactions are read. sidecar.kafka.isolation.level may change it.
         "isolation.level": "read_uncommitted",
+        "socket.timeout.ms": READER_REQUEST_TIMEOUT_MS,
         **client_configs,
         "bootstrap.servers": bootstrap_servers,
         "client.id": client_configs.get("client.id", "status-store"),
