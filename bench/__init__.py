@@ -5,6 +5,8 @@ Run a benchmark from the repository's root as a module, ``.venv/bin/python -m be
 - ``core``: the store's read and write paths against raw confluent-kafka clients.
 - ``retry``: the retry engine against Kafka Connect's own status writes (``writers``) under broker faults
   (``mock_faults``).
+- ``connect_store``: the write path and the cold start against Connect's own ``KafkaStatusBackingStore`` (a Java
+  harness, bench/jvm) on Apache Kafka's broker.
 - ``fleet``: a fleet of sidecars against a recovering broker, in virtual time.
 - ``soak``: minutes of status traffic through random faults.
 - ``rest_api``: the HTTP API against a bare FastAPI app (``bare_app``).

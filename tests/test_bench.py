@@ -31,7 +31,7 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
-    assert len(scripts()) == 12
+    assert len(scripts()) == 13
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
@@ -41,6 +41,17 @@ def test_core_quick_run(tmp_path: Path) -> None:
         "raw", "store", "store with spool", "store with history", "aio"]
     assert [row[1] for row in rows(output, "write until visible")] == ["raw pipeline", "lean sketch", "store"]
     assert "the spool's cost" in output
+
+
+def test_connect_store_quick_run(tmp_path: Path) -> None:
+    output = run_quick("connect_store", tmp_path, timeout=RUN_BOUND_S)
+    writers = ["KafkaStatusBackingStore", "status-store"]
+    assert [row[1] for row in rows(output, "until acknowledged")] == ["raw produce loop", *writers]
+    assert [row[1] for row in rows(output, "until visible")] == ["raw pipeline", *writers]
+    # Connect's store and status-store wrote the same bytes for the same statuses.
+    assert "both stores wrote the same records: yes" in output
+    assert [row[0] for row in rows(output, "KafkaStatusBackingStore,")] == [
+        "KafkaStatusBackingStore, fresh JVM", "KafkaStatusBackingStore, warm JVM"]
 
 
 def test_retry_quick_run(tmp_path: Path) -> None:
