@@ -38,7 +38,6 @@ import asyncio
 import cProfile
 import io
 import json
-import os
 import pstats
 import queue
 import statistics
@@ -51,7 +50,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import IO, Any
 
-from bench import ROOT, BenchParser
+from bench import ROOT, BenchParser, load_average
 from bench.core import raw_pipeline, raw_read, raw_write, statuses, store_read, store_write
 from status_store.model import TaskStatus
 from status_store.service import tune_collector
@@ -147,11 +146,6 @@ class Samples:
 
     def cpu_per_record_us(self, n: int) -> str:
         return f"{statistics.median(self.cpu) / n * 1e6:.1f}" if self.cpu else "n/a"
-
-
-def load() -> str:
-    """The machine's load averages (1, 5, 15 minutes)."""
-    return ", ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 async def process_cpu_of(run: Awaitable[float], cpu: list[float]) -> float:
@@ -276,7 +270,7 @@ async def main() -> None:
     args = parser.parse()
     tune_collector()  # as the sidecar does once its store has started
     line = kafka_line("kafka-4")
-    print(f"load average at the start: {load()}")
+    print(f"load average at the start: {load_average()}")
     with tempfile.TemporaryDirectory(prefix="bench-connect-store-") as scratch:
         workdir = Path(scratch)
         # Quick runs check that it all runs: the broker starts sooner with the fast compiler alone.
@@ -294,7 +288,7 @@ async def main() -> None:
                 harness.stop()
             kafka.stop()
     report(args.records, args.statuses, args.rounds, acknowledged, visible, loop_cpu, started, same)
-    print(f"\nload average at the end: {load()}")
+    print(f"\nload average at the end: {load_average()}")
     if profile:
         print(f"\nstatus-store's event loop, one write until visible of {args.records:,} statuses:\n\n{profile}")
 

@@ -31,7 +31,7 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
-    assert len(scripts()) == 13
+    assert len(scripts()) == 14
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
@@ -41,6 +41,16 @@ def test_core_quick_run(tmp_path: Path) -> None:
         "raw", "store", "store with spool", "store with history", "aio"]
     assert [row[1] for row in rows(output, "write until visible")] == ["raw pipeline", "lean sketch", "store"]
     assert "the spool's cost" in output
+
+
+def test_connect_outage_quick_run(tmp_path: Path) -> None:
+    output = run_quick("connect_outage", tmp_path, timeout=RUN_BOUND_S)
+    runs = rows(output, "1")
+    assert [row[1] for row in runs] == ["Connect worker", "status-store", "bench/writers.py ConnectWriter"]
+    # Every connector went through all five steps (2 connectors).
+    assert all(row[8].split(" (")[0].endswith(" of 10") for row in runs)
+    # status-store leaves no key stale: the last record of every key is the last status it was given.
+    assert runs[1][7] == "0 of 6"
 
 
 def test_connect_store_quick_run(tmp_path: Path) -> None:
