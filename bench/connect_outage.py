@@ -28,10 +28,12 @@ brokers' return.
 ``--tasks`` tasks each, all RUNNING before the outage). From one second into the outage, evenly spread until a few
 seconds before its end, each connector in turn goes through: pause, resume, a task failing (its config changed so
 that task 0 fails), recovering (the config changed back), a restart with its tasks. Connect gets each step as a
-call to its REST API, and writes what its worker writes for it. status-store (through ``POST /statuses``) and the
-Python writer get, at the same moment, the statuses Connect's worker writes for that step when nothing fails
-(the step's ``mirror``, read off a real worker: a restart is UNASSIGNED, RESTARTING, RUNNING for the connector
-and each task, with Connect's safe writes as safe writes).
+call to its REST API (on a thread per connector, so that a slow answer holds up no other connector's steps; a
+409 during a rebalance is asked again), and writes what its worker writes for it. status-store (through
+``POST /statuses``) and the Python writer get, at the same moment, the statuses Connect's worker writes for that
+step when nothing fails (the step's ``mirror``, read off a real worker: a restart is UNASSIGNED, RESTARTING,
+RUNNING for the connector and each task, with Connect's safe writes as safe writes). The report says how many
+steps were given (and how many of Connect's REST calls were answered) before the outage ended.
 
 **Measured**, per run and client:
 
@@ -43,7 +45,8 @@ and each task, with Connect's safe writes as safe writes).
   latest status. The latest status of a key is, for status-store and the Python writer, the last status they
   were given (compared byte for byte); for Connect, whose worker picks generations itself, the state the steps
   leave the connector or task in (RUNNING, PAUSED, FAILED; compared by state alone, so a stale record of the
-  same state passes: Connect's count is a lower bound).
+  same state passes: Connect's count is a lower bound). The column beside counts, for every client, the stale
+  keys whose last record is in another state than the latest status: the like-for-like count.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -253,7 +257,8 @@ class ClientRun:
     records: int  # records of the run's keys read from its topic since the outage began
     durable_s: float | None  # every latest status durable, after recovery (None: some key stale)
     rest_durable_s: float | None  # the keys that are not stale
-    stale: int
+    stale: list[str]  # each stale key, with the state its last record holds
+    stale_states: int  # keys whose last record is not in the state of their latest status
 
 
 @dataclass
@@ -263,23 +268,35 @@ class Run:
     keys: int
     statuses_given: int
     steps: int
-    steps_in_outage: int
-    last_step_s: float  # after the outage began
+    # Steps given to status-store and the Python writer during the outage, and the last one's time; Connect's
+    # REST calls answered during the outage, and the last answer's time (seconds after the outage began).
+    given_in_outage: int
+    last_given_s: float
+    answered_in_outage: int
+    last_answered_s: float
     clients: dict[str, ClientRun] = field(default_factory=dict)
 
 
-def outcome(tail: TopicTail, latest: dict[str, Callable[[bytes | None], bool]], recovered: float,
-            requests: int, records_before: int) -> ClientRun:
-    """A client's figures from its topic's tail: ``latest`` tells, per key, whether a value is its latest status."""
-    durable, stale = [], 0
-    for key, is_latest in latest.items():
+# Per key: the state of its latest status, and whether a value is its latest status.
+Latest = dict[str, tuple[str, Callable[[bytes | None], bool]]]
+
+
+def outcome(tail: TopicTail, latest: Latest, recovered: float, requests: int, records_before: int) -> ClientRun:
+    """A client's figures from its topic's tail."""
+    durable: list[float] = []
+    stale: list[str] = []
+    stale_states = 0
+    for key, (state, is_latest) in latest.items():
         last = tail.last(key)
         if last is not None and is_latest(last[1]):
             durable.append(max(0.0, last[0] - recovered))
-        else:
-            stale += 1
+            continue
+        found = json.loads(last[1])["state"] if last is not None and last[1] else "none"
+        stale.append(f"{key.removeprefix('status-')} {found} (latest {state})")
+        stale_states += found != state
     rest = max(durable) if durable else None
-    return ClientRun(requests, tail.arrivals(latest) - records_before, None if stale else rest, rest, stale)
+    return ClientRun(requests, tail.arrivals(latest) - records_before, None if stale else rest, rest, stale,
+                     stale_states)
 
 
 def state_is(state: str) -> Callable[[bytes | None], bool]:
@@ -340,13 +357,14 @@ class Bench:
         return {name: sum(proxy.requests(PRODUCE, [client]) for proxy in self.kafka.proxies)
                 for name, client in CLIENT_IDS.items()}
 
-    def rest(self, method: str, path: str, body: object) -> None:
-        """A call to Connect's REST API, again while Connect answers 409 (a rebalance), within a bound."""
+    def rest(self, method: str, path: str, body: object, began: float) -> float:
+        """A call to Connect's REST API, again while Connect answers 409 (a rebalance), within a bound; when it
+        was answered, in seconds after ``began``."""
         deadline = time.monotonic() + REST_BOUND_S
         while True:
             answer = self.connect.request(method, path, body)
             if answer.status in (200, 201, 202, 204):
-                return
+                return time.monotonic() - began
             if answer.status != 409 or time.monotonic() > deadline:
                 raise ConnectError(f"{method} {path} -> {answer.status} {answer.body[:500]!r}")
             time.sleep(0.1)
@@ -379,15 +397,19 @@ class Bench:
             records_before = {name: tail.arrivals(keys) for name, tail in self.tails.items()}
             steps = scenario.steps()
             spacing = (outage_s - LEAD_S - TAIL_S) / len(steps)
-            done: list[float] = []
+            given_at: list[float] = []
+            # Connect's REST calls go out at the steps' times too, on a thread per connector (its calls in order),
+            # so that one slow answer does not hold up the steps of other connectors.
+            calls = {name: ThreadPoolExecutor(1, thread_name_prefix=name) for name in scenario.names}
+            answered: list[Future[float]] = []
 
             def drive(began: float) -> None:
                 for number, (action, name) in enumerate(steps):
                     time.sleep(max(0.0, began + LEAD_S + number * spacing - time.monotonic()))
                     call, mirror = scenario.step(action, name)
                     give(mirror)
-                    self.rest(*call)
-                    done.append(time.monotonic() - began)
+                    given_at.append(time.monotonic() - began)
+                    answered.append(calls[name].submit(self.rest, *call, began))
 
             for proxy in self.kafka.proxies:
                 proxy.reset_counts()
@@ -399,21 +421,24 @@ class Bench:
             requests = self.produce_requests()
             recovered = time.monotonic()
             self.set_min_insync_replicas(self.brokers - 1)
-            await asyncio.to_thread(driver.join, REST_BOUND_S * len(steps))
-            assert len(done) == len(steps), "the steps did not finish"
-            expected: dict[str, dict[str, Callable[[bytes | None], bool]]] = {
-                CONNECT: {key: state_is(state) for key, state in scenario.states.items()},
-                SIDECAR: {key: value_is(value) for key, value in latest.items()},
-                PYTHON: {key: value_is(value) for key, value in latest.items()}}
+            await asyncio.to_thread(driver.join, outage_s)
+            assert len(given_at) == len(steps), "the steps were not all given"
+            done = [future.result(REST_BOUND_S * len(steps)) for future in answered]
+            for executor in calls.values():
+                executor.shutdown()
+            given = {key: (json.loads(value)["state"], value_is(value)) for key, value in latest.items()}
+            expected: dict[str, Latest] = {
+                CONNECT: {key: (state, state_is(state)) for key, state in scenario.states.items()},
+                SIDECAR: given, PYTHON: given}
 
             def settled() -> bool:
                 quiet = all(time.monotonic() - tail.latest_arrival(keys) >= QUIET_S for tail in self.tails.values())
-                return quiet and outcome(self.tails[SIDECAR], expected[SIDECAR], recovered, 0, 0).stale == 0
+                return quiet and not outcome(self.tails[SIDECAR], expected[SIDECAR], recovered, 0, 0).stale
 
             with contextlib.suppress(TimeoutError):  # what is left stale then is reported as stale
                 await asyncio.to_thread(wait_until, settled, SETTLE_BOUND_S, "the status topics settled")
-            result = Run(len(keys), sum(versions.values()), len(steps), sum(1 for at in done if at < outage_s),
-                         done[-1])
+            result = Run(len(keys), sum(versions.values()), len(steps), sum(1 for at in given_at if at < outage_s),
+                         given_at[-1], sum(1 for at in done if at < outage_s), max(done))
             for name, tail in self.tails.items():
                 result.clients[name] = outcome(tail, expected[name], recovered, requests[name], records_before[name])
             return result
@@ -443,13 +468,21 @@ def report(runs: list[Run], brokers: int, connectors: int, tasks: int, outage_s:
           f"({first.statuses_given} statuses given to status-store and to the Python writer per run)\n")
     print("| run | client | Produce requests during the outage | per second | records written since the outage "
           "began | every latest status durable after recovery (s) | keys not stale: durable after (s) | "
-          "keys left stale | steps in the outage (last at s) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+          "keys left stale | of which in another state | steps in the outage (the last at s) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for number, run in enumerate(runs, 1):
         for name, client in run.clients.items():
+            steps, last = ((run.answered_in_outage, run.last_answered_s) if name == CONNECT
+                           else (run.given_in_outage, run.last_given_s))
             print(f"| {number} | {name} | {client.produce_requests:,} | {client.produce_requests / outage_s:,.1f} | "
                   f"{client.records:,} | {seconds(client.durable_s)} | {seconds(client.rest_durable_s)} | "
-                  f"{client.stale} of {run.keys} | {run.steps_in_outage} of {run.steps} ({run.last_step_s:.1f}) |")
+                  f"{len(client.stale)} of {run.keys} | {client.stale_states} | {steps} of {run.steps} "
+                  f"({last:.1f}) |")
+    print("\nKeys left stale (the state of their last record, and of their latest status):")
+    for number, run in enumerate(runs, 1):
+        for name, client in run.clients.items():
+            if client.stale:
+                print(f"- run {number}, {name}: {', '.join(client.stale)}")
 
     def ratio(baseline: str, run: Run) -> float:
         return run.clients[baseline].produce_requests / max(1, run.clients[SIDECAR].produce_requests)
@@ -461,7 +494,7 @@ def report(runs: list[Run], brokers: int, connectors: int, tasks: int, outage_s:
               f"{', '.join(f'{r:,.1f}x' for r in each)} (median {statistics.median(each):,.1f}x; {target})")
     print(f"status-store: every latest status durable after recovery: "
           f"{', '.join(seconds(run.clients[SIDECAR].durable_s) for run in runs)} s (target <= 1 s); stale: "
-          f"{', '.join(str(run.clients[SIDECAR].stale) for run in runs)} (target 0)")
+          f"{', '.join(str(len(run.clients[SIDECAR].stale)) for run in runs)} (target 0)")
 
 
 async def main() -> None:

@@ -48,7 +48,7 @@ def test_connect_outage_quick_run(tmp_path: Path) -> None:
     runs = rows(output, "1")
     assert [row[1] for row in runs] == ["Connect worker", "status-store", "bench/writers.py ConnectWriter"]
     # Every connector went through all five steps (2 connectors).
-    assert all(row[8].split(" (")[0].endswith(" of 10") for row in runs)
+    assert all(row[9].split(" (")[0].endswith(" of 10") for row in runs)
     # status-store leaves no key stale: the last record of every key is the last status it was given.
     assert runs[1][7] == "0 of 6"
 
