@@ -274,6 +274,8 @@ class Run:
     last_given_s: float
     answered_in_outage: int
     last_answered_s: float
+    # Connectors and tasks that Connect's own REST API shows in another state than the steps left them in.
+    shown_stale: list[str] = field(default_factory=list)
     clients: dict[str, ClientRun] = field(default_factory=dict)
 
 
@@ -369,6 +371,18 @@ class Bench:
                 raise ConnectError(f"{method} {path} -> {answer.status} {answer.body[:500]!r}")
             time.sleep(0.1)
 
+    def shown_stale(self, scenario: Connectors) -> list[str]:
+        """What Connect's REST API shows in another state than the steps left it in (it serves its status store's
+        cache, which holds what it read from its status topic)."""
+        shown = []
+        for name in scenario.names:
+            status = self.connect.call("GET", f"/connectors/{name}/status")
+            found = {connector_key(name): status["connector"]["state"],
+                     **{task_key(TaskId(name, task["id"])): task["state"] for task in status["tasks"]}}
+            shown += [f"{key.removeprefix('status-')} {found.get(key, 'none')} (latest {state})"
+                      for key in scenario.keys(name) if found.get(key) != (state := scenario.states[key])]
+        return shown
+
     async def run(self, index: int, connectors: int, tasks: int, outage_s: float) -> Run:
         """One outage with fresh connectors."""
         scenario = Connectors(index, connectors, tasks, self.connect.worker.worker_id)
@@ -441,6 +455,7 @@ class Bench:
                          given_at[-1], sum(1 for at in done if at < outage_s), max(done))
             for name, tail in self.tails.items():
                 result.clients[name] = outcome(tail, expected[name], recovered, requests[name], records_before[name])
+            result.shown_stale = self.shown_stale(scenario)
             return result
         finally:
             await writer.stop()
@@ -480,6 +495,8 @@ def report(runs: list[Run], brokers: int, connectors: int, tasks: int, outage_s:
                   f"({last:.1f}) |")
     print("\nKeys left stale (the state of their last record, and of their latest status):")
     for number, run in enumerate(runs, 1):
+        if run.shown_stale:
+            print(f"- run {number}, as Connect's own REST API shows them: {', '.join(run.shown_stale)}")
         for name, client in run.clients.items():
             if client.stale:
                 print(f"- run {number}, {name}: {', '.join(client.stale)}")
