@@ -2,7 +2,7 @@
 and by bench/writers.py's Python re-implementation of Connect's resend loop, on Apache Kafka's brokers.
 
     .venv/bin/python -m bench.connect_outage [--brokers 3] [--connectors 10] [--tasks 3] [--outage-seconds 30]
-                                             [--runs 3] [--quick]
+                                             [--runs 3] [--sidecar KEY=VALUE ...] [--quick]
 
 The cluster: ``--brokers`` Apache Kafka brokers (KRaft, a controller of their own, both JIT compilers), each behind
 a ``KafkaProxy`` (tests/kafka_proxy.py) that counts the requests it forwards by client id and API key. The clients:
@@ -274,6 +274,8 @@ class Run:
     last_given_s: float
     answered_in_outage: int
     last_answered_s: float
+    # How long the recovering AlterConfigs request took (its answer comes once the controller has the change).
+    alter_s: float
     # Connectors and tasks that Connect's own REST API shows in another state than the steps left them in.
     shown_stale: list[str] = field(default_factory=list)
     clients: dict[str, ClientRun] = field(default_factory=dict)
@@ -314,14 +316,15 @@ def value_is(expected: bytes) -> Callable[[bytes | None], bool]:
 class Bench:
     """The cluster, the three clients and their topics' tails, for every run."""
 
-    def __init__(self, workdir: Path, brokers: int, full_jit: bool) -> None:
+    def __init__(self, workdir: Path, brokers: int, full_jit: bool, sidecar_settings: dict[str, str]) -> None:
         line = kafka_line("kafka-4")
         self.brokers = brokers
         self.kafka = KafkaCluster(line, workdir / "kafka", brokers=brokers, proxied=True, full_jit=full_jit)
         self.connect = ConnectCluster(line, workdir / "connect", self.kafka, GROUP, workers=1, full_jit=full_jit)
         self.topics = {CONNECT: self.connect.status_topic, SIDECAR: f"{GROUP}-sidecar-status",
                        PYTHON: f"{GROUP}-python-status"}
-        self.sidecar = LiveSidecar(workdir / "sidecar", self.connect, {"status.storage.topic": self.topics[SIDECAR]})
+        self.sidecar = LiveSidecar(workdir / "sidecar", self.connect,
+                                   {"status.storage.topic": self.topics[SIDECAR], **sidecar_settings})
         self.admin: AdminClient | None = None
         self.tails: dict[str, TopicTail] = {}
 
@@ -435,6 +438,7 @@ class Bench:
             requests = self.produce_requests()
             recovered = time.monotonic()
             self.set_min_insync_replicas(self.brokers - 1)
+            alter_s = time.monotonic() - recovered
             await asyncio.to_thread(driver.join, outage_s)
             assert len(given_at) == len(steps), "the steps were not all given"
             done = [future.result(REST_BOUND_S * len(steps)) for future in answered]
@@ -452,7 +456,7 @@ class Bench:
             with contextlib.suppress(TimeoutError):  # what is left stale then is reported as stale
                 await asyncio.to_thread(wait_until, settled, SETTLE_BOUND_S, "the status topics settled")
             result = Run(len(keys), sum(versions.values()), len(steps), sum(1 for at in given_at if at < outage_s),
-                         given_at[-1], sum(1 for at in done if at < outage_s), max(done))
+                         given_at[-1], sum(1 for at in done if at < outage_s), max(done), alter_s)
             for name, tail in self.tails.items():
                 result.clients[name] = outcome(tail, expected[name], recovered, requests[name], records_before[name])
             result.shown_stale = self.shown_stale(scenario)
@@ -474,10 +478,13 @@ def seconds(value: float | None) -> str:
     return "never" if value is None else f"{value:.2f}"
 
 
-def report(runs: list[Run], brokers: int, connectors: int, tasks: int, outage_s: float) -> None:
+def report(runs: list[Run], brokers: int, connectors: int, tasks: int, outage_s: float,
+           sidecar_settings: dict[str, str]) -> None:
     """Print the table and the ratios."""
     first = runs[0]
-    print(f"\n{brokers} brokers (broker {brokers} stopped), status topics of {PARTITIONS} partitions and replication "
+    settings = ", ".join(f"{key}={value}" for key, value in sidecar_settings.items()) or "its defaults"
+    print(f"\nstatus-store with {settings}")
+    print(f"{brokers} brokers (broker {brokers} stopped), status topics of {PARTITIONS} partitions and replication "
           f"factor {brokers}; {outage_s:g} s of min.insync.replicas={brokers} on every status topic; {connectors} "
           f"connectors x {tasks} tasks ({first.keys} status keys), {first.steps} steps during the outage "
           f"({first.statuses_given} statuses given to status-store and to the Python writer per run)\n")
@@ -509,6 +516,8 @@ def report(runs: list[Run], brokers: int, connectors: int, tasks: int, outage_s:
         each = [ratio(baseline, run) for run in runs]
         print(f"Produce requests of the {baseline} per request of status-store: "
               f"{', '.join(f'{r:,.1f}x' for r in each)} (median {statistics.median(each):,.1f}x; {target})")
+    print(f"the recovering AlterConfigs request took {', '.join(f'{run.alter_s:.2f}' for run in runs)} s (the "
+          f"time from recovery counts from its sending)")
     print(f"status-store: every latest status durable after recovery: "
           f"{', '.join(seconds(run.clients[SIDECAR].durable_s) for run in runs)} s (target <= 1 s); stale: "
           f"{', '.join(str(len(run.clients[SIDECAR].stale)) for run in runs)} (target 0)")
@@ -522,18 +531,21 @@ async def main() -> None:
     parser.add_size("--tasks", type=int, full=3, quick=2, help="tasks per connector")
     parser.add_size("--outage-seconds", type=float, full=30.0, quick=8.0, help="seconds of the outage")
     parser.add_size("--runs", type=int, full=3, quick=1, help="outages, each with fresh connectors")
+    parser.add_argument("--sidecar", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting of status-store's (again for more), beside the worker's properties")
     args = parser.parse()
+    sidecar_settings = dict(setting.split("=", 1) for setting in args.sidecar)
     print(f"load average at the start: {load_average()}")
     with tempfile.TemporaryDirectory(prefix="bench-connect-outage-") as scratch:
         # Quick runs check that it all runs: the JVMs start sooner with the fast compiler alone.
-        bench = Bench(Path(scratch), args.brokers, full_jit=not args.quick)
+        bench = Bench(Path(scratch), args.brokers, not args.quick, sidecar_settings)
         try:
             bench.start()
             runs = [await bench.run(index, args.connectors, args.tasks, args.outage_seconds)
                     for index in range(args.runs)]
         finally:
             bench.stop()
-    report(runs, args.brokers, args.connectors, args.tasks, args.outage_seconds)
+    report(runs, args.brokers, args.connectors, args.tasks, args.outage_seconds, sidecar_settings)
     print(f"\nload average at the end: {load_average()}")
 
 
