@@ -5,6 +5,10 @@ Run a benchmark from the repository's root as a module, ``.venv/bin/python -m be
 - ``core``: the store's read and write paths against raw confluent-kafka clients.
 - ``retry``: the retry engine against Kafka Connect's own status writes (``writers``) under broker faults
   (``mock_faults``).
+- ``connect_outage``: a status-topic outage on Apache Kafka's brokers seen by a real Connect worker's status
+  store, by status-store and by ``writers``' re-implementation of Connect's resend, side by side.
+- ``connect_store``: the write path and the cold start against Connect's own ``KafkaStatusBackingStore`` (a Java
+  harness, bench/jvm) on Apache Kafka's broker.
 - ``fleet``: a fleet of sidecars against a recovering broker, in virtual time.
 - ``soak``: minutes of status traffic through random faults.
 - ``rest_api``: the HTTP API against a bare FastAPI app (``bare_app``).
@@ -20,6 +24,7 @@ a check that it all still runs (the test suite runs each one), not a measurement
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -63,6 +68,12 @@ def quick_spark_settings(java_options: str = "") -> dict[str, str]:
     java = f"{java_options} {FAST_JVM}".strip()
     return {"spark.sql.shuffle.partitions": "4", "spark.driver.extraJavaOptions": java,
             "spark.executor.extraJavaOptions": java}
+
+
+def load_average() -> str:
+    """The machine's load averages over 1, 5 and 15 minutes, for a benchmark's report (other engineers share the
+    cores)."""
+    return ", ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 def free_port() -> int:

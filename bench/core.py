@@ -44,7 +44,7 @@ from status_store.codec import StatusValue, decode_status, encode_status
 from status_store.config import build_config
 from status_store.kafka.reader import CONSUME_BATCH
 from status_store.kafka.settings import consumer_settings, producer_settings
-from status_store.model import State, TaskId, TaskStatus, task_key
+from status_store.model import UNVERSIONED, PluginVersion, State, TaskId, TaskStatus, task_key
 from status_store.service import tune_collector
 from status_store.store import StatusStore
 from status_store.testing import FaultyCluster
@@ -54,13 +54,15 @@ PARTITIONS = 20
 MAX_RECORDS = 10_000_000
 
 
-def statuses(n: int) -> list[TaskStatus]:
-    """Tasks of 2,000 connectors on 10 workers; every 50th FAILED with its own stack trace."""
+def statuses(n: int, version: PluginVersion = UNVERSIONED) -> list[TaskStatus]:
+    """Tasks of 2,000 connectors on 10 workers; every 50th FAILED with its own stack trace. ``version``: KIP-891's
+    field (None: ``"version":null``, as Connect 4.x writes a status without a plugin version; UNVERSIONED: no field,
+    Connect 3.x's bytes). bench/jvm's harness makes the same statuses in Java."""
     return [
         TaskStatus(TaskId(f"connector-{i % 2000}", i // 2000), State.FAILED if i % 50 == 0 else State.RUNNING,
                    f"worker-{i % 10}.example.com:8083", i % 50,
                    f"org.apache.kafka.connect.errors.ConnectException: failure {i}\n\tat X.y(X.java:1)\n"
-                   if i % 50 == 0 else None)
+                   if i % 50 == 0 else None, version)
         for i in range(n)
     ]
 
@@ -77,12 +79,13 @@ def make_store(bootstrap: str, topic: str, spool: str | None = None, history: st
 
 async def store_write(bootstrap: str, topic: str, items: list[TaskStatus], spool: str | None = None,
                       history: str | None = None, visible: bool = False,
-                      loop_cpu: list[float] | None = None) -> float:
+                      loop_cpu: list[float] | None = None, process_cpu: list[float] | None = None) -> float:
     """Seconds for the store to write every item until acknowledged (``visible``: and read back into its cache);
-    ``loop_cpu`` gets the event loop thread's CPU seconds for it."""
+    ``loop_cpu`` gets the event loop thread's CPU seconds for it, ``process_cpu`` the whole process's (every
+    thread: the loop, the producer's and the reader's, librdkafka's)."""
     store = make_store(bootstrap, topic, spool, history)
     await store.start()
-    cpu = time.thread_time()
+    cpu, all_cpu = time.thread_time(), time.process_time()
     start = time.perf_counter()
     for status in items:
         store.put(status)
@@ -90,6 +93,8 @@ async def store_write(bootstrap: str, topic: str, items: list[TaskStatus], spool
     elapsed = time.perf_counter() - start
     if loop_cpu is not None:
         loop_cpu.append(time.thread_time() - cpu)
+    if process_cpu is not None:
+        process_cpu.append(time.process_time() - all_cpu)
     assert store.queue.unsettled == 0
     if visible:
         assert store.cache.stats.applied == len(items), (store.cache.stats.applied, len(items))
@@ -98,7 +103,9 @@ async def store_write(bootstrap: str, topic: str, items: list[TaskStatus], spool
 
 
 async def raw_write(bootstrap: str, topic: str, items: list[TaskStatus]) -> float:
-    records = [(task_key(s.id).encode(), encode_status(s.state, s.worker_id, s.generation, s.trace)) for s in items]
+    """Seconds for a raw Producer to write the items' records until every one is acknowledged."""
+    records = [(task_key(s.id).encode(), encode_status(s.state, s.worker_id, s.generation, s.trace, s.version))
+               for s in items]
     producer = Producer(producer_settings(bootstrap, {}))
     delivered = 0
 
@@ -120,13 +127,14 @@ async def raw_write(bootstrap: str, topic: str, items: list[TaskStatus]) -> floa
     return elapsed
 
 
-async def raw_pipeline(bootstrap: str, topic: str, items: list[TaskStatus]) -> float:
+async def raw_pipeline(bootstrap: str, topic: str, items: list[TaskStatus], partitions: int = PARTITIONS) -> float:
     """A raw Producer writes the records while a raw Consumer, on a thread of its own as the store's reader is,
-    reads all of them back: the time until the last one is read."""
-    records = [(task_key(s.id).encode(), encode_status(s.state, s.worker_id, s.generation, s.trace)) for s in items]
+    reads all of them back (the topic's ``partitions``): the time until the last one is read."""
+    records = [(task_key(s.id).encode(), encode_status(s.state, s.worker_id, s.generation, s.trace, s.version))
+               for s in items]
     producer = Producer(producer_settings(bootstrap, {}))
     consumer = Consumer(consumer_settings(bootstrap, {}))
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     read = 0
 
     def read_back() -> None:
@@ -254,22 +262,31 @@ async def store_single_latency(bootstrap: str, topic: str) -> float:
     return elapsed
 
 
-async def store_read(bootstrap: str, topic: str, expected: int) -> float:
-    store = make_store(bootstrap, topic)
+async def store_read(bootstrap: str, topic: str, expected: int, process_cpu: list[float] | None = None) -> float:
+    """Seconds for a new store to start on a topic of ``expected`` statuses: made (its clients set up), the topic
+    checked, every record read to the end into the cache; ``process_cpu`` gets the process's CPU seconds for it."""
+    cpu = time.process_time()
     start = time.perf_counter()
+    store = make_store(bootstrap, topic)
     await store.start()
     elapsed = time.perf_counter() - start
+    if process_cpu is not None:
+        process_cpu.append(time.process_time() - cpu)
     assert store.cache.stats.applied == expected, (store.cache.stats.applied, expected)
     await store.stop()
     return elapsed
 
 
-async def raw_read(bootstrap: str, topic: str, expected: int) -> float:
+async def raw_read(bootstrap: str, topic: str, expected: int, partitions: int = PARTITIONS) -> float:
+    """Seconds for a raw Consumer to read the topic's ``expected`` records from its ``partitions`` to their ends."""
     consumer = Consumer(consumer_settings(bootstrap, {}))
     start = time.perf_counter()
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     count, at_end = 0, set[int | None]()
-    while len(at_end) < PARTITIONS:
+    deadline = time.monotonic() + 600
+    while len(at_end) < partitions:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: not read to its end within 600 s")
         for message in consumer.consume(CONSUME_BATCH, 0.1):
             error = message.error()
             if error is None:

@@ -257,7 +257,10 @@ class ConnectWriter:
         status = status_for(key_index, version)
         value = encode_status(status.state, status.worker_id, status.generation, status.trace)
         assert value is not None
-        key = key_for(key_index)
+        self.put(key_for(key_index), version, value)
+
+    def put(self, key: str, version: int, value: bytes) -> None:
+        """``KafkaStatusBackingStore.put`` of an encoded status, the ``version``-th of its key; never blocks."""
         self._ledger.submitted(key, version)
         with self._count_lock:
             self._unsettled += 1

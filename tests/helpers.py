@@ -42,15 +42,17 @@ def read_raw(store: StatusStore, topic: str | None = None) -> list[tuple[int, by
                          "enable.partition.eof": True, "enable.auto.commit": False})
     partitions = set(consumer.list_topics(topic, WAIT).topics[topic].partitions)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    records, at_end, deadline = [], set(), time.monotonic() + WAIT
+    records: list[tuple[int, bytes | None, bytes | None]] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + WAIT
     try:
         while at_end != partitions and time.monotonic() < deadline:
             for message in consumer.consume(100, 0.1):
                 error = message.error()
                 if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
+                    at_end.add(message.partition() or 0)
                 elif error is None:
-                    records.append((message.partition(), message.key(), message.value()))
+                    records.append((message.partition() or 0, message.key(), message.value()))
     finally:
         consumer.close()
     assert at_end == partitions, "did not reach the end of the topic in time"

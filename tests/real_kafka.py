@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import ElectionType, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from .kafka_proxy import KafkaProxy
@@ -94,19 +94,27 @@ def kafka_line(name: str) -> KafkaLine:
 
 def scripted_connector(line: KafkaLine) -> Path:
     """The scripted test connector, compiled against ``line``'s Connect API once per version of its sources."""
-    sources = sorted(CONNECTOR_SOURCES.rglob("*.java"))
+    return compiled(line, "scripted-connector", JVM_DIR, CONNECTOR_SOURCES, CONNECTOR_RESOURCES)
+
+
+def compiled(line: KafkaLine, name: str, root: Path, sources: Path, resources: Path | None = None) -> Path:
+    """The Java sources under ``sources`` (with the files under ``resources`` beside the classes), compiled with
+    javac against ``line``'s jars into the cache, once per version of the files (named relative to ``root``): the
+    directory to put on a classpath."""
+    java = sorted(sources.rglob("*.java"))
     digest = hashlib.sha256()
-    for path in [*sources, *sorted(CONNECTOR_RESOURCES.rglob("*"))]:
+    for path in [*java, *(sorted(resources.rglob("*")) if resources is not None else [])]:
         if path.is_file():
-            digest.update(path.relative_to(JVM_DIR).as_posix().encode() + b"\0" + path.read_bytes())
-    target = jvm_cache() / "scripted-connector" / f"{line.name}-{digest.hexdigest()[:16]}"
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    target = jvm_cache() / name / f"{line.name}-{digest.hexdigest()[:16]}"
     if (target / ".complete").exists():
         return target
     building = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     shutil.rmtree(building, ignore_errors=True)
     subprocess.run(["javac", "-nowarn", "--release", "17", "-encoding", "UTF-8", "-cp", line.classpath,
-                    "-d", str(building), *map(str, sources)], check=True, capture_output=True, timeout=120)
-    shutil.copytree(CONNECTOR_RESOURCES, building, dirs_exist_ok=True)
+                    "-d", str(building), *map(str, java)], check=True, capture_output=True, timeout=120)
+    if resources is not None:
+        shutil.copytree(resources, building, dirs_exist_ok=True)
     (building / ".complete").touch()
     try:
         building.rename(target)
@@ -129,7 +137,8 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def _log4j2_config(log_file: Path) -> str:
+def log4j2_config(log_file: Path) -> str:
+    """A log4j2 configuration sending every line of a Kafka 4.x JVM to ``log_file``."""
     return f"""<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="warn">
   <Appenders>
@@ -193,7 +202,7 @@ class JavaProcess:
     def command(self) -> list[str]:
         if self.line.major >= 4:
             logging_config = self.workdir / f"{self.name}-log4j2.xml"
-            logging_config.write_text(_log4j2_config(self.log_file), encoding="utf-8")
+            logging_config.write_text(log4j2_config(self.log_file), encoding="utf-8")
             logging = f"-Dlog4j2.configurationFile={logging_config}"
         else:
             logging_config = self.workdir / f"{self.name}-log4j.properties"
@@ -456,6 +465,30 @@ class KafkaCluster:
                                       operation_timeout=30, request_timeout=30)
         futures[topic].result(timeout=60)
 
+    def records(self, topic: str) -> list[tuple[bytes, bytes | None]]:
+        """Every record of a topic, as (key, value), read with a plain consumer to the end."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": f"reader-{uuid.uuid4()}",
+                             "enable.partition.eof": True, "enable.auto.commit": False})
+        try:
+            partitions = set(consumer.list_topics(topic, 15).topics[topic].partitions)
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+            found: list[tuple[bytes, bytes | None]] = []
+            at_end: set[int] = set()
+
+            def read() -> bool:
+                for message in consumer.consume(500, 0.2):
+                    error = message.error()
+                    if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                        at_end.add(message.partition() or 0)
+                    elif error is None:
+                        found.append((message.key() or b"", message.value()))
+                return at_end == partitions
+
+            wait_until(read, 30, f"{topic} read to its end", interval=0)
+            return found
+        finally:
+            consumer.close()
+
     def stop_broker(self, node_id: int) -> None:
         node = self.broker(node_id)
         assert node.process is not None
@@ -555,7 +588,8 @@ class ConnectWorker:
     """A Connect distributed worker on 127.0.0.1 with the scripted connector, and its REST API."""
 
     def __init__(self, line: KafkaLine, workdir: Path, bootstrap_servers: str, group: str,
-                 topics_prefix: str, replication: int = 1, settings: Mapping[str, str] | None = None) -> None:
+                 topics_prefix: str, replication: int = 1, settings: Mapping[str, str] | None = None,
+                 full_jit: bool = False) -> None:
         self.line = line
         (self.port,) = free_ports(1)
         self.url = f"http://127.0.0.1:{self.port}"
@@ -593,7 +627,7 @@ class ConnectWorker:
         write_properties(workdir / "worker.properties", self.settings)
         self.process = JavaProcess(f"connect-{self.port}", line, "org.apache.kafka.connect.cli.ConnectDistributed",
                                    [str(workdir / "worker.properties")], workdir,
-                                   extra_classpath=[scripted_connector(line)])
+                                   extra_classpath=[scripted_connector(line)], full_jit=full_jit)
 
     def start(self, timeout: float = START_WAIT) -> None:
         """Start the worker; return once its REST API answers (it has joined its group)."""
@@ -634,11 +668,12 @@ class ConnectCluster:
     """Connect workers of one group (their own status, config and offset topics) on a Kafka cluster."""
 
     def __init__(self, line: KafkaLine, workdir: Path, kafka: KafkaCluster, name: str, workers: int = 2,
-                 settings: Mapping[str, str] | None = None) -> None:
+                 settings: Mapping[str, str] | None = None, full_jit: bool = False) -> None:
+        """``full_jit``: the workers' JVMs with both compilers, as a user runs them (benchmarks)."""
         self.line, self.kafka, self.name = line, kafka, name
         replication = min(len(kafka.brokers), 3)
         self.workers = [ConnectWorker(line, workdir / f"worker-{i}", kafka.bootstrap_servers, name, name,
-                                      replication, settings) for i in range(workers)]
+                                      replication, settings, full_jit) for i in range(workers)]
         first = self.workers[0]
         self.status_topic, self.config_topic, self.offset_topic = (first.status_topic, first.config_topic,
                                                                    first.offset_topic)

@@ -32,7 +32,7 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
-    assert len(scripts()) == 16
+    assert len(scripts()) == 18
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
@@ -42,6 +42,27 @@ def test_core_quick_run(tmp_path: Path) -> None:
         "raw", "store", "store with spool", "store with history", "aio"]
     assert [row[1] for row in rows(output, "write until visible")] == ["raw pipeline", "lean sketch", "store"]
     assert "the spool's cost" in output
+
+
+def test_connect_outage_quick_run(tmp_path: Path) -> None:
+    output = run_quick("connect_outage", tmp_path, timeout=RUN_BOUND_S)
+    runs = rows(output, "1")
+    assert [row[1] for row in runs] == ["Connect worker", "status-store", "bench/writers.py ConnectWriter"]
+    # Every connector went through all five steps (2 connectors).
+    assert all(row[9].split(" (")[0].endswith(" of 10") for row in runs)
+    # status-store leaves no key stale: the last record of every key is the last status it was given.
+    assert runs[1][7] == "0 of 6"
+
+
+def test_connect_store_quick_run(tmp_path: Path) -> None:
+    output = run_quick("connect_store", tmp_path, timeout=RUN_BOUND_S)
+    writers = ["KafkaStatusBackingStore", "status-store"]
+    assert [row[1] for row in rows(output, "until acknowledged")] == ["raw produce loop", *writers]
+    assert [row[1] for row in rows(output, "until visible")] == ["raw pipeline", *writers]
+    # Connect's store and status-store wrote the same bytes for the same statuses.
+    assert "both stores wrote the same records: yes" in output
+    assert [row[0] for row in rows(output, "KafkaStatusBackingStore,")] == [
+        "KafkaStatusBackingStore, fresh JVM", "KafkaStatusBackingStore, warm JVM"]
 
 
 def test_retry_quick_run(tmp_path: Path) -> None:

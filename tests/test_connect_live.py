@@ -6,13 +6,12 @@ REST API then shows; a safe write is refused over a live worker's newer generati
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from status_store.codec import decode_status, decode_topic_status, encode_status, encode_topic_status
 from status_store.model import ConnectorKey, TaskKey, TopicKey, parse_key
@@ -37,31 +36,6 @@ MESSAGE = "boom \U0001f600 \u00e9 \u2028"
 
 def source(**settings: str) -> dict[str, str]:
     return {"connector.class": SOURCE_CONNECTOR, "tasks.max": "2", **settings}
-
-
-def records(kafka: KafkaCluster, topic: str) -> list[tuple[bytes, bytes | None]]:
-    """Every record of a topic, as (key, value), read with a plain consumer to the end."""
-    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"reader-{uuid.uuid4()}",
-                         "enable.partition.eof": True, "enable.auto.commit": False})
-    try:
-        partitions = set(consumer.list_topics(topic, 15).topics[topic].partitions)
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        found: list[tuple[bytes, bytes | None]] = []
-        at_end: set[int] = set()
-
-        def read() -> bool:
-            for message in consumer.consume(500, 0.2):
-                error = message.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition() or 0)
-                elif error is None:
-                    found.append((message.key() or b"", message.value()))
-            return at_end == partitions
-
-        wait_until(read, 30, f"{topic} read to its end", interval=0)
-        return found
-    finally:
-        consumer.close()
 
 
 def reencoded(key: bytes, value: bytes) -> bytes:
@@ -94,7 +68,7 @@ def test_every_record_connect_4_and_3_write_is_what_status_store_writes_for_it(
         create_and_fail(connect, prefix)
         connect.call("PUT", f"/connectors/{prefix}-ok/pause")
         connect.wait_for_status(f"{prefix}-ok", all_in("PAUSED", 2), "paused", WAIT)
-    written = {name: [(key, value) for key, value in records(connect.kafka, connect.status_topic)
+    written = {name: [(key, value) for key, value in connect.kafka.records(connect.status_topic)
                       if value is not None]
                for name, connect in (("4.x", connect_cluster), ("3.x", connect3_worker))}
     for name, found in written.items():
@@ -147,7 +121,7 @@ def test_a_safe_write_over_a_live_workers_newer_generation_is_refused(connect_cl
 
 
 def _generation(connect: ConnectCluster, key: str) -> int:
-    values = [value for k, value in records(connect.kafka, connect.status_topic) if k == key.encode() and value]
+    values = [value for k, value in connect.kafka.records(connect.status_topic) if k == key.encode() and value]
     generation: int = json.loads(values[-1])["generation"]
     return generation
 
