@@ -34,7 +34,7 @@ from status_store.model import State, connector_key
 from .kafka_proxy import Fault
 from .live import LiveSidecar
 from .real_kafka import SOURCE_CONNECTOR, Answer, ConnectCluster, KafkaCluster, all_in, kafka_line, wait_until
-from .test_connect_live import records, same_answers
+from .test_connect_live import same_answers
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -300,7 +300,7 @@ def check_after(faults: Faults, writers: Writers, *others: Ledger, routes: tuple
     rounds: dict[bytes, list[int]] = collections.defaultdict(list)
     ledgers = [writers.ledger, *others]
     written = {key for ledger in ledgers for key in ledger.accepted}
-    for key, value in records(faults.kafka, faults.topic):
+    for key, value in faults.kafka.records(faults.topic):
         if key in written:
             assert value is not None, f"a tombstone for {key!r}"
             rounds[key].append(round_of(value))
