@@ -30,8 +30,8 @@ class LiveSidecar:
         self.service = Service("--config", str(self.config_file), "--port", str(self.port))
         self.service.wait_for("Uvicorn running on")
 
-    def request(self, method: str, path: str, body: object = None) -> Answer:
-        return http(method, self.url + path, body)
+    def request(self, method: str, path: str, body: object = None, accept: str = "application/json") -> Answer:
+        return http(method, self.url + path, body, accept=accept)
 
     def call(self, method: str, path: str, body: object = None, expect: tuple[int, ...] = (200, 202)) -> Any:
         answer = self.request(method, path, body)

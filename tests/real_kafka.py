@@ -570,13 +570,14 @@ class Answer:
         return json.loads(self.body) if self.body else None
 
 
-def http(method: str, url: str, body: object = None, timeout: float = 30.0) -> Answer:
+def http(method: str, url: str, body: object = None, timeout: float = 30.0, accept: str = "application/json"
+         ) -> Answer:
     """One HTTP request (no client library between the test and the bytes)."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method)
     if data is not None:
         request.add_header("Content-Type", "application/json")
-    request.add_header("Accept", "application/json")
+    request.add_header("Accept", accept)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return Answer(response.status, response.read(), dict(response.headers))
@@ -643,8 +644,8 @@ class ConnectWorker:
 
         wait_until(ready, timeout, f"Connect worker {self.worker_id} ready", [self.process], interval=0.2)
 
-    def request(self, method: str, path: str, body: object = None) -> Answer:
-        return http(method, self.url + path, body)
+    def request(self, method: str, path: str, body: object = None, accept: str = "application/json") -> Answer:
+        return http(method, self.url + path, body, accept=accept)
 
     def call(self, method: str, path: str, body: object = None, expect: Iterable[int] = (200, 201, 202, 204)
              ) -> Any:
@@ -697,8 +698,8 @@ class ConnectCluster:
         assert running, f"no worker of {self.name} is running"
         return running[0]
 
-    def request(self, method: str, path: str, body: object = None) -> Answer:
-        return self.worker.request(method, path, body)
+    def request(self, method: str, path: str, body: object = None, accept: str = "application/json") -> Answer:
+        return self.worker.request(method, path, body, accept)
 
     def call(self, method: str, path: str, body: object = None,
              expect: Iterable[int] = (200, 201, 202, 204)) -> Any:

@@ -29,6 +29,34 @@ def test_every_test_the_table_names_exists() -> None:
         assert name in functions, f"{path}::{name} is named in {DOC.name} but does not exist"
 
 
+# The Connect versions each live test runs (a test's own entry, else its module's): the table's "Checked live on"
+# column names exactly the versions of the live tests in its "Checked by" column, and "—" where there are none.
+LIVE_TESTS = {
+    "tests/test_connect_oracle.py": {"4.4.0"},
+    "tests/test_connect_live.py": {"4.4.0"},
+    "tests/test_connect_live.py::test_every_record_connect_4_and_3_write_is_what_status_store_writes_for_it":
+        {"4.4.0", "3.9.2"},
+    "tests/test_connect_live.py::test_records_of_connect_3_are_served_as_connect_4_serves_them": {"3.9.2"},
+    "tests/test_real_faults.py": {"4.4.0"},
+}
+
+
+def test_the_live_column_names_the_connect_versions_its_tests_run() -> None:
+    pom = (ROOT / "tests" / "jvm" / "pom.xml").read_text()
+    assert all(f"<version>{version}</version>" in pom for versions in LIVE_TESTS.values() for version in versions)
+    text = DOC.read_text()
+    header = "| Area | Connect | status-store | Same? | Checked live on | Why, and notes | Checked by |"
+    rows = text[text.index(header):].split("\n\n")[0].splitlines()[2:]
+    assert len(rows) > 70
+    for row in rows:
+        cells = [cell.strip() for cell in row.split("|")[1:-1]]
+        named = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", cells[6])
+        versions = set().union(*(LIVE_TESTS.get(f"{path}::{name}", LIVE_TESTS.get(path, set()))
+                                 for path, name in named))
+        claimed = set(re.findall(r"\b\d+\.\d+\.\d+\b", cells[4]))
+        assert (claimed, cells[4] == "—") == (versions, not versions), f"{cells[0]}: {cells[1][:60]}"
+
+
 def test_every_route_of_the_api_is_in_the_table() -> None:
     text = DOC.read_text()
     for path in openapi_document()["paths"]:

@@ -554,7 +554,7 @@ async def test_a_task_number_that_is_not_canonical_decimal_addresses_no_task(api
 
 
 async def test_a_negative_task_number_reads_connects_404_for_a_task_without_status(api: Api) -> None:
-    # Checked on Connect 4.4: Integer.valueOf takes "-1", and no task -1 has a status.
+    # Connect 4.4's Integer.valueOf takes "-1", and no task -1 has a status (tests/test_connect_live.py).
     for task in ("-1", "-2147483648"):
         read = await api.http.get(f"/connectors/c/tasks/{task}/status")
         assert (read.status_code, read.content) == (
@@ -611,15 +611,19 @@ async def test_unmatched_routes_answer_connects_404_and_405(api: Api) -> None:
 
 
 async def test_options_is_answered_as_connects_jersey_answers_it(api_factory: ApiFactory) -> None:
-    # Checked on Connect 4.4 (Jetty 12, Jersey 3.1): OPTIONS / with curl's Accept: */* answers 200, "Allow:
-    # HEAD,GET,OPTIONS" and the body "HEAD, GET, OPTIONS" as text/plain; with Accept: application/json, an empty
-    # body. The methods are those the path serves here (and no token is needed: nothing is read or written).
+    # Connect 4.4 (Jetty 12, Jersey 3.1) answers as tests/test_connect_live.py::test_http_details_are_answered_as_
+    # connect_answers_them shows: OPTIONS / with curl's Accept: */* answers 200, "Allow: HEAD,GET,OPTIONS" and the body
+    # "HEAD, GET, OPTIONS" as text/plain; with Accept: application/json, an empty body labelled application/json. The
+    # methods are those the path serves here (and no token is needed: nothing is read or written).
     async with api_factory(token="s3cret") as api:
         root = await api.http.options("/", headers={"Accept": "*/*"})
         assert (root.status_code, root.headers["allow"], root.headers["content-type"], root.content) == (
             200, "HEAD,GET,OPTIONS", "text/plain", b"HEAD, GET, OPTIONS")
         task = await api.http.options("/connectors/c/tasks/0/status/", headers={"Accept": "application/json"})
         assert (task.status_code, task.headers["allow"], task.content) == (200, "HEAD,GET,OPTIONS,PUT", b"")
+        assert task.headers["content-type"] == "application/json"  # labelled with the type the client prefers
+        ranked = await api.http.options("/", headers={"Accept": "text/plain;q=0.5, application/*"})
+        assert (ranked.headers["content-type"], ranked.content) == ("application/*", b"")
         status = await api.http.options("/connectors/c/status", headers={"Accept": "text/plain"})
         assert status.content == b"HEAD, DELETE, GET, OPTIONS, PUT"
         missing = await api.http.options("/nope")

@@ -29,6 +29,29 @@ UNMATCHED_ROUTE = "unmatched"
 _JERSEY_ORDER = ("HEAD", "DELETE", "POST", "GET", "OPTIONS", "PUT", "PATCH")
 
 
+
+def _preferred_media_type(scope: Scope) -> str:
+    """The media type the request's ``Accept`` prefers, as Jersey ranks them: the highest quality first, then the
+    most specific (``a/b`` before ``a/*`` before ``*/*``), then the order given; ``*/*`` when there is none."""
+    ranked: list[tuple[float, int, int, str]] = []
+    for name, value in scope["headers"]:
+        if name != b"accept":
+            continue
+        for entry in value.decode("latin-1").split(","):
+            media_type, *parameters = (part.strip() for part in entry.split(";"))
+            quality = 1.0
+            for parameter in parameters:
+                key, _, number = parameter.partition("=")
+                if key.strip().lower() == "q":
+                    try:
+                        quality = float(number)
+                    except ValueError:
+                        quality = 0.0
+            if media_type and quality > 0:
+                wildcards = media_type.count("*")
+                ranked.append((-quality, wildcards, len(ranked), media_type.lower()))
+    return min(ranked)[3] if ranked else "*/*"
+
 class ConnectHttp:
     """The HTTP rules around every request, in one ASGI middleware (nested ones would each add coroutine frames
     and a wrapped ``send`` to every request):
@@ -115,8 +138,9 @@ class ConnectHttp:
     async def _options(self, scope: Scope, send: Send) -> bool:
         """Answer OPTIONS as Jersey's default does in Connect: 200, ``Allow`` listing the methods the path's routes
         take (``HEAD`` with ``GET``, and ``OPTIONS``), the same list as the body when the client takes text
-        (``Accept`` missing, ``*/*``, ``text/*`` or ``text/plain``), else an empty body. False for a path no route
-        serves: the app answers (404, or 501 for Connect's routes status-store does not serve)."""
+        prefers text (its most preferred type is ``text/plain``, ``text/*`` or ``*/*``, or it sends no ``Accept``),
+        else an empty body labelled with the type it prefers. False for a path no route serves: the app answers
+        (404, or 501 for Connect's routes status-store does not serve)."""
         methods: set[str] = set()
         for route in self.served:
             if route.matches(scope)[0] is not Match.NONE:
@@ -127,13 +151,14 @@ class ConnectHttp:
         if "GET" in methods:
             methods.add("HEAD")
         allowed = [method for method in _JERSEY_ORDER if method in methods or method == "OPTIONS"]
-        accepted = [value.strip().partition(";")[0].strip().lower() for name, value in scope["headers"]
-                    if name == b"accept" for value in value.decode("latin-1").split(",")]
         headers = [(b"allow", ",".join(allowed).encode())]
         body = b""
-        if not accepted or {"*/*", "text/*", "text/plain"} & set(accepted):
+        preferred = _preferred_media_type(scope)
+        if preferred in ("*/*", "text/*", "text/plain"):
             body = ", ".join(allowed).encode()
             headers.append((b"content-type", b"text/plain"))
+        else:
+            headers.append((b"content-type", preferred.encode("latin-1")))
         headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
