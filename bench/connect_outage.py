@@ -469,9 +469,9 @@ class Bench:
     def stop(self) -> None:
         for tail in self.tails.values():
             tail.stop()
-        self.sidecar.stop()
-        self.connect.forget()
-        self.kafka.stop()
+        self.sidecar.close()
+        self.connect.close()
+        self.kafka.close()
 
 
 def seconds(value: float | None) -> str:

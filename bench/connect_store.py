@@ -291,7 +291,7 @@ async def main() -> None:
         finally:
             if harness is not None:
                 harness.stop()
-            kafka.stop()
+            kafka.close()
     report(args.records, args.statuses, args.rounds, acknowledged, visible, loop_cpu, started, same)
     print(f"\nload average at the end: {load_average()}")
     if profile:

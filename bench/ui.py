@@ -68,14 +68,10 @@ def kafka_broker() -> Iterator[str]:
     bootstrap servers."""
     from tests.real_kafka import KafkaCluster, kafka_line  # the tests' way to run Kafka: one place for it
 
-    with tempfile.TemporaryDirectory() as directory:
-        cluster = KafkaCluster(kafka_line("kafka-4"), Path(directory), full_jit=True)
-        try:
-            cluster.start()
-            cluster.create_topic("connect-status", 5, 1, {"cleanup.policy": "compact"})
-            yield cluster.bootstrap_servers
-        finally:
-            cluster.stop()
+    with (tempfile.TemporaryDirectory() as directory,
+          KafkaCluster(kafka_line("kafka-4"), Path(directory), full_jit=True) as cluster):
+        cluster.create_topic("connect-status", 5, 1, {"cleanup.policy": "compact"})
+        yield cluster.bootstrap_servers
 
 
 @contextmanager

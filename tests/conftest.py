@@ -172,12 +172,8 @@ def _real(line: str) -> KafkaLine:
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """A single-node Apache Kafka (KRaft, broker and controller in one process) for the test process."""
-    cluster = KafkaCluster(_real("kafka-4"), tmp_path_factory.mktemp("kafka"))
-    try:
-        cluster.start()
+    with KafkaCluster(_real("kafka-4"), tmp_path_factory.mktemp("kafka")) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="session")
@@ -185,12 +181,8 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
     """Three Apache Kafka brokers and a controller of their own, for the fault tests, each behind a proxy that
     counts requests and injects network faults (a test that stops brokers or sets faults undoes them before it
     ends)."""
-    cluster = KafkaCluster(_real("kafka-4"), tmp_path_factory.mktemp("kafka-cluster"), brokers=3, proxied=True)
-    try:
-        cluster.start()
+    with KafkaCluster(_real("kafka-4"), tmp_path_factory.mktemp("kafka-cluster"), brokers=3, proxied=True) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="session")
@@ -198,33 +190,22 @@ def connect_cluster(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactor
     """Two Connect workers of the newest 4.x with the scripted connector, on ``kafka``. A worker that leaves gives
     its tasks up after 8 s (``scheduled.rebalance.max.delay.ms``), so UNASSIGNED can be seen on purpose. A test that
     stops a worker starts it again before it ends."""
-    cluster = ConnectCluster(_real("kafka-4"), tmp_path_factory.mktemp("connect-4"), kafka, "connect-4",
-                             settings={"scheduled.rebalance.max.delay.ms": "8000"})
-    try:
-        cluster.start()
+    with ConnectCluster(_real("kafka-4"), tmp_path_factory.mktemp("connect-4"), kafka, "connect-4",
+                        settings={"scheduled.rebalance.max.delay.ms": "8000"}) as cluster:
         yield cluster
-    finally:
-        cluster.forget()
 
 
 @pytest.fixture(scope="session")
 def connect3_worker(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectCluster]:
     """One Connect worker of the last 3.x line, with topics and a group of its own, on ``kafka``."""
-    cluster = ConnectCluster(_real("kafka-3"), tmp_path_factory.mktemp("connect-3"), kafka, "connect-3", workers=1)
-    try:
-        cluster.start()
+    with ConnectCluster(_real("kafka-3"), tmp_path_factory.mktemp("connect-3"), kafka, "connect-3",
+                        workers=1) as cluster:
         yield cluster
-    finally:
-        cluster.forget()
 
 
 @pytest.fixture(scope="session")
 def connect_sidecar(connect_cluster: ConnectCluster, tmp_path_factory: pytest.TempPathFactory
                     ) -> Iterator[LiveSidecar]:
     """status-store on ``connect_cluster``'s status and config topics."""
-    sidecar = LiveSidecar(tmp_path_factory.mktemp("sidecar-4"), connect_cluster)
-    sidecar.start()
-    try:
+    with LiveSidecar(tmp_path_factory.mktemp("sidecar-4"), connect_cluster) as sidecar:
         yield sidecar
-    finally:
-        sidecar.stop()

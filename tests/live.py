@@ -9,10 +9,10 @@ from typing import Any
 
 from .brokers import free_port
 from .helpers import Service
-from .real_kafka import Answer, ConnectCluster, http, write_properties
+from .real_kafka import Answer, ConnectCluster, Started, http, write_properties
 
 
-class LiveSidecar:
+class LiveSidecar(Started):
     """``status-store serve --config <file>`` on a Connect cluster's topics; stopped by its pid."""
 
     def __init__(self, workdir: Path, connect: ConnectCluster, settings: Mapping[str, str] | None = None) -> None:
@@ -38,7 +38,7 @@ class LiveSidecar:
         assert answer.status in expect, f"{method} {path} -> {answer.status} {answer.body[:500]!r}"
         return answer.json()
 
-    def stop(self) -> None:
+    def close(self) -> None:
         if self.service is not None:
             self.service.stop()
             self.service = None

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -305,6 +305,29 @@ class PartitionState:
     isrs: tuple[int, ...]
 
 
+class Started:
+    """A part of the test bed that runs processes: started for a ``with`` block and closed after it, also when its
+    start fails half-way, so no process outlives the block."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop every process, by pid, and leave the report's list of logs."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 @dataclass
 class KafkaNode:
     """One KRaft node: a broker, a controller, or both in one process. A broker listens for clients on
@@ -326,7 +349,7 @@ class KafkaNode:
         return "broker" in self.roles
 
 
-class KafkaCluster:
+class KafkaCluster(Started):
     """Apache Kafka in KRaft mode on 127.0.0.1: ``brokers`` broker processes and one controller, combined with
     the broker when there is one broker, in a process of its own otherwise (stopping brokers then never costs
     the metadata quorum).
@@ -545,7 +568,7 @@ class KafkaCluster:
     def processes(self) -> list[JavaProcess]:
         return [node.process for node in self.nodes if node.process is not None]
 
-    def stop(self) -> None:
+    def close(self) -> None:
         """Every broker, then the controller (a broker's clean shutdown asks the controller)."""
         for node in sorted(self.nodes, key=lambda n: not n.is_broker):
             if node.process is not None:
@@ -665,7 +688,7 @@ class ConnectWorker:
         self.process.forget()
 
 
-class ConnectCluster:
+class ConnectCluster(Started):
     """Connect workers of one group (their own status, config and offset topics) on a Kafka cluster."""
 
     def __init__(self, line: KafkaLine, workdir: Path, kafka: KafkaCluster, name: str, workers: int = 2,
@@ -722,7 +745,7 @@ class ConnectCluster:
         status: dict[str, Any] = seen[0]
         return status
 
-    def forget(self) -> None:
+    def close(self) -> None:
         for worker in self.workers:
             worker.forget()
 

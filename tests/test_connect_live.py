@@ -189,9 +189,7 @@ def _generation(connect: ConnectCluster, key: str) -> int:
 def test_records_of_connect_3_are_served_as_connect_4_serves_them(connect3_worker: ConnectCluster,
                                                                  tmp_path: Path) -> None:
     create_and_fail(connect3_worker, "v3")
-    sidecar = LiveSidecar(tmp_path, connect3_worker)
-    sidecar.start()
-    try:
+    with LiveSidecar(tmp_path, connect3_worker) as sidecar:
         routes = [f"/connectors/{name}{route}" for name in ("v3-ok", "v3-bad", "v3-dead")
                   for route in ("/status", "/tasks/0/status", "/tasks/1/status", "")]
         # Connect 3.x has no version field: status-store serves Connect 4.x's shape, null for a status without one.
@@ -199,8 +197,6 @@ def test_records_of_connect_3_are_served_as_connect_4_serves_them(connect3_worke
                      shape=without_null_versions)
         served = sidecar.call("GET", "/connectors/v3-ok/status")
         assert served["connector"]["version"] is None
-    finally:
-        sidecar.stop()
 
 
 def without_null_versions(value: Any) -> Any:
@@ -236,24 +232,22 @@ def same_answers(theirs: Ask, ours: Ask, routes: list[str], shape: Callable[[Any
         pytest.fail("\n".join(f"{route}\n  Connect:      {a}\n  status-store: {b}" for route, (a, b) in last.items()))
 
 
-@pytest.fixture(scope="module")
-def untracked(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectCluster]:
-    """A Connect 4.x worker with topic tracking off."""
-    cluster = ConnectCluster(kafka_line("kafka-4"), tmp_path_factory.mktemp("untracked"), kafka, "untracked",
-                             workers=1, settings={"topic.tracking.enable": "false"})
-    cluster.start()
-    yield cluster
-    cluster.forget()
+def one_worker(name: str, settings: dict[str, str], doc: str) -> Callable[..., Iterator[ConnectCluster]]:
+    """A module's fixture: one Connect 4.x worker, with topics and a group of its own, with ``settings``."""
+    def worker(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectCluster]:
+        with ConnectCluster(kafka_line("kafka-4"), tmp_path_factory.mktemp(name), kafka, name, workers=1,
+                            settings=settings) as cluster:
+            yield cluster
+
+    worker.__doc__ = doc
+    return pytest.fixture(scope="module", name=name.replace("-", "_"))(worker)
 
 
-@pytest.fixture(scope="module")
-def no_resets(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectCluster]:
-    """A Connect 4.x worker whose topic tracking cannot be reset."""
-    cluster = ConnectCluster(kafka_line("kafka-4"), tmp_path_factory.mktemp("no-resets"), kafka, "no-resets",
-                             workers=1, settings={"topic.tracking.allow.reset": "false"})
-    cluster.start()
-    yield cluster
-    cluster.forget()
+untracked = one_worker("untracked", {"topic.tracking.enable": "false"}, "A worker with topic tracking off.")
+no_resets = one_worker("no-resets", {"topic.tracking.allow.reset": "false"},
+                       "A worker whose topic tracking cannot be reset.")
+exactly_once = one_worker("exactly-once", {"exactly.once.source.support": "enabled"},
+                          "A worker with exactly-once source support (KIP-618): its config topic is transactional.")
 
 
 @pytest.mark.parametrize("cluster", ["untracked", "no_resets"])
@@ -262,9 +256,7 @@ def test_topic_tracking_settings_are_honoured_as_connect_honours_them(cluster: s
     connect: ConnectCluster = request.getfixturevalue(cluster)
     connect.call("PUT", "/connectors/tracked/config", source(**{"tasks.max": "1", "scripted.topic": f"{cluster}-out"}))
     connect.wait_for_status("tracked", all_in("RUNNING", 1), "running", WAIT)
-    sidecar = LiveSidecar(tmp_path, connect)  # the worker's own file: its topic.tracking.* settings
-    sidecar.start()
-    try:
+    with LiveSidecar(tmp_path, connect) as sidecar:  # the worker's own file: its topic.tracking.* settings
         for method in ("GET", "PUT"):
             path = "/connectors/tracked/topics" + ("/reset" if method == "PUT" else "")
             theirs, ours = connect.request(method, path), sidecar.request(method, path)
@@ -272,18 +264,6 @@ def test_topic_tracking_settings_are_honoured_as_connect_honours_them(cluster: s
                 continue  # the topics listed move as the task writes; compared in tests/test_connect_oracle.py
             assert (ours.status, ours.json()) == (theirs.status, theirs.json()), path
             assert theirs.status == 403
-    finally:
-        sidecar.stop()
-
-
-@pytest.fixture(scope="module")
-def exactly_once(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectCluster]:
-    """A Connect 4.x worker with exactly-once source support (KIP-618): its config topic is transactional."""
-    cluster = ConnectCluster(kafka_line("kafka-4"), tmp_path_factory.mktemp("eos"), kafka, "eos", workers=1,
-                             settings={"exactly.once.source.support": "enabled"})
-    cluster.start()
-    yield cluster
-    cluster.forget()
 
 
 def test_the_config_topic_is_read_committed_under_exactly_once_source_support(exactly_once: ConnectCluster,
@@ -302,17 +282,12 @@ def test_the_config_topic_is_read_committed_under_exactly_once_source_support(ex
     producer.flush(30)
     producer.abort_transaction(30)
     routes = ["/connectors", "/connectors/aborted", "/connectors/committed", "/connectors?expand=info"]
-    sidecar = LiveSidecar(tmp_path / "eos", connect)  # the worker's own file: exactly.once.source.support=enabled
-    uncommitted = LiveSidecar(tmp_path / "uncommitted", connect, {"exactly.once.source.support": "disabled"})
-    sidecar.start()
-    uncommitted.start()
-    try:
+    # The worker's own file (exactly.once.source.support=enabled), and the same without it.
+    with (LiveSidecar(tmp_path / "eos", connect) as sidecar,
+          LiveSidecar(tmp_path / "uncommitted", connect, {"exactly.once.source.support": "disabled"}) as uncommitted):
         same_answers(connect.request, sidecar.request, routes)
         assert connect.call("GET", "/connectors") == ["committed"]
         # What the sidecar answered before it read the config topic read_committed (and what it must not):
         assert sorted(uncommitted.call("GET", "/connectors")) == ["aborted", "committed"]
         # The status topic is read as Connect reads it, its own isolation level (read_uncommitted).
         same_answers(connect.request, sidecar.request, ["/connectors/committed/status"])
-    finally:
-        sidecar.stop()
-        uncommitted.stop()

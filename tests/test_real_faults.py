@@ -162,18 +162,12 @@ def coordinator_partition(group: str, partitions: int) -> int:
 def faults(kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faults]:
     """One Connect 4.x worker on the three brokers (its status topic at replication factor 3 with
     min.insync.replicas=2), a running connector of two tasks, and the sidecar on the worker's own properties."""
-    connect = ConnectCluster(kafka_line("kafka-4"), tmp_path_factory.mktemp("faults-connect"), kafka_cluster,
-                             "faults", workers=1, settings={"status.storage.min.insync.replicas": "2"})
-    sidecar = LiveSidecar(tmp_path_factory.mktemp("faults-sidecar"), connect)
-    try:
-        connect.start()
-        sidecar.start()
+    with (ConnectCluster(kafka_line("kafka-4"), tmp_path_factory.mktemp("faults-connect"), kafka_cluster, "faults",
+                         workers=1, settings={"status.storage.min.insync.replicas": "2"}) as connect,
+          LiveSidecar(tmp_path_factory.mktemp("faults-sidecar"), connect) as sidecar):
         connect.call("PUT", f"/connectors/{CONNECTOR}/config", {"connector.class": SOURCE_CONNECTOR, "tasks.max": "2"})
         connect.wait_for_status(CONNECTOR, all_in("RUNNING", 2), "running")
         yield Faults(kafka_cluster, connect, sidecar)
-    finally:
-        sidecar.stop()
-        connect.forget()
 
 
 @pytest.fixture
