@@ -156,11 +156,17 @@ def gate(max_retries: int = 100) -> Gate:
     return Gate(clock, kafka, queue, parker)
 
 
-def test_a_retriable_failure_holds_its_partition_and_only_that_one() -> None:
-    g = gate()
+def partition_0_held(max_retries: int = 100) -> tuple[Gate, StatusUpdate]:
+    """A queue that has written to partition 1 (so partition 0 is not the only one it knows) and whose write of
+    key a0 failed: partition 0 is held. Returns the queue and a0's update."""
+    g = gate(max_retries)
     g.put("a1")
     g.kafka.write_all()
-    a = g.hold("a0")[0]
+    return g, g.hold("a0")[0]
+
+
+def test_a_retriable_failure_holds_its_partition_and_only_that_one() -> None:
+    g, a = partition_0_held()
     assert g.queue.held_partitions == [0]
     assert not a.done()
     assert g.queue.waits_in_line(a)
@@ -174,10 +180,7 @@ def test_a_retriable_failure_holds_its_partition_and_only_that_one() -> None:
 
 
 def test_one_probe_at_a_time_the_oldest_waiting_update() -> None:
-    g = gate()
-    g.put("a1")
-    g.kafka.write_all()
-    g.hold("a0")
+    g, _ = partition_0_held()
     g.put("b0")
     g.put("c0")
     g.clock.advance(0.05)
@@ -194,10 +197,7 @@ def test_one_probe_at_a_time_the_oldest_waiting_update() -> None:
 
 
 def test_a_failed_probe_backs_off_one_step_further_each_time() -> None:
-    g = gate()
-    g.put("a1")
-    g.kafka.write_all()
-    g.hold("a0")
+    g, _ = partition_0_held()
     waits = []
     for _ in range(5):
         failed_at = g.clock.now  # the hold began, or the last probe failed
@@ -212,10 +212,7 @@ def test_a_failed_probe_backs_off_one_step_further_each_time() -> None:
 
 
 def test_a_probe_that_gets_through_releases_the_line_in_batches_that_double() -> None:
-    g = gate()
-    g.put("a1")
-    g.kafka.write_all()
-    g.hold("a0")
+    g, _ = partition_0_held()
     waiting = [g.put(f"k{i}-0") for i in range(40)]
     g.clock.advance(0.2)
     g.kafka.write(g.kafka.only_unsettled())
@@ -236,10 +233,7 @@ def test_a_probe_that_gets_through_releases_the_line_in_batches_that_double() ->
 
 
 def test_a_failure_in_a_release_batch_halves_the_rate() -> None:
-    g = gate()
-    g.put("a1")
-    g.kafka.write_all()
-    g.hold("a0")
+    g, _ = partition_0_held()
     for i in range(40):
         g.put(f"k{i}-0")
     g.clock.advance(0.2)
@@ -281,10 +275,7 @@ def test_while_every_partition_is_held_one_probe_goes_for_the_cluster() -> None:
 
 
 def test_a_parked_update_waits_in_its_partition_and_its_probe_submits_it_again() -> None:
-    g = gate(max_retries=0)
-    g.put("a1")
-    g.kafka.write_all()
-    exhausted = g.hold("a0")[0]
+    g, exhausted = partition_0_held(max_retries=0)
     assert exhausted.outcome is not None
     assert exhausted.outcome.result is Result.FAILED
     assert g.queue.parked() == [exhausted]
@@ -304,10 +295,7 @@ def test_a_parked_update_waits_in_its_partition_and_its_probe_submits_it_again()
 
 
 def test_a_newer_write_replaces_a_parked_value() -> None:
-    g = gate(max_retries=0)
-    g.put("a1")
-    g.kafka.write_all()
-    g.hold("a0")
+    g, _ = partition_0_held(max_retries=0)
     newer = g.put("a0", "newer")
     assert g.queue.parked_count == 0
     assert g.parker.unparked[0][1] is None
