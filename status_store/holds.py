@@ -152,10 +152,6 @@ class Release:
         self.failed = False
         self.started = now
 
-    def in_batch(self, number: int) -> bool:
-        """Whether the update of this number is in the batch in flight."""
-        return number in self.inflight
-
     def settle(self, number: int, failed: bool) -> bool:
         """An update of the batch settled (``failed``: with a retriable error); True when the whole batch has."""
         self.inflight.discard(number)

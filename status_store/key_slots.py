@@ -32,13 +32,14 @@ class KeySlots:
         """Whether keys have partitions here."""
         return self._route is not None
 
-    def name(self, update: StatusUpdate) -> None:
-        """Give a numbered update the key it is coalesced under: its record's key, or one of its own."""
-        update._slot_key = update.key if self._coalesce else f"#{update.number}"
+    def name(self, update: StatusUpdate) -> str:
+        """Give a numbered update the key it is coalesced under (returned): its record's key, or one of its own."""
+        key = update._slot_key = update.key if self._coalesce else f"#{update.number}"
+        return key
 
     def slot(self, update: StatusUpdate) -> Slot:
-        """The update's slot (made, in its partition, if the key has none)."""
-        key = update._slot_key
+        """A numbered update's slot (made, in its partition, if the key has none); the update is named."""
+        key = self.name(update)
         slot = self._slots.get(key)
         if slot is None:
             partition = self._gate.partition(self._route(update.key)) if self._route is not None else None
@@ -49,9 +50,9 @@ class KeySlots:
         """The update's key's slot, if it has one."""
         return self._slots.get(update._slot_key)
 
-    def forget_if_idle(self, slot: Slot) -> None:
+    def forget(self, slot: Slot) -> None:
         """Drop the slot of a key with nothing in flight, waiting, parked or in line."""
-        if slot.empty() and not slot.queued and self._slots.get(slot.key) is slot:
+        if self._slots.get(slot.key) is slot:
             del self._slots[slot.key]
 
     def keep_parked(self) -> None:

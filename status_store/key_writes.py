@@ -37,7 +37,8 @@ log = logging.getLogger("status_store.retry_queue")
 
 
 class KeyWrites:
-    """The keys' slots and every attempt of their updates; the gate decides when a held partition's keys go."""
+    """Every attempt of the keys' updates, moved through their slots; the gate decides when a held partition's keys
+    go."""
 
     def __init__(self, send: Send, policy: RetryPolicy, slots: KeySlots, scheduler: Scheduler[StatusUpdate | GateTimer],
                  gate: PartitionGate, ledger: Ledger, timing: RetryTiming) -> None:
@@ -84,11 +85,9 @@ class KeyWrites:
             self._attempt(slot, update)
 
     def _register(self, update: StatusUpdate, now: float) -> None:
-        self._ledger.number(update, now)
-        self._slots.name(update)
+        self._ledger.admit(update, now)
         if self.policy.timeout is not None:
             update._deadline = now + self.policy.timeout
-        self._ledger.admit(update)
 
     def _attempt(self, slot: Slot, update: StatusUpdate) -> None:
         slot.inflight = update
@@ -118,7 +117,8 @@ class KeyWrites:
         if slot.inflight is update:
             slot.inflight = None
         # A retriable failure: evidence about the partition (a fatal one says nothing either way).
-        failed = error is not None and classify(error) is not ErrorKind.FATAL
+        kind = classify(error) if error is not None else None
+        failed = kind is not None and kind is not ErrorKind.FATAL
         partition = slot.partition
         probe = False
         if partition is not None:
@@ -136,14 +136,15 @@ class KeyWrites:
                 self._gate.written(partition)
         elif update.outcome is None:
             update.last_error = error
-            self._after_failure(slot, update, error, probe)
+            assert kind is not None
+            self._after_failure(slot, update, error, kind, probe)
         if probe and partition is not None:
             self._gate.arm_probe(partition)
         self._gate.settled(partition, update.number, failed)
         self._advance(slot)
 
-    def _after_failure(self, slot: Slot, update: StatusUpdate, error: WriteFailedError, probe: bool) -> None:
-        kind = classify(error)
+    def _after_failure(self, slot: Slot, update: StatusUpdate, error: WriteFailedError, kind: ErrorKind,
+                       probe: bool) -> None:
         partition = slot.partition
         if kind is ErrorKind.FATAL:
             # Failed for good, even with a newer value held: that one is sent next (_advance). A fatal error
@@ -152,7 +153,7 @@ class KeyWrites:
             if probe and partition is not None:
                 self._gate.probe_now(partition)
             return
-        leader_retry = self._timing.leader_retry(update, kind)
+        leader_retry = kind is ErrorKind.LEADER_CHANGE and self._timing.leader_retry_left(update)
         # A failed probe waits in its partition's line in either mode: one probe path for outages and parking.
         holding = partition is not None and not leader_retry and (self.policy.mode is RetryMode.PARTITION or probe)
         if holding:
@@ -210,7 +211,8 @@ class KeyWrites:
                 self._enqueue(slot)
             else:
                 self._send_now(slot, waiting)
-        self._slots.forget_if_idle(slot)
+        if slot.empty() and not slot.queued:
+            self._slots.forget(slot)
 
     def _finish_timed_out(self, update: StatusUpdate) -> None:
         self._ledger.finish(update, Result.FAILED, f"the {self.policy.timeout:g} s bound of "
@@ -315,6 +317,7 @@ class KeyWrites:
             if abandoned is None:
                 again = parked.again()
                 self._register(again, now)
+                self._slots.name(again)
                 slot.waiting = again
             else:
                 reason = abandoned

@@ -50,13 +50,11 @@ class Ledger:
         self._logged_causes: set[tuple[str, str]] = set()
         self._failures = _FailureLog(name, ticks)
 
-    def number(self, update: StatusUpdate, now: float) -> None:
-        """Give a new update its number (submission order) and submission time."""
+    def admit(self, update: StatusUpdate, now: float) -> None:
+        """A new update: its number (submission order) and submission time; unsettled until ``finish``; the
+        listeners hear of it."""
         update.number = next(self._numbers)
         update.submitted_at = now
-
-    def admit(self, update: StatusUpdate) -> None:
-        """The numbered update is unsettled until ``finish``; the listeners hear of it."""
         self._unsettled[update.number] = update
         self.notify("on_submitted", update)
 

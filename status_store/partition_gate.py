@@ -223,7 +223,7 @@ class PartitionGate:
         """An update settled after the key's bookkeeping: count it in its release batch, or open its releasing
         partition if that was the last write from before the hold."""
         release = self._release
-        if release.in_batch(number):
+        if number in release.inflight:  # (every write passes here: no call to ask the release)
             if release.settle(number, failed):
                 self._batch_settled()
         elif partition is not None and partition.releasing and not partition.line and partition.inflight == 0:

@@ -28,9 +28,9 @@ class RetryTiming:
         self.throttled_total = 0
 
     @staticmethod
-    def leader_retry(update: StatusUpdate, kind: ErrorKind) -> bool:
-        """Whether this failure is a leader change whose one retry at once is not used up yet."""
-        return kind is ErrorKind.LEADER_CHANGE and not update._leader_retried
+    def leader_retry_left(update: StatusUpdate) -> bool:
+        """Whether the update's one retry at once after a leader change is not used up yet."""
+        return not update._leader_retried
 
     def due(self, slot: Slot, update: StatusUpdate, kind: ErrorKind) -> float:
         """When the key may be tried again after its latest failure."""
