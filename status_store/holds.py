@@ -1,5 +1,6 @@
-"""The retry queue's state of keys and partitions (used by ``retry_queue`` only): a key's slot, a held
-partition with its line of waiting keys and its probe, the cluster-wide probe, and the release's rate."""
+"""The retry queue's state of keys and partitions, each class with the small steps that change it: a key's
+slot, a held partition with its line of waiting keys and its probe, the cluster-wide probe, and the release's
+rate. Pure: no clock, no scheduling, no sending (``partition_gate`` moves this state; ``key_writes`` the slots)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class Slot:
         self.streak = 0
 
     def empty(self) -> bool:
+        """Nothing in flight, waiting or parked."""
         return self.inflight is None and self.waiting is None and self.parked is None
 
 
@@ -68,12 +70,45 @@ class Partition:
 
     @property
     def held(self) -> bool:
+        """Held: stalled or releasing."""
         return self.held_at is not None
 
     @property
     def stalled(self) -> bool:
         """Held, and waiting for a probe to get through."""
         return self.held_at is not None and not self.releasing
+
+    def hold(self, now: float, error: str) -> None:
+        """A hold begins at ``now``, for ``error``: stalled, its probe schedule and its counts from the start."""
+        self.held_at = now
+        self.streak = 0
+        self.error = error
+        self.failures = self.probes = self.written = 0
+
+    def open(self) -> float | None:
+        """The hold ends (the partition takes writes directly again); returns when it began."""
+        held_at = self.held_at
+        self.held_at = None
+        self.releasing = False
+        self.streak = 0
+        self.probe_due = None
+        return held_at
+
+    def line_up(self, slot: Slot, first: bool = False) -> bool:
+        """Line a key up (``first``: at the front, as the probe it was); False when it is in line already."""
+        if slot.queued:
+            return False
+        slot.queued = True
+        self.line[slot.key] = slot
+        if first:
+            self.line.move_to_end(slot.key, last=False)
+        return True
+
+    def leave_line(self, key: str | None = None) -> Slot:
+        """Take a key out of the line: this one, or (None) the first."""
+        slot = self.line.pop(next(iter(self.line)) if key is None else key)
+        slot.queued = False
+        return slot
 
 
 class ClusterProbe:
@@ -86,6 +121,11 @@ class ClusterProbe:
         self.due: float | None = None
         self.probe: StatusUpdate | None = None
         self.streak = 0
+
+    def settled(self, failed: bool) -> None:
+        """The cluster's probe settled: the next one backs off one step further after a failure, else starts over."""
+        self.probe = None
+        self.streak = self.streak + 1 if failed else 0
 
 
 class Release:
@@ -103,7 +143,21 @@ class Release:
 
     @property
     def idle(self) -> bool:
+        """No batch in flight or due."""
         return self.due is None and not self.inflight
+
+    def begin(self, now: float) -> None:
+        """A batch starts going out at ``now``."""
+        self.due = None
+        self.failed = False
+        self.started = now
+
+    def settle(self, number: int, failed: bool) -> bool:
+        """An update of the batch settled (``failed``: with a retriable error); True when the whole batch has."""
+        self.inflight.discard(number)
+        if failed:
+            self.failed = True
+        return not self.inflight
 
     @property
     def size(self) -> int:

@@ -77,11 +77,12 @@ class StatusUpdate:
         self.last_error: WriteFailedError | None = None
         self.outcome: Outcome | None = None
         self._future: asyncio.Future[Outcome] | None = None
-        # The retry queue's own bookkeeping (nothing outside ``retry_queue`` reads it; fields of the update rather
-        # than an object of their own, one fewer per write): the owner's abandon check, the time bound, when it
-        # goes next (the loop time of its next attempt; None while it waits behind a write in flight or for its
-        # partition's release), its place in the retry budget's floor (when this retry, held back, may go whatever
-        # the bucket holds), whether its leader-change retry is used up, and the key it is coalesced under.
+        # The retry queue's own bookkeeping (nothing outside its parts reads it; fields of the update rather than an
+        # object of their own, one fewer per write): the owner's abandon check, the time bound, when it goes next
+        # (the loop time of its next attempt; None while it waits behind a write in flight or for its partition's
+        # release) (these three ``key_writes``'), its place in the retry budget's floor (when this retry, held
+        # back, may go whatever the bucket holds) and whether its leader-change retry is used up (``retry_timing``'s),
+        # and the key it is coalesced under (``key_slots``').
         self._abandon = abandon
         self._deadline: float | None = None
         self._due: float | None = None

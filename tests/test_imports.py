@@ -14,6 +14,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "status_store"
 # Pure: Connect's rules and the retry engine's arithmetic, testable without a broker or a server.
 PURE = ["model", "codec", "jackson", "cache", "backoff", "budget", "errors", "delivery", "updates", "holds",
         "record_limit", "settings"]
+# The retry path, bottom up: the parts RetryQueue composes, each importing only parts before it here (no circle,
+# none imports RetryQueue's module back).
+RETRY_PATH = ["scheduler", "holds", "ledger", "partition_gate", "retry_timing", "key_slots", "key_writes",
+              "retry_queue"]
+# The parts that never touch the event loop themselves (a test drives them on a clock of its own).
+NO_EVENT_LOOP = ["scheduler", "holds", "partition_gate", "retry_timing", "key_slots", "key_writes"]
 THIRD_PARTY_IO = ("confluent_kafka", "fastapi", "starlette", "uvicorn", "pyspark", "prometheus_client", "sqlite3")
 
 
@@ -78,6 +84,20 @@ def test_the_retry_queue_does_not_know_the_kafka_log_or_the_store() -> None:
     assert not {"kafka", "store", "ext:confluent_kafka", "api", "spool", "history"} & reached, sorted(reached)
 
 
+@pytest.mark.parametrize("module", RETRY_PATH)
+def test_the_retry_path_imports_one_way(module: str) -> None:
+    later = set(RETRY_PATH[RETRY_PATH.index(module) + 1:])
+    reached = closure(module)
+    assert not later & reached, sorted(later & reached)
+    assert not {"kafka", "store", "ext:confluent_kafka", "api", "spool", "history"} & {m.split(".")[0]
+                                                                                     for m in reached}
+
+
+@pytest.mark.parametrize("module", NO_EVENT_LOOP)
+def test_the_retry_paths_parts_run_without_an_event_loop(module: str) -> None:
+    assert "ext:asyncio" not in direct_imports(module)
+
+
 def test_configuration_never_loads_the_mock_cluster_binding() -> None:
     reached = closure("config")
     assert "mock_cluster" not in reached, sorted(reached)
@@ -95,3 +115,4 @@ def test_the_import_reader_sees_imports() -> None:
     assert "ext:confluent_kafka" in closure("store")
     assert {"retry_queue", "kafka", "codec"} <= {m.split(".")[0] for m in closure("store")}
     assert "updates" in direct_imports("retry_queue")
+    assert {"scheduler", "ledger", "partition_gate", "key_writes"} <= direct_imports("retry_queue")

@@ -1,0 +1,348 @@
+"""Each key's writes: the retry queue's per-key engine. It moves what the keys' slots (``key_slots``) hold, and
+owns the updates' own bookkeeping (their next attempt's time, their bound, their owner's abandon check): it takes a
+write, sends an attempt, settles it, retries it or lines its key up in its held partition (``partition_gate``),
+and moves the key on to its next write.
+
+- **Per-key coalescing** (the slots: ``key_slots``). A newer write for the key supersedes the waiting
+  one (counted as superseded, not failed), and is held until the write in flight settles, so an older
+  value is never written after a newer one.
+- **Per-update retries** (``RetryMode.PER_UPDATE``): each key backs off on its own clock, at the time
+  ``retry_timing`` gives; a newer value takes over the waiting retry's place in time.
+- **Bounded retries** (KIP-1278): at most ``max_retries`` retries, counted in attempts actually sent
+  (an update waiting behind a probe has not been retried), and, optionally, a total time bound per
+  update, held time included (in the spirit of KIP-572).
+- **Error classes** from ``errors.classify``: fatal errors are not retried and say nothing about an
+  outage; a leader change is retried once at once (KIP-951), later retries back off.
+- **Abandonment** (Connect's rules): before each send the owner of the update may abandon it
+  (key deleted, generation changed, a safe write no longer safe).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .backoff import RetryMode
+from .delivery import Delivery, Send
+from .errors import ErrorKind, StoreClosedError, WriteFailedError, classify
+from .holds import Slot
+from .key_slots import KeySlots
+from .ledger import Ledger
+from .partition_gate import GateTimer, PartitionGate
+from .retry_timing import RetryTiming
+from .scheduler import Scheduler
+from .updates import Result, RetryPolicy, StatusUpdate
+
+# The retry queue's parts all log under its name (what an operator's logging configuration names).
+log = logging.getLogger("status_store.retry_queue")
+
+
+class KeyWrites:
+    """Every attempt of the keys' updates, moved through their slots; the gate decides when a held partition's keys
+    go."""
+
+    def __init__(self, send: Send, policy: RetryPolicy, slots: KeySlots, scheduler: Scheduler[StatusUpdate | GateTimer],
+                 gate: PartitionGate, ledger: Ledger, timing: RetryTiming) -> None:
+        self._send = send
+        self.policy = policy
+        self._slots = slots
+        self._scheduler = scheduler
+        self._gate = gate
+        self._ledger = ledger
+        self._timing = timing
+        self.attempts_total = 0
+
+    # ----------------------------------------------------------------------------- taking writes
+
+    def supersede(self, update: StatusUpdate, reason: str, now: float) -> None:
+        """Take an update that is not to be sent after all: settled as superseded at once."""
+        self._register(update, now)
+        self._ledger.finish(update, Result.SUPERSEDED, reason)
+
+    def submit(self, update: StatusUpdate, now: float) -> None:
+        """Take an update: sent now, or waiting behind the key's write in flight or for its partition's release."""
+        self._register(update, now)
+        slot = self._slots.slot(update)
+        if slot.parked is not None:
+            self._unpark(slot, None, "a newer write for the key was submitted")
+        replaced = slot.waiting
+        if replaced is not None:
+            # The newer value takes the waiting one's place: in time, in its partition's line, or behind the
+            # key's write in flight.
+            self._ledger.finish(replaced, Result.SUPERSEDED, "a newer write for the key was submitted")
+            slot.waiting = update
+            if replaced._due is not None:
+                self._schedule(slot, update, replaced._due)
+            elif slot.queued and update._deadline is not None:
+                self._scheduler.push(update._deadline, update.number, update)
+            return
+        if slot.inflight is not None:
+            update._due = None
+            slot.waiting = update
+        elif self._gate.holds_new(slot.partition):
+            slot.waiting = update
+            self._enqueue(slot)
+        else:
+            self._attempt(slot, update)
+
+    def _register(self, update: StatusUpdate, now: float) -> None:
+        self._ledger.admit(update, now)
+        if self.policy.timeout is not None:
+            update._deadline = now + self.policy.timeout
+
+    def _attempt(self, slot: Slot, update: StatusUpdate) -> None:
+        slot.inflight = update
+        update.attempts += 1
+        self.attempts_total += 1
+        update._due = None
+        if slot.partition is not None:
+            slot.partition.inflight += 1
+        budget = self.policy.budget
+        if budget is not None:
+            budget.sent(update.attempts > 1)
+        try:
+            self._send(update.key.encode(), update.value, _Attempt(self, slot, update))
+        except StoreClosedError as e:
+            if budget is not None:
+                budget.settled(update.attempts > 1, None)
+            slot.inflight = None
+            if slot.partition is not None:
+                slot.partition.inflight -= 1
+            self._ledger.finish(update, Result.FAILED, f"not sent: {e}")
+
+    # ----------------------------------------------------------------------------- settling
+
+    def settled(self, slot: Slot, update: StatusUpdate, delivery: Delivery | None,
+                error: WriteFailedError | None) -> None:
+        """An attempt settled: written, or failed (then retried, held, or failed for good)."""
+        if slot.inflight is update:
+            slot.inflight = None
+        # A retriable failure: evidence about the partition (a fatal one says nothing either way).
+        kind = classify(error) if error is not None else None
+        failed = kind is not None and kind is not ErrorKind.FATAL
+        partition = slot.partition
+        probe = False
+        if partition is not None:
+            partition.inflight -= 1
+            probe = partition.probe is update
+            if probe:
+                self._gate.probe_settled(partition, update, failed)
+        budget = self.policy.budget
+        if budget is not None:
+            budget.settled(update.attempts > 1, True if error is None else (False if failed else None))
+        if error is None:
+            slot.streak = 0
+            self._ledger.finish(update, Result.WRITTEN, "written", delivery)
+            if partition is not None and partition.held:
+                self._gate.written(partition)
+        elif update.outcome is None:
+            update.last_error = error
+            assert kind is not None
+            self._after_failure(slot, update, error, kind, probe)
+        if probe and partition is not None:
+            self._gate.arm_probe(partition)
+        self._gate.settled(partition, update.number, failed)
+        self._advance(slot)
+
+    def _after_failure(self, slot: Slot, update: StatusUpdate, error: WriteFailedError, kind: ErrorKind,
+                       probe: bool) -> None:
+        partition = slot.partition
+        if kind is ErrorKind.FATAL:
+            # Failed for good, even with a newer value held: that one is sent next (_advance). A fatal error
+            # says nothing about the partition: a probe that met one is followed by the next at once.
+            self._ledger.finish(update, Result.FAILED, f"{error.name} is not retriable")
+            if probe and partition is not None:
+                self._gate.probe_now(partition)
+            return
+        leader_retry = kind is ErrorKind.LEADER_CHANGE and self._timing.leader_retry_left(update)
+        # A failed probe waits in its partition's line in either mode: one probe path for outages and parking.
+        holding = partition is not None and not leader_retry and (self.policy.mode is RetryMode.PARTITION or probe)
+        if holding:
+            assert partition is not None
+            self._gate.hold(partition, error.name)
+        else:
+            slot.streak += 1
+        newer = slot.waiting
+        if newer is not None:
+            # A newer value was held behind this attempt: it replaces this one (in the partition's line, or
+            # after the key's backoff).
+            self._ledger.finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
+            if holding:
+                self._enqueue(slot, first=probe)
+            else:
+                self._schedule(slot, newer, self._timing.due(slot, newer, kind))
+            return
+        reason = update._abandon(True) if update._abandon is not None else None
+        if reason is not None:
+            self._ledger.finish(update, Result.SUPERSEDED, reason)
+            return
+        if update.attempts > self.policy.max_retries:
+            self._ledger.finish(update, Result.FAILED, f"no retries left after {update.attempts} attempt(s)")
+            return
+        if holding:
+            if update._deadline is not None and self._scheduler.now() >= update._deadline:
+                self._finish_timed_out(update)
+                return
+            slot.waiting = update
+            self._enqueue(slot, first=probe)
+            return
+        due = self._timing.due(slot, update, kind)
+        if update._deadline is not None and due > update._deadline:
+            self._ledger.finish(update, Result.FAILED,
+                                f"the next attempt would pass the {self.policy.timeout:g} s bound of "
+                                "status.storage.retry.timeout.ms")
+            return
+        self._schedule(slot, update, due)
+
+    def _schedule(self, slot: Slot, update: StatusUpdate, due: float) -> None:
+        if update._deadline is not None:
+            # An update not yet tried gets its one attempt at its bound at the latest.
+            due = min(due, update._deadline)
+        update._due = due
+        slot.waiting = update
+        self._scheduler.push(due, update.number, update)
+
+    def _advance(self, slot: Slot) -> None:
+        """Send (or line up) an update held behind the key's write once it has settled; forget idle keys."""
+        if self._scheduler.closed:
+            return
+        waiting = slot.waiting
+        if slot.inflight is None and waiting is not None and waiting._due is None and not slot.queued:
+            if self._gate.holds_new(slot.partition):
+                self._enqueue(slot)
+            else:
+                self._send_now(slot, waiting)
+        if slot.empty() and not slot.queued:
+            self._slots.forget(slot)
+
+    def _finish_timed_out(self, update: StatusUpdate) -> None:
+        self._ledger.finish(update, Result.FAILED, f"the {self.policy.timeout:g} s bound of "
+                                                   "status.storage.retry.timeout.ms passed")
+
+    # ----------------------------------------------------------------------------- sending what waits
+
+    def fire(self, due: float, update: StatusUpdate) -> None:
+        """An update's time came: its next attempt, or (waiting in a held partition's line) its bound."""
+        slot = self._slots.find(update)
+        # Entries of superseded, rescheduled or sent updates are left in the heap and skipped here.
+        if slot is None or slot.waiting is not update:
+            return
+        if update._due == due:
+            self._send_now(slot, update)
+        elif slot.queued and update._deadline is not None and due >= update._deadline:
+            partition = slot.partition
+            assert partition is not None
+            partition.leave_line(slot.key)
+            slot.waiting = None
+            self._finish_timed_out(update)
+            self._advance(slot)
+
+    def send_from_line(self, slot: Slot) -> StatusUpdate | None:
+        """Send the update of a key the gate took out of its partition's line: its waiting one, or its parked one
+        submitted again, outside the retry budget. The update when it is in flight now, else None."""
+        update = slot.waiting
+        if update is None:
+            if slot.parked is None:
+                self._advance(slot)
+                return None
+            update = self._unpark(slot, self._scheduler.now(), "")
+            if update is None:
+                return None
+        return update if self._send_now(slot, update, budgeted=False) else None
+
+    def _send_now(self, slot: Slot, update: StatusUpdate, budgeted: bool = True) -> bool:
+        """Send a waiting update now, unless its owner abandons it (Connect's rules: on a retry, the key
+        deleted or the generation moved on; always, a safe write no longer safe), its bound has passed,
+        or (``budgeted``) the retry budget holds the retry back. True when it was sent."""
+        slot.waiting = None
+        retry = update.attempts > 0
+        reason = update._abandon(retry) if update._abandon is not None else None
+        if reason is not None:
+            self._ledger.finish(update, Result.SUPERSEDED, reason)
+            self._advance(slot)
+            return False
+        if update._deadline is not None and self._scheduler.now() > update._deadline:
+            self._finish_timed_out(update)
+            self._advance(slot)
+            return False
+        if retry and budgeted and not self._admitted(slot, update):
+            return False
+        if retry:
+            self._ledger.notify("on_retry", update)
+        self._attempt(slot, update)
+        return slot.inflight is update
+
+    def _admitted(self, slot: Slot, update: StatusUpdate) -> bool:
+        """Whether the retry budget lets the retry go now; a refused retry waits (``RetryTiming.refused``), and its
+        time bound still ends it, as a failure."""
+        due = self._timing.refused(slot, update)
+        if due is None:
+            return True
+        if update._deadline is not None and due > update._deadline:
+            self._ledger.finish(update, Result.FAILED,
+                                f"held back by the retry budget until the next attempt would pass the "
+                                f"{self.policy.timeout:g} s bound of status.storage.retry.timeout.ms")
+            self._advance(slot)
+        else:
+            self._schedule(slot, update, due)
+        return False
+
+    def _enqueue(self, slot: Slot, first: bool = False) -> None:
+        """Line the key up in its held partition (``first``: at the front, as the probe it was)."""
+        partition = slot.partition
+        assert partition is not None
+        if partition.line_up(slot, first):
+            waiting = slot.waiting
+            if waiting is not None and waiting._deadline is not None:
+                self._scheduler.push(waiting._deadline, waiting.number, waiting)
+        self._gate.lined_up(partition)
+
+    # ----------------------------------------------------------------------------- parking
+
+    def park(self, update: StatusUpdate) -> bool:
+        """Park a failed update in its partition (see ``RetryQueue.park``); False when the key has a newer value
+        already, or keys have no partitions here."""
+        slot = self._slots.find(update)
+        if not self._slots.routed or self._scheduler.closed or (slot is not None and not slot.empty()):
+            return False
+        self._gate.park(self._slots.slot(update), update)
+        return True
+
+    def _unpark(self, slot: Slot, now: float | None, reason: str) -> StatusUpdate | None:
+        """The parked update leaves: ``now`` given, submitted again (returned) unless its owner abandons it;
+        else dropped for ``reason``."""
+        parked = self._gate.unpark(slot)
+        again = None
+        if now is not None:
+            abandoned = parked._abandon(True) if parked._abandon is not None else None
+            if abandoned is None:
+                again = parked.again()
+                self._register(again, now)
+                self._slots.name(again)
+                slot.waiting = again
+            else:
+                reason = abandoned
+                log.debug("Not sending the parked update of %s again: %s", parked.key, reason)
+        self._ledger.notify("on_unparked", parked, again, reason)
+        return again
+
+    # ----------------------------------------------------------------------------- stopping
+
+    def retry_waiting_once(self) -> None:
+        """Send each update waiting on a timer now, once, outside the budget (the queue stops)."""
+        for slot, waiting in self._slots.on_timers():
+            # One last attempt each, bounded by the number of keys: the budget would only turn
+            # these into failures.
+            self._send_now(slot, waiting, budgeted=False)
+
+
+class _Attempt:
+    """The completion callback of one attempt: one small object per write in flight (a partial of a bound method
+    would be three, and every object a pending write holds is traversed by each full garbage collection)."""
+
+    __slots__ = ("keys", "slot", "update")
+
+    def __init__(self, keys: KeyWrites, slot: Slot, update: StatusUpdate) -> None:
+        self.keys, self.slot, self.update = keys, slot, update
+
+    def __call__(self, delivery: Delivery | None, error: WriteFailedError | None) -> None:
+        self.keys.settled(self.slot, self.update, delivery, error)

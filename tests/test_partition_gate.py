@@ -1,0 +1,329 @@
+"""The outage state machine (``partition_gate``) on a clock of the test's own, with each write's outcome scripted
+by the test: no event loop, no Kafka, and every step of an outage checked as it happens. The same machine against
+a broker is tests/test_held_partitions.py; against real brokers, tests/test_real_faults.py."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+from status_store.backoff import AdditiveJitter, RetryMode
+from status_store.delivery import Delivery, DoneCallback
+from status_store.errors import WriteFailedError
+from status_store.holds import FIRST_RELEASE
+from status_store.retry_queue import RetryQueue
+from status_store.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
+
+# No jitter: every backoff is exactly 100 ms * 2^n, at most 800 ms.
+BACKOFF = AdditiveJitter(100, 800, 2.0, 0.0)
+OUTAGE = "NOT_ENOUGH_REPLICAS"
+
+
+class FakeTimer:
+    """A callback on the fake clock."""
+
+    def __init__(self, when: float, callback: Callable[[], object]) -> None:
+        self._when, self.callback, self.cancelled = when, callback, False
+
+    def when(self) -> float:
+        return self._when
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeClock:
+    """Time moves only when the test says; due callbacks run in time order as it does."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self._timers: list[FakeTimer] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def call_at(self, when: float, callback: Callable[[], object], /) -> FakeTimer:
+        timer = FakeTimer(when, callback)
+        self._timers.append(timer)
+        return timer
+
+    def call_later(self, delay: float, callback: Callable[[], object], /) -> FakeTimer:
+        return self.call_at(self.now + delay, callback)
+
+    def advance(self, seconds: float) -> None:
+        """Move time on by ``seconds``, running each callback due on the way at its time."""
+        end = self.now + seconds
+        for _ in range(10_000):
+            due = [t for t in self._timers if not t.cancelled and t.when() <= end]
+            if not due:
+                break
+            timer = min(due, key=FakeTimer.when)
+            self._timers.remove(timer)
+            self.now = max(self.now, timer.when())
+            timer.callback()
+        else:
+            raise AssertionError("the callbacks kept scheduling more callbacks")
+        self.now = end
+
+
+@dataclasses.dataclass
+class Sent:
+    key: str
+    value: bytes | None
+    at: float
+    done: DoneCallback
+
+
+class ScriptedKafka:
+    """The queue's ``send``: records each write; the test settles each one as it likes."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.sent: list[Sent] = []
+        self.unsettled: list[Sent] = []
+        self._offset = 0
+
+    def send(self, key: bytes, value: bytes | None, done: DoneCallback) -> None:
+        sent = Sent(key.decode(), value, self.clock.now, done)
+        self.sent.append(sent)
+        self.unsettled.append(sent)
+
+    def write(self, sent: Sent) -> None:
+        self.unsettled.remove(sent)
+        self._offset += 1
+        sent.done(Delivery(int(sent.key[-1]), self._offset), None)
+
+    def fail(self, sent: Sent, error: str = OUTAGE) -> None:
+        self.unsettled.remove(sent)
+        sent.done(None, WriteFailedError(sent.key, 1, error, "scripted"))
+
+    def write_all(self) -> list[Sent]:
+        """Settle every write out now as written; returns them."""
+        batch = list(self.unsettled)
+        for sent in batch:
+            self.write(sent)
+        return batch
+
+    def only_unsettled(self) -> Sent:
+        assert len(self.unsettled) == 1, self.unsettled
+        return self.unsettled[0]
+
+
+class Parker(RetryListener):
+    """Parks each update that failed for good, as ``AfterLastRetry`` does with exhausted.action=park."""
+
+    def __init__(self) -> None:
+        self.queue: RetryQueue | None = None
+        self.unparked: list[tuple[StatusUpdate, StatusUpdate | None, str]] = []
+
+    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
+        if outcome.result is Result.FAILED and not outcome.stopped:
+            assert self.queue is not None
+            self.queue.park(update)
+
+    def on_unparked(self, update: StatusUpdate, again: StatusUpdate | None, reason: str) -> None:
+        self.unparked.append((update, again, reason))
+
+
+@dataclasses.dataclass
+class Gate:
+    clock: FakeClock
+    kafka: ScriptedKafka
+    queue: RetryQueue
+    parker: Parker
+
+    def put(self, key: str, value: str = "v") -> StatusUpdate:
+        return self.queue.submit(StatusUpdate(key, value.encode(), UpdateKind.CONNECTOR))
+
+    def hold(self, *keys: str) -> list[StatusUpdate]:
+        """Write these keys and fail each write: their partitions are held."""
+        updates = [self.put(key) for key in keys]
+        for sent in list(self.kafka.unsettled):
+            self.kafka.fail(sent)
+        return updates
+
+
+def gate(max_retries: int = 100) -> Gate:
+    clock = FakeClock()
+    kafka = ScriptedKafka(clock)
+    parker = Parker()
+    # A key's partition is its last character.
+    queue = RetryQueue(kafka.send, RetryPolicy(BACKOFF, max_retries, mode=RetryMode.PARTITION), [parker],
+                       route=lambda key: int(key[-1]), clock=clock)
+    parker.queue = queue
+    return Gate(clock, kafka, queue, parker)
+
+
+def partition_0_held(max_retries: int = 100) -> tuple[Gate, StatusUpdate]:
+    """A queue that has written to partition 1 (so partition 0 is not the only one it knows) and whose write of
+    key a0 failed: partition 0 is held. Returns the queue and a0's update."""
+    g = gate(max_retries)
+    g.put("a1")
+    g.kafka.write_all()
+    return g, g.hold("a0")[0]
+
+
+def test_a_retriable_failure_holds_its_partition_and_only_that_one() -> None:
+    g, a = partition_0_held()
+    assert g.queue.held_partitions == [0]
+    assert not a.done()
+    assert g.queue.waits_in_line(a)
+    # A new write of a held partition waits in its line; one of a partition that takes writes goes at once.
+    waiting = g.put("b0")
+    assert g.kafka.unsettled == []
+    assert g.queue.waits_in_line(waiting)
+    g.put("c1")
+    assert [s.key for s in g.kafka.unsettled] == ["c1"]
+    assert g.queue.unsettled == 3
+
+
+def test_one_probe_at_a_time_the_oldest_waiting_update() -> None:
+    g, _ = partition_0_held()
+    g.put("b0")
+    g.put("c0")
+    g.clock.advance(0.05)
+    assert g.kafka.unsettled == []
+    assert g.queue.probes_total == 0
+    g.clock.advance(0.1)
+    probe = g.kafka.only_unsettled()
+    assert probe.key == "a0"
+    assert g.queue.probes_total == 1
+    # However long the probe takes, nothing else of the partition goes meanwhile.
+    g.clock.advance(30)
+    assert g.kafka.only_unsettled() is probe
+    assert g.queue.probes_total == 1
+
+
+def test_a_failed_probe_backs_off_one_step_further_each_time() -> None:
+    g, _ = partition_0_held()
+    waits = []
+    for _ in range(5):
+        failed_at = g.clock.now  # the hold began, or the last probe failed
+        g.clock.advance(1.0)
+        probe = g.kafka.only_unsettled()
+        waits.append(round(probe.at - failed_at, 6))
+        g.kafka.fail(probe)
+    # The probe schedule: 100 ms after the hold, then twice as long after each failed probe, at most 800 ms.
+    assert waits == [0.1, 0.2, 0.4, 0.8, 0.8]
+    assert g.queue.held_partitions == [0]
+    assert g.queue.probes_total == 5
+
+
+def test_a_probe_that_gets_through_releases_the_line_in_batches_that_double() -> None:
+    g, _ = partition_0_held()
+    waiting = [g.put(f"k{i}-0") for i in range(40)]
+    g.clock.advance(0.2)
+    g.kafka.write(g.kafka.only_unsettled())
+    batches = []
+    for _ in range(10):
+        if not g.kafka.unsettled:
+            break
+        batches.append(len(g.kafka.write_all()))
+        g.clock.advance(0.025)  # the release's pace
+    # Slow start: a first small batch, twice as large after each batch that all got through (the probe, then 40).
+    assert batches == [FIRST_RELEASE, 4, 8, 16, 10]
+    assert all(u.outcome is not None and u.outcome.result is Result.WRITTEN for u in waiting)
+    assert g.queue.held_partitions == []
+    assert g.queue.unsettled == 0
+    # The partition takes writes directly again.
+    g.put("z0")
+    assert [s.key for s in g.kafka.unsettled] == ["z0"]
+
+
+def test_a_failure_in_a_release_batch_halves_the_rate() -> None:
+    g, _ = partition_0_held()
+    for i in range(40):
+        g.put(f"k{i}-0")
+    g.clock.advance(0.2)
+    g.kafka.write(g.kafka.only_unsettled())
+    assert len(g.kafka.write_all()) == 2
+    g.clock.advance(0.025)
+    first, *rest = list(g.kafka.unsettled)
+    assert len(rest) == 3
+    g.kafka.fail(first)
+    for sent in rest:
+        g.kafka.write(sent)
+    g.clock.advance(0.025)
+    # 4 per pace interval halved: 2, and the failed key goes to the back of the line, not lost.
+    assert len(g.kafka.unsettled) == 2
+    assert g.queue.held_partitions == [0]
+
+
+def test_while_every_partition_is_held_one_probe_goes_for_the_cluster() -> None:
+    g = gate()
+    g.hold("a0", "a1", "a2")
+    assert g.queue.held_partitions == [0, 1, 2]
+    probed = []
+    for _ in range(3):
+        g.clock.advance(2.0)
+        probe = g.kafka.only_unsettled()  # one for the whole cluster, not one per partition
+        probed.append(probe.key)
+        g.kafka.fail(probe)
+    # Each partition in turn, the one probed longest ago first.
+    assert sorted(probed) == ["a0", "a1", "a2"]
+    g.clock.advance(2.0)
+    g.kafka.write(g.kafka.only_unsettled())
+    # A probe that got through says the cluster may take writes: every other partition is probed at once.
+    g.clock.advance(0)
+    assert len(g.kafka.unsettled) == 2
+    g.kafka.write_all()
+    g.clock.advance(0)
+    assert g.queue.held_partitions == []
+    assert g.queue.unsettled == 0
+
+
+def test_a_parked_update_waits_in_its_partition_and_its_probe_submits_it_again() -> None:
+    g, exhausted = partition_0_held(max_retries=0)
+    assert exhausted.outcome is not None
+    assert exhausted.outcome.result is Result.FAILED
+    assert g.queue.parked() == [exhausted]
+    assert g.queue.parked_count == 1
+    assert g.queue.held_partitions == [0]
+    g.clock.advance(0.2)
+    probe = g.kafka.only_unsettled()
+    assert (probe.key, probe.value) == ("a0", exhausted.value)
+    ((parked, again, _),) = g.parker.unparked
+    assert parked is exhausted
+    assert again is not None
+    g.kafka.write(probe)
+    assert again.outcome is not None
+    assert again.outcome.result is Result.WRITTEN
+    assert g.queue.parked_count == 0
+    assert g.queue.held_partitions == []
+
+
+def test_a_newer_write_replaces_a_parked_value() -> None:
+    g, _ = partition_0_held(max_retries=0)
+    newer = g.put("a0", "newer")
+    assert g.queue.parked_count == 0
+    assert g.parker.unparked[0][1] is None
+    g.clock.advance(0.2)
+    assert (g.kafka.only_unsettled().value, newer.done()) == (b"newer", False)
+
+
+@pytest.mark.parametrize("in_flight", [False, True], ids=["held", "in-flight"])
+def test_a_newer_write_supersedes_a_held_older_one_and_no_older_value_goes_after_it(in_flight: bool) -> None:
+    g = gate()
+    g.put("a1")
+    g.kafka.write_all()
+    older = g.put("a0", "v1")
+    if not in_flight:
+        g.kafka.fail(g.kafka.only_unsettled())
+    newer = g.put("a0", "v2")  # behind the write in flight, or in the held partition's line
+    if in_flight:
+        assert not older.done()
+        g.kafka.fail(g.kafka.only_unsettled())
+    assert older.outcome is not None
+    assert older.outcome.result is Result.SUPERSEDED
+    assert g.queue.held_partitions == [0]
+    for _ in range(3):
+        g.clock.advance(1.0)
+        g.kafka.fail(g.kafka.only_unsettled())
+    g.clock.advance(1.0)
+    g.kafka.write(g.kafka.only_unsettled())
+    assert newer.outcome is not None
+    assert newer.outcome.result is Result.WRITTEN
+    values = [s.value for s in g.kafka.sent if s.key == "a0"]
+    assert values == [b"v1", b"v2", b"v2", b"v2", b"v2"]
