@@ -49,6 +49,9 @@ SCRIPTED_VERSION = "1.0.0-scripted"
 
 START_WAIT = 90.0
 STOP_WAIT = 20.0
+# The header on the records a test writes into a Connect cluster's topics in a foreign writer's place
+# (tests/test_connect_records_live.py), so that a test of what Connect itself wrote can leave them out.
+FOREIGN_WRITER_HEADER = "status-store-test-foreign-writer"
 
 
 def jvm_cache() -> Path:
@@ -488,8 +491,9 @@ class KafkaCluster(Started):
                                       operation_timeout=30, request_timeout=30)
         futures[topic].result(timeout=60)
 
-    def records(self, topic: str) -> list[tuple[bytes, bytes | None]]:
-        """Every record of a topic, as (key, value), read with a plain consumer to the end."""
+    def records(self, topic: str, foreign: bool = True) -> list[tuple[bytes, bytes | None]]:
+        """Every record of a topic, as (key, value), read with a plain consumer to the end; without the records tests
+        wrote in a foreign writer's place (``FOREIGN_WRITER_HEADER``) unless ``foreign``."""
         consumer = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": f"reader-{uuid.uuid4()}",
                              "enable.partition.eof": True, "enable.auto.commit": False})
         try:
@@ -503,7 +507,7 @@ class KafkaCluster(Started):
                     error = message.error()
                     if error is not None and error.code() == KafkaError._PARTITION_EOF:
                         at_end.add(message.partition() or 0)
-                    elif error is None:
+                    elif error is None and (foreign or FOREIGN_WRITER_HEADER not in dict(message.headers() or ())):
                         found.append((message.key() or b"", message.value()))
                 return at_end == partitions
 

@@ -133,8 +133,11 @@ def test_a_task_key_is_parsed_as_connect_parses_it() -> None:
 
 
 def test_a_task_number_is_read_one_utf16_unit_at_a_time_as_javas_parse_int_reads_it() -> None:
-    # Checked on Connect 4.4: a BMP digit of another script is a digit (task-c-\u0661 is task 1); a digit above U+FFFF
-    # is two surrogate units, neither a digit, so the record is ignored ("couldn't be parsed as a task config key").
+    # A BMP digit of another script is a digit (task-c-\u0661 is task 1); a digit above U+FFFF is two surrogate
+    # units, neither a digit, so the record is ignored ("couldn't be parsed as a task config key"). Connect 4.4 does
+    # the same: tests/test_connect_records_live.py::
+    # test_a_config_task_number_is_read_one_utf16_unit_at_a_time_as_javas_parse_int_reads_it (the second commit's
+    # inconsistency: ::test_a_commit_that_finds_task_configurations_missing_leaves_the_connector_without_tasks).
     configs = read(connector_config("c", SOURCE), task_config("c", 0, {"t": "0"}),
                    ("task-c-\u0661", b'{"properties":{"t":"arabic 1"}}'),
                    ("task-c-\U0001d7cf", b'{"properties":{"t":"mathematical 1"}}'),
@@ -166,8 +169,11 @@ def test_an_empty_value_or_json_null_is_a_tombstone_as_connects_converter_reads_
 
 
 def test_records_in_every_spelling_jacksons_reader_takes_are_applied_as_connect_applies_them() -> None:
-    # Checked on Connect 4.4: a UTF-8 byte order mark, UTF-16 with or without one, and leading zeros are read by
-    # Connect's JsonConverter (Jackson, ALLOW_LEADING_ZEROS_FOR_NUMBERS), so these records take effect.
+    # A UTF-8 byte order mark, UTF-16 with or without one, and leading zeros are read by Connect's JsonConverter
+    # (Jackson, ALLOW_LEADING_ZEROS_FOR_NUMBERS), so these records take effect. Connect 4.4 does the same:
+    # tests/test_connect_records_live.py::
+    # test_config_records_in_every_spelling_jacksons_reader_takes_are_applied_as_connect_applies_them (the last
+    # commit: ::test_a_commit_that_finds_task_configurations_missing_leaves_the_connector_without_tasks).
     bom = b"\xef\xbb\xbf"
     configs = read(("connector-c", bom + b'{"properties":{"name":"c"}}'),
                    ("task-c-0", '{"properties":{"t":"0"}}'.encode("utf-16-le")),

@@ -68,7 +68,8 @@ def test_parse_key_reads_what_connect_reads(key: str, parsed: object) -> None:
         "status-task-conn-²",  # a digit character that is not a decimal digit
         "status-task-conn-1_0",  # Python's int() would take it; Java's parseInt does not
         # A digit above U+FFFF is two UTF-16 surrogate units in a Java string, and parseInt reads one unit at a
-        # time: neither is a digit (checked on Connect 4.4: "Invalid task status key").
+        # time: neither is a digit. Connect 4.4 discards these two keys and the overflow below too ("Invalid task
+        # status key"): tests/test_connect_records_live.py::test_status_task_numbers_are_read_as_connect_reads_them
         "status-task-conn-\U0001d7cf",
         "status-task-conn-1\U0001d7cf",
         "status-task-conn-2147483648",  # overflows int

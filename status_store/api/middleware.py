@@ -62,11 +62,11 @@ class ConnectHttp:
       percent-decoded, and must not encode a ``/`` (``%2F``): the server decodes the path before routing, so
       ``a%2Fstatus`` would address another resource. Both are 400 (Jetty 12, Connect's server since Kafka 4,
       refuses an encoded ``/`` too), so a connector name with a ``/`` is refused everywhere (the batch refuses
-      it as well). A trailing slash is served as the path without it (Connect serves ``/connectors/``), never
-      redirected: a redirect would be built from the client's ``Host`` header. ``HEAD`` is answered wherever
-      ``GET`` is: the ``GET`` answer without its body. ``OPTIONS`` is answered wherever a route serves the
-      path, as Jersey answers it in Connect: 200 with ``Allow`` (and the same list as text when the client
-      takes ``text/plain``).
+      it as well). An empty segment (``//``) is 400 too, as Jetty 12 answers it. A trailing slash is served as
+      the path without it (Connect serves ``/connectors/``), never redirected: a redirect would be built from
+      the client's ``Host`` header. ``HEAD`` is answered wherever ``GET`` is: the ``GET`` answer without its
+      body. ``OPTIONS`` is answered wherever a route serves the path, as Jersey answers it in Connect: 200 with
+      ``Allow`` (and the same list as text when the client takes ``text/plain``).
     - **Body limits**: 413 (Connect's error body) for a request body larger than ``max_bytes``, whether
       announced by ``Content-Length`` or streamed (chunked), and 408 when the body does not arrive within
       ``timeout_s``.
@@ -214,6 +214,9 @@ def path_problem(raw_path: bytes) -> str | None:
     """Why a raw (percent-encoded) request path cannot address a resource; None when it can."""
     if b"%2f" in raw_path.lower():
         return "The path must not contain an encoded '/' (%2F): names with '/' cannot be addressed"
+    if b"//" in raw_path:
+        # Jetty 12's URI check, in Jetty's words; the path that would name the connector "" is one of these.
+        return "Ambiguous URI empty segment"
     try:
         unquote_to_bytes(raw_path).decode("utf-8")
     except UnicodeDecodeError:
