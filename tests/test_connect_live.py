@@ -114,8 +114,8 @@ def test_statuses_the_sidecar_writes_are_what_connect_shows(connect_cluster: Con
 
 # Connect's HTTP details (Jetty 12 and Jersey 3.1 in 4.4.0), asked of both: (method, path, Accept, what is compared).
 # "all": the status, the body, the media type and Allow. Where docs/compatibility.md names a difference, less: Jersey's
-# 404 and 405 carry no Content-Type and its 405 no Allow (status-store sends both); Jetty refuses an encoded slash
-# with its own body (status-store with Connect's error body).
+# 404 and 405 carry no Content-Type and its 405 no Allow (status-store sends both); Jetty refuses an encoded slash,
+# an empty or dot segment, a backslash and a NUL with its own body (status-store with Connect's error body).
 HTTP_DETAILS = [
     ("HEAD", "/connectors/http-c/status", "application/json", "all"),
     ("HEAD", "/connectors/http-c/tasks/1/status", "application/json", "all"),
@@ -123,6 +123,9 @@ HTTP_DETAILS = [
     ("GET", "/connectors/http-c/status/", "application/json", "all"),
     ("GET", "/connectors/http-c/tasks/0/status/", "application/json", "all"),
     ("GET", "/connectors/http-c/topics/", "application/json", "all"),
+    ("GET", "/connectors/http-c/tasks/../status", "application/json", "all"),
+    ("GET", "/connectors/http-c/./tasks/0/status", "application/json", "status and body"),
+    ("GET", "/connectors/./status", "application/json", "all"),
     *(("OPTIONS", path, accept, "all") for path in ("/", "/health") for accept in (
         "*/*", "text/plain", "text/*", "application/json", "text/html", "application/*", "image/png",
         "application/json, text/plain", "text/plain;q=0.5, application/json", "*/*, application/json",
@@ -134,6 +137,10 @@ HTTP_DETAILS = [
     ("GET", "/connectors/http-c/nope", "application/json", "status and body"),
     ("DELETE", "/connectors", "application/json", "status and body"),
     ("GET", "/connectors/a%2Fb/status", "application/json", "status"),
+    *(("GET", path, "application/json", "status") for path in (
+        "/connectors//status", "/connectors/http-c/%2e/status", "/connectors/%2e%2e/status",
+        "/connectors/../..", "/connectors/x/../../../status",
+        "/connectors/a%5Cb/status", "/connectors/a\\b/status", "/connectors/a%00b/status")),
 ]
 
 

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from status_store.api import create_app
 from status_store.api.deps import checked_name
+from status_store.api.middleware import path_problem
 from status_store.api.responses import ApiError
 from status_store.logs import RateLimit
 from status_store.metrics import StoreMetrics
@@ -605,6 +606,31 @@ async def test_an_empty_path_segment_is_400_as_jettys_uri_check_answers_it(api: 
     assert (response.status_code, response.json()) == (400, {"error_code": 400,
                                                              "message": "Ambiguous URI empty segment"})
     assert await nothing_written(api)
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("/connectors/%2e/status", "Ambiguous URI path segment"),
+    ("/connectors/c/%2E%2e/status", "Ambiguous URI path segment"),
+    ("/connectors/%2e%2e", "Ambiguous URI path segment"), ("/connectors/a%5Cb/status", "Suspicious Path Character"),
+    ("/connectors/a\\b/status", "Suspicious Path Character"),
+    ("/connectors/a%00b/status", "The path must not contain a NUL character (%00)"),
+])
+async def test_a_path_jettys_uri_checks_refuse_is_400(api: Api, url: str, message: str) -> None:
+    # As Connect 4.4's Jetty 12 refuses them (tests/test_connect_live.py::test_http_details_are_answered_as_connect_
+    # answers_them): on reads and on writes, nothing written.
+    for method in ("GET", "PUT"):
+        response = await api.http.request(method, url, json=RUNNING if method == "PUT" else None)
+        assert (response.status_code, response.json()) == (400, {"error_code": 400, "message": message}), method
+    assert await nothing_written(api)
+
+
+def test_plain_dot_segments_are_routed_as_they_are_unless_they_climb_above_the_root() -> None:
+    # Connect routes /connectors/./status as the connector "." (httpx resolves plain dot segments before sending,
+    # so the rule is asked directly; tests/test_connect_live.py sends them as they are to both servers).
+    assert path_problem(b"/connectors/./status") is None
+    assert path_problem(b"/connectors/c/tasks/../status") is None
+    assert path_problem(b"/connectors/../..") == path_problem(b"/connectors/x/../../../status") == (
+        "Bad URI: the path climbs above its root")
 
 
 @pytest.mark.parametrize("item", [

@@ -210,13 +210,38 @@ class ConnectHttp:
         duration.observe(seconds)
 
 
+def climbs_above_root(raw_path: bytes) -> bool:
+    """Whether the path's plain ".." segments, resolved (RFC 3986 5.2.4), would climb above the root. Jetty 12
+    refuses such a path; it routes others as they are (``/connectors/./status`` names the connector ".")."""
+    depth = 0
+    for segment in raw_path.split(b"/")[1:]:
+        if segment == b"..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif segment != b".":
+            depth += 1
+    return False
+
+
 def path_problem(raw_path: bytes) -> str | None:
     """Why a raw (percent-encoded) request path cannot address a resource; None when it can."""
-    if b"%2f" in raw_path.lower():
+    lowered = raw_path.lower()
+    if b"%2f" in lowered:
         return "The path must not contain an encoded '/' (%2F): names with '/' cannot be addressed"
+    # Jetty 12's URI checks, in Jetty's words (Connect's server refuses these before any route): an empty segment
+    # (the path that would name the connector ""), an encoded "." or ".." segment (plain ones name what they say,
+    # unless they climb above the root), a backslash, encoded or not.
     if b"//" in raw_path:
-        # Jetty 12's URI check, in Jetty's words; the path that would name the connector "" is one of these.
         return "Ambiguous URI empty segment"
+    if b"%2e" in lowered and any(unquote_to_bytes(segment) in (b".", b"..") for segment in raw_path.split(b"/")):
+        return "Ambiguous URI path segment"
+    if b"/.." in raw_path and climbs_above_root(raw_path):
+        return "Bad URI: the path climbs above its root"
+    if b"\\" in raw_path or b"%5c" in lowered:
+        return "Suspicious Path Character"
+    if b"%00" in raw_path:
+        return "The path must not contain a NUL character (%00)"
     try:
         unquote_to_bytes(raw_path).decode("utf-8")
     except UnicodeDecodeError:
