@@ -60,6 +60,9 @@ log = logging.getLogger(__name__)
 LOCAL_REPORT = Path("status-store-report")
 #: Shuffle partitions, when nothing sets them: one per this many input records, at least one per core.
 RECORDS_PER_SHUFFLE_PARTITION = 250_000
+#: A run of at most this many records is short: its local Spark starts with ``session.QUICK_START_JAVA_OPTIONS``
+#: (measured at 1,000 records; kept below the 200k benchmark size, where it was not measured apart).
+QUICK_RUN_RECORDS = 100_000
 #: Bytes of an exported record, about (to size a run over files).
 BYTES_PER_RECORD = 100
 
@@ -104,14 +107,18 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None, progress: P
         check_java()  # the first thing a run needs
     spark_log = f"; its log: {log_file}" if log_file else ""
     plans = None
+    records = None  # to analyse, when known before Spark starts
     if consumer and early:
         progress.phase(f"starting Spark ({master}) once the input is planned{spark_log}")
         plans = _plan(args, consumer, previous, progress)
+        records = _records(sum(plan.records for plan in plans), previous)
     elif args.files is not None:
         _fail_on(missing_files(args.files))
+        records = _records(_file_records(args.files), previous) if early else None
     if plans is None:
         progress.phase(f"starting Spark ({master}){spark_log}")
-    spark = spark or get_session(conf, jvm_log=log_file)
+    spark = spark or get_session(conf, jvm_log=log_file,
+                                 quick_start=records is not None and records <= QUICK_RUN_RECORDS)
     out = OutputDir(spark, args.out)
     for line in out.recover():
         progress.warning(line)
@@ -172,7 +179,7 @@ def _kafka_inputs(spark: SparkSession, out: OutputDir, args: argparse.Namespace,
     ranges = [r for plan in plans for r in plan.ranges]
     progress.phase(f"reading {len(ranges)} ranges, up to {sum(p.records for p in plans):,} records"
                    + (" after the checkpoint" if previous is not None else ""))
-    _size_shuffle(spark, sum(p.records for p in plans) + (previous.records if previous is not None else 0))
+    _size_shuffle(spark, _records(sum(p.records for p in plans), previous))
     kafka = KafkaFrames(spark, consumer, args.range_timeout, args.max_records_per_range)
     frames = [kafka.frame(plan.ranges) for plan in plans]
     warnings = [warning for plan in plans for warning in plan.warnings]
@@ -198,7 +205,7 @@ def _file_inputs(spark: SparkSession, out: OutputDir, args: argparse.Namespace, 
     progress.phase(f"reading {len(args.files)} file path(s)")
     records = read_files(spark, args.files)
     _fail_on(records.problems)
-    _size_shuffle(spark, _file_records(args.files) + (previous.records if previous is not None else 0))
+    _size_shuffle(spark, _records(_file_records(args.files), previous))
     topics = _topics(args)
     read = records.frame.filter(F.col("topic").isin(topics))
     warnings = []
@@ -223,6 +230,11 @@ def _keep(spark: SparkSession, out: OutputDir, read: DataFrame) -> DataFrame:
     path = out.staged(_batch(out))
     read.write.parquet(path)
     return spark.read.schema(RAW_SCHEMA).parquet(path)
+
+
+def _records(read: int, previous: Checkpoint | None) -> int:
+    """The records a run analyses: those it reads, and those earlier ``--since`` runs kept."""
+    return read + (previous.records if previous is not None else 0)
 
 
 def _size_shuffle(spark: SparkSession, records: int) -> None:

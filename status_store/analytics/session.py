@@ -22,6 +22,10 @@ from pyspark.sql import SparkSession
 from .console import stderr_to
 
 MIN_JAVA = 17
+#: Java options of a local Spark started for a small input, unless ``spark.driver.extraJavaOptions`` is set: such a
+#: run is over before the optimising compiler (C2) and the parallel collector pay back the CPU they take (on two
+#: loaded cores a 1,000-record run took 71 s with these options against 115 to 126 s without; docs/BENCHMARKS.md).
+QUICK_START_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 JAVA_HELP = (f"Spark needs Java {MIN_JAVA} or newer: install a JDK (e.g. 'apt-get install openjdk-17-jre-headless') "
              "and put its java on PATH or point JAVA_HOME at it (JAVA_HOME/bin/java).")
 
@@ -57,11 +61,12 @@ def check_java(env: Mapping[str, str] = os.environ) -> None:
 
 
 def get_session(conf: Mapping[str, str], app_name: str = "status-store-analyze",
-                jvm_log: Path | None = None) -> SparkSession:
+                jvm_log: Path | None = None, quick_start: bool = False) -> SparkSession:
     """The running session, or a new one from ``conf``; ``local[*]`` when no master is configured.
 
     Under ``spark-submit`` the master and every ``--conf`` come from spark-submit itself. A JVM started
-    here writes its stderr (Spark's log and stage bars) to ``jvm_log`` when one is given.
+    here writes its stderr (Spark's log and stage bars) to ``jvm_log`` when one is given. ``quick_start`` (a small
+    input) starts a local JVM with ``QUICK_START_JAVA_OPTIONS`` unless ``conf`` gives the driver's Java options.
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -76,6 +81,8 @@ def get_session(conf: Mapping[str, str], app_name: str = "status-store-analyze",
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        if quick_start:
+            builder = builder.config("spark.driver.extraJavaOptions", QUICK_START_JAVA_OPTIONS)
     for key, value in conf.items():
         builder = builder.config(key, value)
     if jvm_log is None or SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:

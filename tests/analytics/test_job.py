@@ -254,3 +254,30 @@ def test_a_missing_file_fails_before_spark_starts(no_spark: None, tmp_path: Path
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     code = cli.main(["analyze", "--files", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "out")])
     assert f"{tmp_path / 'missing.jsonl'}: no such file or directory" in _one_line(code, 1, capsys)
+
+
+class _SessionAsked(BaseException):
+    """Stops a run where it asks for its Spark session."""
+
+
+@pytest.mark.parametrize(("limit", "quick"), [(1_000, True), (0, False)])
+def test_a_small_input_asks_for_a_quick_starting_spark(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, limit: int,
+                                                        quick: bool) -> None:
+    """The run knows its size before Spark starts (here the file's): a small one gets the quick-start JVM options,
+    a larger one Spark's own (``get_session`` applies them only to a local JVM it starts, and ``--conf`` wins)."""
+    from status_store.analytics import job
+
+    asked: dict[str, object] = {}
+
+    def started(*_: object, **options: object) -> SparkSession:
+        asked.update(options)
+        raise _SessionAsked
+
+    monkeypatch.setattr(job, "get_session", started)
+    monkeypatch.setattr(job, "QUICK_RUN_RECORDS", limit)
+    export = tmp_path / "status.jsonl"
+    export.write_text(json.dumps({"topic": "connect-status", "partition": 0, "offset": 0, "timestamp": 1,
+                                  "key": "status-connector-c", "value": RUNNING}) + "\n")
+    with pytest.raises(_SessionAsked):
+        job.main(["--files", str(export), "--out", str(tmp_path / "out"), "--log-file", str(tmp_path / "run.log")])
+    assert asked["quick_start"] is quick
