@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -74,6 +75,15 @@ def load_average() -> str:
     """The machine's load averages over 1, 5 and 15 minutes, for a benchmark's report (other engineers share the
     cores)."""
     return ", ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+def stop(process: subprocess.Popen[str] | subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Stop a process by its pid: SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
 
 
 def free_port() -> int:

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from bench import ROOT, BenchParser, free_port
+from bench import ROOT, BenchParser, free_port, stop
 from bench.rest_api import read_response, request_bytes, wait_listening
 
 PROBE_INTERVAL_S = 0.02
@@ -345,11 +345,7 @@ def sidecar(nofile: int) -> Iterator[Sidecar]:
         wait_listening(port, process)
         yield Sidecar(process.pid, port)
     finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
 
 
 def memory_mb(pid: int, field_name: str) -> float:

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench import ROOT, BenchParser, free_port
+from bench import ROOT, BenchParser, free_port, stop
 
 STATUS = {"state": "RUNNING", "trace": None, "worker_id": "worker-1.example.com:8083", "generation": 3}
 
@@ -192,11 +192,7 @@ def measure(args: argparse.Namespace, serve_options: list[str]) -> tuple[dict[st
         store_read = run_load(store_port, "read", args)
     finally:
         for process in (store, bare):
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            stop(process)
     return bare_single, store_single, store_batch, bare_read, store_read
 
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from playwright.sync_api import Page, sync_playwright
 
-from bench import BenchParser, free_port
+from bench import BenchParser, free_port, stop
 from status_store.codec import encode_status
 from status_store.model import State, connector_key
 
@@ -109,11 +109,7 @@ def _serve(arguments: list[str], bootstrap: str) -> Iterator[Sidecar]:
         threading.Thread(target=drain, args=(process,), daemon=True).start()
         yield Sidecar(f"http://127.0.0.1:{port}", bootstrap)
     finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
 
 
 def drain(process: subprocess.Popen[str]) -> None:
