@@ -131,6 +131,17 @@ ERROR_KINDS: dict[str, ErrorKind] = {
 }
 
 
+# Failures after which the write may still reach the broker: its request timed out, or its connection broke, while
+# it was out, and Kafka gives no answer for such a request (the network may deliver it later, even on a connection
+# the client has closed). The retry queue sends such a value again before any newer value of its key.
+FATE_UNKNOWN = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION"})
+
+
+def may_have_landed(error: WriteFailedError) -> bool:
+    """Whether a failed write may still be written (see ``FATE_UNKNOWN``)."""
+    return error.name in FATE_UNKNOWN
+
+
 def classify(error: WriteFailedError) -> ErrorKind:
     """The kind of a failed write's Kafka error. An unknown error is retried: retries are bounded, and a new
     broker error is more often transient than not."""

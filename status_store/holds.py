@@ -25,7 +25,7 @@ class Slot:
     streak (per-update mode: the backoff follows the key, so a key that keeps changing is not retried
     any faster)."""
 
-    __slots__ = ("inflight", "key", "parked", "partition", "queued", "streak", "waiting")
+    __slots__ = ("inflight", "key", "parked", "partition", "queued", "streak", "unsure", "waiting")
 
     def __init__(self, key: str, partition: Partition | None) -> None:
         # The key it is coalesced under (the record's key, or a key of its own where updates are not coalesced).
@@ -37,6 +37,10 @@ class Slot:
         # In its partition's line of keys waiting for the release.
         self.queued = False
         self.streak = 0
+        # The key's last update whose write may still reach the broker (``errors.may_have_landed``): its value goes
+        # again, before any other value of the key, until one copy is acknowledged; else a copy the network held
+        # could land after a newer value.
+        self.unsure: StatusUpdate | None = None
 
     def empty(self) -> bool:
         """Nothing in flight, waiting or parked."""

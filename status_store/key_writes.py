@@ -13,6 +13,10 @@ and moves the key on to its next write.
   update, held time included (in the spirit of KIP-572).
 - **Error classes** from ``errors.classify``: fatal errors are not retried and say nothing about an
   outage; a leader change is retried once at once (KIP-951), later retries back off.
+- **A write that may still land goes again first.** After a timeout (``errors.may_have_landed``) the request may
+  still reach the broker later, so the key's next attempt re-sends that value, until one copy is acknowledged,
+  and only then the newer one: the copy the network held cannot land after a newer value that was already
+  acknowledged.
 - **Abandonment** (Connect's rules): before each send the owner of the update may abandon it
   (key deleted, generation changed, a safe write no longer safe).
 """
@@ -23,7 +27,7 @@ import logging
 
 from .backoff import RetryMode
 from .delivery import Delivery, Send
-from .errors import ErrorKind, StoreClosedError, WriteFailedError, classify
+from .errors import ErrorKind, StoreClosedError, WriteFailedError, classify, may_have_landed
 from .holds import Slot
 from .key_slots import KeySlots
 from .ledger import Ledger
@@ -99,8 +103,12 @@ class KeyWrites:
         budget = self.policy.budget
         if budget is not None:
             budget.sent(update.attempts > 1)
+        # A value of the key that may still land goes again first (its copy, on this update's attempt).
+        unsure = slot.unsure
+        replay = unsure is not None and unsure.value != update.value
+        value = unsure.value if replay and unsure is not None else update.value
         try:
-            self._send(update.key.encode(), update.value, _Attempt(self, slot, update))
+            self._send(update.key.encode(), value, _Attempt(self, slot, update, replay))
         except StoreClosedError as e:
             if budget is not None:
                 budget.settled(update.attempts > 1, None)
@@ -112,10 +120,15 @@ class KeyWrites:
     # ----------------------------------------------------------------------------- settling
 
     def settled(self, slot: Slot, update: StatusUpdate, delivery: Delivery | None,
-                error: WriteFailedError | None) -> None:
-        """An attempt settled: written, or failed (then retried, held, or failed for good)."""
+                error: WriteFailedError | None, replay: bool = False) -> None:
+        """An attempt settled: written, or failed (then retried, held, or failed for good). ``replay``: the attempt
+        sent the key's unsure value (``Slot.unsure``), not the update's."""
         if slot.inflight is update:
             slot.inflight = None
+        if error is None:
+            slot.unsure = None
+        elif not replay and may_have_landed(error):
+            slot.unsure = update
         # A retriable failure: evidence about the partition (a fatal one says nothing either way).
         kind = classify(error) if error is not None else None
         failed = kind is not None and kind is not ErrorKind.FATAL
@@ -131,7 +144,10 @@ class KeyWrites:
             budget.settled(update.attempts > 1, True if error is None else (False if failed else None))
         if error is None:
             slot.streak = 0
-            self._ledger.finish(update, Result.WRITTEN, "written", delivery)
+            if replay:
+                self._replayed(slot, update)
+            else:
+                self._ledger.finish(update, Result.WRITTEN, "written", delivery)
             if partition is not None and partition.held:
                 self._gate.written(partition)
         elif update.outcome is None:
@@ -142,6 +158,17 @@ class KeyWrites:
             self._gate.arm_probe(partition)
         self._gate.settled(partition, update.number, failed)
         self._advance(slot)
+
+    def _replayed(self, slot: Slot, update: StatusUpdate) -> None:
+        """The key's unsure value is acknowledged: the update goes next with its own value, unless a newer one
+        waits behind it."""
+        if update.outcome is not None:
+            return
+        if slot.waiting is not None:
+            self._ledger.finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
+        else:
+            update._due = None
+            slot.waiting = update
 
     def _after_failure(self, slot: Slot, update: StatusUpdate, error: WriteFailedError, kind: ErrorKind,
                        probe: bool) -> None:
@@ -339,10 +366,10 @@ class _Attempt:
     """The completion callback of one attempt: one small object per write in flight (a partial of a bound method
     would be three, and every object a pending write holds is traversed by each full garbage collection)."""
 
-    __slots__ = ("keys", "slot", "update")
+    __slots__ = ("keys", "replay", "slot", "update")
 
-    def __init__(self, keys: KeyWrites, slot: Slot, update: StatusUpdate) -> None:
-        self.keys, self.slot, self.update = keys, slot, update
+    def __init__(self, keys: KeyWrites, slot: Slot, update: StatusUpdate, replay: bool) -> None:
+        self.keys, self.slot, self.update, self.replay = keys, slot, update, replay
 
     def __call__(self, delivery: Delivery | None, error: WriteFailedError | None) -> None:
-        self.keys.settled(self.slot, self.update, delivery, error)
+        self.keys.settled(self.slot, self.update, delivery, error, self.replay)

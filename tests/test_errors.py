@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError
 
-from status_store.errors import ERROR_KINDS, ErrorKind, WriteFailedError, classify
+from status_store.errors import ERROR_KINDS, FATE_UNKNOWN, ErrorKind, WriteFailedError, classify
 
 
 def test_every_classified_error_is_a_name_the_client_reports() -> None:
     for name in ERROR_KINDS:
         assert KafkaError(getattr(KafkaError, name)).name() == name
+
+
+def test_a_write_whose_fate_is_unknown_is_retried() -> None:
+    # A value that may still land goes again (tests/test_partition_gate.py): so these are retriable, not fatal.
+    assert FATE_UNKNOWN.issubset(name for name, kind in ERROR_KINDS.items() if kind is ErrorKind.RETRIABLE)
 
 
 def test_errors_are_classified_by_name_and_unknown_ones_are_retried() -> None:

@@ -327,3 +327,63 @@ def test_a_newer_write_supersedes_a_held_older_one_and_no_older_value_goes_after
     assert newer.outcome.result is Result.WRITTEN
     values = [s.value for s in g.kafka.sent if s.key == "a0"]
     assert values == [b"v1", b"v2", b"v2", b"v2", b"v2"]
+
+
+@pytest.mark.parametrize("newer_first", [False, True], ids=["newer-later", "newer-before-the-timeout"])
+def test_after_a_write_timed_out_its_value_goes_again_before_a_newer_one(newer_first: bool) -> None:
+    """A write that timed out may still reach the broker (the network may hold the request and deliver it
+    later, on a connection the client has closed). A newer value of the key sent meanwhile could land first and
+    be overwritten by it: so the timed-out value goes again (here: as the partition's probe) until it is
+    acknowledged, and only then the newer one."""
+    g = gate()
+    g.put("a1")
+    g.kafka.write_all()
+    older = g.put("a0", "v1")
+    newer = g.put("a0", "v2") if newer_first else None
+    g.kafka.fail(g.kafka.only_unsettled(), "_MSG_TIMED_OUT")
+    if newer is None:
+        newer = g.put("a0", "v2")
+    assert older.outcome is not None
+    assert older.outcome.result is Result.SUPERSEDED
+    assert g.queue.held_partitions == [0]
+    # The probes carry the value that may still be on its way, however often they time out too.
+    for _ in range(2):
+        g.clock.advance(1.0)
+        probe = g.kafka.only_unsettled()
+        assert probe.value == b"v1"
+        g.kafka.fail(probe, "_MSG_TIMED_OUT")
+    g.clock.advance(1.0)
+    g.kafka.write(g.kafka.only_unsettled())
+    # Acknowledged: now the newer value, which is what the key ends with.
+    g.clock.advance(0.1)
+    g.kafka.write(g.kafka.only_unsettled())
+    assert newer.outcome is not None
+    assert newer.outcome.result is Result.WRITTEN
+    assert [s.value for s in g.kafka.sent if s.key == "a0"] == [b"v1", b"v1", b"v1", b"v1", b"v2"]
+    assert g.queue.held_partitions == []
+    assert g.queue.unsettled == 0
+    # A failure that says the write did not land (the broker answered) asks for no such repeat.
+    g.put("b0", "w1")
+    g.kafka.fail(g.kafka.only_unsettled())
+    g.put("b0", "w2")
+    g.clock.advance(1.0)
+    assert g.kafka.only_unsettled().value == b"w2"
+
+
+def test_after_a_write_timed_out_in_per_update_mode_its_value_goes_again_first() -> None:
+    clock = FakeClock()
+    kafka = ScriptedKafka(clock)
+    queue = RetryQueue(kafka.send, RetryPolicy(BACKOFF, 100, mode=RetryMode.PER_UPDATE), [], clock=clock)
+    queue.submit(StatusUpdate("a0", b"v1", UpdateKind.CONNECTOR))
+    newer = queue.submit(StatusUpdate("a0", b"v2", UpdateKind.CONNECTOR))
+    kafka.fail(kafka.only_unsettled(), "_TRANSPORT")
+    clock.advance(1.0)
+    replay = kafka.only_unsettled()
+    assert replay.value == b"v1"
+    kafka.write(replay)
+    assert not newer.done()
+    clock.advance(0)
+    kafka.write(kafka.only_unsettled())
+    assert newer.outcome is not None
+    assert newer.outcome.result is Result.WRITTEN
+    assert [s.value for s in kafka.sent] == [b"v1", b"v1", b"v2"]
