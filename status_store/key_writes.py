@@ -13,10 +13,8 @@ and moves the key on to its next write.
   update, held time included (in the spirit of KIP-572).
 - **Error classes** from ``errors.classify``: fatal errors are not retried and say nothing about an
   outage; a leader change is retried once at once (KIP-951), later retries back off.
-- **A write that may still land goes again first.** After a timeout (``errors.may_have_landed``) the request may
-  still reach the broker later, so the key's next attempt re-sends that value, until one copy is acknowledged,
-  and only then the newer one: the copy the network held cannot land after a newer value that was already
-  acknowledged.
+- **A write that may still land goes again first** (``errors.may_have_landed``: it timed out): the key's next
+  attempts re-send its value until a copy is acknowledged, so a copy the network held lands before the newer one.
 - **Abandonment** (Connect's rules): before each send the owner of the update may abandon it
   (key deleted, generation changed, a safe write no longer safe).
 """

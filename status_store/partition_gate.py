@@ -5,7 +5,8 @@ updates, and moves them; it knows nothing of Kafka, and of keys only their place
 - **An outage is one event, not thousands** (``RetryMode.PARTITION``, the default). When a write to a
   partition fails with a retriable error, the partition is *held*: its updates stop retrying one by
   one and wait, in order, while one *probe* at a time (the oldest waiting update, at its key's latest
-  value) goes out on the probe schedule (KIP-1278's backoff, capped at ``probe_backoff``'s maximum).
+  value, or first one that may still land: ``key_writes``) goes out on the probe schedule (KIP-1278's
+  backoff, capped at ``probe_backoff``'s maximum).
   When a probe or any other write to the partition succeeds, the waiting updates are *released* at
   once, ramped like TCP's slow start: a first small window of writes in flight, one more per write
   that succeeds (so it doubles per round trip), halved on a failure; a failure with a window of one
