@@ -7,9 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .helpers import Service
 
 WAIT = 600
+# About 80 s alone; the suite's 120 s default cut it short under load (seen with three test processes).
+pytestmark = pytest.mark.timeout(WAIT + 60)
 
 
 def test_generated_requests_find_no_server_error_and_no_schema_violation(service: Service) -> None:
