@@ -1,13 +1,18 @@
-"""One local Spark for the whole session, tuned to start fast on a small machine."""
+"""One local Spark for the whole session, tuned to start fast on a small machine, and the generated histories the
+tests share."""
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from bench import history_gen
+from status_store.analytics.analysis import Analysis, analyze
+from status_store.analytics.options import FLAP_TRANSITIONS, FLAP_WINDOW_MS
 from status_store.analytics.session import get_session
 
 FAST_START = {
@@ -46,3 +51,57 @@ def spark(java: None) -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+class GeneratedHistories:
+    """Histories of bench/history_gen.py, each generated once per session."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def data(self, events: int, seed: int) -> Path:
+        """The directory of ``events`` generated events (``status`` and ``history``) from ``seed``."""
+        data = self.root / f"{events}-{seed}"
+        if not data.exists():
+            history_gen.generate(data, events, seed=seed)
+        return data
+
+
+class GeneratedAnalyses:
+    """Spark's analyses of generated histories, each made once per session: the tests that only read one share it
+    (an analysis is many Spark jobs, most of a minute on a loaded machine)."""
+
+    def __init__(self, spark: SparkSession, histories: GeneratedHistories) -> None:
+        self.spark, self.histories = spark, histories
+        self._made: dict[tuple[int, int, int, int], Analysis] = {}
+
+    def analysis(self, events: int, seed: int, flap_transitions: int = FLAP_TRANSITIONS,
+                 flap_window_ms: int = FLAP_WINDOW_MS) -> Analysis:
+        """The analysis of ``histories.data(events, seed)`` with these flapping thresholds (persisted until the
+        session ends: its users must not unpersist it)."""
+        key = (events, seed, flap_transitions, flap_window_ms)
+        if key not in self._made:
+            data = self.histories.data(events, seed)
+            self._made[key] = analyze(self.spark.read.parquet(str(data / "status")),
+                                      self.spark.read.parquet(str(data / "history")),
+                                      flap_transitions=flap_transitions, flap_window_ms=flap_window_ms)
+        return self._made[key]
+
+    def unpersist(self) -> None:
+        """Free what the analyses persisted."""
+        for analysis in self._made.values():
+            analysis.unpersist()
+
+
+@pytest.fixture(scope="session")
+def generated_histories(tmp_path_factory: pytest.TempPathFactory) -> GeneratedHistories:
+    """The session's generated histories (no Spark needed)."""
+    return GeneratedHistories(tmp_path_factory.mktemp("generated"))
+
+
+@pytest.fixture(scope="session")
+def generated_analyses(spark: SparkSession, generated_histories: GeneratedHistories) -> Iterator[GeneratedAnalyses]:
+    """The session's analyses of generated histories, freed before the session's Spark stops."""
+    analyses = GeneratedAnalyses(spark, generated_histories)
+    yield analyses
+    analyses.unpersist()

@@ -15,21 +15,28 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
-from pyspark.sql import SparkSession
 
-from bench import history_gen, pandas_history, spark_history
-from status_store.analytics.analysis import analyze
+from bench import pandas_history, spark_history
+from status_store.analytics.analysis import Analysis
 from status_store.cache import StatusCache
 
 from ..bench_runs import run_quick
+from .conftest import GeneratedAnalyses, GeneratedHistories
 from .test_latest_differential import Written, cache_view, connectors_named, read_order, topics
+
+# The input of one of tests/analytics/test_duckdb_oracle.py's cases too: one Spark analysis for both.
+EVENTS, SEED = 6000, 11
 
 
 @pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    data = tmp_path_factory.mktemp("history")
-    history_gen.generate(data, 6000, seed=11)
-    return data
+def generated(generated_histories: GeneratedHistories) -> Path:
+    return generated_histories.data(EVENTS, SEED)
+
+
+@pytest.fixture(scope="module")
+def spark_results(generated_analyses: GeneratedAnalyses) -> Analysis:
+    """Spark's analysis of the generated input with the default thresholds (the tests only read it)."""
+    return generated_analyses.analysis(EVENTS, SEED)
 
 
 def test_generated_input_has_what_the_analytics_look_for(generated: Path) -> None:
@@ -42,18 +49,16 @@ def test_generated_input_has_what_the_analytics_look_for(generated: Path) -> Non
     assert garbled["history"] > 0
 
 
-def test_pandas_and_spark_agree_on_every_result(spark: SparkSession, generated: Path) -> None:
-    theirs = analyze(spark.read.parquet(str(generated / "status")), spark.read.parquet(str(generated / "history")))
-    agree, differ = spark_history.compare(pandas_history.analyze(generated), theirs)
+def test_pandas_and_spark_agree_on_every_result(spark_results: Analysis, generated: Path) -> None:
+    agree, differ = spark_history.compare(pandas_history.analyze(generated), spark_results)
     assert differ == [], "\n\n".join(differ)
     assert len(agree) == len(spark_history.COMPARED) + 1
 
 
-def test_compare_reports_a_disagreement(spark: SparkSession, generated: Path) -> None:
-    theirs = analyze(spark.read.parquet(str(generated / "status")), spark.read.parquet(str(generated / "history")))
+def test_compare_reports_a_disagreement(spark_results: Analysis, generated: Path) -> None:
     ours = pandas_history.analyze(generated)
     ours.mttr = ours.mttr.iloc[1:]
-    _, differ = spark_history.compare(ours, theirs)
+    _, differ = spark_history.compare(ours, spark_results)
     assert [line.split(":")[0] for line in differ] == ["mttr"]
 
 

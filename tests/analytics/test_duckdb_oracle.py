@@ -7,26 +7,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
 
-from bench import duckdb_history, history_gen, spark_history
-from status_store.analytics.analysis import analyze
+from bench import duckdb_history, spark_history
 
 from ..bench_runs import run_quick
+from .conftest import GeneratedAnalyses, GeneratedHistories
 
 
 @pytest.mark.parametrize(("events", "seed", "transitions", "window_ms"), [(6000, 11, 5, 600_000),
                                                                            (3000, 12, 2, 3_600_000)])
-def test_duckdb_and_spark_agree_on_every_output(spark: SparkSession, tmp_path: Path, events: int, seed: int,
+def test_duckdb_and_spark_agree_on_every_output(generated_histories: GeneratedHistories,
+                                                generated_analyses: GeneratedAnalyses, events: int, seed: int,
                                                 transitions: int, window_ms: int) -> None:
-    history_gen.generate(tmp_path, events, seed=seed)
-    theirs = analyze(spark.read.parquet(str(tmp_path / "status")), spark.read.parquet(str(tmp_path / "history")),
-                     flap_transitions=transitions, flap_window_ms=window_ms)
-    ours = duckdb_history.analyze(duckdb_history.read_files(tmp_path / "status"),
-                                  duckdb_history.read_files(tmp_path / "history"), flap_transitions=transitions,
+    # The first case's input and thresholds are tests/analytics/test_bench_history.py's: one Spark analysis for both.
+    data = generated_histories.data(events, seed)
+    theirs = generated_analyses.analysis(events, seed, transitions, window_ms)
+    ours = duckdb_history.analyze(duckdb_history.read_files(data / "status"),
+                                  duckdb_history.read_files(data / "history"), flap_transitions=transitions,
                                   flap_window_ms=window_ms)
     agree, differ = spark_history.compare(ours, theirs, duckdb_history.ORACLE)
-    theirs.unpersist()
     assert differ == [], "\n\n".join(differ)
     assert len(agree) == len(duckdb_history.ORACLE) + 1  # every output and the garbled counts
     # The generated history exercised every output.
