@@ -144,6 +144,20 @@ class Gate:
             self.kafka.fail(sent)
         return updates
 
+    def probe_until_through(self, failures: int, error: str = OUTAGE) -> list[bytes | None]:
+        """Fail the next ``failures`` probes (each within a second) with ``error``, then let one through; the values
+        they carried."""
+        values = []
+        for n in range(failures + 1):
+            self.clock.advance(1.0)
+            probe = self.kafka.only_unsettled()
+            values.append(probe.value)
+            if n < failures:
+                self.kafka.fail(probe, error)
+            else:
+                self.kafka.write(probe)
+        return values
+
 
 def gate(max_retries: int = 100) -> Gate:
     clock = FakeClock()
@@ -318,11 +332,7 @@ def test_a_newer_write_supersedes_a_held_older_one_and_no_older_value_goes_after
     assert older.outcome is not None
     assert older.outcome.result is Result.SUPERSEDED
     assert g.queue.held_partitions == [0]
-    for _ in range(3):
-        g.clock.advance(1.0)
-        g.kafka.fail(g.kafka.only_unsettled())
-    g.clock.advance(1.0)
-    g.kafka.write(g.kafka.only_unsettled())
+    assert g.probe_until_through(3) == [b"v2"] * 4
     assert newer.outcome is not None
     assert newer.outcome.result is Result.WRITTEN
     values = [s.value for s in g.kafka.sent if s.key == "a0"]
@@ -347,13 +357,7 @@ def test_after_a_write_timed_out_its_value_goes_again_before_a_newer_one(newer_f
     assert older.outcome.result is Result.SUPERSEDED
     assert g.queue.held_partitions == [0]
     # The probes carry the value that may still be on its way, however often they time out too.
-    for _ in range(2):
-        g.clock.advance(1.0)
-        probe = g.kafka.only_unsettled()
-        assert probe.value == b"v1"
-        g.kafka.fail(probe, "_MSG_TIMED_OUT")
-    g.clock.advance(1.0)
-    g.kafka.write(g.kafka.only_unsettled())
+    assert g.probe_until_through(2, "_MSG_TIMED_OUT") == [b"v1"] * 3
     # Acknowledged: now the newer value, which is what the key ends with.
     g.clock.advance(0.1)
     g.kafka.write(g.kafka.only_unsettled())
