@@ -103,8 +103,8 @@ class KeyWrites:
             budget.sent(update.attempts > 1)
         # A value of the key that may still land goes again first (its copy, on this update's attempt).
         unsure = slot.unsure
-        replay = unsure is not None and unsure.value != update.value
-        value = unsure.value if replay and unsure is not None else update.value
+        value = update.value if unsure is None else unsure.value
+        replay = value != update.value
         try:
             self._send(update.key.encode(), value, _Attempt(self, slot, update, replay))
         except StoreClosedError as e:
@@ -165,8 +165,7 @@ class KeyWrites:
         if slot.waiting is not None:
             self._ledger.finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
         else:
-            update._due = None
-            slot.waiting = update
+            slot.waiting = update  # (no timer: _attempt cleared its time)
 
     def _after_failure(self, slot: Slot, update: StatusUpdate, error: WriteFailedError, kind: ErrorKind,
                        probe: bool) -> None:

@@ -27,6 +27,7 @@ from .real_kafka import (
     ConnectCluster,
     all_in,
     states,
+    wait_until,
 )
 
 pytestmark = pytest.mark.timeout(900)
@@ -287,13 +288,15 @@ def _quiet(connect: ConnectCluster, topic: str, quiet_s: float = 3.0) -> None:
 
         def end() -> int:
             return sum(consumer.get_watermark_offsets(TopicPartition(topic, n), timeout=10)[1] for n in partitions)
-        deadline = time.monotonic() + STEP_WAIT
-        last, since = end(), time.monotonic()
-        while time.monotonic() - since < quiet_s:
-            assert time.monotonic() < deadline, f"{topic} is still written to after {STEP_WAIT} s"
-            time.sleep(0.5)
-            if (now := end()) != last:
-                last, since = now, time.monotonic()
+
+        last = {"end": end(), "at": time.monotonic()}
+
+        def quiet() -> bool:
+            if (now := end()) != last["end"]:
+                last.update(end=now, at=time.monotonic())
+            return time.monotonic() - last["at"] >= quiet_s
+
+        wait_until(quiet, STEP_WAIT, f"{topic} written to no more for {quiet_s:g} s", interval=0.5)
     finally:
         consumer.close()
 

@@ -100,21 +100,20 @@ class Faults:
         self.connector_state = "PAUSED" if self.connector_state == "RUNNING" else "RUNNING"
         path = f"/connectors/{CONNECTOR}/{'pause' if self.connector_state == 'PAUSED' else 'resume'}"
 
-        def answer() -> str | None:
-            """Connect's answer, or None for none (5xx, or no answer in time: a worker whose brokers all restart
-            can leave a request unanswered); an answer other than 2xx is what the test reports."""
-            try:
-                got = self.connect.request("PUT", path)
-            except OSError:  # a timeout, a refused or reset connection
-                return None
-            return None if got.status >= 500 else "" if got.status < 300 else f"{got.status} {got.body[:300]!r}"
-
         def ask() -> None:
             deadline = time.monotonic() + TOGGLE_S
-            while (error := answer()) is None and time.monotonic() < deadline:
+            answer: Answer | None = None
+            while time.monotonic() < deadline:
+                try:
+                    answer = self.connect.request("PUT", path)
+                except OSError:  # no answer in time (a worker whose brokers all restart), a refused connection
+                    answer = None
+                if answer is not None and answer.status < 500:
+                    break
                 time.sleep(1)
-            if error != "":
-                self._toggle_errors.append(f"PUT {path} -> {error or f'only 5xx or no answer for {TOGGLE_S:g} s'}")
+            if answer is None or answer.status >= 300:
+                got = "no answer" if answer is None else f"{answer.status} {answer.body[:300]!r}"
+                self._toggle_errors.append(f"PUT {path} -> {got}")
 
         self._toggling = threading.Thread(target=ask, name="toggle", daemon=True)
         self._toggling.start()
