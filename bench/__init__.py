@@ -25,18 +25,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
-import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-# Java options for short-lived JVMs on a small machine (Spark's daemons, quick runs): a small, quick collector
-# and the fast compiler only.
-FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+from harness import FAST_JVM
 
 
 class BenchParser(argparse.ArgumentParser):
@@ -75,22 +70,6 @@ def load_average() -> str:
     """The machine's load averages over 1, 5 and 15 minutes, for a benchmark's report (other engineers share the
     cores)."""
     return ", ".join(f"{value:.1f}" for value in os.getloadavg())
-
-
-def stop(process: subprocess.Popen[str] | subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    """Stop a process by its pid: SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
-    process.terminate()
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

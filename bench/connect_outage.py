@@ -5,10 +5,10 @@ and by bench/writers.py's Python re-implementation of Connect's resend loop, on 
                                              [--runs 3] [--sidecar KEY=VALUE ...] [--quick]
 
 The cluster: ``--brokers`` Apache Kafka brokers (KRaft, a controller of their own, both JIT compilers), each behind
-a ``KafkaProxy`` (tests/kafka_proxy.py) that counts the requests it forwards by client id and API key. The clients:
+a ``KafkaProxy`` (harness/kafka_proxy.py) that counts the requests it forwards by client id and API key. The clients:
 
 - **Connect**: one Connect 4.x distributed worker (both JIT compilers) with the scripted test connector
-  (tests/jvm); its status store is Connect's own ``KafkaStatusBackingStore``, whose producer's client id is
+  (harness/jvm); its status store is Connect's own ``KafkaStatusBackingStore``, whose producer's client id is
   ``<group>-statuses``;
 - **status-store**: ``status-store serve`` as a process, on the worker's own properties (as a user points it at
   them) with a status topic of its own (client id ``status-store``);
@@ -77,11 +77,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from bench import BenchParser, load_average
 from bench.retry import BASELINES
 from bench.writers import ConnectWriter, Ledger
-from status_store.codec import encode_status
-from status_store.model import State, TaskId, connector_key, task_key
-from tests.kafka_proxy import PRODUCE
-from tests.live import LiveSidecar
-from tests.real_kafka import (
+from harness.kafka_proxy import PRODUCE
+from harness.real_kafka import (
     SCRIPTED_VERSION,
     SOURCE_CONNECTOR,
     ConnectCluster,
@@ -91,6 +88,9 @@ from tests.real_kafka import (
     kafka_line,
     wait_until,
 )
+from harness.sidecar import LiveSidecar
+from status_store.connect.codec import encode_status
+from status_store.connect.model import State, TaskId, connector_key, task_key
 
 PARTITIONS = 5
 GROUP = "outage"

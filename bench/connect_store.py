@@ -51,11 +51,12 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import IO, Any
 
-from bench import ROOT, BenchParser, load_average
+from bench import BenchParser, load_average
 from bench.core import raw_pipeline, raw_read, raw_write, statuses, store_read, store_write
-from status_store.model import TaskStatus
+from harness import ROOT
+from harness.real_kafka import KafkaCluster, KafkaLine, compiled, kafka_line, log4j2_config
+from status_store.connect.model import TaskStatus
 from status_store.service import tune_collector
-from tests.real_kafka import KafkaCluster, KafkaLine, compiled, kafka_line, log4j2_config
 
 PARTITIONS = 5
 HARNESS_DIR = ROOT / "bench" / "jvm"

@@ -40,14 +40,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Pro
 from confluent_kafka.aio import AIOProducer
 
 from bench import BenchParser
-from status_store.codec import StatusValue, decode_status, encode_status
+from harness.faulty_cluster import FaultyCluster
 from status_store.config import build_config
+from status_store.connect.codec import StatusValue, decode_status, encode_status
+from status_store.connect.model import UNVERSIONED, PluginVersion, State, TaskId, TaskStatus, task_key
 from status_store.kafka.reader import CONSUME_BATCH
 from status_store.kafka.settings import consumer_settings, producer_settings
-from status_store.model import UNVERSIONED, PluginVersion, State, TaskId, TaskStatus, task_key
 from status_store.service import tune_collector
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
 
 PARTITIONS = 20
 # History events are never dropped in this benchmark: the bound is set above what a run submits.

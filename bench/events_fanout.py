@@ -24,14 +24,15 @@ from collections.abc import Callable
 
 import uvicorn
 
-from status_store import codec
+from harness import free_port
 from status_store.api import create_app
 from status_store.api.http_server import http_config
-from status_store.cache import StatusCache, StatusRecord
-from status_store.events import StatusEvents
-from status_store.model import State
+from status_store.connect import codec
+from status_store.connect.cache import StatusCache, StatusRecord
+from status_store.connect.model import State
+from status_store.fleet.events import StatusEvents
 
-from . import BenchParser, free_port
+from . import BenchParser
 
 BATCH = 500
 HEARTBEAT_S = 15.0

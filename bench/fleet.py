@@ -44,13 +44,13 @@ from pathlib import Path
 from confluent_kafka import KafkaError, murmur2
 
 from bench import BenchParser
-from status_store import holds
-from status_store.backoff import Backoff, JitterMode, RetryMode, backoff_policy
-from status_store.budget import BudgetSettings, RetryBudget
-from status_store.delivery import Delivery, DoneCallback
 from status_store.errors import WriteFailedError
-from status_store.retry_queue import RetryQueue
-from status_store.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
+from status_store.retry import holds
+from status_store.retry.backoff import Backoff, JitterMode, RetryMode, backoff_policy
+from status_store.retry.budget import BudgetSettings, RetryBudget
+from status_store.retry.delivery import Delivery, DoneCallback
+from status_store.retry.queue import RetryQueue
+from status_store.retry.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
 NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 WINDOW_S = 0.1

@@ -27,13 +27,13 @@ import uuid
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from harness.faulty_cluster import FaultyCluster
 from status_store.api.app import store_events
 from status_store.api.routes.metrics import Collected
 from status_store.config import build_config
+from status_store.connect.model import State, TaskId, TaskStatus
 from status_store.metrics import StoreMetrics
-from status_store.model import State, TaskId, TaskStatus
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
 
 from . import BenchParser
 from .core import PARTITIONS, raw_write
@@ -57,9 +57,8 @@ async def read_once(bootstrap: str, topic: str, variant: str, expected: int, scr
     settings = {"bootstrap.servers": bootstrap, "status.storage.topic": topic, "sidecar.startup.timeout.ms": "600000",
                 "sidecar.metrics.fleet": "off" if variant == "off" else "objects"}
     registry = CollectorRegistry()
-    metrics = StoreMetrics(registry)
-    store = StatusStore(build_config(settings), bootstrap, listeners=[metrics])
-    metrics.watch_store(store)
+    store = StatusStore(build_config(settings), bootstrap)
+    StoreMetrics.watching(store, registry)
     if variant == "objects + events":
         store_events(store, from_start=True)
     scrapes = 0

@@ -20,12 +20,12 @@ import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from status_store import codec
 from status_store.api.routes.metrics import Collected
-from status_store.cache import StatusCache, StatusRecord
 from status_store.config import FleetMetrics
-from status_store.fleet_metrics import FleetCollector
-from status_store.model import State
+from status_store.connect import codec
+from status_store.connect.cache import StatusCache, StatusRecord
+from status_store.connect.model import State
+from status_store.fleet.series import FleetCollector
 
 from . import BenchParser
 

@@ -21,8 +21,8 @@ import threading
 import time
 from typing import Any
 
-from status_store.mock_cluster import bind, library
-from status_store.testing import FaultyCluster
+from harness.faulty_cluster import FaultyCluster
+from status_store.embedded.mock_cluster import bind, library
 
 # Errors kept on the stack while a fault lasts: enough for a few tens of thousands of requests per
 # second between two top-ups, small enough that popping one costs microseconds.

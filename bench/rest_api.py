@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,43 +30,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench import ROOT, BenchParser, free_port, stop
+from bench import BenchParser
+from harness import ROOT, free_port, stop
+from harness.http import read_response, request_bytes, wait_listening
 
 STATUS = {"state": "RUNNING", "trace": None, "worker_id": "worker-1.example.com:8083", "generation": 3}
 
 
-def wait_listening(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise TimeoutError(f"nothing listens on {port}")
-
-
 # ----------------------------------------------------------------------------- the load process
-
-
-def request_bytes(method: str, path: str, body: bytes | None) -> bytes:
-    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-    if body is not None:
-        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-    return (head + "\r\n").encode() + (body or b"")
-
-
-async def read_response(reader: asyncio.StreamReader) -> int:
-    head = await reader.readuntil(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    length = 0
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":", 1)[1])
-    if length:
-        await reader.readexactly(length)
-    return status
 
 
 async def worker(port: int, requests: list[bytes], until: float, expect: int, latencies: list[float] | None,
@@ -129,7 +99,7 @@ def broker_settings(kind: str) -> Iterator[list[str]]:
     if kind == "embedded":
         yield []
         return
-    from tests.brokers import TansuBroker, tansu_binary  # the tests' way to run Tansu: one place for it
+    from harness.tansu import TansuBroker, tansu_binary  # the tests' way to run Tansu: one place for it
 
     binary = tansu_binary()
     if binary is None:

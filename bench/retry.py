@@ -68,14 +68,14 @@ from bench.writers import (
     store_label,
     wait_until,
 )
-from status_store.backoff import AdditiveJitter
+from harness.faulty_cluster import FaultyCluster
 from status_store.config import build_config
-from status_store.delivery import DoneCallback
 from status_store.errors import WriteFailedError, classify
-from status_store.retry_queue import RetryQueue
+from status_store.retry.backoff import AdditiveJitter
+from status_store.retry.delivery import DoneCallback
+from status_store.retry.queue import RetryQueue
+from status_store.retry.updates import RetryPolicy, StatusUpdate, UpdateKind
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
-from status_store.updates import RetryPolicy, StatusUpdate, UpdateKind
 
 TOPIC = "status"
 PARTITIONS = 5  # Connect's default status.storage.partitions

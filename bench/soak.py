@@ -36,18 +36,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry
 
 from bench import BenchParser
-from status_store.codec import encode_status
+from harness.faulty_cluster import FaultyCluster
 from status_store.config import build_config
+from status_store.connect.codec import encode_status
+from status_store.connect.model import State, TaskId, TaskStatus, task_key
 from status_store.errors import ErrorKind, classify
+from status_store.kafka.reading import read_to_end
 from status_store.metrics import StoreMetrics
-from status_store.model import State, TaskId, TaskStatus, task_key
+from status_store.retry.updates import Result, StatusUpdate
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
-from status_store.updates import Result, StatusUpdate
 
 PARTITIONS = 20
 BROKERS = 3
@@ -121,9 +122,8 @@ async def start_runs(cluster: FaultyCluster, spool_dir: Path) -> list[Run]:
                       "status.storage.partitions": str(PARTITIONS), "status.storage.replication.factor": "1",
                       "sidecar.startup.timeout.ms": "60000", "sidecar.shutdown.timeout.ms": "5000",
                       **RETRY, **settings}
-        metrics = StoreMetrics(CollectorRegistry())
-        store = StatusStore(build_config(properties), cluster.bootstrap_servers, [metrics])
-        metrics.watch_store(store)
+        store = StatusStore(build_config(properties), cluster.bootstrap_servers)
+        metrics = StoreMetrics.watching(store, CollectorRegistry())
         await store.start()
         runs.append(Run(name, store, metrics, dead))
     return runs
@@ -205,25 +205,9 @@ async def faults(cluster: FaultyCluster, topics: list[str], seconds: float, rng:
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 120.0) -> list[tuple[bytes | None, bytes | None]]:
     """Every record of a topic, in partition order, read with a plain consumer (bounded)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "soak-check", "enable.partition.eof": True,
-                         "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    records: list[tuple[bytes | None, bytes | None]] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while len(at_end) < PARTITIONS:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"could not read {topic} to its end in {timeout:g} s")
-            for message in consumer.consume(5000, 0.1):
-                error = message.error()
-                if error is None:
-                    records.append((message.key(), message.value()))
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition() or 0)
-    finally:
-        consumer.close()
-    return records
+    records = [(m.partition() or 0, m.key(), m.value())
+               for batch in read_to_end({"bootstrap.servers": bootstrap}, topic, timeout, 5000) for m in batch]
+    return [(key, value) for _, key, value in sorted(records, key=lambda record: record[0])]
 
 
 def losses(run: Run, bootstrap: str) -> collections.Counter[str]:

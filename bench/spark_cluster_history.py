@@ -4,13 +4,13 @@
     .venv/bin/python -m bench.spark_cluster_history --sizes 1M,10M
     .venv/bin/python -m bench.spark_cluster_history --quick     # 20k events, every file in a temporary directory
 
-For each size N, the synthetic history of bench/history_gen.py (generated once, shared with
+For each size N, the synthetic history of harness/history_gen.py (generated once, shared with
 bench/spark_history.py) is analysed by the job itself, ``status-store analyze --files ...`` (Parquet
 exports of the status and history topics, outputs and summary written, no report), twice:
 
 - ``local[2]``: one process, the driver's heap ``--driver-memory``;
 - ``cluster``: spark-submit to a standalone master with two workers of one core each on 127.0.0.1
-  (bench/spark_cluster.py), one executor per worker with ``--executor-memory`` each, the driver in client
+  (harness/spark_cluster.py), one executor per worker with ``--executor-memory`` each, the driver in client
   mode with 1 GiB, the package shipped with ``--py-files`` (as a user would run it).
 
 Both are timed from launch to exit (Spark's start-up included; the cluster's own start is not, and is
@@ -31,8 +31,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench import ROOT, BenchParser, quick_scratch, quick_spark_settings, spark_cluster
+from bench import BenchParser, quick_scratch, quick_spark_settings
 from bench.spark_history import FILES, ensure_data, label, parse_size
+from harness import ROOT, spark_cluster
 
 HISTORY_TOPIC = "connect-status-history"
 # Where a full run keeps its work and results (its inputs are spark_history's, generated once for both).

@@ -4,12 +4,12 @@
     .venv/bin/python -m bench.spark_history --sizes 1M,3M,10M,30M --memory-cap 8GiB
     .venv/bin/python -m bench.spark_history --quick      # 20k events, every file in a temporary directory
 
-For each size N, synthetic history events (bench/history_gen.py: connectors and tasks going through
+For each size N, synthetic history events (harness/history_gen.py: connectors and tasks going through
 Connect's states, FAILED episodes, flapping keys, deletes, retry outcomes, a few garbled records)
 are written once as Parquet in the raw-record schema, with a matching status topic. Then, one
 after the other and each in its own subprocess with a timeout:
 
-- pandas: bench/pandas_history.py, the same analytics, vectorised, in one process run under
+- pandas: harness/pandas_history.py, the same analytics, vectorised, in one process run under
   ``RLIMIT_AS`` = the cap. A MemoryError, or death by a signal under that limit, is recorded as
   "did not fit the cap", not as a failure of the benchmark. ``RLIMIT_AS`` bounds address space,
   which pyarrow's allocator and glibc's per-thread arenas reserve well beyond what they touch, so
@@ -53,7 +53,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import ROOT, BenchParser, quick_scratch, quick_spark_settings
+from bench import BenchParser, quick_scratch, quick_spark_settings
+from harness import ROOT
+from harness.history_compare import compare
 
 # Where a full run keeps its inputs, results and report (the chart goes to the docs).
 FILES = Path("/tmp/spark-history-bench")
@@ -277,7 +279,7 @@ def spark_worker(data_dir: Path, out_dir: Path, cap: int, conf: list[str]) -> di
 def pandas_worker(data_dir: Path, out_dir: Path, cap: int | None) -> dict[str, float]:
     if cap is not None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    from bench import pandas_history
+    from harness import pandas_history
 
     began = time.perf_counter()
     pandas_history.analyze(data_dir).write(out_dir)
@@ -301,46 +303,10 @@ def worker(args: argparse.Namespace) -> None:
 
 # ------------------------------------------------------------------------------------------ cross-check
 
-def _frame(df: Any) -> Any:
-    """A Spark or pandas result as a pandas frame with plain dtypes, sorted on every column."""
-    import pandas as pd
-
-    pdf = df.toPandas() if hasattr(df, "toPandas") else df.copy()
-    for col in pdf.columns:
-        dtype = pdf[col].dtype
-        if pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype):
-            pdf[col] = pdf[col].astype("Float64").round(3)
-        else:
-            pdf[col] = pdf[col].astype(object).where(pdf[col].notna(), None)
-    return pdf.sort_values(list(pdf.columns)).reset_index(drop=True)
-
-
-def compare(ours: Any, theirs: Any, compared: dict[str, list[str]] | None = None) -> tuple[list[str], list[str]]:
-    """(agreements, disagreements) between a baseline's Results and Spark's Analysis, result by result (the
-    columns of ``compared``, by default ``COMPARED``)."""
-    agree, differ = [], []
-    for name, columns in (compared or COMPARED).items():
-        left = _frame(getattr(ours, name)[columns])
-        right = _frame(getattr(theirs, name).select(*columns))
-        # Empty results agree whatever dtypes each side gave their columns.
-        if left.equals(right) or (left.empty and right.empty):
-            agree.append(f"{name}: {len(left)} rows agree")
-            continue
-        diff = left.merge(right, how="outer", indicator=True).query("_merge != 'both'")
-        differ.append(f"{name}: pandas {len(left)} rows, Spark {len(right)} rows; differing rows "
-                      f"(left_only = pandas):\n{diff.head(20).to_string()}")
-    counters = theirs.counters()
-    garbled = dict(zip(ours.garbled["input"], ours.garbled["garbled"], strict=True))
-    if (counters["garbled_values"], counters["history_garbled"]) == (garbled["status"], garbled["history"]):
-        agree.append(f"garbled records: {garbled} agree")
-    else:
-        differ.append(f"garbled records: pandas {garbled}, Spark {counters}")
-    return agree, differ
-
 
 def check(data_dir: Path, cap: int, conf: list[str]) -> None:
     """Run both sides on the same small input; exit non-zero if they disagree on anything."""
-    from bench import pandas_history
+    from harness import pandas_history
     from status_store.analytics.analysis import analyze
 
     spark = spark_session(cap, conf)
@@ -351,20 +317,6 @@ def check(data_dir: Path, cap: int, conf: list[str]) -> None:
     if differ:
         print("\n\n".join(differ), file=sys.stderr)
         sys.exit(1)
-
-
-# Result -> the columns compared (both sides name them alike). Latency percentiles are left out:
-# Spark's are approximate (percentile_approx), pandas' exact.
-ENTITY = ["kind", "connector", "task"]
-COMPARED: dict[str, list[str]] = {
-    "latest": ["key", "kind", "connector", "task", "state", "worker_id", "generation"],
-    "state_durations": ["date", *ENTITY, "state", "duration_ms"],
-    "episodes": ["date", *ENTITY, "failed_ms", "recovered_ms", "time_to_recovery_ms"],
-    "mttr": [*ENTITY, "failed_episodes", "recovered", "unrecovered", "mttr_ms", "last_failed_ms"],
-    "flapping": ["date", *ENTITY, "max_transitions_in_window", "flapping_transitions", "first_flapping_ms",
-                 "last_flapping_ms"],
-    "retry_outcomes": ["date", "kind", "result", "count", "mean_attempts", "max_attempts", "with_error"],
-}
 
 
 # ------------------------------------------------------------------------------------------ report
@@ -484,7 +436,7 @@ def _chart(latest: dict[tuple[str, int], Run], sizes: list[int], cap: int, path:
 
 def ensure_data(root: Path, n: int) -> Path:
     """The generated input for ``n`` events, generated once (a marker file says it is complete)."""
-    from bench import history_gen
+    from harness import history_gen
 
     data = root / label(n)
     if not (data / "COMPLETE").exists():

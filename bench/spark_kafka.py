@@ -3,17 +3,17 @@
     .venv/bin/python -m bench.spark_kafka --sizes 1k,200k,1M --cluster --before /tmp/analyze-before
     .venv/bin/python -m bench.spark_kafka --quick     # 1k events, local[2] only, files in a temporary directory
 
-For each size N, bench/history_gen.py writes N history events and their status topic; both go into a Tansu
+For each size N, harness/history_gen.py writes N history events and their status topic; both go into a Tansu
 broker (a real broker in a process of its own, 12 partitions per topic, each record in its generated partition
 with its timestamp). Then each side runs in a process of its own, timed from launch to exit:
 
-- ``duckdb``: bench/duckdb_history.py, one consumer per topic into Arrow, the outputs in DuckDB SQL, written as
+- ``duckdb``: harness/duckdb_history.py, one consumer per topic into Arrow, the outputs in DuckDB SQL, written as
   Parquet (the baseline);
 - ``spark``: ``status-store analyze`` on ``local[2]`` (report on, the job's own shuffle sizing);
 - ``spark-before``: the same command on the code of an earlier commit (``--before DIR``, a source tree of it,
   e.g. ``git archive 97f2f60 | tar -x -C DIR``), in the same run;
 - ``cluster``: the job submitted to a standalone cluster of two workers of one core (``--cluster``,
-  bench/spark_cluster.py), the package shipped with ``--py-files``.
+  harness/spark_cluster.py), the package shipped with ``--py-files``.
 
 Each Spark run's phases (Spark's start, planning, reading, analysing, writing) come from its console lines. At
 every size the Spark and DuckDB outputs must have the same rows per output, or the benchmark stops (the full
@@ -42,8 +42,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from bench import ROOT, BenchParser, free_port, history_gen, quick_scratch, spark_cluster
+from bench import BenchParser, quick_scratch
 from bench.spark_history import label, parse_size
+from harness import ROOT, free_port, history_gen, spark_cluster
 
 WORK = Path("/tmp/spark-kafka-bench")
 OUTPUTS = ("latest", "state_durations", "episodes", "mttr", "flapping", "retry_outcomes")
@@ -54,7 +55,7 @@ SPARK = {"spark.master": "local[2]", "spark.ui.enabled": "false"}
 @contextmanager
 def tansu() -> Iterator[str]:
     """A Tansu broker on 127.0.0.1 for the run; its bootstrap servers."""
-    from tests.brokers import tansu_binary, tansu_running  # the tests' way to run Tansu: one place for it
+    from harness.tansu import tansu_binary, tansu_running  # the tests' way to run Tansu: one place for it
 
     binary = tansu_binary()
     if binary is None:

@@ -43,9 +43,10 @@ from pathlib import Path
 from confluent_kafka import Producer
 from playwright.sync_api import Page, sync_playwright
 
-from bench import BenchParser, free_port, stop
-from status_store.codec import encode_status
-from status_store.model import State, connector_key
+from bench import BenchParser
+from harness import free_port, stop
+from status_store.connect.codec import encode_status
+from status_store.connect.model import State, connector_key
 
 WAIT_S = 120.0
 # How long the page marks a change (app.js's CHANGED_MS), and a little more.
@@ -64,9 +65,9 @@ class Sidecar:
 
 @contextmanager
 def kafka_broker() -> Iterator[str]:
-    """A single-node Apache Kafka (tests/real_kafka.py, the jars ./scripts/test.sh fetched), full JIT: its
+    """A single-node Apache Kafka (harness/real_kafka.py, the jars ./scripts/test.sh fetched), full JIT: its
     bootstrap servers."""
-    from tests.real_kafka import KafkaCluster, kafka_line  # the tests' way to run Kafka: one place for it
+    from harness.real_kafka import KafkaCluster, kafka_line  # the tests' way to run Kafka: one place for it
 
     with (tempfile.TemporaryDirectory() as directory,
           KafkaCluster(kafka_line("kafka-4"), Path(directory), full_jit=True) as cluster):

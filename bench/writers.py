@@ -40,11 +40,11 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from status_store.codec import encode_status
 from status_store.config import build_config
-from status_store.model import ConnectorStatus, State, connector_key
+from status_store.connect.codec import encode_status
+from status_store.connect.model import ConnectorStatus, State, connector_key
+from status_store.retry.updates import Outcome, Result, RetryListener, StatusUpdate
 from status_store.store import StatusStore
-from status_store.updates import Outcome, Result, RetryListener, StatusUpdate
 
 # Java producer defaults (Kafka 4.x) that matter here, in librdkafka's names.
 JAVA_LINGER_MS = 5

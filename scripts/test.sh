@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything (a virtualenv in .venv with the test extra) and run the whole suite:
-# ruff, mypy --strict on the package and the benchmarks, then pytest (extra arguments go to pytest).
+# ruff, the package's import contracts (lint-imports), mypy --strict on the package, the benchmarks and their
+# harness, then pytest (extra arguments go to pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -14,7 +15,7 @@ if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing) >/dev/null 2>&1 \
         || echo "could not install$missing: their tests will be skipped" >&2
 fi
-# The real parts (tests/jvm/pom.xml): Apache Kafka's broker and Connect's worker, newest 4.x and last 3.x, from Maven
+# The real parts (harness/jvm/pom.xml): Apache Kafka's broker and Connect's worker, newest 4.x and last 3.x, from Maven
 # Central into a cache outside the repository; a JDK 17 and Maven are installed where missing and this machine allows.
 has_jdk() { command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 \
     && [ "$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')" -ge 17 ] 2>/dev/null; }
@@ -27,21 +28,22 @@ if ! has_jdk; then
     exit 1
 fi
 export STATUS_STORE_JVM_CACHE="${STATUS_STORE_JVM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/status-store/jvm}"
-stamp=$(sha256sum tests/jvm/pom.xml | cut -c1-16)
+stamp=$(sha256sum harness/jvm/pom.xml | cut -c1-16)
 for line in kafka-4 kafka-3; do
     target="$STATUS_STORE_JVM_CACHE/$line"
     if [ "$(cat "$target/.complete" 2>/dev/null)" != "$stamp" ]; then
         rm -rf "$target" && mkdir -p "$target"
-        if ! mvn -q -B -Dstyle.color=never -f tests/jvm/pom.xml -P "$line" dependency:copy-dependencies \
+        if ! mvn -q -B -Dstyle.color=never -f harness/jvm/pom.xml -P "$line" dependency:copy-dependencies \
                 -DoutputDirectory="$target" >"$target.log" 2>&1; then
-            echo "could not fetch Apache Kafka ($line, tests/jvm/pom.xml) from Maven Central: see $target.log" >&2
+            echo "could not fetch Apache Kafka ($line, harness/jvm/pom.xml) from Maven Central: see $target.log" >&2
             exit 1
         fi
         echo "$stamp" >"$target/.complete"
     fi
 done
 .venv/bin/ruff check .
-.venv/bin/mypy status_store bench
+.venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache
+.venv/bin/mypy status_store bench harness
 status=0
 # Three processes, a test module in one of them, and every test on the real Kafka processes in one of them (they share
 # the session's brokers and workers: tests/conftest.py groups them); `-n 0` (or any -n) after the command overrides it.

@@ -12,6 +12,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
 from .config import StoreConfig, build_config, load_config
+from .connect.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
 from .errors import (
     ConfigError,
     KafkaUnavailableError,
@@ -20,9 +21,8 @@ from .errors import (
     TopicSetupError,
     WriteFailedError,
 )
-from .model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
+from .retry.updates import Outcome, Result, StatusUpdate
 from .store import StatusStore
-from .updates import Outcome, Result, StatusUpdate
 
 __all__ = [
     "ConfigError",

@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .fleet_metrics import FleetCollector
-from .retry_queue import RetryQueue
+from .fleet.series import FleetCollector
+from .retry.queue import RetryQueue
+from .retry.updates import STATUS_KINDS, Outcome, Result, RetryListener, StatusUpdate
 from .store import StatusStore
-from .updates import STATUS_KINDS, Outcome, Result, RetryListener, StatusUpdate
 
 # A process-wide switch of the client: it covers the HTTP metrics too.
 disable_created_metrics()  # type: ignore[no-untyped-call]  # the client leaves it unannotated
@@ -70,21 +70,25 @@ class StoreMetrics(RetryListener):
         self._latency = {kind: self.latency.labels(kind) for kind in STATUS_KINDS}
         self._attempts = {kind: self.attempts.labels(kind) for kind in STATUS_KINDS}
 
-    def watch(self, queue: RetryQueue) -> None:
+    @classmethod
+    def watching(cls, store: StatusStore, registry: CollectorRegistry) -> StoreMetrics:
+        """The metrics of a store not started yet, in one step: a listener of its retry queue, its queue's gauges,
+        what became of exhausted updates and of the event topics' events, and the fleet's statuses as read from
+        the topic, all in ``registry``."""
+        metrics = cls(registry)
+        store.queue.subscribe(metrics)
+        metrics._watch(store.queue)
+        registry.register(_StoreCollector(store))
+        config = store.config
+        registry.register(FleetCollector(store.cache.fleet, config.fleet_metrics, config.fleet_metrics_max_objects))
+        return metrics
+
+    def _watch(self, queue: RetryQueue) -> None:
         """Read the queue's gauges and the retry budget's figures from this queue at every scrape."""
         self.queue_pending.set_function(lambda: queue.unsettled)
         self.queue_waiting.set_function(lambda: queue.waiting_count)
         self.oldest_age.set_function(queue.oldest_unsettled_age)
         self.registry.register(_QueueCollector(queue))
-
-    def watch_store(self, store: StatusStore) -> None:
-        """The queue's gauges, what became of exhausted updates and of the event topics' events, and the fleet's
-        statuses as read from the topic."""
-        self.watch(store.queue)
-        self.registry.register(_StoreCollector(store))
-        config = store.config
-        self.registry.register(FleetCollector(store.cache.fleet, config.fleet_metrics,
-                                              config.fleet_metrics_max_objects))
 
     def on_submitted(self, update: StatusUpdate) -> None:
         self._submitted[update.kind].inc()

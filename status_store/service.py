@@ -19,13 +19,13 @@ from .api import create_app
 from .api.app import store_events
 from .api.http_server import client_log_limits, http_config
 from .config import StoreConfig
-from .config_topic import ConfigTopic
-from .embedded import start_embedded_broker
+from .embedded.broker import start_embedded_broker
+from .embedded.mock_cluster import MockCluster
 from .errors import KafkaUnavailableError
-from .events import StatusEvents
-from .kafka import topic_exists
+from .fleet.config_topic import ConfigTopic
+from .fleet.events import StatusEvents
+from .kafka.topics import topic_exists
 from .metrics import StoreMetrics
-from .mock_cluster import MockCluster
 from .store import StatusStore
 
 log = logging.getLogger(__name__)
@@ -72,14 +72,13 @@ async def serve(config: StoreConfig) -> None:
     _warn_about_open_writes(config)
     cluster, bootstrap = await _brokers(config)
     registry = CollectorRegistry()
-    metrics = StoreMetrics(registry)
     try:
-        store = StatusStore(config, bootstrap, listeners=[metrics])
+        store = StatusStore(config, bootstrap)
     except BaseException:  # a spool that cannot be used: the embedded broker goes too
         if cluster is not None:
             cluster.close()
         raise
-    metrics.watch_store(store)
+    StoreMetrics.watching(store, registry)
     # Before the store reads: the events kept start with the topic, so a client resumes across a restart.
     status_events = store_events(store, from_start=True)
     configs = (ConfigTopic(config.config_topic, bootstrap, config.config_topic_client_configs)

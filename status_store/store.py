@@ -12,24 +12,25 @@ import asyncio
 import logging
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from confluent_kafka import murmur2
-
-from . import codec
-from .after_retry import AfterLastRetry, ExhaustedStats
-from .backoff import Random
-from .cache import CacheEntry, StatusCache
 from .config import StoreConfig
-from .delivery import read_targets
+from .connect import codec
+from .connect.cache import CacheEntry, StatusCache
+from .connect.model import ConnectorStatus, Status, TaskId, TopicStatus, connector_key, task_key, topic_key
+from .connect.record_limit import RecordLimit
+from .durable.after_retry import AfterLastRetry, ExhaustedStats
+from .durable.history import AppendLog, EventTopics
+from .durable.replay import replay, tokens
+from .durable.spool import SPOOL_KEY, Spool
 from .errors import WriteRejectedError
-from .history import AppendLog, EventTopics
-from .kafka import TopicProducer, TopicReader, ensure_topic, status_records
-from .model import ConnectorStatus, Status, TaskId, TopicStatus, connector_key, task_key, topic_key
-from .record_limit import RecordLimit
-from .replay import replay, tokens
-from .retry_queue import RetryQueue
-from .spool import SPOOL_KEY, Spool
-from .updates import RetryListener, StatusUpdate, UpdateKind
+from .kafka.producer import TopicProducer
+from .kafka.reader import TopicReader, status_records
+from .kafka.topics import ensure_topic
+from .retry.backoff import Random
+from .retry.delivery import read_targets
+from .retry.queue import RetryQueue
+from .retry.updates import RetryListener, StatusUpdate, UpdateKind
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +39,50 @@ log = logging.getLogger(__name__)
 SPOOL_RETRY_AFTER_S = 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class StoreParts:
+    """The parts of a status store, built in dependency order by ``build``."""
+
+    cache: StatusCache
+    record_limit: RecordLimit
+    spool: Spool | None
+    reader: TopicReader
+    producer: TopicProducer
+    queue: RetryQueue
+    events: EventTopics
+    after: AfterLastRetry
+
+
+def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.random) -> StoreParts:
+    """Every part of a store, each made after what it needs, the status queue's listeners subscribed in their order."""
+    retry = config.retry
+    # What the reader has read back, with Connect's read rules: every read goes here.
+    cache = StatusCache()
+    spool = Spool(config.spool_path, tokens=tokens(cache)) if config.spool_path is not None else None
+    reader = TopicReader(config.topic, bootstrap_servers, config.client_configs,
+                         lambda records: cache.apply(status_records(records)))
+    producer = TopicProducer(config.topic, bootstrap_servers, config.client_configs, retry.delivery_timeout_ms,
+                             on_restart=reader.restart)
+    # Held partitions are Kafka's: keys are placed as Java's partitioner (and so Connect) places them.
+    queue = RetryQueue(producer.send, retry.policy(rng, budgeted=True), name=config.topic, route=producer.partition_of)
+    if spool is not None:
+        queue.subscribe(spool)
+    # The event topics retry like status writes, but outside the status writes' retry budget and bound; the history
+    # listens to the status queue.
+    events = EventTopics(config, bootstrap_servers, retry.policy(rng, budgeted=False), queue)
+    # Decides what becomes of an update after its last retry, then settles its spool row.
+    after = AfterLastRetry(config, bootstrap_servers, queue, events.dead_letters, spool, cache.note_written)
+    queue.subscribe(after)
+    return StoreParts(cache, RecordLimit.of(config.client_configs, config.topic_configs), spool, reader, producer,
+                      queue, events, after)
+
+
 class StatusStore:
     """Connector, task and topic statuses kept in Connect's compacted status topic."""
 
     def __init__(self, config: StoreConfig, bootstrap_servers: str,
                  listeners: Sequence[RetryListener] = (), rng: Random = random.random) -> None:
+        """``listeners``: told of every status update (``RetryQueue.subscribe``), after the store's own."""
         self.config = config
         self.bootstrap_servers = bootstrap_servers
         self.generation = 0
@@ -50,30 +90,12 @@ class StatusStore:
         self.kept_at_stop = False
         # Writes refused because the spool could not be written.
         self.spool_rejected_total = 0
-        # What the reader has read back, with Connect's read rules: every read goes here.
-        self._cache = StatusCache()
-        self._spool = (Spool(config.spool_path, keep=lambda update, outcome: self._after.keeps(update, outcome),
-                             tokens=tokens(self._cache)) if config.spool_path is not None else None)
-        retry = config.retry
-        self.record_limit = RecordLimit.of(config.client_configs, config.topic_configs)
-        self._reader = TopicReader(config.topic, bootstrap_servers, config.client_configs,
-                                   lambda records: self._cache.apply(status_records(records)))
-        self._producer = TopicProducer(config.topic, bootstrap_servers, config.client_configs,
-                                       retry.delivery_timeout_ms, on_restart=self._reader.restart)
-        # The event topics retry like status writes, but outside the status writes' retry budget and bound.
-        self._events = EventTopics(config, bootstrap_servers, retry.policy(rng, budgeted=False))
-        listeners = [*listeners, *self._events.listeners()]
-        self._after = AfterLastRetry(config, bootstrap_servers, self._events.dead_letters, self._spool,
-                                     self._cache.note_written)
-        # The spool comes last: it asks the after-the-last-retry listener, which has decided by then.
-        listeners = [*listeners, self._after]
-        if self._spool is not None:
-            listeners.append(self._spool)
-        # Held partitions are Kafka's: keys are placed as Java's partitioner (and so Connect) places them.
-        self._queue = RetryQueue(self._producer.send, retry.policy(rng, budgeted=True), listeners, name=config.topic,
-                                 route=lambda key: murmur2(key.encode(), len(self._producer.partitions)))
-        self._after.attach(self._queue)
-        self._events.yield_to(self._queue)
+        parts = build(config, bootstrap_servers, rng)
+        self._cache, self.record_limit, self._spool = parts.cache, parts.record_limit, parts.spool
+        self._reader, self._producer, self._queue = parts.reader, parts.producer, parts.queue
+        self._events, self._after = parts.events, parts.after
+        for listener in listeners:
+            self._queue.subscribe(listener)
 
     # ----------------------------------------------------------------------------- lifecycle
 

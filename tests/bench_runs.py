@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench import ROOT
+from harness import ROOT
 
 BENCH = ROOT / "bench"
 # What only a full run may write: the figures and charts of docs/BENCHMARKS.md.

@@ -10,19 +10,19 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, context
 from dataclasses import dataclass
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from status_store.backoff import Random
+from harness import free_port, real_kafka
+from harness.faulty_cluster import FaultyCluster
+from harness.real_kafka import ConnectCluster, KafkaCluster, KafkaLine, RealKafkaMissing, kafka_line
+from harness.service import Service
+from harness.sidecar import LiveSidecar
+from harness.tansu import TansuBroker, tansu_binary, tansu_running
 from status_store.config import build_config
 from status_store.metrics import StoreMetrics
+from status_store.retry.backoff import Random
+from status_store.retry.updates import RetryListener
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
-from status_store.updates import RetryListener
-
-from . import real_kafka
-from .brokers import TansuBroker, free_port, tansu_binary, tansu_running
-from .helpers import Service
-from .live import LiveSidecar
-from .real_kafka import ConnectCluster, KafkaCluster, KafkaLine, RealKafkaMissing, kafka_line
 
 PARTITIONS = 5
 
@@ -95,7 +95,9 @@ def store_factory() -> StoreFactory:
 
     @asynccontextmanager
     async def make(bootstrap_servers: str, topic: str, listeners: Sequence[RetryListener] = (),
-                   rng: Random = random.random, **settings: str) -> AsyncIterator[StatusStore]:
+                   rng: Random = random.random, registry: CollectorRegistry | None = None,
+                   **settings: str) -> AsyncIterator[StatusStore]:
+        """``registry``: the store's metrics go there, as the service wires them."""
         properties = {
             "bootstrap.servers": bootstrap_servers,
             "status.storage.topic": topic,
@@ -106,9 +108,8 @@ def store_factory() -> StoreFactory:
             **settings,
         }
         store = StatusStore(build_config(properties), bootstrap_servers, listeners, rng)
-        for listener in listeners:
-            if isinstance(listener, StoreMetrics):
-                listener.watch_store(store)  # as the service wires them
+        if registry is not None:
+            StoreMetrics.watching(store, registry)
         await store.start()
         try:
             yield store
@@ -133,7 +134,7 @@ def service() -> Iterator[Service]:
     running.stop()
 
 
-# Apache Kafka's own broker and Connect's worker (tests/real_kafka.py): started once per test process, and every
+# Apache Kafka's own broker and Connect's worker (harness/real_kafka.py): started once per test process, and every
 # test that uses them runs in the same process (the xdist group below), so each JVM starts once per run.
 REAL_KAFKA_FIXTURES = frozenset({"kafka", "kafka_cluster", "connect_cluster", "connect3_worker"})
 REAL_KAFKA_GROUP = "real-kafka"

@@ -16,12 +16,11 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from status_store.codec import encode_status
+from status_store.connect.codec import encode_status
+from status_store.connect.model import State, TaskId, TaskStatus, task_key
 from status_store.errors import ErrorKind, classify
-from status_store.metrics import StoreMetrics
-from status_store.model import State, TaskId, TaskStatus, task_key
+from status_store.retry.updates import Outcome, Result, StatusUpdate
 from status_store.store import StatusStore
-from status_store.updates import Outcome, Result, StatusUpdate
 
 from .conftest import StoreFactory
 from .helpers import eventually, last_values
@@ -99,11 +98,11 @@ class Outcomes:
 
 @dataclass
 class Subject:
-    """One store under test, its metrics, and the latest update submitted for each key."""
+    """One store under test, its metrics' registry, and the latest update submitted for each key."""
 
     policy: Policy
     store: StatusStore
-    metrics: StoreMetrics
+    registry: CollectorRegistry
     outcomes: Outcomes
     latest: dict[bytes, tuple[StatusUpdate, bytes]] = field(default_factory=dict)
 
@@ -120,7 +119,7 @@ class Subject:
 
     def written(self) -> float:
         """Updates written so far (the success counter)."""
-        return counts(self.metrics).get("status_update_success_total", 0)
+        return counts(self.registry).get("status_update_success_total", 0)
 
 
 def task_status(key: int, round_: int) -> TaskStatus:
@@ -151,11 +150,11 @@ async def subjects(store_factory: StoreFactory, bootstrap_servers: str, topics: 
     async with contextlib.AsyncExitStack() as stack:
         started = []
         for policy, topic in zip(policies, topics, strict=True):
-            metrics, outcomes = StoreMetrics(CollectorRegistry()), Outcomes()
+            registry, outcomes = CollectorRegistry(), Outcomes()
             properties = {**QUICK, **policy.settings(spool_dir), **(settings or {})}
             store = await stack.enter_async_context(
-                store_factory(bootstrap_servers, topic, [metrics, outcomes], **properties))
-            started.append(Subject(policy, store, metrics, outcomes))
+                store_factory(bootstrap_servers, topic, [outcomes], registry=registry, **properties))
+            started.append(Subject(policy, store, registry, outcomes))
         yield started
 
 
@@ -198,7 +197,7 @@ def check(subject: Subject) -> dict[bytes, StatusUpdate]:
     again; under the other policies every key whose latest value is missing has a failed outcome, counted
     among the failures: no loss is silent.
     """
-    assert_counters_add_up(subject.metrics)
+    assert_counters_add_up(subject.registry)
     values = last_values(subject.store)
     missing = {key: update for key, (update, value) in subject.latest.items() if values.get(key) != value}
     if subject.policy.keeps_latest:
@@ -207,7 +206,7 @@ def check(subject: Subject) -> dict[bytes, StatusUpdate]:
     silent = {key: update.outcome for key, update in missing.items()
               if update.outcome is None or update.outcome.result is not Result.FAILED}
     assert not silent, f"{subject.policy.name}: latest values lost without a counted failure: {silent}"
-    assert counts(subject.metrics)["status_update_failure_total"] >= len(missing)
+    assert counts(subject.registry)["status_update_failure_total"] >= len(missing)
     return missing
 
 

@@ -8,12 +8,11 @@ from pathlib import Path
 import httpx
 from prometheus_client import CollectorRegistry
 
+from harness.faulty_cluster import FaultyCluster
 from status_store import __version__
 from status_store.api import create_app, openapi_document
-from status_store.metrics import StoreMetrics
-from status_store.model import ConnectorStatus, State
+from status_store.connect.model import ConnectorStatus, State
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
 
 from .conftest import Broker, StoreFactory
 
@@ -60,9 +59,8 @@ def test_openapi_document_is_in_sync() -> None:
 
 async def test_metrics_exposes_the_kip_counters(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
     registry = CollectorRegistry()
-    metrics = StoreMetrics(registry)
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
-    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics]) as store:
+    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry) as store:
         assert (await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(15)).ok
         app = create_app(store, registry)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from status_store.backoff import AdditiveJitter, FullJitter, JitterMode, SymmetricJitter, backoff_policy
+from status_store.retry.backoff import AdditiveJitter, FullJitter, JitterMode, SymmetricJitter, backoff_policy
 
 
 def fixed(*values: float) -> itertools.cycle[float]:

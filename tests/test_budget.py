@@ -8,13 +8,12 @@ import pytest
 from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry, generate_latest
 
-from status_store.budget import BudgetSettings, RetryBudget
-from status_store.metrics import StoreMetrics
-from status_store.model import ConnectorStatus, State
+from harness.faulty_cluster import FaultyCluster
+from status_store.connect.model import ConnectorStatus, State
+from status_store.retry.budget import BudgetSettings, RetryBudget
+from status_store.retry.updates import STATUS_KINDS as KINDS
+from status_store.retry.updates import Result
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
-from status_store.updates import STATUS_KINDS as KINDS
-from status_store.updates import Result
 
 from .conftest import Broker, StoreFactory
 from .helpers import eventually, last_values
@@ -121,25 +120,26 @@ def test_a_budget_needs_positive_settings() -> None:
 class Budgeted:
     """A store with a retry budget on the mock cluster, its metrics and the cluster's control API."""
 
-    def __init__(self, cluster: FaultyCluster, store: StatusStore, metrics: StoreMetrics) -> None:
-        self.cluster, self.store, self.metrics = cluster, store, metrics
+    def __init__(self, cluster: FaultyCluster, store: StatusStore, registry: CollectorRegistry) -> None:
+        self.cluster, self.store, self.registry = cluster, store, registry
 
     def total(self, name: str) -> float:
-        return sum(self.metrics.registry.get_sample_value(f"{name}_total", {"kind": k}) or 0.0 for k in KINDS)
+        return sum(self.registry.get_sample_value(f"{name}_total", {"kind": k}) or 0.0 for k in KINDS)
 
     def sample(self, name: str) -> float | None:
-        return self.metrics.registry.get_sample_value(name)
+        return self.registry.get_sample_value(name)
 
 
 @pytest.fixture
 async def budgeted(mock_cluster: FaultyCluster, store_factory: StoreFactory,
                    request: pytest.FixtureRequest) -> AsyncIterator[Budgeted]:
     settings = {**FAST, **getattr(request, "param", {})}
-    metrics = StoreMetrics(CollectorRegistry())
+    registry = CollectorRegistry()
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     # A pinned random source: every backoff is exactly initial * 2^n * (1 + 0.25 * 0.5).
-    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], lambda: 0.5, **settings) as store:
-        yield Budgeted(mock_cluster, store, metrics)
+    async with store_factory(mock_cluster.bootstrap_servers, topic, (), lambda: 0.5, registry=registry,
+                             **settings) as store:
+        yield Budgeted(mock_cluster, store, registry)
 
 
 def connector(name: str, state: State = State.RUNNING) -> ConnectorStatus:
@@ -169,7 +169,7 @@ async def test_refused_retries_are_counted_and_delayed_and_every_latest_value_is
     values = last_values(store)
     for i, update in latest.items():
         assert values[f"status-connector-c{i}".encode()] == update.value
-    text = generate_latest(budgeted.metrics.registry).decode()
+    text = generate_latest(budgeted.registry).decode()
     assert f"status_update_retry_throttled_total {float(store.queue.throttled_total)}" in text
     assert "status_retry_budget_tokens " in text
 
@@ -220,14 +220,14 @@ async def test_the_time_bound_ends_an_update_the_budget_holds_back_as_a_counted_
 
 async def test_without_a_budget_nothing_is_throttled_and_the_counter_reads_zero(
         mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
-    metrics = StoreMetrics(CollectorRegistry())
+    registry = CollectorRegistry()
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     settings = {k: v for k, v in FAST.items() if ".budget." not in k}
-    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **settings) as store:
+    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry, **settings) as store:
         mock_cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * 3)
         assert (await store.put(connector("c")).result(WAIT)).ok
         assert store.queue.policy.budget is None
         assert store.queue.throttled_total == 0
-        text = generate_latest(metrics.registry).decode()
+        text = generate_latest(registry).decode()
     assert "status_update_retry_throttled_total 0.0" in text
     assert "status_retry_budget_tokens" not in text

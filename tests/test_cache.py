@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from status_store import codec
-from status_store.cache import StatusCache, StatusRecord
-from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
+from status_store.connect import codec
+from status_store.connect.cache import StatusCache, StatusRecord
+from status_store.connect.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,7 +44,7 @@ def test_the_cache_needs_no_kafka_client() -> None:
         package = types.ModuleType("status_store")
         package.__path__ = [{str(ROOT / "status_store")!r}]
         sys.modules["status_store"] = package
-        from status_store.cache import StatusCache, StatusRecord
+        from status_store.connect.cache import StatusCache, StatusRecord
         cache = StatusCache()
         cache.apply([StatusRecord(b"status-connector-c", {status()!r})])
         assert cache.connectors() == ["c"], cache.connectors()
@@ -150,7 +150,7 @@ def test_a_topic_status_is_kept_under_its_key_whatever_its_value_names() -> None
 ])
 def test_a_key_connect_cannot_parse_is_discarded(key: bytes | None, caplog: pytest.LogCaptureFixture) -> None:
     cache = StatusCache()
-    with caplog.at_level(logging.WARNING, logger="status_store.cache"):
+    with caplog.at_level(logging.WARNING, logger="status_store.connect.cache"):
         cache.apply([StatusRecord(key, status(), 3, 41)])
     assert (cache.stats.invalid_keys, cache.stats.garbled_values, cache.stats.applied) == (1, 0, 0)
     assert cache.connectors() == []
@@ -170,7 +170,7 @@ def test_a_key_connect_cannot_parse_is_discarded(key: bytes | None, caplog: pyte
 ])
 def test_a_garbled_status_is_skipped_and_the_cached_one_stays(value: bytes, caplog: pytest.LogCaptureFixture) -> None:
     cache = read((b"status-connector-c", status(worker="h:1")), (b"status-task-c-0", status(worker="h:1")))
-    with caplog.at_level(logging.WARNING, logger="status_store.cache"):
+    with caplog.at_level(logging.WARNING, logger="status_store.connect.cache"):
         read((b"status-connector-c", value), (b"status-task-c-0", value), (b"status-task-new-0", value), cache=cache)
     assert cache.get_connector("c") == ConnectorStatus("c", State.RUNNING, "h:1", 1)
     assert cache.get_task(TaskId("c", 0)) == TaskStatus(TaskId("c", 0), State.RUNNING, "h:1", 1)

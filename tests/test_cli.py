@@ -14,15 +14,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from harness import free_port
+from harness.service import Service
 from status_store.client import rows
-from status_store.model import ConnectorStatus, State
+from status_store.connect.model import ConnectorStatus, State
+from status_store.kafka.reading import read_to_end
 from status_store.service import FULL_COLLECTION_EVERY, tune_collector
 
-from .brokers import free_port
 from .conftest import StoreFactory
-from .helpers import Service
 
 WAIT = 30.0
 
@@ -86,24 +86,8 @@ def test_documented_steps_write_read_bytes_and_count(service: Service) -> None:
 
 
 def read_topic(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e", "enable.partition.eof": True,
-                         "enable.auto.commit": False})
-    partitions = list(consumer.list_topics(topic, timeout=WAIT).topics[topic].partitions)
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    records, at_end = [], set()
-    try:
-        for _ in range(300):
-            for message in consumer.consume(100, 0.1):
-                error = message.error()
-                if error is None:
-                    records.append((message.key(), message.value()))
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
-            if at_end == set(partitions):
-                return records
-    finally:
-        consumer.close()
-    raise AssertionError("the topic was not read to its end in time")
+    return [(m.key(), m.value()) for batch in read_to_end({"bootstrap.servers": bootstrap}, topic, 30.0)
+            for m in batch]
 
 
 def test_bad_configuration_fails_fast_naming_the_key(tmp_path: Path) -> None:

@@ -20,12 +20,13 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 
+from harness import free_port
+from harness.faulty_cluster import FaultyCluster
+from harness.service import Service, sidecar_config
 from status_store.client import show_status, watch
-from status_store.testing import FaultyCluster
 
-from .brokers import free_port
 from .conftest import Broker
-from .helpers import Service, eventually, sidecar_config, write_raw
+from .helpers import eventually, write_raw
 from .test_events import ServedFactory, serve, status  # noqa: F401  (serve: the fixture)
 
 WAIT = 20.0

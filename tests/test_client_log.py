@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from status_store.client_log import ClientLog
-from status_store.kafka import ensure_topic
-from status_store.testing import FaultyCluster
-
-from .brokers import free_port
+from harness import free_port
+from harness.faulty_cluster import FaultyCluster
+from status_store.kafka.client_log import ClientLog
+from status_store.kafka.topics import ensure_topic
 
 ROOT = Path(__file__).parent.parent
 WAIT = 30.0
@@ -70,7 +69,7 @@ def test_no_client_line_reaches_stderr_raw() -> None:
 import logging, sys
 from confluent_kafka import Producer
 from status_store.kafka.settings import producer_settings
-from status_store.testing import FaultyCluster
+from harness.faulty_cluster import FaultyCluster
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
 cluster = FaultyCluster(1)
 producer = Producer(producer_settings("127.0.0.1:{free_port()}", {{}}))
@@ -90,7 +89,7 @@ cluster.close()
 @pytest.fixture
 def external_mock_cluster() -> Iterator[str]:
     """A mock cluster in another process: a real broker as far as this process can tell."""
-    code = ("import sys\nfrom status_store.testing import FaultyCluster\ncluster = FaultyCluster(1)\n"
+    code = ("import sys\nfrom harness.faulty_cluster import FaultyCluster\ncluster = FaultyCluster(1)\n"
             "cluster.create_topic('connect-status', 5, 1)\nprint(cluster.bootstrap_servers, flush=True)\n"
             "sys.stdin.read()\ncluster.close()\n")
     process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from status_store.codec import (
+from status_store.connect.codec import (
     GarbledValue,
     StatusValue,
     decode_status,
@@ -18,7 +18,7 @@ from status_store.codec import (
     encode_topic_status,
     json_string,
 )
-from status_store.model import UNVERSIONED, State, TopicStatus
+from status_store.connect.model import UNVERSIONED, State, TopicStatus
 
 TRACE = "java.lang.RuntimeException: boom\n\tat Foo.bar(Foo.java:1)\n"
 EXAMPLES = [
@@ -236,7 +236,7 @@ def test_data_after_the_json_value_is_ignored_like_jacksons_read_tree() -> None:
 
 
 def test_values_with_traces_are_not_kept_in_the_decode_cache() -> None:
-    from status_store.codec import _decode_small_status
+    from status_store.connect.codec import _decode_small_status
 
     before = _decode_small_status.cache_info().currsize
     big = encode_status(State.FAILED, "w", 1, "x" * 10000)

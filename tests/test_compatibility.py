@@ -43,7 +43,7 @@ LIVE_TESTS = {
 
 
 def test_the_live_column_names_the_connect_versions_its_tests_run() -> None:
-    pom = (ROOT / "tests" / "jvm" / "pom.xml").read_text()
+    pom = (ROOT / "harness" / "jvm" / "pom.xml").read_text()
     assert all(f"<version>{version}</version>" in pom for versions in LIVE_TESTS.values() for version in versions)
     text = DOC.read_text()
     header = "| Area | Connect | status-store | Same? | Checked live on | Why, and notes | Checked by |"

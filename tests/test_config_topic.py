@@ -13,9 +13,10 @@ from confluent_kafka.admin import AdminClient
 
 from status_store.api.responses import connect_json
 from status_store.config import build_config, load_config
-from status_store.config_topic import ConfigTopic, ConnectorConfigs, TargetState, connector_type
-from status_store.embedded import start_embedded_broker
+from status_store.connect.configs import ConnectorConfigs, TargetState, connector_type
+from status_store.embedded.broker import start_embedded_broker
 from status_store.errors import ConfigError, TopicSetupError
+from status_store.fleet.config_topic import ConfigTopic
 
 from .conftest import Broker
 from .connect_records import (
@@ -151,7 +152,7 @@ def test_a_task_number_is_read_one_utf16_unit_at_a_time_as_javas_parse_int_reads
 def test_garbled_records_are_skipped_and_their_values_never_logged(caplog: pytest.LogCaptureFixture) -> None:
     configs = read(*created("c", SINK, [{"task": "a", "db.password": "hunter2"}]))
     secret = b'{"properties":{"db.password":"hunter2"'
-    with caplog.at_level(logging.DEBUG, logger="status_store.config_topic"):
+    with caplog.at_level(logging.DEBUG, logger="status_store.connect.configs"):
         apply(configs, ("connector-c", secret + b"!!"), ("connector-c", b'{"config":{"db.password":"hunter2"}}'),
               ("connector-c", b'["hunter2"]'), ("task-c-0", secret + b"}"), ("task-c-x", secret + b"}}"),
               ("task-c-0", None), ("commit-c", b'{"tasks":"hunter2"}'), ("commit-c", b'{"tasks":1.0}'),

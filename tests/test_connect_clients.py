@@ -25,9 +25,10 @@ from kafka_connect.kafka_connect import KafkaConnect
 from kafka_connect_healthcheck.handler import RequestHandler
 from kafka_connect_healthcheck.health import Health
 
-from .brokers import free_port
+from harness import free_port
+from harness.service import Service
+
 from .connect_records import created, write_records
-from .helpers import Service
 
 WAIT = 15.0
 CONFIG_TOPIC = "connect-configs"

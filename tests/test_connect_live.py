@@ -13,11 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from status_store.codec import decode_status, decode_topic_status, encode_status, encode_topic_status
-from status_store.model import ConnectorKey, TaskKey, TopicKey, parse_key
-
-from .live import LiveSidecar
-from .real_kafka import (
+from harness.real_kafka import (
     SCRIPTED_VERSION,
     SOURCE_CONNECTOR,
     Answer,
@@ -28,6 +24,9 @@ from .real_kafka import (
     states,
     wait_until,
 )
+from harness.sidecar import LiveSidecar
+from status_store.connect.codec import decode_status, decode_topic_status, encode_status, encode_topic_status
+from status_store.connect.model import ConnectorKey, TaskKey, TopicKey, parse_key
 
 pytestmark = pytest.mark.timeout(600)
 WAIT = 60.0

@@ -1,7 +1,7 @@
 """Connect's own REST API as the oracle.
 
 A scenario is driven through a real Connect cluster's REST API (Apache Kafka's newest 4.x, two distributed
-workers, the scripted test connector of tests/jvm), and after every step every GET route that status-store serves
+workers, the scripted test connector of harness/jvm), and after every step every GET route that status-store serves
 is asked of both, the Connect worker and a sidecar reading the same status and config topics (started with the
 workers' own properties): the same status code and the same JSON (for the status routes, the same bytes), or a
 difference that docs/compatibility.md names (``DIFFERENCES``; tests/test_compatibility.py checks each is there).
@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from .live import LiveSidecar
-from .real_kafka import (
+from harness.real_kafka import (
     SCRIPTED_VERSION,
     SINK_CONNECTOR,
     SOURCE_CONNECTOR,
@@ -29,6 +28,7 @@ from .real_kafka import (
     states,
     wait_until,
 )
+from harness.sidecar import LiveSidecar
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from harness.real_kafka import FOREIGN_WRITER_HEADER, SOURCE_CONNECTOR, ConnectCluster, states, wait_until
+from harness.sidecar import LiveSidecar
+
 from .connect_records import Record, commit, connector_config, target_state, task_config
-from .live import LiveSidecar
-from .real_kafka import FOREIGN_WRITER_HEADER, SOURCE_CONNECTOR, ConnectCluster, states, wait_until
 from .test_connect_live import same_answers
 
 pytestmark = pytest.mark.timeout(300)

@@ -19,14 +19,13 @@ import yaml
 from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry, generate_latest
 
+from harness import free_port
+from harness.faulty_cluster import FaultyCluster
 from status_store.api import create_app, openapi_document
 from status_store.config import SETTINGS, build_config, parse_properties, reference_markdown
+from status_store.connect.model import ConnectorStatus, State
 from status_store.errors import ConfigError
-from status_store.metrics import StoreMetrics
-from status_store.model import ConnectorStatus, State
-from status_store.testing import FaultyCluster
 
-from .brokers import free_port
 from .conftest import Broker, StoreFactory
 from .helpers import eventually, write_raw
 
@@ -222,9 +221,8 @@ def test_the_rules_record_and_alert_as_their_unit_tests_say(rule_test: Path) -> 
 async def served_exposition(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> bytes:
     """What /metrics serves: the store's metrics and the HTTP metrics, after one write."""
     registry = CollectorRegistry()
-    metrics = StoreMetrics(registry)
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
-    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics]) as store:
+    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry) as store:
         app = create_app(store, registry)  # registers the HTTP metrics too
         await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(WAIT)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sidecar") as http:
@@ -292,9 +290,8 @@ class Prometheus:
 @pytest.fixture
 async def served_store(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> AsyncIterator[tuple[Any, str]]:
     registry = CollectorRegistry()
-    metrics = StoreMetrics(registry)
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
-    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics],
+    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry,
                              **{"status.storage.retry.initial.backoff.ms": "50"}) as store:
         port = free_port()
         server = uvicorn.Server(uvicorn.Config(create_app(store, registry), host="127.0.0.1", port=port,

@@ -22,18 +22,20 @@ import pytest
 import uvicorn
 from prometheus_client import CollectorRegistry
 
-from bench.events_storm import Probe, raise_open_files, sidecar_metrics, storm
+from harness import free_port
+from harness.events_storm import Probe, raise_open_files, sidecar_metrics, storm
+from harness.faulty_cluster import FaultyCluster
+from harness.service import Service
 from status_store.api import create_app
 from status_store.api.http_server import WRITE_STALL_TIMEOUT_S, http_config
-from status_store.cache import StatusCache, StatusRecord
-from status_store.events import FANOUT_PER_TURN, EventIdTooOld, StatusEvents, parse_event_id, trace_excerpt
-from status_store.model import ConnectorStatus, State, TaskId
+from status_store.connect.cache import StatusCache, StatusRecord
+from status_store.connect.model import ConnectorStatus, State, TaskId
+from status_store.fleet.event import EventIdTooOld, parse_event_id, trace_excerpt
+from status_store.fleet.events import FANOUT_PER_TURN, StatusEvents
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
 
-from .brokers import free_port
 from .conftest import Broker, StoreFactory
-from .helpers import Service, eventually, write_raw
+from .helpers import eventually, write_raw
 
 WAIT = 20.0
 

@@ -11,15 +11,14 @@ from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import CollectorRegistry
 
-from status_store.codec import encode_status
+from harness.faulty_cluster import FaultyCluster
+from harness.tansu import TansuBroker
+from status_store.connect.codec import encode_status
+from status_store.connect.model import ConnectorStatus, State, TaskId, TaskStatus
+from status_store.durable.spool import Spool
 from status_store.errors import TopicSetupError
-from status_store.metrics import StoreMetrics
-from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
-from status_store.spool import Spool
-from status_store.testing import FaultyCluster
-from status_store.updates import Result
+from status_store.retry.updates import Result
 
-from .brokers import TansuBroker
 from .conftest import Broker, StoreFactory
 from .helpers import WAIT, eventually, last_values, read_raw
 
@@ -30,10 +29,10 @@ QUICK = {"status.storage.retry.max.retries": "1", "status.storage.retry.delivery
          "sidecar.shutdown.timeout.ms": "1000"}
 
 
-def counts(metrics: StoreMetrics) -> dict[str, float]:
+def counts(registry: CollectorRegistry) -> dict[str, float]:
     """The KIP counters summed over kinds, and the store's own counters, from the registry."""
     totals: dict[str, float] = {}
-    for family in metrics.registry.collect():
+    for family in registry.collect():
         for sample in family.samples:
             if sample.name.endswith("_total"):
                 totals[sample.name] = totals.get(sample.name, 0) + sample.value
@@ -42,8 +41,8 @@ def counts(metrics: StoreMetrics) -> dict[str, float]:
     return totals
 
 
-def assert_counters_add_up(metrics: StoreMetrics) -> None:
-    c = counts(metrics)
+def assert_counters_add_up(registry: CollectorRegistry) -> None:
+    c = counts(registry)
     settled = (c.get("status_update_success_total", 0) + c.get("status_update_failure_total", 0)
                + c.get("status_update_superseded_total", 0))
     assert settled == c["status_update_submitted_total"], c
@@ -66,15 +65,15 @@ async def fail_outage(mock_cluster: FaultyCluster, store: Any, keys: int) -> dic
 async def test_park_keeps_the_latest_value_and_sends_it_when_kafka_is_back(
         mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path, spooled: bool) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
-    metrics = StoreMetrics(CollectorRegistry())
+    registry = CollectorRegistry()
     spool = {"status.storage.spool.path": str(tmp_path / "spool.db")} if spooled else {}
-    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **QUICK, **spool) as store:
+    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry, **QUICK, **spool) as store:
         latest = await fail_outage(mock_cluster, store, 10)
         # Each key is parked, or out as its partition's probe (parked updates are probed like an outage).
         assert len(store.queue.parked()) + store.queue.unsettled == 10
         # A probe that runs out of retries too is parked (and counted) again.
-        assert counts(metrics)["status_update_parked_total"] >= 10
-        assert counts(metrics)["status_update_failure_total"] >= 10  # still counted as failures
+        assert counts(registry)["status_update_parked_total"] >= 10
+        assert counts(registry)["status_update_failure_total"] >= 10  # still counted as failures
         if spooled:
             assert len(Spool(tmp_path / "spool.db")) == 10  # a kill now would lose nothing
         mock_cluster.broker_up(-1)
@@ -83,8 +82,8 @@ async def test_park_keeps_the_latest_value_and_sends_it_when_kafka_is_back(
         await store.read_your_writes(WAIT)
         values = last_values(store)
         assert {key: values.get(key) for key in latest} == latest
-        assert counts(metrics)["status_parked_updates"] == 0
-        assert_counters_add_up(metrics)
+        assert counts(registry)["status_parked_updates"] == 0
+        assert_counters_add_up(registry)
     if spooled:
         assert len(Spool(tmp_path / "spool.db")) == 0
 
@@ -137,22 +136,22 @@ async def test_fatal_errors_are_never_parked(mock_cluster: FaultyCluster, store_
 
 async def test_drop_loses_the_update_but_counts_it(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
-    metrics = StoreMetrics(CollectorRegistry())
-    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **QUICK,
+    registry = CollectorRegistry()
+    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry, **QUICK,
                              **{"status.storage.retry.exhausted.action": "drop"}) as store:
         await fail_outage(mock_cluster, store, 3)
         mock_cluster.broker_up(-1)
         assert not store.queue.parked()
-        assert counts(metrics)["status_update_failure_total"] == 3
-        assert_counters_add_up(metrics)
+        assert counts(registry)["status_update_failure_total"] == 3
+        assert_counters_add_up(registry)
 
 
 async def test_dead_letter_records_the_update_its_error_and_attempts(mock_cluster: FaultyCluster,
                                                                       store_factory: StoreFactory) -> None:
     broker = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster)
     topic, dead = broker.new_topic(), broker.new_topic(1)
-    metrics = StoreMetrics(CollectorRegistry())
-    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **QUICK,
+    registry = CollectorRegistry()
+    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry, **QUICK,
                              **{"status.storage.retry.exhausted.action": "dead-letter",
                                 "status.storage.retry.dead.letter.topic": dead,
                                 "sidecar.name": "sidecar-a"}) as store:
@@ -166,7 +165,7 @@ async def test_dead_letter_records_the_update_its_error_and_attempts(mock_cluste
         assert letter["value"] == encode_status(State.FAILED, "w:1", 2, "stack trace").decode()
         assert (letter["error"], letter["attempts"], letter["sidecar"]) == ("INVALID_RECORD", 1, "sidecar-a")
         assert (letter["kind"], letter["connector"], letter["task"]) == ("task", "sink", 3)
-        assert counts(metrics)["status_update_dead_lettered_total"] == 1
+        assert counts(registry)["status_update_dead_lettered_total"] == 1
 
 
 async def test_history_records_every_status_change_and_outcome(broker: Broker, store_factory: StoreFactory) -> None:

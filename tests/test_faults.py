@@ -24,10 +24,12 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from status_store.spool import Spool
-from status_store.testing import FaultyCluster
+from harness import free_port
+from harness.faulty_cluster import FaultyCluster
+from harness.service import Service, sidecar_config
+from harness.tansu import TansuBroker
+from status_store.durable.spool import Spool
 
-from .brokers import TansuBroker, free_port
 from .conftest import PARTITIONS, Broker, StoreFactory, running_tansu
 from .faults_support import (
     PARK_SPOOL,
@@ -42,7 +44,7 @@ from .faults_support import (
     subjects,
     task_status,
 )
-from .helpers import Service, last_values, sidecar_config
+from .helpers import last_values
 from .test_exhausted import counts
 
 NOT_LEADER_OR_FOLLOWER = KafkaError.NOT_LEADER_FOR_PARTITION
@@ -306,7 +308,7 @@ async def test_a_broker_killed_and_restarted_with_its_topics_loses_no_latest_sta
         await kill_and_restart_mid_stream(fleet, own_tansu, topics)
         for subject in fleet:
             check(subject)
-            assert counts(subject.metrics)["status_update_retry_total"] > 0  # the kill was felt
+            assert counts(subject.registry)["status_update_retry_total"] > 0  # the kill was felt
 
 
 async def test_a_running_store_writes_again_after_the_broker_restarted_without_its_topic(

@@ -13,14 +13,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from status_store import codec
+from harness.faulty_cluster import FaultyCluster
 from status_store.api import create_app
-from status_store.cache import StatusCache, StatusRecord
-from status_store.fleet_metrics import MAX_LABEL_CHARS
-from status_store.metrics import StoreMetrics
-from status_store.model import State
+from status_store.connect import codec
+from status_store.connect.cache import StatusCache, StatusRecord
+from status_store.connect.model import State
+from status_store.fleet.series import MAX_LABEL_CHARS
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
 
 from .conftest import Broker, StoreFactory
 from .helpers import raw_producer
@@ -118,7 +117,7 @@ def fleet(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> FleetFact
     async def start(**settings: str) -> AsyncIterator[Fleet]:
         registry = CollectorRegistry()
         topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
-        async with store_factory(mock_cluster.bootstrap_servers, topic, [StoreMetrics(registry)], **settings) as store:
+        async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry, **settings) as store:
             app = create_app(store, registry)
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
                 yield Fleet(store, http)
@@ -175,7 +174,7 @@ async def test_the_cap_keeps_the_objects_not_running_first_and_warns(
                        b"status-task-c-0": status(State.RUNNING),
                        b"status-task-c-1": status(State.RUNNING),
                        b"status-task-c-2": status(State.FAILED)})
-        with caplog.at_level(logging.WARNING, logger="status_store.fleet_metrics"):
+        with caplog.at_level(logging.WARNING, logger="status_store.fleet.series"):
             seen = await f.scrape()
             await f.scrape()
     states = [dict(labels) for name, labels in seen if name in ("status_connector_state", "status_task_state")]

@@ -17,14 +17,13 @@ import pytest
 from confluent_kafka import KafkaError, murmur2
 from prometheus_client import CollectorRegistry
 
+from harness.faulty_cluster import FaultyCluster
 from status_store.api import create_app
+from status_store.connect.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus, connector_key
+from status_store.durable.spool import Spool
 from status_store.errors import RecordTooLargeError, WriteRejectedError
-from status_store.metrics import StoreMetrics
-from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus, connector_key
-from status_store.spool import Spool
+from status_store.retry.updates import Outcome, Result, RetryListener, StatusUpdate
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
-from status_store.updates import Outcome, Result, RetryListener, StatusUpdate
 
 from .conftest import StoreFactory
 from .helpers import eventually, last_values, write_raw
@@ -49,11 +48,11 @@ class Held:
 
     cluster: FaultyCluster
     store: StatusStore
-    metrics: StoreMetrics
+    registry: CollectorRegistry
     topic: str
 
     def sample(self, name: str, labels: dict[str, str] | None = None) -> float:
-        return self.metrics.registry.get_sample_value(name, labels or {}) or 0.0
+        return self.registry.get_sample_value(name, labels or {}) or 0.0
 
 
 def topic_with(cluster: FaultyCluster, partitions: int, leaders: dict[int, int] | None = None) -> str:
@@ -72,11 +71,12 @@ def held_factory(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> He
     @asynccontextmanager
     async def make(partitions: int = 5, leaders: dict[int, int] | None = None,
                    **settings: str) -> AsyncIterator[Held]:
-        metrics = StoreMetrics(CollectorRegistry())
+        registry = CollectorRegistry()
         topic = topic_with(mock_cluster, partitions, leaders)
         merged = {**FAST, "status.storage.partitions": str(partitions), **settings}
-        async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], lambda: 0.5, **merged) as store:
-            yield Held(mock_cluster, store, metrics, topic)
+        async with store_factory(mock_cluster.bootstrap_servers, topic, (), lambda: 0.5, registry=registry,
+                                 **merged) as store:
+            yield Held(mock_cluster, store, registry, topic)
 
     return make
 
@@ -148,7 +148,7 @@ async def test_a_release_goes_out_in_batches_doubling_while_writes_succeed(
         held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
         updates = [held.store.put(connector(f"c{i}")) for i in range(200)]
         await eventually(lambda: held.store.queue.probes_total >= 1)
-        with caplog.at_level(logging.DEBUG, logger="status_store.retry_queue"):
+        with caplog.at_level(logging.DEBUG, logger="status_store.retry.queue"):
             held.cluster.clear_request_errors(FaultyCluster.PRODUCE)
             await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), WAIT)
         batches = [int(m.group(1)) for m in re.finditer(r"Released a batch of (\d+) update", caplog.text)]
@@ -227,15 +227,15 @@ class Raising(RetryListener):
 
 
 async def test_a_raising_listener_never_stops_a_key(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
-    metrics = StoreMetrics(CollectorRegistry())
+    registry = CollectorRegistry()
     topic = topic_with(mock_cluster, 1)
-    async with store_factory(mock_cluster.bootstrap_servers, topic, [Raising(), metrics], **FAST) as store:
+    async with store_factory(mock_cluster.bootstrap_servers, topic, [Raising()], registry=registry, **FAST) as store:
         for state in (State.RUNNING, State.PAUSED, State.FAILED):
             outcome = await store.put(connector("c", state=state)).result(WAIT)
             assert outcome.ok
         assert store.queue.unsettled == 0
-        assert metrics.registry.get_sample_value("status_retry_queue_pending") == 0
-        assert metrics.registry.get_sample_value("status_listener_errors_total", {"listener": "Raising"}) == 6
+        assert registry.get_sample_value("status_retry_queue_pending") == 0
+        assert registry.get_sample_value("status_listener_errors_total", {"listener": "Raising"}) == 6
         await store.read_your_writes(WAIT)
         assert store.cache.get_connector("c") == connector("c", state=State.FAILED)
 
@@ -364,8 +364,8 @@ async def test_a_spool_locked_by_another_process_never_stops_the_queue(mock_clus
                                                                        tmp_path: Path) -> None:
     spool = tmp_path / "spool.db"
     topic = topic_with(mock_cluster, 1)
-    metrics = StoreMetrics(CollectorRegistry())
-    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics],
+    registry = CollectorRegistry()
+    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry,
                              **{**FAST, "status.storage.spool.path": str(spool)}) as store:
         other = sqlite3.connect(spool, isolation_level=None)
         other.execute("BEGIN EXCLUSIVE")  # another process holds the database for a while
@@ -377,7 +377,7 @@ async def test_a_spool_locked_by_another_process_never_stops_the_queue(mock_clus
                 store.put(connector("c", state=State.FAILED))
             outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), WAIT)
             assert [o.result for o in outcomes] == [Result.WRITTEN, Result.WRITTEN]
-            assert metrics.registry.get_sample_value("status_listener_errors_total", {"listener": "Spool"}) is None
+            assert registry.get_sample_value("status_listener_errors_total", {"listener": "Spool"}) is None
         finally:
             other.execute("ROLLBACK")
             other.close()

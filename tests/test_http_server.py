@@ -18,11 +18,10 @@ import pytest
 import uvicorn
 from prometheus_client import generate_latest
 
+from harness import free_port
+from harness.service import Service
 from status_store.api import create_app
 from status_store.api.http_server import OneWritePerTurn, client_log_limits, http_config
-
-from .brokers import free_port
-from .helpers import Service
 
 WAIT = 10.0
 HALF_SENT = b"GET /health HTTP/1.1\r\nHost: test\r\n"

@@ -14,14 +14,15 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
+from harness import free_port
+from harness.faulty_cluster import FaultyCluster
+from harness.tansu import TansuBroker
+from status_store.connect.model import ConnectorStatus, State
 from status_store.errors import KafkaUnavailableError, TopicSetupError
-from status_store.kafka import ensure_topic
 from status_store.kafka import reader as kafka_reader
-from status_store.model import ConnectorStatus, State
-from status_store.testing import FaultyCluster
-from status_store.updates import Result
+from status_store.kafka.topics import ensure_topic
+from status_store.retry.updates import Result
 
-from .brokers import TansuBroker, free_port
 from .conftest import Broker, StoreFactory
 
 WAIT = 15.0

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from status_store.model import (
+from status_store.connect.model import (
     ConnectorKey,
     ConnectorStatus,
     State,
@@ -122,7 +122,7 @@ def test_invalid_status_values_are_refused(build: object, message: str) -> None:
 
 
 def test_the_mock_cluster_binding_refuses_a_librdkafka_it_was_not_written_for() -> None:
-    from status_store.mock_cluster import UnsupportedLibrdkafka, check_version
+    from status_store.embedded.mock_cluster import UnsupportedLibrdkafka, check_version
 
     check_version("2.16.0")
     with pytest.raises(UnsupportedLibrdkafka, match=r"written for librdkafka 2\.16\.x and this .* has 2\.17"):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import Service
+from harness.service import Service
 
 WAIT = 600
 # About 80 s alone; the suite's 120 s default cut it short under load (seen with three test processes).

@@ -9,12 +9,12 @@ from collections.abc import Callable
 
 import pytest
 
-from status_store.backoff import AdditiveJitter, RetryMode
-from status_store.delivery import Delivery, DoneCallback
 from status_store.errors import WriteFailedError
-from status_store.holds import FIRST_RELEASE
-from status_store.retry_queue import RetryQueue
-from status_store.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
+from status_store.retry.backoff import AdditiveJitter, RetryMode
+from status_store.retry.delivery import Delivery, DoneCallback
+from status_store.retry.holds import FIRST_RELEASE
+from status_store.retry.queue import RetryQueue
+from status_store.retry.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
 # No jitter: every backoff is exactly 100 ms * 2^n, at most 800 ms.
 BACKOFF = AdditiveJitter(100, 800, 2.0, 0.0)

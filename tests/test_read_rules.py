@@ -8,10 +8,10 @@ import uuid
 
 from confluent_kafka import Producer
 
-from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
+from harness.tansu import TansuBroker
+from status_store.connect.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
 from status_store.store import StatusStore
 
-from .brokers import TansuBroker
 from .conftest import StoreFactory
 from .helpers import last_values, write_raw
 

@@ -1,5 +1,5 @@
 """Real faults on real brokers: status-store and a Connect 4.x worker on Apache Kafka's three-broker cluster
-(tests/real_kafka.py; every broker behind a fault-injecting proxy), the status topic at replication factor 3 with
+(harness/real_kafka.py; every broker behind a fault-injecting proxy), the status topic at replication factor 3 with
 ``min.insync.replicas=2``, status writes going on through the sidecar's REST API (and through Connect's own status
 store, whose connector is paused or resumed during each fault) while brokers are stopped, killed, restarted, paused
 and black-holed.
@@ -28,12 +28,12 @@ import pytest
 from confluent_kafka import KafkaException, Producer, murmur2
 from prometheus_client.parser import text_string_to_metric_families
 
-from status_store.codec import encode_status
-from status_store.model import State, connector_key
+from harness.kafka_proxy import Fault
+from harness.real_kafka import SOURCE_CONNECTOR, Answer, ConnectCluster, KafkaCluster, all_in, kafka_line, wait_until
+from harness.sidecar import LiveSidecar
+from status_store.connect.codec import encode_status
+from status_store.connect.model import State, connector_key
 
-from .kafka_proxy import Fault
-from .live import LiveSidecar
-from .real_kafka import SOURCE_CONNECTOR, Answer, ConnectCluster, KafkaCluster, all_in, kafka_line, wait_until
 from .test_connect_live import same_answers
 
 pytestmark = pytest.mark.timeout(600)

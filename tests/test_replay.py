@@ -9,15 +9,14 @@ from pathlib import Path
 from confluent_kafka import Producer
 from prometheus_client import CollectorRegistry
 
-from status_store.cache import StatusCache, StatusRecord
-from status_store.codec import encode_status
-from status_store.delivery import Delivery
-from status_store.metrics import StoreMetrics
-from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, status_key
-from status_store.replay import conflict, tokens
-from status_store.spool import Spool
-from status_store.testing import FaultyCluster
-from status_store.updates import Outcome, Result, StatusUpdate, UpdateKind
+from harness.faulty_cluster import FaultyCluster
+from status_store.connect.cache import StatusCache, StatusRecord
+from status_store.connect.codec import encode_status
+from status_store.connect.model import ConnectorStatus, State, TaskId, TaskStatus, status_key
+from status_store.durable.replay import conflict, tokens
+from status_store.durable.spool import Spool
+from status_store.retry.delivery import Delivery
+from status_store.retry.updates import Outcome, Result, StatusUpdate, UpdateKind
 
 from .conftest import Broker, StoreFactory
 from .helpers import last_values
@@ -55,17 +54,17 @@ def produce(mock_cluster: FaultyCluster, topic: str, *records: tuple[bytes, byte
 
 
 async def restart(mock_cluster: FaultyCluster, store_factory: StoreFactory, topic: str, spool: Path,
-                  metrics: StoreMetrics) -> dict[bytes | None, bytes | None]:
+                  registry: CollectorRegistry) -> dict[bytes | None, bytes | None]:
     """Start the sidecar again on its spool; the topic's last value per key once every replay settled."""
-    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics],
+    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry,
                              **{**QUICK, "status.storage.spool.path": str(spool)}) as store:
         await store.flush(WAIT)
         await store.read_your_writes(WAIT)
         return last_values(store)
 
 
-def superseded(metrics: StoreMetrics, kind: str = "connector") -> float:
-    return metrics.registry.get_sample_value("status_update_superseded_total", {"kind": kind}) or 0.0
+def superseded(registry: CollectorRegistry, kind: str = "connector") -> float:
+    return registry.get_sample_value("status_update_superseded_total", {"kind": kind}) or 0.0
 
 
 async def test_a_replay_never_overwrites_another_workers_newer_status(mock_cluster: FaultyCluster,
@@ -76,10 +75,10 @@ async def test_a_replay_never_overwrites_another_workers_newer_status(mock_clust
     await accept_during_outage(mock_cluster, store_factory, topic, spool, gen1_failed())
     # While the sidecar is down, another worker's generation-5 RUNNING lands after the gen-1 FAILED was accepted.
     produce(mock_cluster, topic, (b"status-connector-c", GEN5))
-    metrics = StoreMetrics(CollectorRegistry())
-    values = await restart(mock_cluster, store_factory, topic, spool, metrics)
+    registry = CollectorRegistry()
+    values = await restart(mock_cluster, store_factory, topic, spool, registry)
     assert values[b"status-connector-c"] == GEN5
-    assert superseded(metrics) == 1
+    assert superseded(registry) == 1
     assert len(Spool(spool)) == 0
 
 
@@ -91,12 +90,12 @@ async def test_a_replay_does_not_revive_a_key_deleted_meanwhile(mock_cluster: Fa
     await accept_during_outage(mock_cluster, store_factory, topic, spool, gen1_failed("d"), task)
     # The connectors are deleted while the sidecar is down: a tombstone for "d", and for "c" (its tasks with it).
     produce(mock_cluster, topic, (b"status-connector-d", None), (b"status-connector-c", None))
-    metrics = StoreMetrics(CollectorRegistry())
-    values = await restart(mock_cluster, store_factory, topic, spool, metrics)
+    registry = CollectorRegistry()
+    values = await restart(mock_cluster, store_factory, topic, spool, registry)
     assert values[b"status-connector-d"] is None
     assert b"status-task-c-0" not in values
-    assert superseded(metrics, "connector") == 1
-    assert superseded(metrics, "task") == 1
+    assert superseded(registry, "connector") == 1
+    assert superseded(registry, "task") == 1
 
 
 async def test_a_replay_writes_what_no_one_else_wrote_over(mock_cluster: FaultyCluster, store_factory: StoreFactory,
@@ -110,12 +109,12 @@ async def test_a_replay_writes_what_no_one_else_wrote_over(mock_cluster: FaultyC
         assert (await store.put(ConnectorStatus("c", State.RUNNING, "w1:8083", 1)).result(WAIT)).ok
         assert (await store.put(ConnectorStatus("e", State.RUNNING, "w1:8083", 1)).result(WAIT)).ok
     await accept_during_outage(mock_cluster, store_factory, topic, spool, gen1_failed("c"), gen1_failed("new"))
-    metrics = StoreMetrics(CollectorRegistry())
-    values = await restart(mock_cluster, store_factory, topic, spool, metrics)
+    registry = CollectorRegistry()
+    values = await restart(mock_cluster, store_factory, topic, spool, registry)
     expected = encode_status(State.FAILED, "w1:8083", 1, "boom")
     assert values[b"status-connector-c"] == expected
     assert values[b"status-connector-new"] == expected
-    assert superseded(metrics) == 0
+    assert superseded(registry) == 0
 
 
 async def test_a_replay_writes_over_its_own_earlier_write_that_landed_unacknowledged(
@@ -128,10 +127,10 @@ async def test_a_replay_writes_over_its_own_earlier_write_that_landed_unacknowle
     await accept_during_outage(mock_cluster, store_factory, topic, spool, running, gen1_failed())
     # The RUNNING write had reached the broker after all (no acknowledgement came back): our own record.
     produce(mock_cluster, topic, (b"status-connector-c", encode_status(State.RUNNING, "w1:8083", 1, None)))
-    metrics = StoreMetrics(CollectorRegistry())
-    values = await restart(mock_cluster, store_factory, topic, spool, metrics)
+    registry = CollectorRegistry()
+    values = await restart(mock_cluster, store_factory, topic, spool, registry)
     assert values[b"status-connector-c"] == encode_status(State.FAILED, "w1:8083", 1, "boom")
-    assert superseded(metrics) == 0
+    assert superseded(registry) == 0
 
 
 def test_a_value_waiting_behind_our_acknowledged_write_stands_on_that_write(tmp_path: Path) -> None:
@@ -149,7 +148,7 @@ def test_a_value_waiting_behind_our_acknowledged_write_stands_on_that_write(tmp_
             update.number = number
             spool.on_submitted(update)
         first.attempts = second.attempts = 1  # a went out, and b after it
-        spool.on_finished(first, Outcome(key, Result.WRITTEN, 1, "written", Delivery(0, 5)))
+        spool.settled(first, Outcome(key, Result.WRITTEN, 1, "written", Delivery(0, 5)))
         cache.note_written(key, 5)
         third.number = 3
         spool.on_submitted(third)

@@ -17,14 +17,13 @@ from confluent_kafka import KafkaError
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
+from harness.faulty_cluster import FaultyCluster
 from status_store.api import create_app
 from status_store.api.deps import checked_name
 from status_store.api.middleware import path_problem
 from status_store.api.responses import ApiError
 from status_store.logs import RateLimit
-from status_store.metrics import StoreMetrics
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
 
 from .conftest import Broker, StoreFactory
 from .helpers import eventually, read_raw, write_raw
@@ -54,9 +53,8 @@ def api_factory(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> Api
     @asynccontextmanager
     async def make(token: str | None = None, max_body_bytes: int = 1 << 20, **settings: str) -> AsyncIterator[Api]:
         registry = CollectorRegistry()
-        metrics = StoreMetrics(registry)
         topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
-        async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], **settings) as store:
+        async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry, **settings) as store:
             app = create_app(store, registry, token, max_body_bytes)
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
                 yield Api(http, app, store, mock_cluster)

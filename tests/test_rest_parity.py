@@ -13,11 +13,11 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from harness.faulty_cluster import FaultyCluster
 from status_store import __version__
 from status_store.api import create_app
-from status_store.config_topic import ConfigTopic
+from status_store.fleet.config_topic import ConfigTopic
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
 
 from .conftest import Broker, StoreFactory
 from .connect_records import Record, commit, create_config_topic, created, task_config, write_records

@@ -11,12 +11,12 @@ from confluent_kafka import KafkaError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from status_store.codec import encode_status
+from harness.faulty_cluster import FaultyCluster
 from status_store.config import build_config
-from status_store.model import ConnectorStatus, State
+from status_store.connect.codec import encode_status
+from status_store.connect.model import ConnectorStatus, State
+from status_store.retry.updates import Result
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
-from status_store.updates import Result
 
 from .helpers import last_values
 

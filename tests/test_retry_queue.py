@@ -11,11 +11,10 @@ import pytest
 from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry, generate_latest
 
-from status_store.metrics import StoreMetrics
-from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
+from harness.faulty_cluster import FaultyCluster
+from status_store.connect.model import ConnectorStatus, State, TaskId, TaskStatus
+from status_store.retry.updates import Result
 from status_store.store import StatusStore
-from status_store.testing import FaultyCluster
-from status_store.updates import Result
 
 from .conftest import Broker, StoreFactory
 from .helpers import eventually, last_values, write_raw
@@ -42,11 +41,11 @@ FAST = {
 class Faulty:
     """A store on the mock cluster, with its metrics and the cluster's control API."""
 
-    def __init__(self, cluster: FaultyCluster, store: StatusStore, metrics: StoreMetrics) -> None:
-        self.cluster, self.store, self.metrics = cluster, store, metrics
+    def __init__(self, cluster: FaultyCluster, store: StatusStore, registry: CollectorRegistry) -> None:
+        self.cluster, self.store, self.registry = cluster, store, registry
 
     def count(self, name: str, kind: str) -> float:
-        value = self.metrics.registry.get_sample_value(f"{name}_total", {"kind": kind})
+        value = self.registry.get_sample_value(f"{name}_total", {"kind": kind})
         return value or 0.0
 
 
@@ -54,11 +53,12 @@ class Faulty:
 async def faulty(mock_cluster: FaultyCluster, store_factory: StoreFactory,
                  request: pytest.FixtureRequest) -> AsyncIterator[Faulty]:
     settings = {**FAST, **getattr(request, "param", {})}
-    metrics = StoreMetrics(CollectorRegistry())
+    registry = CollectorRegistry()
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     # A pinned random source: every backoff is exactly initial * 2^n * (1 + 0.25 * 0.5).
-    async with store_factory(mock_cluster.bootstrap_servers, topic, [metrics], lambda: 0.5, **settings) as store:
-        yield Faulty(mock_cluster, store, metrics)
+    async with store_factory(mock_cluster.bootstrap_servers, topic, (), lambda: 0.5, registry=registry,
+                             **settings) as store:
+        yield Faulty(mock_cluster, store, registry)
 
 
 def connector(name: str, generation: int = 1, state: State = State.RUNNING) -> ConnectorStatus:
@@ -184,7 +184,7 @@ async def test_put_returns_at_once_while_every_broker_is_down(faulty: Faulty) ->
 async def test_the_kip_counters_have_their_exact_exposition_names(faulty: Faulty) -> None:
     faulty.cluster.push_request_errors(FaultyCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
     await faulty.store.put(connector("c")).result(WAIT)
-    text = generate_latest(faulty.metrics.registry).decode()
+    text = generate_latest(faulty.registry).decode()
     for name in ("status_update_retry_total", "status_update_failure_total", "status_update_success_total",
                  "status_update_superseded_total"):
         assert f'{name}{{kind="connector"}}' in text

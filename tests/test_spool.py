@@ -13,14 +13,16 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from status_store.codec import encode_status
-from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
-from status_store.spool import Spool
-from status_store.testing import FaultyCluster
+from harness import free_port
+from harness.faulty_cluster import FaultyCluster
+from harness.service import Service, sidecar_config
+from harness.tansu import TansuBroker, tansu_binary
+from status_store.connect.codec import encode_status
+from status_store.connect.model import ConnectorStatus, State, TaskId, TaskStatus
+from status_store.durable.spool import Spool
 
-from .brokers import TansuBroker, free_port, tansu_binary
 from .conftest import Broker, StoreFactory
-from .helpers import Service, last_values, sidecar_config
+from .helpers import last_values
 
 WAIT = 20.0
 QUICK = {"status.storage.retry.delivery.timeout.ms": "300", "status.storage.retry.initial.backoff.ms": "100",

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from status_store.delivery import Delivery
+from status_store.durable.spool import Spool, SpooledUpdate
 from status_store.errors import ConfigError
-from status_store.spool import Spool, SpooledUpdate
-from status_store.updates import Outcome, Result, StatusUpdate
+from status_store.retry.delivery import Delivery
+from status_store.retry.updates import Outcome, Result, StatusUpdate
 
 ROOT = Path(__file__).parent.parent
 WAIT = 60.0
@@ -141,7 +141,8 @@ def open_without_privileges(path: Path) -> subprocess.CompletedProcess[str]:
     """Open a spool in a child process that file modes bind: when the tests run as root, it becomes
     ``nobody`` once its modules are loaded (the interpreter may live where ``nobody`` cannot read)."""
     drop = f"os.setgroups([])\nos.setgid({NOBODY})\nos.setuid({NOBODY})\n" if os.geteuid() == 0 else ""
-    code = ("import os, sys\nfrom status_store.errors import ConfigError\nfrom status_store.spool import Spool\n"
+    code = ("import os, sys\nfrom status_store.errors import ConfigError\n"
+            "from status_store.durable.spool import Spool\n"
             f"{drop}try:\n    Spool(sys.argv[1]).close()\nexcept ConfigError as e:\n    print(e)\n    sys.exit(2)\n")
     return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=WAIT,
                           cwd=ROOT)
@@ -184,8 +185,8 @@ def test_a_read_only_spool_file_is_one_clear_error_and_is_not_moved(shared_dir: 
 
 def test_a_second_process_on_the_same_spool_is_refused_naming_the_first(tmp_path: Path) -> None:
     path = tmp_path / "spool.db"
-    code = "import sys\nfrom status_store.spool import Spool\nspool = Spool(sys.argv[1])\nprint('open', flush=True)\n" \
-           "sys.stdin.read()\n"
+    code = ("import sys\nfrom status_store.durable.spool import Spool\nspool = Spool(sys.argv[1])\n"
+            "print('open', flush=True)\nsys.stdin.read()\n")
     first = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True, cwd=ROOT)
     try:
@@ -262,7 +263,7 @@ def test_the_rows_settled_in_one_commit_go_and_no_other(tmp_path_factory: pytest
         done = [update for update, gone in zip(updates, settled, strict=True) if gone]
         rng.shuffle(done)  # outcomes come in any order
         for update in done:
-            spool.on_finished(update, Outcome(update.key, Result.WRITTEN, 1, "written", Delivery(0, update.number)))
+            spool.settled(update, Outcome(update.key, Result.WRITTEN, 1, "written", Delivery(0, update.number)))
         spool.commit()
         return updates
 

@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
+from status_store.connect.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
 from status_store.errors import StoreClosedError
-from status_store.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
 from status_store.store import StatusStore
 
 from .conftest import Broker, StoreFactory

@@ -18,12 +18,11 @@ import pytest
 from confluent_kafka import Producer
 from playwright.sync_api import Browser, Page, Request, Route, sync_playwright
 
-from status_store.codec import encode_status
-from status_store.model import State, TaskId, connector_key, task_key
-
-from .brokers import free_port
-from .helpers import Service, sidecar_config
-from .real_kafka import KafkaCluster
+from harness import free_port
+from harness.real_kafka import KafkaCluster
+from harness.service import Service, sidecar_config
+from status_store.connect.codec import encode_status
+from status_store.connect.model import State, TaskId, connector_key, task_key
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -1,10 +1,13 @@
 """The status analytics pipeline (PySpark): readers, analysis, report and the job entry point.
 
-Only this package imports pyspark, so ``status_store`` and ``status-store serve`` work without it
+May import: ``status_store.connect`` (Connect's keys and states) and ``status_store.kafka.client_log``; nothing of
+the service. Only this package imports pyspark, so ``status_store`` and ``status-store serve`` work without it
 (``pip install 'status-store[spark]'`` adds it). Java 17+ is needed by Spark itself.
 
     records.py   raw records from Kafka (offset ranges read in parallel in the executors) or from files
-    analysis.py  the store's read rules and the history analytics, as DataFrame/SQL expressions
+    latest.py    the status topic's latest statuses: the store's read rules as DataFrame/SQL expressions
+    history.py   the history topic's outputs (time in state, episodes, MTTR, flapping, retry outcomes)
+    analysis.py  runs both over the two inputs and holds the results
     report.py    a Markdown report with PNG charts from the (small) aggregated results
     job.py       the entry point of ``status-store analyze`` and of ``spark-submit .../job.py``
 """

@@ -31,8 +31,9 @@ from pyspark.sql import functions as F
 
 # Absolute imports: spark-submit runs this file as a script (the package must be importable: installed,
 # or shipped with --py-files).
-from status_store.analytics.analysis import DAY_MS, Analysis, analyze, retained
+from status_store.analytics.analysis import Analysis, analyze, retained
 from status_store.analytics.console import Progress, default_log_file, logging_to
+from status_store.analytics.latest import DAY_MS
 from status_store.analytics.options import add_arguments, parse_settings
 from status_store.analytics.outputs import (
     CHECKPOINT,

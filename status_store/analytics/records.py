@@ -28,20 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ..client_log import ClientLog, is_embedded
+from ..kafka.client_log import ClientLog, is_embedded
+from ..kafka.reading import Consumed, consumed
 from .options import MAX_RECORDS_PER_RANGE, METADATA_TIMEOUT_S, RANGE_TIMEOUT_S
 
 RAW_SCHEMA = "topic string, partition int, offset long, timestamp long, key string, value binary"
 _BATCH_ROWS = 10_000
 _JSON_SUFFIXES = {".jsonl", ".json", ".ndjson"}
 # Errors a range read stops at; any other error is taken as transient until the range's deadline.
-_GIVE_UP = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC,
-            KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTHENTICATION}
 
 
 @dataclass(frozen=True)
@@ -172,8 +171,8 @@ def _partition_bounds(consumer: Consumer, plans: Mapping[str, Plan], partitions:
                 continue
             plan, where = plans[topic], f"{topic}/{partition}"
             error, offset = message.error(), message.offset()
-            if error is not None and error.code() != KafkaError._PARTITION_EOF:
-                if error.fatal() or error.code() in _GIVE_UP:
+            if error is not None and (meaning := consumed(error)) is not Consumed.END:
+                if meaning is Consumed.GIVE_UP:
                     first[topic, partition] = None
                     plan.problems.append(ReadProblem(where, f"not read: {error.str()}"))
                 continue  # anything else is taken as transient until the deadline
@@ -329,11 +328,12 @@ def read_range_group(config: dict[str, Any], ranges: Sequence[OffsetRange], time
                 r = pending[where]
                 failure, offset = message.error(), message.offset()
                 if failure is not None:
-                    if failure.code() == KafkaError._PARTITION_EOF:
+                    meaning = consumed(failure)
+                    if meaning is Consumed.END:
                         # At the end of the partition: done when that is past the planned range.
                         if offset is not None and offset >= r.end:
                             del pending[where]
-                    elif failure.fatal() or failure.code() in _GIVE_UP:
+                    elif meaning is Consumed.GIVE_UP:
                         errors.append((r.topic, r.partition, f"{failure.str()} at offset {position[where]} of range "
                                                              f"[{r.start}, {r.end})"))
                         del pending[where]

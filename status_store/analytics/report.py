@@ -36,7 +36,8 @@ import pyarrow.dataset as ds
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from .analysis import MTTR_PERCENTILES, Analysis
+from .analysis import Analysis
+from .history import MTTR_PERCENTILES
 from .records import ReadProblem
 
 TOP = 10
@@ -197,7 +198,7 @@ def _per_worker(directory: Path, latest: list[Row], episodes: list[Row]) -> Sect
 
 
 def first_line_of(trace: str | None) -> str | None:
-    """The first line of a trace (Java's exception and message), trimmed: ``analysis.first_line`` in Python."""
+    """The first line of a trace (Java's exception and message), trimmed: ``history.first_line`` in Python."""
     line = re.split(r"[\r\n]", trace, maxsplit=1)[0].strip(" ") if trace is not None else ""
     return line or None
 

@@ -12,9 +12,9 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
 from .. import __version__
-from ..config_topic import ConfigTopic
 from ..errors import RecordTooLargeError, StoreClosedError, WriteRejectedError
-from ..events import EventsCollector, StatusEvents
+from ..fleet.config_topic import ConfigTopic
+from ..fleet.events import EventsCollector, StatusEvents
 from ..logs import RateLimit
 from ..store import StatusStore
 from .http_server import ClosedConnections, connection_limit

@@ -11,11 +11,12 @@ from typing import Annotated, Any
 from fastapi import Depends, Path, Query, Request
 from pydantic import BaseModel, ValidationError
 
-from ..codec import ConnectJSON, json_string
-from ..config_topic import ConfigTopic, ConnectorConfigs
-from ..model import INT32_MAX, INT32_MIN
+from ..connect.codec import ConnectJSON, json_string
+from ..connect.configs import ConnectorConfigs
+from ..connect.model import INT32_MAX, INT32_MIN
+from ..fleet.config_topic import ConfigTopic
+from ..retry.updates import Result, StatusUpdate
 from ..store import SPOOL_RETRY_AFTER_S, StatusStore
-from ..updates import Result, StatusUpdate
 from .responses import ApiError, ConnectJSONResponse, connect_json
 
 # Longest wait a ?wait=true request may ask for.

@@ -166,6 +166,16 @@ class LimitedH11Protocol(H11Protocol):
         if self._head_timer is None:
             self._head_timer = self.loop.call_at(self._waiting_since + self.header_timeout_s, self._check_head)
 
+    @property
+    def waiting_since(self) -> float | None:
+        """When this connection began to wait for a request's head (loop time); None while it does not."""
+        return self._waiting_since
+
+    def shed(self) -> None:
+        """Close this connection to make room for another (it waited longest for a request)."""
+        self._stop_head_timer()
+        self.transport.close()
+
     def _stop_head_timer(self) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
@@ -194,13 +204,12 @@ class LimitedH11Protocol(H11Protocol):
         if len(open_connections) <= self.max_connections:
             return
         # This connection waits for its head too: it is the one closed when no other waits.
-        waiting = [(c._waiting_since, c) for c in open_connections if c._waiting_since is not None]
+        waiting = [(since, c) for c in open_connections if (since := c.waiting_since) is not None]
         oldest = min(waiting, key=lambda pair: pair[0])[1]
         self._shed_log.log(log, logging.WARNING, "The HTTP connection limit (%d) is reached: closing the connection "
                            "that waited longest for a request", self.max_connections)
-        oldest._stop_head_timer()
         self.closed.counts["connection_limit"] += 1
-        oldest.transport.close()
+        oldest.shed()
 
 
 class OneWritePerTurn(asyncio.Transport):

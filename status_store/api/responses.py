@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.types import Send
 
-from ..codec import ConnectJSON, json_scalar, json_string
+from ..connect.codec import ConnectJSON, json_scalar, json_string
 from ..errors import RecordTooLargeError, WriteRejectedError
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from ..model import INT32_MAX, UNVERSIONED, PluginVersion, State
+from ..connect.model import INT32_MAX, UNVERSIONED, PluginVersion, State
 
 
 def _unicode(text: str) -> str:

@@ -4,11 +4,8 @@
 - ``producer``: ``TopicProducer``, writes and their delivery reports, handed to the event loop;
 - ``reader``: ``TopicReader``, a group-less reader of a whole topic with read-to-end barriers, and
   ``status_records``, its records as the status cache takes them;
-- ``topics``: creating a topic and checking it is safe to use.
+- ``topics``: creating a topic and checking it is safe to use;
+- ``client_log``: where librdkafka's own log lines go.
+
+May import: ``status_store.connect``, ``status_store.retry`` (the delivery a producer reports), ``status_store.errors``.
 """
-
-from .producer import TopicProducer
-from .reader import TopicReader, status_records
-from .topics import ensure_topic, topic_exists
-
-__all__ = ["TopicProducer", "TopicReader", "ensure_topic", "status_records", "topic_exists"]

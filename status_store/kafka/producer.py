@@ -16,11 +16,11 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, murmur2
 
-from ..delivery import Delivery, DoneCallback
+from ..connect.model import new_tuple
 from ..errors import StoreClosedError, WriteFailedError
-from ..model import new_tuple
+from ..retry.delivery import Delivery, DoneCallback
 from .settings import DEFAULT_DELIVERY_TIMEOUT_MS, POLL_INTERVAL_S, producer_settings, topic_partitions
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,11 @@ class TopicProducer:
         # The highest offset acknowledged per partition.
         self._written: dict[int, int] = {}
         self._closed = False
+
+    def partition_of(self, key: str) -> int:
+        """The partition of a key, as Java's default partitioner (and so Connect) places it (the topic's partitions
+        are known once started)."""
+        return murmur2(key.encode(), len(self.partitions))
 
     async def start(self, timeout: float) -> None:
         """Connect and find the topic's partitions; bounded by ``timeout``."""

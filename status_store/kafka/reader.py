@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Message, TopicPartition
 
-from ..cache import StatusRecord
+from ..connect.cache import StatusRecord
+from ..connect.model import new_tuple
 from ..errors import StoreClosedError
-from ..model import new_tuple
+from .reading import Consumed, consumed
 from .settings import POLL_INTERVAL_S, consumer_settings, topic_partitions
 
 log = logging.getLogger(__name__)
@@ -214,9 +215,9 @@ class TopicReader:
             error = message.error()
             if error is None:
                 continue
-            if error.code() == KafkaError._PARTITION_EOF:
+            if consumed(error) is Consumed.END:
                 at_end.add(message.partition() or 0)
-            else:
+            else:  # a tailing reader never gives up: what it meets is logged, and it reads again
                 self._log_read_error(error)
 
     def _log_read_error(self, error: KafkaError) -> None:

@@ -14,8 +14,8 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._metadata import ClusterMetadata
 
-from ..client_log import client_logging
 from ..errors import KafkaUnavailableError, TopicSetupError
+from .client_log import client_logging
 
 DEFAULT_DELIVERY_TIMEOUT_MS = 10000
 # How long a client thread waits for an event before it looks at its stop flag again.

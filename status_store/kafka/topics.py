@@ -11,8 +11,8 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
-from ..client_log import client_logging, is_embedded
 from ..errors import KafkaUnavailableError, TopicSetupError
+from .client_log import client_logging, is_embedded
 from .settings import list_topics
 
 log = logging.getLogger(__name__)

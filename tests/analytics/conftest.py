@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from bench import history_gen
+from harness import history_gen
 from status_store.analytics.analysis import Analysis, analyze
 from status_store.analytics.options import FLAP_TRANSITIONS, FLAP_WINDOW_MS
 from status_store.analytics.session import get_session
@@ -54,7 +54,7 @@ def spark(java: None) -> Iterator[SparkSession]:
 
 
 class GeneratedHistories:
-    """Histories of bench/history_gen.py, each generated once per session."""
+    """Histories of harness/history_gen.py, each generated once per session."""
 
     def __init__(self, root: Path) -> None:
         self.root = root

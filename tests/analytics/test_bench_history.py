@@ -1,4 +1,4 @@
-"""The benchmark's pandas baseline (bench/pandas_history.py) agrees with the Spark analytics, on generated history.
+"""The benchmark's pandas baseline (harness/pandas_history.py) agrees with the Spark analytics, on generated history.
 
 bench/spark_history.py runs this same comparison before it times anything; here it runs on a small
 input so that a change on either side that makes them disagree fails in CI, not in a benchmark run.
@@ -16,9 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 
-from bench import pandas_history, spark_history
+from harness import pandas_history
+from harness.history_compare import COMPARED, compare
 from status_store.analytics.analysis import Analysis
-from status_store.cache import StatusCache
+from status_store.connect.cache import StatusCache
 
 from ..bench_runs import run_quick
 from .conftest import GeneratedAnalyses, GeneratedHistories
@@ -50,15 +51,15 @@ def test_generated_input_has_what_the_analytics_look_for(generated: Path) -> Non
 
 
 def test_pandas_and_spark_agree_on_every_result(spark_results: Analysis, generated: Path) -> None:
-    agree, differ = spark_history.compare(pandas_history.analyze(generated), spark_results)
+    agree, differ = compare(pandas_history.analyze(generated), spark_results)
     assert differ == [], "\n\n".join(differ)
-    assert len(agree) == len(spark_history.COMPARED) + 1
+    assert len(agree) == len(COMPARED) + 1
 
 
 def test_compare_reports_a_disagreement(spark_results: Analysis, generated: Path) -> None:
     ours = pandas_history.analyze(generated)
     ours.mttr = ours.mttr.iloc[1:]
-    _, differ = spark_history.compare(ours, spark_results)
+    _, differ = compare(ours, spark_results)
     assert [line.split(":")[0] for line in differ] == ["mttr"]
 
 

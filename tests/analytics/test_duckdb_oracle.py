@@ -1,4 +1,4 @@
-"""The outside oracle: a consumer into pyarrow and DuckDB SQL (bench/duckdb_history.py), written from the
+"""The outside oracle: a consumer into pyarrow and DuckDB SQL (harness/duckdb_history.py), written from the
 definitions independently of the Spark code, agrees with the Spark analytics on every history output of generated
 histories (the status topic's ``latest`` has the store's own cache as its oracle, in both)."""
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import duckdb_history, spark_history
+from harness import duckdb_history
+from harness.history_compare import compare
 
 from ..bench_runs import run_quick
 from .conftest import GeneratedAnalyses, GeneratedHistories
@@ -25,7 +26,7 @@ def test_duckdb_and_spark_agree_on_every_output(generated_histories: GeneratedHi
     ours = duckdb_history.analyze(duckdb_history.read_files(data / "status"),
                                   duckdb_history.read_files(data / "history"), flap_transitions=transitions,
                                   flap_window_ms=window_ms)
-    agree, differ = spark_history.compare(ours, theirs, duckdb_history.ORACLE)
+    agree, differ = compare(ours, theirs, duckdb_history.ORACLE)
     assert differ == [], "\n\n".join(differ)
     assert len(agree) == len(duckdb_history.ORACLE) + 1  # every output and the garbled counts
     # The generated history exercised every output.

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from harness.faulty_cluster import FaultyCluster
 from status_store import cli
-from status_store.testing import FaultyCluster
 
 from .test_latest import generated_history, produce
 

@@ -13,11 +13,12 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
+from harness import free_port
+from harness.faulty_cluster import FaultyCluster
+from harness.tansu import TansuBroker
 from status_store import cli
-from status_store.model import ConnectorStatus, State, TaskId, TaskStatus
-from status_store.testing import FaultyCluster
+from status_store.connect.model import ConnectorStatus, State, TaskId, TaskStatus
 
-from ..brokers import TansuBroker, free_port
 from ..conftest import StoreFactory
 
 WAIT = 30.0

@@ -9,10 +9,10 @@ from typing import Any
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
-from status_store import codec
 from status_store.analytics.analysis import Analysis, analyze, parse_status_records
 from status_store.analytics.records import RAW_SCHEMA, read_kafka
-from status_store.model import State, TaskId, TopicStatus
+from status_store.connect import codec
+from status_store.connect.model import State, TaskId, TopicStatus
 
 from ..conftest import Broker, StoreFactory
 

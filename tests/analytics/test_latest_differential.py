@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from status_store import codec
 from status_store.analytics.analysis import analyze
 from status_store.analytics.records import RAW_SCHEMA
-from status_store.cache import StatusCache, StatusRecord
-from status_store.model import ConnectorKey, State, TaskKey, TopicKey, TopicStatus, parse_key
+from status_store.connect import codec
+from status_store.connect.cache import StatusCache, StatusRecord
+from status_store.connect.model import ConnectorKey, State, TaskKey, TopicKey, TopicStatus, parse_key
 
 CONNECTORS = ["a", "a-b", "é:1"]
 TOPICS = ["t1", "t-2"]

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
+from harness.faulty_cluster import FaultyCluster
 from status_store.analytics.records import plan_ranges, read_files, read_kafka
-from status_store.testing import FaultyCluster
 
 RUNNING = '{"state":"RUNNING","trace":null,"worker_id":"w","generation":1}'
 

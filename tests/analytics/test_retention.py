@@ -13,8 +13,8 @@ import pyarrow.dataset as ds
 import pytest
 from pyspark.sql import SparkSession
 
+from harness.faulty_cluster import FaultyCluster
 from status_store import cli
-from status_store.testing import FaultyCluster
 
 from .test_incremental import DATED, START, STEP_MS, history, rows
 from .test_latest import generated_history, produce

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from bench import ROOT, spark_cluster
+from harness import ROOT, spark_cluster
+from harness.faulty_cluster import FaultyCluster
 from status_store import cli
-from status_store.testing import FaultyCluster
 
 from ..bench_runs import run_quick
 from .test_analysis import HISTORY

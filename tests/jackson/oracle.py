@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
 
-from status_store.codec import StatusValue
-from status_store.model import State, TopicStatus
+from status_store.connect.codec import StatusValue
+from status_store.connect.model import State, TopicStatus
 
 SOURCE = Path(__file__).with_name("JacksonOracle.java")
 T = TypeVar("T")

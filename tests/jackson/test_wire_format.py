@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, currently_in_test_context, event, giv
 from hypothesis import strategies as st
 
 from status_store.api.responses import connect_json
-from status_store.codec import (
+from status_store.connect.codec import (
     GarbledValue,
     StatusValue,
     decode_status,
@@ -22,8 +22,8 @@ from status_store.codec import (
     encode_status,
     encode_topic_status,
 )
-from status_store.config_topic import ConnectorConfigs
-from status_store.model import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, State, TopicStatus
+from status_store.connect.configs import ConnectorConfigs
+from status_store.connect.model import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, State, TopicStatus
 
 from .oracle import JacksonOracle, Rejected
 from .values import CONFIG_FIELDS, STATUS_FIELDS, TEXT, TOPIC_FIELDS, record_values

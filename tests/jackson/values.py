@@ -11,7 +11,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from status_store.model import State
+from status_store.connect.model import State
 
 # All of Unicode: astral characters, control characters and lone surrogates included.
 TEXT = st.text(st.characters(exclude_categories=[]), max_size=20)

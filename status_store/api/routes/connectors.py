@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from ...config_topic import ConnectorConfigs, connector_type
-from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, status_key
+from ...connect.configs import ConnectorConfigs, connector_type
+from ...connect.model import ConnectorStatus, State, Status, TaskId, TaskStatus, status_key
+from ...retry.updates import StatusUpdate
 from ...store import StatusStore
-from ...updates import StatusUpdate
 from ..deps import (
     ConfigsDep,
     StoreDep,

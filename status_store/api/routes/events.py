@@ -9,7 +9,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from ...events import EventIdTooOld, StatusEvents, Subscription, TooManySubscribers
+from ...fleet.event import EventIdTooOld
+from ...fleet.events import StatusEvents, Subscription, TooManySubscribers
 from ..responses import ApiError
 from ..routing import ConnectRoute
 from ..schemas import ErrorBody

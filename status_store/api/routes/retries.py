@@ -9,7 +9,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Query, Request
 
-from ...updates import StatusUpdate
+from ...retry.updates import StatusUpdate
 from ..deps import StoreDep
 from ..responses import ConnectJSONResponse
 from ..routing import ConnectRoute

@@ -8,9 +8,9 @@ from typing import NamedTuple
 
 from fastapi import APIRouter
 
-from ...model import ConnectorStatus, State, Status, TaskId, TaskStatus, TopicStatus, status_key, topic_key
+from ...connect.model import ConnectorStatus, State, Status, TaskId, TaskStatus, TopicStatus, status_key, topic_key
+from ...retry.updates import StatusUpdate
 from ...store import StatusStore
-from ...updates import StatusUpdate
 from ..deps import StoreDep, WaitDep, answer, checked_name, checked_topic, direct_write_arguments
 from ..responses import ApiError, ConnectJSONResponse
 from ..routing import ConnectRoute, served_directly

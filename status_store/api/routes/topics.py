@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from ...model import TopicStatus
+from ...connect.model import TopicStatus
 from ...store import StatusStore
 from ..deps import StoreDep, WaitDep, answer, checked_name, checked_topic
 from ..responses import ApiError, ConnectJSONResponse

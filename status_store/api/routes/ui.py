@@ -16,8 +16,9 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from ...cache import FleetObject
-from ...events import StatusEvents, trace_excerpt
+from ...connect.cache import FleetObject
+from ...fleet.event import trace_excerpt
+from ...fleet.events import StatusEvents
 from ..deps import ConfigsDep, StoreDep
 from ..routing import ConnectRoute
 from ..schemas import Fleet

@@ -1,0 +1,230 @@
+"""The retry queue's state of keys and partitions, each class with the small steps that change it: a key's
+slot, a held partition with its line of waiting keys, its writes in flight and its probe, the cluster-wide probe,
+and the release's rate. Pure: no clock, no scheduling, no sending (``partition_gate`` moves the partitions and
+the release; ``key_writes`` the slots, ``key_slots`` their parked updates)."""
+
+from __future__ import annotations
+
+import collections
+
+from .updates import StatusUpdate
+
+# Released partitions send their waiting updates at a rate the whole queue shares (the cluster's capacity is
+# what they share), in batches at most RELEASE_PACE_S apart, like TCP's congestion control: FIRST_RELEASE
+# updates per RELEASE_PACE_S at first, twice the rate after each batch that all succeeded (slow start) until
+# one fails; from then on RELEASE_GROWTH times the rate after a success and half after a failure. A failure
+# halves the rate and a success grows it by less, so senders sharing a cluster settle where about one batch in
+# six fails (0.17 * log 2 = 0.83 * log 1.15), not one in two. Below one update per the probes' longest
+# interval the partitions are stalled behind probes again. A batch goes when the one before has settled.
+FIRST_RELEASE = 2
+RELEASE_PACE_S = 0.025
+RELEASE_GROWTH = 1.15
+
+
+class Slot:
+    """The updates of one key: at most one in flight, one waiting (and when it goes next) and one parked, the key's
+    value that may still land, and the key's failure streak (per-update mode: the backoff follows the key, so a key
+    that keeps changing is not retried any faster)."""
+
+    __slots__ = ("_streak", "due", "inflight", "key", "parked", "partition", "unsure", "waiting")
+
+    def __init__(self, key: str, partition: Partition | None) -> None:
+        # The key it is coalesced under (the record's key, or a key of its own where updates are not coalesced).
+        self.key = key
+        self.inflight: StatusUpdate | None = None
+        self.waiting: StatusUpdate | None = None
+        # When the waiting update goes next (loop time); None while it waits behind the key's write in flight, or in
+        # its partition's line. A newer value that replaces the waiting one takes over its place in time.
+        self.due: float | None = None
+        self.parked: StatusUpdate | None = None
+        self.partition = partition
+        self._streak = 0
+        # The key's last update whose write may still reach the broker (``errors.may_have_landed``): its value goes
+        # again, before any other value of the key, until one copy is acknowledged; else a copy the network held
+        # could land after a newer value.
+        self.unsure: StatusUpdate | None = None
+
+    @property
+    def queued(self) -> bool:
+        """In its partition's line of keys waiting for the release."""
+        partition = self.partition
+        return partition is not None and partition.line.get(self.key) is self
+
+    @property
+    def streak(self) -> int:
+        """The key's attempts that failed in a row (a retry the budget refused counts as one)."""
+        return self._streak
+
+    def failed(self) -> None:
+        """An attempt of the key failed, or its retry was refused: its next backoff is one step longer."""
+        self._streak += 1
+
+    def written(self) -> None:
+        """An attempt of the key was written: its backoff starts over."""
+        self._streak = 0
+
+    def empty(self) -> bool:
+        """Nothing in flight, waiting or parked."""
+        return self.inflight is None and self.waiting is None and self.parked is None
+
+
+class Partition:
+    """One partition's hold: the keys waiting for it, oldest first, and its probe.
+
+    Held partitions are *stalled* (waiting for a probe to get through) or *releasing* (their line goes out in
+    the queue's release batches)."""
+
+    __slots__ = ("_inflight", "error", "failures", "held_at", "line", "number", "probe", "probe_due", "probed_at",
+                 "probes", "releasing", "streak", "written")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        # Loop time the hold began; None while the partition takes writes.
+        self.held_at: float | None = None
+        self.releasing = False
+        self.line: collections.OrderedDict[str, Slot] = collections.OrderedDict()
+        self.probe: StatusUpdate | None = None
+        self.probe_due: float | None = None
+        self.probed_at = 0.0
+        # Failed probes since the hold began: the probe schedule's retry count.
+        self.streak = 0
+        self._inflight = 0
+        # For the log line at the release.
+        self.error = ""
+        self.failures = self.probes = self.written = 0
+
+    @property
+    def held(self) -> bool:
+        """Held: stalled or releasing."""
+        return self.held_at is not None
+
+    @property
+    def stalled(self) -> bool:
+        """Held, and waiting for a probe to get through."""
+        return self.held_at is not None and not self.releasing
+
+    @property
+    def inflight(self) -> int:
+        """Writes to the partition in flight now."""
+        return self._inflight
+
+    def sent(self) -> None:
+        """A write to the partition went out."""
+        self._inflight += 1
+
+    def returned(self) -> None:
+        """A write to the partition came back (settled, or was never sent after all)."""
+        self._inflight -= 1
+
+    def hold(self, now: float, error: str) -> None:
+        """A hold begins at ``now``, for ``error``: stalled, its probe schedule and its counts from the start."""
+        self.held_at = now
+        self.streak = 0
+        self.error = error
+        self.failures = self.probes = self.written = 0
+
+    def release(self) -> None:
+        """A write got through: its line goes out in the queue's release batches."""
+        self.releasing = True
+        self.probe_due = None
+
+    def stall(self) -> None:
+        """Even one write per the probes' longest interval fails: back behind probes, one step further apart."""
+        self.releasing = False
+        self.streak += 1
+
+    def open(self) -> float | None:
+        """The hold ends (the partition takes writes directly again); returns when it began."""
+        held_at = self.held_at
+        self.held_at = None
+        self.releasing = False
+        self.streak = 0
+        self.probe_due = None
+        return held_at
+
+    def line_up(self, slot: Slot, first: bool = False) -> bool:
+        """Line a key up (``first``: at the front, as the probe it was); False when it is in line already."""
+        if self.line.get(slot.key) is slot:
+            return False
+        self.line[slot.key] = slot
+        if first:
+            self.line.move_to_end(slot.key, last=False)
+        return True
+
+    def leave_line(self, key: str | None = None) -> Slot:
+        """Take a key out of the line: this one, or (None) the first."""
+        return self.line.pop(next(iter(self.line)) if key is None else key)
+
+
+class ClusterProbe:
+    """While every partition the queue writes to is stalled, the trouble is the cluster's, not a partition's:
+    one probe at a time goes for all of them, each stalled partition in turn, on one schedule."""
+
+    __slots__ = ("due", "probe", "streak")
+
+    def __init__(self) -> None:
+        self.due: float | None = None
+        self.probe: StatusUpdate | None = None
+        self.streak = 0
+
+    def settled(self, failed: bool) -> None:
+        """The cluster's probe settled: the next one backs off one step further after a failure, else starts over."""
+        self.probe = None
+        self.streak = self.streak + 1 if failed else 0
+
+
+class Release:
+    """The queue's release batches: the rate (updates per second), the updates of the batch in flight."""
+
+    __slots__ = ("due", "failed", "inflight", "rate", "slow_start", "started")
+
+    def __init__(self) -> None:
+        self.rate = FIRST_RELEASE / RELEASE_PACE_S
+        self.slow_start = True
+        self.due: float | None = None
+        self.inflight: set[int] = set()
+        self.failed = False
+        self.started = 0.0
+
+    @property
+    def idle(self) -> bool:
+        """No batch in flight or due."""
+        return self.due is None and not self.inflight
+
+    def begin(self, now: float) -> None:
+        """A batch starts going out at ``now``."""
+        self.due = None
+        self.failed = False
+        self.started = now
+
+    def settle(self, number: int, failed: bool) -> bool:
+        """An update of the batch settled (``failed``: with a retriable error); True when the whole batch has."""
+        self.inflight.discard(number)
+        if failed:
+            self.failed = True
+        return not self.inflight
+
+    @property
+    def size(self) -> int:
+        """Updates in the next batch: what the rate allows in one pace interval, at least one."""
+        return max(1, round(self.rate * RELEASE_PACE_S))
+
+    @property
+    def interval(self) -> float:
+        """Time from one batch's start to the next's at the current rate."""
+        return max(RELEASE_PACE_S, 1 / self.rate)
+
+    def adjust(self) -> None:
+        """The batch in flight has settled: halve the rate after a failure, double it in slow start, else grow
+        it by RELEASE_GROWTH per pace interval of time (at a low rate batches are far apart)."""
+        if self.failed:
+            self.slow_start = False
+            self.rate /= 2
+        elif self.slow_start:
+            self.rate *= 2
+        else:
+            self.rate *= min(2.0, RELEASE_GROWTH ** (self.interval / RELEASE_PACE_S))
+
+    def restart(self) -> None:
+        """Everything released: the next outage's release starts afresh."""
+        self.rate, self.slow_start = FIRST_RELEASE / RELEASE_PACE_S, True

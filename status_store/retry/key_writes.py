@@ -1,0 +1,383 @@
+"""Each key's writes: the retry queue's per-key engine. It moves what the keys' slots (``key_slots``) hold (the
+update in flight, the one waiting and when it goes next, the value that may still land): it takes a write, sends
+an attempt, settles it, retries it or lines its key up in its held partition (``partition_gate``), and moves the
+key on to its next write. An update's time bound is its submission time plus the policy's bound.
+
+- **Per-key coalescing** (the slots: ``key_slots``). A newer write for the key supersedes the waiting
+  one (counted as superseded, not failed), and is held until the write in flight settles, so an older
+  value is never written after a newer one.
+- **Per-update retries** (``RetryMode.PER_UPDATE``): each key backs off on its own clock, at the time
+  ``timing`` gives; a newer value takes over the waiting retry's place in time.
+- **Bounded retries** (KIP-1278): at most ``max_retries`` retries, counted in attempts actually sent
+  (an update waiting behind a probe has not been retried), and, optionally, a total time bound per
+  update, held time included (in the spirit of KIP-572).
+- **Error classes** from ``errors.classify``: fatal errors are not retried and say nothing about an
+  outage; a leader change is retried once at once (KIP-951), later retries back off.
+- **A write that may still land goes again first** (``errors.may_have_landed``: it timed out): the key's next
+  attempts re-send its value until a copy is acknowledged, so a copy the network held lands before the newer one.
+- **Abandonment** (Connect's rules): before each send the owner of the update may abandon it
+  (key deleted, generation changed, a safe write no longer safe).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..errors import ErrorKind, StoreClosedError, WriteFailedError, classify, may_have_landed
+from .backoff import RetryMode
+from .delivery import Delivery, Send
+from .holds import Slot
+from .key_slots import KeySlots
+from .ledger import Ledger
+from .partition_gate import GateTimer, PartitionGate
+from .scheduler import Scheduler
+from .timing import RetryTiming
+from .updates import Result, RetryPolicy, StatusUpdate
+
+# The retry queue's parts all log under its name (what an operator's logging configuration names).
+log = logging.getLogger("status_store.retry.queue")
+
+
+class KeyWrites:
+    """Every attempt of the keys' updates, moved through their slots; the gate decides when a held partition's keys
+    go."""
+
+    def __init__(self, send: Send, policy: RetryPolicy, slots: KeySlots, scheduler: Scheduler[StatusUpdate | GateTimer],
+                 gate: PartitionGate, ledger: Ledger, timing: RetryTiming) -> None:
+        self._send = send
+        self.policy = policy
+        self._slots = slots
+        self._scheduler = scheduler
+        self._gate = gate
+        self._ledger = ledger
+        self._timing = timing
+        self.attempts_total = 0
+
+    # ----------------------------------------------------------------------------- taking writes
+
+    def supersede(self, update: StatusUpdate, reason: str, now: float) -> None:
+        """Take an update that is not to be sent after all: settled as superseded at once."""
+        self._ledger.admit(update, now)
+        self._finish(update, Result.SUPERSEDED, reason)
+
+    def submit(self, update: StatusUpdate, now: float) -> None:
+        """Take an update: sent now, or waiting behind the key's write in flight or for its partition's release."""
+        self._ledger.admit(update, now)
+        slot = self._slots.slot(update)
+        if slot.parked is not None:
+            self._unpark(slot, None, "a newer write for the key was submitted")
+        replaced = slot.waiting
+        if replaced is not None:
+            # The newer value takes the waiting one's place: in time, in its partition's line, or behind the
+            # key's write in flight.
+            self._finish(replaced, Result.SUPERSEDED, "a newer write for the key was submitted")
+            slot.waiting = update
+            if slot.due is not None:
+                self._schedule(slot, update, slot.due)
+            elif slot.queued and (deadline := self._deadline(update)) is not None:
+                self._scheduler.push(deadline, update.number, update)
+            return
+        if slot.inflight is not None:
+            slot.waiting = update
+        elif self._gate.holds_new(slot.partition):
+            slot.waiting = update
+            self._enqueue(slot)
+        else:
+            self._attempt(slot, update)
+
+    def _deadline(self, update: StatusUpdate) -> float | None:
+        """When the update's time bound (``status.storage.retry.timeout.ms``) passes; None without one."""
+        timeout = self.policy.timeout
+        return None if timeout is None else update.submitted_at + timeout
+
+    def _finish(self, update: StatusUpdate, result: Result, reason: str, delivery: Delivery | None = None) -> None:
+        """Settle the update (the ledger tells its listeners); nothing of it is kept."""
+        self._timing.forget(update)
+        self._ledger.finish(update, result, reason, delivery)
+
+    def _attempt(self, slot: Slot, update: StatusUpdate) -> None:
+        slot.inflight = update
+        update.attempts += 1
+        self.attempts_total += 1
+        if slot.partition is not None:
+            slot.partition.sent()
+        budget = self.policy.budget
+        if budget is not None:
+            budget.sent(update.attempts > 1)
+        # A value of the key that may still land goes again first (its copy, on this update's attempt).
+        unsure = slot.unsure
+        value = update.value if unsure is None else unsure.value
+        replay = value != update.value
+        try:
+            self._send(update.key.encode(), value, _Attempt(self, slot, update, replay))
+        except StoreClosedError as e:
+            if budget is not None:
+                budget.settled(update.attempts > 1, None)
+            slot.inflight = None
+            if slot.partition is not None:
+                slot.partition.returned()
+            self._finish(update, Result.FAILED, f"not sent: {e}")
+
+    # ----------------------------------------------------------------------------- settling
+
+    def settled(self, slot: Slot, update: StatusUpdate, delivery: Delivery | None,
+                error: WriteFailedError | None, replay: bool = False) -> None:
+        """An attempt settled: written, or failed (then retried, held, or failed for good). ``replay``: the attempt
+        sent the key's unsure value (``Slot.unsure``), not the update's."""
+        if slot.inflight is update:
+            slot.inflight = None
+        if error is None:
+            slot.unsure = None
+        elif not replay and may_have_landed(error):
+            slot.unsure = update
+        # A retriable failure: evidence about the partition (a fatal one says nothing either way).
+        kind = classify(error) if error is not None else None
+        failed = kind is not None and kind is not ErrorKind.FATAL
+        partition = slot.partition
+        probe = False
+        if partition is not None:
+            partition.returned()
+            probe = partition.probe is update
+            if probe:
+                self._gate.probe_settled(partition, update, failed)
+        budget = self.policy.budget
+        if budget is not None:
+            budget.settled(update.attempts > 1, True if error is None else (False if failed else None))
+        if error is None:
+            slot.written()
+            if replay:
+                self._replayed(slot, update)
+            else:
+                self._finish(update, Result.WRITTEN, "written", delivery)
+            if partition is not None and partition.held:
+                self._gate.written(partition)
+        elif update.outcome is None:
+            update.last_error = error
+            assert kind is not None
+            self._after_failure(slot, update, error, kind, probe)
+        if probe and partition is not None:
+            self._gate.arm_probe(partition)
+        self._gate.settled(partition, update.number, failed)
+        self._advance(slot)
+
+    def _replayed(self, slot: Slot, update: StatusUpdate) -> None:
+        """The key's unsure value is acknowledged: the update goes next with its own value, unless a newer one
+        waits behind it."""
+        if update.outcome is not None:
+            return
+        if slot.waiting is not None:
+            self._finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
+        else:
+            slot.waiting = update  # (no timer: the slot's time was cleared when it went)
+
+    def _after_failure(self, slot: Slot, update: StatusUpdate, error: WriteFailedError, kind: ErrorKind,
+                       probe: bool) -> None:
+        partition = slot.partition
+        if kind is ErrorKind.FATAL:
+            # Failed for good, even with a newer value held: that one is sent next (_advance). A fatal error
+            # says nothing about the partition: a probe that met one is followed by the next at once.
+            self._finish(update, Result.FAILED, f"{error.name} is not retriable")
+            if probe and partition is not None:
+                self._gate.probe_now(partition)
+            return
+        leader_retry = kind is ErrorKind.LEADER_CHANGE and self._timing.leader_retry_left(update)
+        # A failed probe waits in its partition's line in either mode: one probe path for outages and parking.
+        holding = partition is not None and not leader_retry and (self.policy.mode is RetryMode.PARTITION or probe)
+        if holding:
+            assert partition is not None
+            self._gate.hold(partition, error.name)
+        else:
+            slot.failed()
+        newer = slot.waiting
+        if newer is not None:
+            # A newer value was held behind this attempt: it replaces this one (in the partition's line, or
+            # after the key's backoff).
+            self._finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
+            if holding:
+                self._enqueue(slot, first=probe)
+            else:
+                self._schedule(slot, newer, self._timing.due(slot, newer, kind))
+            return
+        reason = update.abandoned(True)
+        if reason is not None:
+            self._finish(update, Result.SUPERSEDED, reason)
+            return
+        if update.attempts > self.policy.max_retries:
+            self._finish(update, Result.FAILED, f"no retries left after {update.attempts} attempt(s)")
+            return
+        deadline = self._deadline(update)
+        if holding:
+            if deadline is not None and self._scheduler.now() >= deadline:
+                self._finish_timed_out(update)
+                return
+            slot.waiting = update
+            self._enqueue(slot, first=probe)
+            return
+        due = self._timing.due(slot, update, kind)
+        if deadline is not None and due > deadline:
+            self._finish(update, Result.FAILED,
+                                f"the next attempt would pass the {self.policy.timeout:g} s bound of "
+                                "status.storage.retry.timeout.ms")
+            return
+        self._schedule(slot, update, due)
+
+    def _schedule(self, slot: Slot, update: StatusUpdate, due: float) -> None:
+        deadline = self._deadline(update)
+        if deadline is not None:
+            # An update not yet tried gets its one attempt at its bound at the latest.
+            due = min(due, deadline)
+        slot.due = due
+        slot.waiting = update
+        self._scheduler.push(due, update.number, update)
+
+    def _advance(self, slot: Slot) -> None:
+        """Send (or line up) an update held behind the key's write once it has settled; forget idle keys."""
+        if self._scheduler.closed:
+            return
+        waiting = slot.waiting
+        if slot.inflight is None and waiting is not None and slot.due is None and not slot.queued:
+            if self._gate.holds_new(slot.partition):
+                self._enqueue(slot)
+            else:
+                self._send_now(slot, waiting)
+        if slot.empty() and not slot.queued:
+            self._slots.forget(slot)
+
+    def _finish_timed_out(self, update: StatusUpdate) -> None:
+        self._finish(update, Result.FAILED, f"the {self.policy.timeout:g} s bound of status.storage.retry.timeout.ms "
+                                            "passed")
+
+    # ----------------------------------------------------------------------------- sending what waits
+
+    def fire(self, due: float, update: StatusUpdate) -> None:
+        """An update's time came: its next attempt, or (waiting in a held partition's line) its bound."""
+        slot = self._slots.find(update)
+        # Entries of superseded, rescheduled or sent updates are left in the heap and skipped here.
+        if slot is None or slot.waiting is not update:
+            return
+        if slot.due == due:
+            self._send_now(slot, update)
+        elif slot.queued and (deadline := self._deadline(update)) is not None and due >= deadline:
+            partition = slot.partition
+            assert partition is not None
+            partition.leave_line(slot.key)
+            slot.waiting = None
+            self._finish_timed_out(update)
+            self._advance(slot)
+
+    def send_from_line(self, slot: Slot) -> StatusUpdate | None:
+        """Send the update of a key the gate took out of its partition's line: its waiting one, or its parked one
+        submitted again, outside the retry budget. The update when it is in flight now, else None."""
+        update = slot.waiting
+        if update is None:
+            if slot.parked is None:
+                self._advance(slot)
+                return None
+            update = self._unpark(slot, self._scheduler.now(), "")
+            if update is None:
+                return None
+        return update if self._send_now(slot, update, budgeted=False) else None
+
+    def _send_now(self, slot: Slot, update: StatusUpdate, budgeted: bool = True) -> bool:
+        """Send a waiting update now, unless its owner abandons it (Connect's rules: on a retry, the key
+        deleted or the generation moved on; always, a safe write no longer safe), its bound has passed,
+        or (``budgeted``) the retry budget holds the retry back. True when it was sent."""
+        slot.waiting = None
+        slot.due = None
+        retry = update.attempts > 0
+        reason = update.abandoned(retry)
+        if reason is not None:
+            self._finish(update, Result.SUPERSEDED, reason)
+            self._advance(slot)
+            return False
+        deadline = self._deadline(update)
+        if deadline is not None and self._scheduler.now() > deadline:
+            self._finish_timed_out(update)
+            self._advance(slot)
+            return False
+        if retry and budgeted and not self._admitted(slot, update):
+            return False
+        if retry:
+            self._ledger.notify("on_retry", update)
+        self._attempt(slot, update)
+        return slot.inflight is update
+
+    def _admitted(self, slot: Slot, update: StatusUpdate) -> bool:
+        """Whether the retry budget lets the retry go now; a refused retry waits (``RetryTiming.refused``), and its
+        time bound still ends it, as a failure."""
+        due = self._timing.refused(slot, update)
+        if due is None:
+            return True
+        deadline = self._deadline(update)
+        if deadline is not None and due > deadline:
+            self._finish(update, Result.FAILED,
+                                f"held back by the retry budget until the next attempt would pass the "
+                                f"{self.policy.timeout:g} s bound of status.storage.retry.timeout.ms")
+            self._advance(slot)
+        else:
+            self._schedule(slot, update, due)
+        return False
+
+    def _enqueue(self, slot: Slot, first: bool = False) -> None:
+        """Line the key up in its held partition (``first``: at the front, as the probe it was)."""
+        partition = slot.partition
+        assert partition is not None
+        if partition.line_up(slot, first):
+            waiting = slot.waiting
+            deadline = self._deadline(waiting) if waiting is not None else None
+            if waiting is not None and deadline is not None:
+                self._scheduler.push(deadline, waiting.number, waiting)
+        self._gate.lined_up(partition)
+
+    # ----------------------------------------------------------------------------- parking
+
+    def park(self, update: StatusUpdate) -> bool:
+        """Park a failed update in its partition (see ``RetryQueue.park``); False when the key has a newer value
+        already, or keys have no partitions here."""
+        slot = self._slots.find(update)
+        if not self._slots.routed or self._scheduler.closed or (slot is not None and not slot.empty()):
+            return False
+        slot = self._slots.slot(update)
+        self._slots.park(slot, update)
+        self._gate.park(slot, update)
+        return True
+
+    def _unpark(self, slot: Slot, now: float | None, reason: str) -> StatusUpdate | None:
+        """The parked update leaves: ``now`` given, submitted again (returned) unless its owner abandons it;
+        else dropped for ``reason``."""
+        parked = self._slots.unpark(slot)
+        again = None
+        if now is not None:
+            abandoned = parked.abandoned(True)
+            if abandoned is None:
+                again = parked.again()
+                self._ledger.admit(again, now)
+                slot.waiting = again
+            else:
+                reason = abandoned
+                log.debug("Not sending the parked update of %s again: %s", parked.key, reason)
+        self._ledger.notify("on_unparked", parked, again, reason)
+        return again
+
+    # ----------------------------------------------------------------------------- stopping
+
+    def retry_waiting_once(self) -> None:
+        """Send each update waiting on a timer now, once, outside the budget (the queue stops)."""
+        for slot in self._slots.on_timers():
+            # One last attempt each, bounded by the number of keys: the budget would only turn
+            # these into failures.
+            assert slot.waiting is not None
+            self._send_now(slot, slot.waiting, budgeted=False)
+
+
+class _Attempt:
+    """The completion callback of one attempt: one small object per write in flight (a partial of a bound method
+    would be three, and every object a pending write holds is traversed by each full garbage collection)."""
+
+    __slots__ = ("keys", "replay", "slot", "update")
+
+    def __init__(self, keys: KeyWrites, slot: Slot, update: StatusUpdate, replay: bool) -> None:
+        self.keys, self.slot, self.update, self.replay = keys, slot, update, replay
+
+    def __call__(self, delivery: Delivery | None, error: WriteFailedError | None) -> None:
+        self.keys.settled(self.slot, self.update, delivery, error, self.replay)

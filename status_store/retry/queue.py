@@ -1,0 +1,221 @@
+"""The retry queue: one scheduler on the event loop for every status write and its retries.
+
+``RetryQueue`` is the queue's only public face (submit, results, flush, stop, the read-only views of
+``/retries`` and the metrics); it composes six parts, each readable alone, imported one way:
+
+- ``scheduler.Scheduler``: the timer heap on the clock, and the tick retries and probes move to. Why one
+  heap and not a sleeping coroutine per retry is said there.
+- ``ledger.Ledger``: every update from its submission to its outcome: numbers, listeners, the failure
+  log, flush barriers. A listener never breaks the queue.
+- ``partition_gate.PartitionGate``: the outage state machine: held partitions, probes (a partition's and
+  the cluster's), the ramped release, parked keys' place in the lines (its state in ``holds.py``). An outage
+  is one event, not thousands.
+- ``key_slots.KeySlots``: the slot table: which updates each key has now (in flight, waiting, parked).
+- ``key_writes.KeyWrites``: each key's writes: per-key coalescing, attempts and their settling,
+  bounded retries, error classes, Connect's abandonment rules.
+- ``timing.RetryTiming``: when a key is retried on its own (per-update backoff, KIP-951, the retry budget).
+
+And the queue's own promises:
+
+- **Never blocks the caller.** ``submit`` returns at once; ``StatusUpdate.result()`` awaits the outcome
+  (``updates.py``: the handle and the types a caller sees).
+  With ``max_pending`` set, a write that would grow the queue past it is refused (``WriteRejectedError``).
+- **A bounded stop.** ``stop`` sends what waits once more, waits at most its timeout, then fails the rest;
+  parked updates stay parked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from collections.abc import Sequence
+
+from ..errors import StoreClosedError, WriteRejectedError
+from .delivery import Send
+from .holds import Slot
+from .key_slots import KeySlots
+from .key_writes import KeyWrites
+from .ledger import Ledger
+from .partition_gate import GateTimer, PartitionGate
+from .scheduler import Clock, Scheduler
+from .timing import RetryTiming
+from .updates import Result, RetryListener, RetryPolicy, Route, StatusUpdate
+
+
+class RetryQueue:
+    """Schedules every attempt of every status write on one event loop."""
+
+    def __init__(self, send: Send, policy: RetryPolicy, listeners: Sequence[RetryListener] = (),
+                 route: Route | None = None, name: str = "status", coalesce: bool = True,
+                 clock: Clock | None = None) -> None:
+        """``route``: the partition of a key (Kafka's partitioner). Without it every key is on its own:
+        partitions are neither held nor parked in (parking needs a route). ``coalesce``: a newer write of a key
+        replaces its waiting one (status topics); False where every update is written (append-only topics).
+        ``clock``: default, the running event loop of the first submission."""
+        self.policy = policy
+        self.name = name
+        self._scheduler: Scheduler[StatusUpdate | GateTimer] = Scheduler(self._fire, clock)
+        self._ledger = Ledger(name, listeners, self._scheduler)
+        self._gate = PartitionGate(name, self._scheduler, policy.mode, policy.probe_backoff or policy.backoff,
+                                   self._send_from_line)
+        self._slots = KeySlots(coalesce, route, self._gate, self._scheduler)
+        self._timing = RetryTiming(policy, self._scheduler)
+        self._keys = KeyWrites(send, policy, self._slots, self._scheduler, self._gate, self._ledger, self._timing)
+        # Writes refused because max_pending updates were pending.
+        self.rejected_total = 0
+        # Stopping: no new submissions.
+        self._stopped = False
+
+    def _fire(self, due: float, item: StatusUpdate | GateTimer) -> None:
+        if isinstance(item, StatusUpdate):
+            self._keys.fire(due, item)
+        else:
+            self._gate.fire(due, item)
+
+    def _send_from_line(self, slot: Slot) -> StatusUpdate | None:
+        return self._keys.send_from_line(slot)
+
+    def subscribe(self, listener: RetryListener) -> None:
+        """Tell ``listener`` of the queue's events from now on (after the listeners before it), each in its own
+        ``try``: a listener that raises is logged and counted, never allowed to stop the queue."""
+        self._ledger.subscribe(listener)
+
+    # ----------------------------------------------------------------------------- submitting
+
+    def check_room(self, keys: Sequence[str]) -> None:
+        """Raise ``WriteRejectedError`` if writes of these keys, in order, would grow the queue past ``max_pending``.
+        A write that replaces its key's waiting or parked value takes no room (nor do a key's later writes in
+        ``keys``, which replace its earlier one); one behind the key's write in flight takes one place."""
+        limit = self.policy.max_pending
+        if limit is None:
+            return
+        free = limit - self._ledger.unsettled - self._slots.parked_count
+        if len(keys) <= free or self._slots.growth(keys) <= free:
+            return
+        self.rejected_total += 1
+        raise WriteRejectedError(f"{limit} status updates are pending (status.storage.retry.max.pending): "
+                                 "Kafka is not taking writes as fast as they come; try again later",
+                                 max(1.0, self._gate.probe_backoff.longest(0)))
+
+    def supersede(self, update: StatusUpdate, reason: str) -> StatusUpdate:
+        """Take an update that is not to be sent after all (a replayed update that the topic made obsolete): it
+        is settled as superseded and reported to the listeners like any other."""
+        clock = self._scheduler.clock or asyncio.get_running_loop()
+        self._keys.supersede(update, reason, clock.time())
+        return update
+
+    def submit(self, update: StatusUpdate, room_checked: bool = False) -> StatusUpdate:
+        """Take an update; it is sent now, or waits behind the key's write in flight or for its partition's
+        release. Never blocks; raises ``WriteRejectedError`` when the queue is full (see ``check_room``;
+        ``room_checked``: the caller has just asked ``check_room`` for this write itself)."""
+        if self._stopped:
+            raise StoreClosedError("the store is stopped")
+        if not room_checked:
+            self.check_room((update.key,))
+        clock = self._scheduler.clock or self._scheduler.start(asyncio.get_running_loop())
+        self._keys.submit(update, clock.time())
+        return update
+
+    def park(self, update: StatusUpdate) -> bool:
+        """Keep a failed update's value in its partition, held like an outage, until the partition takes writes
+        again; then it is submitted again (unless its owner abandons it then). False when the key has a newer
+        value already, or keys have no partitions here."""
+        return self._keys.park(update)
+
+    # ----------------------------------------------------------------------------- observing
+
+    @property
+    def attempts_total(self) -> int:
+        """Attempts sent so far (retries and probes included)."""
+        return self._keys.attempts_total
+
+    @property
+    def throttled_total(self) -> int:
+        """Retries the budget refused (each delayed by a backoff step, none dropped)."""
+        return self._timing.throttled_total
+
+    @property
+    def probes_total(self) -> int:
+        """Probes sent to held partitions."""
+        return self._gate.probes_total
+
+    @property
+    def listener_errors(self) -> collections.Counter[str]:
+        """Exceptions raised by listeners, by listener class name."""
+        return self._ledger.listener_errors
+
+    @property
+    def unsettled(self) -> int:
+        """Updates without an outcome yet (in flight, held, or waiting for a retry)."""
+        return self._ledger.unsettled
+
+    @property
+    def held_partitions(self) -> list[int]:
+        """The partitions held now."""
+        return self._gate.held_partitions
+
+    def parked(self) -> list[StatusUpdate]:
+        """Updates parked after their last retry, by partition, oldest first."""
+        return self._gate.parked()
+
+    def is_parked(self, update: StatusUpdate) -> bool:
+        """Whether this update is parked now."""
+        return self._slots.is_parked(update)
+
+    @property
+    def parked_count(self) -> int:
+        """How many updates are parked now."""
+        return self._slots.parked_count
+
+    def waiting_retries(self) -> list[StatusUpdate]:
+        """Updates waiting for their next attempt (on a timer, or in a held partition's line), soonest first."""
+        return sorted(self._slots.waiting(), key=self.next_attempt)
+
+    def waiting_retries_unsorted(self) -> list[StatusUpdate]:
+        """The same, in no order (cheaper where only a few are needed in order)."""
+        return list(self._slots.waiting())
+
+    def next_attempt(self, update: StatusUpdate) -> float:
+        """When a waiting update may go next (loop time): its timer, or its partition's next probe; for the
+        keys behind the first of a held partition's line, that is when they may go at the earliest."""
+        return self._slots.next_attempt(update)
+
+    def waits_in_line(self, update: StatusUpdate) -> bool:
+        """Whether a waiting update waits in its held partition's line (not on a timer of its own)."""
+        return self._slots.waits_in_line(update)
+
+    @property
+    def waiting_count(self) -> int:
+        """How many updates wait for their next attempt (no sorting: cheap enough for every scrape)."""
+        return sum(1 for _ in self._slots.waiting())
+
+    def oldest_unsettled_age(self) -> float:
+        """Seconds since the oldest update without an outcome was submitted (0 when none)."""
+        return self._ledger.oldest_unsettled_age()
+
+    # ----------------------------------------------------------------------------- flush and stop
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until every update submitted before this call has an outcome."""
+        await self._ledger.flush(timeout)
+
+    async def stop(self, timeout: float) -> list[StatusUpdate]:
+        """Send what waits for a retry once more (a held partition: its probe), wait at most ``timeout`` s for
+        every outcome, then fail what is left. Returns the updates that failed because the store stopped;
+        never waits longer. Parked updates stay parked (``parked()``)."""
+        self._scheduler.pause()
+        self._gate.stop_summary()
+        self._keys.retry_waiting_once()
+        # One probe each: if it gets through, the release sends the rest within the bound.
+        self._gate.probe_stalled()
+        self._stopped = True
+        with contextlib.suppress(TimeoutError):
+            await self.flush(timeout)
+        self._scheduler.close()
+        lost = self._ledger.unsettled_updates()
+        for update in lost:
+            self._ledger.finish(update, Result.FAILED, "the store stopped before Kafka acknowledged the write",
+                                stopped=True)
+        self._slots.keep_parked()
+        return lost

@@ -1,0 +1,147 @@
+"""What a caller of the retry queue holds: the ``StatusUpdate`` handle, its ``Outcome``, and the listener and
+policy types (pure: no Kafka, no scheduler)."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from ..errors import WriteFailedError
+from .backoff import Backoff, RetryMode
+from .budget import RetryBudget
+from .delivery import Delivery
+
+# The partition of a key (Kafka's partitioner).
+Route = Callable[[str], int]
+# Asked before each send of an update (True: a retry): a reason not to send it any more, or None.
+Abandon = Callable[[bool], str | None]
+
+
+class UpdateKind(enum.StrEnum):
+    """What an update writes: a status record of the status topic, or an event of an append-only topic."""
+
+    CONNECTOR = "connector"
+    TASK = "task"
+    TOPIC = "topic"
+    HISTORY = "history"
+    DEAD_LETTER = "dead-letter"
+
+
+STATUS_KINDS = (UpdateKind.CONNECTOR, UpdateKind.TASK, UpdateKind.TOPIC)
+
+
+class Result(enum.StrEnum):
+    """How an update ended."""
+
+    WRITTEN = "written"
+    FAILED = "failed"
+    SUPERSEDED = "superseded"
+
+
+class Outcome(NamedTuple):
+    """The end of one status update. Immutable; a named tuple rather than a frozen dataclass because one is made
+    per write, and a frozen dataclass's constructor costs three times as much (a call per field)."""
+
+    key: str
+    result: Result
+    attempts: int
+    reason: str
+    delivery: Delivery | None = None
+    error: WriteFailedError | None = None
+    # Failed only because the store stopped first: not settled in Kafka's eyes either way.
+    stopped: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when this value is durable in Kafka."""
+        return self.result is Result.WRITTEN
+
+
+class StatusUpdate:
+    """One submitted write as its caller sees it: key, kind and value, attempts so far, and, once settled, its
+    outcome (``result()`` waits for it)."""
+
+    __slots__ = ("_abandon", "_future", "attempts", "key", "kind", "last_error", "number", "outcome", "safe",
+                 "submitted_at", "value")
+
+    def __init__(self, key: str, value: bytes | None, kind: UpdateKind, abandon: Abandon | None = None,
+                 safe: bool = False) -> None:
+        self.key, self.value, self.kind, self.safe = key, value, kind, safe
+        self.attempts = 0
+        # The queue's sequence number (submission order), and the loop time of the submission.
+        self.number = 0
+        self.submitted_at = 0.0
+        self.last_error: WriteFailedError | None = None
+        self.outcome: Outcome | None = None
+        self._future: asyncio.Future[Outcome] | None = None
+        # The owner's check before each send (Connect's rules: ``abandoned``).
+        self._abandon = abandon
+
+    def done(self) -> bool:
+        """True once the update has an outcome."""
+        return self.outcome is not None
+
+    async def result(self, timeout: float | None = None) -> Outcome:
+        """Wait for the outcome (it never raises for a failed write: see ``Outcome.result``)."""
+        if self.outcome is not None:
+            return self.outcome
+        if self._future is None:
+            self._future = asyncio.get_running_loop().create_future()
+        return await asyncio.wait_for(asyncio.shield(self._future), timeout)
+
+    def settle(self, outcome: Outcome) -> None:
+        """Give the update its outcome (the retry queue does, once)."""
+        self.outcome = outcome
+        if self._future is not None and not self._future.done():
+            self._future.set_result(outcome)
+
+    def abandoned(self, retry: bool) -> str | None:
+        """The owner's reason not to send this update (now, or ``retry``: again) any more; None to send it."""
+        return self._abandon(retry) if self._abandon is not None else None
+
+    def again(self) -> StatusUpdate:
+        """A new update of the same write (a parked update submitted again)."""
+        return StatusUpdate(self.key, self.value, self.kind, self._abandon, self.safe)
+
+    def __repr__(self) -> str:
+        return f"StatusUpdate({self.key!r}, attempts={self.attempts}, outcome={self.outcome})"
+
+
+class RetryListener(Protocol):
+    """Receives the queue's events (metrics, history, the spool). A listener that raises is logged and
+    counted, never allowed to stop the queue. A class that subclasses it keeps these do-nothing methods
+    for the events it does not care about."""
+
+    def on_submitted(self, update: StatusUpdate) -> None:
+        """An update was submitted."""
+        return None
+
+    def on_retry(self, update: StatusUpdate) -> None:
+        """An update is about to be sent again."""
+        return None
+
+    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
+        """An update has its outcome."""
+        return None
+
+    def on_unparked(self, update: StatusUpdate, again: StatusUpdate | None, reason: str) -> None:
+        """A parked update left the queue: submitted ``again``, or (None) dropped for ``reason``."""
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """When to retry: the mode, the backoff, the retry limit, the optional total time bound (seconds), the
+    optional retry budget (per-update mode), the schedule of a held partition's probes (default: the
+    backoff), and the most updates that may be pending at once (None: no bound)."""
+
+    backoff: Backoff
+    max_retries: int
+    timeout: float | None = None
+    budget: RetryBudget | None = None
+    mode: RetryMode = RetryMode.PARTITION
+    probe_backoff: Backoff | None = None
+    max_pending: int | None = None
