@@ -25,17 +25,17 @@ import java.util.UUID;
  * pending and writes them to a shared {@link Topic} at once or when released, never after this agent session's
  * lease has ended (unless the agent sent "final").
  */
-final class FakeSidecar {
+public final class FakeSidecar {
     enum Answering { OK, UNAVAILABLE, LATE }
 
     final Topic topic;
-    volatile String clusterId = "cluster-1";
+    public volatile String clusterId = "cluster-1";
     volatile String statusTopic = "connect-status";
     volatile long protocol = 1;
     volatile Answering answering = Answering.OK;
     volatile long lateMs = 400;
     /** Write each item as soon as it is taken; when false items wait for {@link #release}. */
-    volatile boolean writeAtOnce = true;
+    public volatile boolean writeAtOnce = true;
     final Set<String> refuse = new HashSet<>();
     final Set<String> drop = new HashSet<>();
     final Map<String, Long> attempts = new LinkedHashMap<>();
@@ -50,12 +50,12 @@ final class FakeSidecar {
     private boolean finalSeen;
     private int gets;
 
-    FakeSidecar(Topic topic) {
+    public FakeSidecar(Topic topic) {
         this.topic = topic;
     }
 
     /** Starts (again, on the same port, as a new instance with no memory of the old one). */
-    synchronized FakeSidecar start() throws IOException {
+    public synchronized FakeSidecar start() throws IOException {
         server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 0);
         port = server.getAddress().getPort();
         instance = UUID.randomUUID().toString();
@@ -68,7 +68,7 @@ final class FakeSidecar {
         return this;
     }
 
-    void stop() {
+    public void stop() {
         HttpServer s;
         synchronized (this) {
             s = server;
@@ -79,7 +79,7 @@ final class FakeSidecar {
         }
     }
 
-    String url() {
+    public String url() {
         return "http://127.0.0.1:" + port;
     }
 
@@ -87,7 +87,7 @@ final class FakeSidecar {
         return instance;
     }
 
-    synchronized List<Map<?, ?>> posts() {
+    public synchronized List<Map<?, ?>> posts() {
         return new ArrayList<>(posts);
     }
 

@@ -6,12 +6,15 @@ import java.util.List;
 import java.util.Map;
 
 /** The status topic as the tests see it: every write of either path, in the order it landed. */
-final class Topic {
+public final class Topic {
+    public Topic() {
+    }
+
     /** One landed write: its key, its marker (the test puts "v<n>" in the trace), which path, when. */
-    static final class Record {
-        final String key;
-        final String marker;
-        final String via;
+    public static final class Record {
+        public final String key;
+        public final String marker;
+        public final String via;
         final long at;
 
         Record(String key, String marker, String via, long at) {
@@ -33,7 +36,7 @@ final class Topic {
         records.add(new Record(key, marker, via, FakeSidecar.now()));
     }
 
-    synchronized List<Record> records() {
+    public synchronized List<Record> records() {
         return new ArrayList<>(records);
     }
 
