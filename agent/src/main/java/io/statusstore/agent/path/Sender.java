@@ -10,6 +10,7 @@ import io.statusstore.agent.sidecar.SidecarException;
 import io.statusstore.agent.sidecar.SidecarIdentity;
 import io.statusstore.agent.status.StatusUpdate;
 
+import java.util.Collections;
 import java.util.List;
 import java.util.UUID;
 
@@ -120,6 +121,9 @@ public final class Sender implements Runnable {
             SidecarIdentity identity = client.identify();
             why = identity.mismatch(clusterId, statusTopic);
             if (why == null) {
+                // An empty request proves the token and the agent route before anything is handed over.
+                client.post(AgentRequest.encode(agentId, router.workerId(), router.ack(), options.leaseMs,
+                        System.currentTimeMillis(), false, Collections.<StatusUpdate>emptyList()));
                 instance = identity.instance;
                 quiesceDeadline = now + options.quietTimeoutMs;
                 router.toQuiescing();
@@ -127,14 +131,20 @@ public final class Sender implements Runnable {
             }
             line = "the sidecar at " + client.url() + " " + why;
         } catch (SidecarException e) {
-            why = "unreachable";
-            line = "the sidecar at " + client.url() + " does not answer (" + e.getMessage() + ")";
+            why = refuses(e) ? "refuses " + e.status : "unreachable";
+            line = "the sidecar at " + client.url() + (refuses(e) ? " refuses the agent: " : " does not answer: ")
+                    + e.getMessage();
         }
         if (!why.equals(lastConnectLine)) {
             lastConnectLine = why;
-            AgentLog.warn(line + ": statuses stay on Connect's own path; checking again every "
+            AgentLog.warn(line + "; statuses stay on Connect's own path, checking again every "
                     + options.probeIntervalMs + " ms");
         }
+    }
+
+    /** An answer that waiting will not change: bad token (401, 403), no agent route (404), a request it rejects. */
+    private static boolean refuses(SidecarException e) {
+        return e.status == 400 || e.status == 401 || e.status == 403 || e.status == 404;
     }
 
     private void onQuiescing() throws InterruptedException {
@@ -234,7 +244,11 @@ public final class Sender implements Runnable {
             nextPollAt = now() + (router.flushWaiting() ? FLUSH_POLL_MS : options.pollIntervalMs);
         } catch (SidecarException e) {
             router.returnBatch(batch);
-            away(e);
+            if (refuses(e)) {
+                router.toFencing("the sidecar at " + client.url() + " refuses the agent: " + e.getMessage());
+            } else {
+                away(e);
+            }
         }
     }
 

@@ -22,9 +22,12 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
+import javax.management.MBeanServer;
+import javax.management.ObjectName;
 import java.io.File;
 import java.lang.instrument.ClassFileTransformer;
 import java.lang.instrument.Instrumentation;
+import java.lang.management.ManagementFactory;
 import java.lang.reflect.Field;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
@@ -131,6 +134,15 @@ class RealStoreInterceptionTest {
             assertTrue(updates.get(0).containsKey("version"), "Connect 4.4's statuses carry KIP-891's version");
             assertEquals("DESTROYED", updates.get(4).get("state"));
 
+            MBeanServer server = ManagementFactory.getPlatformMBeanServer();
+            ObjectName kip = new ObjectName("kafka.connect:type=status-backing-store-metrics,client-id=connect-it-statuses");
+            assertEquals(5.0, server.getAttribute(kip, "status-update-success-total"));
+            assertEquals(0.0, server.getAttribute(kip, "status-update-retry-total"));
+            assertEquals(0.0, server.getAttribute(kip, "status-update-failure-total"));
+            ObjectName own = new ObjectName("kafka.connect:type=status-store-agent-metrics,client-id=connect-it-statuses");
+            assertEquals(5.0, server.getAttribute(own, "handed-over-total"));
+            assertEquals(1.0, server.getAttribute(own, "on-sidecar-path"));
+
             // The sidecar goes away: past fallback.after.ms the agent gives what is unsettled to the store's own methods.
             sidecar.stop();
             log.failNext.set(2);
@@ -145,6 +157,10 @@ class RealStoreInterceptionTest {
             store.put(new ConnectorStatus("e", AbstractStatus.State.RUNNING, "w:8083", 1));
             assertEquals(2, log.sent.size(), "on Connect's own path the original runs in the worker's thread");
             assertTrue(new StoreOriginals(store, bound.sends, null).quiet(100));
+
+            assertEquals(0.0, server.getAttribute(own, "on-sidecar-path"));
+            assertEquals(2.0, server.getAttribute(own, "path-switches-total"));
+            assertEquals(2.0, server.getAttribute(own, "fallen-back-total"), "the drained PAUSED and the direct put");
 
             store.stop();
             assertEquals(Router.Path.STOPPED, bound.router().path());

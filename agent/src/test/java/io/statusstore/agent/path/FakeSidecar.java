@@ -34,6 +34,8 @@ public final class FakeSidecar {
     volatile long protocol = 1;
     volatile Answering answering = Answering.OK;
     volatile long lateMs = 400;
+    /** The bearer token requests must carry (401 otherwise), or null for none. */
+    volatile String token;
     /** Write each item as soon as it is taken; when false items wait for {@link #release}. */
     public volatile boolean writeAtOnce = true;
     final Set<String> refuse = new HashSet<>();
@@ -47,6 +49,8 @@ public final class FakeSidecar {
     private final Map<String, Map<?, ?>> pending = new LinkedHashMap<>();
     private final TreeMap<Long, Map<String, Object>> outcomes = new TreeMap<>();
     private long leaseUntil = Long.MAX_VALUE;
+    /** Each request's arrival and the lease end it granted. */
+    private final List<long[]> leases = new ArrayList<>();
     private boolean finalSeen;
     private int gets;
 
@@ -104,6 +108,17 @@ public final class FakeSidecar {
         return leaseUntil;
     }
 
+    /** The latest lease end granted by the requests that arrived before {@code at}. */
+    synchronized long leaseEndBefore(long at) {
+        long end = -1;
+        for (long[] lease : leases) {
+            if (lease[0] < at) {
+                end = Math.max(end, lease[1]);
+            }
+        }
+        return end;
+    }
+
     synchronized boolean finalSeen() {
         return finalSeen;
     }
@@ -150,6 +165,11 @@ public final class FakeSidecar {
                 answer(exchange, 404, "{}");
                 return;
             }
+            String expected = token;
+            if (expected != null && !("Bearer " + expected).equals(exchange.getRequestHeaders().getFirst("Authorization"))) {
+                answer(exchange, 401, "{\"detail\":\"bad token\"}");
+                return;
+            }
             Map<?, ?> body = (Map<?, ?>) JsonReader.parse(read(exchange.getRequestBody()));
             Answering how = answering;
             if (how == Answering.UNAVAILABLE) {
@@ -175,6 +195,7 @@ public final class FakeSidecar {
         long lease = (Long) body.get("lease_ms");
         long sentAgo = System.currentTimeMillis() - (Long) body.get("sent_at_ms");
         leaseUntil = now() + lease - Math.max(0, sentAgo);
+        leases.add(new long[] {now(), leaseUntil});
         if (Boolean.TRUE.equals(body.get("final"))) {
             finalSeen = true;
         }

@@ -32,16 +32,23 @@ final class Harness implements AutoCloseable {
     final Map<String, String> newest = new LinkedHashMap<>();
     AgentOptions options;
     Router router;
+    /** The token the agent sends (as STATUS_STORE_SIDECAR_REST_TOKEN), or null. */
+    String token;
     private Thread thread;
     private int version;
 
     /** Starts the sidecar, then the agent with the test timings and {@code extra} options. */
     Harness start(String extra) throws Exception {
         sidecar.start();
-        options = AgentOptions.parse("url=" + sidecar.url() + "," + TIMINGS + (extra.isEmpty() ? "" : "," + extra),
-                Collections.<String, String>emptyMap());
+        Map<String, String> given = new LinkedHashMap<>();
+        for (String option : (TIMINGS + (extra.isEmpty() ? "" : "," + extra)).split(",")) {
+            given.put(option.substring(0, option.indexOf('=')), option);
+        }
+        options = AgentOptions.parse("url=" + sidecar.url() + "," + String.join(",", given.values()),
+                token == null ? Collections.<String, String>emptyMap()
+                        : Collections.singletonMap(AgentOptions.TOKEN_ENV, token));
         router = new Router(options.maxKeys, metrics);
-        Sender sender = new Sender(options, router, new SidecarClient(options.url, null, options.connectTimeoutMs,
+        Sender sender = new Sender(options, router, new SidecarClient(options.url, options.token, options.connectTimeoutMs,
                 options.readTimeoutMs), connect, metrics, "cluster-1", "connect-status");
         thread = new Thread(sender, "test-sender");
         thread.setDaemon(true);

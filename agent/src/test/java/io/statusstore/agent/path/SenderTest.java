@@ -12,6 +12,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** The sender between a sidecar that answers, refuses, is late, wrong or restarted, and Connect's own path. */
 class SenderTest {
+    private static long updatesSent(Harness h) {
+        return h.sidecar.posts().stream().mapToLong(p -> ((java.util.List<?>) p.get("updates")).size()).sum();
+    }
+
     @Test
     void handsOverInOrderAndSettlesOnOutcomes() throws Exception {
         try (Harness h = new Harness().start("")) {
@@ -42,7 +46,7 @@ class SenderTest {
             assertTrue(h.write("c", 0, "PAUSED"), "while quiescing, writes wait in the table");
             Thread.sleep(300);
             assertEquals(Router.Path.QUIESCING, h.router.path());
-            assertTrue(h.sidecar.posts().isEmpty(), "nothing handed over while Connect's re-send may still land");
+            assertEquals(0, updatesSent(h), "nothing handed over while Connect's re-send may still land");
             h.connect.release();
             h.awaitPath(Router.Path.SIDECAR, 2_000);
             h.awaitNewestLanded(2_000);
@@ -117,7 +121,9 @@ class SenderTest {
             h.assertInvariants();
             List<Topic.Record> connect = h.connectWrites();
             assertEquals(2, connect.size(), "Connect's own path wrote the two unsettled keys: " + h.topic.records());
-            assertTrue(connect.get(0).at > h.sidecar.leaseEnd(), "Connect's path wrote only after the lease ended");
+            long firstConnectWrite = connect.get(0).at;
+            assertTrue(firstConnectWrite > h.sidecar.leaseEndBefore(firstConnectWrite),
+                    "Connect's path wrote only after the lease ended");
             assertEquals(3, h.metrics.switchesTotal(), "to the sidecar, back to Connect, to the sidecar again");
         }
     }
@@ -160,9 +166,34 @@ class SenderTest {
                 Harness.await(() -> h.sidecar.gets() >= 3, 2_000, "probes");
                 assertFalse(h.write("c", 0, "RUNNING"));
                 assertEquals(Router.Path.CONNECT, h.router.path());
-                assertTrue(h.sidecar.posts().isEmpty());
+                assertEquals(0, updatesSent(h));
                 h.assertInvariants();
             }
+        }
+    }
+
+    @Test
+    void aSidecarThatRefusesTheTokenIsNeverGivenAnythingAndLeftAtOnce() throws Exception {
+        try (Harness h = new Harness()) {
+            h.sidecar.token = "right";
+            h.token = "wrong";
+            h.start("");
+            Harness.await(() -> h.sidecar.gets() >= 3, 2_000, "probes");
+            assertFalse(h.write("c", 0, "RUNNING"));
+            assertEquals(Router.Path.CONNECT, h.router.path());
+            assertTrue(h.sidecar.posts().isEmpty());
+        }
+        try (Harness h = new Harness()) {
+            h.sidecar.token = "right";
+            h.token = "right";
+            h.start("fallback.after.ms=60000");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.token = "rotated";
+            h.write("c", 0, "RUNNING");
+            h.awaitPath(Router.Path.CONNECT, 2_000);
+            h.awaitNewestLanded(1_000);
+            h.assertInvariants();
+            assertEquals(1, h.connectWrites().size());
         }
     }
 
