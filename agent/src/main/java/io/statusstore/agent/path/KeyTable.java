@@ -6,7 +6,6 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 
@@ -47,10 +46,6 @@ final class KeyTable {
         }
         entry.unsent = update.safe && entry.holdsUnconditional() ? update.unconditional() : update;
         return true;
-    }
-
-    boolean contains(String key) {
-        return entries.containsKey(key);
     }
 
     /** Moves up to {@code max} unsent writes, oldest first, to their sending slot and returns them. */
@@ -193,17 +188,6 @@ final class KeyTable {
         if (entry.unsent == null && entry.sending == null && entry.pending == null) {
             entries.remove(key);
         }
-    }
-
-    /** For tests: the key's slots, unsent, sending, pending. */
-    StatusUpdate[] slots(String key) {
-        Entry entry = entries.get(key);
-        return entry == null ? null : entry.slots();
-    }
-
-    /** For tests: keys in the table. */
-    Iterator<String> keys() {
-        return entries.keySet().iterator();
     }
 
     private static final class Entry {

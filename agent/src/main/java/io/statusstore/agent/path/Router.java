@@ -17,15 +17,16 @@ import java.util.Set;
  * and the sender share. Worker threads only call {@link #offer}, which never waits on I/O.
  *
  * <pre>
- *   CONNECT --(sidecar answers, right cluster and topic)--> QUIESCING --(Connect's path quiet)--> SIDECAR
- *      ^                                                        |                                  |
- *      |                                   (not quiet in time)  v        (away too long, table full,
- *      +------------------(table empty)------------------- DRAINING <-- FENCING <--- wrong sidecar, stop)
- *                                                                  (lease expired)
+ *   CONNECT ---(the right sidecar answers)---> QUIESCING ---(Connect's own path quiet)---> SIDECAR
+ *      ^                                           |                                        |
+ *      |                       (not quiet in time, | stop, table full)     (away too long,  | table full,
+ *      |                                           v                        wrong sidecar,  v refused, stop)
+ *      +-------------(table empty)------------ DRAINING <------(the lease ended)------- FENCING
  * </pre>
- * On CONNECT (and STOPPED) the worker's own methods run. On every other path writes enter the table; a write
- * of a key not in a full table runs the original at once, which is safe because nothing of that key is
- * unsettled at the sidecar (and on SIDECAR it starts the fall back, on QUIESCING it ends the quiescing).
+ * On CONNECT (and STOPPED, once the store stopped) the worker's own methods run. On every other path writes
+ * enter the table; a write of a key not in a full table runs the original at once, which is safe because
+ * nothing of that key is unsettled at the sidecar (on SIDECAR it starts the fall back, on QUIESCING it ends
+ * the quiescing).
  */
 public final class Router {
     /** The paths, as in the diagram above. */

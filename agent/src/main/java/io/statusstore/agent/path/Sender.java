@@ -57,6 +57,7 @@ public final class Sender implements Runnable {
     private boolean needIdentity = true;
     private boolean finalSent;
     private boolean everOnSidecar;
+    private boolean notQuietLogged;
     private String instance;
     private String lastConnectLine;
 
@@ -86,8 +87,8 @@ public final class Sender implements Runnable {
         }
     }
 
-    /** One turn of the loop: what the current path asks for. Visible for tests. */
-    void step() throws InterruptedException {
+    /** One turn of the loop: what the current path asks for. */
+    private void step() throws InterruptedException {
         if (stopRequestedAt < 0 && router.stopRequested()) {
             stopRequestedAt = now();
         }
@@ -161,7 +162,10 @@ public final class Sender implements Runnable {
         if (now() >= quiesceDeadline) {
             router.toDraining();
             nextProbeAt = now() + options.probeIntervalMs;
-            lastConnectLine = "not quiet";
+            if (notQuietLogged) {
+                return;
+            }
+            notQuietLogged = true;
             AgentLog.warn("Connect's own status path still has writes in flight or queued to re-send after "
                     + options.quietTimeoutMs + " ms (quiet.timeout.ms): statuses stay on it; trying again in "
                     + options.probeIntervalMs + " ms");
@@ -179,6 +183,7 @@ public final class Sender implements Runnable {
                 ? "back on the sidecar at " + where + " after " + (now - connectSince) + " ms on Connect's own path"
                 : "handing the worker's statuses to the sidecar at " + where);
         everOnSidecar = true;
+        notQuietLogged = false;
         connectSince = -1;
         lastConnectLine = null;
         awaySince = -1;

@@ -19,8 +19,6 @@ public final class StatusUpdate {
         }
     }
 
-    public static final String DESTROYED = "DESTROYED";
-
     public final long seq;
     public final Kind kind;
     public final String connector;
@@ -94,11 +92,6 @@ public final class StatusUpdate {
     public StatusUpdate unconditional() {
         return !safe ? this : new StatusUpdate(seq, kind, connector, task, topic, state, trace, workerId, generation,
                 hasVersion, version, discoverTimestamp, false, source);
-    }
-
-    /** A connector or task status whose state is DESTROYED: Connect writes it as a tombstone of its key. */
-    public boolean isTombstone() {
-        return DESTROYED.equals(state) || kind == Kind.DELETE_TOPIC;
     }
 
     @Override

@@ -125,13 +125,17 @@ final class Harness implements AutoCloseable {
     }
 
     @Override
-    public void close() throws InterruptedException {
+    public void close() {
         if (router != null) {
             router.requestStop();
             router.finish();
         }
         if (thread != null) {
-            thread.join(5_000);
+            try {
+                thread.join(5_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
         }
         sidecar.stop();
     }
