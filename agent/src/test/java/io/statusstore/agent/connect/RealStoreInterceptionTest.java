@@ -4,9 +4,11 @@ import io.statusstore.agent.AgentOptions;
 import io.statusstore.agent.path.FakeSidecar;
 import io.statusstore.agent.path.Router;
 import io.statusstore.agent.path.Topic;
+import net.bytebuddy.ByteBuddy;
 import net.bytebuddy.agent.ByteBuddyAgent;
 import net.bytebuddy.description.type.TypeDescription;
 import net.bytebuddy.dynamic.ClassFileLocator;
+import net.bytebuddy.dynamic.DynamicType;
 import net.bytebuddy.pool.TypePool;
 import org.apache.kafka.common.utils.Time;
 import org.apache.kafka.connect.json.JsonConverter;
@@ -92,6 +94,13 @@ class RealStoreInterceptionTest {
         assertTrue(missing.contains("putSafe(TaskStatus)"), missing.toString());
         assertTrue(missing.contains("field kafkaLog (org.apache.kafka.connect.util.KafkaBasedLog)"), missing.toString());
         assertFalse(missing.contains("put(ConnectorStatus)"), missing.toString());
+    }
+
+    @Test
+    void anUnknownStoreIsLeftUntouched() {
+        DynamicType.Builder<?> builder = new ByteBuddy().redefine(NotAStore.class);
+        assertSame(builder, StoreInterception.store(builder, TypeDescription.ForLoadedType.of(NotAStore.class),
+                getClass().getClassLoader(), null, null));
     }
 
     @Test
