@@ -48,11 +48,14 @@ final class KeyTable {
         return true;
     }
 
-    /** Moves up to {@code max} unsent writes, oldest first, to their sending slot and returns them. */
-    List<StatusUpdate> takeBatch(int max) {
+    /**
+     * Moves up to {@code max} unsent writes, oldest first, to their sending slot and returns them; keys held
+     * (see {@link #resendPending}) until after {@code now} wait.
+     */
+    List<StatusUpdate> takeBatch(int max, long now) {
         List<StatusUpdate> unsent = new ArrayList<>();
         for (Entry entry : entries.values()) {
-            if (entry.unsent != null && entry.sending == null) {
+            if (entry.unsent != null && entry.sending == null && entry.heldUntil <= now) {
                 unsent.add(entry.unsent);
             }
         }
@@ -109,8 +112,11 @@ final class KeyTable {
         return true;
     }
 
-    /** The sidecar restarted: what was pending there is to be sent again (the newest write of each key). */
-    int resendPending() {
+    /**
+     * The sidecar restarted: what was pending there is to be sent again (the newest write of each key), not
+     * before {@code holdUntil}: until the old instance's lease ended, it may still write those keys.
+     */
+    int resendPending(long holdUntil) {
         int count = 0;
         for (Entry entry : entries.values()) {
             if (entry.pending != null) {
@@ -118,10 +124,22 @@ final class KeyTable {
                     entry.unsent = entry.pending;
                 }
                 entry.pending = null;
+                entry.heldUntil = Math.max(entry.heldUntil, holdUntil);
                 count++;
             }
         }
         return count;
+    }
+
+    /** The earliest time after {@code now} a held key may be sent, or -1 when none is held. */
+    long nextRelease(long now) {
+        long next = -1;
+        for (Entry entry : entries.values()) {
+            if (entry.unsent != null && entry.heldUntil > now && (next < 0 || entry.heldUntil < next)) {
+                next = entry.heldUntil;
+            }
+        }
+        return next;
     }
 
     /**
@@ -194,6 +212,8 @@ final class KeyTable {
         StatusUpdate unsent;
         StatusUpdate sending;
         StatusUpdate pending;
+        /** Not sent before this time (ms): an old sidecar instance may still write this key until then. */
+        long heldUntil;
 
         StatusUpdate newest() {
             return unsent != null ? unsent : sending != null ? sending : pending;

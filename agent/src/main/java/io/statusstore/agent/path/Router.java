@@ -92,8 +92,19 @@ public final class Router {
     // ---- the sender's side -------------------------------------------------------------------------------
 
     /** Up to {@code max} unsent writes, oldest first, now sending (none unless on the sidecar path). */
-    synchronized List<StatusUpdate> takeBatch(int max) {
-        return path == Path.SIDECAR ? table.takeBatch(max) : Collections.<StatusUpdate>emptyList();
+    synchronized List<StatusUpdate> takeBatch(int max, long now) {
+        return path == Path.SIDECAR ? table.takeBatch(max, now) : Collections.<StatusUpdate>emptyList();
+    }
+
+    /** The sidecar is a new instance: what was pending at the old one is sent again from {@code holdUntil}. */
+    synchronized void sidecarRestarted(long holdUntil) {
+        table.resendPending(holdUntil);
+        notifyAll();
+    }
+
+    /** When the next held key may be sent, or -1. */
+    synchronized long nextRelease(long now) {
+        return table.nextRelease(now);
     }
 
     /** A request failed: its writes are unsent again (unless newer writes of their keys are). */
@@ -103,14 +114,8 @@ public final class Router {
         }
     }
 
-    /**
-     * Applies the sidecar's answer to a request; returns the writes it refused for good (for one log line each).
-     * {@code restarted}: the sidecar is a new instance, so what was pending at the old one is sent again.
-     */
-    synchronized List<AgentAnswer.Item> apply(List<StatusUpdate> batch, AgentAnswer answer, boolean restarted) {
-        if (restarted) {
-            table.resendPending();
-        }
+    /** Applies the sidecar's answer to a request; returns the writes it refused for good (for one log line each). */
+    synchronized List<AgentAnswer.Item> apply(List<StatusUpdate> batch, AgentAnswer answer) {
         Map<Long, StatusUpdate> sent = new HashMap<>();
         for (StatusUpdate u : batch) {
             sent.put(u.seq, u);

@@ -213,6 +213,7 @@ public final class Sender implements Runnable {
                 router.toFencing("the sidecar at " + client.url() + " now " + why);
                 return;
             }
+            noteInstance(identity.instance, lastPostAt);
             needIdentity = false;
         }
         if (stopping && router.size() == 0) {
@@ -222,7 +223,7 @@ public final class Sender implements Runnable {
         if (router.flushWaiting()) {
             nextPollAt = Math.min(nextPollAt, lastPostAt + FLUSH_POLL_MS);
         }
-        List<StatusUpdate> batch = router.takeBatch(options.batchSize);
+        List<StatusUpdate> batch = router.takeBatch(options.batchSize, now);
         boolean poll = batch.isEmpty() && router.hasPending() && now >= nextPollAt;
         if (batch.isEmpty() && !poll && !(stopping && !finalSent)) {
             if (stopping && !router.hasUnsent()) {
@@ -231,16 +232,20 @@ public final class Sender implements Runnable {
                 return;
             }
             long wait = router.hasPending() ? nextPollAt - now : options.probeIntervalMs;
+            long release = router.nextRelease(now);
+            if (release > 0) {
+                wait = Math.min(wait, release - now);
+            }
             router.await(Math.max(1, wait));
             return;
         }
+        long previousPostAt = lastPostAt;
         lastPostAt = now;
         try {
             AgentAnswer answer = client.post(AgentRequest.encode(agentId, router.workerId(), router.ack(),
                     options.leaseMs, System.currentTimeMillis(), stopping, batch));
-            boolean restarted = instance != null && !instance.equals(answer.instance);
-            instance = answer.instance;
-            for (AgentAnswer.Item refused : router.apply(batch, answer, restarted)) {
+            noteInstance(answer.instance, previousPostAt);
+            for (AgentAnswer.Item refused : router.apply(batch, answer)) {
                 AgentLog.warn("the sidecar refused the status of " + refused.key + " for good: " + refused.reason);
             }
             finalSent = stopping;
@@ -255,6 +260,19 @@ public final class Sender implements Runnable {
                 away(e);
             }
         }
+    }
+
+    /**
+     * A sidecar instance other than the one last spoken to: the old one may live on (a pod still terminating),
+     * writing what it holds of this session until its lease ends, so the keys pending there wait until then.
+     * Learnt from {@code GET /} before any request after a failure; from an answer only when no failure came
+     * between (then that request's items already went to the new instance: see PROTOCOL-NOTES.md).
+     */
+    private void noteInstance(String seen, long lastPostToOld) {
+        if (instance != null && !instance.equals(seen)) {
+            router.sidecarRestarted(lastPostToOld + options.leaseMs + FENCE_MARGIN_MS);
+        }
+        instance = seen;
     }
 
     /** The sidecar did not take a request: retry soon, and fall back once it has been away too long. */

@@ -49,6 +49,8 @@ public final class FakeSidecar {
     private final Map<String, Map<?, ?>> pending = new LinkedHashMap<>();
     private final TreeMap<Long, Map<String, Object>> outcomes = new TreeMap<>();
     private long leaseUntil = Long.MAX_VALUE;
+    private final Map<String, Map<?, ?>> oldPending = new LinkedHashMap<>();
+    private long oldLeaseUntil = -1;
     /** Each request's arrival and the lease end it granted. */
     private final List<long[]> leases = new ArrayList<>();
     private boolean finalSeen;
@@ -70,6 +72,35 @@ public final class FakeSidecar {
         server.createContext("/", this::handle);
         server.start();
         return this;
+    }
+
+    /**
+     * A new instance takes over while the old one lives on (a pod still terminating): the old one's pending
+     * items stay with it, to be written by {@link #releaseOld} while its lease runs.
+     */
+    synchronized void replaceKeepingOld() {
+        oldPending.clear();
+        oldPending.putAll(pending);
+        oldLeaseUntil = leaseUntil;
+        pending.clear();
+        outcomes.clear();
+        leaseUntil = Long.MAX_VALUE;
+        instance = UUID.randomUUID().toString();
+    }
+
+    /** The old instance writes what it held, if its lease still runs; returns how many. */
+    synchronized int releaseOld() {
+        if (now() > oldLeaseUntil) {
+            return 0;
+        }
+        for (Map<?, ?> item : oldPending.values()) {
+            topic.append(key(item), (String) item.get("trace"), "old sidecar");
+        }
+        return oldPending.size();
+    }
+
+    synchronized long oldLeaseEnd() {
+        return oldLeaseUntil;
     }
 
     public void stop() {

@@ -34,10 +34,10 @@ class KeyTableTest {
             assertTrue(table.offer(u));
         }
         assertEquals(3, table.size());
-        List<StatusUpdate> batch = table.takeBatch(2);
+        List<StatusUpdate> batch = table.takeBatch(2, 0);
         assertEquals(seqs(java.util.Arrays.asList(b1, a2)), seqs(batch));
-        assertEquals(seqs(java.util.Arrays.asList(c1)), seqs(table.takeBatch(10)));
-        assertTrue(table.takeBatch(10).isEmpty());
+        assertEquals(seqs(java.util.Arrays.asList(c1)), seqs(table.takeBatch(10, 0)));
+        assertTrue(table.takeBatch(10, 0).isEmpty());
     }
 
     @Test
@@ -57,13 +57,13 @@ class KeyTableTest {
         KeyTable table = new KeyTable(10);
         StatusUpdate a1 = task("a", 0, "RUNNING", false);
         table.offer(a1);
-        table.takeBatch(10);
+        table.takeBatch(10, 0);
         table.accepted(a1);
         assertTrue(table.hasPending());
         assertEquals(a1.seq, table.lowestUnsettledSeq());
         StatusUpdate a2 = task("a", 0, "PAUSED", false);
         table.offer(a2);
-        table.takeBatch(10);
+        table.takeBatch(10, 0);
         table.accepted(a2);
         assertFalse(table.settle(a1.key, a1.seq), "the outcome of a replaced write settles nothing");
         assertEquals(1, table.size());
@@ -79,13 +79,13 @@ class KeyTableTest {
         StatusUpdate b1 = task("b", 0, "RUNNING", false);
         table.offer(a1);
         table.offer(b1);
-        List<StatusUpdate> batch = table.takeBatch(10);
+        List<StatusUpdate> batch = table.takeBatch(10, 0);
         StatusUpdate a2 = task("a", 0, "PAUSED", false);
         table.offer(a2);
         for (StatusUpdate u : batch) {
             table.returned(u);
         }
-        assertEquals(seqs(java.util.Arrays.asList(b1, a2)), seqs(table.takeBatch(10)));
+        assertEquals(seqs(java.util.Arrays.asList(b1, a2)), seqs(table.takeBatch(10, 0)));
     }
 
     @Test
@@ -93,7 +93,7 @@ class KeyTableTest {
         KeyTable table = new KeyTable(10);
         StatusUpdate a1 = task("a", 0, "UNASSIGNED", true);
         table.offer(a1);
-        table.takeBatch(10);
+        table.takeBatch(10, 0);
         table.settledOnArrival(a1);
         assertTrue(table.isEmpty());
     }
@@ -105,14 +105,32 @@ class KeyTableTest {
         StatusUpdate b1 = task("b", 0, "RUNNING", false);
         table.offer(a1);
         table.offer(b1);
-        table.takeBatch(10);
+        table.takeBatch(10, 0);
         table.accepted(a1);
         table.accepted(b1);
         StatusUpdate b2 = task("b", 0, "PAUSED", false);
         table.offer(b2);
-        assertEquals(2, table.resendPending());
+        assertEquals(2, table.resendPending(0));
         assertFalse(table.hasPending());
-        assertEquals(seqs(java.util.Arrays.asList(a1, b2)), seqs(table.takeBatch(10)));
+        assertEquals(seqs(java.util.Arrays.asList(a1, b2)), seqs(table.takeBatch(10, 0)));
+    }
+
+    @Test
+    void keysPendingAtARestartedSidecarWaitUntilTheOldLeaseEnded() {
+        KeyTable table = new KeyTable(10);
+        StatusUpdate a1 = task("a", 0, "RUNNING", false);
+        table.offer(a1);
+        table.takeBatch(10, 0);
+        table.accepted(a1);
+        table.resendPending(1_000);
+        StatusUpdate a2 = task("a", 0, "PAUSED", false);
+        StatusUpdate b1 = task("b", 0, "RUNNING", false);
+        table.offer(a2);
+        table.offer(b1);
+        assertEquals(seqs(java.util.Arrays.asList(b1)), seqs(table.takeBatch(10, 999)), "a key not held goes at once");
+        assertEquals(1_000, table.nextRelease(999));
+        assertEquals(seqs(java.util.Arrays.asList(a2)), seqs(table.takeBatch(10, 1_000)));
+        assertEquals(-1, table.nextRelease(1_000));
     }
 
     @Test
@@ -121,12 +139,12 @@ class KeyTableTest {
         StatusUpdate put = task("a", 0, "RUNNING", false);
         table.offer(put);
         table.offer(task("a", 0, "UNASSIGNED", true));
-        StatusUpdate sent = table.takeBatch(10).get(0);
+        StatusUpdate sent = table.takeBatch(10, 0).get(0);
         assertEquals("UNASSIGNED", sent.state);
         assertFalse(sent.safe, "had the put been written, the same worker's putSafe would have passed");
         table.accepted(sent);
         table.offer(task("b", 0, "UNASSIGNED", true));
-        assertTrue(table.takeBatch(10).get(0).safe, "a putSafe alone stays safe");
+        assertTrue(table.takeBatch(10, 0).get(0).safe, "a putSafe alone stays safe");
     }
 
     @Test
@@ -136,7 +154,7 @@ class KeyTableTest {
         StatusUpdate b1 = task("b", 0, "RUNNING", false);
         table.offer(a1);
         table.offer(b1);
-        table.takeBatch(10);
+        table.takeBatch(10, 0);
         table.accepted(a1);
         table.accepted(b1);
         StatusUpdate a2 = task("a", 0, "FAILED", true);

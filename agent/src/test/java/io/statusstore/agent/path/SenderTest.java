@@ -90,10 +90,35 @@ class SenderTest {
             h.sidecar.writeAtOnce = true;
             h.sidecar.start();
             assertFalse(before.equals(h.sidecar.instance()));
-            h.awaitNewestLanded(2_000);
+            h.awaitNewestLanded(4_000);
             h.assertInvariants();
             assertTrue(h.connectWrites().isEmpty());
             assertEquals(Router.Path.SIDECAR, h.router.path());
+        }
+    }
+
+    @Test
+    void aReplacedSidecarStillWritingWhatItHeldNeverLandsOverANewerStatus() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "pending at the old instance");
+            // A new instance answers; the old one, terminating, still holds c-0 RUNNING and writes it late in its lease.
+            h.sidecar.answering = FakeSidecar.Answering.UNAVAILABLE;
+            h.write("c", 0, "PAUSED");
+            h.write("d", 0, "RUNNING");
+            Thread.sleep(100);
+            h.sidecar.replaceKeepingOld();
+            h.sidecar.writeAtOnce = true;
+            h.sidecar.answering = FakeSidecar.Answering.OK;
+            Harness.await(() -> h.topic.latest().containsKey("status-task-d-0"), 2_000, "a key not held goes at once");
+            long left = h.sidecar.oldLeaseEnd() - FakeSidecar.now();
+            Thread.sleep(Math.max(0, left - 50));
+            assertEquals(1, h.sidecar.releaseOld(), "the old instance wrote within its lease");
+            h.awaitNewestLanded(3_000);
+            h.assertInvariants();
+            assertTrue(h.connectWrites().isEmpty());
         }
     }
 
@@ -109,7 +134,8 @@ class SenderTest {
             // Then it is slow, not dead: it still takes what comes, after the agent stopped waiting.
             h.sidecar.answering = FakeSidecar.Answering.LATE;
             h.write("c", 0, "PAUSED");
-            h.awaitPath(Router.Path.FENCING, 6_000);
+            Harness.await(() -> h.metrics.switchesTotal() == 2, 6_000, "the agent left the sidecar");
+            h.write("c", 0, "RUNNING");
             // Its brokers come back while the agent waits out the lease: it writes what it holds, in its lease.
             long left = h.sidecar.leaseEnd() - FakeSidecar.now();
             if (left > 50) {
