@@ -254,6 +254,10 @@ public final class Sender implements Runnable {
             nextPollAt = now() + (router.flushWaiting() ? FLUSH_POLL_MS : options.pollIntervalMs);
         } catch (SidecarException e) {
             router.returnBatch(batch);
+            if (!e.reached) {
+                // Refused at connect: this request renewed no lease, so the fence need not wait for it.
+                lastPostAt = previousPostAt;
+            }
             if (refuses(e)) {
                 router.toFencing("the sidecar at " + client.url() + " refuses the agent: " + e.getMessage());
             } else {

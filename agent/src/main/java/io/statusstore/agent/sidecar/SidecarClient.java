@@ -6,9 +6,12 @@ import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.net.ConnectException;
 import java.net.HttpURLConnection;
+import java.net.NoRouteToHostException;
 import java.net.Proxy;
 import java.net.URL;
+import java.net.UnknownHostException;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -49,7 +52,7 @@ public final class SidecarClient {
         try {
             return JsonReader.parse(text);
         } catch (IllegalArgumentException e) {
-            throw new SidecarException("answered malformed JSON (" + e.getMessage() + ")", 200, -1);
+            throw new SidecarException("answered malformed JSON (" + e.getMessage() + ")", 200, -1, true);
         }
     }
 
@@ -78,11 +81,13 @@ public final class SidecarClient {
             String answer = read(status >= 400 ? c.getErrorStream() : c.getInputStream());
             if (status != 200) {
                 throw new SidecarException(method + " " + path + " answered " + status + brief(answer), status,
-                        retryAfterMs(c.getHeaderField("Retry-After")));
+                        retryAfterMs(c.getHeaderField("Retry-After")), true);
             }
             return answer;
+        } catch (ConnectException | NoRouteToHostException | UnknownHostException e) {
+            throw new SidecarException(method + " " + path + " failed: " + e, 0, -1, false);
         } catch (IOException | RuntimeException e) {
-            throw new SidecarException(method + " " + path + " failed: " + e, 0, -1);
+            throw new SidecarException(method + " " + path + " failed: " + e, 0, -1, true);
         }
     }
 

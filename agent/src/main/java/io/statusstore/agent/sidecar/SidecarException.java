@@ -8,10 +8,13 @@ public final class SidecarException extends Exception {
     public final int status;
     /** The sidecar's Retry-After in milliseconds, or -1. */
     public final long retryAfterMs;
+    /** False when the request surely never reached the sidecar (no connection was made). */
+    public final boolean reached;
 
-    public SidecarException(String message, int status, long retryAfterMs) {
+    public SidecarException(String message, int status, long retryAfterMs, boolean reached) {
         super(message);
         this.status = status;
         this.retryAfterMs = retryAfterMs;
+        this.reached = reached;
     }
 }
