@@ -1,0 +1,164 @@
+package io.statusstore.agent;
+
+import java.io.IOException;
+import java.net.MalformedURLException;
+import java.net.URL;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The agent's options, parsed once from the {@code -javaagent:jar=key=value,key=value} string.
+ *
+ * <p>Every error is an {@link OptionsException} whose message names the option and what is wrong; the agent
+ * then stays out of the worker's way (one log line), never stopping it.
+ */
+public final class AgentOptions {
+    /** The environment variable that carries the sidecar's REST token when no token.file is given. */
+    public static final String TOKEN_ENV = "STATUS_STORE_SIDECAR_REST_TOKEN";
+
+    private static final Set<String> KEYS = new LinkedHashSet<>(Arrays.asList(
+            "url", "token.file", "max.keys", "batch.size", "fallback.after.ms", "lease.ms",
+            "connect.timeout.ms", "read.timeout.ms", "poll.interval.ms", "probe.interval.ms",
+            "quiet.timeout.ms", "stop.timeout.ms", "flush.timeout.ms"));
+
+    public final URL url;
+    /** The bearer token, or null when none is configured. */
+    public final String token;
+    /** The most keys the agent holds unsettled before it falls back to Connect's own path. */
+    public final int maxKeys;
+    public final int batchSize;
+    /** How long the sidecar may be away (unreachable, refusing) before the agent falls back. */
+    public final long fallbackAfterMs;
+    /** How long the sidecar may write this agent's items after the agent's last request (the fence). */
+    public final long leaseMs;
+    public final int connectTimeoutMs;
+    public final int readTimeoutMs;
+    /** How often the agent asks for outcomes while items are pending at the sidecar. */
+    public final long pollIntervalMs;
+    /** How often the agent checks the sidecar while on Connect's own path. */
+    public final long probeIntervalMs;
+    /** How long the agent waits for Connect's own path to go quiet before handing over again. */
+    public final long quietTimeoutMs;
+    /** How long the store's stop() waits for the sidecar before handing what is unsettled to Connect. */
+    public final long stopTimeoutMs;
+    /** How long the store's flush() waits for the sidecar to settle what it was given. */
+    public final long flushTimeoutMs;
+
+    private AgentOptions(Map<String, String> values, String token) throws OptionsException {
+        this.url = parseUrl(values.getOrDefault("url", "http://127.0.0.1:8084"));
+        this.token = token;
+        this.maxKeys = (int) number(values, "max.keys", 10_000, 1, Integer.MAX_VALUE);
+        this.batchSize = (int) number(values, "batch.size", 500, 1, 100_000);
+        this.fallbackAfterMs = number(values, "fallback.after.ms", 15_000, 0, Long.MAX_VALUE);
+        this.leaseMs = number(values, "lease.ms", 10_000, 1, Long.MAX_VALUE);
+        this.connectTimeoutMs = (int) number(values, "connect.timeout.ms", 1_000, 1, Integer.MAX_VALUE);
+        this.readTimeoutMs = (int) number(values, "read.timeout.ms", 5_000, 1, Integer.MAX_VALUE);
+        this.pollIntervalMs = number(values, "poll.interval.ms", 1_000, 1, Long.MAX_VALUE);
+        this.probeIntervalMs = number(values, "probe.interval.ms", 5_000, 1, Long.MAX_VALUE);
+        this.quietTimeoutMs = number(values, "quiet.timeout.ms", 30_000, 0, Long.MAX_VALUE);
+        this.stopTimeoutMs = number(values, "stop.timeout.ms", 5_000, 0, Long.MAX_VALUE);
+        this.flushTimeoutMs = number(values, "flush.timeout.ms", 5_000, 0, Long.MAX_VALUE);
+        if (leaseMs <= (long) readTimeoutMs + pollIntervalMs) {
+            // A healthy agent renews its lease at least every poll interval plus one request: a shorter lease
+            // would expire under a sidecar that is merely busy.
+            throw new OptionsException("lease.ms=" + leaseMs + " must exceed read.timeout.ms + poll.interval.ms ("
+                    + ((long) readTimeoutMs + pollIntervalMs) + ")");
+        }
+    }
+
+    /** Parses the agent's argument string; {@code env} supplies {@value #TOKEN_ENV}. */
+    public static AgentOptions parse(String args, Map<String, String> env) throws OptionsException {
+        Map<String, String> values = new HashMap<>();
+        if (args != null && !args.trim().isEmpty()) {
+            for (String part : args.split(",", -1)) {
+                int eq = part.indexOf('=');
+                if (eq <= 0) {
+                    throw new OptionsException("option '" + part.trim() + "' is not key=value");
+                }
+                String key = part.substring(0, eq).trim();
+                String value = part.substring(eq + 1).trim();
+                if (!KEYS.contains(key)) {
+                    throw new OptionsException("unknown option '" + key + "' (known: " + String.join(", ", KEYS) + ")");
+                }
+                if (values.put(key, value) != null) {
+                    throw new OptionsException("option '" + key + "' given twice");
+                }
+            }
+        }
+        return new AgentOptions(values, token(values.get("token.file"), env));
+    }
+
+    /** One line for the log: every option but the token. */
+    public String describe() {
+        return "url=" + url + ", token=" + (token == null ? "none" : "set") + ", max.keys=" + maxKeys
+                + ", fallback.after.ms=" + fallbackAfterMs + ", lease.ms=" + leaseMs;
+    }
+
+    private static String token(String file, Map<String, String> env) throws OptionsException {
+        if (file != null) {
+            if (file.isEmpty()) {
+                throw new OptionsException("token.file is empty");
+            }
+            String token;
+            try {
+                token = new String(Files.readAllBytes(Paths.get(file)), StandardCharsets.UTF_8).trim();
+            } catch (IOException | RuntimeException e) {
+                throw new OptionsException("token.file '" + file + "' cannot be read (" + e + ")");
+            }
+            if (token.isEmpty()) {
+                throw new OptionsException("token.file '" + file + "' holds no token");
+            }
+            return token;
+        }
+        String token = env.get(TOKEN_ENV);
+        return token == null || token.trim().isEmpty() ? null : token.trim();
+    }
+
+    private static URL parseUrl(String text) throws OptionsException {
+        try {
+            URL url = new URL(text);
+            if (!url.getProtocol().equals("http") && !url.getProtocol().equals("https")) {
+                throw new OptionsException("url '" + text + "' is not http:// or https://");
+            }
+            if (url.getHost().isEmpty()) {
+                throw new OptionsException("url '" + text + "' has no host");
+            }
+            return url;
+        } catch (MalformedURLException e) {
+            throw new OptionsException("url '" + text + "' is not a URL (" + e.getMessage() + ")");
+        }
+    }
+
+    private static long number(Map<String, String> values, String key, long fallback, long min, long max)
+            throws OptionsException {
+        String text = values.get(key);
+        if (text == null) {
+            return fallback;
+        }
+        long value;
+        try {
+            value = Long.parseLong(text);
+        } catch (NumberFormatException e) {
+            throw new OptionsException(key + "='" + text + "' is not a whole number");
+        }
+        if (value < min || value > max) {
+            throw new OptionsException(key + "=" + value + " is out of range [" + min + ", " + max + "]");
+        }
+        return value;
+    }
+
+    /** A bad option: its message names the option and what is wrong. */
+    public static final class OptionsException extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        public OptionsException(String message) {
+            super(message);
+        }
+    }
+}

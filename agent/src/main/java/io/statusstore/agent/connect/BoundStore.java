@@ -1,0 +1,139 @@
+package io.statusstore.agent.connect;
+
+import io.statusstore.agent.AgentLog;
+import io.statusstore.agent.AgentOptions;
+import io.statusstore.agent.jmx.AgentMetrics;
+import io.statusstore.agent.jmx.MetricsMBeans;
+import io.statusstore.agent.path.Router;
+import io.statusstore.agent.path.Sender;
+import io.statusstore.agent.sidecar.SidecarClient;
+import io.statusstore.agent.status.StatusUpdate;
+import org.apache.kafka.connect.runtime.WorkerConfig;
+import org.apache.kafka.connect.storage.StatusBackingStore;
+
+import java.io.InputStream;
+import java.lang.reflect.Field;
+import java.util.Properties;
+import java.util.concurrent.ExecutorService;
+
+/**
+ * The worker's status store as the agent serves it: learnt from {@code configure(WorkerConfig)} (its status
+ * topic, its Kafka cluster id, which configure itself looked up and WorkerConfig keeps), with its router,
+ * sender thread and MBeans.
+ */
+final class BoundStore {
+    /** Room for the fall back's own writes after the fence, when stop() hands everything to Connect's path. */
+    private static final long DRAIN_ALLOWANCE_MS = 10_000;
+
+    final Object store;
+    final Object kafkaLog;
+    final SendCount sends = new SendCount();
+    final AgentMetrics metrics = new AgentMetrics();
+    private final AgentOptions options;
+    private final Router router;
+    private final Sender sender;
+    private Thread thread;
+
+    private BoundStore(Object store, Object kafkaLog, ExecutorService retryExecutor, AgentOptions options,
+                       String clusterId, String statusTopic) {
+        this.store = store;
+        this.kafkaLog = kafkaLog;
+        this.options = options;
+        this.router = new Router(options.maxKeys, metrics);
+        StoreOriginals originals = new StoreOriginals((StatusBackingStore) store, sends, retryExecutor);
+        SidecarClient client = new SidecarClient(options.url, options.token, options.connectTimeoutMs,
+                options.readTimeoutMs);
+        this.sender = new Sender(options, router, client, originals, metrics, clusterId, statusTopic);
+    }
+
+    static BoundStore bind(Object store, WorkerConfig config, AgentOptions options) throws ReflectiveOperationException {
+        String statusTopic = config.getString("status.storage.topic");
+        String clusterId = config.kafkaClusterId();
+        BoundStore b = new BoundStore(store, field(store, "kafkaLog"), (ExecutorService) field(store, "sendRetryExecutor"),
+                options, clusterId, statusTopic);
+        Object clientId = field(store, "clientId");
+        String id = clientId instanceof String ? (String) clientId : "connect-statuses";
+        try {
+            MetricsMBeans.register(b.metrics, id);
+        } catch (Exception e) {
+            AgentLog.warn("could not register the agent's MBeans (" + e + "); the agent goes on without them");
+        }
+        AgentLog.info("serving the worker's status store: status topic '" + statusTopic + "', Kafka cluster "
+                + clusterId + ", Kafka " + kafkaVersion() + " (statuses "
+                + (StatusReader.hasVersion() ? "carry" : "carry no") + " version), MBeans client-id=" + id
+                + "; sidecar " + options.url);
+        return b;
+    }
+
+    boolean offer(StatusUpdate update) {
+        return router.offer(update);
+    }
+
+    synchronized void start() {
+        if (thread == null) {
+            thread = new Thread(sender, "status-store-agent-sender");
+            thread.setDaemon(true);
+            thread.start();
+        }
+    }
+
+    /** Before Connect's stop: bounded, hands everything unsettled to the sidecar or to Connect's own path. */
+    void stop() throws InterruptedException {
+        router.requestStop();
+        synchronized (this) {
+            if (thread == null) {
+                router.finish();
+                return;
+            }
+        }
+        long bound = options.stopTimeoutMs + options.leaseMs + 1_000 + DRAIN_ALLOWANCE_MS;
+        int left = router.awaitStopped(bound);
+        if (left > 0) {
+            AgentLog.warn("the status store stops with " + left + " key(s) not yet handed to Connect's own path after "
+                    + bound + " ms; the agent goes on handing them until Connect's producer closes");
+        }
+    }
+
+    /** Before Connect's flush: bounded, waits for what the sidecar was given to be settled. */
+    void flush() throws InterruptedException {
+        Router.Path path = router.path();
+        if (path != Router.Path.CONNECT && path != Router.Path.STOPPED && !router.awaitSettled(options.flushTimeoutMs)) {
+            AgentLog.warn("flush: " + router.size() + " key(s) not settled after " + options.flushTimeoutMs
+                    + " ms (flush.timeout.ms); the rebalance goes on");
+        }
+    }
+
+    boolean stopped() {
+        return router.path() == Router.Path.STOPPED;
+    }
+
+    Router router() {
+        return router;
+    }
+
+    /** The worker's Kafka version, as kafka-clients records it (the same resource in 3.9 and 4.x). */
+    private static String kafkaVersion() {
+        try (InputStream in = WorkerConfig.class.getClassLoader().getResourceAsStream("kafka/kafka-version.properties")) {
+            Properties p = new Properties();
+            if (in != null) {
+                p.load(in);
+            }
+            return p.getProperty("version", "unknown");
+        } catch (Exception e) {
+            return "unknown";
+        }
+    }
+
+    private static Object field(Object target, String name) throws ReflectiveOperationException {
+        for (Class<?> c = target.getClass(); c != null; c = c.getSuperclass()) {
+            try {
+                Field f = c.getDeclaredField(name);
+                f.setAccessible(true);
+                return f.get(target);
+            } catch (NoSuchFieldException e) {
+                // look in the superclass
+            }
+        }
+        throw new NoSuchFieldException(name);
+    }
+}

@@ -1,0 +1,183 @@
+package io.statusstore.agent.connect;
+
+import io.statusstore.agent.AgentLog;
+import io.statusstore.agent.AgentOptions;
+import io.statusstore.agent.status.StatusUpdate;
+import org.apache.kafka.clients.producer.Callback;
+import org.apache.kafka.connect.runtime.WorkerConfig;
+
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The entry points {@link StoreAdvice} calls from inside Connect's classes. Each catches everything: an agent
+ * fault lets Connect's own method run, and is logged once.
+ *
+ * <p>The agent binds the first KafkaStatusBackingStore configured in the JVM (a Connect worker has one); any
+ * other runs untouched. The agent's own calls to the original methods (the fall back) pass through the
+ * advice with a thread-local bypass.
+ */
+public final class StoreHooks {
+    private static final ThreadLocal<Boolean> BYPASS = new ThreadLocal<>();
+    /** Original write methods running now, in any thread: Connect's path is quiet only at zero. */
+    private static final AtomicInteger ORIGINALS_RUNNING = new AtomicInteger();
+    private static final AtomicBoolean FAULT_LOGGED = new AtomicBoolean();
+    private static volatile AgentOptions options;
+    private static volatile BoundStore bound;
+
+    private StoreHooks() {
+    }
+
+    /** Arms the hooks with the agent's options (premain). */
+    public static void arm(AgentOptions agentOptions) {
+        options = agentOptions;
+    }
+
+    /** For tests: forgets the options and any bound store. */
+    static void disarm() {
+        options = null;
+        bound = null;
+    }
+
+    static BoundStore bound() {
+        return bound;
+    }
+
+    public static boolean onWrite(Object store, boolean safe, Object status) {
+        ORIGINALS_RUNNING.incrementAndGet();
+        try {
+            BoundStore b = bound;
+            if (b == null || b.store != store || BYPASS.get() != null) {
+                return false;
+            }
+            return taken(b, b.offer(StatusReader.read(status, safe)));
+        } catch (Throwable t) {
+            fault(t);
+            return false;
+        }
+    }
+
+    public static boolean onDeleteTopic(Object store, String connector, String topic) {
+        ORIGINALS_RUNNING.incrementAndGet();
+        try {
+            BoundStore b = bound;
+            if (b == null || b.store != store || BYPASS.get() != null) {
+                return false;
+            }
+            return taken(b, b.offer(StatusUpdate.deleteTopic(connector, topic)));
+        } catch (Throwable t) {
+            fault(t);
+            return false;
+        }
+    }
+
+    /** After a write method: one original fewer running, unless the agent took the write. */
+    public static void afterWrite(boolean taken) {
+        if (!taken) {
+            ORIGINALS_RUNNING.decrementAndGet();
+        }
+    }
+
+    public static void onConfigure(Object store, Object config) {
+        try {
+            AgentOptions o = options;
+            if (o == null) {
+                return;
+            }
+            synchronized (StoreHooks.class) {
+                BoundStore b = bound;
+                if (b != null && b.store != store && !b.stopped()) {
+                    AgentLog.warn("another KafkaStatusBackingStore in this JVM (status topic '"
+                            + ((WorkerConfig) config).getString("status.storage.topic")
+                            + "') stays on Connect's own path: the agent serves the first one only");
+                    return;
+                }
+                bound = BoundStore.bind(store, (WorkerConfig) config, o);
+            }
+        } catch (Throwable t) {
+            AgentLog.warn("could not bind the worker's status store (" + t + "): the worker runs on its own store", t);
+        }
+    }
+
+    public static void onStart(Object store) {
+        try {
+            BoundStore b = bound;
+            if (b != null && b.store == store) {
+                b.start();
+            }
+        } catch (Throwable t) {
+            fault(t);
+        }
+    }
+
+    public static void onStop(Object store) {
+        try {
+            BoundStore b = bound;
+            if (b != null && b.store == store && BYPASS.get() == null) {
+                b.stop();
+            }
+        } catch (Throwable t) {
+            fault(t);
+        }
+    }
+
+    public static void onFlush(Object store) {
+        try {
+            BoundStore b = bound;
+            if (b != null && b.store == store && BYPASS.get() == null) {
+                b.flush();
+            }
+        } catch (Throwable t) {
+            fault(t);
+        }
+    }
+
+    /** Connect's callback, or a counting one when the record is the bound status store's. */
+    public static Object onLogSend(Object log, Object callback) {
+        try {
+            BoundStore b = bound;
+            if (b != null && b.kafkaLog == log) {
+                return b.sends.wrap((Callback) callback);
+            }
+        } catch (Throwable t) {
+            fault(t);
+        }
+        return callback;
+    }
+
+    /** The send threw instead of calling back: its record is settled all the same. */
+    public static void afterLogSendThrew(Object callback) {
+        if (callback instanceof SendCount.Counting) {
+            ((SendCount.Counting) callback).done();
+        }
+    }
+
+    /** Runs one of the store's original methods on the agent's behalf (the fall back), past the advice. */
+    static void original(Runnable call) {
+        BYPASS.set(Boolean.TRUE);
+        try {
+            call.run();
+        } finally {
+            BYPASS.remove();
+        }
+    }
+
+    static int originalsRunning() {
+        return ORIGINALS_RUNNING.get();
+    }
+
+    private static boolean taken(BoundStore b, boolean taken) {
+        if (taken) {
+            ORIGINALS_RUNNING.decrementAndGet();
+        } else {
+            b.metrics.fellBack();
+        }
+        return taken;
+    }
+
+    private static void fault(Throwable t) {
+        if (FAULT_LOGGED.compareAndSet(false, true)) {
+            AgentLog.warn("agent fault (the write went to Connect's own store; logged once)", t);
+        }
+    }
+}

@@ -1,0 +1,236 @@
+package io.statusstore.agent.connect;
+
+import io.statusstore.agent.AgentOptions;
+import io.statusstore.agent.path.FakeSidecar;
+import io.statusstore.agent.path.Router;
+import io.statusstore.agent.path.Topic;
+import net.bytebuddy.ByteBuddy;
+import net.bytebuddy.agent.ByteBuddyAgent;
+import net.bytebuddy.description.type.TypeDescription;
+import net.bytebuddy.dynamic.ClassFileLocator;
+import net.bytebuddy.dynamic.DynamicType;
+import net.bytebuddy.pool.TypePool;
+import org.apache.kafka.common.utils.Time;
+import org.apache.kafka.connect.json.JsonConverter;
+import org.apache.kafka.connect.runtime.AbstractStatus;
+import org.apache.kafka.connect.runtime.ConnectorStatus;
+import org.apache.kafka.connect.runtime.TaskStatus;
+import org.apache.kafka.connect.runtime.TopicStatus;
+import org.apache.kafka.connect.runtime.WorkerConfig;
+import org.apache.kafka.connect.runtime.distributed.DistributedConfig;
+import org.apache.kafka.connect.storage.KafkaStatusBackingStore;
+import org.apache.kafka.connect.util.ConnectorTaskId;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import javax.management.MBeanServer;
+import javax.management.ObjectName;
+import java.io.File;
+import java.lang.instrument.ClassFileTransformer;
+import java.lang.instrument.Instrumentation;
+import java.lang.management.ManagementFactory;
+import java.lang.reflect.Field;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.BooleanSupplier;
+import java.util.stream.Collectors;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+/**
+ * The agent's matchers and advice against the real KafkaStatusBackingStore: Connect 4.4.0's, loaded in this
+ * JVM and instrumented through ByteBuddy's agent, and Connect 3.9.2's, read from its jar.
+ */
+class RealStoreInterceptionTest {
+    private static Instrumentation instrumentation;
+    private static ClassFileTransformer transformer;
+
+    @BeforeAll
+    static void instrument() {
+        instrumentation = ByteBuddyAgent.install();
+        transformer = StoreInterception.install(instrumentation);
+    }
+
+    @AfterAll
+    static void uninstall() {
+        instrumentation.removeTransformer(transformer);
+        StoreHooks.disarm();
+    }
+
+    @Test
+    void connect44MatchesEveryMethodAndField() {
+        TypePool pool = TypePool.Default.of(ClassFileLocator.ForClassLoader.of(getClass().getClassLoader()));
+        assertEquals(Collections.emptyList(), StoreShape.missing(TypeDescription.ForLoadedType.of(KafkaStatusBackingStore.class), pool));
+    }
+
+    @Test
+    void connect392MatchesEveryMethodAndField() throws Exception {
+        File dir = new File(System.getProperty("connect39.dir"));
+        ClassFileLocator jars = new ClassFileLocator.Compound(
+                ClassFileLocator.ForJarFile.of(new File(dir, "connect-runtime-3.9.2.jar")),
+                ClassFileLocator.ForJarFile.of(new File(dir, "kafka-clients-3.9.2.jar")),
+                ClassFileLocator.ForClassLoader.ofBootLoader());
+        TypePool pool = TypePool.Default.of(jars);
+        TypeDescription store = pool.describe(StoreShape.STORE).resolve();
+        assertEquals(Collections.emptyList(), StoreShape.missing(store, pool));
+        assertTrue(pool.describe("org.apache.kafka.connect.runtime.AbstractStatus").resolve().getDeclaredMethods()
+                .filter(net.bytebuddy.matcher.ElementMatchers.named("version")).isEmpty(), "3.9 statuses have no version()");
+    }
+
+    @Test
+    void anUnknownStoreIsNamedWithWhatItLacks() {
+        TypePool pool = TypePool.Default.of(ClassFileLocator.ForClassLoader.of(getClass().getClassLoader()));
+        List<String> missing = StoreShape.missing(TypeDescription.ForLoadedType.of(NotAStore.class), pool);
+        assertTrue(missing.contains("putSafe(TaskStatus)"), missing.toString());
+        assertTrue(missing.contains("field kafkaLog (org.apache.kafka.connect.util.KafkaBasedLog)"), missing.toString());
+        assertFalse(missing.contains("put(ConnectorStatus)"), missing.toString());
+    }
+
+    @Test
+    void anUnknownStoreIsLeftUntouched() {
+        DynamicType.Builder<?> builder = new ByteBuddy().redefine(NotAStore.class);
+        assertSame(builder, StoreInterception.store(builder, TypeDescription.ForLoadedType.of(NotAStore.class),
+                getClass().getClassLoader(), null, null));
+    }
+
+    @Test
+    void theWorkersStoreHandsItsWritesToTheSidecarAndFallsBackToItsOwnMethods() throws Exception {
+        Topic topic = new Topic();
+        FakeSidecar sidecar = new FakeSidecar(topic).start();
+        try {
+            StoreHooks.arm(AgentOptions.parse("url=" + sidecar.url() + ",fallback.after.ms=300,lease.ms=400,"
+                    + "read.timeout.ms=150,connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,"
+                    + "stop.timeout.ms=200", Collections.<String, String>emptyMap()));
+            JsonConverter converter = new JsonConverter();
+            converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
+            KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
+            DistributedConfig config = workerConfig();
+
+            store.configure(config);
+            assertSame(store, StoreHooks.bound().store, "configure's advice bound the worker's store");
+            // Connect's own KafkaBasedLog would reach for brokers: put a stub in its place, and bind again to it.
+            StubLog log = new StubLog();
+            setField(store, "kafkaLog", log);
+            StoreHooks.onConfigure(store, config);
+            BoundStore bound = StoreHooks.bound();
+            assertSame(log, bound.kafkaLog);
+
+            store.start();
+            await(() -> bound.router().path() == Router.Path.SIDECAR, 3_000, "handed over");
+            ConnectorTaskId task0 = new ConnectorTaskId("c", 0);
+            store.put(new ConnectorStatus("c", AbstractStatus.State.RUNNING, "w:8083", 1));
+            store.putSafe(new TaskStatus(task0, AbstractStatus.State.UNASSIGNED, "w:8083", 2));
+            store.put(new TopicStatus("t", task0, 1700000000000L));
+            store.deleteTopic("c", "t2");
+            store.put(new ConnectorStatus("d", AbstractStatus.State.DESTROYED, "w:8083", 1));
+            await(() -> topic.records().size() == 5 && bound.router().size() == 0, 3_000, "five writes settled at the sidecar");
+            assertTrue(log.sent.isEmpty(), "nothing through Connect's producer while the sidecar is up");
+            List<Map<?, ?>> updates = sidecar.posts().stream().flatMap(p -> ((List<?>) p.get("updates")).stream())
+                    .map(u -> (Map<?, ?>) u).collect(Collectors.toList());
+            assertEquals(Arrays.asList("connector", "task", "topic", "delete_topic", "connector"),
+                    updates.stream().map(u -> u.get("kind")).collect(Collectors.toList()));
+            assertEquals(Boolean.TRUE, updates.get(1).get("safe"));
+            assertTrue(updates.get(0).containsKey("version"), "Connect 4.4's statuses carry KIP-891's version");
+            assertEquals("DESTROYED", updates.get(4).get("state"));
+
+            MBeanServer server = ManagementFactory.getPlatformMBeanServer();
+            ObjectName kip = new ObjectName("kafka.connect:type=status-backing-store-metrics,client-id=connect-it-statuses");
+            assertEquals(5.0, server.getAttribute(kip, "status-update-success-total"));
+            assertEquals(0.0, server.getAttribute(kip, "status-update-retry-total"));
+            assertEquals(0.0, server.getAttribute(kip, "status-update-failure-total"));
+            ObjectName own = new ObjectName("kafka.connect:type=status-store-agent-metrics,client-id=connect-it-statuses");
+            assertEquals(5.0, server.getAttribute(own, "handed-over-total"));
+            assertEquals(1.0, server.getAttribute(own, "on-sidecar-path"));
+
+            // The sidecar goes away: past fallback.after.ms the agent gives what is unsettled to the store's own methods.
+            sidecar.stop();
+            log.failNext.set(2);
+            store.put(new ConnectorStatus("c", AbstractStatus.State.PAUSED, "w:8083", 1));
+            await(() -> bound.router().path() == Router.Path.CONNECT, 5_000, "fell back");
+            await(() -> log.sent.size() == 1, 3_000, "Connect's own store wrote it, after its own re-sends");
+            assertEquals("status-connector-c", log.sent.get(0).key);
+            assertEquals("{\"state\":\"PAUSED\",\"trace\":null,\"worker_id\":\"w:8083\",\"generation\":1,\"version\":null}",
+                    new String(log.sent.get(0).value, StandardCharsets.UTF_8));
+            await(() -> bound.sends.started() == 3 && bound.sends.completed() == 3, 3_000,
+                    "the record and Connect's two re-sends counted");
+            store.put(new ConnectorStatus("e", AbstractStatus.State.RUNNING, "w:8083", 1));
+            assertEquals(2, log.sent.size(), "on Connect's own path the original runs in the worker's thread");
+            assertTrue(new StoreOriginals(store, bound.sends, null).quiet(100));
+
+            assertEquals(0.0, server.getAttribute(own, "on-sidecar-path"));
+            assertEquals(2.0, server.getAttribute(own, "path-switches-total"));
+            assertEquals(2.0, server.getAttribute(own, "fallen-back-total"), "the drained PAUSED and the direct put");
+
+            store.stop();
+            assertEquals(Router.Path.STOPPED, bound.router().path());
+        } finally {
+            sidecar.stop();
+            StoreHooks.disarm();
+        }
+    }
+
+    @Test
+    void withoutTheAgentArmedTheStoreIsConnectsOwn() throws Exception {
+        StoreHooks.disarm();
+        JsonConverter converter = new JsonConverter();
+        converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
+        KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
+        store.configure(workerConfig());
+        assertEquals(null, StoreHooks.bound());
+        // Connect's own log was never started: its original put reaches for a producer it has not got.
+        assertThrows(IllegalStateException.class,
+                () -> store.put(new ConnectorStatus("c", AbstractStatus.State.RUNNING, "w:8083", 1)));
+    }
+
+    private static DistributedConfig workerConfig() throws Exception {
+        Map<String, String> props = new HashMap<>();
+        props.put("bootstrap.servers", "127.0.0.1:1");
+        props.put("group.id", "connect-it");
+        props.put("config.storage.topic", "connect-configs");
+        props.put("offset.storage.topic", "connect-offsets");
+        props.put("status.storage.topic", "connect-status");
+        props.put("key.converter", JsonConverter.class.getName());
+        props.put("value.converter", JsonConverter.class.getName());
+        DistributedConfig config = new DistributedConfig(props);
+        // The worker looked its cluster id up before building the store: no broker needed here.
+        setField(config, WorkerConfig.class, "kafkaClusterId", "cluster-1");
+        return config;
+    }
+
+    private static void setField(Object target, String name, Object value) throws Exception {
+        setField(target, target.getClass(), name, value);
+    }
+
+    private static void setField(Object target, Class<?> owner, String name, Object value) throws Exception {
+        Field f = owner.getDeclaredField(name);
+        f.setAccessible(true);
+        f.set(target, value);
+    }
+
+    private static void await(BooleanSupplier condition, long ms, String what) throws InterruptedException {
+        long deadline = System.nanoTime() + ms * 1_000_000;
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                fail("not within " + ms + " ms: " + what);
+            }
+            Thread.sleep(5);
+        }
+    }
+
+    /** A class with only one of the store's methods. */
+    @SuppressWarnings("unused")
+    public static final class NotAStore {
+        public void put(ConnectorStatus status) {
+        }
+    }
+}

@@ -1,0 +1,347 @@
+package io.statusstore.agent.path;
+
+import io.statusstore.agent.status.StatusUpdate;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+import java.util.Map;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** The sender between a sidecar that answers, refuses, is late, wrong or restarted, and Connect's own path. */
+class SenderTest {
+    private static long updatesSent(Harness h) {
+        return h.sidecar.posts().stream().mapToLong(p -> ((java.util.List<?>) p.get("updates")).size()).sum();
+    }
+
+    @Test
+    void handsOverInOrderAndSettlesOnOutcomes() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            for (int i = 0; i < 20; i++) {
+                assertTrue(h.write("c", i % 5, i % 2 == 0 ? "RUNNING" : "PAUSED"));
+            }
+            h.awaitNewestLanded(2_000);
+            Harness.await(() -> h.router.size() == 0, 2_000, "table empty once outcomes came");
+            h.assertInvariants();
+            assertTrue(h.connectWrites().isEmpty());
+            assertEquals(1, h.metrics.switchesTotal());
+            assertTrue(h.metrics.successTotal() >= 5);
+            assertEquals(h.metrics.handedOverTotal(), h.metrics.successTotal());
+        }
+    }
+
+    @Test
+    void waitsForConnectsOwnPathToGoQuietBeforeHandingOver() throws Exception {
+        try (Harness h = new Harness()) {
+            h.sidecar.clusterId = "not-yet";
+            h.start("");
+            // On Connect's own path, whose producer keeps re-sending v1 (an outage).
+            h.connect.holding = true;
+            assertFalse(h.write("c", 0, "RUNNING"));
+            h.sidecar.clusterId = "cluster-1";
+            h.awaitPath(Router.Path.QUIESCING, 2_000);
+            assertTrue(h.write("c", 0, "PAUSED"), "while quiescing, writes wait in the table");
+            Thread.sleep(300);
+            assertEquals(Router.Path.QUIESCING, h.router.path());
+            assertEquals(0, updatesSent(h), "nothing handed over while Connect's re-send may still land");
+            h.connect.release();
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.awaitNewestLanded(2_000);
+            h.assertInvariants();
+            assertEquals("connect", h.topic.records().get(0).via);
+            assertEquals("sidecar", h.topic.records().get(1).via);
+        }
+    }
+
+    @Test
+    void aShortAbsenceCostsNothing() throws Exception {
+        // Away for a quarter of a second, against a bound of five: nothing goes to Connect's own path.
+        try (Harness h = new Harness().start("fallback.after.ms=5000,lease.ms=4000")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.write("c", 0, "RUNNING");
+            h.sidecar.answering = FakeSidecar.Answering.UNAVAILABLE;
+            for (int i = 1; i < 6; i++) {
+                assertTrue(h.write("c", i, "RUNNING"));
+            }
+            h.write("c", 0, "PAUSED");
+            Thread.sleep(250);
+            h.sidecar.answering = FakeSidecar.Answering.OK;
+            h.awaitNewestLanded(2_000);
+            h.assertInvariants();
+            assertTrue(h.connectWrites().isEmpty());
+            assertEquals(1, h.metrics.switchesTotal());
+        }
+    }
+
+    @Test
+    void aRestartedSidecarGetsWhatWasPendingAgain() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            for (int i = 0; i < 3; i++) {
+                h.write("c", i, "RUNNING");
+            }
+            Harness.await(() -> h.sidecar.pendingCount() == 3, 2_000, "three pending at the sidecar");
+            String before = h.sidecar.instance();
+            h.sidecar.stop();
+            h.sidecar.writeAtOnce = true;
+            h.sidecar.start();
+            assertFalse(before.equals(h.sidecar.instance()));
+            h.awaitNewestLanded(4_000);
+            h.assertInvariants();
+            assertTrue(h.connectWrites().isEmpty());
+            assertEquals(Router.Path.SIDECAR, h.router.path());
+        }
+    }
+
+    @Test
+    void aReplacedSidecarStillWritingWhatItHeldNeverLandsOverANewerStatus() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "pending at the old instance");
+            // A new instance answers; the old one, terminating, still holds c-0 RUNNING and writes it late in its lease.
+            h.sidecar.answering = FakeSidecar.Answering.UNAVAILABLE;
+            h.write("c", 0, "PAUSED");
+            h.write("d", 0, "RUNNING");
+            Thread.sleep(100);
+            h.sidecar.replaceKeepingOld();
+            h.sidecar.writeAtOnce = true;
+            h.sidecar.answering = FakeSidecar.Answering.OK;
+            Harness.await(() -> h.topic.latest().containsKey("status-task-d-0"), 2_000, "a key not held goes at once");
+            long left = h.sidecar.oldLeaseEnd() - FakeSidecar.now();
+            Thread.sleep(Math.max(0, left - 50));
+            assertEquals(1, h.sidecar.releaseOld(), "the old instance wrote within its lease");
+            h.awaitNewestLanded(3_000);
+            h.assertInvariants();
+            assertTrue(h.connectWrites().isEmpty());
+        }
+    }
+
+    @Test
+    void aSidecarAwayTooLongIsFencedThenConnectWritesTheNewest() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            // Brokers down behind the sidecar: it takes v1 and v2 but writes nothing yet.
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "RUNNING");
+            h.write("c", 1, "RUNNING");
+            Harness.await(() -> h.sidecar.pendingCount() == 2, 2_000, "pending at the sidecar");
+            // Then it is slow, not dead: it still takes what comes, after the agent stopped waiting.
+            h.sidecar.answering = FakeSidecar.Answering.LATE;
+            h.write("c", 0, "PAUSED");
+            Harness.await(() -> h.metrics.switchesTotal() == 2, 6_000, "the agent left the sidecar");
+            h.write("c", 0, "RUNNING");
+            // Its brokers come back while the agent waits out the lease: it writes what it holds, in its lease.
+            long left = h.sidecar.leaseEnd() - FakeSidecar.now();
+            if (left > 50) {
+                Thread.sleep(left / 2);
+            }
+            h.sidecar.release();
+            h.sidecar.answering = FakeSidecar.Answering.OK;
+            h.awaitPath(Router.Path.SIDECAR, 6_000);
+            h.awaitNewestLanded(1_000);
+            h.assertInvariants();
+            List<Topic.Record> connect = h.connectWrites();
+            assertEquals(2, connect.size(), "Connect's own path wrote the two unsettled keys: " + h.topic.records());
+            long firstConnectWrite = connect.get(0).at;
+            assertTrue(firstConnectWrite > h.sidecar.leaseEndBefore(firstConnectWrite),
+                    "Connect's path wrote only after the lease ended");
+            assertEquals(3, h.metrics.switchesTotal(), "to the sidecar, back to Connect, to the sidecar again");
+        }
+    }
+
+    @Test
+    void aSidecarThatDiesIsLeftAndFoundAgain() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.write("a", 0, "RUNNING");
+            h.awaitNewestLanded(2_000);
+            h.sidecar.stop();
+            h.write("a", 0, "PAUSED");
+            h.write("b", 0, "RUNNING");
+            h.awaitPath(Router.Path.CONNECT, 6_000);
+            h.awaitNewestLanded(1_000);
+            assertFalse(h.write("b", 0, "FAILED"), "on Connect's own path the original runs");
+            h.sidecar.start();
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            assertTrue(h.write("b", 0, "RUNNING"));
+            h.awaitNewestLanded(2_000);
+            h.assertInvariants();
+            assertEquals(3, h.metrics.switchesTotal());
+            assertEquals(2, h.metrics.fallenBackTotal(), "a0 PAUSED, b0 RUNNING by the fall back; b0 FAILED direct: "
+                    + h.connectWrites());
+        }
+    }
+
+    @Test
+    void aSidecarOfAnotherClusterOrTopicIsNeverGivenAnything() throws Exception {
+        for (String wrong : new String[] {"cluster", "topic", "protocol"}) {
+            try (Harness h = new Harness()) {
+                if (wrong.equals("cluster")) {
+                    h.sidecar.clusterId = "cluster-2";
+                } else if (wrong.equals("topic")) {
+                    h.sidecar.statusTopic = "other-status";
+                } else {
+                    h.sidecar.protocol = 2;
+                }
+                h.start("");
+                Harness.await(() -> h.sidecar.gets() >= 3, 2_000, "probes");
+                assertFalse(h.write("c", 0, "RUNNING"));
+                assertEquals(Router.Path.CONNECT, h.router.path());
+                assertEquals(0, updatesSent(h));
+                h.assertInvariants();
+            }
+        }
+    }
+
+    @Test
+    void aSidecarThatRefusesTheTokenIsNeverGivenAnythingAndLeftAtOnce() throws Exception {
+        try (Harness h = new Harness()) {
+            h.sidecar.token = "right";
+            h.token = "wrong";
+            h.start("");
+            Harness.await(() -> h.sidecar.gets() >= 3, 2_000, "probes");
+            assertFalse(h.write("c", 0, "RUNNING"));
+            assertEquals(Router.Path.CONNECT, h.router.path());
+            assertTrue(h.sidecar.posts().isEmpty());
+        }
+        try (Harness h = new Harness()) {
+            h.sidecar.token = "right";
+            h.token = "right";
+            h.start("fallback.after.ms=60000");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.token = "rotated";
+            h.write("c", 0, "RUNNING");
+            h.awaitPath(Router.Path.CONNECT, 2_000);
+            h.awaitNewestLanded(1_000);
+            h.assertInvariants();
+            assertEquals(1, h.connectWrites().size());
+        }
+    }
+
+    @Test
+    void aFullTableFallsBackWithoutLosingAKey() throws Exception {
+        try (Harness h = new Harness().start("max.keys=3")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            for (int i = 0; i < 3; i++) {
+                assertTrue(h.write("c", i, "RUNNING"));
+            }
+            assertFalse(h.write("c", 3, "RUNNING"), "a fourth key runs the original at once");
+            assertEquals(Router.Path.FENCING, h.router.path());
+            assertTrue(h.write("c", 0, "PAUSED"), "a key in the table still coalesces there");
+            h.awaitPath(Router.Path.CONNECT, 6_000);
+            h.awaitNewestLanded(1_000);
+            h.assertInvariants();
+            assertEquals(0, h.sidecar.release(), "the sidecar's lease ended: it writes nothing more");
+            h.assertInvariants();
+        }
+    }
+
+    @Test
+    void stopWhileTheSidecarIsAwayHandsEverythingToConnectInBoundedTime() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            for (int i = 0; i < 3; i++) {
+                h.write("c", i, "RUNNING");
+            }
+            Harness.await(() -> h.sidecar.pendingCount() == 3, 2_000, "pending at the sidecar");
+            h.sidecar.stop();
+            h.write(h.task("c", 0, "UNASSIGNED", true));
+            h.write(h.task("c", 3, "UNASSIGNED", true));
+            long took = h.stop(5_000);
+            // Bounded by stop.timeout.ms + lease.ms + the margin (1.7 s here), with slack for a loaded machine.
+            assertTrue(took < h.options.stopTimeoutMs + h.options.leaseMs + Sender.FENCE_MARGIN_MS + 3_000,
+                    "stop took " + took + " ms");
+            assertEquals(Router.Path.STOPPED, h.router.path());
+            h.assertInvariants();
+            assertEquals(4, h.connectWrites().size());
+            for (StatusUpdate u : h.connect.agentWrites()) {
+                assertFalse(u.key.equals("status-task-c-0") && u.safe,
+                        "c-0's putSafe follows an unsettled put of this worker: written unconditionally");
+            }
+            assertFalse(h.write("c", 1, "UNASSIGNED"), "after stop every write runs the original");
+        }
+    }
+
+    @Test
+    void stopWithTheSidecarUpLeavesItTheWritesItHolds() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "UNASSIGNED");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "pending at the sidecar");
+            h.stop(2_000);
+            assertTrue(h.sidecar.finalSeen(), "the last request told the sidecar it owns what it holds");
+            assertTrue(h.connectWrites().isEmpty());
+            Thread.sleep(h.options.leaseMs + 50);
+            assertEquals(1, h.sidecar.release(), "past the lease, a final session's writes are still written");
+            h.assertInvariants();
+        }
+    }
+
+    @Test
+    void refusedAndDroppedWritesAreSettledAndCounted() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.sidecar.refuse.add("status-task-big-0");
+            h.sidecar.drop.add("status-task-old-0");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.write("big", 0, "FAILED");
+            h.write(h.task("old", 0, "UNASSIGNED", true));
+            h.write("ok", 0, "RUNNING");
+            Harness.await(() -> h.router.size() == 0, 2_000, "all settled");
+            assertEquals(1, h.metrics.refusedTotal());
+            assertEquals(1, h.metrics.droppedTotal());
+            assertEquals(1, h.metrics.handedOverTotal());
+        }
+    }
+
+    @Test
+    void theKip1278CountersComeFromTheOutcomes() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.sidecar.attempts.put("status-task-c-0", 3L);
+            h.sidecar.attempts.put("status-task-c-1", 6L);
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.router.size() == 0, 2_000, "c-0 settled");
+            assertEquals(1, h.metrics.successTotal());
+            assertEquals(2, h.metrics.retryTotal());
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 1, "RUNNING");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "c-1 pending");
+            assertEquals(1, h.sidecar.fail());
+            Harness.await(() -> h.router.size() == 0, 2_000, "c-1 settled");
+            assertEquals(1, h.metrics.successTotal());
+            assertEquals(1, h.metrics.failureTotal());
+            assertEquals(7, h.metrics.retryTotal());
+        }
+    }
+
+    @Test
+    void flushWaitsUntilTheSidecarSettledWhatItWasGiven() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "UNASSIGNED");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "pending");
+            assertFalse(h.router.awaitSettled(200));
+            new Thread(() -> {
+                try {
+                    Thread.sleep(100);
+                } catch (InterruptedException e) {
+                    return;
+                }
+                h.sidecar.release();
+            }).start();
+            assertTrue(h.router.awaitSettled(2_000));
+            Map<String, String> latest = h.topic.latest();
+            assertEquals(h.newest, latest);
+        }
+    }
+}
