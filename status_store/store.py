@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .config import StoreConfig
@@ -24,6 +24,7 @@ from .durable.history import AppendLog, EventTopics
 from .durable.replay import replay, tokens
 from .durable.spool import SPOOL_KEY, Spool
 from .errors import WriteRejectedError
+from .kafka.partition_watch import PartitionWatch
 from .kafka.producer import TopicProducer
 from .kafka.reader import TopicReader, status_records
 from .kafka.topics import ensure_topic
@@ -33,6 +34,12 @@ from .retry.queue import RetryQueue
 from .retry.updates import RetryListener, StatusUpdate, UpdateKind
 
 log = logging.getLogger(__name__)
+
+# A writer that holds its writes itself until their outcome (a worker's agent, which sends them again to a restarted
+# sidecar, and writes through Connect's own store once its lease ends): asked before each send of its writes, it
+# gives the reason not to send any more (its lease ended), or None. Its writes are not spooled (nor replayed after
+# a crash) unless it hands them over for good (``Spool.adopt``).
+Lease = Callable[[], str | None]
 
 # When the spool cannot be written, writes are refused with this Retry-After (its commits are retried ten times
 # a second: a freed disk takes writes again at once).
@@ -51,6 +58,7 @@ class StoreParts:
     queue: RetryQueue
     events: EventTopics
     after: AfterLastRetry
+    watch: PartitionWatch
 
 
 def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.random) -> StoreParts:
@@ -73,8 +81,11 @@ def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.rand
     # Decides what becomes of an update after its last retry, then settles its spool row.
     after = AfterLastRetry(config, bootstrap_servers, queue, events.dead_letters, spool, cache.note_written)
     queue.subscribe(after)
+    # While partitions are held, the cluster's word that one can take writes again sends its probe at once.
+    watch = PartitionWatch(config.topic, bootstrap_servers, config.client_configs,
+                           lambda: queue.held_partitions, queue.writable_again)
     return StoreParts(cache, RecordLimit.of(config.client_configs, config.topic_configs), spool, reader, producer,
-                      queue, events, after)
+                      queue, events, after, watch)
 
 
 class StatusStore:
@@ -93,7 +104,7 @@ class StatusStore:
         parts = build(config, bootstrap_servers, rng)
         self._cache, self.record_limit, self._spool = parts.cache, parts.record_limit, parts.spool
         self._reader, self._producer, self._queue = parts.reader, parts.producer, parts.queue
-        self._events, self._after = parts.events, parts.after
+        self._events, self._after, self._watch = parts.events, parts.after, parts.watch
         for listener in listeners:
             self._queue.subscribe(listener)
 
@@ -115,6 +126,7 @@ class StatusStore:
         except BaseException:
             await self._producer.stop(0.0)
             raise
+        self._watch.start()
         if self._spool is not None:
             replay(self._spool, self._cache, self._send_status, self._submit, self._queue.supersede)
         log.info("Status store ready: topic %s, %d partitions, %d connectors cached",
@@ -127,6 +139,7 @@ class StatusStore:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.shutdown_timeout_s
         self._after.stop()
+        await self._watch.stop()
         unsettled = await self._queue.stop(self.config.shutdown_timeout_s)
         # The outcomes above are events too: the append-only topics stop after the status queue.
         await self._events.stop(deadline)
@@ -144,6 +157,11 @@ class StatusStore:
     def partitions(self) -> tuple[int, ...]:
         """The status topic's partitions, once started."""
         return self._producer.partitions
+
+    @property
+    def partition_signals(self) -> int:
+        """Held partitions probed at once because the cluster said they could take writes again."""
+        return self._watch.signals
 
     @property
     def queue(self) -> RetryQueue:
@@ -201,17 +219,18 @@ class StatusStore:
 
     # ----------------------------------------------------------------------------- writes
 
-    def put(self, status: Status) -> StatusUpdate:
-        """Write a status unconditionally. Never blocks; await ``result()`` on the update for its outcome."""
-        update = self._send_status(status, safe=False)
+    def put(self, status: Status, lease: Lease | None = None) -> StatusUpdate:
+        """Write a status unconditionally. Never blocks; await ``result()`` on the update for its outcome.
+        ``lease``: the write is its writer's (see ``Lease``)."""
+        update = self._send_status(status, False, lease)
         assert update is not None
         return update
 
-    def put_safe(self, status: Status) -> StatusUpdate | None:
+    def put_safe(self, status: Status, lease: Lease | None = None) -> StatusUpdate | None:
         """Write a status unless it could overwrite a newer status of another worker, as Connect does: written when
         nothing is cached for the key, the cached status came from the same worker, or its generation is not newer;
         otherwise dropped (returns None). The check is repeated before every retry."""
-        return self._send_status(status, safe=True)
+        return self._send_status(status, True, lease)
 
     def deletion_keys(self, connector: str) -> list[str]:
         """The keys ``delete_connector`` tombstones: every known task's, then the connector's."""
@@ -227,19 +246,19 @@ class StatusStore:
         updates.append(self._submit(keys[-1], None, UpdateKind.CONNECTOR))
         return updates
 
-    def put_topic(self, status: TopicStatus) -> StatusUpdate:
+    def put_topic(self, status: TopicStatus, lease: Lease | None = None) -> StatusUpdate:
         """Record that a connector uses a topic."""
         key = topic_key(status.connector, status.topic)
         self.check_room((key,))
         value = codec.encode_topic_status(status)
         self.record_limit.check(key, value)
-        return self._submit(key, value, UpdateKind.TOPIC)
+        return self._submit(key, value, UpdateKind.TOPIC, lease)
 
-    def delete_topic(self, connector: str, topic: str) -> StatusUpdate:
+    def delete_topic(self, connector: str, topic: str, lease: Lease | None = None) -> StatusUpdate:
         """Forget that a connector uses a topic (a tombstone)."""
         key = topic_key(connector, topic)
         self.check_room((key,))
-        return self._submit(key, None, UpdateKind.TOPIC)
+        return self._submit(key, None, UpdateKind.TOPIC, lease)
 
     def reset_topics(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every topic status listed for the connector, as Connect's reset writes them (the keys
@@ -248,7 +267,7 @@ class StatusStore:
         self.check_room(keys)
         return [self._submit(key, None, UpdateKind.TOPIC) for key in keys]
 
-    def _send_status(self, status: Status, safe: bool) -> StatusUpdate | None:
+    def _send_status(self, status: Status, safe: bool, lease: Lease | None = None) -> StatusUpdate | None:
         if isinstance(status, ConnectorStatus):
             key, kind = connector_key(status.connector), UpdateKind.CONNECTOR
         else:
@@ -264,10 +283,13 @@ class StatusStore:
             return None
         entry.sequence += 1
         # Room was checked above, for this write.
-        return self._queue.submit(StatusUpdate(key, value, kind, _ConnectRules(self, entry, status, safe), safe), True)
+        rules = _ConnectRules(self, entry, status, safe, lease)
+        return self._queue.submit(StatusUpdate(key, value, kind, rules, safe, spooled=lease is None), True)
 
-    def _submit(self, key: str, value: bytes | None, kind: UpdateKind) -> StatusUpdate:
-        return self._queue.submit(StatusUpdate(key, value, kind))
+    def _submit(self, key: str, value: bytes | None, kind: UpdateKind, lease: Lease | None = None) -> StatusUpdate:
+        if lease is None:
+            return self._queue.submit(StatusUpdate(key, value, kind))
+        return self._queue.submit(StatusUpdate(key, value, kind, _LeaseRule(lease), spooled=False))
 
     @property
     def exhausted(self) -> ExhaustedStats:
@@ -288,12 +310,14 @@ class _ConnectRules:
     small object per pending write, not a partial of a bound method (three objects, each traversed by every full
     garbage collection)."""
 
-    __slots__ = ("entry", "safe", "status", "store")
+    __slots__ = ("entry", "lease", "safe", "status", "store")
 
-    def __init__(self, store: StatusStore, entry: CacheEntry, status: Status, safe: bool) -> None:
-        self.store, self.entry, self.status, self.safe = store, entry, status, safe
+    def __init__(self, store: StatusStore, entry: CacheEntry, status: Status, safe: bool, lease: Lease | None) -> None:
+        self.store, self.entry, self.status, self.safe, self.lease = store, entry, status, safe, lease
 
     def __call__(self, retry: bool) -> str | None:
+        if self.lease is not None and (ended := self.lease()) is not None:
+            return ended
         if retry and self.entry.deleted:
             return "the key was deleted (a tombstone was read)"
         if retry and self.status.generation != self.store.generation:
@@ -301,3 +325,15 @@ class _ConnectRules:
         if self.safe and not self.entry.can_write_safely(self.status):
             return "another worker's newer status was read"
         return None
+
+
+class _LeaseRule:
+    """The reason not to send a leased write that is no status (a topic's): its writer's lease ended."""
+
+    __slots__ = ("lease",)
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+
+    def __call__(self, retry: bool) -> str | None:
+        return self.lease()

@@ -27,7 +27,9 @@ async def test_root_names_version_cluster_and_topic(store: StatusStore) -> None:
     async with client(store) as http:
         response = await http.get("/")
     assert response.status_code == 200
-    assert response.json() == {
+    body = response.json()
+    instance = body.pop("instance")
+    assert body == {
         "version": __version__,
         "commit": "unknown",
         "kafka_cluster_id": store.cluster_id,
@@ -35,8 +37,13 @@ async def test_root_names_version_cluster_and_topic(store: StatusStore) -> None:
         "status_topic": store.config.topic,
         "config_topic": None,
         "embedded_broker": False,
+        # What a worker's agent checks (agent/PROTOCOL.md).
+        "agent_protocol": 1,
+        "write_bound_ms": store.config.retry.delivery_timeout_ms,
     }
     assert store.cluster_id
+    assert isinstance(instance, str)
+    assert len(instance) >= 16
 
 
 async def test_health_answers_like_connect() -> None:

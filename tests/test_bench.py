@@ -47,11 +47,12 @@ def test_core_quick_run(tmp_path: Path) -> None:
 def test_connect_outage_quick_run(tmp_path: Path) -> None:
     output = run_quick("connect_outage", tmp_path, timeout=RUN_BOUND_S)
     runs = rows(output, "1")
-    assert [row[1] for row in runs] == ["Connect worker", "status-store", "bench/writers.py ConnectWriter"]
-    # Every connector went through all five steps (2 connectors).
-    assert all(row[9].split(" (")[0].endswith(" of 10") for row in runs)
-    # status-store leaves no key stale: the last record of every key is the last status it was given.
-    assert runs[1][7] == "0 of 6"
+    assert [row[1] for row in runs] == ["Connect worker", "the pod (agent + sidecar)"]
+    # Every connector went through all five steps (2 connectors) on both workers.
+    assert all(row[10].split(" (")[0].endswith(" of 10") for row in runs)
+    # The pod leaves no key stale, in its topic or as its REST API shows them.
+    assert runs[1][7:9] == ["0 of 6", "0"]
+    assert [row[0] for row in rows(output, "the pod")] == ["the pod (agent + sidecar)"]
 
 
 def test_connect_store_quick_run(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
 from .. import __version__
+from ..agents import AgentSessions
 from ..errors import RecordTooLargeError, StoreClosedError, WriteRejectedError
 from ..fleet.config_topic import ConfigTopic
 from ..fleet.events import EventsCollector, StatusEvents
@@ -27,7 +28,7 @@ from .responses import (
     validation_error_handler,
     write_rejected_handler,
 )
-from .routes import connectors, events, metrics, not_served, retries, server, statuses, topics, ui
+from .routes import agent, connectors, events, metrics, not_served, retries, server, statuses, topics, ui
 from .routing import REFUSED_LOG_INTERVAL_S
 
 log = logging.getLogger(__name__)
@@ -65,12 +66,13 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     app.state.closed_connections = ClosedConnections()
     app.state.registry.register(app.state.closed_connections)
     app.state.token = token
+    app.state.agents = AgentSessions()
     app.state.refused_log = RateLimit(REFUSED_LOG_INTERVAL_S)
     # Connect serves a path with a trailing slash as the path without it (ConnectHttp), never a redirect.
     app.router.redirect_slashes = False
     # Routes are tried in order: the routers of the hot writes first (no two routers' paths overlap).
-    served = (connectors.router, statuses.router, server.router, topics.router, retries.router, metrics.router,
-              events.router, ui.router)
+    served = (connectors.router, statuses.router, agent.router, server.router, topics.router, retries.router,
+              metrics.router, events.router, ui.router)
     for router in (*served, not_served.router):
         app.include_router(router)
     app.add_exception_handler(HTTPException, http_error_handler)

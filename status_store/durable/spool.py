@@ -328,6 +328,17 @@ class Spool(RetryListener):
     # ----------------------------------------------------------------------------- RetryListener
 
     def on_submitted(self, update: StatusUpdate) -> None:
+        if update.spooled:
+            self._add(update)
+
+    def adopt(self, update: StatusUpdate) -> None:
+        """Keep an unsettled update that was not spooled (its writer handed it over for good): from now on it is
+        replayed after a crash, as a write accepted now."""
+        if not update.spooled and update.outcome is None:
+            update.spooled = True
+            self._add(update)
+
+    def _add(self, update: StatusUpdate) -> None:
         version = self._next_version
         self._next_version += 1
         row = self._rows.get(update.key)

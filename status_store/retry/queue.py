@@ -117,6 +117,12 @@ class RetryQueue:
         self._keys.submit(update, clock.time())
         return update
 
+    def writable_again(self, partition: int) -> bool:
+        """The cluster says this partition can take writes again (the signal a probe waits for: in-sync replicas back,
+        a leader known): a held one is probed now, not at its next probe's time. False when it was not waiting for a
+        probe."""
+        return self._gate.writable_again(partition)
+
     def park(self, update: StatusUpdate) -> bool:
         """Keep a failed update's value in its partition, held like an outage, until the partition takes writes
         again; then it is submitted again (unless its owner abandons it then). False when the key has a newer

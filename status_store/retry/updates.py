@@ -65,11 +65,13 @@ class StatusUpdate:
     outcome (``result()`` waits for it)."""
 
     __slots__ = ("_abandon", "_future", "attempts", "key", "kind", "last_error", "number", "outcome", "safe",
-                 "submitted_at", "value")
+                 "spooled", "submitted_at", "value")
 
     def __init__(self, key: str, value: bytes | None, kind: UpdateKind, abandon: Abandon | None = None,
-                 safe: bool = False) -> None:
-        self.key, self.value, self.kind, self.safe = key, value, kind, safe
+                 safe: bool = False, spooled: bool = True) -> None:
+        """``spooled``: the spool keeps it (when there is one); False for a write its writer holds itself until
+        its outcome (a worker's agent sends it again to a restarted sidecar)."""
+        self.key, self.value, self.kind, self.safe, self.spooled = key, value, kind, safe, spooled
         self.attempts = 0
         # The queue's sequence number (submission order), and the loop time of the submission.
         self.number = 0
@@ -104,7 +106,7 @@ class StatusUpdate:
 
     def again(self) -> StatusUpdate:
         """A new update of the same write (a parked update submitted again)."""
-        return StatusUpdate(self.key, self.value, self.kind, self._abandon, self.safe)
+        return StatusUpdate(self.key, self.value, self.kind, self._abandon, self.safe, self.spooled)
 
     def __repr__(self) -> str:
         return f"StatusUpdate({self.key!r}, attempts={self.attempts}, outcome={self.outcome})"

@@ -60,6 +60,8 @@ public final class Sender implements Runnable {
     private boolean notQuietLogged;
     private String instance;
     private String lastConnectLine;
+    // The sidecar's write bound (GET /): how long after its lease a write it started may still land.
+    private long writeBoundMs = SidecarIdentity.UNKNOWN_WRITE_BOUND_MS;
 
     public Sender(AgentOptions options, Router router, SidecarClient client, ConnectPath connect,
                   AgentMetrics metrics, String clusterId, String statusTopic) {
@@ -126,6 +128,7 @@ public final class Sender implements Runnable {
                 client.post(AgentRequest.encode(agentId, router.workerId(), router.ack(), options.leaseMs,
                         System.currentTimeMillis(), false, Collections.<StatusUpdate>emptyList()));
                 instance = identity.instance;
+                writeBoundMs = identity.writeBoundMs;
                 quiesceDeadline = now + options.quietTimeoutMs;
                 router.toQuiescing();
                 return;
@@ -214,6 +217,7 @@ public final class Sender implements Runnable {
                 return;
             }
             noteInstance(identity.instance, lastPostAt);
+            writeBoundMs = Math.max(writeBoundMs, identity.writeBoundMs);
             needIdentity = false;
         }
         if (stopping && router.size() == 0) {
@@ -270,13 +274,21 @@ public final class Sender implements Runnable {
      * A sidecar instance other than the one last spoken to: the old one may live on (a pod still terminating),
      * writing what it holds of this session until its lease ends, so the keys pending there wait until then.
      * Learnt from {@code GET /} before any request after a failure; from an answer only when no failure came
-     * between (then that request's items already went to the new instance: see PROTOCOL-NOTES.md).
+     * between (then that request's items already went to the new instance: see PROTOCOL.md).
      */
     private void noteInstance(String seen, long lastPostToOld) {
         if (instance != null && !instance.equals(seen)) {
-            router.sidecarRestarted(lastPostToOld + options.leaseMs + FENCE_MARGIN_MS);
+            router.sidecarRestarted(fenceAfter(lastPostToOld));
         }
         instance = seen;
+    }
+
+    /**
+     * When nothing the sidecar took in a request sent at {@code postedAt} can land any more: it starts no write
+     * after the session's lease, and one it started lands within its write bound (or never).
+     */
+    private long fenceAfter(long postedAt) {
+        return postedAt + options.leaseMs + writeBoundMs + FENCE_MARGIN_MS;
     }
 
     /** The sidecar did not take a request: retry soon, and fall back once it has been away too long. */
@@ -307,7 +319,7 @@ public final class Sender implements Runnable {
         long now = now();
         if (reason != null) {
             metrics.switched(false);
-            fenceUntil = lastPostAt + options.leaseMs + FENCE_MARGIN_MS;
+            fenceUntil = fenceAfter(lastPostAt);
             int keys = router.size();
             AgentLog.warn("falling back to Connect's own status path: " + reason + "; " + keys
                     + " key(s) not yet settled go through Connect's producer"

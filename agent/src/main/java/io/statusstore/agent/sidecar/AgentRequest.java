@@ -15,7 +15,7 @@ public final class AgentRequest {
      *
      * @param ack       the highest outcome seq the agent has taken in with nothing unsettled below it
      * @param leaseMs   how long after this request the sidecar may still start writing this session's items
-     * @param sentAtMs  the agent's wall clock when sending (the lease runs from here, see PROTOCOL-NOTES.md)
+     * @param sentAtMs  the agent's wall clock when sending (the lease runs from here, see PROTOCOL.md)
      * @param last      the agent stops: the sidecar owns every pending item of this session, lease or not
      */
     public static String encode(String agentId, String workerId, long ack, long leaseMs, long sentAtMs,

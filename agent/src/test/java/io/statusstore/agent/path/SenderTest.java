@@ -156,6 +156,26 @@ class SenderTest {
     }
 
     @Test
+    void theFenceWaitsOutTheSidecarsWriteBoundToo() throws Exception {
+        try (Harness h = new Harness()) {
+            // A write the sidecar started just before its lease ended may land this much later (its producer's
+            // delivery timeout, which GET / names).
+            h.sidecar.writeBoundMs = 1_500;
+            h.start("");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "pending at the sidecar");
+            h.sidecar.answering = FakeSidecar.Answering.UNAVAILABLE;
+            Harness.await(() -> h.metrics.switchesTotal() == 2, 6_000, "the agent left the sidecar");
+            Harness.await(() -> !h.connectWrites().isEmpty(), 10_000, "Connect's path wrote the key");
+            long firstConnectWrite = h.connectWrites().get(0).at;
+            assertTrue(firstConnectWrite >= h.sidecar.leaseEndBefore(firstConnectWrite) + 1_500,
+                    "Connect's path wrote only once the lease and the sidecar's write bound had passed");
+        }
+    }
+
+    @Test
     void aSidecarThatDiesIsLeftAndFoundAgain() throws Exception {
         try (Harness h = new Harness().start("")) {
             h.awaitPath(Router.Path.SIDECAR, 2_000);

@@ -13,7 +13,7 @@ import java.util.Map;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 
-/** The updates' fields, as agent-protocol.md lists them, carry what REFERENCE §2's records hold. */
+/** The updates' fields, as PROTOCOL.md lists them, carry what REFERENCE §2's records hold. */
 class AgentRequestTest {
     private static String encode(StatusUpdate u) {
         JsonWriter w = new JsonWriter();
