@@ -102,6 +102,28 @@ def scripted_connector(line: KafkaLine) -> Path:
     return compiled(line, "scripted-connector", JVM_DIR, CONNECTOR_SOURCES, CONNECTOR_RESOURCES)
 
 
+def jmx_options(port: int) -> list[str]:
+    """A JVM's options to serve JMX on 127.0.0.1:``port`` without authentication (as a test's JMX exporter reads it)."""
+    return [f"-Dcom.sun.management.jmxremote.port={port}", f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+            "-Dcom.sun.management.jmxremote.authenticate=false", "-Dcom.sun.management.jmxremote.ssl=false",
+            "-Dcom.sun.management.jmxremote.host=127.0.0.1", "-Djava.rmi.server.hostname=127.0.0.1"]
+
+
+def jmx_attributes(line: KafkaLine, port: int, pattern: str) -> dict[str, dict[str, str]]:
+    """The attributes of the MBeans ``pattern`` names in the JVM serving JMX on 127.0.0.1:``port``, by object name
+    (read by a small Java client, harness/jvm/tools, as a JMX exporter reads them)."""
+    tools = compiled(line, "jvm-tools", JVM_DIR, JVM_DIR / "tools")
+    done = subprocess.run(["java", "-cp", str(tools), "statusstore.tools.JmxQuery", f"127.0.0.1:{port}", pattern],
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise RuntimeError(f"JMX query of 127.0.0.1:{port} failed: {done.stderr[-2000:]}")
+    found: dict[str, dict[str, str]] = {}
+    for row in done.stdout.splitlines():
+        name, attribute, value = row.split("\t", 2)
+        found.setdefault(name, {})[attribute] = value
+    return found
+
+
 def compiled(line: KafkaLine, name: str, root: Path, sources: Path, resources: Path | None = None) -> Path:
     """The Java sources under ``sources`` (with the files under ``resources`` beside the classes), compiled with
     javac against ``line``'s jars into the cache, once per version of the files (named relative to ``root``): the

@@ -5,7 +5,7 @@ Connect workers that hand their statuses to it through the agent (``agent/``), s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,15 +90,15 @@ class AgentPod(Started):
 
     def __init__(self, line: KafkaLine, workdir: Path, kafka: KafkaCluster, name: str, workers: int = 2,
                  settings: Mapping[str, str] | None = None, sidecar_settings: Mapping[str, str] | None = None,
-                 agent_options: Mapping[str, str] | None = None, full_jit: bool = False, proxied: bool = False
-                 ) -> None:
+                 agent_options: Mapping[str, str] | None = None, full_jit: bool = False, proxied: bool = False,
+                 jvm_options: Sequence[str] = ()) -> None:
         """``proxied``: the agents reach the sidecar through an ``HttpFaultProxy`` (``proxy``), which can refuse
-        or delay their requests."""
+        or delay their requests. ``jvm_options``: more options for the workers' JVMs."""
         port = free_port()
         self.proxy = HttpFaultProxy(port) if proxied else None
         url = self.proxy.url if self.proxy is not None else f"http://127.0.0.1:{port}"
         self.connect = ConnectCluster(line, workdir / "connect", kafka, name, workers, settings, full_jit,
-                                      [javaagent(url, agent_options)])
+                                      [javaagent(url, agent_options), *jvm_options])
         self.sidecar = LiveSidecar(workdir / "sidecar", self.connect, sidecar_settings, port)
 
     def start(self, timeout: float = START_WAIT) -> None:

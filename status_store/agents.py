@@ -18,12 +18,16 @@ Each agent session (one worker's store, from its start to its stop) sends its st
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from .retry.updates import Outcome, StatusUpdate
 
@@ -109,6 +113,8 @@ class AgentSessions:
         self._clock = clock
         # This process's id: an agent that sees it change knows the sidecar restarted.
         self.instance = uuid.uuid4().hex
+        # Updates taken from agents, by what became of them at once (pending, dropped, refused).
+        self.taken: collections.Counter[str] = collections.Counter()
 
     def session(self, agent: str) -> AgentSession:
         """The agent's session (made if new; the oldest idle ones forgotten past the bound)."""
@@ -138,3 +144,21 @@ class AgentSessions:
                             now - session.last_seen, MAX_SESSIONS)
                 del self._sessions[session.agent]
 
+
+class AgentsCollector(Collector):
+    """The workers' agents, read at each scrape: sessions, their pending writes, and the updates taken."""
+
+    def __init__(self, agents: AgentSessions) -> None:
+        self._agents = agents
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("status_agent_sessions", "Sessions of workers' agents (a worker's status store each, "
+                                "from its start to its stop) this sidecar serves.", value=len(self._agents))
+        yield GaugeMetricFamily("status_agent_pending", "Updates of workers' agents without an outcome yet.",
+                                value=self._agents.pending_count())
+        taken = CounterMetricFamily("status_agent_updates", "Updates workers' agents handed over, by what became of "
+                                    "them at once: pending (taken), dropped (a put_safe Connect's rules drop), refused "
+                                    "(never writable).", labels=["result"])
+        for result in ("pending", "dropped", "refused"):
+            taken.add_metric([result], self._agents.taken[result])
+        yield taken

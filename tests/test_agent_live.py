@@ -21,6 +21,9 @@ from harness.real_kafka import (
     ConnectCluster,
     KafkaCluster,
     all_in,
+    free_ports,
+    jmx_attributes,
+    jmx_options,
     kafka_line,
     states,
     wait_until,
@@ -40,6 +43,8 @@ AGENT = {"fallback.after.ms": "4000", "lease.ms": "2000", "read.timeout.ms": "10
 SIDECAR = {"status.storage.retry.delivery.timeout.ms": "2000"}
 # Past this, nothing the sidecar took can land any more.
 FENCE_S = 2 + 2 + 1 + 1
+# The worker's JMX, as a JMX exporter beside it would read it.
+(JMX_PORT,) = free_ports(1)
 
 
 def source(**settings: str) -> dict[str, str]:
@@ -55,7 +60,8 @@ def pod(kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -
     """One stock Connect 4.4.0 worker with the agent, on the three brokers (each behind a proxy that counts requests
     by client id), its agent reaching the sidecar through an HTTP proxy that can refuse or delay."""
     with AgentPod(kafka_line("kafka-4"), tmp_path_factory.mktemp("agent-live"), kafka_cluster, "agent-live",
-                  workers=1, sidecar_settings=SIDECAR, agent_options=AGENT, proxied=True) as running:
+                  workers=1, sidecar_settings=SIDECAR, agent_options=AGENT, proxied=True,
+                  jvm_options=jmx_options(JMX_PORT)) as running:
         yield running
 
 
@@ -100,6 +106,11 @@ def test_every_status_of_a_stock_worker_is_written_by_the_sidecar(pod: AgentPod)
     same_answers(connect.request, pod.sidecar.request, ["/connectors/a/status", "/connectors/a/tasks/1/status"])
     metrics = pod.sidecar.request("GET", "/metrics").body.decode()
     assert 'status_update_success_total{kind="task"}' in metrics
+    # The worker's own JMX shows KIP-1278's counters for its writes, from the outcomes the sidecar reported.
+    def counted() -> bool:
+        [kip] = jmx_attributes(connect.line, JMX_PORT, "kafka.connect:type=status-backing-store-metrics,*").values()
+        return float(kip["status-update-success-total"]) >= 6 and "status-update-retry-total" in kip
+    wait_until(counted, STEP_WAIT, "KIP-1278's counters in the worker's JMX")
     connect.call("DELETE", "/connectors/a")
 
 

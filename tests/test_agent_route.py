@@ -194,3 +194,15 @@ async def test_the_server_says_which_instance_and_protocol_it_is(served: tuple[S
     assert info["status_topic"] == store.config.topic
     answer = await Agent(http, store).send()
     assert answer == {"instance": info["instance"], "accepted": [], "outcomes": []}
+
+
+async def test_the_agents_updates_are_counted_once(served: tuple[StatusStore, httpx.AsyncClient]) -> None:
+    store, http = served
+    agent = Agent(http, store)
+    update = agent.item(**task("c", 0))
+    await agent.send(update, agent.item(**task("c", 1, "STOPPED")))
+    await agent.send(update)  # sent again: not taken twice
+    metrics = (await http.get("/metrics")).text
+    assert 'status_agent_updates_total{result="pending"} 1.0' in metrics
+    assert 'status_agent_updates_total{result="refused"} 1.0' in metrics
+    assert "status_agent_sessions 1.0" in metrics

@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
 from .. import __version__
-from ..agents import AgentSessions
+from ..agents import AgentsCollector, AgentSessions
 from ..errors import RecordTooLargeError, StoreClosedError, WriteRejectedError
 from ..fleet.config_topic import ConfigTopic
 from ..fleet.events import EventsCollector, StatusEvents
@@ -67,6 +67,7 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     app.state.registry.register(app.state.closed_connections)
     app.state.token = token
     app.state.agents = AgentSessions()
+    app.state.registry.register(AgentsCollector(app.state.agents))
     app.state.refused_log = RateLimit(REFUSED_LOG_INTERVAL_S)
     # Connect serves a path with a trailing slash as the path without it (ConnectHttp), never a redirect.
     app.router.redirect_slashes = False

@@ -120,11 +120,14 @@ async def agent_statuses(body: AgentRequest, store: StoreDep, agents: AgentsDep)
     if body.worker_id is not None:
         session.worker_id = body.worker_id
     items = [_parse(raw) for raw in body.updates]
-    fresh = [key for item in items if isinstance(item, _Item) and item.seq > session.last_seq
-             and (key := _key(item)) is not None]
+    fresh = {item.seq for item in items if isinstance(item, _Item) and item.seq > session.last_seq}
     # The store's refusals for the whole request first (a full queue, an unwritable spool): nothing is taken.
-    store.check_room(fresh)
+    store.check_room([key for item in items if isinstance(item, _Item) and item.seq in fresh
+                      and (key := _key(item)) is not None])
     accepted = [_accept(store, session, item) for item in items]
+    # Counted once: an update sent again after a lost answer is not taken again.
+    agents.taken.update(answer["result"] for item, answer in zip(items, accepted, strict=True)
+                        if not isinstance(item, _Item) or item.seq in fresh)
     if body.final and not session.final:
         session.final = True
         if store.spool is not None:
