@@ -218,19 +218,22 @@ class Burst:
     records: int
 
 
-def latest_state(tail: TopicTail, states: dict[str, str], recovered: float) -> tuple[float | None, float | None,
-                                                                                    list[str]]:
-    """From a topic's tail: when every key's last record was in its latest state (None: some key is stale), the same
-    for the keys that are not stale, and the stale keys."""
+def latest_state(tail: TopicTail, states: dict[str, str], began: float, recovered: float
+                 ) -> tuple[float | None, float | None, list[str]]:
+    """From a topic's tail: when every key's last record, written since the outage began (every key changes in it),
+    was in its latest state (None: some key is stale), the same for the keys that are not stale, and the stale
+    keys."""
     durable: list[float] = []
     stale: list[str] = []
     for key, state in states.items():
         last = tail.last(key)
+        fresh = last is not None and last[0] >= began
         found = json.loads(last[1])["state"] if last is not None and last[1] else "none"
-        if last is not None and found == state:
+        if fresh and found == state:
+            assert last is not None
             durable.append(max(0.0, last[0] - recovered))
         else:
-            stale.append(f"{key.removeprefix('status-')} {found} (latest {state})")
+            stale.append(f"{key.removeprefix('status-')} {found if fresh else 'nothing new'} (latest {state})")
     rest = max(durable) if durable else None
     return (None if stale else rest), rest, stale
 
@@ -383,13 +386,13 @@ class Bench:
 
             def settled() -> bool:
                 quiet = all(time.monotonic() - tail.latest_arrival(keys) >= QUIET_S for tail in self.tails.values())
-                return quiet and not latest_state(self.tails[POD], scenario.states, recovered)[2]
+                return quiet and not latest_state(self.tails[POD], scenario.states, began, recovered)[2]
 
             with contextlib.suppress(TimeoutError):  # what is left stale then is reported as stale
                 await asyncio.to_thread(wait_until, settled, SETTLE_BOUND_S, "the status topics settled")
             result = Run(len(keys), len(steps), alter_s)
             for name, connect in self.workers.items():
-                durable, rest_durable, stale = latest_state(self.tails[name], scenario.states, recovered)
+                durable, rest_durable, stale = latest_state(self.tails[name], scenario.states, began, recovered)
                 result.workers[name] = WorkerRun(
                     requests[name], self.tails[name].arrivals(keys) - records_before[name], durable, rest_durable,
                     stale, self.shown_stale(connect, scenario), quantile(probed[name], 0.99),
