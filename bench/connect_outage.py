@@ -3,7 +3,8 @@ pod: a stock Connect worker started with the agent, and the sidecar it hands eve
 brokers. Then the burst a rebalance makes, for both.
 
     .venv/bin/python -m bench.connect_outage [--brokers 3] [--connectors 10] [--tasks 3] [--outage-seconds 30]
-                                             [--runs 3] [--burst-connectors 20] [--sidecar KEY=VALUE ...] [--quick]
+                                             [--runs 3] [--burst-connectors 20] [--bursts 5] [--sidecar KEY=VALUE ...]
+                                             [--quick]
 
 The cluster: ``--brokers`` Apache Kafka brokers (KRaft, a controller of their own, both JIT compilers), each behind
 a ``KafkaProxy`` (harness/kafka_proxy.py) that counts the requests it forwards by client id and API key. Two Connect
@@ -40,9 +41,12 @@ REST API, on a thread per connector and worker (a 409 during a rebalance is aske
   read from the topic: what operators see), and as the topic's last records say;
 - the worker's REST API during the outage: every answer to ``GET /connectors`` asked every 200 ms, p99 and max.
 
-**The burst** (after the outages, no fault): ``--burst-connectors`` connectors of ``--tasks`` tasks created at
-once on each worker (a rebalance of that many): seconds until each worker's REST API shows every one RUNNING, and
-the status records written per second meanwhile.
+**The burst** (after the outages, no fault; ``--runs 0`` for the bursts alone): ``--burst-connectors`` connectors
+of ``--tasks`` tasks created at once on each worker: seconds until each worker's REST API shows every one RUNNING,
+and the status records written per second meanwhile; then every one deleted: seconds until each worker answers 404
+for every one. A deletion revokes the connector and its tasks, and Connect flushes its status store before that
+rebalance goes on (``DistributedHerder``'s ``onRevoked``), where the agent waits until the sidecar has settled what
+it was given. ``--bursts`` of them, the workers taking turns at going first.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import json
 import statistics
 import tempfile
@@ -212,10 +217,17 @@ class Run:
 
 @dataclass
 class Burst:
-    """One worker's rebalance burst."""
+    """One worker's burst: its connectors created, then deleted (a revocation: Connect flushes its status store
+    before that rebalance goes on)."""
 
     seconds: float
     records: int
+    delete_s: float
+
+
+def gone(connect: ConnectCluster, connector: str) -> bool:
+    """Whether a worker answers 404 for a connector's status."""
+    return connect.request("GET", f"/connectors/{connector}/status").status == 404
 
 
 def latest_state(tail: TopicTail, states: dict[str, str], began: float, recovered: float
@@ -404,12 +416,14 @@ class Bench:
                 for name in scenario.names:
                     connect.call("DELETE", f"/connectors/{name}")
 
-    def burst(self, connectors: int, tasks: int) -> dict[str, Burst]:
+    def burst(self, connectors: int, tasks: int, repetition: int) -> dict[str, Burst]:
         """``connectors`` connectors created at once on each worker: how long until each shows them all RUNNING, and
-        the status records written meanwhile."""
+        the status records written meanwhile; then all deleted: how long until each answers 404 for every one. The
+        workers take turns at going first, one repetition to the next."""
         results = {}
-        for name, connect in self.workers.items():
-            scenario = Connectors("burst", connectors, tasks)
+        order = list(self.workers.items())
+        for name, connect in order[repetition % 2:] + order[:repetition % 2]:
+            scenario = Connectors(f"burst{repetition}", connectors, tasks)
             keys = list(scenario.states)
             before = self.tails[name].arrivals(keys)
             began = time.monotonic()
@@ -417,9 +431,14 @@ class Bench:
                 connect.call("PUT", f"/connectors/{connector}/config", scenario.config(failing=False))
             for connector in scenario.names:
                 connect.wait_for_status(connector, all_in("RUNNING", tasks), "running", 300)
-            results[name] = Burst(time.monotonic() - began, self.tails[name].arrivals(keys) - before)
+            created = time.monotonic() - began
+            records = self.tails[name].arrivals(keys) - before
+            began = time.monotonic()
             for connector in scenario.names:
-                connect.call("DELETE", f"/connectors/{connector}")
+                self.rest(connect, "DELETE", f"/connectors/{connector}", None, began)
+            for connector in scenario.names:
+                wait_until(functools.partial(gone, connect, connector), 300, f"{connector} deleted", interval=0.05)
+            results[name] = Burst(created, records, time.monotonic() - began)
         return results
 
     def stop(self) -> None:
@@ -434,12 +453,20 @@ def seconds(value: float | None) -> str:
     return "never" if value is None else f"{value:.2f}"
 
 
-def report(runs: list[Run], bursts: dict[str, Burst], brokers: int, connectors: int, tasks: int, outage_s: float,
-           burst_connectors: int, sidecar_settings: dict[str, str]) -> None:
+def report(runs: list[Run], bursts: list[dict[str, Burst]], brokers: int, connectors: int, tasks: int,
+           outage_s: float, burst_connectors: int, sidecar_settings: dict[str, str]) -> None:
     """Print the tables and the ratios."""
-    first = runs[0]
     settings = ", ".join(f"{key}={value}" for key, value in sidecar_settings.items()) or "its defaults"
     print(f"\nthe pod's sidecar with {settings}")
+    if runs:
+        report_outages(runs, brokers, connectors, tasks, outage_s)
+    if bursts:
+        report_bursts(bursts, burst_connectors, tasks)
+
+
+def report_outages(runs: list[Run], brokers: int, connectors: int, tasks: int, outage_s: float) -> None:
+    """The outages' table and ratios."""
+    first = runs[0]
     print(f"{brokers} brokers (broker {brokers} stopped), status topics of {PARTITIONS} partitions and replication "
           f"factor {brokers}; {outage_s:g} s of min.insync.replicas={brokers} on both status topics; {connectors} "
           f"connectors x {tasks} tasks ({first.keys} status keys) on each worker, {first.steps} steps during the "
@@ -475,11 +502,28 @@ def report(runs: list[Run], bursts: dict[str, Burst], brokers: int, connectors: 
           f" s (target: no slower)")
     print(f"the recovering AlterConfigs request took {', '.join(f'{run.alter_s:.2f}' for run in runs)} s (the "
           f"time from recovery counts from its sending)")
-    print(f"\nthe burst: {burst_connectors} connectors x {tasks} tasks created at once on each worker\n")
-    print("| worker | until every one RUNNING in its REST API (s) | status records written | per second |")
-    print("|---|---:|---:|---:|")
-    for name, burst in bursts.items():
-        print(f"| {name} | {burst.seconds:.2f} | {burst.records:,} | {burst.records / burst.seconds:,.1f} |")
+
+
+def report_bursts(bursts: list[dict[str, Burst]], burst_connectors: int, tasks: int) -> None:
+    """Each burst, and the medians of both workers'."""
+    print(f"\nthe burst: {burst_connectors} connectors x {tasks} tasks created at once on each worker, then all "
+          f"deleted; the workers take turns at going first\n")
+    print("| burst | worker | until every one RUNNING in its REST API (s) | status records written | per second | "
+          "deleted until every one 404 (s) |")
+    print("|---|---|---:|---:|---:|---:|")
+    for number, burst in enumerate(bursts, 1):
+        for name, one in burst.items():
+            print(f"| {number} | {name} | {one.seconds:.2f} | {one.records:,} | {one.records / one.seconds:,.1f} | "
+                  f"{one.delete_s:.2f} |")
+    for name in bursts[0]:
+        created = statistics.median(burst[name].seconds for burst in bursts)
+        deleted = statistics.median(burst[name].delete_s for burst in bursts)
+        print(f"{name}: median {created:.2f} s until RUNNING, {deleted:.2f} s until deleted")
+    ratio = [burst[POD].seconds / burst[CONNECT].seconds for burst in bursts]
+    deleted_ratio = [burst[POD].delete_s / burst[CONNECT].delete_s for burst in bursts]
+    print(f"the pod against the Connect worker: until RUNNING {', '.join(f'{r:.2f}x' for r in ratio)} (median "
+          f"{statistics.median(ratio):.2f}x), until deleted {', '.join(f'{r:.2f}x' for r in deleted_ratio)} (median "
+          f"{statistics.median(deleted_ratio):.2f}x)")
 
 
 async def main() -> None:
@@ -491,6 +535,7 @@ async def main() -> None:
     parser.add_size("--outage-seconds", type=float, full=30.0, quick=8.0, help="seconds of the outage")
     parser.add_size("--runs", type=int, full=3, quick=1, help="outages, each with fresh connectors")
     parser.add_size("--burst-connectors", type=int, full=20, quick=2, help="connectors created at once (the burst)")
+    parser.add_size("--bursts", type=int, full=5, quick=1, help="bursts, the workers taking turns at going first")
     parser.add_argument("--sidecar", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of the pod's sidecar (again for more), beside the worker's properties")
     args = parser.parse()
@@ -503,7 +548,8 @@ async def main() -> None:
             bench.start()
             runs = [await bench.run(index, args.connectors, args.tasks, args.outage_seconds)
                     for index in range(args.runs)]
-            bursts = await asyncio.to_thread(bench.burst, args.burst_connectors, args.tasks)
+            bursts = [await asyncio.to_thread(bench.burst, args.burst_connectors, args.tasks, repetition)
+                      for repetition in range(args.bursts)]
         finally:
             bench.stop()
     report(runs, bursts, args.brokers, args.connectors, args.tasks, args.outage_seconds, args.burst_connectors,

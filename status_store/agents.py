@@ -12,12 +12,15 @@ Each agent session (one worker's store, from its start to its stop) sends its st
   store from then on, and an older status of ours must not land after its newer one.
 - **A final request hands over for good** (the worker's store stops while the sidecar is up): from then on the
   session's pending writes are the sidecar's: written whatever the lease, and spooled.
+- **A request may wait for outcomes** (``wait_ms``, the agent's flush before a rebalance): its answer comes once
+  every pending write of the session has its outcome, or after that bound.
 - Sessions are bounded: one idle past ``SESSION_IDLE_S`` with nothing pending is forgotten, and at most
   ``MAX_SESSIONS`` are kept (the longest idle without pending writes goes first).
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import time
@@ -91,6 +94,11 @@ class AgentSession:
             outcome = pending.update.outcome
             assert outcome is not None
             self.settled[seq] = outcome_body(seq, pending.key, outcome)
+
+    async def settling(self, timeout: float) -> None:
+        """Wait until every pending write has its outcome, at most ``timeout`` seconds."""
+        if self.pending:
+            await asyncio.wait([pending.update.settled() for pending in self.pending.values()], timeout=timeout)
 
     def outcomes(self) -> list[dict[str, Any]]:
         """The settled writes not acknowledged yet, in seq order."""

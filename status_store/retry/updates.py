@@ -90,9 +90,15 @@ class StatusUpdate:
         """Wait for the outcome (it never raises for a failed write: see ``Outcome.result``)."""
         if self.outcome is not None:
             return self.outcome
+        return await asyncio.wait_for(asyncio.shield(self.settled()), timeout)
+
+    def settled(self) -> asyncio.Future[Outcome]:
+        """A future done with the outcome (to wait on many with ``asyncio.wait``; never cancel it)."""
         if self._future is None:
             self._future = asyncio.get_running_loop().create_future()
-        return await asyncio.wait_for(asyncio.shield(self._future), timeout)
+            if self.outcome is not None:
+                self._future.set_result(self.outcome)
+        return self._future
 
     def settle(self, outcome: Outcome) -> None:
         """Give the update its outcome (the retry queue does, once)."""

@@ -32,6 +32,8 @@ from ..schemas import Text
 router = APIRouter(tags=["agent"], route_class=ConnectRoute)
 
 MAX_UPDATES = 10_000
+# The longest an answer waits for the session's outcomes (``wait_ms``), well inside the agent's read timeout.
+MAX_WAIT_MS = 1_000
 Seq = Annotated[StrictInt, Field(ge=1, le=2**63 - 1)]
 JavaInt = Annotated[StrictInt, Field(ge=INT32_MIN, le=INT32_MAX)]
 
@@ -100,6 +102,8 @@ class AgentRequest(BaseModel):
     lease_ms: Annotated[StrictInt, Field(ge=1, le=3_600_000)] = 10_000
     sent_at_ms: StrictInt | None = None
     final: bool = False
+    wait_ms: Annotated[StrictInt, Field(ge=0, le=MAX_WAIT_MS, description=(
+        "Answer once every pending write of the session has its outcome, or after this many ms (0: at once)"))] = 0
     updates: Annotated[list[dict[str, Any]], Field(max_length=MAX_UPDATES)] = []
 
 
@@ -134,6 +138,8 @@ async def agent_statuses(body: AgentRequest, store: StoreDep, agents: AgentsDep)
             for pending in session.pending.values():
                 store.spool.adopt(pending.update)
     session.acknowledge(body.ack)
+    if body.wait_ms:
+        await session.settling(body.wait_ms / 1000)
     session.collect()
     return ConnectJSONResponse({"instance": agents.instance, "accepted": accepted, "outcomes": session.outcomes()})
 

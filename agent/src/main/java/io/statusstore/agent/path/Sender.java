@@ -34,6 +34,8 @@ public final class Sender implements Runnable {
     private static final long MIN_BACKOFF_MS = 100;
     private static final long MAX_BACKOFF_MS = 2_000;
     private static final long FLUSH_POLL_MS = 50;
+    /** While Connect flushes, a request's answer waits this long for the sidecar to settle what it holds. */
+    static final long FLUSH_WAIT_MS = 500;
 
     private final AgentOptions options;
     private final Router router;
@@ -126,7 +128,7 @@ public final class Sender implements Runnable {
             if (why == null) {
                 // An empty request proves the token and the agent route before anything is handed over.
                 client.post(AgentRequest.encode(agentId, router.workerId(), router.ack(), options.leaseMs,
-                        System.currentTimeMillis(), false, Collections.<StatusUpdate>emptyList()));
+                        System.currentTimeMillis(), false, 0, Collections.<StatusUpdate>emptyList()));
                 instance = identity.instance;
                 writeBoundMs = identity.writeBoundMs;
                 quiesceDeadline = now + options.quietTimeoutMs;
@@ -245,9 +247,12 @@ public final class Sender implements Runnable {
         }
         long previousPostAt = lastPostAt;
         lastPostAt = now;
+        // Connect's flush waits for every write taken so far: the answer waits for them at the sidecar (an older
+        // sidecar answers at once, and the next poll follows FLUSH_POLL_MS after this one).
+        long waitMs = router.flushWaiting() && !stopping ? Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2) : 0;
         try {
             AgentAnswer answer = client.post(AgentRequest.encode(agentId, router.workerId(), router.ack(),
-                    options.leaseMs, System.currentTimeMillis(), stopping, batch));
+                    options.leaseMs, System.currentTimeMillis(), stopping, waitMs, batch));
             noteInstance(answer.instance, previousPostAt);
             for (AgentAnswer.Item refused : router.apply(batch, answer)) {
                 AgentLog.warn("the sidecar refused the status of " + refused.key + " for good: " + refused.reason);
@@ -255,7 +260,7 @@ public final class Sender implements Runnable {
             finalSent = stopping;
             awaySince = -1;
             backoffMs = MIN_BACKOFF_MS;
-            nextPollAt = now() + (router.flushWaiting() ? FLUSH_POLL_MS : options.pollIntervalMs);
+            nextPollAt = router.flushWaiting() ? lastPostAt + FLUSH_POLL_MS : now() + options.pollIntervalMs;
         } catch (SidecarException e) {
             router.returnBatch(batch);
             if (!e.reached) {

@@ -3,6 +3,7 @@ package io.statusstore.agent.path;
 import io.statusstore.agent.status.StatusUpdate;
 import org.junit.jupiter.api.Test;
 
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
@@ -362,6 +363,15 @@ class SenderTest {
             assertTrue(h.router.awaitSettled(2_000));
             Map<String, String> latest = h.topic.latest();
             assertEquals(h.newest, latest);
+            // While Connect waited in flush, the agent asked the sidecar to hold its answers for the outcomes
+            // (a poll saved per flush); before and after, never.
+            List<Object> waits = new ArrayList<>();
+            for (Map<?, ?> post : h.sidecar.posts()) {
+                waits.add(post.get("wait_ms"));
+            }
+            // Half the read timeout (150 ms here) at most, so a held answer never times the request out.
+            assertTrue(waits.contains(75L), "no request held for the flush: " + waits);
+            assertEquals(null, waits.get(0), "a request outside a flush asked to wait: " + waits);
         }
     }
 }
