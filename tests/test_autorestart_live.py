@@ -11,18 +11,17 @@ import contextlib
 import http.client
 import itertools
 import json
-import re
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.http_proxy import HttpFaultProxy, Refusal
-from harness.real_kafka import SOURCE_CONNECTOR, ConnectCluster, KafkaCluster, all_in, kafka_line, wait_until
+from harness.http_proxy import Refusal
+from harness.real_kafka import SOURCE_CONNECTOR, ConnectCluster, KafkaCluster, all_in, wait_until
+from harness.restart_pod import RestartPod
 from harness.sidecar import LiveSidecar
 
 pytestmark = pytest.mark.timeout(600)
@@ -38,66 +37,13 @@ SESSION_TIMEOUT_S = 6.0
 # A worker that leaves gives its tasks up after this (Connect's 5 minutes, shortened): meanwhile Connect says RUNNING.
 REBALANCE_DELAY_MS = 20000
 STEP_WAIT = 60.0
-RESTART = re.compile(r"POST /connectors/([^/ ]+)(?:/tasks/(\d+))?/restart")
-
-
-class Pod:
-    """Two Connect workers, each with its REST proxy and its sidecar acting for it alone."""
-
-    def __init__(self, kafka: KafkaCluster, workdir: Path) -> None:
-        self.connect = ConnectCluster(kafka_line("kafka-4"), workdir / "connect", kafka, "autorestart", workers=2,
-                                      settings={"scheduled.rebalance.max.delay.ms": str(REBALANCE_DELAY_MS)})
-        self.proxies = [HttpFaultProxy(worker.port) for worker in self.connect.workers]
-        self.history_topic = "autorestart-history"
-        self.sidecars = [
-            LiveSidecar(workdir / f"sidecar-{i}", self.connect,
-                        {**SIDECAR, "sidecar.restart.workers": f"{worker.worker_id}={proxy.url}",
-                         "status.storage.history.topic": self.history_topic, "sidecar.name": f"sidecar-{i}"})
-            for i, (worker, proxy) in enumerate(zip(self.connect.workers, self.proxies, strict=True))]
-
-    def start(self) -> None:
-        for proxy in self.proxies:
-            proxy.start()
-        self.connect.start()
-        for sidecar in self.sidecars:
-            sidecar.start()
-
-    def close(self) -> None:
-        for sidecar in self.sidecars:
-            sidecar.close()
-        self.connect.close()
-        for proxy in self.proxies:
-            proxy.close()
-
-    def of(self, worker_id: str) -> tuple[LiveSidecar, HttpFaultProxy]:
-        """The sidecar and the proxy of a worker."""
-        index = [w.worker_id for w in self.connect.workers].index(worker_id)
-        return self.sidecars[index], self.proxies[index]
-
-    def restarts(self, connector: str) -> list[tuple[float, int, str | None]]:
-        """Every restart request of a connector (or its tasks) a worker received: (time, worker index, task)."""
-        found = []
-        for index, proxy in enumerate(self.proxies):
-            for at, line in proxy.seen:
-                match = RESTART.match(line)
-                if match and match.group(1) == connector:
-                    found.append((at, index, match.group(2)))
-        return sorted(found)
-
-    def history(self, connector: str) -> list[dict[str, Any]]:
-        """The history topic's restart events of a connector."""
-        events = [json.loads(value) for _, value in self.connect.kafka.records(self.history_topic) if value]
-        return [e for e in events if e.get("event") == "restart" and e.get("connector") == connector]
 
 
 @pytest.fixture(scope="module")
-def pod(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pod]:
-    running = Pod(kafka, tmp_path_factory.mktemp("autorestart"))
-    try:
-        running.start()
+def pod(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestartPod]:
+    with RestartPod(kafka, tmp_path_factory.mktemp("autorestart"), "autorestart", SIDECAR,
+                    worker_settings={"scheduled.rebalance.max.delay.ms": str(REBALANCE_DELAY_MS)}) as running:
         yield running
-    finally:
-        running.close()
 
 
 class EventReader:
@@ -164,7 +110,7 @@ def task_restarts(sidecar: LiveSidecar, connector: str, task: int = 0) -> dict[s
     return found
 
 
-def test_a_task_that_fails_once_is_restarted_once_by_its_workers_sidecar_only(pod: Pod) -> None:
+def test_a_task_that_fails_once_is_restarted_once_by_its_workers_sidecar_only(pod: RestartPod) -> None:
     connect = pod.connect
     readers = [EventReader(sidecar) for sidecar in pod.sidecars]
     connect.call("PUT", "/connectors/once/config", source(**{"scripted.task": "fail-once"}))
@@ -205,7 +151,7 @@ def test_a_task_that_fails_once_is_restarted_once_by_its_workers_sidecar_only(po
     connect.call("DELETE", "/connectors/once")
 
 
-def test_a_task_failing_on_every_start_is_restarted_at_the_backoff_until_the_maximum(pod: Pod) -> None:
+def test_a_task_failing_on_every_start_is_restarted_at_the_backoff_until_the_maximum(pod: RestartPod) -> None:
     connect = pod.connect
     connect.call("PUT", "/connectors/always/config", source(**{"scripted.task": "fail-on-start"}))
     wait_for(lambda: len(pod.restarts("always")) == MAX_RESTARTS, "three restarts", timeout=90.0)
@@ -228,7 +174,7 @@ def test_a_task_failing_on_every_start_is_restarted_at_the_backoff_until_the_max
     connect.call("DELETE", "/connectors/always")
 
 
-def test_a_configuration_error_is_never_restarted(pod: Pod) -> None:
+def test_a_configuration_error_is_never_restarted(pod: RestartPod) -> None:
     connect = pod.connect
     connect.call("PUT", "/connectors/config-error/config",
                  source(**{"scripted.task": "fail-on-start", "scripted.error": "config"}))
@@ -244,7 +190,7 @@ def test_a_configuration_error_is_never_restarted(pod: Pod) -> None:
     connect.call("DELETE", "/connectors/config-error")
 
 
-def test_a_worker_whose_rest_api_refuses_is_asked_again_after_a_backoff(pod: Pod) -> None:
+def test_a_worker_whose_rest_api_refuses_is_asked_again_after_a_backoff(pod: RestartPod) -> None:
     connect = pod.connect
     for proxy in pod.proxies:
         proxy.refusal = Refusal.UNAVAILABLE
@@ -263,7 +209,7 @@ def test_a_worker_whose_rest_api_refuses_is_asked_again_after_a_backoff(pod: Pod
     connect.call("DELETE", "/connectors/refused")
 
 
-def test_a_storm_of_failures_is_spread_by_the_jitter_and_capped_by_the_rate(pod: Pod) -> None:
+def test_a_storm_of_failures_is_spread_by_the_jitter_and_capped_by_the_rate(pod: RestartPod) -> None:
     connect = pod.connect
     tasks = 100
     fail_at = int((time.time() + 25) * 1000)
@@ -284,7 +230,7 @@ def test_a_storm_of_failures_is_spread_by_the_jitter_and_capped_by_the_rate(pod:
     connect.call("DELETE", "/connectors/storm")
 
 
-def test_a_killed_worker_is_marked_gone_while_connect_says_running(pod: Pod) -> None:
+def test_a_killed_worker_is_marked_gone_while_connect_says_running(pod: RestartPod) -> None:
     connect = pod.connect
     connect.call("PUT", "/connectors/zombie/config", source(**{"tasks.max": "4"}))
     status = connect.wait_for_status("zombie", all_in("RUNNING", 4), "running")

@@ -70,7 +70,7 @@ class RestartConfig:
         "several workers (Strimzi). Required with sidecar.restart.enable=true.",
         example="http://127.0.0.1:8083")
     initial_backoff_ms: int = setting(
-        "sidecar.restart.initial.backoff.ms", 30000, integer(0, INT64_MAX),
+        "sidecar.restart.initial.backoff.ms", 10000, integer(0, INT64_MAX),
         "The wait between reading a FAILED status and the first restart (KIP-1278's backoff: initial, multiplier, "
         "cap, additive jitter); the jitter spreads a storm of failures over initial * jitter.factor.")
     max_backoff_ms: int = setting(
