@@ -8,12 +8,12 @@ a sidecar beside each (harness/restart_pod.py: each worker's REST API behind a p
    connector's ``fail-once``). With auto-restart: the sidecar beside its worker restarts it (the defaults: 10 s, up to
    25 % more). Baseline, the same run: what an operator's poll gives, as Conduktor's auto-restart does it: a loop that
    reads ``GET /connectors?expand=status`` every ``--poll-seconds`` (60) and restarts each FAILED task it finds
-   (``POST /connectors/{c}/tasks/{n}/restart``); the loop runs all along, so a failure waits for its next check (its
-   phase is random against the failure). The sidecars leave the baseline's connectors alone
-   (``sidecar.restart.exclude.connector.pattern=poll-.*``). Measured with Connect's own REST API, asked every 100 ms:
-   from the task seen FAILED to seen RUNNING.
+   (``POST /connectors/{c}/tasks/{n}/restart``); a failure waits for its next check (a poller per failure, its first
+   check at a random phase in its interval, as a failure comes at any moment of a cron's minute). The sidecars leave
+   the baseline's connectors alone (``sidecar.restart.exclude.connector.pattern=poll-.*``). Measured with Connect's
+   own REST API, asked every 100 ms: from the task seen FAILED to seen RUNNING.
 2. **A storm.** ``--storm-tasks`` tasks of one connector fail at one moment (``scripted.fail.at.ms``), as when a
-   downstream system goes away: the restart requests the workers received (each task once?), their spread, the most
+   downstream system goes away: the restart requests the workers received (each task once), their spread, the most
    in any second against ``sidecar.restart.max.per.second``, and the time until all run again. Baseline: the poller
    sends its restarts for all of them in one burst.
 3. **A killed worker.** A connector's tasks run on both workers; one worker is SIGKILLed. Seconds until the sidecar
@@ -105,18 +105,21 @@ def transient(pod: RestartPod, runs: int, poll_s: float, rng: random.Random) -> 
     """Seconds from FAILED to RUNNING of a fail-once task: restarted by the sidecar, and by the poller."""
     connect = pod.connect
     figures: dict[str, list[float]] = {"auto-restart (sidecar)": [], f"poll every {poll_s:g} s (baseline)": []}
-    poller = Poller(connect, poll_s, rng)
-    poller.start()
-    try:
-        for run in range(runs):
-            for label, name in zip(figures, (f"auto-{run}", f"{POLLED}{run}"), strict=True):
+    for run in range(runs):
+        for label, name in zip(figures, (f"auto-{run}", f"{POLLED}{run}"), strict=True):
+            # A poller of its own for each failure, so that each one comes at a phase of its own in the checks.
+            poller = Poller(connect, poll_s, rng) if name.startswith(POLLED) else None
+            if poller is not None:
+                poller.start()
+            try:
                 connect.call("PUT", f"/connectors/{name}/config", source(1, {"scripted.task": "fail-once"}))
                 failed = seen(connect, name, any_failed, 60.0)
                 running = seen(connect, name, all_in("RUNNING", 1), poll_s * 2 + 60.0)
-                figures[label].append(running - failed)
-                connect.call("DELETE", f"/connectors/{name}")
-    finally:
-        poller.stop()
+            finally:
+                if poller is not None:
+                    poller.stop()
+            figures[label].append(running - failed)
+            connect.call("DELETE", f"/connectors/{name}")
     return figures
 
 

@@ -84,7 +84,8 @@ class GroupWatch:
             log.info("Worker %s is in the Connect group %s (again)", worker, self.group)
         if left or came:
             self._changed(left, came, now)
-        self.liveness.forget(self._named())
+        if self.liveness.departed:
+            self.liveness.forget(self._named())
 
     def _failed(self, reason: str) -> None:
         self.read_failures += 1

@@ -161,6 +161,11 @@ class Liveness:
                            self.gone_since(w)) for w in sorted(ids)]
 
     @property
+    def departed(self) -> int:
+        """Workers that left the group and are still remembered."""
+        return len(self._left)
+
+    @property
     def present(self) -> Mapping[str, str]:
         """The workers in the group now, with their URLs."""
         return self._present
