@@ -10,6 +10,8 @@ Run a benchmark from the repository's root as a module, ``.venv/bin/python -m be
 - ``connect_store``: the write path and the cold start against Connect's own ``KafkaStatusBackingStore`` (a Java
   harness, bench/jvm) on Apache Kafka's broker.
 - ``fleet``: a fleet of sidecars against a recovering broker, in virtual time.
+- ``autorestart``: auto-restart against an operator's 1-minute poll, a storm of failures, a killed worker flagged
+  against Connect's REST API, on two real Connect workers.
 - ``soak``: minutes of status traffic through random faults.
 - ``rest_api``: the HTTP API against a bare FastAPI app (``bare_app``).
 - ``spark_history``: the Spark analytics against pandas (``pandas_history``) on generated history

@@ -1,4 +1,5 @@
-"""A fault-injecting HTTP proxy in front of a sidecar, for the agent's tests: each request is forwarded as it is, or
+"""A fault-injecting HTTP proxy in front of a sidecar (the agent's tests) or a Connect worker's REST API (auto-restart's
+tests, which read the times of the requests it saw, ``seen``): each request is forwarded as it is, or
 answered 503 (``Refusal.UNAVAILABLE``), or held for a while before it is forwarded (``delay_s``: a sidecar that
 answers late), or its connection closed at once (``Refusal.CLOSE``: nothing listens).
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import threading
+import time
 
 from . import free_port
 
@@ -35,6 +37,8 @@ class HttpFaultProxy:
         self.refusal = Refusal.NONE
         self.delay_s = 0.0
         self.requests = 0
+        # Each request's arrival (seconds since the epoch) and request line ("POST /connectors/c/restart HTTP/1.1").
+        self.seen: list[tuple[float, str]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -85,6 +89,7 @@ class HttpFaultProxy:
                     length = int(line.split(b":", 1)[1])
             body = await asyncio.wait_for(reader.readexactly(min(length, MAX_BODY)), 30) if length else b""
             self.requests += 1
+            self.seen.append((time.time(), head.split(b"\r\n", 1)[0].decode("latin-1")))
             refusal = self.refusal
             if refusal is Refusal.CLOSE:
                 return

@@ -96,30 +96,51 @@ def _row(what: str, status: object, kind: str) -> tuple[str, str, str, str]:
 
 
 def show_status(base_url: str, name: str | None, out: TextIO = sys.stdout) -> int:
-    """Print one connector's statuses, or every connector's; 0 when shown."""
+    """Print one connector's statuses, or every connector's, with each connector's health word; 0 when shown."""
     base = base_url.rstrip("/")
     url = f"{base}/connectors/{urllib.parse.quote(name, safe='')}/status" if name is not None else (
         f"{base}/connectors?expand=status")
     answer = fetch(url)
-    table = [("CONNECTOR / TASK", "STATE", "WORKER", "TRACE")]
+    words = health_words(base, name)
+    table = [("CONNECTOR / TASK", "STATE", "HEALTH", "WORKER", "TRACE")]
     try:
         if name is not None:
-            table.extend(rows(answer))
+            table.extend(with_health(rows(answer), words.get(name)))
         elif not isinstance(answer, dict):
             raise MalformedAnswer("the list of connectors is not a JSON object")
         else:
             for connector in sorted(answer):
-                table.extend(rows(field(answer[connector], "status", dict, f"the entry of {connector!r}")))
+                found = rows(field(answer[connector], "status", dict, f"the entry of {connector!r}"))
+                table.extend(with_health(found, words.get(connector)))
     except MalformedAnswer as e:
         raise SystemExit(f"status-store: {url} answered something else than statuses: {escape_text(str(e))}") from None
     if len(table) == 1:
         print("No connector has a status.", file=out)
         return 0
-    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
     for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3],
+        print("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)) + "  " + row[4],
               file=out)
     return 0
+
+
+def with_health(found: list[tuple[str, str, str, str]], word: str | None) -> list[tuple[str, str, str, str, str]]:
+    """A connector's rows with its health word beside its own state (its tasks have none)."""
+    return [(what, state, (word or "-") if i == 0 else "", worker, trace)
+            for i, (what, state, worker, trace) in enumerate(found)]
+
+
+def health_words(base: str, name: str | None) -> dict[str, str]:
+    """Connectors' health words (``GET /fleet/health``), escaped; none from a service that does not serve them."""
+    url = f"{base}/fleet/health" + (f"?{urllib.parse.urlencode({'connector': name})}" if name is not None else "")
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
+            words = json.load(response)
+    except (urllib.error.URLError, OSError, ValueError):
+        return {}
+    if not isinstance(words, dict):
+        return {}
+    return {connector: escape_text(word) for connector, word in words.items() if isinstance(word, str)}
 
 
 def watch(base_url: str, connector: str | None, out: TextIO = sys.stdout, last_event_id: str | None = None) -> int:
@@ -238,6 +259,10 @@ def change_line(name: str, data: object) -> str:
     except (OverflowError, OSError, ValueError):
         raise MalformedAnswer("its timestamp is out of range") from None
     kind = field(data, "kind", str, "the event")
+    if name == "worker":
+        member = escape_text(field(data, "worker_id", str, "the event"))
+        back = field(data, "up", bool, "the event")
+        return f"{when}  worker {member}  {'back in the Connect group' if back else 'gone from the Connect group'}"
     if kind not in _KINDS:
         raise MalformedAnswer(f"its kind is not one of {', '.join(_KINDS)}")
     connector = escape_text(field(data, "connector", str, "the event"))
@@ -246,6 +271,9 @@ def change_line(name: str, data: object) -> str:
             "topic": f"topic {_text(data.get('topic'))} of {connector}"}[kind]
     if name == "deleted":
         return f"{when}  {what}  deleted"
+    if name == "restart":
+        return (f"{when}  {what}  restart {_text(data.get('attempt'))} by the sidecar: {_text(data.get('result'))}  "
+                f"worker {_text(data.get('worker_id'))}")
     if kind == "topic":
         return f"{when}  {what}  used by task {_text(data.get('task'))}"
     state = escape_text(field(data, "state", str, "the event"))

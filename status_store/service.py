@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import uvicorn
 from prometheus_client import CollectorRegistry
 
+from .act.actions import Actions
 from .api import create_app
 from .api.app import store_events
 from .api.http_server import client_log_limits, http_config
@@ -81,15 +82,21 @@ async def serve(config: StoreConfig) -> None:
     StoreMetrics.watching(store, registry)
     # Before the store reads: the events kept start with the topic, so a client resumes across a restart.
     status_events = store_events(store, from_start=True)
+    # Before the store reads too: a restart is planned as a FAILED status is read, those read at the start included.
+    actions = Actions(config, store, status_events)
+    registry.register(actions.collector())
     configs = (ConfigTopic(config.config_topic, bootstrap, config.config_topic_client_configs)
                if config.config_topic is not None else None)
     try:
         await _start(store, configs, bootstrap)
+        await actions.start()
         tune_collector()
-        app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes, configs, status_events)
+        app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes, configs, status_events,
+                         actions=actions)
         with client_log_limits(asyncio.get_running_loop()):
             await _Server(http_config(app, config.rest_host, config.rest_port), status_events).serve()
     finally:
+        await actions.stop()
         if configs is not None:
             await configs.stop()
         cut_short = await store.stop()

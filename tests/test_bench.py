@@ -32,7 +32,7 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
-    assert len(scripts()) == 18
+    assert len(scripts()) == 19
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
@@ -159,3 +159,14 @@ def test_fleet_release_tuning_changes_the_held_partitions_release(tmp_path: Path
                  "held partitions")
     assert len(default) == len(tuned) == 1
     assert tuned != default
+
+
+@pytest.mark.timeout(480)
+def test_autorestart_quick_run(tmp_path: Path) -> None:
+    output = run_quick("autorestart", tmp_path, timeout=420.0)  # two Connect workers start: longer than the others
+    assert [row[0] for row in rows(output, "auto-restart")] == ["auto-restart (sidecar)"]
+    assert [row[0] for row in rows(output, "poll every")][:1] == ["poll every 6 s (baseline)"]
+    # Each task of the storm restarted once, by one sidecar, and by the poller.
+    assert [row[2] for row in rows(output, "sidecars")] == ["20 of 20"]
+    assert [row[0] for row in rows(output, "the sidecar")] == ["the sidecar (worker gone)"]
+    assert [row[0] for row in rows(output, "Connect's REST API")] == ["Connect's REST API (no longer RUNNING on it)"]

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
 from .. import __version__
+from ..act.actions import Actions
 from ..agents import AgentsCollector, AgentSessions
 from ..errors import RecordTooLargeError, StoreClosedError, WriteRejectedError
 from ..fleet.config_topic import ConfigTopic
@@ -28,7 +29,7 @@ from .responses import (
     validation_error_handler,
     write_rejected_handler,
 )
-from .routes import agent, connectors, events, metrics, not_served, retries, server, statuses, topics, ui
+from .routes import agent, connectors, events, health, metrics, not_served, retries, server, statuses, topics, ui
 from .routing import REFUSED_LOG_INTERVAL_S
 
 log = logging.getLogger(__name__)
@@ -38,13 +39,14 @@ DEFAULT_MAX_BODY_BYTES = 1 << 20
 
 def create_app(store: StatusStore | None, registry: CollectorRegistry | None = None, token: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, config_topic: ConfigTopic | None = None,
-               status_events: StatusEvents | None = None) -> FastAPI:
+               status_events: StatusEvents | None = None, actions: Actions | None = None) -> FastAPI:
     """The HTTP API over a started store (None only to render the OpenAPI document).
 
     ``token``: when set, every write needs ``Authorization: Bearer <token>``; reads stay open, as
     Connect's status endpoints are. ``config_topic``: Connect's config topic, started, when configured.
     ``status_events``: the store's status changes for ``GET /events``, attached before the store started
-    (then a client can resume across a restart); without it they are kept from now on.
+    (then a client can resume across a restart); without it they are kept from now on. ``actions``: what the
+    sidecar acts on (workers gone, auto-restart, health words) for ``/fleet`` and ``/fleet/health``.
     """
     app = FastAPI(
         title="status-store",
@@ -56,6 +58,7 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     )
     app.state.store = store
     app.state.config_topic = config_topic
+    app.state.actions = actions
     if status_events is None and store is not None:
         status_events = store_events(store, from_start=False)
     app.state.events = status_events
@@ -73,7 +76,7 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     app.router.redirect_slashes = False
     # Routes are tried in order: the routers of the hot writes first (no two routers' paths overlap).
     served = (connectors.router, statuses.router, agent.router, server.router, topics.router, retries.router,
-              metrics.router, events.router, ui.router)
+              metrics.router, events.router, ui.router, health.router)
     for router in (*served, not_served.router):
         app.include_router(router)
     app.add_exception_handler(HTTPException, http_error_handler)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..settings import INT32_MAX, Setting, boolean, choice, declared, integer, setting, text, topic_name
+from .act import RestartConfig, WorkersConfig
 from .retry import RetryConfig
 
 DEFAULT_TOPIC = "connect-status"
@@ -205,6 +206,8 @@ class StoreConfig:
         "sidecar.events.heartbeat.ms", 15000, integer(10, INT32_MAX),
         "GET /events sends a comment line when nothing else was sent for this long, so that proxies keep the "
         "connection and clients see that it is alive.")
+    restart: RestartConfig = field(default_factory=RestartConfig)
+    workers: WorkersConfig = field(default_factory=WorkersConfig)
     # What no key of ours declares: status.storage.<x> topic configs, and the Kafka clients' settings.
     topic_configs: Mapping[str, str] = field(default_factory=dict)
     client_configs: Mapping[str, str] = field(default_factory=dict)

@@ -178,10 +178,18 @@ class StatusEvents:
         offsets = self._offsets
         offsets[index] = offset
         status = self._cache.value_of(key) if record.value is not None else None
-        event = StatusEvent(key, status, partition, offset, record.timestamp, self._partitions, tuple(offsets))
+        self._append(StatusEvent(key, status, partition, offset, record.timestamp, self._partitions, tuple(offsets)))
+
+    def publish(self, event: StatusEvent) -> None:
+        """Hand subscribers an event that is no record of the topic (an action of this sidecar: a restart, a worker
+        gone). Its id is the stream's position when it happened, and its partition and offset -1: a client that
+        resumes is not handed it again."""
+        self._append(event)
+
+    def _append(self, event: StatusEvent) -> None:
         events = self._events
         events.append(event)
-        self._connectors.append(key.connector)
+        self._connectors.append(event.connector)
         self._appended_bytes += event.size
         self._ends.append(self._appended_bytes)
         self._window_bytes += event.size
@@ -191,7 +199,7 @@ class StatusEvents:
             self._window_bytes -= forgotten.size
             self._window += 1
         if self._subscriptions:
-            self._news.add(key.connector)
+            self._news.add(event.connector)
             self._schedule_pass()
         else:
             self._trim(self._window)

@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from ...act.actions import NO_ANNOTATIONS, Actions, FleetAnnotations
 from ...connect.cache import FleetObject
 from ...fleet.event import trace_excerpt
 from ...fleet.events import StatusEvents
@@ -84,13 +85,15 @@ async def fleet(request: Request, store: StoreDep, configs: ConfigsDep) -> Respo
     names = dict.fromkeys([*configured, *(item.connector for item in objects)])
     types = {name: type_of(store, configs, name) for name in names}
     position = hub.position if hub is not None else {}
+    actions: Actions | None = request.app.state.actions
+    annotations = actions.annotate(objects) if actions is not None else NO_ANNOTATIONS
     body = await asyncio.to_thread(fleet_json, objects, set(configured), types, position,
-                                   store.config.events_heartbeat_ms)
+                                   store.config.events_heartbeat_ms, annotations)
     return Response(body, media_type="application/json")
 
 
 def fleet_json(objects: list[FleetObject], configured: set[str], types: dict[str, str], position: dict[int, int],
-               heartbeat_ms: int) -> bytes:
+               heartbeat_ms: int, annotations: FleetAnnotations = NO_ANNOTATIONS) -> bytes:
     """``GET /fleet``'s answer (JSON text as Python's encoder writes it, escapes in ASCII: valid for every
     string a status may hold, a lone surrogate included)."""
     statuses: dict[str, dict[str, Any]] = {}
@@ -98,18 +101,20 @@ def fleet_json(objects: list[FleetObject], configured: set[str], types: dict[str
     for item in objects:
         value = item.value
         status = {"state": value.state.value, "worker_id": value.worker_id, "since": item.changed_at,
-                  "trace": trace_excerpt(value.trace)}
+                  "trace": trace_excerpt(value.trace), **annotations.of(item.connector, item.task)}
         if item.task is None:
             statuses[item.connector] = status
         else:
             tasks[item.connector].append((item.task, {"id": item.task, **status}))
-    no_status = {"state": None, "worker_id": None, "since": None, "trace": None}
+    no_status = {"state": None, "worker_id": None, "since": None, "trace": None, **annotations.of("", None)}
     answer = {
         "id": ",".join(f"{p}:{o}" for p, o in position.items()) or None,
         "position": {str(p): o for p, o in position.items()},
         "heartbeat_ms": heartbeat_ms,
         "connectors": [{"name": name, "type": types[name], "configured": name in configured,
-                        **statuses.get(name, no_status), "tasks": [task for _, task in sorted(tasks[name])]}
+                        **statuses.get(name, no_status), "health": annotations.health.get(name),
+                        "tasks": [task for _, task in sorted(tasks[name])]}
                        for name in sorted(types)],
+        "workers": annotations.workers,
     }
     return json.dumps(answer, separators=(",", ":"), allow_nan=False).encode()
