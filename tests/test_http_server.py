@@ -376,3 +376,47 @@ def test_the_service_escapes_names_in_its_log(monkeypatch: pytest.MonkeyPatch) -
         service.stop()
     assert "/connectors/evil\\u2028\\u000aINFO forged\\u202e/status" in line
     assert not any(c in line for c in "\u2028\u202e")
+
+
+async def test_a_connection_closed_with_data_its_client_then_takes_is_let_go_without_an_error() -> None:
+    """Closed with data still to send, the connection drains as the client reads and asyncio closes it: the linger's
+    reset, due later, finds it gone and does nothing (it used to raise AttributeError in the loop's callback, a
+    traceback per large answer on a closing connection)."""
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: errors.append(context))
+    accepted: asyncio.Future[asyncio.StreamWriter] = loop.create_future()
+
+    async def keep(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.set_result(writer)
+
+    server = await asyncio.start_server(keep, "127.0.0.1", 0)
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.connect(server.sockets[0].getsockname())
+    try:
+        writer = await asyncio.wait_for(accepted, WAIT)
+        transport = OneWritePerTurn(writer.transport, loop, linger_s=0.3)  # type: ignore[arg-type]
+        sent = 0
+        for _ in range(1000):  # until the kernel's buffers are full and asyncio holds the rest
+            if transport.get_write_buffer_size():
+                break
+            transport.write(b"x" * 65536)
+            sent += 65536
+            await asyncio.sleep(0)
+        assert transport.get_write_buffer_size()
+        transport.close()
+        client.settimeout(WAIT)
+        received = await asyncio.to_thread(lambda: sum(len(chunk) for chunk in iter(lambda: client.recv(65536), b"")))
+        assert received == sent  # the whole answer, then the server's close
+        deadline = time.monotonic() + WAIT
+        while transport.get_extra_info("socket").fileno() >= 0:
+            assert time.monotonic() < deadline, "the connection was never let go"
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.6)  # past the linger: its reset has run
+        assert errors == []
+    finally:
+        loop.set_exception_handler(previous)
+        client.close()
+        server.close()
