@@ -205,3 +205,24 @@ async def test_spool_rows_are_committed_per_turn_and_on_demand(mock_cluster: Fau
         await asyncio.sleep(0)
         assert len(Spool(spool)) == 101
         mock_cluster.broker_up(-1)
+
+
+async def test_a_stop_with_a_spool_says_once_what_becomes_of_what_was_pending(
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """What a stop cuts short is kept by the spool: one WARNING says so, and no ERROR says the opposite (the
+    producer used to log the writes still in its queue as "failed, not written")."""
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    settings = {"status.storage.spool.path": str(tmp_path / "spool.db"), "sidecar.shutdown.timeout.ms": "300",
+                "status.storage.retry.delivery.timeout.ms": "60000"}
+    with caplog.at_level(logging.WARNING):
+        async with store_factory(mock_cluster.bootstrap_servers, topic, **settings) as store:
+            mock_cluster.broker_down(-1)
+            for i in range(20):
+                store.put(TaskStatus(TaskId("c", i), State.RUNNING, "w:1", 1))
+            await asyncio.sleep(0.1)  # sent: in the producer's queue, unacknowledged
+    ours = [r for r in caplog.records if r.name.startswith("status_store") and r.name != "status_store.librdkafka"]
+    assert [r.getMessage()[:60] for r in ours if r.levelno >= logging.ERROR] == []
+    kept = [r.getMessage() for r in ours if "the spool keeps them" in r.getMessage()]
+    assert len(kept) == 1
+    assert kept[0].startswith("Stopped with 20 status update(s) not yet written to Kafka")
