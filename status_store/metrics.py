@@ -126,7 +126,7 @@ class _StoreCollector(Collector):
                                 "writes again.", self._store.queue.parked_count)
         rejected = CounterMetricFamily("status_update_rejected",
                                        "Writes refused before they were accepted, by reason (queue_full: "
-                                       "status.storage.retry.max.pending updates were pending; spool_unwritable: "
+                                       "status.storage.retry.max.pending keys had updates pending; spool_unwritable: "
                                        "the spool could not be written).", labels=["reason"])
         rejected.add_metric(["queue_full"], self._store.queue.rejected_total)
         rejected.add_metric(["spool_unwritable"], self._store.spool_rejected_total)
