@@ -480,6 +480,22 @@ def test_a_last_event_id_naming_a_partition_twice_or_one_not_read_is_malformed()
     assert hub.subscribers == 1
 
 
+def test_a_last_event_id_past_what_a_partition_has_read_is_malformed() -> None:
+    """An id beyond what the stream read of a partition (another topic's, one deleted and made again, or made up) would
+    skip that partition's events up to its offset: it is refused (400), on a hub kept from the start and on one
+    attached late alike."""
+    for from_start in (True, False):
+        cache = StatusCache()
+        hub = StatusEvents(cache, buffer_max=100, queue_max=100, from_start=from_start)
+        cache.apply([record("status-task-c-0", status("RUNNING"), 0, 0),
+                     record("status-task-c-1", status("RUNNING"), 1, 0),
+                     record("status-task-c-1", status("FAILED"), 1, 1)])
+        with pytest.raises(ValueError, match="partition 1 has no record read past offset 1"):
+            hub.subscribe(last_event_id="0:0,1:7")
+        if from_start:
+            assert [(e.partition, e.offset) for e in hub.subscribe(last_event_id="0:0,1:0").backlog] == [(1, 1)]
+
+
 async def test_an_empty_last_event_id_is_refused_not_read_as_none(serve: ServedFactory) -> None:
     async with serve() as served:
         host, port = served.url.removeprefix("http://").split(":")

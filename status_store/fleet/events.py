@@ -227,7 +227,8 @@ class StatusEvents:
     def subscribe(self, connector: str | None = None, last_event_id: str | None = None) -> Subscription:
         """A new subscriber (of one connector's events, or all): from now, or past ``last_event_id``.
 
-        ValueError: a malformed id, or one naming a partition this stream has not read; EventIdTooOld: it needs
+        ValueError: a malformed id, or one naming a partition (or an offset of one) this stream has not read;
+        EventIdTooOld: it needs
         events no longer kept; TooManySubscribers: as many as ``max_subscribers`` are there.
         """
         if len(self._subscriptions) >= self.max_subscribers:
@@ -254,6 +255,12 @@ class StatusEvents:
                 raise EventIdTooOld(f"events of partition {partition} after offset {seen.get(partition, -1)} are no "
                                     f"longer kept (sidecar.events.buffer.max={self._buffer_max}, "
                                     f"sidecar.events.buffer.max.bytes={self._buffer_max_bytes})")
+        for partition, offset in zip(self._partitions, self._offsets, strict=True):
+            if seen.get(partition, -1) > offset:
+                # Resuming would skip the partition's events up to there: an id of another topic (or of this one before
+                # it was deleted and made again), or made up.
+                raise ValueError(f"not an event id of this stream: partition {partition} has no record read past "
+                                 f"offset {offset}")
         unknown = sorted(set(seen) - set(self._partitions))
         if unknown and not self._from_start:
             raise EventIdTooOld(f"partition {unknown[0]} was read before this process kept events")

@@ -39,7 +39,10 @@ subscribe without one. A comment line is sent when nothing else was for `sidecar
 @router.get("/events", response_class=Response, description=DESCRIPTION, responses={
     200: {"content": {EVENT_STREAM: {"schema": {"type": "string"}}}, "description": "The stream of events."},
     400: {"model": ErrorBody, "description": "A malformed Last-Event-ID: empty, not partition:offset,... in ASCII "
-                                            "digits, a partition named twice, or one this stream has not read."},
+                                            "digits, a partition named twice, or a partition or offset this stream "
+                                            "has not read (an id of another topic, or of this one before it was "
+                                            "deleted and made again): read the current statuses and subscribe "
+                                            "without one."},
     410: {"model": ErrorBody, "description": "A Last-Event-ID older than the events kept."},
     503: {"model": ErrorBody, "description": "As many clients as allowed are subscribed "
                                              "(sidecar.events.subscribers.max): try again after Retry-After."}})
