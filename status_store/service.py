@@ -86,7 +86,8 @@ async def serve(config: StoreConfig) -> None:
     try:
         await _start(store, configs, bootstrap)
         tune_collector()
-        app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes, configs, status_events)
+        app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes, configs, status_events,
+                         config.rest_docs)
         with client_log_limits(asyncio.get_running_loop()):
             await _Server(http_config(app, config.rest_host, config.rest_port), status_events).serve()
     finally:

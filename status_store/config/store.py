@@ -167,6 +167,13 @@ class StoreConfig:
     rest_max_body_bytes: int = setting(
         "sidecar.rest.max.body.bytes", 1048576, integer(1, INT32_MAX),
         "Largest request body the API accepts (larger: 413).")
+    rest_docs: bool = setting(
+        "sidecar.rest.docs.enable", False, boolean,
+        "Serve the API's documentation pages, GET /docs (Swagger UI) and GET /redoc (ReDoc). Their scripts, style "
+        "sheets and fonts come from public CDNs (jsDelivr, Google Fonts), so they are off by default: on the origin "
+        "where a writer may paste the bearer token, only the sidecar's own scripts run. When on, the pages are "
+        "served with a Content-Security-Policy that allows those CDNs and nothing else. GET /openapi.json, the "
+        "document itself, is always served (also in the repository: api/openapi.json).")
     startup_timeout_ms: int = setting(
         "sidecar.startup.timeout.ms", 60000, integer(1, INT32_MAX),
         "Bound on reaching the brokers, setting up the topic and reading it to the end at start.")
