@@ -13,15 +13,14 @@ much is served:
 Per-object series are capped (``sidecar.metrics.fleet.max.objects``): beyond the cap the objects not
 RUNNING are kept first, as those are what an operator looks for.
 
-Label values are text from the topic, of any length and content: each is cut to ``MAX_LABEL_CHARS``
-characters (a digest of the whole keeps two names that differ past the cut apart), and a lone surrogate, which
-UTF-8 cannot encode, is written ``\\uD800`` as the REST routes write it. So no name makes a scrape large, and
-no status makes it fail.
+Label values are text from the topic, of any length and content: each is cut as every view of the fleet cuts a
+name (``text.shown``: at most ``MAX_SHOWN_CHARS`` characters, a digest of the whole keeping two names that differ
+past the cut apart), and a lone surrogate, which UTF-8 cannot encode, is written ``\\uD800`` as the REST routes
+write it. So no name makes a scrape large, and no status makes it fail.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -33,12 +32,10 @@ from ..config import FleetMetrics
 from ..connect import codec
 from ..connect.cache import FleetObject
 from ..connect.model import State
+from .text import MAX_SHOWN_CHARS, shown
 
 log = logging.getLogger(__name__)
 
-MAX_LABEL_CHARS = 256
-# Hex digits of the whole value's digest at the end of a value cut.
-_DIGEST_CHARS = 8
 
 
 class FleetCollector(Collector):
@@ -64,7 +61,7 @@ class FleetCollector(Collector):
                                     "sidecar.metrics.fleet.max.objects (the counts still cover them).",
                                     value=len(objects) - len(kept))
             yield GaugeMetricFamily("status_fleet_label_values_cut",
-                                    f"Connector names and worker ids cut to {MAX_LABEL_CHARS} characters in the "
+                                    f"Connector names and worker ids cut to {MAX_SHOWN_CHARS} characters in the "
                                     "per-object series' labels at this scrape (each distinct value once).",
                                     value=labels.cut)
 
@@ -110,15 +107,14 @@ class LabelValues:
 
     def __call__(self, text: str) -> str:
         """``text`` as a label value: as it is when short and ASCII (nearly always), else escaped and bounded."""
-        if len(text) <= MAX_LABEL_CHARS and text.isascii():
+        if len(text) <= MAX_SHOWN_CHARS and text.isascii():
             return text
         escaped = codec.escape_surrogates(text)
-        if len(escaped) <= MAX_LABEL_CHARS:
+        if len(escaped) <= MAX_SHOWN_CHARS:
             return escaped
         value = self._cut.get(text)
         if value is None:
-            digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_DIGEST_CHARS // 2)
-            value = self._cut[text] = escaped[:MAX_LABEL_CHARS - _DIGEST_CHARS - 1] + "…" + digest.hexdigest()
+            value = self._cut[text] = shown(escaped, text)
         return value
 
 

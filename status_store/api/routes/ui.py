@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request, Response
 from ...connect.cache import FleetObject
 from ...fleet.event import trace_excerpt
 from ...fleet.events import StatusEvents
+from ...fleet.text import shown
 from ..deps import ConfigsDep, StoreDep
 from ..routing import ConnectRoute
 from ..schemas import Fleet
@@ -97,7 +98,8 @@ def fleet_json(objects: list[FleetObject], configured: set[str], types: dict[str
     tasks: dict[str, list[tuple[int, dict[str, Any]]]] = {name: [] for name in types}
     for item in objects:
         value = item.value
-        status = {"state": value.state.value, "worker_id": value.worker_id, "since": item.changed_at,
+        worker = value.worker_id
+        status = {"state": value.state.value, "worker_id": worker and shown(worker), "since": item.changed_at,
                   "trace": trace_excerpt(value.trace)}
         if item.task is None:
             statuses[item.connector] = status
@@ -108,7 +110,7 @@ def fleet_json(objects: list[FleetObject], configured: set[str], types: dict[str
         "id": ",".join(f"{p}:{o}" for p, o in position.items()) or None,
         "position": {str(p): o for p, o in position.items()},
         "heartbeat_ms": heartbeat_ms,
-        "connectors": [{"name": name, "type": types[name], "configured": name in configured,
+        "connectors": [{"name": shown(name), "type": types[name], "configured": name in configured,
                         **statuses.get(name, no_status), "tasks": [task for _, task in sorted(tasks[name])]}
                        for name in sorted(types)],
     }
