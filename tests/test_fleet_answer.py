@@ -52,3 +52,28 @@ async def test_long_names_and_worker_ids_are_cut_in_the_fleet_and_its_events_as_
     assert sorted((event["connector"], event["worker_id"]) for event in events) == labels
     assert all(len(name) == MAX_SHOWN_CHARS and len(worker) == MAX_SHOWN_CHARS for name, worker in shown)
     assert len({name for name, _ in shown}) == 3  # cut apart: their digests differ
+
+
+async def test_fleet_status_answers_any_name_the_topic_holds(mock_cluster: FaultyCluster,
+                                                             store_factory: StoreFactory) -> None:
+    """Names no path addresses (``..``, with a ``/``) and names /fleet shows cut: the page's "whole trace" reads them
+    here, by query parameters."""
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    long_name = "x" * 1000
+    async with store_factory(mock_cluster.bootstrap_servers, topic) as store:
+        write_raw(store, *((f"status-connector-{name}".encode(), status(State.FAILED, trace=f"trace of {name[:5]}"))
+                           for name in ("..", "a/b", long_name)),
+                  (b"status-task-a/b-3", status(State.FAILED, trace="the task's trace")))
+        await store.read_to_end(WAIT)
+        app = create_app(store)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+            shown = {c["name"] for c in (await http.get("/fleet")).json()["connectors"]}
+            answers = {name: await http.get("/fleet/status", params={"connector": name}) for name in shown}
+            task = await http.get("/fleet/status", params={"connector": "a/b", "task": 3})
+            missing = await http.get("/fleet/status", params={"connector": "a/b", "task": 4})
+    assert {name: answer.json()["trace"] for name, answer in answers.items()} == {
+        "..": "trace of ..", "a/b": "trace of a/b", **{name: "trace of xxxxx" for name in shown if len(name) > 3}}
+    assert task.json() == {"id": 3, "state": "FAILED", "worker_id": "w1:8083", "version": None,
+                           "trace": "the task's trace"}
+    assert missing.status_code == 404
+    assert missing.json() == {"error_code": 404, "message": "No status found for task a/b-4"}

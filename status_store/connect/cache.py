@@ -325,6 +325,10 @@ class StatusCache:
         """Names of connectors with a status, sorted."""
         return sorted(name for name, entry in self._connectors.items() if entry.value is not None)
 
+    def names(self) -> list[str]:
+        """Names of connectors with an entry or tasks (in no order)."""
+        return list(dict.fromkeys([*self._connectors, *self._tasks]))
+
     def fleet(self) -> Iterator[FleetObject]:
         """Every connector and task with a status read: the connectors, then the tasks."""
         for name, entry in self._connectors.items():

@@ -12,18 +12,20 @@ import asyncio
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from ...connect.cache import FleetObject
+from ...connect.model import TaskId
 from ...fleet.event import trace_excerpt
 from ...fleet.events import StatusEvents
-from ...fleet.text import shown
+from ...fleet.text import MAX_SHOWN_CHARS, may_be_cut, shown
 from ..deps import ConfigsDep, StoreDep
+from ..responses import ApiError, ConnectJSONResponse
 from ..routing import ConnectRoute
-from ..schemas import Fleet
-from .connectors import type_of
+from ..schemas import ConnectorState, ErrorBody, Fleet, TaskState
+from .connectors import state, task_state, type_of
 
 router = APIRouter(tags=["operations"], route_class=ConnectRoute)
 
@@ -70,6 +72,30 @@ async def ui_style() -> Response:
 @router.get("/ui/icon.svg", response_class=Response, include_in_schema=False)
 async def ui_icon() -> Response:
     return _page_file("icon.svg")
+
+
+@router.get("/fleet/status", response_model=ConnectorState | TaskState, responses={404: {"model": ErrorBody}})
+async def fleet_status(store: StoreDep, connector: Annotated[str, Query(
+        description="The connector's name, whole or as GET /fleet shows it (cut past 256 characters).")],
+                       task: Annotated[int | None, Query(ge=0, description="A task's number; none: the connector's "
+                                                                           "own status.")] = None,
+                       ) -> ConnectJSONResponse:
+    """One connector's or task's status, its whole trace included (what the status page's "whole trace" shows), for
+    any name the topic holds: Connect's paths cannot address a connector named ``..`` (the path is resolved before it
+    is sent) or with a ``/`` (an encoded one is refused), a query parameter can."""
+    name = connector
+    if may_be_cut(name) and store.cache.get_connector(name) is None and not store.cache.task_numbers(name):
+        name = next((whole for whole in store.cache.names() if len(whole) > MAX_SHOWN_CHARS and shown(whole) == name),
+                    name)
+    if task is None:
+        status = store.cache.get_connector(name)
+        if status is None:
+            raise ApiError(404, f"No status found for connector {connector}")
+        return ConnectJSONResponse(state(status))
+    task_status = store.cache.get_task(TaskId(name, task))
+    if task_status is None:
+        raise ApiError(404, f"No status found for task {connector}-{task}")
+    return ConnectJSONResponse(task_state(task_status))
 
 
 @router.get("/fleet", response_model=Fleet)
