@@ -104,7 +104,7 @@ def store_events(store: StatusStore, from_start: bool) -> StatusEvents:
         log.info("GET /events takes %d clients at most, half the HTTP connection limit (the limit of open files "
                  "lowers it), not sidecar.events.subscribers.max=%d", max_subscribers, config.events_subscribers_max)
     return StatusEvents(store.cache, config.events_buffer_max, config.events_subscriber_queue_max, from_start,
-                        config.events_buffer_max_bytes, max_subscribers)
+                        config.events_buffer_max_bytes, max_subscribers, config.events_stream_max_ms / 1000)
 
 
 def with_connect_error_bodies(document: dict[str, Any]) -> dict[str, Any]:

@@ -207,7 +207,14 @@ class StoreConfig:
     events_subscribers_max: int = setting(
         "sidecar.events.subscribers.max", 100, integer(1, INT32_MAX),
         "GET /events clients at once at most, and never more than half the HTTP connection limit, so that event "
-        "streams leave room for the probes and the writes: past it a new client is answered 503 with Retry-After.")
+        "streams leave room for the probes and the writes. Past it a new client takes the place of the one "
+        "connected longest, once that one has had a fifth of sidecar.events.stream.max.ms; else it is answered 503 "
+        "with Retry-After.")
+    events_stream_max_ms: int = setting(
+        "sidecar.events.stream.max.ms", 300000, integer(1000, INT32_MAX),
+        "A GET /events stream ends after this long, with an error event asking the client to reconnect with the id of "
+        "the last event it received (the status page and status-store watch do, and miss nothing): a client that "
+        "never reads (its heartbeats fit in the kernel's buffers for hours) holds its slot this long at most.")
     events_heartbeat_ms: int = setting(
         "sidecar.events.heartbeat.ms", 15000, integer(10, INT32_MAX),
         "GET /events sends a comment line when nothing else was sent for this long, so that proxies keep the "
