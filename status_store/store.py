@@ -34,8 +34,8 @@ from .retry.updates import RetryListener, StatusUpdate, UpdateKind
 
 log = logging.getLogger(__name__)
 
-# When the spool cannot be written, writes are refused with this Retry-After (its commits are retried ten times
-# a second: a freed disk takes writes again at once).
+# When the spool cannot be written, writes are refused with this Retry-After (its commits are retried after a wait
+# from 0.1 s to 2 s, and its settled rows go as Kafka takes the writes: a freed disk takes writes again soon).
 SPOOL_RETRY_AFTER_S = 1.0
 
 

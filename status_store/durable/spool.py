@@ -16,12 +16,16 @@ the offset of its connector's last tombstone) and ``sent``, a value of the key t
 without an acknowledgement yet (it may be in the topic: our own, not another writer's). The store
 compares them with the topic at replay (``StatusStore`` start).
 
-Changes are buffered and written in one transaction per commit, so a listener call never touches the
-disk; a database another process holds locked makes a commit wait at most ``BUSY_TIMEOUT_MS`` and try
-again on the next turn, never block the event loop for seconds or break the retry queue. A commit that
-cannot be written (a full disk, an I/O error, a lock) is tried again every ``_RETRY_COMMIT_S`` with the
-changes kept in memory; meanwhile the spool is not ``writable``, and the store refuses new writes (what it
-accepted could not be made durable).
+Changes are buffered and written per commit, so a listener call never touches the disk; a database another
+process holds locked makes a commit wait at most ``BUSY_TIMEOUT_MS`` and try again on the next turn, never block
+the event loop for seconds or break the retry queue. A commit writes two transactions: first the deletes of the
+rows whose updates settled, alone (they need no room: a full disk drains as Kafka takes the writes), then the new
+rows with the deletes of the rows they replace (a key's row goes only once its newer one is on disk). A change
+undone before it was committed is dropped, not written (a row deleted before its insert was committed is never
+inserted). A commit that cannot be written (a full disk, an I/O error, a lock) is tried again after a backoff
+(``RETRY_COMMIT_S``, doubling to ``RETRY_COMMIT_MAX_S``) with the changes kept in memory, never in a tight loop;
+meanwhile the spool is not ``writable``, the store refuses new writes (what it accepted could not be made durable)
+and ``GET /ready`` says why.
 
 A spool file that fails SQLite's integrity check is moved aside (``<path>.corrupt-<time>``) with an
 error naming both paths, never silently discarded, and a new one is started. Anything else that
@@ -82,8 +86,10 @@ _UPDATE = "UPDATE pending SET base = ?, sent = ? WHERE version = ?"
 _VALUES_PER_STATEMENT = 2048
 # How long a commit waits for a lock another process holds before it gives up until the next turn.
 BUSY_TIMEOUT_MS = 50
-# A commit that could not be written (the database locked, a full disk) is tried again this much later.
-_RETRY_COMMIT_S = 0.1
+# A commit that could not be written (the database locked, a full disk) is tried again this much later, twice as
+# late after each failure in a row, up to the most.
+RETRY_COMMIT_S = 0.1
+RETRY_COMMIT_MAX_S = 2.0
 # (base, deleted_base) of a key: what the store had read of it when an update was accepted.
 Tokens = Callable[[str], tuple[int, int]]
 
@@ -138,13 +144,17 @@ class Spool(RetryListener):
         self._kept: dict[int, int] = {}
         # Each key's row as this process wrote it last (in the file until it is deleted).
         self._rows: dict[str, _Row] = {}
-        # Changes not yet committed: rows added, rows' read tokens moved on, versions deleted. Committed in this
-        # order, which ends where the changes' own order would: a version is added once, before anything else
-        # happens to it, and an update of a deleted row changes nothing.
-        self._inserts: list[tuple[object, ...]] = []
+        # Changes not yet committed: the rows of settled updates to delete (committed first, alone); rows added (by
+        # version), rows' read tokens moved on, the rows they replace to delete (committed together). A version is
+        # added once, before anything else happens to it; a change to a row whose insert is not committed yet
+        # changes the insert instead (or drops it, for a delete).
+        self._settled: list[int] = []
+        self._inserts: dict[int, tuple[object, ...]] = {}
         self._updates: list[tuple[int | None, bytes | None, int]] = []
-        self._deletes: list[int] = []
+        self._replaced: list[int] = []
         self._commit_scheduled = False
+        self._retry: asyncio.TimerHandle | None = None
+        self.retry_delay_s = RETRY_COMMIT_S
         # Since when commits fail, and why (None: the last commit was written).
         self._failing_since: float | None = None
         self.failure: str | None = None
@@ -232,35 +242,60 @@ class Spool(RetryListener):
         row = self._rows.pop(key, None)
         version = row.version if row is not None else self._earlier.pop(key, None)
         if version is not None:
-            self._deletes.append(version)
+            self._drop_row(version, self._settled)
             self._changed()
+
+    def _drop_row(self, version: int, deletes: list[int]) -> None:
+        """The row of this version goes: its insert is dropped if not committed yet, else it is deleted with
+        ``deletes``."""
+        if self._inserts.pop(version, None) is None:
+            deletes.append(version)
 
     def commit(self) -> bool:
         """Make every change so far durable (the WAL survives the process being killed). False when they cannot
         be written now (another process holds the database locked, the disk is full): the changes are kept
-        and committed on a later try."""
+        and committed on a later try; the deletes of settled rows may have been written already."""
         self._commit_scheduled = False
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
         if self._closed or not self._pending_changes:
             return self._failing_since is None
-        db = self._db
         try:
-            db.execute("BEGIN")
-            _INSERT.run(db, list(chain.from_iterable(self._inserts)))
-            db.executemany(_UPDATE, self._updates)
-            _DELETE.run(db, self._deletes)
-            db.execute("COMMIT")
+            if self._settled:
+                # Alone first: a delete needs no room, so a full disk drains as the updates settle.
+                self._transaction(lambda db: _DELETE.run(db, self._settled))
+                self._settled = []
+            if self._inserts or self._updates or self._replaced:
+                self._transaction(self._write_rows)
+                self._inserts, self._updates, self._replaced = {}, [], []
         except sqlite3.DatabaseError as e:
-            with contextlib.suppress(sqlite3.DatabaseError):  # SQLite may have rolled back already
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
             self._unwritable(e)
             return False
-        self._inserts, self._updates, self._deletes = [], [], []
+        self.retry_delay_s = RETRY_COMMIT_S
         if self._failing_since is not None:
             log.warning("The spool %s takes writes again after %.1f s", self.path,
                         time.monotonic() - self._failing_since)
             self._failing_since = self.failure = None
         return True
+
+    def _write_rows(self, db: sqlite3.Connection) -> None:
+        _INSERT.run(db, list(chain.from_iterable(self._inserts.values())))
+        db.executemany(_UPDATE, self._updates)
+        _DELETE.run(db, self._replaced)
+
+    def _transaction(self, write: Callable[[sqlite3.Connection], None]) -> None:
+        """``write`` in one transaction, committed; rolled back when it fails (``sqlite3.DatabaseError``)."""
+        db = self._db
+        try:
+            db.execute("BEGIN")
+            write(db)
+            db.execute("COMMIT")
+        except sqlite3.DatabaseError:
+            with contextlib.suppress(sqlite3.DatabaseError):  # SQLite may have rolled back already
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            raise
 
     @property
     def writable(self) -> bool:
@@ -276,20 +311,19 @@ class Spool(RetryListener):
         self.failure = str(error)
         if self._failing_since is None:
             self._failing_since = time.monotonic()
-            log.error("Cannot write to the spool %s (%s): %d change(s) wait in memory and are tried again every "
-                      "%.1f s; until one is written, new writes are refused (a crash now would lose what they "
-                      "hold)", self.path, error, self._pending_changes, _RETRY_COMMIT_S)
+            log.error("Cannot write to the spool %s (%s): %d change(s) wait in memory and are tried again from every "
+                      "%.1f s to every %.1f s; until one is written, new writes are refused (a crash now would lose "
+                      "what they hold)", self.path, error, self._pending_changes, RETRY_COMMIT_S, RETRY_COMMIT_MAX_S)
+        delay = self.retry_delay_s
+        self.retry_delay_s = min(RETRY_COMMIT_MAX_S, delay * 2)
         with contextlib.suppress(RuntimeError):  # no event loop: the next change or close tries again
-            asyncio.get_running_loop().call_later(_RETRY_COMMIT_S, self._commit_later)
+            self._retry = asyncio.get_running_loop().call_later(delay, self.commit)
+            # Changes meanwhile wait for this try.
             self._commit_scheduled = True
-
-    def _commit_later(self) -> None:
-        if self._commit_scheduled:
-            self.commit()
 
     @property
     def _pending_changes(self) -> int:
-        return len(self._inserts) + len(self._updates) + len(self._deletes)
+        return len(self._settled) + len(self._inserts) + len(self._updates) + len(self._replaced)
 
     def _changed(self) -> None:
         """A change was buffered: it is committed at the end of this turn of the event loop (or by ``commit``)."""
@@ -311,7 +345,7 @@ class Spool(RetryListener):
         row = self._rows.get(key)
         if row is not None and row.version <= version:
             del self._rows[key]
-            self._deletes.append(row.version)
+            self._drop_row(row.version, self._settled)
             self._changed()
 
     def close(self) -> bool:
@@ -341,10 +375,10 @@ class Spool(RetryListener):
             sent = row.update.value if row.update.attempts > 0 else row.sent
         replaced = row.version if row is not None else self._earlier.pop(update.key, None)
         if replaced is not None:
-            self._deletes.append(replaced)
+            self._drop_row(replaced, self._replaced)
         self._rows[update.key] = _Row(version, update, base, deleted_base, sent)
-        self._inserts.append((version, update.key, update.kind, int(update.safe), update.value, base, deleted_base,
-                              sent))
+        self._inserts[version] = (version, update.key, update.kind, int(update.safe), update.value, base, deleted_base,
+                                  sent)
         self._changed()
 
     def settled(self, update: StatusUpdate, outcome: Outcome, keep: bool = False) -> None:
@@ -360,7 +394,11 @@ class Spool(RetryListener):
                 row.base = outcome.delivery.offset
                 if row.sent == update.value:
                     row.sent = None
-                self._updates.append((row.base, row.sent, row.version))
+                inserted = self._inserts.get(row.version)
+                if inserted is not None:
+                    self._inserts[row.version] = (*inserted[:5], row.base, inserted[6], row.sent)
+                else:
+                    self._updates.append((row.base, row.sent, row.version))
                 self._changed()
             return
         if not outcome.ok and keep:
