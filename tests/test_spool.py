@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import resource
 import time
 from pathlib import Path
@@ -292,3 +293,50 @@ def test_a_spool_that_cannot_be_written_tries_again_after_a_growing_wait(tmp_pat
         assert delays == [0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0]
     finally:
         spool.close()
+
+
+async def test_a_spool_file_deleted_while_in_use_is_made_anew_and_a_kill_loses_nothing_accepted(
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+    """SQLite writes on to an open file that was deleted: every row written after (and before) the deletion was gone
+    with the process. Now one ERROR says so and the file is made anew with every row, before a write is answered."""
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    spool = tmp_path / "spool.db"
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic,
+                            {"status.storage.spool.path": spool, **QUICK, "status.storage.retry.max.retries": "1000"})
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    statuses = {f"c{i}": "FAILED" if i % 2 else "PAUSED" for i in range(20)}
+    service = Service("--config", str(config), "--port", str(port))
+    try:
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        mock_cluster.broker_down(-1)  # the updates stay pending: their spool rows are what keeps them
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+            for name in list(statuses)[:10]:
+                body = {"state": statuses[name], "worker_id": "w:8083", "generation": 1}
+                assert (await http.put(f"/connectors/{name}/status", json=body)).status_code == 202
+            for suffix in ("", "-wal", "-shm"):  # an operator's rm, a cleanup job
+                os.unlink(f"{spool}{suffix}")
+            for name in list(statuses)[10:]:
+                body = {"state": statuses[name], "worker_id": "w:8083", "generation": 1}
+                assert (await http.put(f"/connectors/{name}/status", json=body)).status_code == 202
+        service.process.kill()  # SIGKILL: what the spool holds is what a crash leaves
+        await asyncio.to_thread(service.process.wait, WAIT)
+        killed = service
+        mock_cluster.broker_up(-1)
+        service = Service("--config", str(config), "--port", str(port))
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        assert any(f"Replaying {len(statuses)} status update(s)" in seen for seen in service.seen)
+        said = [line for line in killed.output() if "was deleted or replaced while in use" in line]
+        assert len(said) == 1
+        assert " ERROR " in said[0]
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+            deadline = time.monotonic() + WAIT
+            while True:
+                answers = [await http.get(f"/connectors/{name}/status") for name in statuses]
+                if all(a.status_code == 200 for a in answers):
+                    break
+                assert time.monotonic() < deadline, "the replayed statuses were not read back"
+                await asyncio.sleep(0.2)
+            assert {name: a.json()["connector"]["state"] for name, a in zip(statuses, answers, strict=True)} == statuses
+    finally:
+        service.stop()

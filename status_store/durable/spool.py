@@ -27,6 +27,12 @@ inserted). A commit that cannot be written (a full disk, an I/O error, a lock) i
 meanwhile the spool is not ``writable``, the store refuses new writes (what it accepted could not be made durable)
 and ``GET /ready`` says why.
 
+**A spool file deleted (or replaced) while in use** would go on taking rows that no later start can read: SQLite
+writes to the open, unlinked file. So the spool checks the file's identity (device and inode of the path against
+those of the file it opened) before each commit and every ``IDENTITY_CHECK_S``; when they differ it logs one ERROR,
+creates the file anew and writes into it every row the open one holds, before any answer says accepted. If it
+cannot (the directory gone for good, a full disk), the spool is not ``writable``: writes are refused until it can.
+
 A spool file that fails SQLite's integrity check is moved aside (``<path>.corrupt-<time>``) with an
 error naming both paths, never silently discarded, and a new one is started. Anything else that
 keeps the spool from being used (a directory or a device at the path, a directory or file this user
@@ -90,6 +96,8 @@ BUSY_TIMEOUT_MS = 50
 # late after each failure in a row, up to the most.
 RETRY_COMMIT_S = 0.1
 RETRY_COMMIT_MAX_S = 2.0
+# The spool file's identity is checked this often (and before each commit).
+IDENTITY_CHECK_S = 1.0
 # (base, deleted_base) of a key: what the store had read of it when an update was accepted.
 Tokens = Callable[[str], tuple[int, int]]
 
@@ -136,6 +144,9 @@ class Spool(RetryListener):
         except BaseException:
             self._lock.release()
             raise
+        # The (device, inode) of the file opened: the path naming another file (or none) means it was deleted.
+        self._identity = _identity(self.path)
+        self._watch: asyncio.TimerHandle | None = None
         row = self._db.execute("SELECT MAX(version) FROM pending").fetchone()
         self._next_version = (row[0] or 0) + 1
         # The versions of the rows earlier runs left, by key, until this run replaces or forgets them.
@@ -259,9 +270,10 @@ class Spool(RetryListener):
         if self._retry is not None:
             self._retry.cancel()
             self._retry = None
-        if self._closed or not self._pending_changes:
+        if self._closed:
             return self._failing_since is None
         try:
+            self._check_identity()
             if self._settled:
                 # Alone first: a delete needs no room, so a full disk drains as the updates settle.
                 self._transaction(lambda db: _DELETE.run(db, self._settled))
@@ -278,6 +290,53 @@ class Spool(RetryListener):
                         time.monotonic() - self._failing_since)
             self._failing_since = self.failure = None
         return True
+
+    def _check_identity(self) -> None:
+        """The file at the path is the one open; else (deleted, or replaced) it is made anew with every row the open
+        one holds (``sqlite3.DatabaseError`` when it cannot be)."""
+        try:
+            if _identity(self.path) == self._identity:
+                return
+        except OSError:
+            pass  # gone: made anew below
+        rows = self._db.execute(f"SELECT {_NAMES} FROM pending ORDER BY version").fetchall()
+        if self._failing_since is None or not (self.failure or "").startswith(_DELETED):
+            log.error("The spool file %s was deleted or replaced while in use (the path no longer names the file "
+                      "this process opened): making it anew and writing again the %d row(s) it held; a start with "
+                      "the file as it was would have replayed none of them", self.path, len(rows))
+        try:
+            _check_path(self.path)
+            if self.path.exists():
+                # Replaced: what is there now is not ours; it is moved aside, never read as this spool.
+                aside = self.path.with_name(f"{self.path.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}")
+                self.path.rename(aside)
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.with_name(self.path.name + suffix).unlink()
+            db = self._connect()
+        except (ConfigError, _CorruptSpool, OSError) as e:
+            raise sqlite3.OperationalError(f"{_DELETED} and cannot be made anew: {e}") from None
+        try:
+            db.execute("BEGIN")
+            _INSERT.run(db, list(chain.from_iterable(rows)))
+            db.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            db.close()
+            raise sqlite3.OperationalError(f"{_DELETED} and its rows cannot be written again: {e}") from None
+        old, self._db = self._db, db
+        old.close()
+        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._identity = _identity(self.path)
+        log.warning("The spool %s was made anew with the %d row(s) it held", self.path, len(rows))
+
+    def _watch_identity(self) -> None:
+        """Now and then, whether the spool file is still there (a commit would find out too, but none may come)."""
+        self._watch = None
+        if self._closed:
+            return
+        if not self._commit_scheduled:
+            self.commit()
+        self._watch = asyncio.get_running_loop().call_later(IDENTITY_CHECK_S, self._watch_identity)
 
     def _write_rows(self, db: sqlite3.Connection) -> None:
         _INSERT.run(db, list(chain.from_iterable(self._inserts.values())))
@@ -329,10 +388,14 @@ class Spool(RetryListener):
         """A change was buffered: it is committed at the end of this turn of the event loop (or by ``commit``)."""
         if not self._commit_scheduled:
             try:
-                asyncio.get_running_loop().call_soon(self.commit)
-                self._commit_scheduled = True
+                loop = asyncio.get_running_loop()
             except RuntimeError:  # no event loop: commit now
                 self.commit()
+                return
+            loop.call_soon(self.commit)
+            self._commit_scheduled = True
+            if self._watch is None:
+                self._watch = loop.call_later(IDENTITY_CHECK_S, self._watch_identity)
 
     def release(self, update: StatusUpdate) -> None:
         """A kept update is done with: its row goes unless a newer value of the key replaced it."""
@@ -355,6 +418,8 @@ class Spool(RetryListener):
         if not committed:
             log.error("Closing the spool %s with %d change(s) it could not write", self.path, self._pending_changes)
         self._closed = True
+        if self._watch is not None:
+            self._watch.cancel()
         self._db.close()
         self._lock.release()
         return committed
@@ -439,8 +504,16 @@ class _ManyRows:
         return text
 
 
-_INSERT = _ManyRows("INSERT INTO pending (version, key, kind, safe, value, base, deleted_base, sent) VALUES ",
-                    "(?, ?, ?, ?, ?, ?, ?, ?)", "", 8)
+_NAMES = "version, key, kind, safe, value, base, deleted_base, sent"
+_INSERT = _ManyRows(f"INSERT INTO pending ({_NAMES}) VALUES ", "(?, ?, ?, ?, ?, ?, ?, ?)", "", 8)
+# How a failure of the spool's file begins.
+_DELETED = "the spool file was deleted or replaced while in use"
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    """The device and inode of the file at ``path`` (OSError when there is none)."""
+    found = path.stat()
+    return found.st_dev, found.st_ino
 _DELETE = _ManyRows("DELETE FROM pending WHERE version IN (", "?", ")", 1)
 
 
