@@ -179,7 +179,9 @@ class StoreConfig:
         "Bound on reaching the brokers, setting up the topic and reading it to the end at start.")
     shutdown_timeout_ms: int = setting(
         "sidecar.shutdown.timeout.ms", 10000, integer(0, INT32_MAX),
-        "Bound on flushing pending writes at shutdown; what is still pending then is reported.")
+        "Bound on the whole stop, from SIGTERM to exit: requests in progress, flushing pending writes, closing the "
+        "clients and the spool (0.5 s of it); what is still pending then is reported (with a spool, kept for the "
+        "next start).")
     fleet_metrics: FleetMetrics = setting(
         "sidecar.metrics.fleet", FleetMetrics.OBJECTS, choice(FleetMetrics),
         "Series of the fleet's statuses on /metrics, read from the status topic: objects (every connector's and "
