@@ -4,20 +4,32 @@ a bound on builds at once), on a store served by the real HTTP server on 127.0.0
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
+import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.faulty_cluster import FaultyCluster
 from status_store.api import create_app
+from status_store.api.routes import connectors, ui
 from status_store.connect import codec
 from status_store.connect.model import State
 from status_store.fleet.text import MAX_SHOWN_CHARS
+from status_store.store import StatusStore
 
 from .conftest import Broker, StoreFactory
 from .helpers import write_raw
+from .test_events import ServedFactory, serve  # noqa: F401  (serve: the fixture)
 
 WAIT = 20.0
 
@@ -77,3 +89,119 @@ async def test_fleet_status_answers_any_name_the_topic_holds(mock_cluster: Fault
                            "trace": "the task's trace"}
     assert missing.status_code == 404
     assert missing.json() == {"error_code": 404, "message": "No status found for task a/b-4"}
+
+
+def fill(store: StatusStore, connectors: int, tasks: int = 2) -> None:
+    """Connectors with tasks, every tenth FAILED with a trace, written as a Connect worker writes them."""
+    records = []
+    for c in range(connectors):
+        failed = c % 10 == 0
+        value = status(State.FAILED if failed else State.RUNNING, f"w{c % 7}:8083", "boom\n\tat x" if failed else None)
+        records.append((f"status-connector-c{c}".encode(), value))
+        records.extend((f"status-task-c{c}-{t}".encode(), value) for t in range(tasks))
+    write_raw(store, *records)
+
+
+@dataclass
+class Held:
+    """A function held at its first call until ``release`` is set: its calls, and whether it is waiting now."""
+
+    release: threading.Event = field(default_factory=threading.Event)
+    calls: int = 0
+    waiting: bool = False
+
+
+@contextmanager
+def held(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> Iterator[Held]:
+    """``module.name`` made to wait, at its first call, until released (10 s at most: then it goes on); released on
+    leaving."""
+    state = Held()
+    original = getattr(module, name)
+
+    def waiting(*args: Any, **kwargs: Any) -> Any:
+        state.calls += 1
+        if state.calls == 1:
+            state.waiting = True
+            state.release.wait(10)
+            state.waiting = False
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, waiting)
+    try:
+        yield state
+    finally:
+        state.release.set()
+
+
+# The clients' threads: each request on a thread of its own, answered whatever the event loop of the test is doing
+# (not the loop's default executor, which the server uses too).
+CLIENTS = ThreadPoolExecutor(16, "client")
+
+
+def get(url: str, **headers: str) -> asyncio.Future[httpx.Response]:
+    """A GET on a client thread."""
+    return asyncio.get_running_loop().run_in_executor(CLIENTS, lambda: httpx.get(url, headers=headers, timeout=WAIT))
+
+
+def waiting_for(condition: Callable[[], bool]) -> asyncio.Future[None]:
+    """Until ``condition()`` holds, on a client thread (bounded: WAIT seconds at most)."""
+    return asyncio.get_running_loop().run_in_executor(CLIENTS, wait_until, condition)
+
+
+async def test_health_is_answered_while_the_fleet_with_every_status_is_being_built(
+        serve: ServedFactory, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """?expand=status was built on the event loop: at 100,000 connectors /health waited 8.2 s for it."""
+    async with serve() as served:
+        fill(served.store, 50)
+        await served.store.read_to_end(WAIT)
+        with held(monkeypatch, connectors, "connector_state_info") as build:
+            building = get(f"{served.url}/connectors?expand=status")
+            await waiting_for(lambda: build.waiting)
+            # Whether the build still waits is read on the client's thread as the answer comes.
+            health, answered_while_held = await asyncio.get_running_loop().run_in_executor(
+                CLIENTS, lambda: (httpx.get(f"{served.url}/health", timeout=WAIT), build.waiting))
+            build.release.set()
+            expanded = await building
+    assert health.status_code == 200
+    assert answered_while_held
+    assert expanded.status_code == 200
+    assert len(expanded.json()) == 50
+
+
+async def test_clients_asking_at_once_share_one_build_and_the_same_bytes(
+        serve: ServedFactory, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    async with serve() as served:
+        fill(served.store, 30)
+        await served.store.read_to_end(WAIT)
+        with held(monkeypatch, ui, "fleet_text") as build:
+            encodings = [{}] * 5 + [{"Accept-Encoding": "identity"}] * 5
+            asking = [get(f"{served.url}/fleet", **encoding) for encoding in encodings]
+            await waiting_for(lambda: build.waiting)
+            # A build holds its view: an answer of another kind needs a build of its own, refused past the bound.
+            served.app.state.shared_answers.max_builds = 1
+            refused = await get(f"{served.url}/connectors?expand=status")
+            build.release.set()
+            answers = await asyncio.gather(*asking)
+        again = await get(f"{served.url}/fleet")
+        write_raw(served.store, (b"status-connector-new", status(State.PAUSED)))
+        await served.store.read_to_end(WAIT)
+        changed = await get(f"{served.url}/fleet")
+        metrics = await get(f"{served.url}/metrics")
+    assert build.calls == 2  # the ten clients and the one after them: one build; after the change: a second
+    assert (refused.status_code, refused.headers["retry-after"]) == (503, "1")
+    assert [a.headers.get("content-encoding") for a in answers] == ["gzip"] * 5 + [None] * 5
+    assert len({a.content for a in answers}) == 1  # decoded: the same text
+    assert again.content == answers[0].content
+    fleet = answers[0].json()
+    assert len(fleet["connectors"]) == 30
+    assert [c["name"] for c in changed.json()["connectors"]][-1] == "new"
+    assert 'status_fleet_answer_builds_total{answer="fleet"} 2.0' in metrics.text
+    assert "status_fleet_answer_refused_total 1.0" in metrics.text
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    """Bounded: WAIT seconds at most."""
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, "not in time"
+        time.sleep(0.01)

@@ -30,6 +30,7 @@ from .responses import (
 from .routes import connectors, events, metrics, not_served, retries, server, statuses, topics, ui
 from .routes.docs import docs_router
 from .routing import REFUSED_LOG_INTERVAL_S
+from .shared_answers import SharedAnswers, SharedAnswersCollector
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
         app.state.registry.register(EventsCollector(status_events))
     app.state.closed_connections = ClosedConnections()
     app.state.registry.register(app.state.closed_connections)
+    app.state.shared_answers = SharedAnswers()
+    app.state.registry.register(SharedAnswersCollector(app.state.shared_answers))
     app.state.token = token
     app.state.refused_log = RateLimit(REFUSED_LOG_INTERVAL_S)
     # Connect serves a path with a trailing slash as the path without it (ConnectHttp), never a redirect.

@@ -16,6 +16,9 @@ types writers hinted (the topic has no such field).
 
 For the fleet's metrics each connector and task entry also notes when its state last changed (the Kafka
 timestamp of the record that changed it) and how many times its state changed since it was first read.
+
+``version`` counts the changes a reader of the whole fleet can see (records applied, types hinted), and ``view``
+hands such a reader what the cache holds, to read on another thread while the cache goes on changing.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from . import codec
 from .codec import GarbledValue, StatusValue
@@ -112,6 +115,18 @@ class CacheEntry:
                                                 or value.generation <= status.generation)
 
 
+class StatusReads(Protocol):
+    """The reads of statuses that Connect's routes answer from: the cache's, or a view's."""
+
+    def connectors(self) -> list[str]: ...
+
+    def get_connector(self, connector: str) -> ConnectorStatus | None: ...
+
+    def get_all_tasks(self, connector: str) -> list[TaskStatus]: ...
+
+    def connector_type(self, connector: str) -> str: ...
+
+
 @dataclass(slots=True)
 class ReadStats:
     """What the reader has seen: records applied and records Connect would discard."""
@@ -139,6 +154,8 @@ class StatusCache:
         self._deleted_at: dict[str, int] = {}
         # Told of each record that changed the cache (not of those discarded or ignored), after it (``subscribe``).
         self._subscribers: list[Applied] = []
+        # Changes a reader of the whole fleet can see so far (records applied, types hinted): a number that grows.
+        self.version = 0
 
     def subscribe(self, applied: Applied) -> None:
         """Call ``applied(record, key)`` after each record that changes the cache, in the order read."""
@@ -180,6 +197,7 @@ class StatusCache:
                 for applied_to in subscribers:
                     applied_to(record, parsed)
         self.stats.applied += applied
+        self.version += applied
 
     def _discard(self, counter: str, reason: str, record: StatusRecord) -> None:
         setattr(self.stats, counter, getattr(self.stats, counter) + 1)
@@ -360,14 +378,79 @@ class StatusCache:
 
     def set_connector_type(self, connector: str, connector_type: str) -> None:
         """Remember a writer's hint of a connector's type (kept in memory only)."""
-        self._types[connector] = connector_type
+        if self._types.get(connector) != connector_type:
+            self._types[connector] = connector_type
+            self.version += 1
 
     def forget_connector_type(self, connector: str) -> None:
         """Drop the hint of a connector's type (the connector is being deleted)."""
-        self._types.pop(connector, None)
+        if self._types.pop(connector, None) is not None:
+            self.version += 1
 
     def connector_type(self, connector: str) -> str:
         """``source``, ``sink``, or ``unknown`` when no writer said."""
+        return self._types.get(connector, "unknown")
+
+    # ----------------------------------------------------------------------------- the whole fleet, elsewhere
+
+    def view(self) -> FleetView:
+        """What the cache holds now, for a reader on another thread (see ``FleetView``); taken on the cache's own
+        thread, in a few copies of its maps (milliseconds for 100,000 connectors)."""
+        return FleetView(self._connectors.copy(), self._tasks.copy(), self._types.copy())
+
+
+class FleetView:
+    """The connectors and tasks of a cache, to read on another thread while the cache goes on changing on its own.
+
+    The maps of connectors, of each connector's tasks and of types are copied when taken, and a connector's tasks
+    when read, each in one call that runs whole under the interpreter's lock (a copy of a dict of strings and
+    numbers calls no Python code), so no read meets a map changing under it. Entries are shared with the cache: a
+    status read through the view is the entry's value when it is read, as new as or newer than when the view was
+    taken (values only move forward), never older. A reader that answers with a position in the topic takes the
+    position before the view: the answer then holds everything up to it, and the changes after it may show twice
+    (a client applies them again), never be missed.
+    """
+
+    __slots__ = ("_connectors", "_tasks", "_types")
+
+    def __init__(self, connectors: dict[str, CacheEntry], tasks: dict[str, dict[int, CacheEntry]],
+                 types: dict[str, str]) -> None:
+        self._connectors, self._tasks, self._types = connectors, tasks, types
+
+    def names(self) -> list[str]:
+        """Every connector with a status or a task's status (or an entry for one), sorted."""
+        return sorted({*self._connectors, *self._tasks})
+
+    def connectors(self) -> list[str]:
+        """Names of connectors with a status, sorted (as ``StatusCache.connectors``)."""
+        return sorted(name for name, entry in self._connectors.items() if entry.value is not None)
+
+    def connector_object(self, connector: str) -> FleetObject | None:
+        """The connector with its status, when it has one."""
+        entry = self._connectors.get(connector)
+        if entry is None or entry.value is None:
+            return None
+        return FleetObject(connector, None, entry.value, entry.changed_at, entry.changes)
+
+    def task_objects(self, connector: str) -> list[FleetObject]:
+        """The connector's tasks with a status, by task number."""
+        tasks = self._tasks.get(connector)
+        found = []
+        for task, entry in sorted(tasks.copy().items()) if tasks else ():
+            value = entry.value
+            if value is not None:
+                found.append(FleetObject(connector, task, value, entry.changed_at, entry.changes))
+        return found
+
+    def get_connector(self, connector: str) -> ConnectorStatus | None:
+        found = self.connector_object(connector)
+        return None if found is None else connector_status(connector, found.value)
+
+    def get_all_tasks(self, connector: str) -> list[TaskStatus]:
+        return [task_status(TaskId(connector, o.task), o.value) for o in self.task_objects(connector)
+                if o.task is not None]
+
+    def connector_type(self, connector: str) -> str:
         return self._types.get(connector, "unknown")
 
 

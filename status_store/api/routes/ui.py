@@ -8,15 +8,16 @@ worker id and trace into the page as text: a connector named ``<img src=x onerro
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import json
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from ...connect.cache import FleetObject
+from ...connect.cache import FleetObject, FleetView
+from ...connect.codec import json_string
+from ...connect.configs import ConnectorConfigs
 from ...connect.model import TaskId
 from ...fleet.event import trace_excerpt
 from ...fleet.events import StatusEvents
@@ -25,7 +26,8 @@ from ..deps import ConfigsDep, StoreDep
 from ..responses import ApiError, ConnectJSONResponse
 from ..routing import ConnectRoute
 from ..schemas import ConnectorState, ErrorBody, Fleet, TaskState
-from .connectors import state, task_state, type_of
+from ..shared_answers import Render
+from .connectors import shared_answer, state, task_state, type_of
 
 router = APIRouter(tags=["operations"], route_class=ConnectRoute)
 
@@ -98,46 +100,60 @@ async def fleet_status(store: StoreDep, connector: Annotated[str, Query(
     return ConnectJSONResponse(task_state(task_status))
 
 
-@router.get("/fleet", response_model=Fleet)
+@router.get("/fleet", response_model=Fleet, responses={503: {"model": ErrorBody, "description": (
+    "As many answers about the whole fleet as allowed are being built: Retry-After says when to try again.")}})
 async def fleet(request: Request, store: StoreDep, configs: ConfigsDep) -> Response:
     """Every connector (with a status, or configured) and its tasks: state, worker, since when (the Kafka
     timestamp of the record that changed the state), the first line of a trace; and where ``GET /events`` stood
-    when this was read, so that a client drops the events it already holds."""
+    when this was read, so that a client drops the events it already holds. Built off the event loop and shared by
+    the clients asking meanwhile (``shared_answers``)."""
     hub: StatusEvents | None = request.app.state.events
-    # One consistent view, taken in one go on the event loop (the statuses are immutable values); the answer,
-    # megabytes for a fleet of thousands, is built and encoded on a thread, so the loop keeps serving.
-    objects = list(store.cache.fleet())
-    configured = configs.connectors() if configs is not None else []
-    names = dict.fromkeys([*configured, *(item.connector for item in objects)])
-    types = {name: type_of(store, configs, name) for name in names}
-    position = hub.position if hub is not None else {}
-    body = await asyncio.to_thread(fleet_json, objects, set(configured), types, position,
-                                   store.config.events_heartbeat_ms)
-    return Response(body, media_type="application/json")
+    class_types, heartbeat_ms = store.config.connector_types, store.config.events_heartbeat_ms
+
+    def prepare() -> Render:
+        # The position first, then the view: the answer holds everything up to the position (see FleetView).
+        position = hub.position if hub is not None else {}
+        view = store.cache.view()
+        return lambda: fleet_text(view, class_types, configs, position, heartbeat_ms)
+
+    return await shared_answer(request, "fleet", None, store, configs, prepare)
 
 
-def fleet_json(objects: list[FleetObject], configured: set[str], types: dict[str, str], position: dict[int, int],
-               heartbeat_ms: int) -> bytes:
-    """``GET /fleet``'s answer (JSON text as Python's encoder writes it, escapes in ASCII: valid for every
-    string a status may hold, a lone surrogate included)."""
-    statuses: dict[str, dict[str, Any]] = {}
-    tasks: dict[str, list[tuple[int, dict[str, Any]]]] = {name: [] for name in types}
-    for item in objects:
-        value = item.value
-        worker = value.worker_id
-        status = {"state": value.state.value, "worker_id": worker and shown(worker), "since": item.changed_at,
-                  "trace": trace_excerpt(value.trace)}
-        if item.task is None:
-            statuses[item.connector] = status
-        else:
-            tasks[item.connector].append((item.task, {"id": item.task, **status}))
-    no_status = {"state": None, "worker_id": None, "since": None, "trace": None}
-    answer = {
-        "id": ",".join(f"{p}:{o}" for p, o in position.items()) or None,
-        "position": {str(p): o for p, o in position.items()},
-        "heartbeat_ms": heartbeat_ms,
-        "connectors": [{"name": shown(name), "type": types[name], "configured": name in configured,
-                        **statuses.get(name, no_status), "tasks": [task for _, task in sorted(tasks[name])]}
-                       for name in sorted(types)],
-    }
-    return json.dumps(answer, separators=(",", ":"), allow_nan=False).encode()
+def fleet_text(view: FleetView, class_types: Mapping[str, str], configs: ConnectorConfigs | None,
+               position: dict[int, int], heartbeat_ms: int) -> Iterator[str]:
+    """``GET /fleet``'s answer in pieces of JSON text (strings as Connect's JSON writes them; names and worker ids as
+    every view of the fleet shows them, ``text.shown``). Reads ``view`` and ``configs`` only (on a thread)."""
+    configured = set(configs.connectors()) if configs is not None else set()
+    event_id = json_string(",".join(f"{p}:{o}" for p, o in position.items())) if position else "null"
+    positions = ",".join(f'"{p}":{o}' for p, o in position.items())
+    yield f'{{"id":{event_id},"position":{{{positions}}},"heartbeat_ms":{heartbeat_ms:d},"connectors":['
+    workers: dict[str | None, str] = {}
+    separator = ""
+    for name in sorted({*configured, *view.names()}):
+        connector, tasks = view.connector_object(name), view.task_objects(name)
+        if connector is None and not tasks and name not in configured:
+            continue  # an entry for a write not read back yet
+        connector_type = type_of(view, class_types, configs, name)
+        head = (f'{separator}{{"name":{json_string(shown(name))},"type":{json_string(connector_type)},'
+                f'"configured":{"true" if name in configured else "false"},')
+        task_texts = ",".join([f'{{"id":{task.task},{_status_fields(task, workers)}}}' for task in tasks])
+        status = _status_fields(connector, workers) if connector is not None else _NO_STATUS
+        yield f'{head}{status},"tasks":[{task_texts}]}}'
+        separator = ","
+    yield "]}"
+
+
+_NO_STATUS = '"state":null,"worker_id":null,"since":null,"trace":null'
+
+
+def _status_fields(item: FleetObject, workers: dict[str | None, str]) -> str:
+    """A status's fields in ``GET /fleet``: state, worker (its JSON text kept in ``workers``: a fleet has few), since
+    when, a trace's first line."""
+    value = item.value
+    worker_id = value.worker_id
+    worker = workers.get(worker_id)
+    if worker is None:
+        worker = workers[worker_id] = "null" if worker_id is None else json_string(shown(worker_id))
+    trace = trace_excerpt(value.trace)
+    return (f'"state":"{value.state.value}","worker_id":{worker},"since":{item.changed_at!r},'
+            f'"trace":{"null" if trace is None else json_string(trace)}')
