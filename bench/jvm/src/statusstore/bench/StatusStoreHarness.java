@@ -33,6 +33,11 @@ import org.apache.kafka.connect.util.SharedTopicAdmin;
  *   read TOPIC N                configure and start() a store on TOPIC (topic check, clients, read to the end),
  *                               which holds statuses(N): {"seconds": s, "cpu_seconds": c, "statuses": N}, once
  *                               every one of them is found in the store's cache
+ *   fleet TOPIC N               the same on a topic of any N statuses (bench/fleet_scale.py's fleet), counted in the
+ *                               store's cache (connectors(), get(), getAll()), and the heap the store holds: the
+ *                               heap used after full collections once started, less before it was made, and the
+ *                               process's resident set: {"seconds", "cpu_seconds", "statuses", "heap_bytes",
+ *                               "rss_bytes"}
  *   quit
  * </pre>
  *
@@ -61,6 +66,9 @@ public final class StatusStoreHarness {
                     break;
                 case "read":
                     harness.read(command[1], Integer.parseInt(command[2]));
+                    break;
+                case "fleet":
+                    harness.fleet(command[1], Integer.parseInt(command[2]));
                     break;
                 case "quit":
                     return;
@@ -126,6 +134,53 @@ public final class StatusStoreHarness {
             answer(String.format(Locale.ROOT, "{\"seconds\": %.6f, \"cpu_seconds\": %.6f, \"statuses\": %d}",
                     seconds / 1e9, cpuSeconds / 1e9, statuses));
         }
+    }
+
+    private void fleet(String topic, int expected) throws Exception {
+        long heapBefore = heapAfterCollections();
+        long cpu = cpuNanos();
+        long start = System.nanoTime();
+        try (Store store = new Store(topic)) {
+            store.start();
+            long seconds = System.nanoTime() - start;
+            long cpuSeconds = cpuNanos() - cpu;
+            int statuses = 0;
+            for (String connector : store.backingStore.connectors()) {
+                statuses += (store.backingStore.get(connector) != null ? 1 : 0)
+                        + store.backingStore.getAll(connector).size();
+            }
+            if (statuses != expected) {
+                throw new IllegalStateException("read " + statuses + " of the " + expected + " statuses written");
+            }
+            long heap = heapAfterCollections() - heapBefore;
+            answer(String.format(Locale.ROOT, "{\"seconds\": %.6f, \"cpu_seconds\": %.6f, \"statuses\": %d, "
+                    + "\"heap_bytes\": %d, \"rss_bytes\": %d}", seconds / 1e9, cpuSeconds / 1e9, statuses, heap,
+                    residentBytes()));
+        }
+    }
+
+    /** The heap used after full collections (until it no longer shrinks, five at most). */
+    private static long heapAfterCollections() {
+        long used = Long.MAX_VALUE;
+        for (int i = 0; i < 5; i++) {
+            System.gc();
+            long now = ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
+            if (now >= used) {
+                return now;
+            }
+            used = now;
+        }
+        return used;
+    }
+
+    /** The process's resident set (VmRSS of /proc/self/status), in bytes. */
+    private static long residentBytes() throws Exception {
+        for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/status"))) {
+            if (line.startsWith("VmRSS:")) {
+                return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+            }
+        }
+        return -1;
     }
 
     /** Whether the store's cache holds what was written for the status's task (Connect's visibility rule). */
