@@ -43,6 +43,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from bench import BenchParser, load_average
+from bench.core import produce_all
 from harness import free_port, stop
 from harness.faulty_cluster import FaultyCluster
 from harness.service import sidecar_config
@@ -74,15 +75,7 @@ def write_fleet(bootstrap: str, topic: str, connectors: int, tasks: int) -> int:
     """Every record through one plain producer (Java's partitioner, as Connect's); how many."""
     producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 50,
                          "batch.size": 1_000_000, "compression.type": "lz4", "log_level": 0})
-    count = 0
-    for key, value in statuses(connectors, tasks):
-        while True:
-            try:
-                producer.produce(topic, value, key)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        count += 1
+    count = produce_all(producer, topic, statuses(connectors, tasks))
     assert producer.flush(WAIT_S) == 0
     return count
 

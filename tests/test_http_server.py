@@ -191,8 +191,11 @@ async def test_writes_wait_for_the_end_of_the_turn_only_while_they_are_short(mon
     server.close()
 
 
-async def test_a_connection_closed_with_data_its_client_does_not_take_is_reset_after_the_linger() -> None:
-    """asyncio's close waits for the data to go: for ever, for a client that never reads."""
+@asynccontextmanager
+async def closed_with_data_to_send() -> AsyncIterator[tuple[OneWritePerTurn, socket.socket, int]]:
+    """A connection to a client with a small receive window, written to until asyncio holds data the kernel could not
+    take, then closed with a linger of 0.3 s: the transport, the client's socket (that has read nothing yet) and the
+    bytes written."""
     accepted: asyncio.Future[asyncio.StreamWriter] = asyncio.get_running_loop().create_future()
 
     async def keep(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -206,24 +209,37 @@ async def test_a_connection_closed_with_data_its_client_does_not_take_is_reset_a
         writer = await asyncio.wait_for(accepted, WAIT)
         transport = OneWritePerTurn(writer.transport, asyncio.get_running_loop(),  # type: ignore[arg-type]
                                     linger_s=0.3)
+        sent = 0
         for _ in range(1000):  # until the kernel's buffers are full and asyncio holds the rest
             if transport.get_write_buffer_size():
                 break
             transport.write(b"x" * 65536)
+            sent += 65536
             await asyncio.sleep(0)
         assert transport.get_write_buffer_size()
         transport.close()
-        # The client reads nothing until the server has let the connection go.
-        deadline = time.monotonic() + WAIT
-        while transport.get_extra_info("socket").fileno() >= 0:
-            assert time.monotonic() < deadline, "the connection was never let go"
-            await asyncio.sleep(0.01)
         client.settimeout(WAIT)
-        with pytest.raises(ConnectionResetError):
-            await asyncio.to_thread(lambda: [None for _ in iter(lambda: client.recv(65536), b"")])
+        yield transport, client, sent
     finally:
         client.close()
         server.close()
+
+
+async def let_go(transport: OneWritePerTurn) -> None:
+    """Until the server has let the connection go (its socket closed); bounded."""
+    deadline = time.monotonic() + WAIT
+    while transport.get_extra_info("socket").fileno() >= 0:
+        assert time.monotonic() < deadline, "the connection was never let go"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_connection_closed_with_data_its_client_does_not_take_is_reset_after_the_linger() -> None:
+    """asyncio's close waits for the data to go: for ever, for a client that never reads."""
+    async with closed_with_data_to_send() as (transport, client, _):
+        # The client reads nothing until the server has let the connection go.
+        await let_go(transport)
+        with pytest.raises(ConnectionResetError):
+            await asyncio.to_thread(lambda: [None for _ in iter(lambda: client.recv(65536), b"")])
 
 
 async def test_the_answer_before_the_server_closes_a_connection_is_whole() -> None:
@@ -386,37 +402,13 @@ async def test_a_connection_closed_with_data_its_client_then_takes_is_let_go_wit
     errors: list[dict[str, Any]] = []
     previous = loop.get_exception_handler()
     loop.set_exception_handler(lambda _, context: errors.append(context))
-    accepted: asyncio.Future[asyncio.StreamWriter] = loop.create_future()
-
-    async def keep(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        accepted.set_result(writer)
-
-    server = await asyncio.start_server(keep, "127.0.0.1", 0)
-    client = socket.socket()
-    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    client.connect(server.sockets[0].getsockname())
     try:
-        writer = await asyncio.wait_for(accepted, WAIT)
-        transport = OneWritePerTurn(writer.transport, loop, linger_s=0.3)  # type: ignore[arg-type]
-        sent = 0
-        for _ in range(1000):  # until the kernel's buffers are full and asyncio holds the rest
-            if transport.get_write_buffer_size():
-                break
-            transport.write(b"x" * 65536)
-            sent += 65536
-            await asyncio.sleep(0)
-        assert transport.get_write_buffer_size()
-        transport.close()
-        client.settimeout(WAIT)
-        received = await asyncio.to_thread(lambda: sum(len(chunk) for chunk in iter(lambda: client.recv(65536), b"")))
-        assert received == sent  # the whole answer, then the server's close
-        deadline = time.monotonic() + WAIT
-        while transport.get_extra_info("socket").fileno() >= 0:
-            assert time.monotonic() < deadline, "the connection was never let go"
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.6)  # past the linger: its reset has run
+        async with closed_with_data_to_send() as (transport, client, sent):
+            received = await asyncio.to_thread(
+                lambda: sum(len(chunk) for chunk in iter(lambda: client.recv(65536), b"")))
+            assert received == sent  # the whole answer, then the server's close
+            await let_go(transport)
+            await asyncio.sleep(0.6)  # past the linger: its reset has run
         assert errors == []
     finally:
         loop.set_exception_handler(previous)
-        client.close()
-        server.close()
