@@ -412,3 +412,21 @@ async def test_a_connection_closed_with_data_its_client_then_takes_is_let_go_wit
         assert errors == []
     finally:
         loop.set_exception_handler(previous)
+
+
+async def test_a_request_target_in_absolute_form_is_routed_by_its_path() -> None:
+    """``GET http://host/health HTTP/1.1`` (what a client sends a proxy; RFC 9112 has servers take it) was answered 400
+    "Ambiguous URI empty segment": the whole target was taken for the path. Connect's answers to such targets:
+    tests/test_connect_live.py::test_a_request_target_in_absolute_form_is_answered_as_connect_answers_it."""
+    async with running_server() as server:
+        for target, host, status in (("http://test/health", "test", 200), ("HTTP://Example.com:80/health?x=1",
+                                                                           "example.com:80", 200),
+                                     ("http://other/health", "test", 400)):
+            reader, _ = await connect(server, f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+                                      .encode())
+            async with asyncio.timeout(WAIT):
+                answer = await reader.read()
+            assert answer.startswith(f"HTTP/1.1 {status} ".encode()), answer
+            # As Connect's Jetty: the path of a target whose authority is the Host; else 400 "Authority!=Host".
+            healthy = b'"status":"healthy","message":"status-store has completed startup and is serving requests."}'
+            assert answer.endswith(healthy if status == 200 else b'{"error_code":400,"message":"Authority!=Host"}')
