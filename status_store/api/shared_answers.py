@@ -75,7 +75,6 @@ class _Answer:
     built: Built | None = None
     building: asyncio.Future[Built] | None = None
     building_version: int = -1
-    builds: int = 0
 
 
 @dataclass(slots=True)
