@@ -116,13 +116,14 @@ class CacheEntry:
 
 
 class StatusReads(Protocol):
-    """The reads of statuses that Connect's routes answer from: the cache's, or a view's."""
+    """The reads of statuses that Connect's routes answer from: the cache's, or a view's (values as read, no status
+    objects made: a fleet's answer reads a million)."""
 
     def connectors(self) -> list[str]: ...
 
-    def get_connector(self, connector: str) -> ConnectorStatus | None: ...
+    def connector_value(self, connector: str) -> StatusValue | None: ...
 
-    def get_all_tasks(self, connector: str) -> list[TaskStatus]: ...
+    def task_values(self, connector: str) -> list[tuple[int, StatusValue]]: ...
 
     def connector_type(self, connector: str) -> str: ...
 
@@ -320,8 +321,19 @@ class StatusCache:
 
     def get_all_tasks(self, connector: str) -> list[TaskStatus]:
         """The statuses of the connector's tasks, by task id."""
-        found = (self.get_task(TaskId(connector, task)) for task in self.task_numbers(connector))
-        return [status for status in found if status is not None]
+        return [task_status(TaskId(connector, task), value) for task, value in self.task_values(connector)]
+
+    def connector_value(self, connector: str) -> StatusValue | None:
+        """The connector's status as last read, as decoded."""
+        entry = self._connectors.get(connector)
+        return entry.value if entry is not None else None
+
+    def task_values(self, connector: str) -> list[tuple[int, StatusValue]]:
+        """The connector's tasks' statuses as last read, as decoded, by task number."""
+        tasks = self._tasks.get(connector)
+        if not tasks:
+            return []
+        return [(task, entry.value) for task, entry in sorted(tasks.items()) if entry.value is not None]
 
     def task_numbers(self, connector: str) -> list[int]:
         """The connector's tasks that have an entry (a status read, or a write of ours under way), sorted."""
@@ -442,13 +454,12 @@ class FleetView:
                 found.append(FleetObject(connector, task, value, entry.changed_at, entry.changes))
         return found
 
-    def get_connector(self, connector: str) -> ConnectorStatus | None:
-        found = self.connector_object(connector)
-        return None if found is None else connector_status(connector, found.value)
+    def connector_value(self, connector: str) -> StatusValue | None:
+        entry = self._connectors.get(connector)
+        return entry.value if entry is not None else None
 
-    def get_all_tasks(self, connector: str) -> list[TaskStatus]:
-        return [task_status(TaskId(connector, o.task), o.value) for o in self.task_objects(connector)
-                if o.task is not None]
+    def task_values(self, connector: str) -> list[tuple[int, StatusValue]]:
+        return [(o.task, o.value) for o in self.task_objects(connector) if o.task is not None]
 
     def connector_type(self, connector: str) -> str:
         return self._types.get(connector, "unknown")

@@ -4,14 +4,14 @@ configured) and the sidecar's status write endpoints."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Query, Request, Response
 
 from ...connect.cache import StatusReads
 from ...connect.codec import ConnectJSON, json_scalar, json_string
 from ...connect.configs import ConnectorConfigs, connector_type
-from ...connect.model import ConnectorStatus, State, Status, TaskId, TaskStatus, status_key
+from ...connect.model import ConnectorStatus, PluginVersion, State, Status, TaskId, TaskStatus, status_key
 from ...retry.updates import StatusUpdate
 from ...store import StatusStore
 from ..deps import (
@@ -72,7 +72,23 @@ WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def state(status: Status) -> ConnectJSON:
+class Shown(Protocol):
+    """What a status shows in Connect's answers: a status, or a value as read."""
+
+    @property
+    def state(self) -> State: ...
+
+    @property
+    def worker_id(self) -> str | None: ...
+
+    @property
+    def trace(self) -> str | None: ...
+
+    @property
+    def version(self) -> PluginVersion: ...
+
+
+def state(status: Shown) -> ConnectJSON:
     """A status in Connect 4.x's shape (``ConnectorStateInfo.AbstractState``), as Connect's JSON text: state,
     worker_id, version (KIP-891: null when the status has none, left out when it is ``undefined``, PluginDesc's word
     for a plugin without one), and trace only when there is one. Written directly (a fleet's answer has a million)."""
@@ -89,9 +105,9 @@ def state(status: Status) -> ConnectJSON:
 UNDEFINED_VERSION = "undefined"
 
 
-def task_state(status: TaskStatus) -> ConnectJSON:
-    """A task status in Connect's shape."""
-    return ConnectJSON(f'{{"id":{status.id.task:d},' + state(status)[1:])
+def task_state(task: int, status: Shown) -> ConnectJSON:
+    """A task's status in Connect's shape."""
+    return ConnectJSON(f'{{"id":{task:d},' + state(status)[1:])
 
 
 def type_of(reads: StatusReads, class_types: Mapping[str, str], configs: ConnectorConfigs | None, name: str) -> str:
@@ -105,10 +121,10 @@ def connector_state_info(reads: StatusReads, class_types: Mapping[str, str], con
                          name: str) -> ConnectJSON | None:
     """Connect's ``ConnectorStateInfo`` (every stored state shown, DESTROYED too, as Connect shows it) as its JSON
     text; None when the connector has no status."""
-    status = reads.get_connector(name)
+    status = reads.connector_value(name)
     if status is None:
         return None
-    tasks = ",".join([task_state(task) for task in reads.get_all_tasks(name)])
+    tasks = ",".join([task_state(task, value) for task, value in reads.task_values(name)])
     return ConnectJSON(f'{{"name":{json_string(name)},"connector":{state(status)},"tasks":[{tasks}],'
                        f'"type":{json_string(type_of(reads, class_types, configs, name))}}}')
 
@@ -172,7 +188,7 @@ async def task_status(name: str, task: TaskToReadDep, store: StoreDep) -> Connec
     status = store.cache.get_task(TaskId(name, task))
     if status is None:
         raise ApiError(404, f"No status found for task {name}-{task}")
-    return ConnectJSONResponse(task_state(status))
+    return ConnectJSONResponse(task_state(task, status))
 
 
 def submit(store: StatusStore, status: Status, safe: bool, connector_type: str | None = None) -> StatusUpdate | None:

@@ -97,7 +97,7 @@ async def fleet_status(store: StoreDep, connector: Annotated[str, Query(
     task_status = store.cache.get_task(TaskId(name, task))
     if task_status is None:
         raise ApiError(404, f"No status found for task {connector}-{task}")
-    return ConnectJSONResponse(task_state(task_status))
+    return ConnectJSONResponse(task_state(task, task_status))
 
 
 @router.get("/fleet", response_model=Fleet, responses={503: {"model": ErrorBody, "description": (
