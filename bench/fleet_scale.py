@@ -16,7 +16,7 @@ in this process). Then ``status-store serve`` starts on it as a process of its o
   that the answer is built for it), then --clients clients at once (after another change), each client reading
   the whole answer as a browser does (``Accept-Encoding: gzip``); the time each client waited for its whole
   answer, the builds the sidecar made (``status_fleet_answer_builds_total``), and meanwhile ``GET /health`` asked
-  every 20 ms on a connection of its own (its latencies: p50, p99, max), and the process's peak RSS (VmHWM,
+  every 20 ms on a connection of its own, from a process of its own (its latencies: p50, p99, max), and the process's peak RSS (VmHWM,
   reset before each answer's runs) against its steady RSS.
 
 Targets (issue 37): each of the clients at once within 3x one client's time; /health p99 under 100 ms; peak RSS
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import re
 import statistics
 import subprocess
@@ -154,34 +155,45 @@ def serve(bootstrap: str, topic: str, workdir: Path) -> Iterator[Sidecar]:
         stop(process)
 
 
+# The probe of /health, in a process of its own (this one's threads, reading the answers, would delay it): GET /health
+# every interval on one connection until its standard input closes, then its latencies (seconds) as a JSON list.
+_PROBE = """
+import http.client, json, sys, threading, time
+port, every = int(sys.argv[1]), float(sys.argv[2])
+done = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+latencies = []
+while not done.is_set():
+    start = time.perf_counter()
+    connection.request("GET", "/health")
+    answer = connection.getresponse()
+    answer.read()
+    assert answer.status == 200, answer.status
+    latencies.append(time.perf_counter() - start)
+    done.wait(every)
+print(json.dumps(latencies))
+"""
+
+
 class HealthProbe:
-    """``GET /health`` every HEALTH_EVERY_S on a connection of its own, on a thread, while it runs: the latencies."""
+    """``GET /health`` every HEALTH_EVERY_S on a connection of its own, from a process of its own, while it runs: the
+    latencies."""
 
     def __init__(self, port: int) -> None:
         self.port = port
         self.latencies: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._process: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> HealthProbe:
-        self._thread.start()
+        self._process = subprocess.Popen([sys.executable, "-c", _PROBE, str(self.port), str(HEALTH_EVERY_S)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(WAIT_S)
-
-    def _run(self) -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=WAIT_S)
-        while not self._stop.is_set():
-            start = time.perf_counter()
-            connection.request("GET", "/health")
-            answer = connection.getresponse()
-            answer.read()
-            assert answer.status == 200, answer.status
-            self.latencies.append(time.perf_counter() - start)
-            self._stop.wait(HEALTH_EVERY_S)
-        connection.close()
+        assert self._process is not None
+        out, _ = self._process.communicate(timeout=WAIT_S)
+        self.latencies = json.loads(out)
 
 
 def fetch(url: str) -> tuple[float, int]:
