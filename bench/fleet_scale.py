@@ -16,8 +16,8 @@ in this process). Then ``status-store serve`` starts on it as a process of its o
   that the answer is built for it), then --clients clients at once (after another change), each client reading
   the whole answer as a browser does (``Accept-Encoding: gzip``); the time each client waited for its whole
   answer, the builds the sidecar made (``status_fleet_answer_builds_total``), and meanwhile ``GET /health`` asked
-  every 20 ms on a connection of its own, from a process of its own (its latencies: p50, p99, max), and the process's peak RSS (VmHWM,
-  reset before each answer's runs) against its steady RSS.
+  every 20 ms on a connection of its own, from a process of its own (its latencies: p50, p99, max), and the
+  process's peak RSS (VmHWM, reset before each answer's runs) against its steady RSS.
 
 Targets (issue 37): each of the clients at once within 3x one client's time; /health p99 under 100 ms; peak RSS
 under 1.5x the steady RSS. Printed with the load average at the start and the end (other engineers share the

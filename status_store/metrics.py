@@ -80,7 +80,7 @@ class StoreMetrics(RetryListener):
         metrics._watch(store.queue)
         registry.register(_StoreCollector(store))
         config = store.config
-        registry.register(FleetCollector(store.cache.fleet, config.fleet_metrics, config.fleet_metrics_max_objects))
+        registry.register(FleetCollector(store.cache.view, config.fleet_metrics, config.fleet_metrics_max_objects))
         return metrics
 
     def _watch(self, queue: RetryQueue) -> None:

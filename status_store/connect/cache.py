@@ -429,6 +429,16 @@ class FleetView:
                  types: dict[str, str]) -> None:
         self._connectors, self._tasks, self._types = connectors, tasks, types
 
+    def fleet(self) -> Iterator[FleetObject]:
+        """Every connector and task with a status, as ``StatusCache.fleet`` lists them."""
+        for name, entry in self._connectors.items():
+            if entry.value is not None:
+                yield FleetObject(name, None, entry.value, entry.changed_at, entry.changes)
+        for name, tasks in self._tasks.items():
+            for task, entry in tasks.copy().items():
+                if entry.value is not None:
+                    yield FleetObject(name, task, entry.value, entry.changed_at, entry.changes)
+
     def names(self) -> list[str]:
         """Every connector with a status or a task's status (or an entry for one), sorted."""
         return sorted({*self._connectors, *self._tasks})
