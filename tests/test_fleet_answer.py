@@ -150,45 +150,33 @@ def waiting_for(condition: Callable[[], bool]) -> asyncio.Future[None]:
     return asyncio.get_running_loop().run_in_executor(CLIENTS, wait_until, condition)
 
 
-async def test_health_is_answered_while_the_fleet_with_every_status_is_being_built(
-        serve: ServedFactory, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    """?expand=status was built on the event loop: at 100,000 connectors /health waited 8.2 s for it."""
-    async with serve() as served:
-        fill(served.store, 50)
-        await served.store.read_to_end(WAIT)
-        with held(monkeypatch, connectors, "connector_state_info") as build:
-            building = get(f"{served.url}/connectors?expand=status")
-            await waiting_for(lambda: build.waiting)
-            # Whether the build still waits is read on the client's thread as the answer comes.
-            health, answered_while_held = await asyncio.get_running_loop().run_in_executor(
-                CLIENTS, lambda: (httpx.get(f"{served.url}/health", timeout=WAIT), build.waiting))
-            build.release.set()
-            expanded = await building
-    assert health.status_code == 200
-    assert answered_while_held
-    assert expanded.status_code == 200
-    assert len(expanded.json()) == 50
-
-
-async def test_health_is_answered_while_a_scrape_makes_the_fleets_series(
-        serve: ServedFactory, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    """GET /metrics made the fleet's series on the event loop: at 1.1M statuses each scrape held /health 2 to 3 s."""
+@pytest.mark.parametrize(("path", "module", "made_by", "answered"), [
+    # ?expand=status was built on the event loop: at 100,000 connectors /health waited 8.2 s for it.
+    ("/connectors?expand=status", connectors, "connector_state_info", lambda answer: len(answer.json()) == 50),
+    # GET /metrics made the fleet's series on the event loop: at 1.1M statuses each scrape held /health 2 to 3 s.
+    ("/metrics", series, "_counts", lambda answer: 'status_tasks{state="FAILED"} 10.0' in answer.text),
+], ids=["expand=status", "metrics"])
+async def test_health_is_answered_while_an_answer_about_the_whole_fleet_is_made(
+        serve: ServedFactory, monkeypatch: pytest.MonkeyPatch, path: str, module: object,  # noqa: F811
+        made_by: str, answered: Callable[[httpx.Response], bool]) -> None:
     async with serve() as served:
         registry = CollectorRegistry()
         StoreMetrics.watching(served.store, registry)
         served.app.state.registry = registry
         fill(served.store, 50)
         await served.store.read_to_end(WAIT)
-        with held(monkeypatch, series, "_counts") as scrape:
-            scraping = get(f"{served.url}/metrics")
-            await waiting_for(lambda: scrape.waiting)
+        with held(monkeypatch, module, made_by) as making:
+            asked = get(served.url + path)
+            await waiting_for(lambda: making.waiting)
+            # Whether the making still waits is read on the client's thread as the answer comes.
             health, answered_while_held = await asyncio.get_running_loop().run_in_executor(
-                CLIENTS, lambda: (httpx.get(f"{served.url}/health", timeout=WAIT), scrape.waiting))
-            scrape.release.set()
-            scraped = await scraping
+                CLIENTS, lambda: (httpx.get(f"{served.url}/health", timeout=WAIT), making.waiting))
+            making.release.set()
+            answer = await asked
     assert health.status_code == 200
     assert answered_while_held
-    assert 'status_tasks{state="FAILED"} 10.0' in scraped.text
+    assert answer.status_code == 200
+    assert answered(answer)
 
 
 async def test_clients_asking_at_once_share_one_build_and_the_same_bytes(

@@ -118,44 +118,56 @@ public final class StatusStoreHarness {
     }
 
     private void read(String topic, int expected) throws Exception {
-        long cpu = cpuNanos();
-        long start = System.nanoTime();
-        try (Store store = new Store(topic)) {
-            store.start();
-            long seconds = System.nanoTime() - start;
-            long cpuSeconds = cpuNanos() - cpu;
+        try (Started started = new Started(topic)) {
             int statuses = 0;
             for (TaskStatus status : statuses(expected)) {
-                statuses += readBack(store.backingStore, status) ? 1 : 0;
+                statuses += readBack(started.store.backingStore, status) ? 1 : 0;
             }
-            if (statuses != expected) {
-                throw new IllegalStateException("read " + statuses + " of the " + expected + " statuses written");
-            }
-            answer(String.format(Locale.ROOT, "{\"seconds\": %.6f, \"cpu_seconds\": %.6f, \"statuses\": %d}",
-                    seconds / 1e9, cpuSeconds / 1e9, statuses));
+            answer(started.figures(expected, statuses) + "}");
         }
     }
 
     private void fleet(String topic, int expected) throws Exception {
         long heapBefore = heapAfterCollections();
-        long cpu = cpuNanos();
-        long start = System.nanoTime();
-        try (Store store = new Store(topic)) {
-            store.start();
-            long seconds = System.nanoTime() - start;
-            long cpuSeconds = cpuNanos() - cpu;
+        try (Started started = new Started(topic)) {
+            KafkaStatusBackingStore store = started.store.backingStore;
             int statuses = 0;
-            for (String connector : store.backingStore.connectors()) {
-                statuses += (store.backingStore.get(connector) != null ? 1 : 0)
-                        + store.backingStore.getAll(connector).size();
+            for (String connector : store.connectors()) {
+                statuses += (store.get(connector) != null ? 1 : 0) + store.getAll(connector).size();
             }
+            String figures = started.figures(expected, statuses);
+            answer(String.format(Locale.ROOT, "%s, \"heap_bytes\": %d, \"rss_bytes\": %d}", figures,
+                    heapAfterCollections() - heapBefore, residentBytes()));
+        }
+    }
+
+    /** A store made and started on a topic, timed from before it was made (wall-clock and CPU nanoseconds). */
+    private final class Started implements AutoCloseable {
+        final Store store;
+        final long nanos;
+        final long cpuNanos;
+
+        Started(String topic) {
+            long cpu = cpuNanos();
+            long start = System.nanoTime();
+            store = new Store(topic);
+            store.start();
+            nanos = System.nanoTime() - start;
+            cpuNanos = cpuNanos() - cpu;
+        }
+
+        /** The start's figures as JSON without its closing brace, once the store was found to hold them all. */
+        String figures(int expected, int statuses) {
             if (statuses != expected) {
                 throw new IllegalStateException("read " + statuses + " of the " + expected + " statuses written");
             }
-            long heap = heapAfterCollections() - heapBefore;
-            answer(String.format(Locale.ROOT, "{\"seconds\": %.6f, \"cpu_seconds\": %.6f, \"statuses\": %d, "
-                    + "\"heap_bytes\": %d, \"rss_bytes\": %d}", seconds / 1e9, cpuSeconds / 1e9, statuses, heap,
-                    residentBytes()));
+            return String.format(Locale.ROOT, "{\"seconds\": %.6f, \"cpu_seconds\": %.6f, \"statuses\": %d",
+                    nanos / 1e9, cpuNanos / 1e9, statuses);
+        }
+
+        @Override
+        public void close() {
+            store.close();
         }
     }
 
