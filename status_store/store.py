@@ -23,7 +23,7 @@ from .durable.after_retry import AfterLastRetry, ExhaustedStats
 from .durable.history import AppendLog, EventTopics
 from .durable.replay import replay, tokens
 from .durable.spool import SPOOL_KEY, Spool
-from .errors import WriteRejectedError
+from .errors import StoreClosedError, WriteRejectedError
 from .kafka.partition_watch import PartitionWatch
 from .kafka.producer import TopicProducer
 from .kafka.reader import TopicReader, status_records
@@ -41,8 +41,11 @@ log = logging.getLogger(__name__)
 # a crash) unless it hands them over for good (``Spool.adopt``).
 Lease = Callable[[], str | None]
 
-# When the spool cannot be written, writes are refused with this Retry-After (its commits are retried ten times
-# a second: a freed disk takes writes again at once).
+# Of the stop's bound, what is kept for closing the clients and the spool once the outcomes are awaited (at most half
+# of it).
+CLOSE_RESERVE_S = 0.5
+# When the spool cannot be written, writes are refused with this Retry-After (its commits are retried after a wait
+# from 0.1 s to 2 s, and its settled rows go as Kafka takes the writes: a freed disk takes writes again soon).
 SPOOL_RETRY_AFTER_S = 1.0
 
 
@@ -101,6 +104,8 @@ class StatusStore:
         self.kept_at_stop = False
         # Writes refused because the spool could not be written.
         self.spool_rejected_total = 0
+        # Set when the service begins to stop: waits for outcomes (``?wait=true``) end at once.
+        self._stopping = asyncio.Event()
         parts = build(config, bootstrap_servers, rng)
         self._cache, self.record_limit, self._spool = parts.cache, parts.record_limit, parts.spool
         self._reader, self._producer, self._queue = parts.reader, parts.producer, parts.queue
@@ -132,15 +137,23 @@ class StatusStore:
         log.info("Status store ready: topic %s, %d partitions, %d connectors cached",
                  cfg.topic, len(self._producer.partitions), len(self._cache.connectors()))
 
-    async def stop(self) -> list[StatusUpdate]:
-        """Settle pending updates for at most ``sidecar.shutdown.timeout.ms`` (never longer: KAFKA-15563), then
-        close. Returns the updates that failed because the store stopped first (also logged). With a spool they
-        are not lost (``kept_at_stop``): the spool keeps them, and the next start replays them."""
+    def stopping(self) -> None:
+        """The service begins to stop: waits for outcomes end now (their requests are answered that the store is
+        stopping), so that they do not hold the stop."""
+        self._stopping.set()
+
+    async def stop(self, timeout: float | None = None) -> list[StatusUpdate]:
+        """Settle pending updates, then close, all within ``timeout`` seconds (default ``sidecar.shutdown.timeout.ms``;
+        never longer: KAFKA-15563): the outcomes are awaited for that less ``CLOSE_RESERVE_S``. Returns the updates
+        that failed because the store stopped first (also logged). With a spool they are not lost
+        (``kept_at_stop``): the spool keeps them, and the next start replays them."""
+        self.stopping()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.shutdown_timeout_s
+        bound = self.config.shutdown_timeout_s if timeout is None else max(0.0, timeout)
+        deadline = loop.time() + bound
         self._after.stop()
         await self._watch.stop()
-        unsettled = await self._queue.stop(self.config.shutdown_timeout_s)
+        unsettled = await self._queue.stop(max(0.0, deadline - loop.time() - min(CLOSE_RESERVE_S, bound / 2)))
         # The outcomes above are events too: the append-only topics stop after the status queue.
         await self._events.stop(deadline)
         await self._producer.stop(0.0)
@@ -206,10 +219,24 @@ class StatusStore:
         await self._queue.flush(timeout)
 
     async def wait_visible(self, updates: Sequence[StatusUpdate], timeout: float | None = None) -> None:
-        """Wait until these updates are settled and the written ones have been read back into the cache."""
-        async with asyncio.timeout(timeout):
-            await asyncio.gather(*(update.result() for update in updates))
-            await self._reader.wait_applied(read_targets(u.outcome.delivery for u in updates if u.outcome is not None))
+        """Wait until these updates are settled and the written ones have been read back into the cache;
+        ``StoreClosedError`` when the service begins to stop first."""
+        visible = asyncio.ensure_future(self._visible(updates))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.wait((visible, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not visible.done():
+                visible.cancel()
+        if not visible.done() or visible.cancelled():
+            raise StoreClosedError("the service is stopping")
+        visible.result()
+
+    async def _visible(self, updates: Sequence[StatusUpdate]) -> None:
+        await asyncio.gather(*(update.result() for update in updates))
+        await self._reader.wait_applied(read_targets(u.outcome.delivery for u in updates if u.outcome is not None))
 
     async def read_your_writes(self, timeout: float | None = None) -> None:
         """Wait until every update submitted so far has an outcome and the written ones are read back."""

@@ -32,7 +32,7 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
-    assert len(scripts()) == 19
+    assert len(scripts()) == 20
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
@@ -67,6 +67,9 @@ def test_connect_store_quick_run(tmp_path: Path) -> None:
     assert "both stores wrote the same records: yes" in output
     assert [row[0] for row in rows(output, "KafkaStatusBackingStore,")] == [
         "KafkaStatusBackingStore, fresh JVM", "KafkaStatusBackingStore, warm JVM"]
+    # (c): both stores read the same fleet, each in a fresh process.
+    assert [row[0] for row in rows(output, "fleet: ")] == [
+        "fleet: KafkaStatusBackingStore, fresh JVM", "fleet: status-store StatusStore"]
 
 
 def test_retry_quick_run(tmp_path: Path) -> None:
@@ -173,3 +176,12 @@ def test_autorestart_quick_run(tmp_path: Path) -> None:
     assert [row[2] for row in rows(output, "sidecars")] == ["20 of 20"]
     assert [row[0] for row in rows(output, "the sidecar")] == ["the sidecar (worker gone)"]
     assert [row[0] for row in rows(output, "Connect's REST API")] == ["Connect's REST API (no longer RUNNING on it)"]
+
+
+def test_fleet_scale_quick_run(tmp_path: Path) -> None:
+    output = run_quick("fleet_scale", tmp_path, timeout=RUN_BOUND_S)
+    answers = rows(output, "`/")
+    assert [row[0] for row in answers] == ["`/fleet`", "`/connectors?expand=status`"]
+    # Each client at once shared one build.
+    assert [row[5] for row in answers] == ["1", "1"]
+    assert "memory per status:" in output

@@ -6,50 +6,29 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..config import StoreConfig
-from ..connect.cache import FleetObject
+from ..connect.cache import FleetView
 from ..connect.codec import StatusValue
 from ..connect.model import ConnectorKey, State, TaskKey
 from ..fleet.events import StatusEvents
-from ..fleet.series import LabelValues
+from ..fleet.series import DeferredFamilies, LabelValues, deferred_fleet
 from ..retry.backoff import Random
 from ..retry.updates import UpdateKind
 from ..store import StatusStore
 from .events import Restart, RestartEvent, WorkerEvent
 from .group import GroupWatch
 from .health import Health, health
+from .marks import FleetMarks
 from .plan import Phase, Result, Skip, Target
 from .restarter import AutoRestart
 from .workers import Liveness
-
-# What /fleet says of a connector or task without anything to say.
-_NOTHING: dict[str, Any] = {"worker_gone_since": None, "restarts": None}
-
-
-@dataclass(frozen=True, slots=True)
-class FleetAnnotations:
-    """What ``GET /fleet`` adds to the statuses, taken on the event loop in one go: each connector's health word,
-    each connector's and task's worker gone since when and restarts (by (connector, task); None for the connector's
-    own), and the workers of the group (None: the group is not read)."""
-
-    health: dict[str, str | None] = field(default_factory=dict)
-    fields: dict[tuple[str, int | None], dict[str, Any]] = field(default_factory=dict)
-    workers: list[dict[str, Any]] | None = None
-
-    def of(self, connector: str, task: int | None) -> dict[str, Any]:
-        """The fields of one connector's or task's status."""
-        return self.fields.get((connector, task), _NOTHING)
-
-
-NO_ANNOTATIONS = FleetAnnotations()
 
 
 class Actions:
@@ -100,12 +79,13 @@ class Actions:
             for worker in came:
                 self._events.publish(WorkerEvent(worker, True, at, self._events.position))
 
-    def _named_workers(self) -> set[str]:
-        return {item.value.worker_id for item in self._cache.fleet() if item.value.worker_id is not None}
+    def _named_workers(self) -> Callable[[], set[str]]:
+        view = self._cache.view()
+        return lambda: {item.value.worker_id for item in view.fleet() if item.value.worker_id is not None}
 
-    def statuses(self) -> list[FleetObject]:
-        """Every connector's and task's status now (``StatusCache.fleet``)."""
-        return list(self._cache.fleet())
+    def view(self) -> FleetView:
+        """The fleet's statuses now, for a thread to read (``StatusCache.view``)."""
+        return self._cache.view()
 
     # ----------------------------------------------------------------------------- what they show
 
@@ -120,17 +100,6 @@ class Actions:
         return health(own if isinstance(own, StatusValue) else None,
                       [t for t in tasks if isinstance(t, StatusValue)], self.gone)
 
-    def healths(self, objects: Iterable[FleetObject]) -> dict[str, Health | None]:
-        """Every connector's health word, from the fleet's statuses (``StatusCache.fleet``)."""
-        own: dict[str, StatusValue] = {}
-        tasks: dict[str, list[StatusValue]] = defaultdict(list)
-        for item in objects:
-            if item.task is None:
-                own[item.connector] = item.value
-            else:
-                tasks[item.connector].append(item.value)
-        return {name: health(own.get(name), tasks.get(name, ()), self.gone) for name in {*own, *tasks}}
-
     def restarts(self, target: Target) -> dict[str, Any] | None:
         """A connector's or task's restarts: how many are counted now, the last one (when, how it went), where it
         stands (idle, waiting, gave-up, excluded...) and when the next is due; None when none was ever planned."""
@@ -144,25 +113,23 @@ class Actions:
                 "result": state.last_result.value if state.last_result is not None else None,
                 "state": state.phase.value, "next": state.due, "reason": state.reason}
 
-    def annotate(self, objects: list[FleetObject]) -> FleetAnnotations:
-        """What ``GET /fleet`` adds to these statuses."""
-        fields: dict[tuple[str, int | None], dict[str, Any]] = {}
-        if self.liveness.first_read is not None:
-            for item in objects:
-                since = self.liveness.gone_since(item.value.worker_id)
-                if since is not None:
-                    fields[item.connector, item.task] = {"worker_gone_since": since, "restarts": None}
+    @property
+    def version(self) -> int:
+        """Counts the changes of what the views of the fleet show of the actions (the group's workers, the restarts
+        planned): with the cache's version, when an answer about the whole fleet is out of date."""
+        return self.liveness.changes + (self.restarter.plan.changes if self.restarter is not None else 0)
+
+    def marks(self) -> FleetMarks:
+        """What the views of the whole fleet add to the statuses, as it is now, for a thread to read (``FleetMarks``;
+        taken on the event loop)."""
+        liveness = self.liveness.copy() if self.group is not None and self.liveness.first_read is not None else None
+        restarts: dict[tuple[str, int | None], dict[str, Any]] = {}
         if self.restarter is not None:
             for target in list(self.restarter.plan.targets):
-                found = fields.setdefault((target.connector, target.task), dict(_NOTHING))
-                found["restarts"] = self.restarts(target)
-        workers = None
-        if self.group is not None and self.liveness.first_read is not None:
-            named = {item.value.worker_id for item in objects if item.value.worker_id is not None}
-            workers = [{"id": w.worker_id, "url": w.url, "up": w.up, "gone_since": w.gone_since}
-                       for w in self.liveness.workers(named)]
-        healths = {name: (word.value if word is not None else None) for name, word in self.healths(objects).items()}
-        return FleetAnnotations(healths, fields, workers)
+                found = self.restarts(target)
+                if found is not None:
+                    restarts[target.connector, target.task] = found
+        return FleetMarks(liveness, restarts)
 
     def collector(self) -> Collector:
         """The metrics of what the sidecar acts on (docs/metrics.md)."""
@@ -178,38 +145,48 @@ class ActionsCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         actions = self._actions
-        objects = actions.statuses()
-        words = Counter(actions.healths(objects).values())
+        # Taken on the event loop; the series of every status made from them on a thread when the route defers
+        # them (``deferred_fleet``), at once otherwise.
+        view, marks = actions.view(), actions.marks()
+        read_failures = actions.group.read_failures if actions.group is not None else None
+        if deferred_fleet.get():
+            yield DeferredFamilies(lambda: list(self._fleet(view, marks, read_failures)))
+        else:
+            yield from self._fleet(view, marks, read_failures)
+        if actions.restarter is not None:
+            yield from self._restarts(actions.restarter)
+
+    @staticmethod
+    def _fleet(view: FleetView, marks: FleetMarks, read_failures: int | None) -> Iterator[Metric]:
+        """The health words' series and, when the group is read (``read_failures`` not None), the workers'."""
+        words = Counter(word for _, word in marks.healths(view))
         by_health = GaugeMetricFamily("status_connector_health", "Connectors by health word (docs/operations.md: "
                                       "HEALTHY, DEGRADED, UNHEALTHY, PAUSED, STOPPED; tasks on gone workers count as "
                                       "not running).", labels=["health"])
         for word in Health:
             by_health.add_metric([word.value], words[word])
         yield by_health
-        if actions.group is not None:
-            yield from self._workers(actions, objects)
-        if actions.restarter is not None:
-            yield from self._restarts(actions.restarter)
-
-    @staticmethod
-    def _workers(actions: Actions, objects: list[FleetObject]) -> Iterator[Metric]:
-        assert actions.group is not None
-        liveness = actions.liveness
+        if read_failures is None:
+            return
         yield CounterMetricFamily("status_worker_group_read_failures", "Reads of the Connect group (group.id) that "
-                                  "failed; the workers stay as the last read said.", value=actions.group.read_failures)
-        if liveness.first_read is None:
+                                  "failed; the workers stay as the last read said.", value=read_failures)
+        if marks.liveness is None:
             return
         up = GaugeMetricFamily("status_worker_up", "1 while the worker is a member of the Connect group (group.id), 0 "
                                "once it is gone (statuses still name it); every worker in the group or named by a "
                                "status.", labels=["worker"])
+        named: set[str] = set()
+        held: Counter[tuple[str, State]] = Counter()
+        for item in view.fleet():
+            worker_id = item.value.worker_id
+            if worker_id is not None:
+                named.add(worker_id)
+                if marks.gone(worker_id):
+                    held["connector" if item.task is None else "task", item.value.state] += 1
         label = LabelValues()
-        named = {item.value.worker_id for item in objects if item.value.worker_id is not None}
-        for worker in liveness.workers(named):
+        for worker in marks.liveness.workers(named):
             up.add_metric([label(worker.worker_id)], int(worker.up))
         yield up
-        held: Counter[tuple[str, State]] = Counter(
-            ("connector" if item.task is None else "task", item.value.state) for item in objects
-            if liveness.gone(item.value.worker_id))
         gone = GaugeMetricFamily("status_gone_worker_statuses", "Connector and task statuses that name a worker no "
                                  "longer in the Connect group, by kind and state (RUNNING ones run nowhere).",
                                  labels=["kind", "state"])

@@ -26,9 +26,10 @@ class GroupWatch:
     """The group's members read every ``interval_s`` seconds (each read bounded by the same time, at most 10 s)."""
 
     def __init__(self, group: str, bootstrap_servers: str, client_configs: Mapping[str, str], interval_s: float,
-                 liveness: Liveness, changed: Changes, named: Callable[[], Iterable[str]],
+                 liveness: Liveness, changed: Changes, named: Callable[[], Callable[[], Iterable[str]]],
                  clock: Callable[[], float] = time.time) -> None:
-        """``named``: the worker ids the statuses name now (a worker that left is forgotten once none does)."""
+        """``named``: on the event loop, what gives on a thread the worker ids the statuses name now (a worker that
+        left is forgotten once none does)."""
         self.group = group
         self.liveness = liveness
         self.read_failures = 0
@@ -85,7 +86,8 @@ class GroupWatch:
         if left or came:
             self._changed(left, came, now)
         if self.liveness.departed:
-            self.liveness.forget(self._named())
+            # The statuses' worker ids: a pass over every status, on a thread from a view of the cache.
+            self.liveness.forget(await asyncio.to_thread(self._named()))
 
     def _failed(self, reason: str) -> None:
         self.read_failures += 1

@@ -164,12 +164,16 @@ class RestartPlan:
     targets: dict[Target, TargetState] = field(default_factory=dict)
     workers: dict[str, WorkerState] = field(default_factory=dict)
     _heap: list[tuple[float, Target]] = field(default_factory=list)
+    # Calls that may have changed what the plan shows (a target's phase, figures, due time): a view of the fleet
+    # made before one is out of date.
+    changes: int = 0
 
     # ----------------------------------------------------------------------------- what is read
 
     def failed(self, target: Target, worker: str, trace: str | None, now: float) -> float | Skip | None:
         """A FAILED status of one of this sidecar's workers was read. Returns when the restart is due (a new plan), why
         none is planned (a skip, told once per failure), or None (nothing changes: one is planned or in flight)."""
+        self.changes += 1
         state = self.targets.get(target)
         if state is None or state.worker != worker:
             state = self.targets[target] = TargetState(worker)
@@ -197,6 +201,7 @@ class RestartPlan:
         state = self.targets.get(target)
         if state is None:
             return
+        self.changes += 1
         if state.running_since is None:
             state.running_since = now
         if state.phase is Phase.SENDING:
@@ -209,22 +214,26 @@ class RestartPlan:
         of what is planned (whether a restart is still wanted is asked when it is due)."""
         state = self.targets.get(target)
         if state is not None:
+            self.changes += 1
             state.running_since = None
 
     def left(self, target: Target) -> None:
         """The target is gone (deleted) or runs on a worker of another sidecar: forgotten (a request in flight still
         gets its answer, ``sent``)."""
-        self.targets.pop(target, None)
+        if self.targets.pop(target, None) is not None:
+            self.changes += 1
 
     def cancel(self, target: Target) -> None:
         """A planned restart is no longer wanted (its connector's restart covers it): nothing planned."""
         state = self.targets.get(target)
         if state is not None and state.phase is Phase.WAITING:
+            self.changes += 1
             state.phase, state.due = Phase.IDLE, None
 
     def unsent(self, due: Due) -> None:
         """A restart ``due`` handed out is not sent after all (the status is no longer FAILED, or its connector's
         restart covers it): nothing planned."""
+        self.changes += 1
         self._worker(due.worker).in_flight -= 1
         state = self.targets.get(due.target)
         if state is not None and state.phase is Phase.SENDING:
@@ -256,6 +265,7 @@ class RestartPlan:
             if not self.rate.take(now):
                 break
             heapq.heappop(heap)
+            self.changes += 1
             worker.in_flight += 1
             state.phase, state.due, state.seen_meanwhile = Phase.SENDING, None, None
             sending.append(Due(target, state.worker, state.attempts + 1, state.reason, state.failed_at))
@@ -273,6 +283,7 @@ class RestartPlan:
 
     def sent(self, due: Due, result: Result, now: float) -> None:
         """How a request of ``due`` went."""
+        self.changes += 1
         worker = self._worker(due.worker)
         worker.in_flight = max(0, worker.in_flight - 1)
         state = self.targets.get(due.target)
@@ -321,6 +332,7 @@ class RestartPlan:
         return sum(1 for state in self.targets.values() if state.phase is Phase.WAITING)
 
     def _plan(self, target: Target, state: TargetState, when: float) -> float:
+        self.changes += 1
         state.phase, state.due = Phase.WAITING, when
         heapq.heappush(self._heap, (when, target))
         return when

@@ -94,6 +94,9 @@ class Liveness:
         self._left: dict[str, tuple[str, float]] = {}
         # Members listed whose URL no read has given (they joined during a rebalance).
         self.unknown_members = 0
+        # Reads that changed what the group says (its workers, their URLs, those that left): a view of the fleet
+        # made before one is out of date.
+        self.changes = 0
 
     def read(self, members: Iterable[Member], now: float) -> tuple[list[str], list[str]]:
         """One read of the group's members; returns the workers that left and those that came (back) with it."""
@@ -117,6 +120,8 @@ class Liveness:
         if self.first_read is None:
             # Those named before the first read and not in the group are gone since it (``gone_since``).
             came = []
+        if self.first_read is None or present != self._present:
+            self.changes += 1
         for worker in left:
             self._left[worker] = (self._present[worker], now)
         for worker in present:
@@ -153,6 +158,15 @@ class Liveness:
         keep = set(named)
         for worker in [w for w in self._left if w not in keep]:
             del self._left[worker]
+            self.changes += 1
+
+    def copy(self) -> Liveness:
+        """What this holds now, to read on another thread while this goes on changing."""
+        copied = Liveness()
+        copied.first_read, copied.last_read, copied.last_failure = self.first_read, self.last_read, self.last_failure
+        copied._urls, copied._present, copied._left = self._urls.copy(), self._present.copy(), self._left.copy()
+        copied.unknown_members, copied.changes = self.unknown_members, self.changes
+        return copied
 
     def workers(self, named: Iterable[str]) -> list[WorkerView]:
         """Every worker in the group or named by a status (``named``), by id."""

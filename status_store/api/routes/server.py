@@ -90,8 +90,12 @@ async def health() -> Health:
 
 @router.get("/ready", response_model=Readiness, responses={503: {"model": ErrorBody}})
 async def ready(store: StoreDep, config_topic: ConfigTopicDep) -> Readiness:
-    """Readiness: a fresh Fetch from every partition shows the cache has caught up with the status topic (and
-    with Connect's config topic, when one is configured)."""
+    """Readiness: the spool, when one is configured, takes writes, and a fresh Fetch from every partition shows the
+    cache has caught up with the status topic (and with Connect's config topic, when one is configured)."""
+    spool = store.spool
+    if spool is not None and not spool.writable:
+        raise ApiError(503, f"Not ready: the spool ({spool.path}) cannot be written ({spool.failure}); writes are "
+                            f"refused until it can (status_spool_writable)")
     topic, reader = "status topic", "store"
     try:
         await store.read_to_end(READY_TIMEOUT_S)

@@ -674,17 +674,19 @@
     render();
   }
 
+  // By query parameters: a path cannot address every name (the browser resolves ".." before sending it, and an
+  // encoded "/" is refused).
   async function showTrace(connector, task) {
-    const path = task === "connector" ? `/connectors/${encodeURIComponent(connector)}/status`
-      : `/connectors/${encodeURIComponent(connector)}/tasks/${task}/status`;
+    const query = new URLSearchParams({ connector });
+    if (task !== "connector") { query.set("task", task); }
+    const path = `${FLEET}/status?${query}`;
     $("trace-title").textContent = task === "connector" ? connector : `${connector}, task ${task}`;
     $("trace-text").textContent = "loading…";
     $("trace-dialog").showModal();
     try {
       const response = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
       const body = await response.json();
-      const status = task === "connector" ? body.connector : body;
-      $("trace-text").textContent = response.ok ? (status.trace || "(no trace)") : body.message;
+      $("trace-text").textContent = response.ok ? (body.trace || "(no trace)") : body.message;
     } catch (error) {
       $("trace-text").textContent = String(error);
     }
