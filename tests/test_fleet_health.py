@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,9 +19,12 @@ from prometheus_client import CollectorRegistry
 from harness import free_port
 from harness.faulty_cluster import FaultyCluster
 from status_store.act.actions import Actions
+from status_store.act.events import Restart, RestartEvent, WorkerEvent
+from status_store.act.plan import Due, Result, Target
 from status_store.api import create_app
 from status_store.api.http_server import http_config
 from status_store.client import change_line, show_status
+from status_store.fleet.text import MAX_SHOWN_CHARS, shown
 
 from .conftest import Broker, StoreFactory
 from .helpers import eventually, write_raw
@@ -108,3 +112,16 @@ async def test_every_view_says_each_connectors_health_word(mock_cluster: FaultyC
 ])
 def test_watch_prints_the_sidecars_own_events(name: str, data: dict[str, Any], line: str) -> None:
     assert change_line(name, data) == "1970-01-01T00:00:00Z  " + line
+
+
+def test_the_sidecars_own_events_show_names_and_worker_ids_as_every_view_of_the_fleet_does() -> None:
+    # A name and a worker id of 100,000 characters: GET /events carries them cut, as it does a status's.
+    name, worker = "c" * 100_000, "w" * 100_000
+    restart = Restart(Due(Target(name, 2), worker, 1, "boom", 1.0), Result.RESTARTED, 2.0, 204, None)
+    restarted = json.loads(RestartEvent(restart, {0: 1}).data())
+    gone = json.loads(WorkerEvent(worker, False, 3.0, {0: 1}).data())
+    assert (restarted["connector"], restarted["worker_id"], gone["worker_id"]) == (
+        shown(name), shown(worker), shown(worker))
+    assert len(restarted["connector"]) == len(gone["worker_id"]) == MAX_SHOWN_CHARS
+    # The history topic keeps them whole (its readers join them with the status events, which are whole too).
+    assert json.loads(restart.history_event("sidecar"))["connector"] == name

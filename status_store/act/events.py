@@ -12,6 +12,7 @@ from ..connect import codec
 from ..connect.model import ConnectorKey, TaskId, TaskKey, connector_key, task_key
 from ..durable.history import encode_event
 from ..fleet.event import StatusEvent
+from ..fleet.text import shown
 from .plan import Due, Result
 
 
@@ -70,7 +71,10 @@ class RestartEvent(StatusEvent):
         return "restart"
 
     def data(self) -> str:
-        return _json({**self.restart.fields(), "timestamp": self.timestamp})
+        # The connector's name and the worker id as every view of the fleet shows them (``text.shown``).
+        due = self.restart.due
+        return _json({**self.restart.fields(), "connector": shown(due.target.connector), "worker_id": shown(due.worker),
+                      "timestamp": self.timestamp})
 
 
 class WorkerEvent(StatusEvent):
@@ -90,7 +94,7 @@ class WorkerEvent(StatusEvent):
         return "worker"
 
     def data(self) -> str:
-        return _json({"kind": "worker", "worker_id": self.worker_id, "up": self.up,
+        return _json({"kind": "worker", "worker_id": shown(self.worker_id), "up": self.up,
                       "since": None if self.up else self.timestamp, "timestamp": self.timestamp})
 
 
