@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import BenchParser, load_average
-from harness.real_kafka import SOURCE_CONNECTOR, ConnectCluster, KafkaCluster, all_in, kafka_line, wait_until
+from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
+from harness.real_connect import ConnectCluster, all_in
+from harness.real_kafka import KafkaCluster
 from harness.restart_pod import RestartPod
 
 # Connect's REST API is asked this often while a figure is timed.

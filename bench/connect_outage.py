@@ -75,16 +75,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from bench import BenchParser, load_average
+from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
 from harness.kafka_proxy import PRODUCE
-from harness.real_kafka import (
-    SOURCE_CONNECTOR,
-    ConnectCluster,
-    ConnectError,
-    KafkaCluster,
-    all_in,
-    kafka_line,
-    wait_until,
-)
+from harness.real_connect import ConnectCluster, ConnectError, all_in
+from harness.real_kafka import KafkaCluster
 from harness.sidecar import AgentPod
 from status_store.connect.model import TaskId, connector_key, task_key
 

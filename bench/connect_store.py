@@ -69,7 +69,8 @@ from bench import BenchParser, load_average
 from bench.core import make_store, raw_pipeline, raw_read, raw_write, statuses, store_read, store_write
 from bench.fleet_scale import write_fleet
 from harness import ROOT
-from harness.real_kafka import KafkaCluster, KafkaLine, compiled, kafka_line, log4j2_config
+from harness.java_process import KafkaLine, compiled, kafka_line, log4j2_config
+from harness.real_kafka import KafkaCluster
 from status_store.connect.model import TaskStatus
 from status_store.service import tune_collector
 

@@ -91,7 +91,8 @@ def broker(quick: bool, workdir: Path) -> Iterator[tuple[str, Callable[[str], No
         finally:
             cluster.close()
         return
-    from harness.real_kafka import KafkaCluster, kafka_line
+    from harness.java_process import kafka_line
+    from harness.real_kafka import KafkaCluster
 
     with KafkaCluster(kafka_line("kafka-4"), workdir / "kafka", full_jit=True) as kafka:
         yield kafka.bootstrap_servers, lambda topic: kafka.create_topic(topic, PARTITIONS, 1,

@@ -67,7 +67,8 @@ class Sidecar:
 def kafka_broker() -> Iterator[str]:
     """A single-node Apache Kafka (harness/real_kafka.py, the jars ./scripts/test.sh fetched), full JIT: its
     bootstrap servers."""
-    from harness.real_kafka import KafkaCluster, kafka_line  # the tests' way to run Kafka: one place for it
+    from harness.java_process import kafka_line
+    from harness.real_kafka import KafkaCluster  # the tests' way to run Kafka: one place for it
 
     with (tempfile.TemporaryDirectory() as directory,
           KafkaCluster(kafka_line("kafka-4"), Path(directory), full_jit=True) as cluster):

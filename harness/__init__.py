@@ -3,8 +3,9 @@ mock cluster's fault injection, a sidecar process, generated status history and 
 shipped, never imported by ``status_store``; ``tests/`` and ``bench/`` both import it, never each other.
 
 - ``faulty_cluster``: the embedded broker's faults (broker down, latency, injected errors, request tracking).
-- ``tansu``: Tansu as a separate broker process; ``real_kafka``: Apache Kafka's broker and Connect workers
-  (the JVM parts from Maven, ``harness/jvm``), ``kafka_proxy``: a proxy that counts and breaks their traffic.
+- ``tansu``: Tansu as a separate broker process; ``real_kafka``: Apache Kafka's brokers, ``real_connect``: Connect
+  workers on them, ``java_process``: the JVM processes of both (the jars from Maven, ``harness/jvm``);
+  ``kafka_proxy``: a proxy that counts and breaks their traffic.
 - ``service``: ``status-store serve`` as a process; ``sidecar``: one beside a Connect cluster; ``http``: raw
   HTTP/1.1 exchanges; ``events_storm``: clients of ``GET /events`` by the thousand.
 - ``history_gen``: generated status history; ``pandas_history``, ``duckdb_history``: the analytics' baselines and

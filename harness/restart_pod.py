@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from .http_proxy import HttpFaultProxy
-from .real_kafka import ConnectCluster, KafkaCluster, Started, kafka_line
+from .java_process import kafka_line
+from .real_connect import ConnectCluster
+from .real_kafka import KafkaCluster, Started
 from .sidecar import LiveSidecar
 
 RESTART = re.compile(r"POST /connectors/([^/ ?]+)(?:/tasks/(\d+))?/restart")

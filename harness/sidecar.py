@@ -13,17 +13,9 @@ from harness.service import Service
 
 from . import ROOT, free_port
 from .http_proxy import HttpFaultProxy
-from .real_kafka import (
-    START_WAIT,
-    Answer,
-    ConnectCluster,
-    KafkaCluster,
-    KafkaLine,
-    RealKafkaMissing,
-    Started,
-    http,
-    write_properties,
-)
+from .java_process import START_WAIT, KafkaLine, RealKafkaMissing, write_properties
+from .real_connect import Answer, ConnectCluster, http
+from .real_kafka import KafkaCluster, Started
 
 # What `mvn -f agent/pom.xml verify` builds (./scripts/test.sh runs it before the tests).
 AGENT_JAR = ROOT / "agent" / "target" / "status-store-agent.jar"

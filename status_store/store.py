@@ -22,7 +22,8 @@ from .connect.record_limit import RecordLimit
 from .durable.after_retry import AfterLastRetry, ExhaustedStats
 from .durable.history import AppendLog, EventTopics
 from .durable.replay import replay, tokens
-from .durable.spool import SPOOL_KEY, Spool
+from .durable.spool import Spool
+from .durable.spool_file import SPOOL_KEY
 from .errors import StoreClosedError, WriteRejectedError
 from .kafka.partition_watch import PartitionWatch
 from .kafka.producer import TopicProducer

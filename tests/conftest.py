@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import pytest
 from prometheus_client import CollectorRegistry
 
-from harness import free_port, real_kafka
+from harness import free_port, java_process
 from harness.faulty_cluster import FaultyCluster
-from harness.real_kafka import ConnectCluster, KafkaCluster, KafkaLine, RealKafkaMissing, kafka_line
+from harness.java_process import KafkaLine, RealKafkaMissing, kafka_line
+from harness.real_connect import ConnectCluster
+from harness.real_kafka import KafkaCluster
 from harness.service import Service
 from harness.sidecar import AgentPod, LiveSidecar
 from harness.tansu import TansuBroker, tansu_binary, tansu_running
@@ -134,8 +136,9 @@ def service() -> Iterator[Service]:
     running.stop()
 
 
-# Apache Kafka's own broker and Connect's worker (harness/real_kafka.py): started once per test process, and every
-# test that uses them runs in the same process (the xdist group below), so each JVM starts once per run.
+# Apache Kafka's own broker and Connect's worker (harness/real_kafka.py, harness/real_connect.py): started once per
+# test process, and every test that uses them runs in the same process (the xdist group below), so each JVM starts
+# once per run.
 REAL_KAFKA_FIXTURES = frozenset({"kafka", "kafka_cluster", "connect_cluster", "connect3_worker", "agent_pod",
                                  "agent3_pod"})
 REAL_KAFKA_GROUP = "real-kafka"
@@ -158,7 +161,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     """A failing test's report ends with the last lines of every JVM's log (brokers, workers)."""
     report: pytest.TestReport = yield
     if report.failed:
-        logs = real_kafka.tails()
+        logs = java_process.tails()
         if logs:
             report.sections.append(("JVM logs (last lines of each)", logs))
     return report

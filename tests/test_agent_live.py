@@ -15,19 +15,10 @@ import pytest
 
 from harness import free_port
 from harness.http_proxy import Refusal
+from harness.java_process import SOURCE_CONNECTOR, free_ports, jmx_attributes, jmx_options, kafka_line, wait_until
 from harness.kafka_proxy import PRODUCE
-from harness.real_kafka import (
-    SOURCE_CONNECTOR,
-    ConnectCluster,
-    KafkaCluster,
-    all_in,
-    free_ports,
-    jmx_attributes,
-    jmx_options,
-    kafka_line,
-    states,
-    wait_until,
-)
+from harness.real_connect import ConnectCluster, all_in, states
+from harness.real_kafka import KafkaCluster
 from harness.sidecar import AgentPod, LiveSidecar, javaagent
 
 from .test_connect_live import same_answers

@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from harness.http_proxy import Refusal
-from harness.real_kafka import SOURCE_CONNECTOR, ConnectCluster, KafkaCluster, all_in, wait_until
+from harness.java_process import SOURCE_CONNECTOR, wait_until
+from harness.real_connect import ConnectCluster, all_in
+from harness.real_kafka import KafkaCluster
 from harness.restart_pod import RestartPod
 from harness.sidecar import LiveSidecar
 

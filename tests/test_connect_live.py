@@ -15,17 +15,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from harness.real_kafka import (
-    SCRIPTED_VERSION,
-    SOURCE_CONNECTOR,
-    Answer,
-    ConnectCluster,
-    KafkaCluster,
-    all_in,
-    kafka_line,
-    states,
-    wait_until,
-)
+from harness.java_process import SCRIPTED_VERSION, SOURCE_CONNECTOR, kafka_line, wait_until
+from harness.real_connect import Answer, ConnectCluster, all_in, states
+from harness.real_kafka import KafkaCluster
 from harness.sidecar import LiveSidecar
 from status_store.connect.codec import decode_status, decode_topic_status, encode_status, encode_topic_status
 from status_store.connect.model import ConnectorKey, TaskKey, TopicKey, parse_key

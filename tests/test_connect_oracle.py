@@ -18,16 +18,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from harness.real_kafka import (
-    SCRIPTED_VERSION,
-    SINK_CONNECTOR,
-    SOURCE_CONNECTOR,
-    Answer,
-    ConnectCluster,
-    all_in,
-    states,
-    wait_until,
-)
+from harness.java_process import SCRIPTED_VERSION, SINK_CONNECTOR, SOURCE_CONNECTOR, wait_until
+from harness.real_connect import Answer, ConnectCluster, all_in, states
 from harness.sidecar import AgentPod, LiveSidecar
 
 # Both variants share the suite's real Kafka processes (tests/conftest.py groups the tests that do).

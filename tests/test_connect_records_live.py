@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from harness.real_kafka import FOREIGN_WRITER_HEADER, SOURCE_CONNECTOR, ConnectCluster, states, wait_until
+from harness.java_process import FOREIGN_WRITER_HEADER, SOURCE_CONNECTOR, wait_until
+from harness.real_connect import ConnectCluster, states
 from harness.sidecar import LiveSidecar
 
 from .connect_records import Record, commit, connector_config, target_state, task_config

@@ -15,7 +15,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ConfigResource,
 )
 
-from harness.real_kafka import KafkaCluster, wait_until
+from harness.java_process import wait_until
+from harness.real_kafka import KafkaCluster
 from status_store.connect.model import ConnectorStatus, State
 from status_store.retry.updates import Result
 

@@ -28,8 +28,10 @@ import pytest
 from confluent_kafka import KafkaException, Producer, murmur2
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
 from harness.kafka_proxy import Fault
-from harness.real_kafka import SOURCE_CONNECTOR, Answer, ConnectCluster, KafkaCluster, all_in, kafka_line, wait_until
+from harness.real_connect import Answer, ConnectCluster, all_in
+from harness.real_kafka import KafkaCluster
 from harness.sidecar import LiveSidecar
 from status_store.connect.codec import encode_status
 from status_store.connect.model import State, connector_key

@@ -46,26 +46,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
-import socket
 import sqlite3
-import stat
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import ClassVar
 
 from ..errors import ConfigError
 from ..retry.updates import Outcome, RetryListener, StatusUpdate
+from .spool_file import SPOOL_KEY, SpoolLock, check_path, identity
 
 log = logging.getLogger(__name__)
 
-SPOOL_KEY = "status.storage.spool.path"
 # SQLite's primary result codes for a file that is damaged or no database at all.
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
 
@@ -136,8 +131,8 @@ class Spool(RetryListener):
         none."""
         self.path = Path(path)
         self._tokens = tokens
-        _check_path(self.path)
-        self._lock = _SpoolLock(self.path)
+        check_path(self.path)
+        self._lock = SpoolLock(self.path)
         try:
             self._db = self._open()
             self._upgrade()
@@ -145,7 +140,7 @@ class Spool(RetryListener):
             self._lock.release()
             raise
         # The (device, inode) of the file opened: the path naming another file (or none) means it was deleted.
-        self._identity = _identity(self.path)
+        self._identity = identity(self.path)
         self._watch: asyncio.TimerHandle | None = None
         row = self._db.execute("SELECT MAX(version) FROM pending").fetchone()
         self._next_version = (row[0] or 0) + 1
@@ -295,7 +290,7 @@ class Spool(RetryListener):
         """The file at the path is the one open; else (deleted, or replaced) it is made anew with every row the open
         one holds (``sqlite3.DatabaseError`` when it cannot be)."""
         try:
-            if _identity(self.path) == self._identity:
+            if identity(self.path) == self._identity:
                 return
         except OSError:
             pass  # gone: made anew below
@@ -305,7 +300,7 @@ class Spool(RetryListener):
                       "this process opened): making it anew and writing again the %d row(s) it held; a start with "
                       "the file as it was would have replayed none of them", self.path, len(rows))
         try:
-            _check_path(self.path)
+            check_path(self.path)
             if self.path.exists():
                 # Replaced: what is there now is not ours; it is moved aside, never read as this spool.
                 aside = self.path.with_name(f"{self.path.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}")
@@ -326,7 +321,7 @@ class Spool(RetryListener):
         old, self._db = self._db, db
         old.close()
         self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self._identity = _identity(self.path)
+        self._identity = identity(self.path)
         log.warning("The spool %s was made anew with the %d row(s) it held", self.path, len(rows))
 
     def _watch_identity(self) -> None:
@@ -521,80 +516,8 @@ _INSERT = _ManyRows(f"INSERT INTO pending ({_NAMES}) VALUES ", "(?, ?, ?, ?, ?, 
 _DELETED = "the spool file was deleted or replaced while in use"
 
 
-def _identity(path: Path) -> tuple[int, int]:
-    """The device and inode of the file at ``path`` (OSError when there is none)."""
-    found = path.stat()
-    return found.st_dev, found.st_ino
 _DELETE = _ManyRows("DELETE FROM pending WHERE version IN (", "?", ")", 1)
 
 
 class _CorruptSpool(Exception):
     """The spool file is damaged (SQLite says so): it may be moved aside."""
-
-
-def _check_path(path: Path) -> None:
-    """Refuse, naming the reason, a spool path this process cannot use; create a missing directory (0700)."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as e:
-        raise ConfigError(SPOOL_KEY, str(path), f"cannot be examined: {e.strerror}") from None
-    if mode is not None and not stat.S_ISREG(mode):
-        kind = "a directory" if stat.S_ISDIR(mode) else "a device or other special file"
-        raise ConfigError(SPOOL_KEY, str(path), f"is {kind}, not a spool file")
-    directory = path.parent
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(SPOOL_KEY, str(path), f"its directory cannot be created: {e.strerror}") from None
-    # SQLite writes its journal files (-wal, -shm) beside the spool, so the directory must be writable too.
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise ConfigError(SPOOL_KEY, str(path), f"its directory {directory} is not writable by this user "
-                                                f"(uid {os.geteuid()})")
-    if mode is not None and not os.access(path, os.R_OK | os.W_OK):
-        raise ConfigError(SPOOL_KEY, str(path), f"is not readable and writable by this user (uid {os.geteuid()})")
-
-
-class _SpoolLock:
-    """One process at a time on a spool: an exclusive ``flock`` on ``<spool>.lock``, which holds the owner's
-    pid and host. The kernel drops it when the owner ends, even by SIGKILL. The spools of one process on
-    one path share its lock (a test may look into the spool of a store it runs)."""
-
-    _held: ClassVar[dict[Path, list[int]]] = {}  # lock file -> [descriptor, users]
-    _guard: ClassVar[threading.Lock] = threading.Lock()
-
-    def __init__(self, spool: Path) -> None:
-        self._file = spool.with_name(spool.name + ".lock").resolve()
-        self._released = False
-        with self._guard:
-            held = self._held.get(self._file)
-            if held is not None:
-                held[1] += 1
-                return
-            fd = os.open(self._file, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                owner = os.read(fd, 256).decode(errors="replace").strip() or "another process"
-                os.close(fd)
-                raise ConfigError(SPOOL_KEY, str(spool), f"in use by another status-store ({owner}); two "
-                                                         "processes must not share a spool") from None
-            except OSError as e:
-                os.close(fd)
-                raise ConfigError(SPOOL_KEY, str(spool), f"cannot lock {self._file}: {e.strerror}") from None
-            os.ftruncate(fd, 0)
-            os.write(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode())
-            self._held[self._file] = [fd, 1]
-
-    def release(self) -> None:
-        """Give up this spool's share of the lock; the last one unlocks."""
-        with self._guard:
-            held = self._held.get(self._file)
-            if held is None or self._released:
-                return
-            self._released = True
-            held[1] -= 1
-            if held[1] == 0:
-                del self._held[self._file]
-                os.close(held[0])  # closing the descriptor drops the flock
