@@ -198,7 +198,9 @@ def test_a_worker_whose_rest_api_refuses_is_asked_again_after_a_backoff(pod: Res
         proxy.refusal = Refusal.UNAVAILABLE
     try:
         connect.call("PUT", "/connectors/refused/config", source(**{"scripted.task": "fail-once"}))
-        wait_for(lambda: len(pod.restarts("refused")) >= 4, "four refused requests", timeout=30.0)
+        # A bound for a busy machine (the task starts, fails, then 1 + 2 + 4 s of backoff): at a load of 18 the
+        # four took more than 30 s.
+        wait_for(lambda: len(pod.restarts("refused")) >= 4, "four refused requests", timeout=90.0)
         times = [at for at, _, _ in pod.restarts("refused")]
         gaps = [b - a for a, b in itertools.pairwise(times)]
         # The worker's backoff: 1 s, 2 s, 4 s (with up to half more), never a tight loop.

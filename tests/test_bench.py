@@ -48,11 +48,11 @@ def test_connect_outage_quick_run(tmp_path: Path) -> None:
     output = run_quick("connect_outage", tmp_path, timeout=RUN_BOUND_S)
     outages, burst = output.split("\nthe burst: ")
     runs = rows(outages, "1")
-    assert [row[1] for row in runs] == ["Connect worker", "the pod (agent + sidecar)"]
+    assert [row[1] for row in runs] == ["Connect worker", "the pod (agent + sidecar)"], output
     # Every connector went through all five steps (2 connectors) on both workers.
-    assert all(row[10].split(" (")[0].endswith(" of 10") for row in runs)
-    # The pod leaves no key stale, in its topic or as its REST API shows them.
-    assert runs[1][7:9] == ["0 of 6", "0"]
+    assert all(row[10].split(" (")[0].endswith(" of 10") for row in runs), output
+    # The pod leaves no key stale, in its topic or as its REST API shows them (the output names any).
+    assert runs[1][7:9] == ["0 of 6", "0"], output
     # The burst: both workers brought every connector up and deleted every one.
     assert [row[1] for row in rows(burst, "1")] == ["Connect worker", "the pod (agent + sidecar)"]
     assert "the pod against the Connect worker: until RUNNING" in burst

@@ -104,7 +104,13 @@ async def test_fatal_errors_are_not_retried(faulty: Faulty) -> None:
 PER_UPDATE = {"status.storage.retry.mode": "per-update"}
 
 
-@pytest.mark.parametrize(("faulty", "backoff"), [(PER_UPDATE, 0.2), ({"status.storage.retry.mode": "partition"}, 0.1)],
+# An initial backoff of a second: the retry at once must stand apart from the backoff on a busy machine too (at
+# 100 ms, a load of 18 once made the retry at once take 124 ms, the backoff 118).
+SECOND = {"status.storage.retry.initial.backoff.ms": "1000", "status.storage.retry.max.backoff.ms": "4000"}
+
+
+@pytest.mark.parametrize(("faulty", "backoff"), [({**PER_UPDATE, **SECOND}, 2.0),
+                                                 ({"status.storage.retry.mode": "partition", **SECOND}, 1.0)],
                          indirect=["faulty"])
 async def test_a_leader_change_is_retried_at_once_then_backs_off(faulty: Faulty, backoff: float) -> None:
     faulty.cluster.start_tracking()
@@ -113,7 +119,7 @@ async def test_a_leader_change_is_retried_at_once_then_backs_off(faulty: Faulty,
     assert (outcome.result, outcome.attempts) == (Result.WRITTEN, 3)
     gaps = [b - a for a, b in itertools.pairwise(produce_times(faulty.cluster))]
     # The first retry waits for no backoff (KIP-951); the second backs off: per update, the key's retry 1
-    # (200 ms); in partition mode, the partition is held and its first probe waits the initial backoff.
+    # (2 s); in partition mode, the partition is held and its first probe waits the initial backoff (1 s).
     assert gaps[1] >= backoff - TIMER_SLACK
     assert gaps[0] < gaps[1]
 
