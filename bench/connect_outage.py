@@ -36,7 +36,11 @@ REST API, on a thread per connector and worker (a 409 during a rebalance is aske
 - every latest status durable after recovery: seconds from the recovering AlterConfigs request until the last
   record of every key of the run is in the state the steps left it in, as a consumer tailing each status topic
   reads them (a consumer reads a record once every in-sync replica has it: durable); "never" when some key ends
-  stale (compared by state: a stale record of the same state passes, so the count is a lower bound for both);
+  stale (compared by state: a stale record of the same state passes, so the count is a lower bound for both). A
+  key whose last record is older than the outage but in the state the steps left it in is not stale (a reader sees
+  its latest state), though no write of the outage reached the topic for it (Connect's rules drop a write's
+  retries once the store's generation moved on, and the pod keeps them; on a loaded machine both workers left keys
+  so): the report lists such keys apart;
 - keys left stale: as each worker's own REST API shows them once the topics are quiet (it serves what its store
   read from the topic: what operators see), and as the topic's last records say;
 - the worker's REST API during the outage: every answer to ``GET /connectors`` asked every 200 ms, p99 and max.
@@ -191,6 +195,7 @@ class WorkerRun:
     durable_s: float | None  # every latest status durable, after recovery (None: some key stale)
     rest_durable_s: float | None  # the keys that are not stale
     stale: list[str]  # each key whose last record is not in its latest state, with that record's state
+    kept: list[str]  # each key whose last record, older than the outage, is in its latest state
     shown_stale: list[str]  # what the worker's own REST API shows in another state than the steps left it in
     rest_p99_s: float  # the worker's REST API during the outage
     rest_max_s: float
@@ -225,23 +230,28 @@ def gone(connect: ConnectCluster, connector: str) -> bool:
 
 
 def latest_state(tail: TopicTail, states: dict[str, str], began: float, recovered: float
-                 ) -> tuple[float | None, float | None, list[str]]:
-    """From a topic's tail: when every key's last record, written since the outage began (every key changes in it),
-    was in its latest state (None: some key is stale), the same for the keys that are not stale, and the stale
-    keys."""
+                 ) -> tuple[float | None, float | None, list[str], list[str]]:
+    """From a topic's tail: when every key's last record was in its latest state (None: some key is stale), the
+    same for the keys that are not stale, the stale keys, and the keys whose last record is older than the outage
+    but in their latest state (counted durable from before the recovery)."""
     durable: list[float] = []
     stale: list[str] = []
+    kept: list[str] = []
     for key, state in states.items():
         last = tail.last(key)
         fresh = last is not None and last[0] >= began
         found = json.loads(last[1])["state"] if last is not None and last[1] else "none"
-        if fresh and found == state:
+        if found != state:
+            stale.append(f"{key.removeprefix('status-')} {found}{'' if fresh else ', older than the outage'} "
+                         f"(latest {state})")
+        elif fresh:
             assert last is not None
             durable.append(max(0.0, last[0] - recovered))
         else:
-            stale.append(f"{key.removeprefix('status-')} {found if fresh else 'nothing new'} (latest {state})")
+            kept.append(f"{key.removeprefix('status-')} {found}")
+            durable.append(0.0)
     rest = max(durable) if durable else None
-    return (None if stale else rest), rest, stale
+    return (None if stale else rest), rest, stale, kept
 
 
 class Prober:
@@ -398,10 +408,11 @@ class Bench:
                 await asyncio.to_thread(wait_until, settled, SETTLE_BOUND_S, "the status topics settled")
             result = Run(len(keys), len(steps), alter_s)
             for name, connect in self.workers.items():
-                durable, rest_durable, stale = latest_state(self.tails[name], scenario.states, began, recovered)
+                durable, rest_durable, stale, kept = latest_state(self.tails[name], scenario.states, began,
+                                                                  recovered)
                 result.workers[name] = WorkerRun(
                     requests[name], self.tails[name].arrivals(keys) - records_before[name], durable, rest_durable,
-                    stale, self.shown_stale(connect, scenario), quantile(probed[name], 0.99),
+                    stale, kept, self.shown_stale(connect, scenario), quantile(probed[name], 0.99),
                     max(probed[name], default=float("nan")), sum(1 for at in done[name] if at < outage_s),
                     max(done[name]))
             return result
@@ -484,6 +495,9 @@ def report_outages(runs: list[Run], brokers: int, connectors: int, tasks: int, o
                 print(f"- run {number}, as {name}'s own REST API shows them: {', '.join(worker.shown_stale)}")
             if worker.stale:
                 print(f"- run {number}, {name}'s topic: {', '.join(worker.stale)}")
+            if worker.kept:
+                print(f"- run {number}, {name}'s topic, not stale: the last record older than the outage, in the "
+                      f"latest state (no write of the outage reached the topic for it): {', '.join(worker.kept)}")
     ratios = [run.workers[CONNECT].produce_requests / max(1, run.workers[POD].produce_requests) for run in runs]
     durable = [run.workers[POD].durable_s for run in runs]
     print(f"\nProduce requests of the Connect worker per request of the pod: "
