@@ -37,10 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
 from bench import BenchParser, quick_scratch
 from bench.spark_history import label, parse_size
@@ -65,29 +61,10 @@ def tansu() -> Iterator[str]:
 
 
 def load(bootstrap: str, data: Path, suffix: str) -> tuple[str, str]:
-    """The generated topics produced into the broker, each record in its partition with its timestamp; their
-    names."""
+    """The generated topics produced into the broker, each record at its generated partition and offset with its
+    timestamp (harness/history_gen.py's ``produce``); their names."""
     names = (f"status-{suffix}", f"history-{suffix}")
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, history_gen.PARTITIONS, 1) for name in names]).values():
-        future.result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
-                         "queue.buffering.max.messages": 1_000_000})
-    for name, directory in zip(names, ("status", "history"), strict=True):
-        for path in sorted((data / directory).glob("*.parquet")):
-            for batch in pq.read_table(path).to_batches(50_000):
-                for partition, timestamp, key, value in zip(*(batch.column(c).to_pylist() for c in (
-                        "partition", "timestamp", "key", "value")), strict=True):
-                    while True:
-                        try:
-                            producer.produce(name, None if value is None else value.encode(),
-                                             None if key is None else key.encode(), partition=partition,
-                                             timestamp=timestamp)
-                            break
-                        except BufferError:
-                            producer.poll(0.1)
-    if producer.flush(300) != 0:
-        sys.exit("the broker did not take every record")
+    history_gen.produce(bootstrap, data, names)
     return names
 
 

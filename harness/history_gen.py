@@ -5,7 +5,8 @@
 writes OUT_DIR/history/part-NNNNN.parquet (N history events, about 1M per file) and
 OUT_DIR/status/part-00000.parquet (a matching status topic: a few records per key). Columns are
 the export format's: topic, partition, offset, timestamp (ms), key, value (UTF-8 text, null for a
-tombstone).
+tombstone). ``produce`` puts them into a broker's topics, each record at its generated partition and
+offset with its timestamp.
 
 Why this shape: the analytics are per key, ordered in time, so what costs is the number of keys,
 the events per key and the share of keys that change state often. The generator keeps about 150
@@ -30,13 +31,18 @@ Offsets grow in time order within each partition, as the service's writes would.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 HISTORY_TOPIC = "connect-status-history"
 STATUS_TOPIC = "connect-status"
@@ -342,3 +348,68 @@ def status_topic(fleet: Fleet, rng: np.random.Generator) -> pa.Table:
             values.append('{"state":"RUNNING","trace":null,"worker_id":"w","generation":"x"}')
     return _table(STATUS_TOPIC, fleet, np.array(keys), np.array(times, dtype=np.int64),
                   pa.array(values, pa.string()), np.zeros(PARTITIONS, dtype=np.int64))
+
+
+class LoadError(RuntimeError):
+    """A generated topic is not in the broker as it was generated."""
+
+
+def produce(bootstrap_servers: str, data: Path, topics: tuple[str, str],
+            producer_config: Mapping[str, Any] | None = None, timeout_s: float = 600.0) -> None:
+    """The generated status and history records (``data``'s ``status`` and ``history`` files) written into two new
+    topics (``topics``: status, history), each record in its generated partition, at its generated offset, with its
+    timestamp; ``LoadError`` when a record was not written or a partition does not end where the files say.
+
+    The topics keep every record whatever its timestamp (retention off: the generated ones are a year old, and a
+    broker's default seven days delete them at its next retention check). The producer is idempotent: a new topic's
+    first batches are refused while its partitions' leadership settles ("not leader for partition"), and a plain
+    producer's retry of such a batch lands after a later batch of the same partition that was accepted meanwhile,
+    which puts records at other offsets than generated (and so changes which record of a key is the last). Loads of
+    the same files gave different ``latest`` counts that way (6,376 and 6,385 at 1M events, issue 38).
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    keep = {"retention.ms": "-1", "retention.bytes": "-1"}
+    for future in admin.create_topics([NewTopic(name, PARTITIONS, 1, config=keep) for name in topics]).values():
+        future.result(timeout_s)
+    failed: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, _: Message) -> None:
+        if error is not None:
+            failed.append(error)
+
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "batch.num.messages": 10_000,
+                         "queue.buffering.max.messages": 1_000_000, **(producer_config or {}),
+                         "enable.idempotence": True})
+    deadline = time.monotonic() + timeout_s
+    expected: dict[tuple[str, int], int] = {}
+    for name, directory in zip(topics, ("status", "history"), strict=True):
+        for path in sorted((data / directory).glob("*.parquet")):
+            for batch in pq.read_table(path).to_batches(50_000):
+                for partition, timestamp, key, value in zip(*(batch.column(c).to_pylist() for c in (
+                        "partition", "timestamp", "key", "value")), strict=True):
+                    expected[name, partition] = expected.get((name, partition), 0) + 1
+                    while True:
+                        try:
+                            producer.produce(name, None if value is None else value.encode(),
+                                             None if key is None else key.encode(), partition=partition,
+                                             timestamp=timestamp, on_delivery=delivered)
+                            break
+                        except BufferError:
+                            if time.monotonic() > deadline:
+                                raise LoadError(f"the broker took too little within {timeout_s:g} s") from None
+                            producer.poll(0.1)
+    if producer.flush(max(deadline - time.monotonic(), 1.0)) != 0 or failed:
+        raise LoadError(f"{len(failed)} record(s) not written (first: {failed[0].str() if failed else 'timeout'})")
+    _check_ends(bootstrap_servers, expected)
+
+
+def _check_ends(bootstrap_servers: str, expected: Mapping[tuple[str, int], int]) -> None:
+    """Every partition ends after exactly the records generated for it (offsets from 0, none lost or doubled)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "history-gen-check"})
+    try:
+        for (topic, partition), count in sorted(expected.items()):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+            if (low, high) != (0, count):
+                raise LoadError(f"{topic}/{partition} holds offsets {low} to {high}; {count} were generated")
+    finally:
+        consumer.close()
