@@ -1,4 +1,4 @@
-"""The report an operator reads first: one self-contained HTML file (and the same in Markdown with PNG charts),
+"""The report an operator reads first: one self-contained HTML file (and the same in Markdown with SVG charts),
 built from the outputs the run has just staged, not by analysing the input again.
 
 It opens with what is broken now (every FAILED connector and task: since when, on which worker, the first
@@ -8,16 +8,16 @@ states, time in each state and the retry outcomes. Only small aggregates reach t
 connector, worker or hour), so the report costs little whatever the input's size: the outputs, small
 (aggregates, or a row per connector, task or episode), are read once, without a Spark job when local.
 
-The HTML file needs nothing else: its charts are inline SVG, it has no script, and its Content-Security-Policy
-forbids scripts and every load from the network. Every text that comes from the data (connector names,
-worker ids, traces) is escaped, so a name holding HTML is shown as text.
+The HTML file needs nothing else: its charts are inline SVG (drawn by ``charts``), it has no script, and its
+Content-Security-Policy forbids scripts and every load from the network. Every text that comes from the data
+(connector names, worker ids, traces) is escaped, so a name holding HTML is shown as text.
 """
 
 from __future__ import annotations
 
 import datetime
 import html
-import io
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -25,18 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only: no display on servers and executors
-
-import matplotlib.pyplot as plt
-import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from .analysis import Analysis
+from .charts import bar_chart, time_chart
 from .history import MTTR_PERCENTILES
 from .records import ReadProblem
 
@@ -75,7 +70,7 @@ class Table:
 
 @dataclass
 class Chart:
-    """A chart, as a PNG file beside the Markdown and as inline SVG in the HTML."""
+    """A chart: an SVG file beside the Markdown, the same SVG inline in the HTML."""
 
     name: str
     title: str
@@ -98,7 +93,7 @@ Entity = tuple[str, str, int | None]
 
 
 def write_report(analysis: Analysis, outputs: str, directory: Path, warnings: Sequence[ReadProblem] = ()) -> Path:
-    """Write ``report.html`` (self-contained) and ``report.md`` with its PNG charts into ``directory`` from the
+    """Write ``report.html`` (self-contained) and ``report.md`` with its SVG charts into ``directory`` from the
     analysis's outputs as written under ``outputs`` (the run's staging directory); returns the HTML file."""
     directory.mkdir(parents=True, exist_ok=True)
     frames = {name: read_output(frame, f"{outputs.rstrip('/')}/{name}") for name, frame in analysis.outputs().items()}
@@ -192,7 +187,7 @@ def _per_worker(directory: Path, latest: list[Row], episodes: list[Row]) -> Sect
         return section
     section.parts.append(Table(["worker", "FAILED now", "FAILED episodes", "not recovered", "connectors"], rows,
                                {1, 2, 3, 4}))
-    section.parts.append(_bar_chart(directory, "failures_per_worker.png", "FAILED episodes per worker",
+    section.parts.append(_bar_chart(directory, "failures_per_worker.svg", "FAILED episodes per worker",
                                     [(str(r[0]), r[2]) for r in rows[:TOP * 2]], FAILURE_COLOR))
     return section
 
@@ -243,7 +238,7 @@ def _over_time(directory: Path, episodes: list[Row]) -> Section:
             buckets.setdefault(e["recovered_ms"] // bucket_ms * bucket_ms, [0, 0])[1] += 1
     rows = [[bucket, *counts] for bucket, counts in sorted(buckets.items())]
     section.text.append(f"FAILED episodes begun and recovered per {unit} (UTC).")
-    section.parts.append(_time_chart(directory, "failures_over_time.png", f"Failures and recoveries per {unit}",
+    section.parts.append(_time_chart(directory, "failures_over_time.svg", f"Failures and recoveries per {unit}",
                                      rows, bucket_ms))
     section.parts.append(Table([unit, "failures", "recoveries"], [[_time(r[0]), r[1], r[2]] for r in rows[-48:]],
                                {1, 2}))
@@ -253,10 +248,18 @@ def _over_time(directory: Path, episodes: list[Row]) -> Section:
 
 
 def _percentiles(values: Sequence[float]) -> list[float | None]:
-    """p50, p90, p99 with linear interpolation (Spark's ``percentile``), None for no values."""
-    if not values:
-        return [None] * len(MTTR_PERCENTILES)
-    return [float(q) for q in np.percentile(values, [q * 100 for q in MTTR_PERCENTILES])]
+    """p50, p90, p99 exact, interpolated as Spark's ``percentile`` does (``history.mttr``); None for no values."""
+    ordered = sorted(values)
+    return [percentile(ordered, q) if ordered else None for q in MTTR_PERCENTILES]
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` percentile of sorted values, between the two closest ranks (Spark's formula, term for term)."""
+    position = (len(ordered) - 1) * q
+    lower, higher = math.floor(position), math.ceil(position)
+    if lower == higher or ordered[lower] == ordered[higher]:
+        return float(ordered[lower])
+    return (higher - position) * ordered[lower] + (position - lower) * ordered[higher]
 
 
 def _time_to_recovery(episodes: list[Row], mttr: list[Row]) -> Section:
@@ -318,7 +321,7 @@ def _latest(directory: Path, latest: list[Row]) -> Section:
     section = Section("Latest statuses", parts=[Table(["kind", "state", "count"], rows, {2})])
     states = [(r[1] or "(topic)", r[2]) for r in rows if r[0] in ("task", "connector")]
     if states:
-        section.parts.append(_bar_chart(directory, "latest_states.png", "Connectors and tasks by latest state",
+        section.parts.append(_bar_chart(directory, "latest_states.svg", "Connectors and tasks by latest state",
                                         states))
     return section
 
@@ -332,7 +335,7 @@ def _time_in_state(directory: Path, durations: list[Row]) -> Section:
         if r["state"] == "FAILED":
             failed[_entity(r)] += r["duration_ms"]
     if per_state:
-        section.parts.append(_bar_chart(directory, "time_in_state.png", "Hours in each state (all connectors and "
+        section.parts.append(_bar_chart(directory, "time_in_state.svg", "Hours in each state (all connectors and "
                                         "tasks)", [(state, ms / HOUR_MS) for state, ms in
                                                    sorted(per_state.items(), key=lambda item: (-item[1], item[0]))]))
     failed_most = sorted(failed.items(), key=lambda item: (-item[1], item[0][1], _order(item[0][2])))[:TOP]
@@ -356,7 +359,7 @@ def _retry_outcomes(directory: Path, outcomes: list[Row]) -> Section:
         ["kind", "result", "count", "mean attempts", "max attempts", "worst daily p99 latency (ms)"], rows,
         {2, 3, 4, 5})])
     if rows:
-        section.parts.append(_bar_chart(directory, "retry_outcomes.png", "Write outcomes by kind and result",
+        section.parts.append(_bar_chart(directory, "retry_outcomes.svg", "Write outcomes by kind and result",
                                         [(f"{r[0]} {r[1]}", r[2]) for r in rows]))
     return section
 
@@ -374,41 +377,19 @@ def _input(counters: Mapping[str, int], warnings: Sequence[ReadProblem]) -> Sect
 
 def _bar_chart(directory: Path, name: str, title: str, bars: Sequence[tuple[str, float]],
                color: str = BAR_COLOR) -> Chart:
-    figure, axes = plt.subplots(figsize=(7, 0.4 * len(bars) + 1.2))
-    axes.barh([label for label, _ in bars], [value for _, value in bars], color=color)
-    axes.invert_yaxis()
-    axes.set_title(title)
-    return _save(directory, name, title, figure)
+    return _save(directory, name, title, bar_chart(title, bars, color))
 
 
 def _time_chart(directory: Path, name: str, title: str, rows: Sequence[Sequence[Any]], bucket_ms: int) -> Chart:
-    figure, axes = plt.subplots(figsize=(9, 3.2))
-    # Matplotlib's dates are days since the epoch.
-    days = [r[0] / DAY_MS for r in rows]
-    width = bucket_ms * 0.4 / DAY_MS
-    axes.bar(days, [r[1] for r in rows], width=width, align="edge", color=FAILURE_COLOR, label="failures")
-    axes.bar([d + width for d in days], [r[2] for r in rows], width=width, align="edge", color=RECOVERY_COLOR,
-             label="recoveries")
-    axes.xaxis_date(tz=datetime.UTC)
-    axes.legend()
-    axes.set_title(title)
-    figure.autofmt_xdate()
-    return _save(directory, name, title, figure)
+    series = [(int(r[0]), int(r[1]), int(r[2])) for r in rows]
+    return _save(directory, name, title, time_chart(title, series, bucket_ms, (FAILURE_COLOR, RECOVERY_COLOR),
+                                                    ("failures", "recoveries")))
 
 
-def _save(directory: Path, name: str, title: str, figure: Any) -> Chart:
-    """The figure as a PNG file in ``directory`` and as SVG text (no date in it: a report is a function of the
-    outputs)."""
-    try:
-        figure.tight_layout()
-        figure.savefig(directory / name, dpi=100, metadata={"Software": None})
-        svg = io.StringIO()
-        with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
-            figure.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
-    finally:
-        plt.close(figure)
-    text = svg.getvalue()
-    return Chart(name, title, text[text.index("<svg"):])
+def _save(directory: Path, name: str, title: str, svg: str) -> Chart:
+    """The chart as a file beside the Markdown report, and for the HTML one."""
+    (directory / name).write_text(svg + "\n", encoding="utf-8")
+    return Chart(name, title, svg)
 
 
 # ------------------------------------------------------------------------------------------ rendering

@@ -113,16 +113,18 @@ def test_failures_per_worker_top_messages_and_percentiles(report: Path) -> None:
     assert re.search(r"<td>flappy</td><td>0</td><td class=\"num\">6</td>", flapping), flapping
 
 
-def test_the_markdown_report_says_the_same_with_png_charts(report: Path) -> None:
+def test_the_markdown_report_says_the_same_with_svg_charts(report: Path) -> None:
     markdown = (report.parent / "report.md").read_text()
     assert markdown.index("## Broken now") < markdown.index("## Failures per worker")
     assert ("| task | sink | 0 | 2025-11-22 02:00:00.000Z | w2:8083 | "
             "org.apache.kafka.connect.errors.ConnectException: boom 7 |") in markdown
     assert "&lt;script&gt;" in markdown
     assert "<script>" not in markdown
-    for chart in ("failures_per_worker.png", "failures_over_time.png", "latest_states.png"):
+    for chart in ("failures_per_worker.svg", "failures_over_time.svg", "latest_states.svg"):
         assert f"]({chart})" in markdown
-        assert (report.parent / chart).read_bytes().startswith(b"\x89PNG")
+        svg = (report.parent / chart).read_text().strip()
+        assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg"')
+        assert svg in report.read_text()  # the same chart inline in the HTML
 
 
 def test_the_html_report_is_one_file_that_loads_nothing(report: Path) -> None:
