@@ -118,9 +118,10 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
     if flap_transitions < 0 or flap_window_ms <= 0:
         raise ValueError(f"flapping needs transitions >= 0 and a window > 0 ms, got {flap_transitions} "
                          f"and {flap_window_ms}")
-    # Parsed once, kept for the several outputs that read them (spilled to disk when memory is short).
-    status = with_arrival(parse_status_records(status_records)).persist(StorageLevel.MEMORY_AND_DISK)
-    history = parse_history_records(history_records).persist(StorageLevel.MEMORY_AND_DISK)
+    # Parsed once, kept for the several outputs that read them (spilled to disk when memory is short): only the
+    # columns later stages read (no key text, record timestamp or whole trace of history events).
+    status = with_arrival(parse_status_records(status_records)).drop("key").persist(StorageLevel.MEMORY_AND_DISK)
+    history = parse_history_records(history_records).drop("timestamp").persist(StorageLevel.MEMORY_AND_DISK)
     tasks = task_cache(status).persist(StorageLevel.MEMORY_AND_DISK)
     # The first action reads both inputs (each topic's records once) and counts them, the newest event's time
     # with them.

@@ -19,6 +19,7 @@ MTTR_PERCENTILES = (0.5, 0.9, 0.99)
 HISTORY_KINDS = ["connector", "task", "topic"]
 
 
+
 _HISTORY_SCHEMA = ", ".join([
     "event string", "time string", "sidecar string", "key string", "kind string", "connector string",
     "task long", "topic string", "state string", "worker_id string", "generation long", "trace string",
@@ -29,7 +30,8 @@ _HISTORY_SCHEMA = ", ".join([
 
 
 def parse_history_records(records: DataFrame) -> DataFrame:
-    """Each history record decoded; ``garbled`` when it is not a valid status or outcome event."""
+    """Each history record decoded (of a trace, its first line: ``failure``); ``garbled`` when it is not a valid
+    status or outcome event."""
     value, utf8 = text_column(records, "value")
     event = F.from_json(value, _HISTORY_SCHEMA, JSON_OPTIONS)
     frame = records.select("partition", "offset", "timestamp", utf8.alias("utf8"), event.alias("e"))
@@ -43,9 +45,9 @@ def parse_history_records(records: DataFrame) -> DataFrame:
     valid = F.col("utf8") & time.isNotNull() & entity_ok & (status_ok | outcome_ok)
     return frame.select(
         "partition", "offset", "timestamp", (~F.coalesce(valid, F.lit(False))).alias("garbled"),
-        F.col("e.event").alias("event"), time.alias("time"), "e.key", "e.kind", "e.connector",
-        F.when(F.col("e.kind") == "task", F.col("e.task")).alias("task"), "e.topic", "e.state", "e.result",
-        "e.attempts", "e.error", "e.latency_ms", "e.worker_id", "e.trace",
+        F.col("e.event").alias("event"), time.alias("time"), "e.kind", "e.connector",
+        F.when(F.col("e.kind") == "task", F.col("e.task")).alias("task"), "e.state", "e.result",
+        "e.attempts", "e.error", "e.latency_ms", "e.worker_id", first_line(F.col("e.trace")).alias("failure"),
     )
 
 
@@ -53,10 +55,11 @@ def timeline(history: DataFrame, as_of_ms: int | None, flap_window_ms: int) -> D
     """Status events of connectors and tasks up to ``as_of_ms`` in time order per connector or task, with what
     every history output needs of the events around each one, from one sort of the events.
 
-    Columns beside the event's: ``previous_state`` and ``next_time``; ``open_before`` (a FAILED episode is
-    open when the event comes: a FAILED since the last RUNNING or DESTROYED), ``entry`` (this FAILED opens
-    an episode), ``opened`` (the open episode's entry: time, worker, trace), ``move`` (a state transition)
-    and ``in_window`` (the transitions in ``(time - flap_window_ms, time]``).
+    Columns: the connector or task (``kind``, ``connector``, ``task``), the event's ``state`` and ``time``,
+    ``next_time`` (the next event's), ``move`` (a state transition), ``in_window`` (the transitions in
+    ``(time - flap_window_ms, time]``), and ``episode`` on the event that ends a FAILED episode or leaves it open
+    (null on the others): the FAILED that opened it (``opened``: time, position, worker, failure) and
+    ``recovered_ms``.
     """
     events = history.filter(~F.col("garbled") & (F.col("event") == "status") & F.col("kind").isin("connector", "task"))
     if as_of_ms is not None:
@@ -69,22 +72,29 @@ def timeline(history: DataFrame, as_of_ms: int | None, flap_window_ms: int) -> D
     position = F.struct("time", "partition", "offset")
     ends = F.col("state").isin(State.RUNNING.value, State.DESTROYED.value)
     failed = F.col("state") == State.FAILED.value
+    own = ["state", "time", "partition", "offset", "worker_id", "failure"]
     marked = events.select(
-        *entity, "state", "time", "partition", "offset", "worker_id", "trace",
+        *entity, *own,
         F.lag("state").over(order).alias("previous_state"), F.lead("time").over(order).alias("next_time"),
         F.max(F.when(failed, position)).over(before).alias("last_failed"),
         F.max(F.when(ends, position)).over(before).alias("last_end"),
     )
+    # A FAILED episode is open when the event comes: a FAILED since the last RUNNING or DESTROYED.
     open_before = F.col("last_failed").isNotNull() & (F.col("last_end").isNull()
                                                       | (F.col("last_failed") > F.col("last_end")))
+    # An episode ends at the event that closes it, or is still open after the last event.
+    closes = ends & open_before
+    still_open = F.col("next_time").isNull() & (failed | (open_before & ~ends))
     marked = marked.select(
-        *[c for c in marked.columns if c not in ("last_failed", "last_end")], open_before.alias("open_before"),
-        (failed & ~open_before).alias("entry"),
+        *entity, *own, "next_time", (failed & ~open_before).alias("entry"), closes.alias("closes"),
+        (closes | still_open).alias("ends_episode"),
         (F.col("previous_state").isNotNull() & (F.col("previous_state") != F.col("state"))).alias("move"))
-    entry = F.struct("time", "partition", "offset", "worker_id", "trace")
-    return marked.select(
-        "*", F.max(F.when(F.col("entry"), entry)).over(before).alias("opened"),
-        F.count(F.when(F.col("move"), 1)).over(recent).alias("in_window"))
+    this = F.struct("time", "partition", "offset", "worker_id", "failure")
+    opened = F.when(F.col("closes") | ~F.col("entry"), F.max(F.when(F.col("entry"), this)).over(before)).otherwise(this)
+    recovered = F.when(F.col("closes") & (F.col("state") == State.RUNNING.value), F.col("time"))
+    episode = F.when(F.col("ends_episode"), F.struct(opened.alias("opened"), recovered.alias("recovered_ms")))
+    return marked.select(*entity, "state", "time", "next_time", "move", episode.alias("episode"),
+                         F.count(F.when(F.col("move"), 1)).over(recent).alias("in_window"))
 
 
 def state_durations(timeline: DataFrame, as_of_ms: int | None) -> DataFrame:
@@ -107,20 +117,11 @@ def failed_episodes(timeline: DataFrame) -> DataFrame:
     failed: not recovered). A FAILED again before either, after a restart that did not help, is the same
     episode, so time to recovery is counted once per outage. Each with the worker and the first line of the
     trace of the FAILED that opened it."""
-    ends = F.col("state").isin(State.RUNNING.value, State.DESTROYED.value)
-    # An episode ends at the event that closes it, or is still open after the last event.
-    closes = ends & F.col("open_before")
-    still_open = F.col("next_time").isNull() & ((F.col("state") == State.FAILED.value)
-                                                | (F.col("open_before") & ~ends))
-    episodes = timeline.filter(closes | still_open)
-    opened = F.when(closes | ~F.col("entry"), F.col("opened")).otherwise(
-        F.struct("time", "partition", "offset", "worker_id", "trace"))
-    recovered = F.when(closes & (F.col("state") == State.RUNNING.value), F.col("time"))
-    episodes = episodes.select("kind", "connector", "task", opened.alias("o"), recovered.alias("recovered_ms"))
-    return episodes.select(utc_date(F.col("o.time")).alias("date"), "kind", "connector", "task",
-                           F.col("o.time").alias("failed_ms"), "recovered_ms",
-                           (F.col("recovered_ms") - F.col("o.time")).alias("time_to_recovery_ms"),
-                           F.col("o.worker_id").alias("worker_id"), first_line(F.col("o.trace")).alias("failure"))
+    opened, recovered = F.col("episode.opened"), F.col("episode.recovered_ms")
+    return timeline.filter(F.col("episode").isNotNull()).select(
+        utc_date(opened["time"]).alias("date"), "kind", "connector", "task", opened["time"].alias("failed_ms"),
+        recovered.alias("recovered_ms"), (recovered - opened["time"]).alias("time_to_recovery_ms"),
+        opened["worker_id"].alias("worker_id"), opened["failure"].alias("failure"))
 
 
 def first_line(trace: Column) -> Column:
@@ -131,19 +132,44 @@ def first_line(trace: Column) -> Column:
 
 def mttr(episodes: DataFrame, snapshot_date: Column, as_of_ms: int | None) -> DataFrame:
     """Per connector/task over the whole input: FAILED episodes, recovered or not, and the mean and percentiles
-    (p50, p90, p99, exact) of the time to recovery."""
-    summary = episodes.groupBy("kind", "connector", "task").agg(
+    (p50, p90, p99, exact) of the time to recovery.
+
+    The percentiles are Spark's ``percentile`` (linear interpolation between the two closest ranks), computed from
+    each connector's or task's episodes ranked by their time to recovery: one sort within the shuffle that groups
+    them, then an aggregation that keeps the two values around each percentile's position (``percentile`` itself
+    buffers every value of every group in an object aggregation, which falls back to sorting when groups are many).
+    """
+    entity = ("kind", "connector", "task")
+    ttr = F.col("time_to_recovery_ms")
+    by_time = Window.partitionBy(*entity).orderBy(ttr.asc_nulls_last())
+    ranked = episodes.select(
+        *entity, "failed_ms", "recovered_ms", ttr, F.row_number().over(by_time).alias("rank"),
+        F.count(ttr).over(by_time.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)).alias("n"))
+    positions = [(F.col("n") - 1) * F.lit(q) for q in MTTR_PERCENTILES]
+    around = [F.max(F.when(F.col("rank") == bound(position) + 1, ttr)).alias(f"{side}_{i}")
+              for i, position in enumerate(positions) for side, bound in (("lower", F.floor), ("higher", F.ceil))]
+    summary = ranked.groupBy(*entity).agg(
         F.count(F.lit(1)).alias("failed_episodes"),
         F.count("recovered_ms").alias("recovered"),
         F.count_if(F.col("recovered_ms").isNull()).alias("unrecovered"),
-        F.avg("time_to_recovery_ms").alias("mttr_ms"),
+        F.avg(ttr).alias("mttr_ms"),
         F.max("failed_ms").alias("last_failed_ms"),
-        F.percentile("time_to_recovery_ms", F.array(*[F.lit(q) for q in MTTR_PERCENTILES])).alias("ttr"),
+        *around,
     )
-    summary = summary.select(
-        *[c for c in summary.columns if c != "ttr"],
-        *[F.col("ttr")[i].alias(f"ttr_p{round(q * 100)}_ms") for i, q in enumerate(MTTR_PERCENTILES)])
+    percentiles = [_interpolated(F.col("recovered"), F.col(f"lower_{i}"), F.col(f"higher_{i}"), q)
+                   .alias(f"ttr_p{round(q * 100)}_ms") for i, q in enumerate(MTTR_PERCENTILES)]
+    summary = summary.select(*entity, "failed_episodes", "recovered", "unrecovered", "mttr_ms", "last_failed_ms",
+                             *percentiles)
     return summary.withColumn("date", snapshot_date if as_of_ms is not None else utc_date(F.col("last_failed_ms")))
+
+
+def _interpolated(count: Column, lower_value: Column, higher_value: Column, q: float) -> Column:
+    """The ``q`` percentile of ``count`` values from the values at the ranks around its position: Spark's
+    ``percentile``, term for term (so the same doubles)."""
+    position = (count - 1) * F.lit(q)
+    lower, higher = F.floor(position), F.ceil(position)
+    return (F.when((lower == higher) | (lower_value == higher_value), lower_value.cast("double"))
+            .otherwise((higher - position) * lower_value + (position - lower) * higher_value))
 
 
 def flapping(timeline: DataFrame, transitions: int) -> DataFrame:
