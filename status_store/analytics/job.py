@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyspark import SparkContext
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -53,7 +54,7 @@ from status_store.analytics.records import (
     read_files,
 )
 from status_store.analytics.report import write_report
-from status_store.analytics.session import JavaMissingError, check_java, get_session, master_of
+from status_store.analytics.session import JavaMissingError, check_java, finish, get_session, master_of
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None, progress: P
         records = _records(_file_records(args.files), previous) if early else None
     if plans is None:
         progress.phase(f"starting Spark ({master}){spark_log}")
-    spark = spark or get_session(conf, jvm_log=log_file,
+    spark = spark or get_session(conf, jvm_log=log_file, class_data=True,
                                  quick_start=records is not None and records <= QUICK_RUN_RECORDS)
     out = OutputDir(spark, args.out)
     for line in out.recover():
@@ -383,22 +384,31 @@ def execute(args: argparse.Namespace) -> int:
     """Run the job for parsed options and print the summary. Exit codes: 0 done (perhaps with warnings),
     1 the run failed (nothing written), 2 bad options or no Java."""
     log_file = Path(args.log_file) if args.log_file else default_log_file(args.out)
+    own_session = SparkContext._gateway is None  # no JVM yet: not a caller's (a test's) Spark, to stop
     with logging_to(log_file):
         try:
-            summary = run(args, progress=Progress(), log_file=log_file)
-        except Exception as e:
-            # Spark's own errors include ValueErrors that are not about the options.
-            if isinstance(e, JavaMissingError | ValueError | argparse.ArgumentTypeError) and not isinstance(
-                    e, PySparkException):
-                log.error("%s", e)
-                print(f"status-store analyze: {e}", file=sys.stderr)
-                return 2
-            if not isinstance(e, RunFailed):
-                log.exception("the run failed")
-            reason = str(e) if isinstance(e, RunFailed) else _first_line(e)
-            print(f"status-store analyze: failed: {reason} (log: {log_file})", file=sys.stderr)
-            return 1
-    print(summary_text(summary))
+            return _run_and_print(args, log_file)
+        finally:
+            if own_session:
+                finish()  # a first local run's JVM writes the class-data archive (the log says how long it took)
+
+
+def _run_and_print(args: argparse.Namespace, log_file: Path) -> int:
+    try:
+        summary = run(args, progress=Progress(), log_file=log_file)
+    except Exception as e:
+        # Spark's own errors include ValueErrors that are not about the options.
+        if isinstance(e, JavaMissingError | ValueError | argparse.ArgumentTypeError) and not isinstance(
+                e, PySparkException):
+            log.error("%s", e)
+            print(f"status-store analyze: {e}", file=sys.stderr)
+            return 2
+        if not isinstance(e, RunFailed):
+            log.exception("the run failed")
+        reason = str(e) if isinstance(e, RunFailed) else _first_line(e)
+        print(f"status-store analyze: failed: {reason} (log: {log_file})", file=sys.stderr)
+        return 1
+    print(summary_text(summary), flush=True)
     return 0
 
 
