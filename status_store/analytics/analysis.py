@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 
 from ..connect.model import State
 from .history import (
+    EVENT_COLUMNS,
     failed_episodes,
     flapping,
     mttr,
@@ -55,6 +56,9 @@ class Analysis:
     flap_window_ms: int
     _counters: dict[str, int] = field(repr=False)
     _persisted: list[DataFrame] = field(repr=False)
+    #: The timeline (with the events' ``EVENT_COLUMNS`` when kept for an incremental run) and the parsed history.
+    timeline: DataFrame | None = field(default=None, repr=False)
+    history: DataFrame | None = field(default=None, repr=False)
 
     def counters(self) -> dict[str, int]:
         """Records read and records skipped (the cache's ``ReadStats`` names for the status topic)."""
@@ -104,7 +108,7 @@ class Analysis:
 
 def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: int | None = None,
             flap_transitions: int = FLAP_TRANSITIONS, flap_window_ms: int = FLAP_WINDOW_MS,
-            from_ms: int | None = None) -> Analysis:
+            from_ms: int | None = None, keep_events: bool = False) -> Analysis:
     """Build every result from the two inputs (the counters at once; the outputs lazily, as ``Analysis.write``
     or another action runs them).
 
@@ -113,7 +117,8 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
     event's time. A task or connector is flapping when more than ``flap_transitions`` state
     transitions fall inside any ``flap_window_ms`` window. ``from_ms`` (a UTC midnight) says the history
     holds only what the days from it on need (``retained``): the dated outputs, and the episodes MTTR is
-    over, are those of its day and later.
+    over, are those of its day and later. ``keep_events``: the timeline keeps the events' ``EVENT_COLUMNS`` (an
+    incremental run's tails are made from it).
     """
     if flap_transitions < 0 or flap_window_ms <= 0:
         raise ValueError(f"flapping needs transitions >= 0 and a window > 0 ms, got {flap_transitions} "
@@ -125,10 +130,11 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
     tasks = task_cache(status).persist(StorageLevel.MEMORY_AND_DISK)
     # The first action reads both inputs (each topic's records once) and counts them, the newest event's time
     # with them.
-    counters, newest = _count(status, tasks, history)
+    counters, newest = input_counters(status, tasks, history)
     as_of_ms = newest if as_of_ms is None else as_of_ms
     snapshot_date = utc_date(F.lit(as_of_ms).cast("long")) if as_of_ms is not None else utc_date(F.col("timestamp"))
-    line = timeline(history, as_of_ms, flap_window_ms).persist(StorageLevel.MEMORY_AND_DISK)
+    line = timeline(history, as_of_ms, flap_window_ms, EVENT_COLUMNS if keep_events else ()).persist(
+        StorageLevel.MEMORY_AND_DISK)
 
     def dated(frame: DataFrame) -> DataFrame:
         return frame if from_ms is None else frame.filter(F.col("date") >= utc_date(F.lit(from_ms).cast("long")))
@@ -146,10 +152,12 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
         flap_window_ms=flap_window_ms,
         _counters=counters,
         _persisted=[status, history, tasks, line, episodes],
+        timeline=line,
+        history=history,
     )
 
 
-def _count(status: DataFrame, tasks: DataFrame, history: DataFrame) -> tuple[dict[str, int], int | None]:
+def input_counters(status: DataFrame, tasks: DataFrame, history: DataFrame) -> tuple[dict[str, int], int | None]:
     """The counters, and the newest valid history event's time: one action reads both inputs (and persists
     them), a second counts the stale UNASSIGNED records in the task cache built from the persisted status
     records (in the first, a task reading the status records for it would run beside the one persisting them,

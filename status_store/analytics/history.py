@@ -4,6 +4,8 @@ recovery (MTTR), flapping, and retry outcomes, from the events the service write
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -18,6 +20,9 @@ MTTR_PERCENTILES = (0.5, 0.9, 0.99)
 
 HISTORY_KINDS = ["connector", "task", "topic"]
 
+
+#: The event columns a timeline passes on for the tails of an incremental run (``incremental.tails``).
+EVENT_COLUMNS = ["partition", "offset", "worker_id", "failure"]
 
 
 _HISTORY_SCHEMA = ", ".join([
@@ -51,7 +56,7 @@ def parse_history_records(records: DataFrame) -> DataFrame:
     )
 
 
-def timeline(history: DataFrame, as_of_ms: int | None, flap_window_ms: int) -> DataFrame:
+def timeline(history: DataFrame, as_of_ms: int | None, flap_window_ms: int, passed: Sequence[str] = ()) -> DataFrame:
     """Status events of connectors and tasks up to ``as_of_ms`` in time order per connector or task, with what
     every history output needs of the events around each one, from one sort of the events.
 
@@ -59,7 +64,7 @@ def timeline(history: DataFrame, as_of_ms: int | None, flap_window_ms: int) -> D
     ``next_time`` (the next event's), ``move`` (a state transition), ``in_window`` (the transitions in
     ``(time - flap_window_ms, time]``), and ``episode`` on the event that ends a FAILED episode or leaves it open
     (null on the others): the FAILED that opened it (``opened``: time, position, worker, failure) and
-    ``recovered_ms``.
+    ``recovered_ms``; and the event's columns named in ``passed``.
     """
     events = history.filter(~F.col("garbled") & (F.col("event") == "status") & F.col("kind").isin("connector", "task"))
     if as_of_ms is not None:
@@ -73,6 +78,7 @@ def timeline(history: DataFrame, as_of_ms: int | None, flap_window_ms: int) -> D
     ends = F.col("state").isin(State.RUNNING.value, State.DESTROYED.value)
     failed = F.col("state") == State.FAILED.value
     own = ["state", "time", "partition", "offset", "worker_id", "failure"]
+    own += [c for c in passed if c not in own]
     marked = events.select(
         *entity, *own,
         F.lag("state").over(order).alias("previous_state"), F.lead("time").over(order).alias("next_time"),
@@ -94,14 +100,17 @@ def timeline(history: DataFrame, as_of_ms: int | None, flap_window_ms: int) -> D
     recovered = F.when(F.col("closes") & (F.col("state") == State.RUNNING.value), F.col("time"))
     episode = F.when(F.col("ends_episode"), F.struct(opened.alias("opened"), recovered.alias("recovered_ms")))
     return marked.select(*entity, "state", "time", "next_time", "move", episode.alias("episode"),
-                         F.count(F.when(F.col("move"), 1)).over(recent).alias("in_window"))
+                         F.count(F.when(F.col("move"), 1)).over(recent).alias("in_window"),
+                         *[c for c in passed if c not in ("state", "time")])
 
 
-def state_durations(timeline: DataFrame, as_of_ms: int | None) -> DataFrame:
+def state_durations(timeline: DataFrame, as_of_ms: int | None, weight: Column | None = None) -> DataFrame:
     """Milliseconds in each state per connector/task and UTC day (intervals are split at midnight; the time
-    between a deletion and a re-creation counts in no state)."""
+    between a deletion and a re-creation counts in no state). Each event's interval counts ``weight`` times (once by
+    default; an incremental run takes an interval back with -1)."""
     end = F.col("next_time") if as_of_ms is None else F.coalesce(F.col("next_time"), F.lit(as_of_ms))
-    intervals = timeline.select("kind", "connector", "task", "state", F.col("time").alias("start"), end.alias("end"))
+    intervals = timeline.select("kind", "connector", "task", "state", F.col("time").alias("start"), end.alias("end"),
+                                (F.lit(1) if weight is None else weight).alias("weight"))
     # After a deletion the connector or task does not exist: that time is in no state.
     intervals = intervals.filter((F.col("end") > F.col("start")) & (F.col("state") != State.DESTROYED.value))
     day = F.explode(F.sequence(F.floor(F.col("start") / DAY_MS), F.floor((F.col("end") - 1) / DAY_MS))).alias("day")
@@ -109,7 +118,7 @@ def state_durations(timeline: DataFrame, as_of_ms: int | None) -> DataFrame:
     overlap = (F.least(F.col("end"), (F.col("day") + 1) * DAY_MS) - F.greatest(F.col("start"), F.col("day") * DAY_MS))
     return (split.groupBy(F.date_from_unix_date(F.col("day").cast("int")).alias("date"), "kind", "connector",
                           "task", "state")
-            .agg(F.sum(overlap).alias("duration_ms")))
+            .agg(F.sum(overlap * F.col("weight")).alias("duration_ms")))
 
 
 def failed_episodes(timeline: DataFrame) -> DataFrame:

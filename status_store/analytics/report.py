@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from .analysis import Analysis
@@ -36,6 +37,8 @@ from .history import MTTR_PERCENTILES
 from .records import ReadProblem
 
 TOP = 10
+#: The outputs dated by the events (the others are snapshots of the as-of date).
+DATED = ("state_durations", "episodes", "flapping", "retry_outcomes")
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
 # More hours than this between the first and the last failure: failures are counted per day instead.
@@ -92,11 +95,17 @@ Row = dict[str, Any]
 Entity = tuple[str, str, int | None]
 
 
-def write_report(analysis: Analysis, outputs: str, directory: Path, warnings: Sequence[ReadProblem] = ()) -> Path:
+def write_report(analysis: Analysis, outputs: str, directory: Path, warnings: Sequence[ReadProblem] = (),
+                 committed: str | None = None, from_ms: int | None = None) -> Path:
     """Write ``report.html`` (self-contained) and ``report.md`` with its SVG charts into ``directory`` from the
-    analysis's outputs as written under ``outputs`` (the run's staging directory); returns the HTML file."""
+    analysis's outputs as written under ``outputs`` (the run's staging directory); returns the HTML file.
+
+    ``committed``: the output directory, whose days (from ``from_ms`` on) the staged outputs do not hold complete the
+    dated outputs (an incremental run stages the days its new records touch)."""
     directory.mkdir(parents=True, exist_ok=True)
-    frames = {name: read_output(frame, f"{outputs.rstrip('/')}/{name}") for name, frame in analysis.outputs().items()}
+    frames = {name: read_output(frame, f"{outputs.rstrip('/')}/{name}",
+                                f"{committed.rstrip('/')}/{name}" if committed and name in DATED else None, from_ms)
+              for name, frame in analysis.outputs().items()}
     summary = analysis.summary()
     intro = [f"As of {_time(summary['as_of_ms'])}. Flapping: more than {summary['flap_transitions']} transitions "
              f"within {summary['flap_window_ms'] / 1000:g} s."]
@@ -119,16 +128,37 @@ def write_report(analysis: Analysis, outputs: str, directory: Path, warnings: Se
     return report
 
 
-def read_output(frame: DataFrame, path: str) -> list[Row]:
-    """The rows of an output as written (small: aggregates, or one row per connector, task or episode). A local
-    one is read with pyarrow, without a Spark job; any other through Spark."""
-    if "://" in path:
-        return [row.asDict() for row in frame.sparkSession.read.schema(frame.schema).parquet(path).collect()]
+def read_output(frame: DataFrame, path: str, earlier: str | None = None, from_ms: int | None = None) -> list[Row]:
+    """The rows of an output as written (small: aggregates, or one row per connector, task or episode), and those of
+    ``earlier`` (the same output as committed) of the other days from ``from_ms`` on. A local one is read with
+    pyarrow, without a Spark job; any other through Spark."""
+    if "://" in path or (earlier is not None and "://" in earlier):
+        spark = frame.sparkSession
+        found = spark.read.schema(frame.schema).parquet(path)
+        if earlier is not None:
+            dates = [row[0] for row in found.select("date").distinct().collect()]
+            older = spark.read.schema(frame.schema).parquet(earlier).filter(~F.col("date").isin(dates))
+            if from_ms is not None:
+                older = older.filter(F.col("date") >= _day(from_ms))
+            found = found.unionByName(older)
+        return [row.asDict() for row in found.collect()]
     schema = to_arrow_schema(frame.schema)
-    dataset = ds.dataset(path, schema=schema, format="parquet", partitioning=ds.partitioning(
-        pa.schema([schema.field("date")]), flavor="hive"))
-    rows: list[Row] = dataset.to_table().to_pylist()
+    partitioning = ds.partitioning(pa.schema([schema.field("date")]), flavor="hive")
+    def rows_of(where: str) -> list[Row]:
+        found: list[Row] = ds.dataset(where, schema=schema, format="parquet",
+                                      partitioning=partitioning).to_table().to_pylist()
+        return found
+
+    rows = rows_of(path)
+    if earlier is not None and Path(earlier).exists():
+        staged_dates = {row["date"] for row in rows}
+        first = _day(from_ms) if from_ms is not None else datetime.date.min
+        rows += [row for row in rows_of(earlier) if row["date"] not in staged_dates and row["date"] >= first]
     return rows
+
+
+def _day(epoch_ms: int) -> datetime.date:
+    return datetime.datetime.fromtimestamp(epoch_ms / 1000, datetime.UTC).date()
 
 
 def _entity(row: Row) -> Entity:
