@@ -152,8 +152,10 @@ from events where valid and event = 'outcome' and time <= $as_of group by all
 
 
 def read_topic(config: dict[str, Any], topic: str, timeout_s: float = 600.0) -> pa.Table:
-    """Every record of a topic, from its beginning to the end it has when the read begins, as an Arrow table."""
+    """Every record of a topic, from its beginning to the end it has when the read begins, as an Arrow table (built
+    in batches, so that the Python objects of at most one batch are alive at once)."""
     columns: dict[str, list[Any]] = {name: [] for name in RAW.names}
+    batches: list[pa.RecordBatch] = []
     settings = {"group.id": "duckdb-history", "fetch.max.bytes": 64 << 20, "queued.max.messages.kbytes": 256 << 10,
                 **config}
     for batch in read_to_end(settings, topic, timeout_s, 10_000):
@@ -164,7 +166,11 @@ def read_topic(config: dict[str, Any], topic: str, timeout_s: float = 600.0) -> 
             key = message.key()
             columns["key"].append(None if key is None else key.decode("utf-8", "replace"))
             columns["value"].append(message.value())
-    return pa.table(columns, schema=RAW)
+        if len(columns["offset"]) >= 200_000:
+            batches.append(pa.RecordBatch.from_pydict(columns, schema=RAW))
+            columns = {name: [] for name in RAW.names}
+    batches.append(pa.RecordBatch.from_pydict(columns, schema=RAW))
+    return pa.Table.from_batches(batches, schema=RAW)
 
 
 def analyze(status: pa.Table, history: pa.Table, *, as_of_ms: int | None = None,
