@@ -293,22 +293,35 @@ def stage_times(events: Path) -> dict[str, Any]:
             elif kind == "SparkListenerStageCompleted":
                 info = event["Stage Info"]
                 stage = stages.setdefault(info["Stage ID"], {"tasks": []})
-                stage["wall"] = info.get("Completion Time", 0) - info.get("Submission Time", 0)
+                stage["from"], stage["to"] = info.get("Submission Time", 0), info.get("Completion Time", 0)
     return {"app_ms": (end or 0) - (start or 0), "cores": cores,
-            "stages": [{"id": i, "wall_ms": s.get("wall", 0), "tasks": len(s["tasks"]), "task_ms": sum(s["tasks"]),
-                        "longest_ms": max(s["tasks"], default=0)} for i, s in sorted(stages.items())]}
+            "stages": [{"id": i, "from_ms": s.get("from", 0), "to_ms": s.get("to", 0), "tasks": len(s["tasks"]),
+                        "task_ms": sum(s["tasks"]), "longest_ms": max(s["tasks"], default=0)}
+                       for i, s in sorted(stages.items())]}
+
+
+def _covered_s(intervals: list[tuple[int, int]]) -> float:
+    """Seconds covered by at least one of the intervals (ms): stages run side by side."""
+    covered, reach = 0, None
+    for begin, finish in sorted(intervals):
+        if reach is None or begin > reach:
+            covered += finish - begin
+            reach = finish
+        elif finish > reach:
+            covered += finish - reach
+            reach = finish
+    return covered / 1000
 
 
 def scale_out(result: Result, cores: int) -> float | None:
     """What the run would take with ``cores`` cores in all (machines of two cores each), from its stages: the time
     outside stages (start, planning, the report, the driver's own work) as it was, and each stage the longer of its
-    longest task and its task time spread over the cores. An estimate: it leaves the network out and assumes tasks
-    as long as on these two shared cores."""
+    longest task and its task time spread over the cores (stages one after the other). An estimate: it leaves the
+    network out and assumes tasks as long as on these two shared cores."""
     stages: list[dict[str, int]] = result.stages.get("stages") or []
     if not stages:
         return None
-    in_stages = sum(s["wall_ms"] for s in stages) / 1000
-    outside = max(result.wall_s - in_stages, 0.0)
+    outside = max(result.wall_s - _covered_s([(s["from_ms"], s["to_ms"]) for s in stages]), 0.0)
     return outside + sum(max(s["longest_ms"], s["task_ms"] / cores) for s in stages) / 1000
 
 
