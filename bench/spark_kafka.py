@@ -397,7 +397,8 @@ def incremental(args: argparse.Namespace, bootstrap: str) -> list[Result]:
     results = []
     for part, (source, side) in enumerate(((head, "since: first run"), (tail, f"since: +{more:,} events"))):
         history_gen.produce(bootstrap, source, topics, timeout_s=args.timeout)
-        conf = {"spark.ui.enabled": "false", "spark.master": args.master, "spark.driver.memory": args.driver_memory}
+        events = args.work / "events" / f"since-{part}"
+        conf = {**spark_conf(args, events), "spark.master": args.master, "spark.driver.memory": args.driver_memory}
         wall, done, sampled, load = timed(analyze_command(sys.executable, [
             *job_options(bootstrap, topics, out), "--since", str(out)], conf), environment(ROOT), args.timeout)
         if done.returncode != 0:
@@ -405,7 +406,7 @@ def incremental(args: argparse.Namespace, bootstrap: str) -> list[Result]:
         result = Result(n + more * part, side, round(wall, 2),
                         [round(load, 1), round(sampled.load_max, 1), round(os.getloadavg()[0], 1)],
                         phases(done.stderr), rows_per_output(out), {k: round(v) for k, v in sampled.peak_mb.items()},
-                        round(sum(sampled.cpu_s.values()), 1))
+                        round(sum(sampled.cpu_s.values()), 1), stage_times(events))
         print(json.dumps(asdict(result)), flush=True)
         results.append(result)
     return results

@@ -37,16 +37,7 @@ from pyspark.sql import functions as F
 
 from ..connect.model import State
 from .analysis import Analysis, input_counters
-from .history import (
-    EVENT_COLUMNS,
-    failed_episodes,
-    flapping,
-    mttr,
-    parse_history_records,
-    retry_outcomes,
-    state_durations,
-    timeline,
-)
+from .history import EVENT_COLUMNS, failed_episodes, flapping, mttr, retry_outcomes, state_durations, timeline
 from .latest import LONG_MIN, latest_statuses, parse_status_records, task_cache, utc_date, with_arrival
 
 ENTITY = ["kind", "connector", "task"]
@@ -104,22 +95,25 @@ class Carried:
     out: str
 
 
-def late_events(carried: Carried, history_records: DataFrame) -> int:
-    """New status events of connectors and tasks that come before their one's tail (an incremental run cannot
-    continue from the tails then)."""
-    events = parse_history_records(history_records).filter(
-        ~F.col("garbled") & (F.col("event") == "status") & F.col("kind").isin("connector", "task"))
-    last = carried.tails.filter("tail").select(*ENTITY, F.struct("time", "partition", "offset").alias("last"))
-    joined = _join(events, last, ENTITY, "inner")
-    return joined.filter(F.struct("time", "partition", "offset") <= F.col("last")).count()
+def continuation(tails_frame: DataFrame, history: DataFrame) -> tuple[int | None, int]:
+    """Of new history events (parsed: ``parse_history_records``): the newest valid one's time, and how many status
+    events of connectors and tasks come before their one's tail (late: a run cannot continue from the tails then).
+    One Spark job."""
+    last = tails_frame.filter("tail").select(*ENTITY, F.struct("time", "partition", "offset").alias("last"))
+    status = ~F.col("garbled") & (F.col("event") == "status") & F.col("kind").isin("connector", "task")
+    found = _join(history, last, ENTITY, "left").agg(
+        F.max(F.when(~F.col("garbled"), F.col("time"))),
+        F.count_if(status & (F.struct("time", "partition", "offset") <= F.col("last")))).first()
+    assert found is not None  # a global aggregation has one row
+    return found[0], int(found[1])
 
 
-def continue_analysis(spark: SparkSession, status_records: DataFrame, history_records: DataFrame, carried: Carried,
+def continue_analysis(spark: SparkSession, status_records: DataFrame, history: DataFrame, carried: Carried,
                       *, flap_transitions: int, flap_window_ms: int, from_ms: int | None) -> Analysis:
-    """The analysis of everything so far from the tails, the kept status records and the new history records
-    (``history_records``): the outputs hold the days the new records touch (and the snapshots), each whole."""
+    """The analysis of everything so far from the tails, the kept status records and the new history events
+    (``history``: parsed, without the record timestamps; kept until ``Analysis.unpersist``): the outputs hold the
+    days the new records touch (and the snapshots), each whole."""
     status = with_arrival(parse_status_records(status_records)).drop("key").persist(StorageLevel.MEMORY_AND_DISK)
-    history = parse_history_records(history_records).drop("timestamp").persist(StorageLevel.MEMORY_AND_DISK)
     tasks = task_cache(status).persist(StorageLevel.MEMORY_AND_DISK)
     counters, newest = input_counters(status, tasks, history)
     for name in HISTORY_COUNTERS:

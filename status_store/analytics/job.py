@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark import SparkContext
+from pyspark import SparkContext, StorageLevel
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -40,8 +40,8 @@ from status_store.analytics.incremental import (
     OUTCOME_SCHEMA,
     TAIL_SCHEMA,
     Carried,
+    continuation,
     continue_analysis,
-    late_events,
     outcome_events,
     tails,
 )
@@ -310,10 +310,10 @@ def _analyze_and_write(spark: SparkSession, out: OutputDir, args: argparse.Names
                        previous: Checkpoint | None, progress: Progress) -> dict[str, Any]:
     for warning in inputs.warnings:
         progress.warning(str(warning))
-    carried = _carried(spark, out, args, inputs, previous)
-    if carried is not None and inputs.read is not None:
+    continuing = _continuing(spark, out, args, inputs, previous)
+    if continuing is not None:
         progress.phase("analysing the new records from where the last run left each connector and task")
-        _, new_history = _by_topic(args, inputs.read)
+        carried, new_history = continuing
         analysis = continue_analysis(spark, inputs.status, new_history, carried,
                                      flap_transitions=args.flap_transitions, flap_window_ms=args.flap_window_ms,
                                      from_ms=previous.from_ms if previous is not None else None)
@@ -329,34 +329,34 @@ def _analyze_and_write(spark: SparkSession, out: OutputDir, args: argparse.Names
         counters = analysis.counters()
         progress.phase(f"writing {args.out} ({counters['status_records']:,} status and "
                        f"{counters['history_records']:,} history records analysed)")
-        return _write(spark, out, args, analysis, inputs, previous, carried is not None)
+        return _write(spark, out, args, analysis, inputs, previous, continuing is not None)
     finally:
         analysis.unpersist()
 
 
-def _carried(spark: SparkSession, out: OutputDir, args: argparse.Namespace, inputs: Inputs,
-             previous: Checkpoint | None) -> Carried | None:
-    """What this ``--since`` run continues from, when it can (``incremental``): a checkpoint with tails, the same
-    flapping settings and retention start, the default as-of, new records from Kafka and no late event among them;
-    None when it analyses everything kept."""
+def _continuing(spark: SparkSession, out: OutputDir, args: argparse.Namespace, inputs: Inputs,
+                previous: Checkpoint | None) -> tuple[Carried, DataFrame] | None:
+    """What this ``--since`` run continues from, and the new history events parsed (kept), when it can continue
+    (``incremental``): a checkpoint with tails, the same flapping settings and retention start, the default as-of,
+    new records from Kafka and no late event among them; None when it analyses everything kept."""
     if (args.since is None or previous is None or previous.tails is None or previous.as_of_ms is None
             or inputs.read is None or args.as_of is not None
             or previous.flapping != (args.flap_transitions, args.flap_window_ms)):
         return None
-    _, new_history = _by_topic(args, inputs.read)
-    newest = parse_history_records(new_history).agg(F.max(F.when(~F.col("garbled"), F.col("time")))).first()
-    as_of_ms = max(previous.as_of_ms, (newest[0] if newest is not None else None) or previous.as_of_ms)
-    if _retention_start(as_of_ms, args) != previous.from_ms:
-        return None  # the retention window moves: the kept records are cut again
+    _, new_records = _by_topic(args, inputs.read)
+    history = parse_history_records(new_records).drop("timestamp").persist(StorageLevel.MEMORY_AND_DISK)
+    tails_frame = spark.read.schema(TAIL_SCHEMA).parquet(previous.tails)
+    newest, late = continuation(tails_frame, history)
+    as_of_ms = max(previous.as_of_ms, newest if newest is not None else previous.as_of_ms)
+    if late or _retention_start(as_of_ms, args) != previous.from_ms:
+        # A late event, or the retention window moves (the kept records are cut again): analyse everything kept.
+        log.info("not continuing from the tails: %d late event(s); retention start %s, was %s", late,
+                 _retention_start(as_of_ms, args), previous.from_ms)
+        history.unpersist()
+        return None
     outcomes = (_union([spark.read.schema(OUTCOME_SCHEMA).parquet(path) for path in previous.outcomes])
                 if previous.outcomes else spark.createDataFrame([], OUTCOME_SCHEMA))
-    carried = Carried(previous.as_of_ms, previous.counters, spark.read.schema(TAIL_SCHEMA).parquet(previous.tails),
-                      outcomes, out.out)
-    late = late_events(carried, new_history)
-    if late:
-        log.info("%d new status event(s) come before their connector's or task's last one: analysing everything", late)
-        return None
-    return carried
+    return Carried(previous.as_of_ms, previous.counters, tails_frame, outcomes, out.out), history
 
 
 def _retention_start(as_of_ms: int | None, args: argparse.Namespace) -> int | None:
