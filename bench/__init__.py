@@ -7,9 +7,13 @@ Run a benchmark from the repository's root as a module, ``.venv/bin/python -m be
   (``mock_faults``).
 - ``connect_outage``: a status-topic outage on Apache Kafka's brokers seen by a real Connect worker's status
   store, by status-store and by ``writers``' re-implementation of Connect's resend, side by side.
-- ``connect_store``: the write path and the cold start against Connect's own ``KafkaStatusBackingStore`` (a Java
-  harness, bench/jvm) on Apache Kafka's broker.
+- ``connect_store``: the write path, the cold start and a large fleet's memory against Connect's own
+  ``KafkaStatusBackingStore`` (a Java harness, bench/jvm) on Apache Kafka's broker.
+- ``fleet_scale``: a fleet of 100,000 connectors x 10 tasks read back by one sidecar: ``/fleet`` and
+  ``?expand=status`` for one client and 20 at once, ``/health`` meanwhile, memory and cold start.
 - ``fleet``: a fleet of sidecars against a recovering broker, in virtual time.
+- ``autorestart``: auto-restart against an operator's 1-minute poll, a storm of failures, a killed worker flagged
+  against Connect's REST API, on two real Connect workers.
 - ``soak``: minutes of status traffic through random faults.
 - ``rest_api``: the HTTP API against a bare FastAPI app (``bare_app``).
 - ``spark_history``: the Spark analytics against pandas (``pandas_history``) on generated history

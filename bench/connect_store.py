@@ -2,6 +2,7 @@
 Kafka's own broker, every contender in the same run.
 
     .venv/bin/python -m bench.connect_store [--records 100000] [--statuses 100000] [--rounds 5] [--profile] [--quick]
+        [--fleet-connectors 100000] [--fleet-tasks 10]
 
 The baseline is the real thing: Connect 4.x's ``KafkaStatusBackingStore``, made as a distributed worker makes it
 (``ConnectDistributed.createHerder``: the worker's schemaless JSON converter, a shared topic admin, the worker's
@@ -29,30 +30,44 @@ compacted, 5 partitions (Connect's default ``status.storage.partitions``), repli
     classes are loaded, little is compiled yet), and again in the harness's long-running JVM (warm);
     status-store's ``StatusStore`` in this process; a raw ``Consumer`` reading the records to the end.
 
+(c) a fleet's cold start and memory: a topic of bench/fleet_scale.py's fleet (--fleet-connectors connectors of
+    --fleet-tasks tasks, a tenth FAILED with a 2 KB trace: 1.1M statuses by default), read once by each store in a
+    process of its own: KafkaStatusBackingStore in a fresh JVM (after an empty store's start, as in (b)), reporting
+    its start's time and the heap it holds (used after full collections, less before it was made) and the JVM's
+    resident set; status-store's ``StatusStore`` in a fresh Python process, reporting its start's time and its
+    resident set's growth (the interpreter's own, and the clients', before it; the statuses read, after a full
+    collection). Per status: each one's memory / statuses.
+
 Each round runs every contender once, interleaved; the tables give the median and each round. ``--profile``
 adds a cProfile of status-store's event loop in one more write until visible.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import cProfile
+import gc
 import io
 import json
 import pstats
 import queue
+import re
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from bench import BenchParser, load_average
-from bench.core import raw_pipeline, raw_read, raw_write, statuses, store_read, store_write
+from bench.core import make_store, raw_pipeline, raw_read, raw_write, statuses, store_read, store_write
+from bench.fleet_scale import write_fleet
 from harness import ROOT
 from harness.real_kafka import KafkaCluster, KafkaLine, compiled, kafka_line, log4j2_config
 from status_store.connect.model import TaskStatus
@@ -214,6 +229,83 @@ async def cold_start(kafka: KafkaCluster, harness: Harness, workdir: Path, m: in
     return started
 
 
+@dataclass
+class FleetRead:
+    """(c): each store's one read of the fleet's topic."""
+
+    statuses: int
+    java: dict[str, Any]
+    python: dict[str, Any]
+
+
+async def fleet_read(kafka: KafkaCluster, workdir: Path, connectors: int, tasks: int) -> FleetRead:
+    """(c): the fleet written once, then read by each store in a process of its own."""
+    bootstrap = kafka.bootstrap_servers
+    topic = f"fleet-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, PARTITIONS, 1, {"cleanup.policy": "compact"})
+    count = write_fleet(bootstrap, topic, connectors, tasks)
+    offsets = f"offsets-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(offsets, PARTITIONS, 1, {"cleanup.policy": "compact"})
+    fresh = Harness(kafka.line, bootstrap, workdir)
+    try:
+        fresh.ask(f"read {offsets} 0")
+        java = fresh.ask(f"fleet {topic} {count}")
+    finally:
+        fresh.stop()
+    child = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "bench.connect_store", "--store-fleet",
+                                                     bootstrap, topic, str(count)],
+                                    capture_output=True, text=True, timeout=COMMAND_BOUND_S)
+    if child.returncode != 0:
+        raise RuntimeError(f"the status-store reader failed:\n{child.stderr[-3000:]}")
+    return FleetRead(count, java, json.loads(child.stdout.strip().splitlines()[-1]))
+
+
+def resident_bytes() -> int:
+    """This process's resident set (VmRSS), in bytes."""
+    found = re.search(r"^VmRSS:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
+    assert found is not None
+    return int(found.group(1)) * 1024
+
+
+async def store_fleet(bootstrap: str, topic: str, expected: int) -> None:
+    """(c)'s status-store side, in a process of its own: a ``StatusStore`` started on the topic; prints its figures as
+    one line of JSON."""
+    store = make_store(bootstrap, topic)
+    gc.collect()
+    before = resident_bytes()
+    cpu = time.process_time()
+    start = time.perf_counter()
+    await store.start()
+    seconds = time.perf_counter() - start
+    cpu_seconds = time.process_time() - cpu
+    statuses_read = sum(1 for _ in store.cache.fleet())
+    gc.collect()
+    after = resident_bytes()
+    await store.stop()
+    assert statuses_read == expected, (statuses_read, expected)
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "statuses": statuses_read,
+                      "rss_growth_bytes": after - before, "rss_bytes": after}))
+
+
+def fleet_report(read: FleetRead) -> None:
+    """(c)'s table."""
+    n = read.statuses
+    java, python = read.java, read.python
+    print(f"\n(c) a fleet's cold start and memory: {n:,} statuses (bench/fleet_scale.py's fleet), one read each, "
+          "each store in a fresh process\n")
+    print("| reader | start, read to the end (s) | CPU (s) | memory held | per status (bytes) | process RSS (MiB) |")
+    print("|---|---:|---:|---|---:|---:|")
+    print(f"| fleet: KafkaStatusBackingStore, fresh JVM | {java['seconds']:.2f} | {java['cpu_seconds']:.2f} | "
+          f"heap after full collections: {java['heap_bytes'] / 2**20:,.0f} MiB | {java['heap_bytes'] / n:,.0f} | "
+          f"{java['rss_bytes'] / 2**20:,.0f} |")
+    print(f"| fleet: status-store StatusStore | {python['seconds']:.2f} | {python['cpu_seconds']:.2f} | RSS growth: "
+          f"{python['rss_growth_bytes'] / 2**20:,.0f} MiB | {python['rss_growth_bytes'] / n:,.0f} | "
+          f"{python['rss_bytes'] / 2**20:,.0f} |")
+    print(f"\nstatus-store: cold start at {java['seconds'] / python['seconds']:.2f}x Connect's speed (target >= 1), "
+          f"memory per status at {python['rss_growth_bytes'] / java['heap_bytes']:.2f}x Connect's heap per status "
+          "(target <= 1)")
+
+
 def same_records(kafka: KafkaCluster, topics: tuple[str, str]) -> bool:
     """Whether both stores left the same (key, value) records in their topics (order aside)."""
     first, second = (sorted(kafka.records(topic), key=lambda record: record[0]) for topic in topics)
@@ -267,13 +359,20 @@ def report(n: int, m: int, rounds: int, acknowledged: dict[str, Samples], visibl
 
 
 async def main() -> None:
-    """Start the broker and the harness, run (a) and (b), print the tables."""
+    """Start the broker and the harness, run (a), (b) and (c), print the tables."""
     parser = BenchParser(__doc__)
     parser.add_size("--records", type=int, full=100_000, quick=2000, help="task statuses written per pass")
     parser.add_size("--statuses", type=int, full=100_000, quick=2000, help="statuses in the topic of the cold start")
     parser.add_size("--rounds", type=int, full=5, quick=1, help="rounds, each running every contender once")
+    parser.add_size("--fleet-connectors", type=int, full=100_000, quick=200, help="(c): connectors of the fleet")
+    parser.add_size("--fleet-tasks", type=int, full=10, quick=3, help="(c): tasks per connector")
     parser.add_argument("--profile", action="store_true", help="a cProfile of status-store's event loop too")
+    parser.add_argument("--store-fleet", nargs=3, metavar=("BOOTSTRAP", "TOPIC", "STATUSES"), help=argparse.SUPPRESS)
     args = parser.parse()
+    if args.store_fleet is not None:  # (c)'s status-store side, in a process of its own
+        bootstrap, topic, expected = args.store_fleet
+        await store_fleet(bootstrap, topic, int(expected))
+        return
     tune_collector()  # as the sidecar does once its store has started
     line = kafka_line("kafka-4")
     print(f"load average at the start: {load_average()}")
@@ -288,12 +387,14 @@ async def main() -> None:
             acknowledged, visible, loop_cpu, written = await write_path(kafka, harness, args.records, args.rounds)
             same = same_records(kafka, written)
             started = await cold_start(kafka, harness, workdir, args.statuses, args.rounds)
+            fleet = await fleet_read(kafka, workdir, args.fleet_connectors, args.fleet_tasks)
             profile = (await profile_store(kafka, statuses(args.records, version=None))) if args.profile else ""
         finally:
             if harness is not None:
                 harness.stop()
             kafka.close()
     report(args.records, args.statuses, args.rounds, acknowledged, visible, loop_cpu, started, same)
+    fleet_report(fleet)
     print(f"\nload average at the end: {load_average()}")
     if profile:
         print(f"\nstatus-store's event loop, one write until visible of {args.records:,} statuses:\n\n{profile}")

@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.aio import AIOProducer
@@ -114,6 +114,17 @@ async def raw_write(bootstrap: str, topic: str, items: list[TaskStatus]) -> floa
         delivered += error is None
 
     start = time.perf_counter()
+    produce_all(producer, topic, records, on_delivery)
+    producer.flush(600)
+    elapsed = time.perf_counter() - start
+    assert delivered == len(records), (delivered, len(records))
+    return elapsed
+
+
+def produce_all(producer: Producer, topic: str, records: Iterable[tuple[bytes, bytes | None]],
+                on_delivery: Callable[[KafkaError | None, object], None] | None = None) -> int:
+    """Hand every (key, value) record to the producer, waiting for room in its queue when it is full; how many."""
+    count = 0
     for key, value in records:
         while True:
             try:
@@ -121,10 +132,8 @@ async def raw_write(bootstrap: str, topic: str, items: list[TaskStatus]) -> floa
                 break
             except BufferError:
                 producer.poll(0.01)
-    producer.flush(600)
-    elapsed = time.perf_counter() - start
-    assert delivered == len(records), (delivered, len(records))
-    return elapsed
+        count += 1
+    return count
 
 
 async def raw_pipeline(bootstrap: str, topic: str, items: list[TaskStatus], partitions: int = PARTITIONS) -> float:
@@ -147,13 +156,7 @@ async def raw_pipeline(bootstrap: str, topic: str, items: list[TaskStatus], part
     start = time.perf_counter()
     reader = threading.Thread(target=read_back)
     reader.start()
-    for key, value in records:
-        while True:
-            try:
-                producer.produce(topic, value, key)
-                break
-            except BufferError:
-                producer.poll(0.01)
+    produce_all(producer, topic, records)
     producer.flush(600)
     await asyncio.to_thread(reader.join)
     elapsed = time.perf_counter() - start

@@ -51,7 +51,7 @@ def fill(connectors: int, tasks: int) -> StatusCache:
 def measure(cache: StatusCache, mode: FleetMetrics, max_objects: int, scrapes: int) -> None:
     """Expose the fleet's series ``scrapes`` times as ``GET /metrics`` does; print series, bytes and times."""
     registry = CollectorRegistry()
-    registry.register(FleetCollector(cache.fleet, mode, max_objects))
+    registry.register(FleetCollector(cache.view, mode, max_objects))
     collecting, writing, text = [], [], b""
     for _ in range(scrapes):
         started = time.perf_counter()

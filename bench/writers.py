@@ -1,8 +1,9 @@
 """The writers the retry benchmarks compare, behind one small interface, and the ledger they all report to.
 
 - ``ConnectWriter``: Kafka Connect's status writes (``KafkaStatusBackingStore``) on a plain librdkafka
-  ``Producer`` with Connect's producer settings, resending each failed update on its own, at once or
-  after a backoff. These are the baselines.
+  ``Producer`` with Connect's producer settings, resending each failed update on its own after a backoff (a
+  static one, or KIP-1278's): what Connect's store would do with such a policy. These are the baselines. (Connect's
+  own immediate resend is not re-implemented any more: bench/connect_outage.py measures a real worker's.)
 - ``StoreWriter``: status-store's ``StatusStore`` with a given set of settings.
 
 What Connect does, read in apache/kafka (``connect/runtime/.../storage/KafkaStatusBackingStore.java`` and
@@ -22,8 +23,8 @@ What Connect does, read in apache/kafka (``connect/runtime/.../storage/KafkaStat
   resend loops.
 
 The translation: the same settings in librdkafka's names, a thread that polls the producer (serving
-delivery reports as soon as they arrive, as Java's I/O thread runs callbacks), the immediate resend made
-inside the delivery callback, and a backoff resend made by one timer thread (a scheduled executor).
+delivery reports as soon as they arrive, as Java's I/O thread runs callbacks), and each resend made by one timer
+thread (a scheduled executor) once its backoff has passed.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ from status_store.store import StatusStore
 
 # Java producer defaults (Kafka 4.x) that matter here, in librdkafka's names.
 JAVA_LINGER_MS = 5
-JAVA_LINGER_MS_BEFORE_4_0 = 0
 
 
 def connect_producer_settings(bootstrap_servers: str, linger_ms: int) -> dict[str, Any]:
@@ -209,11 +209,10 @@ ResendDelay = Callable[[int], float | None]
 
 @dataclass(frozen=True)
 class ConnectPolicy:
-    """A baseline: how Connect's resend loop waits before each resend, and its producer's linger."""
+    """A baseline: how Connect's resend loop waits before each resend."""
 
     name: str
     delay: ResendDelay
-    linger_ms: int = JAVA_LINGER_MS
 
 
 @dataclass(order=True)
@@ -245,7 +244,7 @@ class ConnectWriter:
 
     async def start(self) -> None:
         """Create the producer, fetch the topic's metadata, start the poll and timer threads."""
-        self._producer = Producer(connect_producer_settings(self._bootstrap, self._policy.linger_ms))
+        self._producer = Producer(connect_producer_settings(self._bootstrap, JAVA_LINGER_MS))
         await asyncio.to_thread(self._producer.list_topics, self._topic, 10)
         self._threads = [threading.Thread(target=self._poll, name="connect-baseline-poll", daemon=True),
                          threading.Thread(target=self._run_timers, name="connect-baseline-retry", daemon=True)]
@@ -313,8 +312,6 @@ class ConnectWriter:
         if wait is None:
             self._ledger.given_up(key, version)
             self._settled()
-        elif wait == 0:
-            self._send(key, version, value, retries + 1)
         else:
             resend = _Resend(time.monotonic() + wait, next(self._numbers), key, version, value, retries + 1)
             with self._timer_wake:

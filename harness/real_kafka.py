@@ -102,6 +102,28 @@ def scripted_connector(line: KafkaLine) -> Path:
     return compiled(line, "scripted-connector", JVM_DIR, CONNECTOR_SOURCES, CONNECTOR_RESOURCES)
 
 
+def jmx_options(port: int) -> list[str]:
+    """A JVM's options to serve JMX on 127.0.0.1:``port`` without authentication (as a test's JMX exporter reads it)."""
+    return [f"-Dcom.sun.management.jmxremote.port={port}", f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+            "-Dcom.sun.management.jmxremote.authenticate=false", "-Dcom.sun.management.jmxremote.ssl=false",
+            "-Dcom.sun.management.jmxremote.host=127.0.0.1", "-Djava.rmi.server.hostname=127.0.0.1"]
+
+
+def jmx_attributes(line: KafkaLine, port: int, pattern: str) -> dict[str, dict[str, str]]:
+    """The attributes of the MBeans ``pattern`` names in the JVM serving JMX on 127.0.0.1:``port``, by object name
+    (read by a small Java client, harness/jvm/tools, as a JMX exporter reads them)."""
+    tools = compiled(line, "jvm-tools", JVM_DIR, JVM_DIR / "tools")
+    done = subprocess.run(["java", "-cp", str(tools), "statusstore.tools.JmxQuery", f"127.0.0.1:{port}", pattern],
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise RuntimeError(f"JMX query of 127.0.0.1:{port} failed: {done.stderr[-2000:]}")
+    found: dict[str, dict[str, str]] = {}
+    for row in done.stdout.splitlines():
+        name, attribute, value = row.split("\t", 2)
+        found.setdefault(name, {})[attribute] = value
+    return found
+
+
 def compiled(line: KafkaLine, name: str, root: Path, sources: Path, resources: Path | None = None) -> Path:
     """The Java sources under ``sources`` (with the files under ``resources`` beside the classes), compiled with
     javac against ``line``'s jars into the cache, once per version of the files (named relative to ``root``): the
@@ -194,8 +216,11 @@ class JavaProcess:
     """One JVM: started, stopped (SIGTERM, then SIGKILL after a bound), killed, paused and resumed by its pid."""
 
     def __init__(self, name: str, line: KafkaLine, main: str, args: Sequence[str], workdir: Path,
-                 extra_classpath: Sequence[Path] = (), heap: str = "512m", full_jit: bool = False) -> None:
+                 extra_classpath: Sequence[Path] = (), heap: str = "512m", full_jit: bool = False,
+                 jvm_options: Sequence[str] = ()) -> None:
+        """``jvm_options``: more options for the JVM (a ``-javaagent:``, as KAFKA_OPTS passes one)."""
         self.name, self.line, self.main, self.args = name, line, main, list(args)
+        self.jvm_options = list(jvm_options)
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_file = workdir / f"{name}.log"
@@ -217,7 +242,7 @@ class JavaProcess:
         # faster; a benchmark asks for the full JIT.
         jit = [] if self.full_jit else ["-XX:TieredStopAtLevel=1"]
         return ["java", f"-Xmx{self.heap}", "-XX:+UseSerialGC", *jit, "-XX:-UsePerfData",
-                "-Djava.net.preferIPv4Stack=true", "-Djava.awt.headless=true", logging,
+                "-Djava.net.preferIPv4Stack=true", "-Djava.awt.headless=true", logging, *self.jvm_options,
                 "-cp", self.classpath, self.main, *self.args]
 
     def start(self) -> None:
@@ -601,7 +626,7 @@ class ConnectWorker:
 
     def __init__(self, line: KafkaLine, workdir: Path, bootstrap_servers: str, group: str,
                  topics_prefix: str, replication: int = 1, settings: Mapping[str, str] | None = None,
-                 full_jit: bool = False) -> None:
+                 full_jit: bool = False, jvm_options: Sequence[str] = ()) -> None:
         self.line = line
         (self.port,) = free_ports(1)
         self.url = f"http://127.0.0.1:{self.port}"
@@ -639,7 +664,8 @@ class ConnectWorker:
         write_properties(workdir / "worker.properties", self.settings)
         self.process = JavaProcess(f"connect-{self.port}", line, "org.apache.kafka.connect.cli.ConnectDistributed",
                                    [str(workdir / "worker.properties")], workdir,
-                                   extra_classpath=[scripted_connector(line)], full_jit=full_jit)
+                                   extra_classpath=[scripted_connector(line)], full_jit=full_jit,
+                                   jvm_options=jvm_options)
 
     def start(self, timeout: float = START_WAIT) -> None:
         """Start the worker; return once its REST API answers (it has joined its group)."""
@@ -680,16 +706,25 @@ class ConnectCluster(Started):
     """Connect workers of one group (their own status, config and offset topics) on a Kafka cluster."""
 
     def __init__(self, line: KafkaLine, workdir: Path, kafka: KafkaCluster, name: str, workers: int = 2,
-                 settings: Mapping[str, str] | None = None, full_jit: bool = False) -> None:
-        """``full_jit``: the workers' JVMs with both compilers, as a user runs them (benchmarks)."""
+                 settings: Mapping[str, str] | None = None, full_jit: bool = False,
+                 jvm_options: Sequence[str] = ()) -> None:
+        """``full_jit``: the workers' JVMs with both compilers, as a user runs them (benchmarks). ``jvm_options``:
+        more options for every worker's JVM (a ``-javaagent:``)."""
         self.line, self.kafka, self.name = line, kafka, name
-        replication = min(len(kafka.brokers), 3)
+        self.replication = replication = min(len(kafka.brokers), 3)
         self.workers = [ConnectWorker(line, workdir / f"worker-{i}", kafka.bootstrap_servers, name, name,
-                                      replication, settings, full_jit) for i in range(workers)]
+                                      replication, settings, full_jit, jvm_options) for i in range(workers)]
         first = self.workers[0]
         self.status_topic, self.config_topic, self.offset_topic = (first.status_topic, first.config_topic,
                                                                    first.offset_topic)
         self.settings = first.settings
+
+    def create_topics(self) -> None:
+        """Create the workers' status, config and offset topics as Connect creates them (compacted; one partition
+        for the configs), for a part that must read them before the first worker starts (a sidecar)."""
+        compacted = {"cleanup.policy": "compact"}
+        for topic, partitions in ((self.status_topic, 5), (self.config_topic, 1), (self.offset_topic, 5)):
+            self.kafka.create_topic(topic, partitions, self.replication, compacted)
 
     def start(self, timeout: float = START_WAIT) -> None:
         """Start every worker (the first alone: it creates the internal topics); return once all answer."""

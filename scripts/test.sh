@@ -41,6 +41,9 @@ for line in kafka-4 kafka-3; do
         echo "$stamp" >"$target/.complete"
     fi
 done
+# The agent for stock Connect workers (agent/): its tests, then its jar (agent/target/status-store-agent.jar), which
+# the tests attach to real workers. Maven fetches ByteBuddy and JUnit once (~/.m2).
+mvn -q -B -Dstyle.color=never -f agent/pom.xml verify
 .venv/bin/ruff check .
 .venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache
 .venv/bin/mypy status_store bench harness

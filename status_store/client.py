@@ -8,29 +8,49 @@ answer that is not what the service's API answers (not UTF-8, not JSON, a field 
 a proxy's page, another service, a damaged stream) is one clear line on stderr, never a traceback:
 ``status`` stops there, ``watch`` skips that event and goes on.
 
-``watch`` reconnects on its own only when the service dropped it for falling behind (with the id of the
-last event printed, so nothing is missed or printed twice). When the service stops, it says so and exits 0,
-naming the id to resume from (``--last-event-id``): a service that restarts keeps the events it can, and
-the run that resumes prints those that came meanwhile.
+``watch`` reconnects on its own only when the service ended its stream and asked it to reconnect (it fell behind
+and was dropped, or its stream reached its time bound), with the id of the last event printed, so nothing is
+missed or printed twice, after a backoff that doubles at each reconnection in a row (with jitter, from
+``RECONNECT_INITIAL_MS`` to ``RECONNECT_MAX_MS``): a server that ends every stream at once is not asked thousands
+of times a second. When the service stops, it says so and exits 0, naming the id to resume from
+(``--last-event-id``): a service that restarts keeps the events it can, and the run that resumes prints those that
+came meanwhile.
+
+What they read is bounded, whatever the server sends: an answer (``MAX_ANSWER_BYTES``), an error's body
+(``MAX_ERROR_BYTES``), a line or an event of the stream (``MAX_EVENT_BYTES``), JSON nested deeper than Python's
+parser goes. Past a bound, one line says so and the command ends.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import random
 import re
 import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple, TextIO
+from collections.abc import Callable, Iterator
+from typing import IO, Any, NamedTuple, TextIO
 
 from .logs import escape_text
+from .retry.backoff import JitterMode, Random, backoff_policy
 
 TIMEOUT_S = 10.0
 # ``watch`` gives up when nothing, not even a heartbeat (every 15 s by default), came for this long.
 WATCH_IDLE_S = 60.0
+# The most read of one answer (``status`` of every connector: a fleet of 100,000 connectors of 10 tasks, a tenth
+# FAILED with a 2 KB trace, answers about 330 MB), of an error's body, and of one event (the service's are a few KB:
+# its names are cut to 256 characters, its traces to a line).
+MAX_ANSWER_BYTES = 512 << 20
+MAX_ERROR_BYTES = 64 << 10
+MAX_EVENT_BYTES = 1 << 20
+# ``watch``'s reconnections in a row wait from this long, twice as long each time, up to the most (half of each
+# wait is random: clients dropped together come back apart); a stream that lasted the most starts over.
+RECONNECT_INITIAL_MS = 500
+RECONNECT_MAX_MS = 30_000
 # An event id that can be sent back in a Last-Event-ID header: visible ASCII.
 _SENDABLE_ID = re.compile(r"[\x21-\x7e]+")
 _KINDS = ("connector", "task", "topic")
@@ -40,26 +60,51 @@ class MalformedAnswer(ValueError):
     """Data from the service that is not what its API answers."""
 
 
+class TooLarge(ValueError):
+    """More data than the bound for it."""
+
+
 def fetch(url: str) -> Any:
     """GET a JSON document; raise SystemExit with a clear message on any failure."""
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
-            return json.load(response)
+            return parse_json(read_bounded(response, MAX_ANSWER_BYTES))
     except urllib.error.HTTPError as e:
         raise SystemExit(f"status-store: {error_message(e)} (HTTP {e.code})") from None
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
         reason = getattr(e, "reason", e)
         raise SystemExit(f"status-store: cannot reach {url}: {escape_text(str(reason))}") from None
+    except TooLarge as e:
+        raise SystemExit(f"status-store: {url} answered {e}; not read") from None
     except ValueError as e:  # not UTF-8, or not JSON
         raise SystemExit(f"status-store: {url} did not answer JSON ({escape_text(str(e))})") from None
+
+
+def read_bounded(response: IO[bytes], limit: int) -> bytes:
+    """The body of an answer, at most ``limit`` bytes (``TooLarge`` past them, by its Content-Length or as read)."""
+    declared = getattr(response, "headers", {}).get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise TooLarge(f"more than {limit:,} bytes (Content-Length: {int(declared):,})")
+    body = response.read(limit + 1)
+    if len(body) > limit:
+        raise TooLarge(f"more than {limit:,} bytes")
+    return body
+
+
+def parse_json(data: bytes | str) -> Any:
+    """JSON text as Python values; ValueError for text that is not JSON or is nested too deeply to be parsed."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def error_message(error: urllib.error.HTTPError) -> str:
     """The message of Connect's error body, else the HTTP reason (escaped)."""
     try:
-        body = json.load(error)
+        body = parse_json(read_bounded(error, MAX_ERROR_BYTES))
         message = body.get("message", error.reason) if isinstance(body, dict) else error.reason
-    except ValueError:
+    except (ValueError, OSError, http.client.HTTPException):
         message = error.reason
     return escape_text(str(message))
 
@@ -96,63 +141,97 @@ def _row(what: str, status: object, kind: str) -> tuple[str, str, str, str]:
 
 
 def show_status(base_url: str, name: str | None, out: TextIO = sys.stdout) -> int:
-    """Print one connector's statuses, or every connector's; 0 when shown."""
+    """Print one connector's statuses, or every connector's, with each connector's health word; 0 when shown."""
     base = base_url.rstrip("/")
     url = f"{base}/connectors/{urllib.parse.quote(name, safe='')}/status" if name is not None else (
         f"{base}/connectors?expand=status")
     answer = fetch(url)
-    table = [("CONNECTOR / TASK", "STATE", "WORKER", "TRACE")]
+    words = health_words(base, name)
+    table = [("CONNECTOR / TASK", "STATE", "HEALTH", "WORKER", "TRACE")]
     try:
         if name is not None:
-            table.extend(rows(answer))
+            table.extend(with_health(rows(answer), words.get(name)))
         elif not isinstance(answer, dict):
             raise MalformedAnswer("the list of connectors is not a JSON object")
         else:
             for connector in sorted(answer):
-                table.extend(rows(field(answer[connector], "status", dict, f"the entry of {connector!r}")))
+                found = rows(field(answer[connector], "status", dict, f"the entry of {connector!r}"))
+                table.extend(with_health(found, words.get(connector)))
     except MalformedAnswer as e:
         raise SystemExit(f"status-store: {url} answered something else than statuses: {escape_text(str(e))}") from None
     if len(table) == 1:
         print("No connector has a status.", file=out)
         return 0
-    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
     for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + "  " + row[3],
+        print("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)) + "  " + row[4],
               file=out)
     return 0
 
 
-def watch(base_url: str, connector: str | None, out: TextIO = sys.stdout, last_event_id: str | None = None) -> int:
+def with_health(found: list[tuple[str, str, str, str]], word: str | None) -> list[tuple[str, str, str, str, str]]:
+    """A connector's rows with its health word beside its own state (its tasks have none)."""
+    return [(what, state, (word or "-") if i == 0 else "", worker, trace)
+            for i, (what, state, worker, trace) in enumerate(found)]
+
+
+def health_words(base: str, name: str | None) -> dict[str, str]:
+    """Connectors' health words (``GET /fleet/health``), escaped; none from a service that does not serve them."""
+    url = f"{base}/fleet/health" + (f"?{urllib.parse.urlencode({'connector': name})}" if name is not None else "")
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
+            words = parse_json(read_bounded(response, MAX_ANSWER_BYTES))
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError):
+        return {}
+    if not isinstance(words, dict):
+        return {}
+    return {connector: escape_text(word) for connector, word in words.items() if isinstance(word, str)}
+
+
+def watch(base_url: str, connector: str | None, out: TextIO = sys.stdout, last_event_id: str | None = None,
+          sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+          rng: Random = random.random) -> int:
     """Print each status change as the service reads it, one line each, until the service ends the stream.
 
-    ``last_event_id``: resume after that event. A client dropped for falling behind reconnects with the id of
-    the last event printed. 0 when the service ended the stream (it is stopping); SystemExit on a failure.
+    ``last_event_id``: resume after that event. A client the service asks to reconnect (dropped for falling behind,
+    or its stream at its time bound) reconnects with the id of the last event printed, after a backoff (``sleep``,
+    ``clock`` and ``rng`` for it). 0 when the service ended the stream (it is stopping); SystemExit on a failure.
     """
     url = f"{base_url.rstrip('/')}/events"
     if connector is not None:
         url += "?" + urllib.parse.urlencode({"connector": connector})
     last_id = last_event_id
+    backoff = backoff_policy(JitterMode.SYMMETRIC, RECONNECT_INITIAL_MS, RECONNECT_MAX_MS, 2.0, 0.5, rng)
+    in_a_row = 0
     while True:
         headers = {"Accept": "text/event-stream", **({"Last-Event-ID": last_id} if last_id else {})}
+        opened = clock()
         try:
             with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=WATCH_IDLE_S) as stream:
                 ended, last_id = _print_changes(server_sent_events(stream), out, url, last_id)
         except urllib.error.HTTPError as e:
             raise SystemExit(f"status-store: {error_message(e)} (HTTP {e.code})") from None
-        except (urllib.error.URLError, OSError) as e:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             reason = getattr(e, "reason", e)
             raise SystemExit(f"status-store: cannot read {url}: {escape_text(str(reason))}") from None
+        except TooLarge as e:
+            raise SystemExit(f"status-store: {url} sent {e}: not an event stream of status-store") from None
         if ended is None:
             raise SystemExit(f"status-store: {url} ended the stream")
         print(f"status-store: {ended}", file=sys.stderr, flush=True)
-        if "dropped" not in ended:
+        if "reconnect" not in ended:
             if last_id:
                 print(f"status-store: to resume where this stopped: status-store watch --last-event-id {last_id}",
                       file=sys.stderr, flush=True)
             return 0
+        in_a_row = 0 if clock() - opened >= RECONNECT_MAX_MS / 1000 else in_a_row + 1
+        if in_a_row:
+            wait = backoff.delay(in_a_row - 1)
+            print(f"status-store: reconnecting in {wait:.1f} s", file=sys.stderr, flush=True)
+            sleep(wait)
 
 
-def _print_changes(events: Iterable[ServerSentEvent], out: TextIO, url: str,
+def _print_changes(events: Iterator[ServerSentEvent], out: TextIO, url: str,
                    last_id: str | None) -> tuple[str | None, str | None]:
     """Print each change; a malformed event is one line on stderr. Returns the message of the ``error`` event that
     ended the stream (None: it ended without one) and the id of the last event read."""
@@ -166,7 +245,7 @@ def _print_changes(events: Iterable[ServerSentEvent], out: TextIO, url: str,
             if event.problem is not None:
                 raise MalformedAnswer(event.problem)
             try:
-                data = json.loads(event.data)
+                data = parse_json(event.data)
             except ValueError:
                 raise MalformedAnswer("its data is not JSON") from None
             if event.name == "error":
@@ -194,13 +273,19 @@ class ServerSentEvent(NamedTuple):
     problem: str | None
 
 
-def server_sent_events(stream: Iterable[bytes]) -> Iterator[ServerSentEvent]:
+def server_sent_events(stream: IO[bytes]) -> Iterator[ServerSentEvent]:
     """The events of a text/event-stream (comment lines skipped), its lines ended by CRLF, LF or a CR alone, as
-    the format says. An id field holding NUL is ignored, as the format says."""
+    the format says. An id field holding NUL is ignored, as the format says. ``TooLarge`` for a line, or an
+    event's lines together, longer than ``MAX_EVENT_BYTES``."""
     fields: dict[str, str] = {}
     problem: str | None = None
+    size = 0
     for raw in _lines(stream):
+        size += len(raw)
+        if size > MAX_EVENT_BYTES:
+            raise TooLarge(f"an event longer than {MAX_EVENT_BYTES:,} bytes")
         if not raw:
+            size = 0
             if "data" in fields or problem is not None:
                 yield ServerSentEvent(fields.get("id"), fields.get("event", "message"), fields.get("data", ""), problem)
             fields, problem = {}, None
@@ -220,9 +305,12 @@ def server_sent_events(stream: Iterable[bytes]) -> Iterator[ServerSentEvent]:
             fields[name] = value
 
 
-def _lines(stream: Iterable[bytes]) -> Iterator[bytes]:
-    """The lines of a stream read line by line (up to each LF): CRLF, LF or a CR alone ends a line."""
-    for raw in stream:
+def _lines(stream: IO[bytes]) -> Iterator[bytes]:
+    """The lines of a stream read line by line (up to each LF, at most ``MAX_EVENT_BYTES`` each: ``TooLarge`` for a
+    longer one): CRLF, LF or a CR alone ends a line."""
+    while raw := stream.readline(MAX_EVENT_BYTES + 1):
+        if len(raw) > MAX_EVENT_BYTES:
+            raise TooLarge(f"a line longer than {MAX_EVENT_BYTES:,} bytes")
         line = raw[:-1].removesuffix(b"\r") if raw.endswith(b"\n") else raw.removesuffix(b"\r")
         yield from line.split(b"\r")
 
@@ -238,6 +326,10 @@ def change_line(name: str, data: object) -> str:
     except (OverflowError, OSError, ValueError):
         raise MalformedAnswer("its timestamp is out of range") from None
     kind = field(data, "kind", str, "the event")
+    if name == "worker":
+        member = escape_text(field(data, "worker_id", str, "the event"))
+        back = field(data, "up", bool, "the event")
+        return f"{when}  worker {member}  {'back in the Connect group' if back else 'gone from the Connect group'}"
     if kind not in _KINDS:
         raise MalformedAnswer(f"its kind is not one of {', '.join(_KINDS)}")
     connector = escape_text(field(data, "connector", str, "the event"))
@@ -246,6 +338,9 @@ def change_line(name: str, data: object) -> str:
             "topic": f"topic {_text(data.get('topic'))} of {connector}"}[kind]
     if name == "deleted":
         return f"{when}  {what}  deleted"
+    if name == "restart":
+        return (f"{when}  {what}  restart {_text(data.get('attempt'))} by the sidecar: {_text(data.get('result'))}  "
+                f"worker {_text(data.get('worker_id'))}")
     if kind == "topic":
         return f"{when}  {what}  used by task {_text(data.get('task'))}"
     state = escape_text(field(data, "state", str, "the event"))

@@ -65,7 +65,7 @@ class StoreClosedError(StatusStoreError):
 
 
 class WriteRejectedError(StatusStoreError):
-    """The store refuses a new write for now (``status.storage.retry.max.pending`` updates are pending, or the
+    """The store refuses a new write for now (``status.storage.retry.max.pending`` keys have updates pending, or the
     spool cannot be written); nothing was accepted. Try again after ``retry_after_s`` seconds."""
 
     def __init__(self, reason: str, retry_after_s: float) -> None:

@@ -80,7 +80,7 @@ class StoreMetrics(RetryListener):
         metrics._watch(store.queue)
         registry.register(_StoreCollector(store))
         config = store.config
-        registry.register(FleetCollector(store.cache.fleet, config.fleet_metrics, config.fleet_metrics_max_objects))
+        registry.register(FleetCollector(store.cache.view, config.fleet_metrics, config.fleet_metrics_max_objects))
         return metrics
 
     def _watch(self, queue: RetryQueue) -> None:
@@ -126,7 +126,7 @@ class _StoreCollector(Collector):
                                 "writes again.", self._store.queue.parked_count)
         rejected = CounterMetricFamily("status_update_rejected",
                                        "Writes refused before they were accepted, by reason (queue_full: "
-                                       "status.storage.retry.max.pending updates were pending; spool_unwritable: "
+                                       "status.storage.retry.max.pending keys had updates pending; spool_unwritable: "
                                        "the spool could not be written).", labels=["reason"])
         rejected.add_metric(["queue_full"], self._store.queue.rejected_total)
         rejected.add_metric(["spool_unwritable"], self._store.spool_rejected_total)

@@ -10,11 +10,14 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
 
 import uvicorn
 from prometheus_client import CollectorRegistry
 
+from .act.actions import Actions
 from .api import create_app
 from .api.app import store_events
 from .api.http_server import client_log_limits, http_config
@@ -35,15 +38,28 @@ FULL_COLLECTION_EVERY = 100
 
 
 class _Server(uvicorn.Server):
-    """uvicorn, except that a SIGINT/SIGTERM is not re-raised after the HTTP server stops.
+    """uvicorn, except that a SIGINT/SIGTERM is not re-raised after the HTTP server stops, and the whole stop keeps
+    to one bound.
 
     uvicorn re-raises the signal once it has shut down, which would kill the process before the
-    store's bounded flush runs; here the caller finishes its shutdown and exits on its own.
+    store's bounded flush runs; here the caller finishes its shutdown and exits on its own. The first signal sets
+    when the whole stop must end (``stop_by``, ``time.monotonic()``: ``shutdown_s`` after it) and tells the store
+    (``stopping``); the requests in progress get half the time left at most.
     """
 
-    def __init__(self, config: uvicorn.Config, status_events: StatusEvents) -> None:
+    def __init__(self, config: uvicorn.Config, status_events: StatusEvents, shutdown_s: float,
+                 stopping: Callable[[], None]) -> None:
         super().__init__(config)
         self._status_events = status_events
+        self._shutdown_s = shutdown_s
+        self._stopping = stopping
+        self.stop_by: float | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.stop_by is None:
+            self.stop_by = time.monotonic() + self._shutdown_s
+            self._stopping()
+        super().handle_exit(sig, frame)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -55,6 +71,8 @@ class _Server(uvicorn.Server):
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         # uvicorn waits for open connections to finish: end the event streams, which would not on their own.
         self._status_events.close()
+        if self.stop_by is not None:
+            self.config.timeout_graceful_shutdown = max(0, int((self.stop_by - time.monotonic()) / 2))
         await super().shutdown(sockets)
 
     @contextlib.contextmanager
@@ -81,18 +99,34 @@ async def serve(config: StoreConfig) -> None:
     StoreMetrics.watching(store, registry)
     # Before the store reads: the events kept start with the topic, so a client resumes across a restart.
     status_events = store_events(store, from_start=True)
+    # Before the store reads too: a restart is planned as a FAILED status is read, those read at the start included.
+    actions = Actions(config, store, status_events)
+    registry.register(actions.collector())
     configs = (ConfigTopic(config.config_topic, bootstrap, config.config_topic_client_configs)
                if config.config_topic is not None else None)
+    server: _Server | None = None
     try:
         await _start(store, configs, bootstrap)
+        await actions.start()
         tune_collector()
-        app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes, configs, status_events)
-        with client_log_limits(asyncio.get_running_loop()):
-            await _Server(http_config(app, config.rest_host, config.rest_port), status_events).serve()
+        app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes, configs, status_events,
+                         actions=actions, docs=config.rest_docs)
+        loop = asyncio.get_running_loop()
+
+        def stopping() -> None:  # from the signal handler: on the loop, soon
+            loop.call_soon_threadsafe(store.stopping)
+
+        server = _Server(http_config(app, config.rest_host, config.rest_port), status_events,
+                         config.shutdown_timeout_s, stopping)
+        with client_log_limits(loop):
+            await server.serve()
     finally:
+        await actions.stop()
         if configs is not None:
             await configs.stop()
-        cut_short = await store.stop()
+        # The whole stop within sidecar.shutdown.timeout.ms of the signal (or of now, when it did not come from one).
+        stop_by = server.stop_by if server is not None and server.stop_by is not None else None
+        cut_short = await store.stop(None if stop_by is None else stop_by - time.monotonic())
         if cluster is not None:
             cluster.close()
     if cut_short and not store.kept_at_stop:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .config import StoreConfig
@@ -23,7 +23,8 @@ from .durable.after_retry import AfterLastRetry, ExhaustedStats
 from .durable.history import AppendLog, EventTopics
 from .durable.replay import replay, tokens
 from .durable.spool import SPOOL_KEY, Spool
-from .errors import WriteRejectedError
+from .errors import StoreClosedError, WriteRejectedError
+from .kafka.partition_watch import PartitionWatch
 from .kafka.producer import TopicProducer
 from .kafka.reader import TopicReader, status_records
 from .kafka.topics import ensure_topic
@@ -34,8 +35,17 @@ from .retry.updates import RetryListener, StatusUpdate, UpdateKind
 
 log = logging.getLogger(__name__)
 
-# When the spool cannot be written, writes are refused with this Retry-After (its commits are retried ten times
-# a second: a freed disk takes writes again at once).
+# A writer that holds its writes itself until their outcome (a worker's agent, which sends them again to a restarted
+# sidecar, and writes through Connect's own store once its lease ends): asked before each send of its writes, it
+# gives the reason not to send any more (its lease ended), or None. Its writes are not spooled (nor replayed after
+# a crash) unless it hands them over for good (``Spool.adopt``).
+Lease = Callable[[], str | None]
+
+# Of the stop's bound, what is kept for closing the clients and the spool once the outcomes are awaited (at most half
+# of it).
+CLOSE_RESERVE_S = 0.5
+# When the spool cannot be written, writes are refused with this Retry-After (its commits are retried after a wait
+# from 0.1 s to 2 s, and its settled rows go as Kafka takes the writes: a freed disk takes writes again soon).
 SPOOL_RETRY_AFTER_S = 1.0
 
 
@@ -51,6 +61,7 @@ class StoreParts:
     queue: RetryQueue
     events: EventTopics
     after: AfterLastRetry
+    watch: PartitionWatch
 
 
 def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.random) -> StoreParts:
@@ -73,8 +84,11 @@ def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.rand
     # Decides what becomes of an update after its last retry, then settles its spool row.
     after = AfterLastRetry(config, bootstrap_servers, queue, events.dead_letters, spool, cache.note_written)
     queue.subscribe(after)
+    # While partitions are held, the cluster's word that one can take writes again sends its probe at once.
+    watch = PartitionWatch(config.topic, bootstrap_servers, config.client_configs,
+                           lambda: queue.held_partitions, queue.writable_again)
     return StoreParts(cache, RecordLimit.of(config.client_configs, config.topic_configs), spool, reader, producer,
-                      queue, events, after)
+                      queue, events, after, watch)
 
 
 class StatusStore:
@@ -90,10 +104,12 @@ class StatusStore:
         self.kept_at_stop = False
         # Writes refused because the spool could not be written.
         self.spool_rejected_total = 0
+        # Set when the service begins to stop: waits for outcomes (``?wait=true``) end at once.
+        self._stopping = asyncio.Event()
         parts = build(config, bootstrap_servers, rng)
         self._cache, self.record_limit, self._spool = parts.cache, parts.record_limit, parts.spool
         self._reader, self._producer, self._queue = parts.reader, parts.producer, parts.queue
-        self._events, self._after = parts.events, parts.after
+        self._events, self._after, self._watch = parts.events, parts.after, parts.watch
         for listener in listeners:
             self._queue.subscribe(listener)
 
@@ -115,19 +131,29 @@ class StatusStore:
         except BaseException:
             await self._producer.stop(0.0)
             raise
+        self._watch.start()
         if self._spool is not None:
             replay(self._spool, self._cache, self._send_status, self._submit, self._queue.supersede)
         log.info("Status store ready: topic %s, %d partitions, %d connectors cached",
                  cfg.topic, len(self._producer.partitions), len(self._cache.connectors()))
 
-    async def stop(self) -> list[StatusUpdate]:
-        """Settle pending updates for at most ``sidecar.shutdown.timeout.ms`` (never longer: KAFKA-15563), then
-        close. Returns the updates that failed because the store stopped first (also logged). With a spool they
-        are not lost (``kept_at_stop``): the spool keeps them, and the next start replays them."""
+    def stopping(self) -> None:
+        """The service begins to stop: waits for outcomes end now (their requests are answered that the store is
+        stopping), so that they do not hold the stop."""
+        self._stopping.set()
+
+    async def stop(self, timeout: float | None = None) -> list[StatusUpdate]:
+        """Settle pending updates, then close, all within ``timeout`` seconds (default ``sidecar.shutdown.timeout.ms``;
+        never longer: KAFKA-15563): the outcomes are awaited for that less ``CLOSE_RESERVE_S``. Returns the updates
+        that failed because the store stopped first (also logged). With a spool they are not lost
+        (``kept_at_stop``): the spool keeps them, and the next start replays them."""
+        self.stopping()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.shutdown_timeout_s
+        bound = self.config.shutdown_timeout_s if timeout is None else max(0.0, timeout)
+        deadline = loop.time() + bound
         self._after.stop()
-        unsettled = await self._queue.stop(self.config.shutdown_timeout_s)
+        await self._watch.stop()
+        unsettled = await self._queue.stop(max(0.0, deadline - loop.time() - min(CLOSE_RESERVE_S, bound / 2)))
         # The outcomes above are events too: the append-only topics stop after the status queue.
         await self._events.stop(deadline)
         await self._producer.stop(0.0)
@@ -144,6 +170,11 @@ class StatusStore:
     def partitions(self) -> tuple[int, ...]:
         """The status topic's partitions, once started."""
         return self._producer.partitions
+
+    @property
+    def partition_signals(self) -> int:
+        """Held partitions probed at once because the cluster said they could take writes again."""
+        return self._watch.signals
 
     @property
     def queue(self) -> RetryQueue:
@@ -188,10 +219,24 @@ class StatusStore:
         await self._queue.flush(timeout)
 
     async def wait_visible(self, updates: Sequence[StatusUpdate], timeout: float | None = None) -> None:
-        """Wait until these updates are settled and the written ones have been read back into the cache."""
-        async with asyncio.timeout(timeout):
-            await asyncio.gather(*(update.result() for update in updates))
-            await self._reader.wait_applied(read_targets(u.outcome.delivery for u in updates if u.outcome is not None))
+        """Wait until these updates are settled and the written ones have been read back into the cache;
+        ``StoreClosedError`` when the service begins to stop first."""
+        visible = asyncio.ensure_future(self._visible(updates))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.wait((visible, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not visible.done():
+                visible.cancel()
+        if not visible.done() or visible.cancelled():
+            raise StoreClosedError("the service is stopping")
+        visible.result()
+
+    async def _visible(self, updates: Sequence[StatusUpdate]) -> None:
+        await asyncio.gather(*(update.result() for update in updates))
+        await self._reader.wait_applied(read_targets(u.outcome.delivery for u in updates if u.outcome is not None))
 
     async def read_your_writes(self, timeout: float | None = None) -> None:
         """Wait until every update submitted so far has an outcome and the written ones are read back."""
@@ -201,17 +246,18 @@ class StatusStore:
 
     # ----------------------------------------------------------------------------- writes
 
-    def put(self, status: Status) -> StatusUpdate:
-        """Write a status unconditionally. Never blocks; await ``result()`` on the update for its outcome."""
-        update = self._send_status(status, safe=False)
+    def put(self, status: Status, lease: Lease | None = None) -> StatusUpdate:
+        """Write a status unconditionally. Never blocks; await ``result()`` on the update for its outcome.
+        ``lease``: the write is its writer's (see ``Lease``)."""
+        update = self._send_status(status, False, lease)
         assert update is not None
         return update
 
-    def put_safe(self, status: Status) -> StatusUpdate | None:
+    def put_safe(self, status: Status, lease: Lease | None = None) -> StatusUpdate | None:
         """Write a status unless it could overwrite a newer status of another worker, as Connect does: written when
         nothing is cached for the key, the cached status came from the same worker, or its generation is not newer;
         otherwise dropped (returns None). The check is repeated before every retry."""
-        return self._send_status(status, safe=True)
+        return self._send_status(status, True, lease)
 
     def deletion_keys(self, connector: str) -> list[str]:
         """The keys ``delete_connector`` tombstones: every known task's, then the connector's."""
@@ -227,19 +273,19 @@ class StatusStore:
         updates.append(self._submit(keys[-1], None, UpdateKind.CONNECTOR))
         return updates
 
-    def put_topic(self, status: TopicStatus) -> StatusUpdate:
+    def put_topic(self, status: TopicStatus, lease: Lease | None = None) -> StatusUpdate:
         """Record that a connector uses a topic."""
         key = topic_key(status.connector, status.topic)
         self.check_room((key,))
         value = codec.encode_topic_status(status)
         self.record_limit.check(key, value)
-        return self._submit(key, value, UpdateKind.TOPIC)
+        return self._submit(key, value, UpdateKind.TOPIC, lease)
 
-    def delete_topic(self, connector: str, topic: str) -> StatusUpdate:
+    def delete_topic(self, connector: str, topic: str, lease: Lease | None = None) -> StatusUpdate:
         """Forget that a connector uses a topic (a tombstone)."""
         key = topic_key(connector, topic)
         self.check_room((key,))
-        return self._submit(key, None, UpdateKind.TOPIC)
+        return self._submit(key, None, UpdateKind.TOPIC, lease)
 
     def reset_topics(self, connector: str) -> list[StatusUpdate]:
         """Tombstones for every topic status listed for the connector, as Connect's reset writes them (the keys
@@ -248,7 +294,7 @@ class StatusStore:
         self.check_room(keys)
         return [self._submit(key, None, UpdateKind.TOPIC) for key in keys]
 
-    def _send_status(self, status: Status, safe: bool) -> StatusUpdate | None:
+    def _send_status(self, status: Status, safe: bool, lease: Lease | None = None) -> StatusUpdate | None:
         if isinstance(status, ConnectorStatus):
             key, kind = connector_key(status.connector), UpdateKind.CONNECTOR
         else:
@@ -264,10 +310,13 @@ class StatusStore:
             return None
         entry.sequence += 1
         # Room was checked above, for this write.
-        return self._queue.submit(StatusUpdate(key, value, kind, _ConnectRules(self, entry, status, safe), safe), True)
+        rules = _ConnectRules(self, entry, status, safe, lease)
+        return self._queue.submit(StatusUpdate(key, value, kind, rules, safe, spooled=lease is None), True)
 
-    def _submit(self, key: str, value: bytes | None, kind: UpdateKind) -> StatusUpdate:
-        return self._queue.submit(StatusUpdate(key, value, kind))
+    def _submit(self, key: str, value: bytes | None, kind: UpdateKind, lease: Lease | None = None) -> StatusUpdate:
+        if lease is None:
+            return self._queue.submit(StatusUpdate(key, value, kind))
+        return self._queue.submit(StatusUpdate(key, value, kind, _LeaseRule(lease), spooled=False))
 
     @property
     def exhausted(self) -> ExhaustedStats:
@@ -288,12 +337,14 @@ class _ConnectRules:
     small object per pending write, not a partial of a bound method (three objects, each traversed by every full
     garbage collection)."""
 
-    __slots__ = ("entry", "safe", "status", "store")
+    __slots__ = ("entry", "lease", "safe", "status", "store")
 
-    def __init__(self, store: StatusStore, entry: CacheEntry, status: Status, safe: bool) -> None:
-        self.store, self.entry, self.status, self.safe = store, entry, status, safe
+    def __init__(self, store: StatusStore, entry: CacheEntry, status: Status, safe: bool, lease: Lease | None) -> None:
+        self.store, self.entry, self.status, self.safe, self.lease = store, entry, status, safe, lease
 
     def __call__(self, retry: bool) -> str | None:
+        if self.lease is not None and (ended := self.lease()) is not None:
+            return ended
         if retry and self.entry.deleted:
             return "the key was deleted (a tombstone was read)"
         if retry and self.status.generation != self.store.generation:
@@ -301,3 +352,15 @@ class _ConnectRules:
         if self.safe and not self.entry.can_write_safely(self.status):
             return "another worker's newer status was read"
         return None
+
+
+class _LeaseRule:
+    """The reason not to send a leased write that is no status (a topic's): its writer's lease ended."""
+
+    __slots__ = ("lease",)
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+
+    def __call__(self, retry: bool) -> str | None:
+        return self.lease()

@@ -16,7 +16,7 @@ from harness import free_port, real_kafka
 from harness.faulty_cluster import FaultyCluster
 from harness.real_kafka import ConnectCluster, KafkaCluster, KafkaLine, RealKafkaMissing, kafka_line
 from harness.service import Service
-from harness.sidecar import LiveSidecar
+from harness.sidecar import AgentPod, LiveSidecar
 from harness.tansu import TansuBroker, tansu_binary, tansu_running
 from status_store.config import build_config
 from status_store.metrics import StoreMetrics
@@ -136,7 +136,8 @@ def service() -> Iterator[Service]:
 
 # Apache Kafka's own broker and Connect's worker (harness/real_kafka.py): started once per test process, and every
 # test that uses them runs in the same process (the xdist group below), so each JVM starts once per run.
-REAL_KAFKA_FIXTURES = frozenset({"kafka", "kafka_cluster", "connect_cluster", "connect3_worker"})
+REAL_KAFKA_FIXTURES = frozenset({"kafka", "kafka_cluster", "connect_cluster", "connect3_worker", "agent_pod",
+                                 "agent3_pod"})
 REAL_KAFKA_GROUP = "real-kafka"
 
 
@@ -202,6 +203,22 @@ def connect3_worker(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactor
     with ConnectCluster(_real("kafka-3"), tmp_path_factory.mktemp("connect-3"), kafka, "connect-3",
                         workers=1) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def agent_pod(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentPod]:
+    """Two stock Connect workers of the newest 4.x started with the agent (``-javaagent``, nothing else), and the
+    sidecar on their topics that they hand every status to; on ``kafka``, with topics and a group of their own."""
+    with AgentPod(_real("kafka-4"), tmp_path_factory.mktemp("agent-4"), kafka, "agent-4",
+                  settings={"scheduled.rebalance.max.delay.ms": "8000"}) as pod:
+        yield pod
+
+
+@pytest.fixture(scope="session")
+def agent3_pod(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentPod]:
+    """One stock Connect worker of the last 3.x line started with the agent, and its sidecar."""
+    with AgentPod(_real("kafka-3"), tmp_path_factory.mktemp("agent-3"), kafka, "agent-3", workers=1) as pod:
+        yield pod
 
 
 @pytest.fixture(scope="session")

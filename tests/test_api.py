@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import re
 from pathlib import Path
 
 import httpx
@@ -27,7 +30,9 @@ async def test_root_names_version_cluster_and_topic(store: StatusStore) -> None:
     async with client(store) as http:
         response = await http.get("/")
     assert response.status_code == 200
-    assert response.json() == {
+    body = response.json()
+    instance = body.pop("instance")
+    assert body == {
         "version": __version__,
         "commit": "unknown",
         "kafka_cluster_id": store.cluster_id,
@@ -35,8 +40,13 @@ async def test_root_names_version_cluster_and_topic(store: StatusStore) -> None:
         "status_topic": store.config.topic,
         "config_topic": None,
         "embedded_broker": False,
+        # What a worker's agent checks (agent/PROTOCOL.md).
+        "agent_protocol": 1,
+        "write_bound_ms": store.config.retry.delivery_timeout_ms,
     }
     assert store.cluster_id
+    assert isinstance(instance, str)
+    assert len(instance) >= 16
 
 
 async def test_health_answers_like_connect() -> None:
@@ -50,6 +60,30 @@ async def test_root_without_a_store_is_503() -> None:
     async with client(None) as http:
         response = await http.get("/")
     assert response.status_code == 503
+
+
+async def test_the_documentation_pages_are_off_by_default_and_under_a_content_security_policy_when_on() -> None:
+    """FastAPI's /docs and /redoc load their scripts from CDNs: not on by default, where a writer pastes the token."""
+    async with client(None) as http:
+        assert [(await http.get(path)).status_code for path in ("/docs", "/redoc")] == [404, 404]
+        assert (await http.get("/openapi.json")).status_code == 200
+    app = create_app(None, docs=True)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        for path in ("/docs", "/redoc"):
+            page = await http.get(path)
+            assert page.status_code == 200
+            policy = dict(part.strip().split(" ", 1) for part in page.headers["content-security-policy"].split(";"))
+            assert policy["default-src"] == "'none'"
+            assert policy["frame-ancestors"] == "'none'"
+            scripts = policy["script-src"].split()
+            # Each script the page loads is from an origin the policy names, and its inline script is allowed by
+            # its digest, never by 'unsafe-inline'.
+            for source in re.findall(r'<script src="([^"]+)"', page.text):
+                assert any(source.startswith(allowed) for allowed in scripts if allowed.startswith("https://"))
+            inline = re.findall(r"<script>(.*?)</script>", page.text, re.DOTALL)
+            assert [f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'" in scripts
+                    for s in inline] == [True] * len(inline)
+            assert "'unsafe-inline'" not in scripts
 
 
 def test_openapi_document_is_in_sync() -> None:

@@ -32,7 +32,7 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
-    assert len(scripts()) == 18
+    assert len(scripts()) == 20
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
@@ -46,12 +46,16 @@ def test_core_quick_run(tmp_path: Path) -> None:
 
 def test_connect_outage_quick_run(tmp_path: Path) -> None:
     output = run_quick("connect_outage", tmp_path, timeout=RUN_BOUND_S)
-    runs = rows(output, "1")
-    assert [row[1] for row in runs] == ["Connect worker", "status-store", "bench/writers.py ConnectWriter"]
-    # Every connector went through all five steps (2 connectors).
-    assert all(row[9].split(" (")[0].endswith(" of 10") for row in runs)
-    # status-store leaves no key stale: the last record of every key is the last status it was given.
-    assert runs[1][7] == "0 of 6"
+    outages, burst = output.split("\nthe burst: ")
+    runs = rows(outages, "1")
+    assert [row[1] for row in runs] == ["Connect worker", "the pod (agent + sidecar)"]
+    # Every connector went through all five steps (2 connectors) on both workers.
+    assert all(row[10].split(" (")[0].endswith(" of 10") for row in runs)
+    # The pod leaves no key stale, in its topic or as its REST API shows them.
+    assert runs[1][7:9] == ["0 of 6", "0"]
+    # The burst: both workers brought every connector up and deleted every one.
+    assert [row[1] for row in rows(burst, "1")] == ["Connect worker", "the pod (agent + sidecar)"]
+    assert "the pod against the Connect worker: until RUNNING" in burst
 
 
 def test_connect_store_quick_run(tmp_path: Path) -> None:
@@ -63,6 +67,9 @@ def test_connect_store_quick_run(tmp_path: Path) -> None:
     assert "both stores wrote the same records: yes" in output
     assert [row[0] for row in rows(output, "KafkaStatusBackingStore,")] == [
         "KafkaStatusBackingStore, fresh JVM", "KafkaStatusBackingStore, warm JVM"]
+    # (c): both stores read the same fleet, each in a fresh process.
+    assert [row[0] for row in rows(output, "fleet: ")] == [
+        "fleet: KafkaStatusBackingStore, fresh JVM", "fleet: status-store StatusStore"]
 
 
 def test_retry_quick_run(tmp_path: Path) -> None:
@@ -158,3 +165,23 @@ def test_fleet_release_tuning_changes_the_held_partitions_release(tmp_path: Path
                  "held partitions")
     assert len(default) == len(tuned) == 1
     assert tuned != default
+
+
+@pytest.mark.timeout(480)
+def test_autorestart_quick_run(tmp_path: Path) -> None:
+    output = run_quick("autorestart", tmp_path, timeout=420.0)  # two Connect workers start: longer than the others
+    assert [row[0] for row in rows(output, "auto-restart")] == ["auto-restart (sidecar)"]
+    assert [row[0] for row in rows(output, "poll every")][:1] == ["poll every 6 s (baseline)"]
+    # Each task of the storm restarted once, by one sidecar, and by the poller.
+    assert [row[2] for row in rows(output, "sidecars")] == ["20 of 20"]
+    assert [row[0] for row in rows(output, "the sidecar")] == ["the sidecar (worker gone)"]
+    assert [row[0] for row in rows(output, "Connect's REST API")] == ["Connect's REST API (no longer RUNNING on it)"]
+
+
+def test_fleet_scale_quick_run(tmp_path: Path) -> None:
+    output = run_quick("fleet_scale", tmp_path, timeout=RUN_BOUND_S)
+    answers = rows(output, "`/")
+    assert [row[0] for row in answers] == ["`/fleet`", "`/connectors?expand=status`"]
+    # Each client at once shared one build.
+    assert [row[5] for row in answers] == ["1", "1"]
+    assert "memory per status:" in output

@@ -5,6 +5,7 @@ purpose) is one clear line, never a traceback."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import re
@@ -13,6 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from confluent_kafka import Producer
 from harness import free_port
 from harness.faulty_cluster import FaultyCluster
 from harness.service import Service, sidecar_config
+from status_store import client
 from status_store.client import show_status, watch
 
 from .conftest import Broker
@@ -57,11 +60,22 @@ async def test_status_and_watch_print_topic_text_with_terminal_controls_escaped(
     assert table.getvalue().count("\n") == 3  # the heading, the connector and its task: one line each
 
 
-class HostileServer:
-    """An HTTP server on 127.0.0.1 that answers each path with canned bytes, in turn, and notes the
-    Last-Event-ID of each request."""
+# What an endless answer sends at most (then it ends), for a client that never stops reading.
+ENDLESS_CAP = 64 << 20
 
-    def __init__(self, answers: dict[str, list[tuple[str, bytes]]]) -> None:
+
+@dataclass(frozen=True)
+class Endless:
+    """An answer that sends ``chunk`` again and again."""
+
+    chunk: bytes
+
+
+class HostileServer:
+    """An HTTP server on 127.0.0.1 that answers each path with canned bytes (or endless ones), in turn, and notes the
+    Last-Event-ID of each request. A content type ``status NNN`` answers that status with the bytes as its body."""
+
+    def __init__(self, answers: dict[str, list[tuple[str, bytes | Endless]]]) -> None:
         self.answers = answers
         self.last_event_ids: list[str | None] = []
         server = self
@@ -70,11 +84,22 @@ class HostileServer:
             def do_GET(self) -> None:
                 server.last_event_ids.append(self.headers.get("Last-Event-ID"))
                 content_type, body = server.answers[self.path].pop(0)
-                self.send_response(200)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
+                status = int(content_type.split(" ")[1]) if content_type.startswith("status ") else 200
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json" if status != 200 else content_type)
+                if isinstance(body, bytes):
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                # Endless: the same bytes again and again, until the client goes (or ENDLESS_CAP, in case it never
+                # does: then the answer ends).
                 self.end_headers()
-                self.wfile.write(body)
+                sent = 0
+                with contextlib.suppress(OSError):
+                    while sent < ENDLESS_CAP:
+                        self.wfile.write(body.chunk)
+                        sent += len(body.chunk)
 
             def log_message(self, format: str, *args: object) -> None:
                 return None
@@ -156,6 +181,64 @@ def test_status_answers_that_are_not_statuses_are_one_clear_line(answer: bytes, 
     assert why in message
     assert "\n" not in message
 
+
+
+NESTED = b"[" * 100_000 + b"]" * 100_000
+
+
+def test_json_nested_deeper_than_the_parser_goes_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """An answer, an event's data and an error's body, each nested 100,000 deep: no RecursionError traceback."""
+    server = HostileServer({"/connectors?expand=status": [("application/json", NESTED)],
+                            "/connectors/c/status": [("status 503", b'{"message":' + NESTED + b"}")],
+                            "/events": [("text/event-stream", event(NESTED, b"0:1") + event(
+                                json.dumps({"message": "the server is stopping"}).encode(), name=b"error"))]})
+    with server.running():
+        with pytest.raises(SystemExit) as answer:
+            show_status(server.url, None, io.StringIO())
+        with pytest.raises(SystemExit) as error_body:
+            show_status(server.url, "c", io.StringIO())
+        assert watch(server.url, None, io.StringIO()) == 0
+    assert str(answer.value.code) == (f"status-store: {server.url}/connectors?expand=status did not answer JSON "
+                                      "(nested too deeply)")
+    assert str(error_body.value.code) == "status-store: Service Unavailable (HTTP 503)"
+    assert f"status-store: skipped an event (its data is not JSON) from {server.url}/events" in (
+        capsys.readouterr().err.splitlines())
+
+
+def test_an_endless_answer_or_line_ends_the_command_with_one_line_at_its_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An endless body grew ``status`` to 3.44 GB and an endless line ``watch`` to 2.46 GB: each read is bounded."""
+    monkeypatch.setattr(client, "MAX_ANSWER_BYTES", 1 << 20)
+    server = HostileServer({"/connectors?expand=status": [("application/json", Endless(b'["' + b"x" * 65536))],
+                            "/events": [("text/event-stream", Endless(b"data: " + b"x" * 65536))]})
+    with server.running():
+        with pytest.raises(SystemExit) as body:
+            show_status(server.url, None, io.StringIO())
+        with pytest.raises(SystemExit) as line:
+            watch(server.url, None, io.StringIO())
+    assert str(body.value.code) == (f"status-store: {server.url}/connectors?expand=status answered more than "
+                                    "1,048,576 bytes; not read")
+    assert str(line.value.code) == (f"status-store: {server.url}/events sent a line longer than 1,048,576 bytes: not "
+                                    "an event stream of status-store")
+
+
+def test_watch_reconnects_after_a_backoff_that_doubles_with_jitter(capsys: pytest.CaptureFixture[str]) -> None:
+    """A server that drops every stream at once was asked 3,784 times in 4.8 s: the waits double (half of each is
+    random: here the middle of its range), from 0.5 s, and a stream that lasts starts over."""
+    dropped = event(json.dumps({"message": "this client fell too far behind and was dropped: reconnect with the id of "
+                                           "the last event received"}).encode(), name=b"error")
+    stopping = event(json.dumps({"message": "the server is stopping"}).encode(), name=b"error")
+    server = HostileServer({"/events": [("text/event-stream", event(GOOD, b"0:1") + dropped)]
+                            + [("text/event-stream", dropped)] * 5 + [("text/event-stream", stopping)]})
+    slept: list[float] = []
+    # Each stream lasts no time, but for the fourth, which lasts a minute: the waits start over after it.
+    lasted = iter([0, 0, 0, 0, 0, 0, 0, 60, 60, 60, 0, 0, 0, 0])
+    with server.running():
+        assert watch(server.url, None, io.StringIO(), sleep=slept.append, clock=lambda: next(lasted),
+                     rng=lambda: 0.5) == 0
+    assert slept == [0.5, 1.0, 2.0, 0.5, 1.0]
+    assert server.last_event_ids == [None, *["0:1"] * 6]
+    assert capsys.readouterr().err.count("status-store: reconnecting in ") == 5
 
 
 def start_watch(url: str, *args: str) -> subprocess.Popen[str]:

@@ -5,7 +5,9 @@ REST API then shows; a safe write is refused over a live worker's newer generati
 
 from __future__ import annotations
 
+import http.client
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -164,6 +166,59 @@ def test_http_details_are_answered_as_connect_answers_them(connect_cluster: Conn
                 200, 404)
     finally:
         connect_cluster.call("DELETE", "/connectors/http-c")
+
+
+def absolute_form(base_url: str, method: str, target: str, host: str | None = None) -> tuple[int, bytes]:
+    """A request whose target is in absolute form (``GET http://host:port/path HTTP/1.1``, as a client talking to a
+    proxy sends it), with ``host`` as its Host header (default: the target's authority): the status and body."""
+    port = int(base_url.rsplit(":", 1)[1])
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+    try:
+        connection.putrequest(method, target, skip_host=host is not None, skip_accept_encoding=True)
+        if host is not None:
+            connection.putheader("Host", host)
+        connection.putheader("Accept", "application/json")
+        connection.putheader("Connection", "close")
+        connection.endheaders()
+        answer = connection.getresponse()
+        return answer.status, answer.read()
+    finally:
+        connection.close()
+
+
+def seen(status: int, body: bytes) -> tuple[int, object]:
+    """An answer as a client sees it: a success's body whole, an error's message (Jetty answers some refusals with
+    a page of its own, ``<title>Error 400 Authority!=Host</title>``, others with Connect's handler's JSON, whose
+    fields differ from the error body status-store answers every error with)."""
+    if status < 400:
+        return status, body
+    page = re.search(rb"<title>Error \d+ (.*?)</title>", body)
+    return status, page.group(1).decode() if page is not None else json.loads(body)["message"]
+
+
+def test_a_request_target_in_absolute_form_is_answered_as_connect_answers_it(
+        connect_cluster: ConnectCluster, connect_sidecar: LiveSidecar) -> None:
+    """status-store answered such a target 400 "Ambiguous URI empty segment" (it read "http://..." as the path)."""
+    connect_cluster.call("PUT", "/connectors/absolute-c/config", source())
+    connect_cluster.wait_for_status("absolute-c", all_in("RUNNING", 2), "running", WAIT)
+    same_answers(connect_cluster.request, connect_sidecar.request, ["/connectors/absolute-c/status"])
+    try:
+        differences = []
+        for path in ("/connectors/absolute-c/status", "/connectors/absolute-c/tasks/0/status", "/nope",
+                     "/connectors//status"):
+            for authority, host in (("{own}", None), ("{own}", "localhost:1"), ("example.com:8083", None),
+                                    ("example.com", "{own}")):
+                answers = []
+                for server in (connect_cluster.worker.url, connect_sidecar.url):
+                    own = server.removeprefix("http://")
+                    answers.append(seen(*absolute_form(server, "GET", f"http://{authority.format(own=own)}{path}",
+                                                       host.format(own=own) if host is not None else None)))
+                if answers[0] != answers[1]:
+                    differences.append(f"GET http://{authority}{path} (Host: {host or authority})\n"
+                                       f"  Connect:      {answers[0]}\n  status-store: {answers[1]}")
+        assert not differences, "\n".join(differences)
+    finally:
+        connect_cluster.call("DELETE", "/connectors/absolute-c")
 
 
 def answered(answer: Answer, what: str) -> tuple[object, ...]:

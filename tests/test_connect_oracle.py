@@ -28,9 +28,10 @@ from harness.real_kafka import (
     states,
     wait_until,
 )
-from harness.sidecar import LiveSidecar
+from harness.sidecar import AgentPod, LiveSidecar
 
-pytestmark = pytest.mark.timeout(900)
+# Both variants share the suite's real Kafka processes (tests/conftest.py groups the tests that do).
+pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("real-kafka")]
 
 # How long both sides may take to read the same records and agree.
 AGREE_WAIT = 30.0
@@ -178,10 +179,17 @@ def has_unassigned(status: dict[str, Any]) -> bool:
     return any(part["state"] == "UNASSIGNED" for part in parts(status))
 
 
-@pytest.fixture
-def scenario(connect_cluster: ConnectCluster, connect_sidecar: LiveSidecar) -> Iterator[Scenario]:
-    yield Scenario(connect_cluster, connect_sidecar)
-    for worker in connect_cluster.workers:  # a step that stopped a worker leaves none stopped
+@pytest.fixture(params=["stock", "agent"])
+def scenario(request: pytest.FixtureRequest) -> Iterator[Scenario]:
+    """The scenario on stock workers, whose own store writes their statuses (a sidecar beside them reads them),
+    and on stock workers started with the agent, whose every status the sidecar writes."""
+    if request.param == "stock":
+        connect, sidecar = request.getfixturevalue("connect_cluster"), request.getfixturevalue("connect_sidecar")
+    else:
+        pod: AgentPod = request.getfixturevalue("agent_pod")
+        connect, sidecar = pod.connect, pod.sidecar
+    yield Scenario(connect, sidecar)
+    for worker in connect.workers:  # a step that stopped a worker leaves none stopped
         if not worker.process.alive():
             worker.start()
 
@@ -189,15 +197,17 @@ def scenario(connect_cluster: ConnectCluster, connect_sidecar: LiveSidecar) -> I
 def test_every_route_answers_as_connect_through_a_connectors_life(scenario: Scenario) -> None:
     s, connect = scenario, scenario.connect
     first, second = connect.workers
+    # Topics of the cluster's own (both variants run on one Kafka cluster).
+    beta_in, eps_in, theta_out = (f"{connect.name}-{name}" for name in ("beta-in", "eps-in", "theta-out"))
     running = all_in("RUNNING")
     s.step("create a source connector with two tasks",
            s.put("/connectors/alpha/config", source()), s.until("alpha", all_in("RUNNING", 2), "running"))
     status = connect.call("GET", "/connectors/alpha/status")
     assert status["connector"]["version"] == SCRIPTED_VERSION  # Connect 4.x serves KIP-891's version
     # A sink's consumer notices a topic created after it subscribed only at its next metadata refresh (minutes).
-    connect.kafka.create_topic("beta-in", 1, 1)
+    connect.kafka.create_topic(beta_in, 1, 1)
     s.step("create a sink connector with two tasks",
-           s.put("/connectors/beta/config", sink("beta-in")), s.until("beta", all_in("RUNNING", 2), "running"))
+           s.put("/connectors/beta/config", sink(beta_in)), s.until("beta", all_in("RUNNING", 2), "running"))
     s.step("a task fails with a message beyond the Basic Multilingual Plane",
            s.put("/connectors/delta/config", source(**{"scripted.task.1": "fail", "scripted.task.1.message": MESSAGE})),
            s.until("delta", task_states("RUNNING", "FAILED"), "task 1 failed"))
@@ -211,7 +221,7 @@ def test_every_route_answers_as_connect_through_a_connectors_life(scenario: Scen
            s.put("/connectors/zeta/config", source(**{"scripted.connector": "fail"})),
            s.until("zeta", lambda st: st["connector"]["state"] == "FAILED", "connector failed"))
     s.step("sink tasks fail on start",
-           s.put("/connectors/eps/config", sink("eps-in", **{"scripted.task": "fail-on-start"})),
+           s.put("/connectors/eps/config", sink(eps_in, **{"scripted.task": "fail-on-start"})),
            s.until("eps", task_states("FAILED", "FAILED"), "tasks failed"))
     s.step("pause a source connector", s.put("/connectors/alpha/pause"),
            s.until("alpha", all_in("PAUSED", 2), "paused"))
@@ -241,16 +251,16 @@ def test_every_route_answers_as_connect_through_a_connectors_life(scenario: Scen
            s.until("iota", lambda st: "RESTARTING" in [st["connector"]["state"], *states(st)[1]], "restarting"))
     s.step("after the slow restart", lambda: None, s.until("iota", all_in("RUNNING", 1), "running"))
     s.step("a source's topic is tracked (KIP-558)",
-           s.put("/connectors/theta/config", source(**{"scripted.topic": "theta-out", "tasks.max": "1"})),
-           s.until_topics("theta", ["theta-out"]))
-    s.step("a sink's topic is tracked", lambda: _produce(connect, "beta-in", 5), s.until_topics("beta", ["beta-in"]))
+           s.put("/connectors/theta/config", source(**{"scripted.topic": theta_out, "tasks.max": "1"})),
+           s.until_topics("theta", [theta_out]))
+    s.step("a sink's topic is tracked", lambda: _produce(connect, beta_in, 5), s.until_topics("beta", [beta_in]))
     s.step("stop the source that writes", s.put("/connectors/theta/stop"),
            s.until("theta", lambda st: states(st) == ("STOPPED", []), "stopped"))
     # Connect answers STOPPED before the task has stopped, and a task records a topic with each record it writes
     # while its worker lists none (WorkerTask.recordActiveTopic): a record the stopping task writes after the
     # reset lists the topic again, for good. Connect's race, not status-store's (it failed this test once in
     # CI): the reset goes once the task has written nothing for a while.
-    _quiet(connect, "theta-out")
+    _quiet(connect, theta_out)
     s.step("reset its topics", s.put("/connectors/theta/topics/reset"), s.until_topics("theta", []))
     s.step("pause a sink", s.put("/connectors/beta/pause"), s.until("beta", all_in("PAUSED", 2), "paused"))
     s.step("resume the sink", s.put("/connectors/beta/resume"), s.until("beta", all_in("RUNNING", 2), "running"))

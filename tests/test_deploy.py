@@ -383,3 +383,86 @@ def test_the_repository_tracks_no_file_it_ignores() -> None:
     tracked = subprocess.run([git, "ls-files", "--cached", "--ignored", "--exclude-standard"], cwd=ROOT,
                              capture_output=True, text=True, timeout=60, check=True).stdout
     assert tracked == ""
+
+
+AGENT_JAR_IN_IMAGE = "/opt/status-store/status-store-agent.jar"
+
+
+def javaagent_options(kafka_opts: str) -> tuple[PurePosixPath, dict[str, str]]:
+    """The jar and the options of the -javaagent in a KAFKA_OPTS value."""
+    [agent] = [word for word in kafka_opts.split() if word.startswith("-javaagent:")]
+    jar, _, options = agent.removeprefix("-javaagent:").partition("=")
+    return PurePosixPath(jar), dict(option.split("=", 1) for option in options.split(","))
+
+
+def test_the_image_carries_the_agent_built_by_maven() -> None:
+    text = (DEPLOY / "Containerfile").read_text()
+    assert "RUN mvn -B -q -f agent/pom.xml verify" in text
+    assert f"COPY --from=agent /build/agent/target/status-store-agent.jar {AGENT_JAR_IN_IMAGE}" in text
+
+
+def test_the_worker_in_the_pod_is_started_with_the_agent_pointed_at_its_sidecar() -> None:
+    docs = manifests()
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    [init] = pod["initContainers"]
+    assert init["image"] == sidecar(docs)["image"]
+    assert init["command"][:2] == ["cp", AGENT_JAR_IN_IMAGE]
+    copied_to = PurePosixPath(init["command"][2])
+    worker = next(c for c in pod["containers"] if c["name"] == "connect")
+    env = {e["name"]: e for e in worker["env"]}
+    jar, options = javaagent_options(env["KAFKA_OPTS"]["value"])
+    mounts = {m["name"]: m for m in worker["volumeMounts"]}
+    # The jar is where the init container copied it, on a volume both mount.
+    init_mount = next(m for m in init["volumeMounts"] if copied_to.is_relative_to(m["mountPath"]))
+    assert jar == copied_to / "status-store-agent.jar"
+    assert jar.is_relative_to(mounts[init_mount["name"]]["mountPath"])
+    # The sidecar on localhost, its token from the Secret the sidecar reads too.
+    assert options["url"] == f"http://127.0.0.1:{sidecar(docs)['ports'][0]['containerPort']}"
+    token_file = PurePosixPath(options["token.file"])
+    token_mount = next(m for m in worker["volumeMounts"] if token_file.parent == PurePosixPath(m["mountPath"]))
+    volume = next(v for v in pod["volumes"] if v["name"] == token_mount["name"])
+    sidecar_token = next(e for e in sidecar(docs)["env"] if e["name"] == "STATUS_STORE_SIDECAR_REST_TOKEN")
+    assert volume["secret"]["secretName"] == sidecar_token["valueFrom"]["secretKeyRef"]["name"]
+    assert volume["secret"]["items"] == [{"key": sidecar_token["valueFrom"]["secretKeyRef"]["key"],
+                                         "path": token_file.name}]
+    # The worker and the sidecar on the same cluster and status topic (else the agent hands nothing over).
+    worker_config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "connect-worker")
+    worker_properties = parse_properties(worker_config["data"]["worker.properties"])
+    sidecar_config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "status-store")
+    sidecar_properties = parse_properties(sidecar_config["data"]["status-store.properties"])
+    for key in ("bootstrap.servers", "status.storage.topic"):
+        assert worker_properties[key] == sidecar_properties[key]
+    assert worker["command"][-1] == mounts["worker-config"]["mountPath"] + "/worker.properties"
+
+
+def test_the_strimzi_example_points_every_worker_at_one_sidecar_instance() -> None:
+    docs = [doc for doc in yaml.safe_load_all((DEPLOY / "kubernetes" / "strimzi" / "connect-with-status-store.yaml")
+                                              .read_text()) if doc]
+    connect = next(d for d in docs if d["kind"] == "KafkaConnect")
+    service = next(d for d in docs if d["kind"] == "Service")
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    template = connect["spec"]["template"]
+    env = {e["name"]: e["value"] for e in template["connectContainer"]["env"]}
+    jar, options = javaagent_options(env["KAFKA_OPTS"])
+    assert jar == PurePosixPath(AGENT_JAR_IN_IMAGE)
+    [port] = service["spec"]["ports"]
+    assert options["url"] == f"http://{service['metadata']['name']}:{port['port']}"
+    assert port["targetPort"] == container["ports"][0]["name"]
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    # One instance at a time (agent/PROTOCOL.md), on the workers' cluster and status topic.
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    config_map = next(d for d in docs if d["kind"] == "ConfigMap")
+    properties = parse_properties(config_map["data"]["status-store.properties"])
+    assert properties["bootstrap.servers"] == connect["spec"]["bootstrapServers"]
+    assert properties["status.storage.topic"] == connect["spec"]["config"]["status.storage.topic"]
+    build_config({**properties, "sidecar.rest.token": "x" * 32})
+    # The token file is on the Secret the sidecar reads.
+    token_file = PurePosixPath(options["token.file"])
+    mount = next(m for m in template["connectContainer"]["volumeMounts"]
+                 if token_file.parent == PurePosixPath(m["mountPath"]))
+    volume = next(v for v in template["pod"]["volumes"] if v["name"] == mount["name"])
+    secret_ref = container["env"][0]["valueFrom"]["secretKeyRef"]
+    assert volume["secret"]["secretName"] == secret_ref["name"]
+    assert volume["secret"]["items"] == [{"key": secret_ref["key"], "path": token_file.name}]

@@ -31,7 +31,7 @@ from status_store.api.http_server import WRITE_STALL_TIMEOUT_S, http_config
 from status_store.connect.cache import StatusCache, StatusRecord
 from status_store.connect.model import ConnectorStatus, State, TaskId
 from status_store.fleet.event import EventIdTooOld, parse_event_id, trace_excerpt
-from status_store.fleet.events import FANOUT_PER_TURN, StatusEvents
+from status_store.fleet.events import FANOUT_PER_TURN, Ended, StatusEvents
 from status_store.store import StatusStore
 
 from .conftest import Broker, StoreFactory
@@ -390,6 +390,48 @@ async def test_past_the_subscriber_bound_a_stream_is_refused_and_short_requests_
                 stream.close()
 
 
+async def test_clients_that_never_read_give_their_slots_to_a_new_client_and_end_at_their_time_bound(
+        serve: ServedFactory) -> None:
+    """100 idle clients held every slot for ever (their heartbeats fit in the kernel's buffers): the status page got
+    503. Now the one connected longest gives its place once it has had a fifth of a stream's life, and every stream
+    ends at its time bound, asking its client to reconnect."""
+    settings = {"sidecar.events.subscribers.max": "3", "sidecar.events.stream.max.ms": "3000"}
+    async with serve(**settings) as served, http_client() as http:
+        idle = [client_that_does_not_read(int(served.url.rsplit(":", 1)[1])) for _ in range(3)]
+        try:
+            await eventually(lambda: served.hub.subscribers == 3)
+            deadline = time.monotonic() + WAIT
+            while True:
+                async with served.stream(http) as response:
+                    if response.status_code == 200:
+                        first = await SseClient(response).next_item()
+                        break
+                assert response.status_code == 503
+                assert time.monotonic() < deadline, "no slot for a new client"
+                await asyncio.sleep(0.1)
+            assert first == "subscribed"
+            assert served.hub.replaced == 1
+            # The other two end at their bound; each connection is closed after its last event.
+            await eventually(lambda: served.hub.expired >= 2)
+            for client in idle:
+                client.settimeout(WAIT)
+                tail = await asyncio.to_thread(read_everything, client)
+                assert tail.endswith(b'reconnect with the id of the last event received"}\n\n\r\n0\r\n\r\n')
+            text = (await http.get(f"{served.url}/metrics")).text
+            assert "status_events_replaced_total 1.0" in text
+        finally:
+            for client in idle:
+                client.close()
+
+
+def read_everything(connection: socket.socket) -> bytes:
+    """What the peer sends until it closes."""
+    received = b""
+    while chunk := connection.recv(65536):
+        received += chunk
+    return received
+
+
 async def test_a_client_whose_connection_stops_draining_is_let_go_before_it_falls_behind(
         serve: ServedFactory) -> None:
     async with serve(write_stall_timeout_s=0.5) as served:
@@ -418,7 +460,7 @@ async def test_a_subscriber_further_behind_than_the_bytes_bound_is_dropped() -> 
     # 20 events of ~200 KB: 4 MB wait for it, 20 events of the 1,000 its queue may hold.
     cache.apply(record(f"status-task-c-{n}", status("RUNNING", "w" * 100_000), 0, n) for n in range(20))
     await asyncio.sleep(0)
-    assert subscription.dropped
+    assert subscription.reason is Ended.DROPPED
     assert hub.dropped == 1
     assert hub.subscribers == 0
 
@@ -478,6 +520,22 @@ def test_a_last_event_id_naming_a_partition_twice_or_one_not_read_is_malformed()
         with pytest.raises(ValueError, match=why):
             hub.subscribe(last_event_id=malformed)
     assert hub.subscribers == 1
+
+
+def test_a_last_event_id_past_what_a_partition_has_read_is_malformed() -> None:
+    """An id beyond what the stream read of a partition (another topic's, one deleted and made again, or made up) would
+    skip that partition's events up to its offset: it is refused (400), on a hub kept from the start and on one
+    attached late alike."""
+    for from_start in (True, False):
+        cache = StatusCache()
+        hub = StatusEvents(cache, buffer_max=100, queue_max=100, from_start=from_start)
+        cache.apply([record("status-task-c-0", status("RUNNING"), 0, 0),
+                     record("status-task-c-1", status("RUNNING"), 1, 0),
+                     record("status-task-c-1", status("FAILED"), 1, 1)])
+        with pytest.raises(ValueError, match="partition 1 has no record read past offset 1"):
+            hub.subscribe(last_event_id="0:0,1:7")
+        if from_start:
+            assert [(e.partition, e.offset) for e in hub.subscribe(last_event_id="0:0,1:0").backlog] == [(1, 1)]
 
 
 async def test_an_empty_last_event_id_is_refused_not_read_as_none(serve: ServedFactory) -> None:

@@ -61,6 +61,8 @@ WAIT = 30.0
 SHUTDOWN_MS = 1000
 # What closing the Kafka clients after the shutdown timeout may add, as docs/operations.md states it.
 CLOSE_S = 5.0
+# What the interpreter's exit may add to the stop's bound (it ends after the stop: threads, clients' destructors).
+EXIT_MARGIN_S = 1.0
 KEYS = range(1000)
 # Keys 0-299 (the tail) get their last value as the fault begins: under drop they are the ones that can
 # lose it. The others keep getting values through the fault and after it.
@@ -236,6 +238,54 @@ async def test_sigterm_during_an_outage_exits_within_its_bound_and_the_next_star
     async with store_factory(mock_cluster.bootstrap_servers, topic) as reader:
         values = last_values(reader)
     assert all(values.get(key) == value for key, value in map(record, statuses))
+
+
+async def test_the_whole_stop_keeps_to_the_shutdown_bound_with_writes_waiting_and_held(
+        mock_cluster: FaultyCluster, tmp_path: Path) -> None:
+    """SIGTERM with 3,000 updates held, the brokers down and a ?wait=true write waiting: the process exits within
+    sidecar.shutdown.timeout.ms of the signal, plus a margin for the interpreter's exit (it used to wait for the
+    waiting write's own timeout first, then the whole bound again)."""
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    bound_s = 3.0
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {
+        "status.storage.partitions": PARTITIONS, "status.storage.spool.path": tmp_path / "spool.db",
+        "status.storage.retry.delivery.timeout.ms": 300, "sidecar.shutdown.timeout.ms": int(bound_s * 1000)})
+    port = free_port()
+    service = Service("--config", str(config), "--port", str(port))
+    try:
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
+            mock_cluster.broker_down(-1)
+            batch = {"updates": [batch_item(task_status(key, 1)) for key in range(3000)]}
+            assert (await http.post("/statuses", json=batch)).status_code == 202
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + WAIT
+            while (await scrape(http)).get("status_partitions_held", 0) == 0:
+                assert loop.time() < deadline, "no partition was held"
+                await asyncio.sleep(0.05)
+            waiting = asyncio.ensure_future(http.put("/connectors/w/status", params={"wait": "true",
+                                                                                     "timeout_ms": "60000"},
+                                                     json={"state": "RUNNING", "worker_id": "w:1", "generation": 1}))
+            await eventually_held(http)
+            started = loop.time()
+            service.process.send_signal(signal.SIGTERM)
+            answered = await waiting
+            code = await asyncio.to_thread(service.process.wait, WAIT)
+            stopped_after = loop.time() - started
+        assert answered.status_code == 503  # answered at once: the store is stopping
+        assert code == 0  # the spool keeps what was pending
+        assert stopped_after < bound_s + EXIT_MARGIN_S, f"exited {stopped_after:.1f} s after SIGTERM"
+    finally:
+        service.stop()
+
+
+async def eventually_held(http: httpx.AsyncClient) -> None:
+    """Until the service has taken the write just sent (one more update pending); bounded."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while (await scrape(http)).get("status_retry_queue_pending", 0) < 3001:
+        assert loop.time() < deadline, "the write was not taken"
+        await asyncio.sleep(0.05)
 
 
 async def scrape(http: httpx.AsyncClient) -> dict[str, float]:

@@ -18,7 +18,7 @@ from status_store.api import create_app
 from status_store.connect import codec
 from status_store.connect.cache import StatusCache, StatusRecord
 from status_store.connect.model import State
-from status_store.fleet.series import MAX_LABEL_CHARS
+from status_store.fleet.text import MAX_SHOWN_CHARS
 from status_store.store import StatusStore
 
 from .conftest import Broker, StoreFactory
@@ -233,7 +233,7 @@ async def test_long_names_are_cut_in_label_values_apart_from_each_other_and_coun
     assert len(response.content) < 20_000
     states = [dict(labels) for name, labels in seen if name == "status_connector_state"]
     assert len(states) == 3
-    assert all(len(value) <= MAX_LABEL_CHARS for labels in states for value in labels.values())
+    assert all(len(value) <= MAX_SHOWN_CHARS for labels in states for value in labels.values())
     assert len({labels["connector"] for labels in states}) == 3
     assert {"connector": "short", "state": "RUNNING", "worker_id": "w1:8083"} in states
     cut = [labels for labels in states if labels["connector"] != "short"]

@@ -263,6 +263,25 @@ async def test_the_pending_bound_refuses_new_keys_and_changes_nothing(held_facto
         assert all(o.ok for o in outcomes)
 
 
+async def test_at_the_pending_bound_a_newer_value_of_a_key_in_flight_is_accepted(
+        mock_cluster: FaultyCluster, store_factory: StoreFactory) -> None:
+    """The bound counts keys: a write behind its key's write in flight adds no key (and a later one replaces it)."""
+    topic = topic_with(mock_cluster, 1)
+    settings = {**FAST, "status.storage.retry.max.pending": "2", "status.storage.retry.delivery.timeout.ms": "30000"}
+    async with store_factory(mock_cluster.bootstrap_servers, topic, **settings) as store:
+        mock_cluster.broker_down(-1)  # the writes stay in flight
+        first = [store.put(connector(name)) for name in ("c0", "c1")]
+        behind = store.put(connector("c0", state=State.PAUSED))
+        replacing = store.put(connector("c0", state=State.FAILED))
+        with pytest.raises(WriteRejectedError):
+            store.put(connector("c2"))
+        mock_cluster.broker_up(-1)
+        outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in [*first, behind, replacing])), WAIT)
+        assert [o.result for o in outcomes] == [Result.WRITTEN, Result.WRITTEN, Result.SUPERSEDED, Result.WRITTEN]
+        await store.read_your_writes(WAIT)
+        assert store.cache.get_connector("c0") == connector("c0", state=State.FAILED)
+
+
 async def test_at_the_pending_bound_writes_that_only_replace_waiting_updates_are_accepted(
         held_factory: HeldFactory) -> None:
     async with held_factory(partitions=1, **{"status.storage.retry.max.pending": "4"}) as held:

@@ -191,8 +191,11 @@ async def test_writes_wait_for_the_end_of_the_turn_only_while_they_are_short(mon
     server.close()
 
 
-async def test_a_connection_closed_with_data_its_client_does_not_take_is_reset_after_the_linger() -> None:
-    """asyncio's close waits for the data to go: for ever, for a client that never reads."""
+@asynccontextmanager
+async def closed_with_data_to_send() -> AsyncIterator[tuple[OneWritePerTurn, socket.socket, int]]:
+    """A connection to a client with a small receive window, written to until asyncio holds data the kernel could not
+    take, then closed with a linger of 0.3 s: the transport, the client's socket (that has read nothing yet) and the
+    bytes written."""
     accepted: asyncio.Future[asyncio.StreamWriter] = asyncio.get_running_loop().create_future()
 
     async def keep(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -206,24 +209,37 @@ async def test_a_connection_closed_with_data_its_client_does_not_take_is_reset_a
         writer = await asyncio.wait_for(accepted, WAIT)
         transport = OneWritePerTurn(writer.transport, asyncio.get_running_loop(),  # type: ignore[arg-type]
                                     linger_s=0.3)
+        sent = 0
         for _ in range(1000):  # until the kernel's buffers are full and asyncio holds the rest
             if transport.get_write_buffer_size():
                 break
             transport.write(b"x" * 65536)
+            sent += 65536
             await asyncio.sleep(0)
         assert transport.get_write_buffer_size()
         transport.close()
-        # The client reads nothing until the server has let the connection go.
-        deadline = time.monotonic() + WAIT
-        while transport.get_extra_info("socket").fileno() >= 0:
-            assert time.monotonic() < deadline, "the connection was never let go"
-            await asyncio.sleep(0.01)
         client.settimeout(WAIT)
-        with pytest.raises(ConnectionResetError):
-            await asyncio.to_thread(lambda: [None for _ in iter(lambda: client.recv(65536), b"")])
+        yield transport, client, sent
     finally:
         client.close()
         server.close()
+
+
+async def let_go(transport: OneWritePerTurn) -> None:
+    """Until the server has let the connection go (its socket closed); bounded."""
+    deadline = time.monotonic() + WAIT
+    while transport.get_extra_info("socket").fileno() >= 0:
+        assert time.monotonic() < deadline, "the connection was never let go"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_connection_closed_with_data_its_client_does_not_take_is_reset_after_the_linger() -> None:
+    """asyncio's close waits for the data to go: for ever, for a client that never reads."""
+    async with closed_with_data_to_send() as (transport, client, _):
+        # The client reads nothing until the server has let the connection go.
+        await let_go(transport)
+        with pytest.raises(ConnectionResetError):
+            await asyncio.to_thread(lambda: [None for _ in iter(lambda: client.recv(65536), b"")])
 
 
 async def test_the_answer_before_the_server_closes_a_connection_is_whole() -> None:
@@ -376,3 +392,41 @@ def test_the_service_escapes_names_in_its_log(monkeypatch: pytest.MonkeyPatch) -
         service.stop()
     assert "/connectors/evil\\u2028\\u000aINFO forged\\u202e/status" in line
     assert not any(c in line for c in "\u2028\u202e")
+
+
+async def test_a_connection_closed_with_data_its_client_then_takes_is_let_go_without_an_error() -> None:
+    """Closed with data still to send, the connection drains as the client reads and asyncio closes it: the linger's
+    reset, due later, finds it gone and does nothing (it used to raise AttributeError in the loop's callback, a
+    traceback per large answer on a closing connection)."""
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: errors.append(context))
+    try:
+        async with closed_with_data_to_send() as (transport, client, sent):
+            received = await asyncio.to_thread(
+                lambda: sum(len(chunk) for chunk in iter(lambda: client.recv(65536), b"")))
+            assert received == sent  # the whole answer, then the server's close
+            await let_go(transport)
+            await asyncio.sleep(0.6)  # past the linger: its reset has run
+        assert errors == []
+    finally:
+        loop.set_exception_handler(previous)
+
+
+async def test_a_request_target_in_absolute_form_is_routed_by_its_path() -> None:
+    """``GET http://host/health HTTP/1.1`` (what a client sends a proxy; RFC 9112 has servers take it) was answered 400
+    "Ambiguous URI empty segment": the whole target was taken for the path. Connect's answers to such targets:
+    tests/test_connect_live.py::test_a_request_target_in_absolute_form_is_answered_as_connect_answers_it."""
+    async with running_server() as server:
+        for target, host, status in (("http://test/health", "test", 200), ("HTTP://Example.com:80/health?x=1",
+                                                                           "example.com:80", 200),
+                                     ("http://other/health", "test", 400)):
+            reader, _ = await connect(server, f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+                                      .encode())
+            async with asyncio.timeout(WAIT):
+                answer = await reader.read()
+            assert answer.startswith(f"HTTP/1.1 {status} ".encode()), answer
+            # As Connect's Jetty: the path of a target whose authority is the Host; else 400 "Authority!=Host".
+            healthy = b'"status":"healthy","message":"status-store has completed startup and is serving requests."}'
+            assert answer.endswith(healthy if status == 200 else b'{"error_code":400,"message":"Authority!=Host"}')

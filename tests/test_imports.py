@@ -30,6 +30,7 @@ def test_the_contracts_hold() -> None:
     ("retry/holds.py", "from ..store import StatusStore", "Wings point one way"),
     ("retry/scheduler.py", "from .queue import RetryQueue", "import one way, bottom up"),
     ("retry/partition_gate.py", "import asyncio", "need no event loop"),
+    ("act/plan.py", "import asyncio", "decided without an event loop"),
     ("config.py", "from .embedded import mock_cluster", "mock-cluster binding"),
     ("store.py", "import harness", "harness"),
 ])

@@ -391,3 +391,35 @@ def test_after_a_write_timed_out_in_per_update_mode_its_value_goes_again_first()
     assert newer.outcome is not None
     assert newer.outcome.result is Result.WRITTEN
     assert [s.value for s in kafka.sent] == [b"v1", b"v1", b"v2"]
+
+
+def test_the_signal_that_a_partition_can_take_writes_again_probes_it_at_once() -> None:
+    g, _ = partition_0_held()
+    g.clock.advance(0.15)
+    g.kafka.fail(g.kafka.only_unsettled())  # the first probe fails: the next is 200 ms away
+    assert g.kafka.unsettled == []
+    assert g.queue.writable_again(0)
+    g.clock.advance(0.0)
+    probe = g.kafka.only_unsettled()
+    assert probe.key == "a0"
+    # While a probe is out the signal changes nothing; for a partition that is not held, nothing either.
+    assert not g.queue.writable_again(0)
+    assert not g.queue.writable_again(1)
+    g.kafka.write(probe)
+    assert g.queue.held_partitions == []
+
+
+def test_while_every_partition_is_held_the_signal_sends_the_clusters_probe_at_once() -> None:
+    g = gate()
+    g.hold("a0", "b1")
+    g.clock.advance(0.15)
+    g.kafka.fail(g.kafka.only_unsettled())  # the cluster's probe fails: the next is further away
+    assert g.kafka.unsettled == []
+    assert g.queue.writable_again(1)
+    g.clock.advance(0.0)
+    assert len(g.kafka.unsettled) == 1
+    g.kafka.write(g.kafka.only_unsettled())
+    g.clock.advance(0.1)
+    g.kafka.write_all()
+    g.clock.advance(0.1)
+    assert g.queue.held_partitions == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import resource
 import time
 from pathlib import Path
@@ -17,9 +18,12 @@ from harness import free_port
 from harness.faulty_cluster import FaultyCluster
 from harness.service import Service, sidecar_config
 from harness.tansu import TansuBroker, tansu_binary
+from status_store.api import create_app
 from status_store.connect.codec import encode_status
 from status_store.connect.model import ConnectorStatus, State, TaskId, TaskStatus
 from status_store.durable.spool import Spool
+from status_store.errors import WriteRejectedError
+from status_store.retry.updates import StatusUpdate, UpdateKind
 
 from .conftest import Broker, StoreFactory
 from .helpers import last_values
@@ -205,3 +209,134 @@ async def test_spool_rows_are_committed_per_turn_and_on_demand(mock_cluster: Fau
         await asyncio.sleep(0)
         assert len(Spool(spool)) == 101
         mock_cluster.broker_up(-1)
+
+
+async def test_a_stop_with_a_spool_says_once_what_becomes_of_what_was_pending(
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """What a stop cuts short is kept by the spool: one WARNING says so, and no ERROR says the opposite (the
+    producer used to log the writes still in its queue as "failed, not written")."""
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    settings = {"status.storage.spool.path": str(tmp_path / "spool.db"), "sidecar.shutdown.timeout.ms": "300",
+                "status.storage.retry.delivery.timeout.ms": "60000"}
+    with caplog.at_level(logging.WARNING):
+        async with store_factory(mock_cluster.bootstrap_servers, topic, **settings) as store:
+            mock_cluster.broker_down(-1)
+            for i in range(20):
+                store.put(TaskStatus(TaskId("c", i), State.RUNNING, "w:1", 1))
+            await asyncio.sleep(0.1)  # sent: in the producer's queue, unacknowledged
+    ours = [r for r in caplog.records if r.name.startswith("status_store") and r.name != "status_store.librdkafka"]
+    assert [r.getMessage()[:60] for r in ours if r.levelno >= logging.ERROR] == []
+    kept = [r.getMessage() for r in ours if "the spool keeps them" in r.getMessage()]
+    assert len(kept) == 1
+    assert kept[0].startswith("Stopped with 20 status update(s) not yet written to Kafka")
+
+
+async def test_a_full_spool_drains_as_kafka_takes_the_writes_and_says_so_meanwhile(
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+    """A full disk, made with SQLite's own limit on the spool's connection (PRAGMA max_page_count: a write that needs
+    a page more fails with SQLITE_FULL, "database or disk is full", as on a full volume; a delete needs none). The
+    inserts and the deletes of delivered rows used to be committed together: the deletes that would make room never
+    committed, and the spool refused writes for ever (after a restart too)."""
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    settings = {"status.storage.spool.path": str(tmp_path / "spool.db"), **QUICK,
+                "status.storage.retry.delivery.timeout.ms": "60000", "status.storage.retry.max.retries": "1000"}
+    async with store_factory(mock_cluster.bootstrap_servers, topic, **settings) as store:
+        spool = store.spool
+        assert spool is not None
+        app = create_app(store)
+        mock_cluster.broker_down(-1)
+        for i in range(200):
+            store.put(TaskStatus(TaskId("c", i), State.RUNNING, "w:1", 1, "x" * 2000))
+        assert store.commit_spool()
+        pages = spool._db.execute("PRAGMA page_count").fetchone()[0]
+        spool._db.execute(f"PRAGMA max_page_count = {pages}")  # the volume is full
+        accepted, i = 200, 200
+        while spool.writable:
+            assert i < 2000, "the spool never filled"
+            store.put(TaskStatus(TaskId("c", i), State.RUNNING, "w:1", 1, "x" * 2000))
+            store.commit_spool()
+            accepted, i = accepted + 1, i + 1
+        assert "full" in str(spool.failure)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+            ready = await http.get("/ready")
+            assert ready.status_code == 503
+            assert "the spool" in ready.json()["message"]
+            assert "database or disk is full" in ready.json()["message"]
+            with pytest.raises(WriteRejectedError):
+                store.put(ConnectorStatus("refused", State.RUNNING, "w:1", 1))
+            # Kafka takes the writes: their rows go, alone, and the room they leave takes what waited.
+            mock_cluster.broker_up(-1)
+            await store.flush(WAIT)
+            deadline = time.monotonic() + WAIT
+            while not spool.writable or spool.unwritten_changes:
+                assert time.monotonic() < deadline, f"the spool did not drain: {spool.failure}"
+                await asyncio.sleep(0.05)
+            assert len(spool) == 0
+            assert (await http.get("/ready")).status_code == 200
+            assert (await store.put(ConnectorStatus("after", State.RUNNING, "w:1", 1)).result(WAIT)).ok
+    assert accepted > 200
+
+
+def test_a_spool_that_cannot_be_written_tries_again_after_a_growing_wait(tmp_path: Path) -> None:
+    """Retried every 0.1 s, a failing commit of thousands of rows burnt 10-15% of a core: the wait doubles."""
+    spool = Spool(tmp_path / "spool.db")
+    try:
+        spool._db.execute("PRAGMA max_page_count = 1")  # no room for the table's next page
+        spool.on_submitted(StatusUpdate("status-connector-c", encode_status(State.RUNNING, "w:1", 1, "x" * 8000),
+                                        UpdateKind.CONNECTOR))
+        # Its first try (without an event loop, at once) failed: the next waits twice the first wait.
+        delays = []
+        for _ in range(7):
+            delays.append(spool.retry_delay_s)
+            assert not spool.commit()
+        assert delays == [0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0]
+    finally:
+        spool.close()
+
+
+async def test_a_spool_file_deleted_while_in_use_is_made_anew_and_a_kill_loses_nothing_accepted(
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path) -> None:
+    """SQLite writes on to an open file that was deleted: every row written after (and before) the deletion was gone
+    with the process. Now one ERROR says so and the file is made anew with every row, before a write is answered."""
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    spool = tmp_path / "spool.db"
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic,
+                            {"status.storage.spool.path": spool, **QUICK, "status.storage.retry.max.retries": "1000"})
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    statuses = {f"c{i}": "FAILED" if i % 2 else "PAUSED" for i in range(20)}
+    service = Service("--config", str(config), "--port", str(port))
+    try:
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        mock_cluster.broker_down(-1)  # the updates stay pending: their spool rows are what keeps them
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+            for name in list(statuses)[:10]:
+                body = {"state": statuses[name], "worker_id": "w:8083", "generation": 1}
+                assert (await http.put(f"/connectors/{name}/status", json=body)).status_code == 202
+            for suffix in ("", "-wal", "-shm"):  # an operator's rm, a cleanup job
+                os.unlink(f"{spool}{suffix}")
+            for name in list(statuses)[10:]:
+                body = {"state": statuses[name], "worker_id": "w:8083", "generation": 1}
+                assert (await http.put(f"/connectors/{name}/status", json=body)).status_code == 202
+        service.process.kill()  # SIGKILL: what the spool holds is what a crash leaves
+        await asyncio.to_thread(service.process.wait, WAIT)
+        killed = service
+        mock_cluster.broker_up(-1)
+        service = Service("--config", str(config), "--port", str(port))
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        assert any(f"Replaying {len(statuses)} status update(s)" in seen for seen in service.seen)
+        said = [line for line in killed.output() if "was deleted or replaced while in use" in line]
+        assert len(said) == 1
+        assert " ERROR " in said[0]
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+            deadline = time.monotonic() + WAIT
+            while True:
+                answers = [await http.get(f"/connectors/{name}/status") for name in statuses]
+                if all(a.status_code == 200 for a in answers):
+                    break
+                assert time.monotonic() < deadline, "the replayed statuses were not read back"
+                await asyncio.sleep(0.2)
+            assert {name: a.json()["connector"]["state"] for name, a in zip(statuses, answers, strict=True)} == statuses
+    finally:
+        service.stop()

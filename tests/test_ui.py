@@ -183,6 +183,22 @@ def test_a_failed_task_shows_its_worker_and_its_traces_first_line_and_the_whole_
     assert page.inner_text("#trace-title") == "orders-sink, task 1"
 
 
+def test_the_whole_trace_opens_for_names_no_path_can_address(sidecar: Sidecar, browser: Browser) -> None:
+    """A connector named ``..`` (the browser resolves it out of a path) or with a ``/`` (refused encoded)."""
+    for name in ("..", "orders/eu"):
+        sidecar.write(connector_key(name), State.FAILED, trace=f"{name}: {TRACE}")
+        sidecar.write(task_key(TaskId(name, 0)), State.FAILED, trace=f"{name} task 0: {TRACE}")
+    sidecar.flush()
+    sidecar.start()
+    page = sidecar.open(browser)
+    for name in ("..", "orders/eu"):
+        page.click(row(page, name), timeout=WAIT_MS)
+        for task, trace in (("", f"{name}: {TRACE}"), ("0", f"{name} task 0: {TRACE}")):
+            page.click(f'.row.trace[data-connector="{name}"][data-task="{task}"] button', timeout=WAIT_MS)
+            wait_for(page, lambda trace=trace: page.inner_text("#trace-text") == trace, f"the whole trace of {name!r}")
+            page.click("#trace-close")
+
+
 def test_the_filter_narrows_the_list_by_name_state_and_worker(sidecar: Sidecar, browser: Browser) -> None:
     for n in range(12):
         name = f"{'orders' if n % 2 else 'billing'}-{n}"

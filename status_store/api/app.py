@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.exceptions import RequestValidationError
 from prometheus_client import CollectorRegistry
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
 from .. import __version__
+from ..act.actions import Actions
+from ..agents import AgentsCollector, AgentSessions
 from ..errors import RecordTooLargeError, StoreClosedError, WriteRejectedError
 from ..fleet.config_topic import ConfigTopic
 from ..fleet.events import EventsCollector, StatusEvents
@@ -27,8 +29,10 @@ from .responses import (
     validation_error_handler,
     write_rejected_handler,
 )
-from .routes import connectors, events, metrics, not_served, retries, server, statuses, topics, ui
+from .routes import agent, connectors, events, health, metrics, not_served, retries, server, statuses, topics, ui
+from .routes.docs import docs_router
 from .routing import REFUSED_LOG_INTERVAL_S
+from .shared_answers import SharedAnswers, SharedAnswersCollector
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +41,16 @@ DEFAULT_MAX_BODY_BYTES = 1 << 20
 
 def create_app(store: StatusStore | None, registry: CollectorRegistry | None = None, token: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, config_topic: ConfigTopic | None = None,
-               status_events: StatusEvents | None = None) -> FastAPI:
+               status_events: StatusEvents | None = None, actions: Actions | None = None,
+               docs: bool = False) -> FastAPI:
     """The HTTP API over a started store (None only to render the OpenAPI document).
 
     ``token``: when set, every write needs ``Authorization: Bearer <token>``; reads stay open, as
     Connect's status endpoints are. ``config_topic``: Connect's config topic, started, when configured.
     ``status_events``: the store's status changes for ``GET /events``, attached before the store started
-    (then a client can resume across a restart); without it they are kept from now on.
+    (then a client can resume across a restart); without it they are kept from now on. ``actions``: what the
+    sidecar acts on (workers gone, auto-restart, health words) for ``/fleet`` and ``/fleet/health``. ``docs``:
+    serve the documentation pages (``sidecar.rest.docs.enable``, see ``routes/docs.py``).
     """
     app = FastAPI(
         title="status-store",
@@ -52,9 +59,11 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
                     "Connect's connector endpoints from its config topic when one is configured, "
                     "write endpoints for the worker beside it, and operations endpoints. Errors use Connect's "
                     'body, {"error_code": ..., "message": ...}.',
+        docs_url=None, redoc_url=None,
     )
     app.state.store = store
     app.state.config_topic = config_topic
+    app.state.actions = actions
     if status_events is None and store is not None:
         status_events = store_events(store, from_start=False)
     app.state.events = status_events
@@ -64,13 +73,19 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
         app.state.registry.register(EventsCollector(status_events))
     app.state.closed_connections = ClosedConnections()
     app.state.registry.register(app.state.closed_connections)
+    app.state.shared_answers = SharedAnswers()
+    app.state.registry.register(SharedAnswersCollector(app.state.shared_answers))
     app.state.token = token
+    app.state.agents = AgentSessions()
+    app.state.registry.register(AgentsCollector(app.state.agents))
     app.state.refused_log = RateLimit(REFUSED_LOG_INTERVAL_S)
     # Connect serves a path with a trailing slash as the path without it (ConnectHttp), never a redirect.
     app.router.redirect_slashes = False
     # Routes are tried in order: the routers of the hot writes first (no two routers' paths overlap).
-    served = (connectors.router, statuses.router, server.router, topics.router, retries.router, metrics.router,
-              events.router, ui.router)
+    served: tuple[APIRouter, ...] = (connectors.router, statuses.router, agent.router, server.router, topics.router,
+                                     retries.router, metrics.router, events.router, ui.router, health.router)
+    if docs:
+        served = (*served, docs_router(app.openapi_url or "/openapi.json"))
     for router in (*served, not_served.router):
         app.include_router(router)
     app.add_exception_handler(HTTPException, http_error_handler)
@@ -99,7 +114,7 @@ def store_events(store: StatusStore, from_start: bool) -> StatusEvents:
         log.info("GET /events takes %d clients at most, half the HTTP connection limit (the limit of open files "
                  "lowers it), not sidecar.events.subscribers.max=%d", max_subscribers, config.events_subscribers_max)
     return StatusEvents(store.cache, config.events_buffer_max, config.events_subscriber_queue_max, from_start,
-                        config.events_buffer_max_bytes, max_subscribers)
+                        config.events_buffer_max_bytes, max_subscribers, config.events_stream_max_ms / 1000)
 
 
 def with_connect_error_bodies(document: dict[str, Any]) -> dict[str, Any]:

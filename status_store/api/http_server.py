@@ -310,9 +310,13 @@ class OneWritePerTurn(asyncio.Transport):
 
 def reset(transport: asyncio.Transport) -> None:
     """Abort the connection with a reset: the kernel drops what it still holds to send (a close, even asyncio's
-    abort, leaves the kernel sending it to a client that may never read it), and the client learns at once."""
+    abort, leaves the kernel sending it to a client that may never read it), and the client learns at once.
+    Nothing when the connection is gone already (a linger's reset that comes after the client took everything:
+    asyncio's transport, closed, would fail in its callback)."""
     sock = transport.get_extra_info("socket")
-    if sock is not None and sock.fileno() >= 0:
+    if sock is not None:
+        if sock.fileno() < 0:
+            return
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()
 

@@ -4,6 +4,7 @@ from closed sets."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,8 @@ _CLOSE = {"Connection": "close"}
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"})
 OTHER_METHOD = "other"
 UNMATCHED_ROUTE = "unmatched"
+# A request target in absolute form: scheme and authority before the path.
+_ABSOLUTE_FORM = re.compile(rb"^[A-Za-z][A-Za-z0-9+.-]*://([^/]*)")
 # The order in which Jersey's HashSet of allowed methods iterates (by String.hashCode), so that an OPTIONS answer's
 # Allow header and body are Connect's, byte for byte.
 _JERSEY_ORDER = ("HEAD", "DELETE", "POST", "GET", "OPTIONS", "PUT", "PATCH")
@@ -111,6 +114,17 @@ class ConnectHttp:
         """The path rules and the announced body size, then the app on the body limits."""
         # httpx's ASGI transport passes the query in raw_path; servers do not.
         raw_path = (scope.get("raw_path") or scope["path"].encode()).partition(b"?")[0]
+        absolute = _ABSOLUTE_FORM.match(raw_path)
+        if absolute is not None:
+            # A request target in absolute form (RFC 9112 3.2.2: what a client sends a proxy; a server must take it):
+            # routed by its path, as Connect's server (Jetty 12) routes it, when its authority is the Host header's;
+            # else Jetty's 400. uvicorn took the whole target for the path.
+            host = next((value for name, value in scope["headers"] if name == b"host"), b"")
+            if absolute.group(1).lower() != host.lower():
+                await send_error(send, 400, "Authority!=Host")
+                return
+            raw_path = raw_path[absolute.end():] or b"/"
+            scope["raw_path"], scope["path"] = raw_path, unquote_to_bytes(raw_path).decode("utf-8", "replace")
         problem = path_problem(raw_path)
         if problem is not None:
             await send_error(send, 400, problem)

@@ -235,6 +235,33 @@ class FleetTask(BaseModel):
     since: float = Field(description="When the task entered its state: the Kafka timestamp of the record that "
                                      "changed it, in seconds since the epoch.")
     trace: str | None = Field(description="The first line of the trace, at most 200 characters.")
+    worker_gone_since: float | None = Field(None, description="When the worker the status names left the Connect "
+                                                              "group (group.id), in seconds since the epoch; null "
+                                                              "while it is a member or the group is not read.")
+    restarts: FleetRestarts | None = Field(None, description="Auto-restart of it (null: never planned, or off).")
+
+
+class FleetRestarts(BaseModel):
+    """A connector's or task's auto-restarts (``sidecar.restart.*``)."""
+
+    count: int = Field(description="Restarts counted now (reset once it has run for sidecar.restart.stable.ms).")
+    last: float | None = Field(description="When the last restart was accepted, in seconds since the epoch.")
+    result: str | None = Field(description="How the last request went: restarted, rebalancing, unreachable, refused "
+                                           "or not-found.")
+    state: str = Field(description="idle, waiting (a restart planned), sending, last (the last allowed one was "
+                                   "sent), gave-up (sidecar.restart.max.restarts reached) or excluded.")
+    next: float | None = Field(description="When the planned restart is due, in seconds since the epoch.")
+    reason: str | None = Field(description="The first line of the trace of the last failure.")
+
+
+class FleetWorker(BaseModel):
+    """A worker of ``GET /fleet``: in the Connect group, or named by a status."""
+
+    id: str
+    url: str | None
+    up: bool = Field(description="Whether it is a member of the Connect group now.")
+    gone_since: float | None = Field(description="When it left the group (or the first read of the group, for a "
+                                                 "worker never seen in it), in seconds since the epoch.")
 
 
 class FleetConnector(BaseModel):
@@ -247,6 +274,10 @@ class FleetConnector(BaseModel):
     worker_id: str | None
     since: float | None
     trace: str | None
+    health: str | None = Field(None, description="HEALTHY, DEGRADED, UNHEALTHY, PAUSED or STOPPED "
+                                                 "(docs/operations.md); null without a status of its own.")
+    worker_gone_since: float | None = None
+    restarts: FleetRestarts | None = None
     tasks: list[FleetTask]
 
 
@@ -258,3 +289,5 @@ class Fleet(BaseModel):
                                                  "An event at or below it is already in this answer.")
     heartbeat_ms: int = Field(description="How often GET /events sends a heartbeat when nothing else.")
     connectors: list[FleetConnector]
+    workers: list[FleetWorker] | None = Field(None, description="The workers in the Connect group or named by a "
+                                                                "status (null: the group is not read, no group.id).")

@@ -15,6 +15,7 @@ import javaproperties
 from ..errors import ConfigError
 from ..retry.backoff import JitterMode, RetryMode
 from ..settings import INT32_MAX, construct
+from . import act
 from .clients import CLIENT_PREFIXES, KAFKA_PREFIX, kafka_override, worker_client_setting
 from .retry import RetryConfig
 from .store import SETTINGS, SETTINGS_BY_KEY, ExhaustedAction, StoreConfig
@@ -155,6 +156,7 @@ def _check(config: StoreConfig) -> None:
         raise ConfigError("status.storage.retry.initial.backoff.ms", retry.initial_backoff_ms,
                           f"must not exceed status.storage.retry.max.backoff.ms ({retry.max_backoff_ms})")
     _warn_about_retry_settings(retry)
+    act.check(config.restart)
     if config.exhausted_action is ExhaustedAction.DEAD_LETTER and config.dead_letter_topic is None:
         raise ConfigError("status.storage.retry.dead.letter.topic", None,
                           "required when status.storage.retry.exhausted.action=dead-letter")

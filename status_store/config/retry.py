@@ -49,9 +49,10 @@ class RetryConfig:
         "how long a recovered partition waits to be noticed.")
     max_pending: int = setting(
         "status.storage.retry.max.pending", 100000, integer(1, INT32_MAX),
-        "Status updates that may be pending at once (in flight, waiting or parked); beyond it a new write is refused "
-        "(HTTP 503 with Retry-After; WriteRejectedError from put), never dropped. A write replacing a key's waiting "
-        "value takes no room. About 2 KB of memory each: see docs/operations.md.")
+        "Keys that may have status updates pending at once (in flight, waiting or parked); beyond it a write of "
+        "another key is refused (HTTP 503 with Retry-After; WriteRejectedError from put), never dropped. A write of a "
+        "key that has one pending takes no room (it waits behind the key's write in flight, or replaces its waiting "
+        "value). About 1 KB of memory per pending update, at most two per key: see docs/operations.md.")
     timeout_ms: int | None = setting(
         "status.storage.retry.timeout.ms", None, integer(1, INT64_MAX),
         "Total time bound for one update across all its attempts, time held in a partition's line included (in "

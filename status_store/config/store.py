@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..settings import INT32_MAX, Setting, boolean, choice, declared, integer, setting, text, topic_name
+from .act import RestartConfig, WorkersConfig
 from .retry import RetryConfig
 
 DEFAULT_TOPIC = "connect-status"
@@ -167,12 +168,21 @@ class StoreConfig:
     rest_max_body_bytes: int = setting(
         "sidecar.rest.max.body.bytes", 1048576, integer(1, INT32_MAX),
         "Largest request body the API accepts (larger: 413).")
+    rest_docs: bool = setting(
+        "sidecar.rest.docs.enable", False, boolean,
+        "Serve the API's documentation pages, GET /docs (Swagger UI) and GET /redoc (ReDoc). Their scripts, style "
+        "sheets and fonts come from public CDNs (jsDelivr, Google Fonts), so they are off by default: on the origin "
+        "where a writer may paste the bearer token, only the sidecar's own scripts run. When on, the pages are "
+        "served with a Content-Security-Policy that allows those CDNs and nothing else. GET /openapi.json, the "
+        "document itself, is always served (also in the repository: api/openapi.json).")
     startup_timeout_ms: int = setting(
         "sidecar.startup.timeout.ms", 60000, integer(1, INT32_MAX),
         "Bound on reaching the brokers, setting up the topic and reading it to the end at start.")
     shutdown_timeout_ms: int = setting(
         "sidecar.shutdown.timeout.ms", 10000, integer(0, INT32_MAX),
-        "Bound on flushing pending writes at shutdown; what is still pending then is reported.")
+        "Bound on the whole stop, from SIGTERM to exit: requests in progress, flushing pending writes, closing the "
+        "clients and the spool (0.5 s of it); what is still pending then is reported (with a spool, kept for the "
+        "next start).")
     fleet_metrics: FleetMetrics = setting(
         "sidecar.metrics.fleet", FleetMetrics.OBJECTS, choice(FleetMetrics),
         "Series of the fleet's statuses on /metrics, read from the status topic: objects (every connector's and "
@@ -200,11 +210,20 @@ class StoreConfig:
     events_subscribers_max: int = setting(
         "sidecar.events.subscribers.max", 100, integer(1, INT32_MAX),
         "GET /events clients at once at most, and never more than half the HTTP connection limit, so that event "
-        "streams leave room for the probes and the writes: past it a new client is answered 503 with Retry-After.")
+        "streams leave room for the probes and the writes. Past it a new client takes the place of the one "
+        "connected longest, once that one has had a fifth of sidecar.events.stream.max.ms; else it is answered 503 "
+        "with Retry-After.")
+    events_stream_max_ms: int = setting(
+        "sidecar.events.stream.max.ms", 300000, integer(1000, INT32_MAX),
+        "A GET /events stream ends after this long, with an error event asking the client to reconnect with the id of "
+        "the last event it received (the status page and status-store watch do, and miss nothing): a client that "
+        "never reads (its heartbeats fit in the kernel's buffers for hours) holds its slot this long at most.")
     events_heartbeat_ms: int = setting(
         "sidecar.events.heartbeat.ms", 15000, integer(10, INT32_MAX),
         "GET /events sends a comment line when nothing else was sent for this long, so that proxies keep the "
         "connection and clients see that it is alive.")
+    restart: RestartConfig = field(default_factory=RestartConfig)
+    workers: WorkersConfig = field(default_factory=WorkersConfig)
     # What no key of ours declares: status.storage.<x> topic configs, and the Kafka clients' settings.
     topic_configs: Mapping[str, str] = field(default_factory=dict)
     client_configs: Mapping[str, str] = field(default_factory=dict)

@@ -16,6 +16,9 @@ types writers hinted (the topic has no such field).
 
 For the fleet's metrics each connector and task entry also notes when its state last changed (the Kafka
 timestamp of the record that changed it) and how many times its state changed since it was first read.
+
+``version`` counts the changes a reader of the whole fleet can see (records applied, types hinted), and ``view``
+hands such a reader what the cache holds, to read on another thread while the cache goes on changing.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from . import codec
 from .codec import GarbledValue, StatusValue
@@ -112,6 +115,19 @@ class CacheEntry:
                                                 or value.generation <= status.generation)
 
 
+class StatusReads(Protocol):
+    """The reads of statuses that Connect's routes answer from: the cache's, or a view's (values as read, no status
+    objects made: a fleet's answer reads a million)."""
+
+    def connectors(self) -> list[str]: ...
+
+    def connector_value(self, connector: str) -> StatusValue | None: ...
+
+    def task_values(self, connector: str) -> list[tuple[int, StatusValue]]: ...
+
+    def connector_type(self, connector: str) -> str: ...
+
+
 @dataclass(slots=True)
 class ReadStats:
     """What the reader has seen: records applied and records Connect would discard."""
@@ -139,6 +155,8 @@ class StatusCache:
         self._deleted_at: dict[str, int] = {}
         # Told of each record that changed the cache (not of those discarded or ignored), after it (``subscribe``).
         self._subscribers: list[Applied] = []
+        # Changes a reader of the whole fleet can see so far (records applied, types hinted): a number that grows.
+        self.version = 0
 
     def subscribe(self, applied: Applied) -> None:
         """Call ``applied(record, key)`` after each record that changes the cache, in the order read."""
@@ -180,6 +198,7 @@ class StatusCache:
                 for applied_to in subscribers:
                     applied_to(record, parsed)
         self.stats.applied += applied
+        self.version += applied
 
     def _discard(self, counter: str, reason: str, record: StatusRecord) -> None:
         setattr(self.stats, counter, getattr(self.stats, counter) + 1)
@@ -302,8 +321,19 @@ class StatusCache:
 
     def get_all_tasks(self, connector: str) -> list[TaskStatus]:
         """The statuses of the connector's tasks, by task id."""
-        found = (self.get_task(TaskId(connector, task)) for task in self.task_numbers(connector))
-        return [status for status in found if status is not None]
+        return [task_status(TaskId(connector, task), value) for task, value in self.task_values(connector)]
+
+    def connector_value(self, connector: str) -> StatusValue | None:
+        """The connector's status as last read, as decoded."""
+        entry = self._connectors.get(connector)
+        return entry.value if entry is not None else None
+
+    def task_values(self, connector: str) -> list[tuple[int, StatusValue]]:
+        """The connector's tasks' statuses as last read, as decoded, by task number."""
+        tasks = self._tasks.get(connector)
+        if not tasks:
+            return []
+        return [(task, entry.value) for task, entry in sorted(tasks.items()) if entry.value is not None]
 
     def task_numbers(self, connector: str) -> list[int]:
         """The connector's tasks that have an entry (a status read, or a write of ours under way), sorted."""
@@ -324,6 +354,10 @@ class StatusCache:
     def connectors(self) -> list[str]:
         """Names of connectors with a status, sorted."""
         return sorted(name for name, entry in self._connectors.items() if entry.value is not None)
+
+    def names(self) -> list[str]:
+        """Names of connectors with an entry or tasks (in no order)."""
+        return list(dict.fromkeys([*self._connectors, *self._tasks]))
 
     def fleet(self) -> Iterator[FleetObject]:
         """Every connector and task with a status read: the connectors, then the tasks."""
@@ -356,14 +390,88 @@ class StatusCache:
 
     def set_connector_type(self, connector: str, connector_type: str) -> None:
         """Remember a writer's hint of a connector's type (kept in memory only)."""
-        self._types[connector] = connector_type
+        if self._types.get(connector) != connector_type:
+            self._types[connector] = connector_type
+            self.version += 1
 
     def forget_connector_type(self, connector: str) -> None:
         """Drop the hint of a connector's type (the connector is being deleted)."""
-        self._types.pop(connector, None)
+        if self._types.pop(connector, None) is not None:
+            self.version += 1
 
     def connector_type(self, connector: str) -> str:
         """``source``, ``sink``, or ``unknown`` when no writer said."""
+        return self._types.get(connector, "unknown")
+
+    # ----------------------------------------------------------------------------- the whole fleet, elsewhere
+
+    def view(self) -> FleetView:
+        """What the cache holds now, for a reader on another thread (see ``FleetView``); taken on the cache's own
+        thread, in a few copies of its maps (milliseconds for 100,000 connectors)."""
+        return FleetView(self._connectors.copy(), self._tasks.copy(), self._types.copy())
+
+
+class FleetView:
+    """The connectors and tasks of a cache, to read on another thread while the cache goes on changing on its own.
+
+    The maps of connectors, of each connector's tasks and of types are copied when taken, and a connector's tasks
+    when read, each in one call that runs whole under the interpreter's lock (a copy of a dict of strings and
+    numbers calls no Python code), so no read meets a map changing under it. Entries are shared with the cache: a
+    status read through the view is the entry's value when it is read, as new as or newer than when the view was
+    taken (values only move forward), never older. A reader that answers with a position in the topic takes the
+    position before the view: the answer then holds everything up to it, and the changes after it may show twice
+    (a client applies them again), never be missed.
+    """
+
+    __slots__ = ("_connectors", "_tasks", "_types")
+
+    def __init__(self, connectors: dict[str, CacheEntry], tasks: dict[str, dict[int, CacheEntry]],
+                 types: dict[str, str]) -> None:
+        self._connectors, self._tasks, self._types = connectors, tasks, types
+
+    def fleet(self) -> Iterator[FleetObject]:
+        """Every connector and task with a status, as ``StatusCache.fleet`` lists them."""
+        for name, entry in self._connectors.items():
+            if entry.value is not None:
+                yield FleetObject(name, None, entry.value, entry.changed_at, entry.changes)
+        for name, tasks in self._tasks.items():
+            for task, entry in tasks.copy().items():
+                if entry.value is not None:
+                    yield FleetObject(name, task, entry.value, entry.changed_at, entry.changes)
+
+    def names(self) -> list[str]:
+        """Every connector with a status or a task's status (or an entry for one), sorted."""
+        return sorted({*self._connectors, *self._tasks})
+
+    def connectors(self) -> list[str]:
+        """Names of connectors with a status, sorted (as ``StatusCache.connectors``)."""
+        return sorted(name for name, entry in self._connectors.items() if entry.value is not None)
+
+    def connector_object(self, connector: str) -> FleetObject | None:
+        """The connector with its status, when it has one."""
+        entry = self._connectors.get(connector)
+        if entry is None or entry.value is None:
+            return None
+        return FleetObject(connector, None, entry.value, entry.changed_at, entry.changes)
+
+    def task_objects(self, connector: str) -> list[FleetObject]:
+        """The connector's tasks with a status, by task number."""
+        tasks = self._tasks.get(connector)
+        found = []
+        for task, entry in sorted(tasks.copy().items()) if tasks else ():
+            value = entry.value
+            if value is not None:
+                found.append(FleetObject(connector, task, value, entry.changed_at, entry.changes))
+        return found
+
+    def connector_value(self, connector: str) -> StatusValue | None:
+        entry = self._connectors.get(connector)
+        return entry.value if entry is not None else None
+
+    def task_values(self, connector: str) -> list[tuple[int, StatusValue]]:
+        return [(o.task, o.value) for o in self.task_objects(connector) if o.task is not None]
+
+    def connector_type(self, connector: str) -> str:
         return self._types.get(connector, "unknown")
 
 

@@ -77,6 +77,8 @@ class ConnectorConfigs:
         self._target_states: dict[str, TargetState] = {}
         # Connectors whose last commit record found task configurations missing: they have no tasks.
         self._inconsistent: set[str] = set()
+        # Records applied so far: a number that grows with every change a reader could see.
+        self.version = 0
 
     # ----------------------------------------------------------------------------- reads
 
@@ -117,6 +119,7 @@ class ConnectorConfigs:
     def apply(self, key: str, value: bytes | None) -> None:
         """Apply one record of the config topic as Connect's reader does; a record Connect would log and skip is
         logged (its key, never its value) and skipped."""
+        self.version += 1
         try:
             data = json_value(value)
         except ValueError as e:

@@ -82,7 +82,8 @@ def value_fields(kind: str, value: bytes | None) -> dict[str, Any]:
             "trace": status.trace}
 
 
-def _encode(event: Mapping[str, Any]) -> bytes:
+def encode_event(event: Mapping[str, Any]) -> bytes:
+    """An event of an append-only topic as its record's value: UTF-8 JSON."""
     # A status may hold a lone surrogate (Connect reads "\\ud800"), which has no UTF-8 form. It can only be in a
     # string, where backslashreplace's "\\ud800" is that very JSON escape.
     return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "backslashreplace")
@@ -198,12 +199,12 @@ class HistorySink(RetryListener):
 
     def _status_event(self, key: str, value: bytes | None, time_ms: int) -> bytes:
         fields = key_fields(key)
-        return _encode({"event": "status", "time": time_ms, "sidecar": self._sidecar, "key": key, **fields,
+        return encode_event({"event": "status", "time": time_ms, "sidecar": self._sidecar, "key": key, **fields,
                         **value_fields(fields["kind"], value)})
 
     def _outcome_event(self, key: str, value: bytes | None, outcome: Outcome, time_ms: int, latency_ms: int) -> bytes:
         fields = key_fields(key)
-        return _encode({"event": "outcome", "time": time_ms, "sidecar": self._sidecar, "key": key, **fields,
+        return encode_event({"event": "outcome", "time": time_ms, "sidecar": self._sidecar, "key": key, **fields,
                         "state": value_fields(fields["kind"], value)["state"], "result": outcome.result.value,
                         "attempts": outcome.attempts,
                         "error": outcome.error.name if outcome.error is not None else None,
@@ -214,7 +215,7 @@ def dead_letter(update: StatusUpdate, outcome: Outcome, sidecar: str) -> bytes:
     """The dead-letter record of an update that ran out of retries: the value, its error and attempts."""
     value = update.value.decode("utf-8", "replace") if update.value is not None else None
     error = outcome.error
-    return _encode({"key": update.key, **key_fields(update.key), "value": value, "time": _now_ms(),
+    return encode_event({"key": update.key, **key_fields(update.key), "value": value, "time": _now_ms(),
                     "sidecar": sidecar, "attempts": outcome.attempts, "reason": outcome.reason,
                     "error": error.name if error is not None else None,
                     "error_message": str(error) if error is not None else None})

@@ -16,12 +16,22 @@ the offset of its connector's last tombstone) and ``sent``, a value of the key t
 without an acknowledgement yet (it may be in the topic: our own, not another writer's). The store
 compares them with the topic at replay (``StatusStore`` start).
 
-Changes are buffered and written in one transaction per commit, so a listener call never touches the
-disk; a database another process holds locked makes a commit wait at most ``BUSY_TIMEOUT_MS`` and try
-again on the next turn, never block the event loop for seconds or break the retry queue. A commit that
-cannot be written (a full disk, an I/O error, a lock) is tried again every ``_RETRY_COMMIT_S`` with the
-changes kept in memory; meanwhile the spool is not ``writable``, and the store refuses new writes (what it
-accepted could not be made durable).
+Changes are buffered and written per commit, so a listener call never touches the disk; a database another
+process holds locked makes a commit wait at most ``BUSY_TIMEOUT_MS`` and try again on the next turn, never block
+the event loop for seconds or break the retry queue. A commit writes two transactions: first the deletes of the
+rows whose updates settled, alone (they need no room: a full disk drains as Kafka takes the writes), then the new
+rows with the deletes of the rows they replace (a key's row goes only once its newer one is on disk). A change
+undone before it was committed is dropped, not written (a row deleted before its insert was committed is never
+inserted). A commit that cannot be written (a full disk, an I/O error, a lock) is tried again after a backoff
+(``RETRY_COMMIT_S``, doubling to ``RETRY_COMMIT_MAX_S``) with the changes kept in memory, never in a tight loop;
+meanwhile the spool is not ``writable``, the store refuses new writes (what it accepted could not be made durable)
+and ``GET /ready`` says why.
+
+**A spool file deleted (or replaced) while in use** would go on taking rows that no later start can read: SQLite
+writes to the open, unlinked file. So the spool checks the file's identity (device and inode of the path against
+those of the file it opened) before each commit and every ``IDENTITY_CHECK_S``; when they differ it logs one ERROR,
+creates the file anew and writes into it every row the open one holds, before any answer says accepted. If it
+cannot (the directory gone for good, a full disk), the spool is not ``writable``: writes are refused until it can.
 
 A spool file that fails SQLite's integrity check is moved aside (``<path>.corrupt-<time>``) with an
 error naming both paths, never silently discarded, and a new one is started. Anything else that
@@ -82,8 +92,12 @@ _UPDATE = "UPDATE pending SET base = ?, sent = ? WHERE version = ?"
 _VALUES_PER_STATEMENT = 2048
 # How long a commit waits for a lock another process holds before it gives up until the next turn.
 BUSY_TIMEOUT_MS = 50
-# A commit that could not be written (the database locked, a full disk) is tried again this much later.
-_RETRY_COMMIT_S = 0.1
+# A commit that could not be written (the database locked, a full disk) is tried again this much later, twice as
+# late after each failure in a row, up to the most.
+RETRY_COMMIT_S = 0.1
+RETRY_COMMIT_MAX_S = 2.0
+# The spool file's identity is checked this often (and before each commit).
+IDENTITY_CHECK_S = 1.0
 # (base, deleted_base) of a key: what the store had read of it when an update was accepted.
 Tokens = Callable[[str], tuple[int, int]]
 
@@ -130,6 +144,9 @@ class Spool(RetryListener):
         except BaseException:
             self._lock.release()
             raise
+        # The (device, inode) of the file opened: the path naming another file (or none) means it was deleted.
+        self._identity = _identity(self.path)
+        self._watch: asyncio.TimerHandle | None = None
         row = self._db.execute("SELECT MAX(version) FROM pending").fetchone()
         self._next_version = (row[0] or 0) + 1
         # The versions of the rows earlier runs left, by key, until this run replaces or forgets them.
@@ -138,13 +155,17 @@ class Spool(RetryListener):
         self._kept: dict[int, int] = {}
         # Each key's row as this process wrote it last (in the file until it is deleted).
         self._rows: dict[str, _Row] = {}
-        # Changes not yet committed: rows added, rows' read tokens moved on, versions deleted. Committed in this
-        # order, which ends where the changes' own order would: a version is added once, before anything else
-        # happens to it, and an update of a deleted row changes nothing.
-        self._inserts: list[tuple[object, ...]] = []
+        # Changes not yet committed: the rows of settled updates to delete (committed first, alone); rows added (by
+        # version), rows' read tokens moved on, the rows they replace to delete (committed together). A version is
+        # added once, before anything else happens to it; a change to a row whose insert is not committed yet
+        # changes the insert instead (or drops it, for a delete).
+        self._settled: list[int] = []
+        self._inserts: dict[int, tuple[object, ...]] = {}
         self._updates: list[tuple[int | None, bytes | None, int]] = []
-        self._deletes: list[int] = []
+        self._replaced: list[int] = []
         self._commit_scheduled = False
+        self._retry: asyncio.TimerHandle | None = None
+        self.retry_delay_s = RETRY_COMMIT_S
         # Since when commits fail, and why (None: the last commit was written).
         self._failing_since: float | None = None
         self.failure: str | None = None
@@ -232,35 +253,108 @@ class Spool(RetryListener):
         row = self._rows.pop(key, None)
         version = row.version if row is not None else self._earlier.pop(key, None)
         if version is not None:
-            self._deletes.append(version)
+            self._drop_row(version, self._settled)
             self._changed()
+
+    def _drop_row(self, version: int, deletes: list[int]) -> None:
+        """The row of this version goes: its insert is dropped if not committed yet, else it is deleted with
+        ``deletes``."""
+        if self._inserts.pop(version, None) is None:
+            deletes.append(version)
 
     def commit(self) -> bool:
         """Make every change so far durable (the WAL survives the process being killed). False when they cannot
         be written now (another process holds the database locked, the disk is full): the changes are kept
-        and committed on a later try."""
+        and committed on a later try; the deletes of settled rows may have been written already."""
         self._commit_scheduled = False
-        if self._closed or not self._pending_changes:
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        if self._closed:
             return self._failing_since is None
-        db = self._db
         try:
-            db.execute("BEGIN")
-            _INSERT.run(db, list(chain.from_iterable(self._inserts)))
-            db.executemany(_UPDATE, self._updates)
-            _DELETE.run(db, self._deletes)
-            db.execute("COMMIT")
+            self._check_identity()
+            if self._settled:
+                # Alone first: a delete needs no room, so a full disk drains as the updates settle.
+                self._transaction(lambda db: _DELETE.run(db, self._settled))
+                self._settled = []
+            if self._inserts or self._updates or self._replaced:
+                self._transaction(self._write_rows)
+                self._inserts, self._updates, self._replaced = {}, [], []
         except sqlite3.DatabaseError as e:
-            with contextlib.suppress(sqlite3.DatabaseError):  # SQLite may have rolled back already
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
             self._unwritable(e)
             return False
-        self._inserts, self._updates, self._deletes = [], [], []
+        self.retry_delay_s = RETRY_COMMIT_S
         if self._failing_since is not None:
             log.warning("The spool %s takes writes again after %.1f s", self.path,
                         time.monotonic() - self._failing_since)
             self._failing_since = self.failure = None
         return True
+
+    def _check_identity(self) -> None:
+        """The file at the path is the one open; else (deleted, or replaced) it is made anew with every row the open
+        one holds (``sqlite3.DatabaseError`` when it cannot be)."""
+        try:
+            if _identity(self.path) == self._identity:
+                return
+        except OSError:
+            pass  # gone: made anew below
+        rows = self._db.execute(f"SELECT {_NAMES} FROM pending ORDER BY version").fetchall()
+        if self._failing_since is None or not (self.failure or "").startswith(_DELETED):
+            log.error("The spool file %s was deleted or replaced while in use (the path no longer names the file "
+                      "this process opened): making it anew and writing again the %d row(s) it held; a start with "
+                      "the file as it was would have replayed none of them", self.path, len(rows))
+        try:
+            _check_path(self.path)
+            if self.path.exists():
+                # Replaced: what is there now is not ours; it is moved aside, never read as this spool.
+                aside = self.path.with_name(f"{self.path.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}")
+                self.path.rename(aside)
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.with_name(self.path.name + suffix).unlink()
+            db = self._connect()
+        except (ConfigError, _CorruptSpool, OSError) as e:
+            raise sqlite3.OperationalError(f"{_DELETED} and cannot be made anew: {e}") from None
+        try:
+            db.execute("BEGIN")
+            _INSERT.run(db, list(chain.from_iterable(rows)))
+            db.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            db.close()
+            raise sqlite3.OperationalError(f"{_DELETED} and its rows cannot be written again: {e}") from None
+        old, self._db = self._db, db
+        old.close()
+        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._identity = _identity(self.path)
+        log.warning("The spool %s was made anew with the %d row(s) it held", self.path, len(rows))
+
+    def _watch_identity(self) -> None:
+        """Now and then, whether the spool file is still there (a commit would find out too, but none may come)."""
+        self._watch = None
+        if self._closed:
+            return
+        if not self._commit_scheduled:
+            self.commit()
+        self._watch = asyncio.get_running_loop().call_later(IDENTITY_CHECK_S, self._watch_identity)
+
+    def _write_rows(self, db: sqlite3.Connection) -> None:
+        _INSERT.run(db, list(chain.from_iterable(self._inserts.values())))
+        db.executemany(_UPDATE, self._updates)
+        _DELETE.run(db, self._replaced)
+
+    def _transaction(self, write: Callable[[sqlite3.Connection], None]) -> None:
+        """``write`` in one transaction, committed; rolled back when it fails (``sqlite3.DatabaseError``)."""
+        db = self._db
+        try:
+            db.execute("BEGIN")
+            write(db)
+            db.execute("COMMIT")
+        except sqlite3.DatabaseError:
+            with contextlib.suppress(sqlite3.DatabaseError):  # SQLite may have rolled back already
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            raise
 
     @property
     def writable(self) -> bool:
@@ -276,29 +370,32 @@ class Spool(RetryListener):
         self.failure = str(error)
         if self._failing_since is None:
             self._failing_since = time.monotonic()
-            log.error("Cannot write to the spool %s (%s): %d change(s) wait in memory and are tried again every "
-                      "%.1f s; until one is written, new writes are refused (a crash now would lose what they "
-                      "hold)", self.path, error, self._pending_changes, _RETRY_COMMIT_S)
+            log.error("Cannot write to the spool %s (%s): %d change(s) wait in memory and are tried again from every "
+                      "%.1f s to every %.1f s; until one is written, new writes are refused (a crash now would lose "
+                      "what they hold)", self.path, error, self._pending_changes, RETRY_COMMIT_S, RETRY_COMMIT_MAX_S)
+        delay = self.retry_delay_s
+        self.retry_delay_s = min(RETRY_COMMIT_MAX_S, delay * 2)
         with contextlib.suppress(RuntimeError):  # no event loop: the next change or close tries again
-            asyncio.get_running_loop().call_later(_RETRY_COMMIT_S, self._commit_later)
+            self._retry = asyncio.get_running_loop().call_later(delay, self.commit)
+            # Changes meanwhile wait for this try.
             self._commit_scheduled = True
-
-    def _commit_later(self) -> None:
-        if self._commit_scheduled:
-            self.commit()
 
     @property
     def _pending_changes(self) -> int:
-        return len(self._inserts) + len(self._updates) + len(self._deletes)
+        return len(self._settled) + len(self._inserts) + len(self._updates) + len(self._replaced)
 
     def _changed(self) -> None:
         """A change was buffered: it is committed at the end of this turn of the event loop (or by ``commit``)."""
         if not self._commit_scheduled:
             try:
-                asyncio.get_running_loop().call_soon(self.commit)
-                self._commit_scheduled = True
+                loop = asyncio.get_running_loop()
             except RuntimeError:  # no event loop: commit now
                 self.commit()
+                return
+            loop.call_soon(self.commit)
+            self._commit_scheduled = True
+            if self._watch is None:
+                self._watch = loop.call_later(IDENTITY_CHECK_S, self._watch_identity)
 
     def release(self, update: StatusUpdate) -> None:
         """A kept update is done with: its row goes unless a newer value of the key replaced it."""
@@ -311,7 +408,7 @@ class Spool(RetryListener):
         row = self._rows.get(key)
         if row is not None and row.version <= version:
             del self._rows[key]
-            self._deletes.append(row.version)
+            self._drop_row(row.version, self._settled)
             self._changed()
 
     def close(self) -> bool:
@@ -321,6 +418,8 @@ class Spool(RetryListener):
         if not committed:
             log.error("Closing the spool %s with %d change(s) it could not write", self.path, self._pending_changes)
         self._closed = True
+        if self._watch is not None:
+            self._watch.cancel()
         self._db.close()
         self._lock.release()
         return committed
@@ -328,6 +427,17 @@ class Spool(RetryListener):
     # ----------------------------------------------------------------------------- RetryListener
 
     def on_submitted(self, update: StatusUpdate) -> None:
+        if update.spooled:
+            self._add(update)
+
+    def adopt(self, update: StatusUpdate) -> None:
+        """Keep an unsettled update that was not spooled (its writer handed it over for good): from now on it is
+        replayed after a crash, as a write accepted now."""
+        if not update.spooled and update.outcome is None:
+            update.spooled = True
+            self._add(update)
+
+    def _add(self, update: StatusUpdate) -> None:
         version = self._next_version
         self._next_version += 1
         row = self._rows.get(update.key)
@@ -341,10 +451,10 @@ class Spool(RetryListener):
             sent = row.update.value if row.update.attempts > 0 else row.sent
         replaced = row.version if row is not None else self._earlier.pop(update.key, None)
         if replaced is not None:
-            self._deletes.append(replaced)
+            self._drop_row(replaced, self._replaced)
         self._rows[update.key] = _Row(version, update, base, deleted_base, sent)
-        self._inserts.append((version, update.key, update.kind, int(update.safe), update.value, base, deleted_base,
-                              sent))
+        self._inserts[version] = (version, update.key, update.kind, int(update.safe), update.value, base, deleted_base,
+                                  sent)
         self._changed()
 
     def settled(self, update: StatusUpdate, outcome: Outcome, keep: bool = False) -> None:
@@ -360,7 +470,11 @@ class Spool(RetryListener):
                 row.base = outcome.delivery.offset
                 if row.sent == update.value:
                     row.sent = None
-                self._updates.append((row.base, row.sent, row.version))
+                inserted = self._inserts.get(row.version)
+                if inserted is not None:
+                    self._inserts[row.version] = (*inserted[:5], row.base, inserted[6], row.sent)
+                else:
+                    self._updates.append((row.base, row.sent, row.version))
                 self._changed()
             return
         if not outcome.ok and keep:
@@ -401,8 +515,16 @@ class _ManyRows:
         return text
 
 
-_INSERT = _ManyRows("INSERT INTO pending (version, key, kind, safe, value, base, deleted_base, sent) VALUES ",
-                    "(?, ?, ?, ?, ?, ?, ?, ?)", "", 8)
+_NAMES = "version, key, kind, safe, value, base, deleted_base, sent"
+_INSERT = _ManyRows(f"INSERT INTO pending ({_NAMES}) VALUES ", "(?, ?, ?, ?, ?, ?, ?, ?)", "", 8)
+# How a failure of the spool's file begins.
+_DELETED = "the spool file was deleted or replaced while in use"
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    """The device and inode of the file at ``path`` (OSError when there is none)."""
+    found = path.stat()
+    return found.st_dev, found.st_ino
 _DELETE = _ManyRows("DELETE FROM pending WHERE version IN (", "?", ")", 1)
 
 

@@ -13,6 +13,7 @@ import re
 from ..connect import codec
 from ..connect.codec import StatusValue
 from ..connect.model import Key, TaskKey, TopicKey, TopicStatus
+from .text import shown
 
 # A trace is cut to its first line, and to this many characters: the whole trace is in GET .../status.
 TRACE_EXCERPT_CHARS = 200
@@ -80,18 +81,20 @@ class StatusEvent:
         # Strings escaped as the REST routes escape them (Jackson's way): a lone surrogate, which Connect writes
         # when a Java string is cut inside a pair, becomes \\uD800 instead of text UTF-8 cannot encode. Written
         # directly (the fields are known), not through a dict: every event is written once, on the read path.
+        # Names and worker ids as every view of the fleet shows them (``text.shown``: cut past a bound).
         key, status = self.key, self.status
-        text = '{"connector":' + codec.json_string(key.connector)
+        text = '{"connector":' + codec.json_string(shown(key.connector))
         if isinstance(key, TaskKey):
             text += f',"kind":"task","task":{key.task}'
         elif isinstance(key, TopicKey):
-            text += ',"kind":"topic","topic":' + codec.json_string(key.topic)
+            text += ',"kind":"topic","topic":' + codec.json_string(shown(key.topic))
         else:
             text += ',"kind":"connector"'
         if isinstance(status, TopicStatus):
             text += f',"task":{status.task},"discover_timestamp":{status.discover_timestamp}'
         elif status is not None:
-            text += (f',"state":"{status.state.value}","worker_id":{codec.json_scalar(status.worker_id)},'
+            worker = status.worker_id
+            text += (f',"state":"{status.state.value}","worker_id":{codec.json_scalar(worker and shown(worker))},'
                      f'"generation":{status.generation},"trace":{codec.json_scalar(status.trace)}')
         return text + (f',"partition":{self.partition},"offset":{self.offset},'
                        f'"timestamp":{codec.json_scalar(self.timestamp)}}}')

@@ -21,6 +21,12 @@ subscriber further behind than ``sidecar.events.subscriber.queue.max`` events (o
 written, and the connection is closed); the events before the window stay only while a subscriber has still to
 be handed them, so what is held stays bounded. A client whose connection stops taking data is let go by the
 HTTP server (``http_server.WRITE_STALL_TIMEOUT_S``).
+
+**A subscriber's slot is not held for ever.** A client that never reads is not seen by the server: the heartbeats
+fit in the kernel's buffers for hours. So a stream lives ``sidecar.events.stream.max.ms`` at most, and ends with an
+``error`` event that asks the client to reconnect with its last event's id (it misses nothing); and at the subscriber
+bound a new client takes the place of the one connected longest once that one has had a fifth of that time
+(``REPLACEABLE_SHARE``): clients that never read cannot lock the status page out.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
+import enum
 import logging
 from collections.abc import Iterator
 
@@ -51,6 +58,20 @@ SCAN_EVENTS = 50_000
 TRIM_STEP = 1024
 DROP_LOG_INTERVAL_S = 10.0
 DEFAULT_BUFFER_MAX_BYTES = 64 * 1024 * 1024
+# At the subscriber bound, the subscriber connected longest gives its place to a new one once it has had this share of
+# a stream's life.
+REPLACEABLE_SHARE = 0.2
+
+
+class Ended(enum.Enum):
+    """Why a subscription ended (what its stream's last event says)."""
+
+    DROPPED = "this client fell too far behind and was dropped: reconnect with the id of the last event received"
+    EXPIRED = ("this stream reached its time bound (sidecar.events.stream.max.ms): reconnect with the id of the last "
+               "event received")
+    REPLACED = ("as many clients as allowed are subscribed, and another took the place of this one, the longest "
+                "connected (sidecar.events.subscribers.max): reconnect with the id of the last event received")
+    STOPPING = "the server is stopping"
 
 
 class TooManySubscribers(Exception):
@@ -64,22 +85,27 @@ class Subscription:
     or the stream is closed.
     """
 
-    __slots__ = ("backlog", "backlog_at", "connector", "cursor", "cursor_bytes", "dropped", "ended", "turn")
+    __slots__ = ("backlog", "backlog_at", "connector", "cursor", "cursor_bytes", "ended", "reason", "started", "turn")
 
-    def __init__(self, connector: str | None, backlog: list[StatusEvent], cursor: int, cursor_bytes: int) -> None:
+    def __init__(self, connector: str | None, backlog: list[StatusEvent], cursor: int, cursor_bytes: int,
+                 started: float) -> None:
         self.connector = connector
         self.backlog = backlog
         self.backlog_at = 0
         # The sequence number of the next live event to look at, and the bytes of the events before it.
         self.cursor, self.cursor_bytes = cursor, cursor_bytes
+        # When it began (the event loop's time).
+        self.started = started
         self.ended = asyncio.Event()
-        self.dropped = False
+        # Why it ended (set with ``ended``).
+        self.reason = Ended.STOPPING
         # Resolved when the hub gives it its turn to take a chunk (or it ends).
         self.turn: asyncio.Future[None] | None = None
 
 
 class EventsCollector(Collector):
-    """``status_events_subscribers`` and ``status_events_dropped_total``, read from the hub at each scrape."""
+    """``status_events_subscribers`` and the counts of clients dropped, refused, replaced and timed out, read from the
+    hub at each scrape."""
 
     def __init__(self, hub: StatusEvents) -> None:
         self._hub = hub
@@ -92,6 +118,11 @@ class EventsCollector(Collector):
                                   value=self._hub.dropped)
         yield CounterMetricFamily("status_events_refused", "Clients of GET /events refused (503) because as many as "
                                   "allowed were there (sidecar.events.subscribers.max).", value=self._hub.refused)
+        yield CounterMetricFamily("status_events_replaced", "Clients of GET /events whose stream ended to make room "
+                                  "for a new client at sidecar.events.subscribers.max (the longest connected).",
+                                  value=self._hub.replaced)
+        yield CounterMetricFamily("status_events_expired", "GET /events streams ended at their time bound "
+                                  "(sidecar.events.stream.max.ms); their clients reconnect.", value=self._hub.expired)
 
 
 class StatusEvents:
@@ -105,9 +136,12 @@ class StatusEvents:
     """
 
     def __init__(self, cache: StatusCache, buffer_max: int, queue_max: int, from_start: bool,
-                 buffer_max_bytes: int = DEFAULT_BUFFER_MAX_BYTES, max_subscribers: int = INT32_MAX) -> None:
+                 buffer_max_bytes: int = DEFAULT_BUFFER_MAX_BYTES, max_subscribers: int = INT32_MAX,
+                 max_life_s: float | None = None) -> None:
+        """``max_life_s``: a stream's longest life (None: unbounded, as for a hub used without a server)."""
         self._cache = cache
         self.max_subscribers = max_subscribers
+        self._max_life_s = max_life_s
         self._buffer_max = buffer_max
         self._buffer_max_bytes = buffer_max_bytes
         self._queue_max = queue_max
@@ -140,8 +174,11 @@ class StatusEvents:
         self._pass_scheduled = False
         self._drop_log = RateLimit(DROP_LOG_INTERVAL_S)
         self._refusal_log = RateLimit(DROP_LOG_INTERVAL_S)
+        self._replace_log = RateLimit(DROP_LOG_INTERVAL_S)
         self.dropped = 0
         self.refused = 0
+        self.replaced = 0
+        self.expired = 0
         cache.subscribe(self._applied)
 
     @property
@@ -178,10 +215,18 @@ class StatusEvents:
         offsets = self._offsets
         offsets[index] = offset
         status = self._cache.value_of(key) if record.value is not None else None
-        event = StatusEvent(key, status, partition, offset, record.timestamp, self._partitions, tuple(offsets))
+        self._append(StatusEvent(key, status, partition, offset, record.timestamp, self._partitions, tuple(offsets)))
+
+    def publish(self, event: StatusEvent) -> None:
+        """Hand subscribers an event that is no record of the topic (an action of this sidecar: a restart, a worker
+        gone). Its id is the stream's position when it happened, and its partition and offset -1: a client that
+        resumes is not handed it again."""
+        self._append(event)
+
+    def _append(self, event: StatusEvent) -> None:
         events = self._events
         events.append(event)
-        self._connectors.append(key.connector)
+        self._connectors.append(event.connector)
         self._appended_bytes += event.size
         self._ends.append(self._appended_bytes)
         self._window_bytes += event.size
@@ -191,7 +236,7 @@ class StatusEvents:
             self._window_bytes -= forgotten.size
             self._window += 1
         if self._subscriptions:
-            self._news.add(key.connector)
+            self._news.add(event.connector)
             self._schedule_pass()
         else:
             self._trim(self._window)
@@ -227,15 +272,12 @@ class StatusEvents:
     def subscribe(self, connector: str | None = None, last_event_id: str | None = None) -> Subscription:
         """A new subscriber (of one connector's events, or all): from now, or past ``last_event_id``.
 
-        ValueError: a malformed id, or one naming a partition this stream has not read; EventIdTooOld: it needs
-        events no longer kept; TooManySubscribers: as many as ``max_subscribers`` are there.
+        ValueError: a malformed id, or one naming a partition (or an offset of one) this stream has not read;
+        EventIdTooOld: it needs events no longer kept; TooManySubscribers: as many as ``max_subscribers`` are there,
+        none of them connected long enough to give its place.
         """
-        if len(self._subscriptions) >= self.max_subscribers:
-            self.refused += 1
-            self._refusal_log.log(log, logging.WARNING, "Refusing a GET /events client: %d are there already "
-                                  "(sidecar.events.subscribers.max)", self.max_subscribers)
-            raise TooManySubscribers(f"{self.max_subscribers} clients of GET /events are there already "
-                                     "(sidecar.events.subscribers.max)")
+        self._loop = _running_loop() or self._loop
+        now = self._loop.time() if self._loop is not None else 0.0
         backlog: list[StatusEvent] = []
         if last_event_id:
             seen = parse_event_id(last_event_id)
@@ -243,10 +285,28 @@ class StatusEvents:
             backlog = [event for event in self._events[self._window - self._base:]
                        if event.offset > seen.get(event.partition, -1)
                        and (connector is None or event.connector == connector)]
-        subscription = Subscription(connector, backlog, self._head, self._appended_bytes)
+        if len(self._subscriptions) >= self.max_subscribers:
+            self._make_room(now)
+        subscription = Subscription(connector, backlog, self._head, self._appended_bytes, now)
         self._subscriptions.add(subscription)
-        self._loop = _running_loop() or self._loop
         return subscription
+
+    def _make_room(self, now: float) -> None:
+        """At the bound: the subscriber connected longest gives its place, once it has had its share of a stream's
+        life; else TooManySubscribers."""
+        oldest = min(self._subscriptions, key=lambda s: s.started)
+        if self._max_life_s is not None and now - oldest.started >= self._max_life_s * REPLACEABLE_SHARE:
+            self.replaced += 1
+            self._replace_log.log(log, logging.WARNING, "GET /events is at its bound (sidecar.events.subscribers.max="
+                                  "%d): ending the stream connected longest to make room for a new client",
+                                  self.max_subscribers)
+            self._end(oldest, Ended.REPLACED)
+            return
+        self.refused += 1
+        self._refusal_log.log(log, logging.WARNING, "Refusing a GET /events client: %d are there already "
+                              "(sidecar.events.subscribers.max)", self.max_subscribers)
+        raise TooManySubscribers(f"{self.max_subscribers} clients of GET /events are there already "
+                                 "(sidecar.events.subscribers.max)")
 
     def _check_resumable(self, seen: dict[int, int]) -> None:
         for partition, forgotten in self._forgotten.items():
@@ -254,6 +314,12 @@ class StatusEvents:
                 raise EventIdTooOld(f"events of partition {partition} after offset {seen.get(partition, -1)} are no "
                                     f"longer kept (sidecar.events.buffer.max={self._buffer_max}, "
                                     f"sidecar.events.buffer.max.bytes={self._buffer_max_bytes})")
+        for partition, offset in zip(self._partitions, self._offsets, strict=True):
+            if seen.get(partition, -1) > offset:
+                # Resuming would skip the partition's events up to there: an id of another topic (or of this one before
+                # it was deleted and made again), or made up.
+                raise ValueError(f"not an event id of this stream: partition {partition} has no record read past "
+                                 f"offset {offset}")
         unknown = sorted(set(seen) - set(self._partitions))
         if unknown and not self._from_start:
             raise EventIdTooOld(f"partition {unknown[0]} was read before this process kept events")
@@ -306,10 +372,17 @@ class StatusEvents:
     async def next_chunk(self, subscription: Subscription, timeout: float) -> bytes | None:
         """The subscriber's next events as one chunk of frames, once the hub gives it its turn (at most
         ``FANOUT_PER_TURN`` subscribers take a chunk per turn of the event loop); ``b""`` when none came within
-        ``timeout`` seconds; None once the subscription has ended."""
+        ``timeout`` seconds; None once the subscription has ended (at its time bound too)."""
         loop = asyncio.get_running_loop()
         self._loop = loop
         deadline = loop.time() + timeout
+        if self._max_life_s is not None:
+            end_of_life = subscription.started + self._max_life_s
+            if loop.time() >= end_of_life:
+                self.expired += 1
+                self._end(subscription, Ended.EXPIRED)
+                return None
+            deadline = min(deadline, end_of_life)
         while not subscription.ended.is_set():
             turn = subscription.turn = loop.create_future()
             if subscription.backlog or subscription.cursor < self._head:
@@ -375,21 +448,23 @@ class StatusEvents:
         self._drop_log.log(log, logging.WARNING, "Dropping a GET /events subscriber: more than %d events or %d bytes "
                            "wait for it (sidecar.events.subscriber.queue.max, sidecar.events.buffer.max.bytes); it "
                            "may reconnect with its Last-Event-ID", self._queue_max, self._buffer_max_bytes)
-        subscription.dropped = True
-        self._end(subscription)
+        self._end(subscription, Ended.DROPPED)
 
     def unsubscribe(self, subscription: Subscription) -> None:
         """The subscriber is gone: no more events for it."""
-        self._end(subscription)
+        self._end(subscription, Ended.STOPPING)
 
     def close(self) -> None:
         """End every subscriber's stream (the server is stopping)."""
         for subscription in list(self._subscriptions):
-            self._end(subscription)
+            self._end(subscription, Ended.STOPPING)
 
-    def _end(self, subscription: Subscription) -> None:
+    def _end(self, subscription: Subscription, reason: Ended) -> None:
+        if subscription.ended.is_set():
+            return
         self._subscriptions.discard(subscription)
         self._waiting.discard(subscription)
+        subscription.reason = reason
         subscription.ended.set()
         if subscription.turn is not None and not subscription.turn.done():
             subscription.turn.set_result(None)

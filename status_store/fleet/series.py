@@ -13,39 +13,55 @@ much is served:
 Per-object series are capped (``sidecar.metrics.fleet.max.objects``): beyond the cap the objects not
 RUNNING are kept first, as those are what an operator looks for.
 
-Label values are text from the topic, of any length and content: each is cut to ``MAX_LABEL_CHARS``
-characters (a digest of the whole keeps two names that differ past the cut apart), and a lone surrogate, which
-UTF-8 cannot encode, is written ``\\uD800`` as the REST routes write it. So no name makes a scrape large, and
-no status makes it fail.
+At a million statuses these series take seconds to make: ``GET /metrics`` collects them off the event loop. While
+``deferred_fleet`` is set (the route sets it around its collection on the loop), the collector takes only a view of
+the cache (``StatusCache.view``, milliseconds) and yields a ``DeferredFamilies``, which the route makes into the
+series on a thread; any other collection (a registry's ``get_sample_value``) makes them at once.
+
+Label values are text from the topic, of any length and content: each is cut as every view of the fleet cuts a
+name (``text.shown``: at most ``MAX_SHOWN_CHARS`` characters, a digest of the whole keeping two names that differ
+past the cut apart), and a lone surrogate, which UTF-8 cannot encode, is written ``\\uD800`` as the REST routes
+write it. So no name makes a scrape large, and no status makes it fail.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..config import FleetMetrics
 from ..connect import codec
-from ..connect.cache import FleetObject
+from ..connect.cache import FleetObject, FleetView
 from ..connect.model import State
+from .text import MAX_SHOWN_CHARS, shown
 
 log = logging.getLogger(__name__)
 
-MAX_LABEL_CHARS = 256
-# Hex digits of the whole value's digest at the end of a value cut.
-_DIGEST_CHARS = 8
+
+
+# Set by whoever collects on the event loop and makes the series on a thread (GET /metrics).
+deferred_fleet: ContextVar[bool] = ContextVar("deferred_fleet", default=False)
+
+
+class DeferredFamilies(Metric):
+    """Metric families to make later, off the event loop (``make``): a placeholder without samples of its own."""
+
+    def __init__(self, make: Callable[[], list[Metric]]) -> None:
+        super().__init__("status_fleet_deferred", "The fleet's series, made off the event loop.", "untyped")
+        self.make = make
 
 
 class FleetCollector(Collector):
-    """Connectors' and tasks' states, listed by ``fleet`` at each scrape (the store's cache), as the chosen series."""
+    """Connectors' and tasks' states, read at each scrape from a view of the store's cache (``view``), as the chosen
+    series."""
 
-    def __init__(self, fleet: Callable[[], Iterable[FleetObject]], mode: FleetMetrics, max_objects: int) -> None:
-        self._fleet = fleet
+    def __init__(self, view: Callable[[], FleetView], mode: FleetMetrics, max_objects: int) -> None:
+        self._view = view
         self._mode = mode
         self._max_objects = max_objects
         self._over_cap = False
@@ -53,7 +69,14 @@ class FleetCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         if self._mode is FleetMetrics.OFF:
             return
-        objects = list(self._fleet())
+        view = self._view()
+        if deferred_fleet.get():
+            yield DeferredFamilies(lambda: list(self._families(view)))
+            return
+        yield from self._families(view)
+
+    def _families(self, view: FleetView) -> Iterator[Metric]:
+        objects = list(view.fleet())
         yield from _counts(objects)
         if self._mode is FleetMetrics.OBJECTS:
             kept = self._within_cap(objects)
@@ -64,7 +87,7 @@ class FleetCollector(Collector):
                                     "sidecar.metrics.fleet.max.objects (the counts still cover them).",
                                     value=len(objects) - len(kept))
             yield GaugeMetricFamily("status_fleet_label_values_cut",
-                                    f"Connector names and worker ids cut to {MAX_LABEL_CHARS} characters in the "
+                                    f"Connector names and worker ids cut to {MAX_SHOWN_CHARS} characters in the "
                                     "per-object series' labels at this scrape (each distinct value once).",
                                     value=labels.cut)
 
@@ -110,15 +133,14 @@ class LabelValues:
 
     def __call__(self, text: str) -> str:
         """``text`` as a label value: as it is when short and ASCII (nearly always), else escaped and bounded."""
-        if len(text) <= MAX_LABEL_CHARS and text.isascii():
+        if len(text) <= MAX_SHOWN_CHARS and text.isascii():
             return text
         escaped = codec.escape_surrogates(text)
-        if len(escaped) <= MAX_LABEL_CHARS:
+        if len(escaped) <= MAX_SHOWN_CHARS:
             return escaped
         value = self._cut.get(text)
         if value is None:
-            digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=_DIGEST_CHARS // 2)
-            value = self._cut[text] = escaped[:MAX_LABEL_CHARS - _DIGEST_CHARS - 1] + "…" + digest.hexdigest()
+            value = self._cut[text] = shown(escaped, text)
         return value
 
 

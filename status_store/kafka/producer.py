@@ -91,8 +91,10 @@ class TopicProducer:
         if producer is not None:
             pending = await asyncio.to_thread(producer.flush, timeout)
             if pending:
-                log.error("%d write(s) to %s still pending after %.1f s; they are failed, not written",
-                          pending, self.topic, timeout)
+                # Their owner's queue has given them their outcome already and says what becomes of them (a spool
+                # may keep them): one line, the owner's, not a second one here that says otherwise.
+                log.debug("%d write(s) to %s still in the producer's queue after %.1f s: purged", pending, self.topic,
+                          timeout)
                 producer.purge()
                 await asyncio.to_thread(producer.poll, 0)
         for key, _, done in self._outbox:

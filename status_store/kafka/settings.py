@@ -7,8 +7,8 @@ import contextlib
 import functools
 import threading
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -17,6 +17,7 @@ from confluent_kafka.admin._metadata import ClusterMetadata
 from ..errors import KafkaUnavailableError, TopicSetupError
 from .client_log import client_logging
 
+T = TypeVar("T")
 DEFAULT_DELIVERY_TIMEOUT_MS = 10000
 # How long a client thread waits for an event before it looks at its stop flag again.
 POLL_INTERVAL_S = 0.1
@@ -101,33 +102,37 @@ async def topic_partitions(client: Producer | Consumer, topic: str, bootstrap_se
 
 
 async def list_topics(client: Producer | Consumer | AdminClient, topic: str, timeout: float) -> ClusterMetadata:
-    """``client.list_topics(topic, timeout)``, a Metadata request, off the event loop in a daemon thread of its own.
-    librdkafka's call cannot be interrupted: against brokers that are gone it takes its whole timeout, and a
-    thread of asyncio's default executor would hold the process's exit that long (the interpreter waits for
-    them), past the shutdown's bound."""
+    """``client.list_topics(topic, timeout)``, a Metadata request, off the event loop (``off_loop``)."""
+    return await off_loop(functools.partial(client.list_topics, topic, timeout), "status-store-metadata")
+
+
+async def off_loop(call: Callable[[], T], name: str) -> T:
+    """A blocking call of a Kafka client, off the event loop in a daemon thread of its own. librdkafka's calls cannot
+    be interrupted: against brokers that are gone one takes its whole timeout, and a thread of asyncio's default
+    executor would hold the process's exit that long (the interpreter waits for them), past the shutdown's bound."""
     loop = asyncio.get_running_loop()
-    answer: asyncio.Future[ClusterMetadata] = loop.create_future()
+    answer: asyncio.Future[T] = loop.create_future()
 
     def request() -> None:
         try:
-            metadata = client.list_topics(topic, timeout)
+            result = call()
         except Exception as e:
             settle = functools.partial(_fail, answer, e)
         else:
-            settle = functools.partial(_succeed, answer, metadata)
+            settle = functools.partial(_succeed, answer, result)
         with contextlib.suppress(RuntimeError):  # the event loop is closed: nobody waits for the answer
             loop.call_soon_threadsafe(settle)
 
-    threading.Thread(target=request, name="status-store-metadata", daemon=True).start()
+    threading.Thread(target=request, name=name, daemon=True).start()
     return await answer
 
 
-def _succeed(answer: asyncio.Future[ClusterMetadata], metadata: ClusterMetadata) -> None:
+def _succeed(answer: asyncio.Future[T], result: T) -> None:
     if not answer.done():
-        answer.set_result(metadata)
+        answer.set_result(result)
 
 
-def _fail(answer: asyncio.Future[ClusterMetadata], error: Exception) -> None:
+def _fail(answer: asyncio.Future[T], error: Exception) -> None:
     if not answer.done():
         answer.set_exception(error)
 

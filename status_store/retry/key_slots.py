@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Iterator, Sequence
 
 from .holds import Slot
@@ -61,24 +60,18 @@ class KeySlots:
         """The queue is closed: keep only the keys with a parked update."""
         self._slots = dict(self._parked)
 
+    @property
+    def pending_keys(self) -> int:
+        """Keys with an update in flight, waiting or parked (an idle key's slot is forgotten at once)."""
+        return len(self._slots)
+
     def growth(self, keys: Sequence[str]) -> int:
-        """How many unsettled updates writes of these keys would add."""
+        """How many keys with pending updates writes of these keys would add: each key that has none now, once
+        (a write of a key that has one waits behind it, or replaces its waiting or parked value)."""
         if not self._coalesce:
             return len(keys)
-        growth = 0
-        for key, writes in collections.Counter(keys).items():
-            slot = self._slots.get(key)
-            if slot is None:
-                partition = self._gate.find(self._route(key)) if self._route is not None else None
-            elif slot.waiting is not None or slot.parked is not None:
-                continue  # replaced
-            else:
-                partition = slot.partition
-            if (slot is not None and slot.inflight is not None) or self._gate.holds_new(partition):
-                growth += 1  # waits (behind the key's write in flight, or in the held partition's line)
-            else:
-                growth += min(writes, 2)  # goes out, and a second write waits behind it
-        return growth
+        slots = self._slots
+        return sum(1 for key in set(keys) if key not in slots)
 
     # ----------------------------------------------------------------------------- parking
 

@@ -148,6 +148,25 @@ class PartitionGate:
             partition.probe_due = self._scheduler.now()
             self._scheduler.push(partition.probe_due, -partition.number - 1, partition)
 
+    def writable_again(self, number: int) -> bool:
+        """The cluster says the partition can take writes again (its in-sync replicas are back, a leader is known):
+        probe it now rather than on its schedule; while every partition is stalled, the cluster's probe goes now.
+        False when there was nothing to do (the partition is not stalled, or a probe is out)."""
+        partition = self._partitions.get(number)
+        if partition is None or not partition.stalled or partition.probe is not None:
+            return False
+        if not self._all_stalled():
+            if partition.probe_due is not None and partition.probe_due <= self._scheduler.now():
+                return False
+            self.probe_now(partition)
+            return True
+        cluster = self._cluster
+        if cluster.probe is not None or (cluster.due is not None and cluster.due <= self._scheduler.now()):
+            return False
+        cluster.due = self._scheduler.now()
+        self._scheduler.push(cluster.due, 0, cluster)
+        return True
+
     def probe_stalled(self) -> None:
         """One probe for each stalled partition with a line and no probe out (the queue stops: if one gets
         through, the release sends the rest within the stop's bound)."""

@@ -19,7 +19,7 @@ And the queue's own promises:
 
 - **Never blocks the caller.** ``submit`` returns at once; ``StatusUpdate.result()`` awaits the outcome
   (``updates.py``: the handle and the types a caller sees).
-  With ``max_pending`` set, a write that would grow the queue past it is refused (``WriteRejectedError``).
+  With ``max_pending`` set, a write of a new key past that many keys pending is refused (``WriteRejectedError``).
 - **A bounded stop.** ``stop`` sends what waits once more, waits at most its timeout, then fails the rest;
   parked updates stay parked.
 """
@@ -62,7 +62,7 @@ class RetryQueue:
         self._slots = KeySlots(coalesce, route, self._gate, self._scheduler)
         self._timing = RetryTiming(policy, self._scheduler)
         self._keys = KeyWrites(send, policy, self._slots, self._scheduler, self._gate, self._ledger, self._timing)
-        # Writes refused because max_pending updates were pending.
+        # Writes refused because max_pending keys had updates pending.
         self.rejected_total = 0
         # Stopping: no new submissions.
         self._stopped = False
@@ -84,17 +84,17 @@ class RetryQueue:
     # ----------------------------------------------------------------------------- submitting
 
     def check_room(self, keys: Sequence[str]) -> None:
-        """Raise ``WriteRejectedError`` if writes of these keys, in order, would grow the queue past ``max_pending``.
-        A write that replaces its key's waiting or parked value takes no room (nor do a key's later writes in
-        ``keys``, which replace its earlier one); one behind the key's write in flight takes one place."""
+        """Raise ``WriteRejectedError`` if writes of these keys would make more keys than ``max_pending`` have updates
+        pending (in flight, waiting or parked). A write of a key that has one takes no room: it waits behind the key's
+        write in flight (one at most: a later one replaces it) or replaces its waiting or parked value."""
         limit = self.policy.max_pending
         if limit is None:
             return
-        free = limit - self._ledger.unsettled - self._slots.parked_count
+        free = limit - self._slots.pending_keys
         if len(keys) <= free or self._slots.growth(keys) <= free:
             return
         self.rejected_total += 1
-        raise WriteRejectedError(f"{limit} status updates are pending (status.storage.retry.max.pending): "
+        raise WriteRejectedError(f"status updates of {limit} keys are pending (status.storage.retry.max.pending): "
                                  "Kafka is not taking writes as fast as they come; try again later",
                                  max(1.0, self._gate.probe_backoff.longest(0)))
 
@@ -116,6 +116,12 @@ class RetryQueue:
         clock = self._scheduler.clock or self._scheduler.start(asyncio.get_running_loop())
         self._keys.submit(update, clock.time())
         return update
+
+    def writable_again(self, partition: int) -> bool:
+        """The cluster says this partition can take writes again (the signal a probe waits for: in-sync replicas back,
+        a leader known): a held one is probed now, not at its next probe's time. False when it was not waiting for a
+        probe."""
+        return self._gate.writable_again(partition)
 
     def park(self, update: StatusUpdate) -> bool:
         """Keep a failed update's value in its partition, held like an outage, until the partition takes writes

@@ -65,11 +65,13 @@ class StatusUpdate:
     outcome (``result()`` waits for it)."""
 
     __slots__ = ("_abandon", "_future", "attempts", "key", "kind", "last_error", "number", "outcome", "safe",
-                 "submitted_at", "value")
+                 "spooled", "submitted_at", "value")
 
     def __init__(self, key: str, value: bytes | None, kind: UpdateKind, abandon: Abandon | None = None,
-                 safe: bool = False) -> None:
-        self.key, self.value, self.kind, self.safe = key, value, kind, safe
+                 safe: bool = False, spooled: bool = True) -> None:
+        """``spooled``: the spool keeps it (when there is one); False for a write its writer holds itself until
+        its outcome (a worker's agent sends it again to a restarted sidecar)."""
+        self.key, self.value, self.kind, self.safe, self.spooled = key, value, kind, safe, spooled
         self.attempts = 0
         # The queue's sequence number (submission order), and the loop time of the submission.
         self.number = 0
@@ -88,9 +90,15 @@ class StatusUpdate:
         """Wait for the outcome (it never raises for a failed write: see ``Outcome.result``)."""
         if self.outcome is not None:
             return self.outcome
+        return await asyncio.wait_for(asyncio.shield(self.settled()), timeout)
+
+    def settled(self) -> asyncio.Future[Outcome]:
+        """A future done with the outcome (to wait on many with ``asyncio.wait``; never cancel it)."""
         if self._future is None:
             self._future = asyncio.get_running_loop().create_future()
-        return await asyncio.wait_for(asyncio.shield(self._future), timeout)
+            if self.outcome is not None:
+                self._future.set_result(self.outcome)
+        return self._future
 
     def settle(self, outcome: Outcome) -> None:
         """Give the update its outcome (the retry queue does, once)."""
@@ -104,7 +112,7 @@ class StatusUpdate:
 
     def again(self) -> StatusUpdate:
         """A new update of the same write (a parked update submitted again)."""
-        return StatusUpdate(self.key, self.value, self.kind, self._abandon, self.safe)
+        return StatusUpdate(self.key, self.value, self.kind, self._abandon, self.safe, self.spooled)
 
     def __repr__(self) -> str:
         return f"StatusUpdate({self.key!r}, attempts={self.attempts}, outcome={self.outcome})"

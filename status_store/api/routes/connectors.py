@@ -3,12 +3,15 @@ configured) and the sidecar's status write endpoints."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Iterator, Mapping
+from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Query, Request, Response
 
+from ...connect.cache import StatusReads
+from ...connect.codec import ConnectJSON, json_scalar, json_string
 from ...connect.configs import ConnectorConfigs, connector_type
-from ...connect.model import ConnectorStatus, State, Status, TaskId, TaskStatus, status_key
+from ...connect.model import ConnectorStatus, PluginVersion, State, Status, TaskId, TaskStatus, status_key
 from ...retry.updates import StatusUpdate
 from ...store import StatusStore
 from ..deps import (
@@ -22,7 +25,7 @@ from ..deps import (
     direct_write_arguments,
     task_number,
 )
-from ..responses import ApiError, ConnectJSONResponse
+from ..responses import ApiError, ConnectJSONResponse, connect_json
 from ..routing import ConnectRoute, authenticate, reads_configurations, served_directly
 from ..schemas import (
     ConnectorExpansions,
@@ -35,6 +38,7 @@ from ..schemas import (
     TaskState,
     WriteResponse,
 )
+from ..shared_answers import Prepare, Render, SharedAnswerResponse, SharedAnswers, TooManyBuilds, accepts_gzip
 
 # Routes are tried in the order they are declared here: the status routes (the hot writes among them) first.
 router = APIRouter(tags=["connectors"], route_class=ConnectRoute)
@@ -68,68 +72,100 @@ WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def state(status: Status) -> dict[str, Any]:
-    """A status in Connect 4.x's shape (``ConnectorStateInfo.AbstractState``): state, worker_id, version (KIP-891:
-    null when the status has none, left out when it is ``undefined``, PluginDesc's word for a plugin without one),
-    and trace only when there is one."""
-    body: dict[str, Any] = {"state": status.state.value, "worker_id": status.worker_id}
+class Shown(Protocol):
+    """What a status shows in Connect's answers: a status, or a value as read."""
+
+    @property
+    def state(self) -> State: ...
+
+    @property
+    def worker_id(self) -> str | None: ...
+
+    @property
+    def trace(self) -> str | None: ...
+
+    @property
+    def version(self) -> PluginVersion: ...
+
+
+def state(status: Shown) -> ConnectJSON:
+    """A status in Connect 4.x's shape (``ConnectorStateInfo.AbstractState``), as Connect's JSON text: state,
+    worker_id, version (KIP-891: null when the status has none, left out when it is ``undefined``, PluginDesc's word
+    for a plugin without one), and trace only when there is one. Written directly (a fleet's answer has a million)."""
+    text = f'{{"state":"{status.state.value}","worker_id":{json_scalar(status.worker_id)}'
     version = status.version
     if version != UNDEFINED_VERSION:
-        body["version"] = version if isinstance(version, str) else None
+        text += ',"version":' + (json_string(version) if isinstance(version, str) else "null")
     if status.trace:
-        body["trace"] = status.trace
-    return body
+        text += ',"trace":' + json_string(status.trace)
+    return ConnectJSON(text + "}")
 
 
 # What Connect calls a plugin's version when the plugin has none: its REST answers leave such a version out.
 UNDEFINED_VERSION = "undefined"
 
 
-def task_state(status: TaskStatus) -> dict[str, Any]:
-    """A task status in Connect's shape."""
-    return {"id": status.id.task, **state(status)}
+def task_state(task: int, status: Shown) -> ConnectJSON:
+    """A task's status in Connect's shape."""
+    return ConnectJSON(f'{{"id":{task:d},' + state(status)[1:])
 
 
-def type_of(store: StatusStore, configs: ConnectorConfigs | None, name: str) -> str:
-    """The connector's type: from its configuration and the type settings, or what its status writer said."""
+def type_of(reads: StatusReads, class_types: Mapping[str, str], configs: ConnectorConfigs | None, name: str) -> str:
+    """The connector's type: from its configuration and the type settings (``class_types``), or what its status writer
+    said."""
     config = configs.connector_config(name) if configs is not None else None
-    return connector_type(config, store.config.connector_types, store.cache.connector_type(name))
+    return connector_type(config, class_types, reads.connector_type(name))
 
 
-def connector_state_info(store: StatusStore, configs: ConnectorConfigs | None, name: str) -> dict[str, Any] | None:
-    """Connect's ``ConnectorStateInfo`` (every stored state shown, DESTROYED too, as Connect shows it); None when
-    the connector has no status."""
-    status = store.cache.get_connector(name)
+def connector_state_info(reads: StatusReads, class_types: Mapping[str, str], configs: ConnectorConfigs | None,
+                         name: str) -> ConnectJSON | None:
+    """Connect's ``ConnectorStateInfo`` (every stored state shown, DESTROYED too, as Connect shows it) as its JSON
+    text; None when the connector has no status."""
+    status = reads.connector_value(name)
     if status is None:
         return None
-    tasks = [task_state(task) for task in store.cache.get_all_tasks(name)]
-    return {"name": name, "connector": state(status), "tasks": tasks, "type": type_of(store, configs, name)}
+    tasks = ",".join([task_state(task, value) for task, value in reads.task_values(name)])
+    return ConnectJSON(f'{{"name":{json_string(name)},"connector":{state(status)},"tasks":[{tasks}],'
+                       f'"type":{json_string(type_of(reads, class_types, configs, name))}}}')
 
 
-def connector_info(store: StatusStore, configs: ConnectorConfigs | None, name: str) -> dict[str, Any] | None:
+def connector_info(reads: StatusReads, class_types: Mapping[str, str], configs: ConnectorConfigs | None,
+                   name: str) -> dict[str, Any] | None:
     """Connect's ``ConnectorInfo``; None when the connector has no configuration (always without a config topic)."""
     config = configs.connector_config(name) if configs is not None else None
     if configs is None or config is None:
         return None
     tasks = [{"connector": name, "task": task} for task in configs.tasks(name)]
-    return {"name": name, "config": config, "tasks": tasks, "type": type_of(store, configs, name)}
+    return {"name": name, "config": config, "tasks": tasks, "type": type_of(reads, class_types, configs, name)}
 
 
-def expansions(store: StatusStore, configs: ConnectorConfigs | None, name: str,
-               expand: list[str]) -> dict[str, Any] | None:
-    """What ``?expand=`` asks of one connector, as Connect builds it: ``status``, ``info`` (null without a
-    configuration), nothing for any other value; None when ``status`` is asked and there is none (Connect leaves
-    the connector out)."""
-    found: dict[str, Any] = {}
-    for expansion in expand:
-        if expansion == "status":
-            status = connector_state_info(store, configs, name)
-            if status is None:
-                return None
-            found["status"] = status
-        elif expansion == "info":
-            found["info"] = connector_info(store, configs, name)
-    return found
+# What ?expand= may ask; any other value asks nothing.
+EXPANSIONS = ("status", "info")
+
+
+def expanded(reads: StatusReads, class_types: Mapping[str, str], configs: ConnectorConfigs | None,
+             expand: tuple[str, ...]) -> Iterator[str]:
+    """``GET /connectors?expand=...``'s answer, in pieces of JSON text: each connector (configured, else with a status)
+    and what ``expand`` (of ``EXPANSIONS``, each once, in the order asked) asks of it, as Connect builds it:
+    ``status``, ``info`` (null without a configuration); a connector is left out when ``status`` is asked and it has
+    none. Reads ``reads`` and ``configs`` only (a view, on a thread)."""
+    names = configs.connectors() if configs is not None else reads.connectors()
+    yield "{"
+    separator = ""
+    for name in names:
+        found = []
+        for expansion in expand:
+            if expansion == "status":
+                status = connector_state_info(reads, class_types, configs, name)
+                if status is None:
+                    break
+                found.append('"status":' + status)
+            else:
+                found.append('"info":' + connect_json(connector_info(reads, class_types, configs, name)))
+        else:
+            yield f'{separator}{json_string(name)}:{{{",".join(found)}}}'
+            separator = ","
+    yield "}"
 
 
 def not_found(name: str) -> ApiError:
@@ -140,7 +176,7 @@ def not_found(name: str) -> ApiError:
 @router.get("/connectors/{name}/status", response_model=ConnectorStateInfo, responses=NOT_FOUND)
 async def connector_status(name: str, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
     """The connector's status and its tasks', as Connect answers it."""
-    info = connector_state_info(store, configs, name)
+    info = connector_state_info(store.cache, store.config.connector_types, configs, name)
     if info is None:
         raise ApiError(404, f"No status found for connector {name}")
     return ConnectJSONResponse(info)
@@ -152,7 +188,7 @@ async def task_status(name: str, task: TaskToReadDep, store: StoreDep) -> Connec
     status = store.cache.get_task(TaskId(name, task))
     if status is None:
         raise ApiError(404, f"No status found for task {name}-{task}")
-    return ConnectJSONResponse(task_state(status))
+    return ConnectJSONResponse(task_state(task, status))
 
 
 def submit(store: StatusStore, status: Status, safe: bool, connector_type: str | None = None) -> StatusUpdate | None:
@@ -213,33 +249,52 @@ async def put_task_status(name: str, task: TaskDep, body: StatusBody, store: Sto
     return await answer(store, [submit_one(store, status, safe)], params)
 
 
-@router.get("/connectors", response_model=list[str] | dict[str, ConnectorExpansions], responses=CONFIG_READ)
+@router.get("/connectors", response_model=list[str] | dict[str, ConnectorExpansions],
+            responses={**CONFIG_READ, 503: _error("With `expand`: as many answers about the whole fleet as allowed "
+                                                  "are being built (Retry-After says when to try again)")})
 async def list_connectors(request: Request, store: StoreDep, configs: ConfigsDep,
                           expand: Annotated[list[str] | None, Query(
         description="Any number of times: `status`, `info`; any other value (an empty one too) is ignored. "
                     "With `expand` present the answer is a map of connector to expansions, without it a list. "
                     "`info` holds configurations: it needs the bearer token when one is set.")]
-        = None) -> ConnectJSONResponse:
+        = None) -> Response:
     """The connectors, sorted: Connect's configured connectors when the config topic is configured, otherwise the
-    connectors with a status. With ``expand`` present (even empty), a map of each to its expansions."""
+    connectors with a status. With ``expand`` present (even empty), a map of each to its expansions, built off the
+    event loop and shared by the clients asking meanwhile (``shared_answers``)."""
     if expand is not None and "info" in expand:
         authenticate(request)
-    names = configs.connectors() if configs is not None else store.cache.connectors()
     if expand is None:
-        return ConnectJSONResponse(names)
-    expanded = {}
-    for name in names:
-        found = expansions(store, configs, name, expand)
-        if found is not None:
-            expanded[name] = found
-    return ConnectJSONResponse(expanded)
+        return ConnectJSONResponse(configs.connectors() if configs is not None else store.cache.connectors())
+    asked = tuple(dict.fromkeys(e for e in expand if e in EXPANSIONS))
+    class_types = store.config.connector_types
+
+    def prepare() -> Render:
+        view = store.cache.view()
+        return lambda: expanded(view, class_types, configs, asked)
+
+    return await shared_answer(request, "expand=" + ",".join(asked), asked, store, configs, prepare)
+
+
+async def shared_answer(request: Request, kind: str, key: object, store: StatusStore,
+                        configs: ConnectorConfigs | None, prepare: Prepare, more_version: int = 0) -> Response:
+    """An answer about the whole fleet, at the version the cache (and config topic) has now or newer, as
+    ``SharedAnswers`` builds and shares it; 503 with Retry-After past its bound on builds. ``more_version``: the
+    version of anything else the answer shows (never decreasing, as the others)."""
+    answers: SharedAnswers = request.app.state.shared_answers
+    version = store.cache.version + (configs.version if configs is not None else 0) + more_version
+    try:
+        built = await answers.get(kind, key, version, prepare)
+    except TooManyBuilds as e:
+        raise ApiError(503, f"Not answered, try again in {e.retry_after_s} s: {e}",
+                       {"Retry-After": str(e.retry_after_s)}) from None
+    return SharedAnswerResponse(built, accepts_gzip(request))
 
 
 @router.get("/connectors/{name}", response_model=ConnectorInfo, responses={**NOT_CONFIGURED, **CONFIG_READ})
 @reads_configurations
 async def get_connector(name: str, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
     """The connector's configuration, tasks and type, from Connect's config topic."""
-    info = connector_info(store, configs, name)
+    info = connector_info(store.cache, store.config.connector_types, configs, name)
     if info is None:
         raise not_found(name)
     return ConnectJSONResponse(info)

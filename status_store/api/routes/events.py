@@ -28,7 +28,9 @@ DESCRIPTION = """Each status record read from the status topic, as Server-Sent E
   (`connector`, `task`, `topic`), `connector`, `task` or `topic`, `state`, `worker_id`, `generation`, `trace`
   (its first line), or for a topic `task` and `discover_timestamp`; and `partition`, `offset`, `timestamp`;
 - `event: deleted`: a tombstone (the same fields, without the status);
-- `event: error`: the stream ends (this client fell too far behind and was dropped, or the server stops).
+- `event: error`: the stream ends: this client fell too far behind and was dropped, its stream reached its time
+  bound (`sidecar.events.stream.max.ms`), or another client took its place at the subscriber bound (then its
+  message asks to reconnect with the id of the last event received); or the server stops.
 
 Each event's `id` says how far the stream has come (for each partition, the offset of the last record
 read: `0:12,1:40`): reconnect with it in `Last-Event-ID` to get every event after it, none twice. An id
@@ -39,10 +41,14 @@ subscribe without one. A comment line is sent when nothing else was for `sidecar
 @router.get("/events", response_class=Response, description=DESCRIPTION, responses={
     200: {"content": {EVENT_STREAM: {"schema": {"type": "string"}}}, "description": "The stream of events."},
     400: {"model": ErrorBody, "description": "A malformed Last-Event-ID: empty, not partition:offset,... in ASCII "
-                                            "digits, a partition named twice, or one this stream has not read."},
+                                            "digits, a partition named twice, or a partition or offset this stream "
+                                            "has not read (an id of another topic, or of this one before it was "
+                                            "deleted and made again): read the current statuses and subscribe "
+                                            "without one."},
     410: {"model": ErrorBody, "description": "A Last-Event-ID older than the events kept."},
     503: {"model": ErrorBody, "description": "As many clients as allowed are subscribed "
-                                             "(sidecar.events.subscribers.max): try again after Retry-After."}})
+                                             "(sidecar.events.subscribers.max), none long enough to give its place: "
+                                             "try again after Retry-After."}})
 async def events(request: Request, connector: Annotated[str | None, Query(
                      description="Only this connector's events (its own, its tasks' and its topics').")] = None,
                  last_event_id: Annotated[str | None, Header(
@@ -115,9 +121,7 @@ class EventStream(Response):
                     break
             if gone.done():
                 return
-            reason = ("this client fell too far behind and was dropped: reconnect with the id of the last event "
-                      "received" if subscription.dropped else "the server is stopping")
-            if await _send(send, error_frame(reason), (gone,), FAREWELL_S):
+            if await _send(send, error_frame(subscription.reason.value), (gone,), FAREWELL_S):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             gone.cancel()

@@ -7,14 +7,16 @@ import json
 from importlib import metadata
 
 from fastapi import APIRouter
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ... import __version__
+from ...agents import PROTOCOL
 from ...errors import StoreClosedError
 from ..deps import ConfigTopicDep, StoreDep
 from ..responses import ApiError
 from ..routing import ConnectRoute
 from ..schemas import ErrorBody, Readiness
+from .agent import AgentsDep
 
 READY_TIMEOUT_S = 2.0
 
@@ -36,6 +38,12 @@ class ServerInfo(BaseModel):
     status_topic: str
     config_topic: str | None
     embedded_broker: bool
+    instance: str = Field(description="This process's id, new at each start: a worker's agent that sees it change "
+                                      "knows the sidecar restarted")
+    agent_protocol: int = Field(description="The version of POST /agent/statuses this sidecar speaks")
+    write_bound_ms: int = Field(description="The longest a status write this sidecar started may take to land "
+                                            "(status.storage.retry.delivery.timeout.ms): a worker's agent waits it out "
+                                            "before its worker writes through Connect's own store")
 
 
 class Health(BaseModel):
@@ -58,7 +66,7 @@ def commit_id() -> str:
 
 
 @router.get("/", response_model=ServerInfo)
-async def server_info(store: StoreDep) -> ServerInfo:
+async def server_info(store: StoreDep, agents: AgentsDep) -> ServerInfo:
     """Version and commit of this service, the Kafka cluster id, and the topics."""
     return ServerInfo(
         version=__version__,
@@ -68,6 +76,9 @@ async def server_info(store: StoreDep) -> ServerInfo:
         status_topic=store.config.topic,
         config_topic=store.config.config_topic,
         embedded_broker=store.config.embedded,
+        instance=agents.instance,
+        agent_protocol=PROTOCOL,
+        write_bound_ms=store.config.retry.delivery_timeout_ms,
     )
 
 
@@ -79,8 +90,12 @@ async def health() -> Health:
 
 @router.get("/ready", response_model=Readiness, responses={503: {"model": ErrorBody}})
 async def ready(store: StoreDep, config_topic: ConfigTopicDep) -> Readiness:
-    """Readiness: a fresh Fetch from every partition shows the cache has caught up with the status topic (and
-    with Connect's config topic, when one is configured)."""
+    """Readiness: the spool, when one is configured, takes writes, and a fresh Fetch from every partition shows the
+    cache has caught up with the status topic (and with Connect's config topic, when one is configured)."""
+    spool = store.spool
+    if spool is not None and not spool.writable:
+        raise ApiError(503, f"Not ready: the spool ({spool.path}) cannot be written ({spool.failure}); writes are "
+                            f"refused until it can (status_spool_writable)")
     topic, reader = "status topic", "store"
     try:
         await store.read_to_end(READY_TIMEOUT_S)

@@ -8,21 +8,29 @@ worker id and trace into the page as text: a connector named ``<img src=x onerro
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
-from ...connect.cache import FleetObject
+from ...act.actions import Actions
+from ...act.marks import NO_FIELDS, NO_MARKS, FleetMarks
+from ...connect.cache import FleetObject, FleetView
+from ...connect.codec import json_string
+from ...connect.configs import ConnectorConfigs
+from ...connect.model import TaskId
 from ...fleet.event import trace_excerpt
 from ...fleet.events import StatusEvents
+from ...fleet.text import MAX_SHOWN_CHARS, may_be_cut, shown
 from ..deps import ConfigsDep, StoreDep
+from ..responses import ApiError, ConnectJSONResponse
 from ..routing import ConnectRoute
-from ..schemas import Fleet
-from .connectors import type_of
+from ..schemas import ConnectorState, ErrorBody, Fleet, TaskState
+from ..shared_answers import Render
+from .connectors import shared_answer, state, task_state, type_of
 
 router = APIRouter(tags=["operations"], route_class=ConnectRoute)
 
@@ -71,45 +79,91 @@ async def ui_icon() -> Response:
     return _page_file("icon.svg")
 
 
-@router.get("/fleet", response_model=Fleet)
+@router.get("/fleet/status", response_model=ConnectorState | TaskState, responses={404: {"model": ErrorBody}})
+async def fleet_status(store: StoreDep, connector: Annotated[str, Query(
+        description="The connector's name, whole or as GET /fleet shows it (cut past 256 characters).")],
+                       task: Annotated[int | None, Query(ge=0, description="A task's number; none: the connector's "
+                                                                           "own status.")] = None,
+                       ) -> ConnectJSONResponse:
+    """One connector's or task's status, its whole trace included (what the status page's "whole trace" shows), for
+    any name the topic holds: Connect's paths cannot address a connector named ``..`` (the path is resolved before it
+    is sent) or with a ``/`` (an encoded one is refused), a query parameter can."""
+    name = connector
+    if may_be_cut(name) and store.cache.get_connector(name) is None and not store.cache.task_numbers(name):
+        name = next((whole for whole in store.cache.names() if len(whole) > MAX_SHOWN_CHARS and shown(whole) == name),
+                    name)
+    if task is None:
+        status = store.cache.get_connector(name)
+        if status is None:
+            raise ApiError(404, f"No status found for connector {connector}")
+        return ConnectJSONResponse(state(status))
+    task_status = store.cache.get_task(TaskId(name, task))
+    if task_status is None:
+        raise ApiError(404, f"No status found for task {connector}-{task}")
+    return ConnectJSONResponse(task_state(task, task_status))
+
+
+@router.get("/fleet", response_model=Fleet, responses={503: {"model": ErrorBody, "description": (
+    "As many answers about the whole fleet as allowed are being built: Retry-After says when to try again.")}})
 async def fleet(request: Request, store: StoreDep, configs: ConfigsDep) -> Response:
     """Every connector (with a status, or configured) and its tasks: state, worker, since when (the Kafka
     timestamp of the record that changed the state), the first line of a trace; and where ``GET /events`` stood
-    when this was read, so that a client drops the events it already holds."""
+    when this was read, so that a client drops the events it already holds. Built off the event loop and shared by
+    the clients asking meanwhile (``shared_answers``)."""
     hub: StatusEvents | None = request.app.state.events
-    # One consistent view, taken in one go on the event loop (the statuses are immutable values); the answer,
-    # megabytes for a fleet of thousands, is built and encoded on a thread, so the loop keeps serving.
-    objects = list(store.cache.fleet())
-    configured = configs.connectors() if configs is not None else []
-    names = dict.fromkeys([*configured, *(item.connector for item in objects)])
-    types = {name: type_of(store, configs, name) for name in names}
-    position = hub.position if hub is not None else {}
-    body = await asyncio.to_thread(fleet_json, objects, set(configured), types, position,
-                                   store.config.events_heartbeat_ms)
-    return Response(body, media_type="application/json")
+    class_types, heartbeat_ms = store.config.connector_types, store.config.events_heartbeat_ms
+    actions: Actions | None = request.app.state.actions
+
+    def prepare() -> Render:
+        # The position first, then the view: the answer holds everything up to the position (see FleetView).
+        position = hub.position if hub is not None else {}
+        view = store.cache.view()
+        marks = actions.marks() if actions is not None else NO_MARKS
+        return lambda: fleet_text(view, class_types, configs, position, heartbeat_ms, marks)
+
+    return await shared_answer(request, "fleet", None, store, configs, prepare,
+                               actions.version if actions is not None else 0)
 
 
-def fleet_json(objects: list[FleetObject], configured: set[str], types: dict[str, str], position: dict[int, int],
-               heartbeat_ms: int) -> bytes:
-    """``GET /fleet``'s answer (JSON text as Python's encoder writes it, escapes in ASCII: valid for every
-    string a status may hold, a lone surrogate included)."""
-    statuses: dict[str, dict[str, Any]] = {}
-    tasks: dict[str, list[tuple[int, dict[str, Any]]]] = {name: [] for name in types}
-    for item in objects:
-        value = item.value
-        status = {"state": value.state.value, "worker_id": value.worker_id, "since": item.changed_at,
-                  "trace": trace_excerpt(value.trace)}
-        if item.task is None:
-            statuses[item.connector] = status
-        else:
-            tasks[item.connector].append((item.task, {"id": item.task, **status}))
-    no_status = {"state": None, "worker_id": None, "since": None, "trace": None}
-    answer = {
-        "id": ",".join(f"{p}:{o}" for p, o in position.items()) or None,
-        "position": {str(p): o for p, o in position.items()},
-        "heartbeat_ms": heartbeat_ms,
-        "connectors": [{"name": name, "type": types[name], "configured": name in configured,
-                        **statuses.get(name, no_status), "tasks": [task for _, task in sorted(tasks[name])]}
-                       for name in sorted(types)],
-    }
-    return json.dumps(answer, separators=(",", ":"), allow_nan=False).encode()
+def fleet_text(view: FleetView, class_types: Mapping[str, str], configs: ConnectorConfigs | None,
+               position: dict[int, int], heartbeat_ms: int, marks: FleetMarks = NO_MARKS) -> Iterator[str]:
+    """``GET /fleet``'s answer in pieces of JSON text (strings as Connect's JSON writes them; names and worker ids as
+    every view of the fleet shows them, ``text.shown``), with what the sidecar's actions add (``marks``: each
+    connector's health word, a status's worker gone since when and its restarts, the workers). Reads ``view``,
+    ``configs`` and ``marks`` only (on a thread)."""
+    configured = set(configs.connectors()) if configs is not None else set()
+    event_id = json_string(",".join(f"{p}:{o}" for p, o in position.items())) if position else "null"
+    positions = ",".join(f'"{p}":{o}' for p, o in position.items())
+    yield f'{{"id":{event_id},"position":{{{positions}}},"heartbeat_ms":{heartbeat_ms:d},"connectors":['
+    workers: dict[str | None, str] = {}
+    separator = ""
+    for name in sorted({*configured, *view.names()}):
+        connector, tasks = view.connector_object(name), view.task_objects(name)
+        if connector is None and not tasks and name not in configured:
+            continue  # an entry for a write not read back yet
+        connector_type = type_of(view, class_types, configs, name)
+        head = (f'{separator}{{"name":{json_string(shown(name))},"type":{json_string(connector_type)},'
+                f'"configured":{"true" if name in configured else "false"},')
+        task_texts = ",".join([f'{{"id":{task.task},{_status_fields(task, workers, marks)}}}' for task in tasks])
+        status = _status_fields(connector, workers, marks) if connector is not None else _NO_STATUS
+        word = marks.health(connector.value if connector is not None else None, [task.value for task in tasks])
+        yield f'{head}{status},"health":{"null" if word is None else json_string(word.value)},"tasks":[{task_texts}]}}'
+        separator = ","
+    named = [worker for worker in workers if worker is not None]
+    yield f'],"workers":{json.dumps(marks.workers(named), allow_nan=False)}}}'
+
+
+_NO_STATUS = f'"state":null,"worker_id":null,"since":null,"trace":null,{NO_FIELDS}'
+
+
+def _status_fields(item: FleetObject, workers: dict[str | None, str], marks: FleetMarks) -> str:
+    """A status's fields in ``GET /fleet``: state, worker (its JSON text kept in ``workers``: a fleet has few), since
+    when, a trace's first line, and what the actions add (``FleetMarks.fields``)."""
+    value = item.value
+    worker_id = value.worker_id
+    worker = workers.get(worker_id)
+    if worker is None:
+        worker = workers[worker_id] = "null" if worker_id is None else json_string(shown(worker_id))
+    trace = trace_excerpt(value.trace)
+    return (f'"state":"{value.state.value}","worker_id":{worker},"since":{item.changed_at!r},'
+            f'"trace":{"null" if trace is None else json_string(trace)},{marks.fields(item)}')

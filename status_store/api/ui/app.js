@@ -14,17 +14,24 @@
   // Worst first: the order of the rows and of the counts.
   const ORDER = ["FAILED", "UNASSIGNED", "RESTARTING", "PAUSED", "STOPPED", "DESTROYED", "RUNNING"];
   const rank = (state) => { const i = ORDER.indexOf(state); return i < 0 ? -1 : i; };
+  // Health words, worst first (docs/operations.md "One health word per connector"); no word (no status) last.
+  const HEALTH = ["UNHEALTHY", "DEGRADED", "PAUSED", "STOPPED", "HEALTHY"];
+  const healthRank = (word) => { const i = HEALTH.indexOf(word); return i < 0 ? HEALTH.length : i; };
 
   const $ = (id) => document.getElementById(id);
   const list = $("list");
   const spacer = $("spacer");
   const streamBadge = $("stream");
 
-  // name -> {name, type, configured, status: {state, worker_id, since, trace} | null, tasks: Map(id -> status),
-  //          changedAt: ms}
+  // name -> {name, type, configured, status: {state, worker_id, since, trace, restarts} | null,
+  //          tasks: Map(id -> status), changedAt: ms}
   const connectors = new Map();
+  // worker id -> {up, gone_since, url}: the Connect group's members as the sidecar reads them (GET /fleet's
+  // workers, then the stream's worker events); empty when the sidecar does not read the group.
+  const workers = new Map();
+  let groupRead = false;
   const expanded = new Set();
-  const filter = { name: "", state: "", worker: "" };
+  const filter = { name: "", state: "", worker: "", health: "", sort: "health", view: "connectors" };
   let lines = [];          // what the list shows, one entry a row: {kind, connector, task?}
   let pending = [];        // events read, not yet applied (applied once per animation frame)
   let frameAsked = false;
@@ -56,10 +63,17 @@
       const found = entry(c.name);
       found.type = c.type;
       found.configured = c.configured;
-      found.status = c.state === null ? null : { state: c.state, worker_id: c.worker_id, since: c.since, trace: c.trace };
+      found.status = c.state === null ? null
+        : { state: c.state, worker_id: c.worker_id, since: c.since, trace: c.trace, restarts: c.restarts || null };
       for (const t of c.tasks) {
-        found.tasks.set(t.id, { state: t.state, worker_id: t.worker_id, since: t.since, trace: t.trace });
+        found.tasks.set(t.id, { state: t.state, worker_id: t.worker_id, since: t.since, trace: t.trace,
+                                restarts: t.restarts || null });
       }
+    }
+    workers.clear();
+    groupRead = Array.isArray(snapshot.workers);
+    for (const w of snapshot.workers || []) {
+      workers.set(w.id, { up: w.up, gone_since: w.gone_since, url: w.url });
     }
     heartbeatMs = snapshot.heartbeat_ms;
     dirty = true;
@@ -72,7 +86,57 @@
       worker_id: event.worker_id,
       since: changed ? event.timestamp : previous.since,
       trace: event.trace,
+      restarts: previous ? previous.restarts : null,
     };
+  }
+
+  // A restart the sidecar sent (event: restart): the task's (or connector's) count and last restart.
+  function applyRestart(event) {
+    const found = connectors.get(event.connector);
+    const status = !found ? null : event.kind === "connector" ? found.status : found.tasks.get(event.task);
+    if (!status) {
+      return;
+    }
+    const previous = status.restarts || { count: 0, last: null, result: null, state: "idle", next: null };
+    status.restarts = event.result === "restarted"
+      ? { ...previous, count: event.attempt, last: event.timestamp, result: event.result, state: "idle" }
+      : { ...previous, result: event.result };
+    found.changedAt = performance.now();
+    dirty = true;
+  }
+
+  // A worker that left the Connect group or came back (event: worker).
+  function applyWorker(event) {
+    groupRead = true;
+    const known = workers.get(event.worker_id) || { url: null };
+    workers.set(event.worker_id, { ...known, up: event.up, gone_since: event.up ? null : event.since });
+    dirty = true;
+  }
+
+  function gone(worker) {
+    const w = worker === null || worker === undefined ? null : workers.get(worker);
+    return groupRead && worker !== null && worker !== undefined && (!w || !w.up);
+  }
+
+  function goneSince(worker) {
+    const w = workers.get(worker);
+    return w ? w.gone_since : null;
+  }
+
+  // The connector's health word, as the sidecar defines it (docs/operations.md): an instance runs when RUNNING on a
+  // worker that is not gone.
+  function healthOf(c) {
+    const s = c.status;
+    if (!s) { return null; }
+    if (s.state === "STOPPED" || s.state === "PAUSED") { return s.state; }
+    if (s.state === "FAILED") { return "UNHEALTHY"; }
+    const runs = (x) => x.state === "RUNNING" && !gone(x.worker_id);
+    let running = 0;
+    for (const t of c.tasks.values()) { if (runs(t)) { running += 1; } }
+    const itself = runs(s);
+    if (itself && running === c.tasks.size) { return "HEALTHY"; }
+    if (running === 0 && (c.tasks.size > 0 || !itself)) { return "UNHEALTHY"; }
+    return "DEGRADED";
   }
 
   function apply(event) {
@@ -120,6 +184,12 @@
     if (filter.name && !c.name.toLowerCase().includes(filter.name)) {
       return false;
     }
+    if (filter.health) {
+      const word = healthOf(c);
+      if (filter.health === "not-healthy" ? word === "HEALTHY" : word !== filter.health) {
+        return false;
+      }
+    }
     if (filter.worker) {
       const workers = [c.status ? c.status.worker_id : null, ...[...c.tasks.values()].map((t) => t.worker_id)];
       if (!workers.some((w) => w && w.toLowerCase().includes(filter.worker))) {
@@ -137,14 +207,18 @@
   }
 
   function rebuild() {
-    // Each connector's worst state once, then one sort: worst first, then by name.
+    // Each connector's health word and worst state once, then one sort: worst health first, then worst state (or
+    // by name alone), then by name.
     const ranked = [];
     for (const c of connectors.values()) {
       if (matches(c)) {
-        ranked.push({ rank: rank(worst(c)), c });
+        const word = healthOf(c);
+        c.health = word;
+        ranked.push({ health: filter.sort === "name" ? 0 : healthRank(word), rank: filter.sort === "name" ? 0 : rank(worst(c)), c });
       }
     }
-    ranked.sort((a, b) => a.rank - b.rank || (a.c.name < b.c.name ? -1 : a.c.name > b.c.name ? 1 : 0));
+    ranked.sort((a, b) => a.health - b.health || a.rank - b.rank
+      || (a.c.name < b.c.name ? -1 : a.c.name > b.c.name ? 1 : 0));
     const shown = ranked.map((entry) => entry.c);
     lines = [];
     for (const c of shown) {
@@ -166,6 +240,7 @@
     $("shown").textContent = `${shown.length} of ${connectors.size} connectors shown`;
     spacer.style.height = `${lines.length * ROW_HEIGHT}px`;
     renderCounts();
+    renderWorkers();
     dirty = false;
   }
 
@@ -198,6 +273,21 @@
       box.append(item);
     };
     add("connectors", connectors.size, null);
+    const byHealth = new Map();
+    for (const c of connectors.values()) {
+      const word = healthOf(c);
+      if (word) { byHealth.set(word, (byHealth.get(word) || 0) + 1); }
+    }
+    for (const word of HEALTH.filter((w) => byHealth.has(w))) {
+      const item = document.createElement("button");
+      item.type = "button";
+      item.className = `count health-${word}`;
+      const number = document.createElement("b");
+      number.textContent = String(byHealth.get(word));
+      item.append(number, ` ${word}`);
+      item.addEventListener("click", () => { $("filter-health").value = word; onFilter(); });
+      box.append(item);
+    }
     for (const s of [...byState.keys()].sort((a, b) => rank(a) - rank(b))) {
       add(`connectors ${s}`, byState.get(s), ORDER.includes(s) ? s : null);
     }
@@ -205,6 +295,54 @@
     for (const s of [...taskStates.keys()].sort((a, b) => rank(a) - rank(b))) {
       add(`tasks ${s}`, taskStates.get(s), s);
     }
+  }
+
+  // ------------------------------------------------------------------------------------------ the view by worker
+
+  // Each worker (in the group, or named by a status) with its connectors and tasks counted by state; gone first.
+  function renderWorkers() {
+    const table = $("workers");
+    if (filter.view !== "workers") {
+      table.hidden = true;
+      list.hidden = false;
+      return;
+    }
+    list.hidden = true;
+    table.hidden = false;
+    const rows = new Map();
+    const row = (id) => {
+      if (!rows.has(id)) { rows.set(id, { id, connectors: new Map(), tasks: new Map() }); }
+      return rows.get(id);
+    };
+    for (const id of workers.keys()) { row(id); }
+    const count = (map, state) => map.set(state, (map.get(state) || 0) + 1);
+    for (const c of connectors.values()) {
+      if (c.status && c.status.worker_id !== null) { count(row(c.status.worker_id).connectors, c.status.state); }
+      for (const t of c.tasks.values()) {
+        if (t.worker_id !== null) { count(row(t.worker_id).tasks, t.state); }
+      }
+    }
+    const sorted = [...rows.values()].sort((a, b) => (gone(b.id) - gone(a.id)) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const body = $("workers-body");
+    body.replaceChildren();
+    for (const w of sorted) {
+      const tr = document.createElement("tr");
+      tr.className = gone(w.id) ? "worker gone" : "worker";
+      tr.dataset.worker = w.id;
+      const cells = [w.id, !groupRead ? "?" : gone(w.id) ? `gone since ${when(goneSince(w.id)) || "the first read"}` : "in the group",
+                     byState(w.connectors), byState(w.tasks)];
+      for (const text of cells) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.append(td);
+      }
+      body.append(tr);
+    }
+    $("workers-note").textContent = groupRead ? "" : "the sidecar does not read the Connect group (no group.id): no worker is marked gone";
+  }
+
+  function byState(counted) {
+    return [...counted.keys()].sort((a, b) => rank(a) - rank(b)).map((s) => `${counted.get(s)} ${s}`).join(", ") || "none";
   }
 
   // ------------------------------------------------------------------------------------------ the rows
@@ -251,19 +389,21 @@
       cell(row, 1, "type").textContent = c.type;
       const state = cell(row, 2, `state state-${s ? s.state : "none"}`);
       state.textContent = s ? s.state : "no status";
-      const since = cell(row, 3, "since");
+      const word = c.health === undefined ? healthOf(c) : c.health;
+      cell(row, 3, `health health-${word || "none"}`).textContent = word || "";
+      const since = cell(row, 4, "since");
       since.textContent = s ? ago(s.since) : "";
       since.title = s ? when(s.since) : "";
-      cell(row, 4, "worker").textContent = s && s.worker_id !== null ? s.worker_id : "";
-      const pills = cell(row, 5, "tasks");
+      workerCell(cell(row, 5, "worker"), s ? s.worker_id : null);
+      const pills = cell(row, 6, "tasks");
       pills.replaceChildren();
       const ids = [...c.tasks.keys()].sort((x, y) => x - y);
       for (const id of ids.slice(0, 24)) {
         const t = c.tasks.get(id);
         const pill = document.createElement("span");
-        pill.className = `pill state-${t.state}`;
+        pill.className = `pill state-${t.state}${gone(t.worker_id) ? " gone" : ""}`;
         pill.textContent = String(id);
-        pill.title = `task ${id}: ${t.state}`;
+        pill.title = `task ${id}: ${t.state}${gone(t.worker_id) ? " (its worker is gone)" : ""}`;
         pills.append(pill);
       }
       if (ids.length > 24) { pills.append(`+${ids.length - 24}`); }
@@ -274,11 +414,14 @@
       cell(row, 1, "type").textContent = "";
       const state = cell(row, 2, `state state-${t.state}`);
       state.textContent = t.state;
-      const since = cell(row, 3, "since");
+      cell(row, 3, "health").textContent = "";
+      const since = cell(row, 4, "since");
       since.textContent = ago(t.since);
       since.title = when(t.since);
-      cell(row, 4, "worker").textContent = t.worker_id !== null ? t.worker_id : "";
-      cell(row, 5, "tasks").textContent = "";
+      workerCell(cell(row, 5, "worker"), t.worker_id);
+      const restarts = cell(row, 6, "tasks restarts");
+      restarts.textContent = restartsText(t.restarts);
+      restarts.title = t.restarts && t.restarts.last ? `last restart: ${when(t.restarts.last)}` : "";
     } else {
       const s = line.task === null ? c.status : c.tasks.get(line.task);
       row.dataset.task = line.task === null ? "" : String(line.task);
@@ -290,8 +433,29 @@
       button.textContent = "whole trace";
       button.dataset.trace = line.task === null ? "connector" : String(line.task);
       more.append(button);
-      for (let i = 2; i < 6; i++) { cell(row, i, "").textContent = ""; }
+      for (let i = 2; i < 7; i++) { cell(row, i, "").textContent = ""; }
     }
+  }
+
+  // A worker id, marked when the worker is gone from the Connect group.
+  function workerCell(span, worker) {
+    const isGone = gone(worker);
+    span.textContent = worker === null || worker === undefined ? "" : isGone ? `${worker} (gone ${ago(goneSince(worker))})` : worker;
+    span.title = isGone ? `worker gone from the Connect group since ${when(goneSince(worker)) || "the first read"}` : "";
+    span.classList.toggle("gone", isGone);
+  }
+
+  // A task's auto-restarts in a few words.
+  function restartsText(r) {
+    if (!r) { return ""; }
+    const last = r.last ? `, last ${ago(r.last)}` : "";
+    if (r.state === "excluded") { return "not restarted (excluded)"; }
+    if (r.state === "gave-up") { return `gave up after ${r.count} restart${r.count === 1 ? "" : "s"}${last}`; }
+    if (r.state === "waiting" && r.next) {
+      const wait = Math.max(0, Math.round(r.next - Date.now() / 1000));
+      return `restart ${r.count + 1} in ${wait} s${r.count ? ` (restarted ${r.count}×${last})` : ""}`;
+    }
+    return r.count ? `restarted ${r.count}×${last}` : r.result && r.result !== "restarted" ? `restart: ${r.result}` : "";
   }
 
   let rendered = false;
@@ -442,7 +606,11 @@
         while ((end = buffer.indexOf("\n\n")) >= 0) {
           const frame = parseFrame(buffer.slice(0, end));
           buffer = buffer.slice(end + 2);
-          if (frame.type === "status" || frame.type === "deleted") {
+          if ((frame.type === "restart" || frame.type === "worker") && loaded) {
+            const event = JSON.parse(frame.data);
+            if (frame.type === "restart") { applyRestart(event); } else { applyWorker(event); }
+            schedule();
+          } else if (frame.type === "status" || frame.type === "deleted") {
             const event = JSON.parse(frame.data);
             event.type = frame.type;
             if (loaded) {
@@ -499,21 +667,26 @@
     filter.name = $("filter-name").value.trim().toLowerCase();
     filter.state = $("filter-state").value;
     filter.worker = $("filter-worker").value.trim().toLowerCase();
+    filter.health = $("filter-health").value;
+    filter.sort = $("sort").value;
+    filter.view = $("view").value;
     dirty = true;
     render();
   }
 
+  // By query parameters: a path cannot address every name (the browser resolves ".." before sending it, and an
+  // encoded "/" is refused).
   async function showTrace(connector, task) {
-    const path = task === "connector" ? `/connectors/${encodeURIComponent(connector)}/status`
-      : `/connectors/${encodeURIComponent(connector)}/tasks/${task}/status`;
+    const query = new URLSearchParams({ connector });
+    if (task !== "connector") { query.set("task", task); }
+    const path = `${FLEET}/status?${query}`;
     $("trace-title").textContent = task === "connector" ? connector : `${connector}, task ${task}`;
     $("trace-text").textContent = "loading…";
     $("trace-dialog").showModal();
     try {
       const response = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
       const body = await response.json();
-      const status = task === "connector" ? body.connector : body;
-      $("trace-text").textContent = response.ok ? (status.trace || "(no trace)") : body.message;
+      $("trace-text").textContent = response.ok ? (body.trace || "(no trace)") : body.message;
     } catch (error) {
       $("trace-text").textContent = String(error);
     }
@@ -521,7 +694,7 @@
 
   function start() {
     $("filters").addEventListener("submit", (e) => e.preventDefault());
-    for (const id of ["filter-name", "filter-state", "filter-worker"]) {
+    for (const id of ["filter-name", "filter-state", "filter-worker", "filter-health", "sort", "view"]) {
       $(id).addEventListener("input", onFilter);
     }
     $("trace-close").addEventListener("click", () => $("trace-dialog").close());

@@ -33,6 +33,11 @@ import org.apache.kafka.connect.util.SharedTopicAdmin;
  *   read TOPIC N                configure and start() a store on TOPIC (topic check, clients, read to the end),
  *                               which holds statuses(N): {"seconds": s, "cpu_seconds": c, "statuses": N}, once
  *                               every one of them is found in the store's cache
+ *   fleet TOPIC N               the same on a topic of any N statuses (bench/fleet_scale.py's fleet), counted in the
+ *                               store's cache (connectors(), get(), getAll()), and the heap the store holds: the
+ *                               heap used after full collections once started, less before it was made, and the
+ *                               process's resident set: {"seconds", "cpu_seconds", "statuses", "heap_bytes",
+ *                               "rss_bytes"}
  *   quit
  * </pre>
  *
@@ -61,6 +66,9 @@ public final class StatusStoreHarness {
                     break;
                 case "read":
                     harness.read(command[1], Integer.parseInt(command[2]));
+                    break;
+                case "fleet":
+                    harness.fleet(command[1], Integer.parseInt(command[2]));
                     break;
                 case "quit":
                     return;
@@ -110,22 +118,81 @@ public final class StatusStoreHarness {
     }
 
     private void read(String topic, int expected) throws Exception {
-        long cpu = cpuNanos();
-        long start = System.nanoTime();
-        try (Store store = new Store(topic)) {
-            store.start();
-            long seconds = System.nanoTime() - start;
-            long cpuSeconds = cpuNanos() - cpu;
+        try (Started started = new Started(topic)) {
             int statuses = 0;
             for (TaskStatus status : statuses(expected)) {
-                statuses += readBack(store.backingStore, status) ? 1 : 0;
+                statuses += readBack(started.store.backingStore, status) ? 1 : 0;
             }
+            answer(started.figures(expected, statuses) + "}");
+        }
+    }
+
+    private void fleet(String topic, int expected) throws Exception {
+        long heapBefore = heapAfterCollections();
+        try (Started started = new Started(topic)) {
+            KafkaStatusBackingStore store = started.store.backingStore;
+            int statuses = 0;
+            for (String connector : store.connectors()) {
+                statuses += (store.get(connector) != null ? 1 : 0) + store.getAll(connector).size();
+            }
+            String figures = started.figures(expected, statuses);
+            answer(String.format(Locale.ROOT, "%s, \"heap_bytes\": %d, \"rss_bytes\": %d}", figures,
+                    heapAfterCollections() - heapBefore, residentBytes()));
+        }
+    }
+
+    /** A store made and started on a topic, timed from before it was made (wall-clock and CPU nanoseconds). */
+    private final class Started implements AutoCloseable {
+        final Store store;
+        final long nanos;
+        final long cpuNanos;
+
+        Started(String topic) {
+            long cpu = cpuNanos();
+            long start = System.nanoTime();
+            store = new Store(topic);
+            store.start();
+            nanos = System.nanoTime() - start;
+            cpuNanos = cpuNanos() - cpu;
+        }
+
+        /** The start's figures as JSON without its closing brace, once the store was found to hold them all. */
+        String figures(int expected, int statuses) {
             if (statuses != expected) {
                 throw new IllegalStateException("read " + statuses + " of the " + expected + " statuses written");
             }
-            answer(String.format(Locale.ROOT, "{\"seconds\": %.6f, \"cpu_seconds\": %.6f, \"statuses\": %d}",
-                    seconds / 1e9, cpuSeconds / 1e9, statuses));
+            return String.format(Locale.ROOT, "{\"seconds\": %.6f, \"cpu_seconds\": %.6f, \"statuses\": %d",
+                    nanos / 1e9, cpuNanos / 1e9, statuses);
         }
+
+        @Override
+        public void close() {
+            store.close();
+        }
+    }
+
+    /** The heap used after full collections (until it no longer shrinks, five at most). */
+    private static long heapAfterCollections() {
+        long used = Long.MAX_VALUE;
+        for (int i = 0; i < 5; i++) {
+            System.gc();
+            long now = ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
+            if (now >= used) {
+                return now;
+            }
+            used = now;
+        }
+        return used;
+    }
+
+    /** The process's resident set (VmRSS of /proc/self/status), in bytes. */
+    private static long residentBytes() throws Exception {
+        for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/status"))) {
+            if (line.startsWith("VmRSS:")) {
+                return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+            }
+        }
+        return -1;
     }
 
     /** Whether the store's cache holds what was written for the status's task (Connect's visibility rule). */

@@ -1,14 +1,15 @@
 package statusstore.connect;
 
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * What a scripted connector or task does, read from the connector's configuration.
  *
  * <pre>
- *   scripted.connector            run | fail | fail-on-start          (default run)
+ *   scripted.connector            run | fail | fail-on-start | fail-once  (default run)
  *   scripted.connector.message    the failure's message               (default "scripted failure")
- *   scripted.task                 run | fail | fail-on-start, for every task without its own line
+ *   scripted.task                 the same, for every task without its own line
  *   scripted.task.N               the same, for task N
  *   scripted.task.message         the failure's message, for every task without its own line
  *   scripted.task.N.message       the same, for task N
@@ -16,37 +17,67 @@ import java.util.Map;
  *   scripted.start.delay.ms       how long start() takes, connector and tasks (default 0): a restart
  *                                 stays RESTARTING that long
  *   scripted.topic                a source task writes one record a second here (KIP-558 topic tracking)
+ *   scripted.fail.at.ms           fail-once: the epoch time (ms) at which the first run fails, from poll() or
+ *                                 put() (default: none, the first start() throws)
+ *   scripted.error                connect | config: the failure is a ConnectException (default) or Kafka's
+ *                                 ConfigException (a configuration error)
  * </pre>
  *
  * {@code fail} fails after a successful start: the connector through {@code ConnectorContext.raiseError},
  * a source task from {@code poll()}, a sink task from {@code put()}. {@code fail-on-start} throws from
- * {@code start()}. Every message reaches the status's trace as written, characters above U+FFFF included.
+ * {@code start()}. {@code fail-once} fails its first run only (its first start, or at {@code scripted.fail.at.ms}) and
+ * runs once restarted: the starts of each connector's task are counted in this JVM (a static map), so that a restart
+ * through Connect's REST API recovers it. Every message reaches the status's trace as written, characters above
+ * U+FFFF included.
  */
 final class Script {
     static final String VERSION = "1.0.0-scripted";
 
-    enum Mode { RUN, FAIL, FAIL_ON_START }
+    enum Mode { RUN, FAIL, FAIL_ON_START, FAIL_ONCE }
+
+    // Starts of each connector's task in this worker ("<connector>/<task>"), for fail-once.
+    private static final Map<String, Integer> STARTS = new ConcurrentHashMap<>();
 
     final Mode mode;
     final String message;
     final long startDelayMs;
+    final boolean configError;
+    final long failAtMs;
+    // fail-once: whether this run is the one that fails.
+    final boolean firstRun;
 
-    private Script(Mode mode, String message, long startDelayMs) {
+    private Script(Mode mode, String message, long startDelayMs, Map<String, String> config, String runKey) {
         this.mode = mode;
         this.message = message;
         this.startDelayMs = startDelayMs;
+        this.configError = "config".equals(config.get("scripted.error"));
+        this.failAtMs = Long.parseLong(config.getOrDefault("scripted.fail.at.ms", "-1"));
+        this.firstRun = runKey != null && STARTS.merge(runKey, 1, Integer::sum) == 1;
     }
 
     static Script forConnector(Map<String, String> config) {
         return new Script(mode(config.get("scripted.connector")),
-                config.getOrDefault("scripted.connector.message", "scripted failure"), delay(config));
+                config.getOrDefault("scripted.connector.message", "scripted failure"), delay(config), config,
+                config.get("name") + "/connector");
     }
 
     static Script forTask(Map<String, String> config, int task) {
         String mode = config.getOrDefault("scripted.task." + task, config.get("scripted.task"));
         String message = config.getOrDefault("scripted.task." + task + ".message",
                 config.getOrDefault("scripted.task.message", "scripted failure"));
-        return new Script(mode(mode), message, delay(config));
+        return new Script(mode(mode), message, delay(config), config, config.get("name") + "/" + task);
+    }
+
+    /** The failure this script raises. */
+    RuntimeException failure() {
+        return configError ? new org.apache.kafka.common.config.ConfigException(message)
+                : new org.apache.kafka.connect.errors.ConnectException(message);
+    }
+
+    /** Whether the task fails now, after its start: {@code fail}, or {@code fail-once}'s first run at its time. */
+    boolean failsNow() {
+        return mode == Mode.FAIL
+                || (mode == Mode.FAIL_ONCE && firstRun && failAtMs >= 0 && System.currentTimeMillis() >= failAtMs);
     }
 
     /** Sleeps for the start delay, then throws when the script says to fail on start. */
@@ -58,8 +89,8 @@ final class Script {
                 Thread.currentThread().interrupt();
             }
         }
-        if (mode == Mode.FAIL_ON_START) {
-            throw new org.apache.kafka.connect.errors.ConnectException(message);
+        if (mode == Mode.FAIL_ON_START || (mode == Mode.FAIL_ONCE && firstRun && failAtMs < 0)) {
+            throw failure();
         }
     }
 
@@ -72,6 +103,9 @@ final class Script {
         }
         if (name.equals("fail-on-start")) {
             return Mode.FAIL_ON_START;
+        }
+        if (name.equals("fail-once")) {
+            return Mode.FAIL_ONCE;
         }
         throw new org.apache.kafka.common.config.ConfigException("unknown scripted mode: " + name);
     }

@@ -2,7 +2,6 @@ package statusstore.connect;
 
 import java.util.Collection;
 import java.util.Map;
-import org.apache.kafka.connect.errors.ConnectException;
 import org.apache.kafka.connect.sink.SinkRecord;
 import org.apache.kafka.connect.sink.SinkTask;
 
@@ -20,8 +19,8 @@ public class ScriptedSinkTask extends SinkTask {
     @Override
     public void put(Collection<SinkRecord> records) {
         // The worker calls put() after every poll of its consumer, with or without records.
-        if (script.mode == Script.Mode.FAIL) {
-            throw new ConnectException(script.message);
+        if (script.failsNow()) {
+            throw script.failure();
         }
     }
 

@@ -3,7 +3,6 @@ package statusstore.connect;
 import java.util.List;
 import java.util.Map;
 import org.apache.kafka.connect.data.Schema;
-import org.apache.kafka.connect.errors.ConnectException;
 import org.apache.kafka.connect.source.SourceRecord;
 import org.apache.kafka.connect.source.SourceTask;
 
@@ -24,8 +23,8 @@ public class ScriptedSourceTask extends SourceTask {
 
     @Override
     public List<SourceRecord> poll() throws InterruptedException {
-        if (script.mode == Script.Mode.FAIL) {
-            throw new ConnectException(script.message);
+        if (script.failsNow()) {
+            throw script.failure();
         }
         Thread.sleep(topic == null ? 200 : 1000);
         if (topic == null) {

@@ -34,6 +34,8 @@ public final class Sender implements Runnable {
     private static final long MIN_BACKOFF_MS = 100;
     private static final long MAX_BACKOFF_MS = 2_000;
     private static final long FLUSH_POLL_MS = 50;
+    /** While Connect flushes, a request's answer waits this long for the sidecar to settle what it holds. */
+    static final long FLUSH_WAIT_MS = 500;
 
     private final AgentOptions options;
     private final Router router;
@@ -60,6 +62,8 @@ public final class Sender implements Runnable {
     private boolean notQuietLogged;
     private String instance;
     private String lastConnectLine;
+    // The sidecar's write bound (GET /): how long after its lease a write it started may still land.
+    private long writeBoundMs = SidecarIdentity.UNKNOWN_WRITE_BOUND_MS;
 
     public Sender(AgentOptions options, Router router, SidecarClient client, ConnectPath connect,
                   AgentMetrics metrics, String clusterId, String statusTopic) {
@@ -124,8 +128,9 @@ public final class Sender implements Runnable {
             if (why == null) {
                 // An empty request proves the token and the agent route before anything is handed over.
                 client.post(AgentRequest.encode(agentId, router.workerId(), router.ack(), options.leaseMs,
-                        System.currentTimeMillis(), false, Collections.<StatusUpdate>emptyList()));
+                        System.currentTimeMillis(), false, 0, Collections.<StatusUpdate>emptyList()));
                 instance = identity.instance;
+                writeBoundMs = identity.writeBoundMs;
                 quiesceDeadline = now + options.quietTimeoutMs;
                 router.toQuiescing();
                 return;
@@ -214,6 +219,7 @@ public final class Sender implements Runnable {
                 return;
             }
             noteInstance(identity.instance, lastPostAt);
+            writeBoundMs = Math.max(writeBoundMs, identity.writeBoundMs);
             needIdentity = false;
         }
         if (stopping && router.size() == 0) {
@@ -241,9 +247,12 @@ public final class Sender implements Runnable {
         }
         long previousPostAt = lastPostAt;
         lastPostAt = now;
+        // Connect's flush waits for every write taken so far: the answer waits for them at the sidecar (an older
+        // sidecar answers at once, and the next poll follows FLUSH_POLL_MS after this one).
+        long waitMs = router.flushWaiting() && !stopping ? Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2) : 0;
         try {
             AgentAnswer answer = client.post(AgentRequest.encode(agentId, router.workerId(), router.ack(),
-                    options.leaseMs, System.currentTimeMillis(), stopping, batch));
+                    options.leaseMs, System.currentTimeMillis(), stopping, waitMs, batch));
             noteInstance(answer.instance, previousPostAt);
             for (AgentAnswer.Item refused : router.apply(batch, answer)) {
                 AgentLog.warn("the sidecar refused the status of " + refused.key + " for good: " + refused.reason);
@@ -251,7 +260,7 @@ public final class Sender implements Runnable {
             finalSent = stopping;
             awaySince = -1;
             backoffMs = MIN_BACKOFF_MS;
-            nextPollAt = now() + (router.flushWaiting() ? FLUSH_POLL_MS : options.pollIntervalMs);
+            nextPollAt = router.flushWaiting() ? lastPostAt + FLUSH_POLL_MS : now() + options.pollIntervalMs;
         } catch (SidecarException e) {
             router.returnBatch(batch);
             if (!e.reached) {
@@ -270,13 +279,21 @@ public final class Sender implements Runnable {
      * A sidecar instance other than the one last spoken to: the old one may live on (a pod still terminating),
      * writing what it holds of this session until its lease ends, so the keys pending there wait until then.
      * Learnt from {@code GET /} before any request after a failure; from an answer only when no failure came
-     * between (then that request's items already went to the new instance: see PROTOCOL-NOTES.md).
+     * between (then that request's items already went to the new instance: see PROTOCOL.md).
      */
     private void noteInstance(String seen, long lastPostToOld) {
         if (instance != null && !instance.equals(seen)) {
-            router.sidecarRestarted(lastPostToOld + options.leaseMs + FENCE_MARGIN_MS);
+            router.sidecarRestarted(fenceAfter(lastPostToOld));
         }
         instance = seen;
+    }
+
+    /**
+     * When nothing the sidecar took in a request sent at {@code postedAt} can land any more: it starts no write
+     * after the session's lease, and one it started lands within its write bound (or never).
+     */
+    private long fenceAfter(long postedAt) {
+        return postedAt + options.leaseMs + writeBoundMs + FENCE_MARGIN_MS;
     }
 
     /** The sidecar did not take a request: retry soon, and fall back once it has been away too long. */
@@ -307,7 +324,7 @@ public final class Sender implements Runnable {
         long now = now();
         if (reason != null) {
             metrics.switched(false);
-            fenceUntil = lastPostAt + options.leaseMs + FENCE_MARGIN_MS;
+            fenceUntil = fenceAfter(lastPostAt);
             int keys = router.size();
             AgentLog.warn("falling back to Connect's own status path: " + reason + "; " + keys
                     + " key(s) not yet settled go through Connect's producer"

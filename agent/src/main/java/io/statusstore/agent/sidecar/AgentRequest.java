@@ -15,11 +15,12 @@ public final class AgentRequest {
      *
      * @param ack       the highest outcome seq the agent has taken in with nothing unsettled below it
      * @param leaseMs   how long after this request the sidecar may still start writing this session's items
-     * @param sentAtMs  the agent's wall clock when sending (the lease runs from here, see PROTOCOL-NOTES.md)
+     * @param sentAtMs  the agent's wall clock when sending (the lease runs from here, see PROTOCOL.md)
      * @param last      the agent stops: the sidecar owns every pending item of this session, lease or not
+     * @param waitMs    the answer may wait this long for every pending item of the session to be settled (0: not)
      */
     public static String encode(String agentId, String workerId, long ack, long leaseMs, long sentAtMs,
-                                boolean last, List<StatusUpdate> updates) {
+                                boolean last, long waitMs, List<StatusUpdate> updates) {
         JsonWriter w = new JsonWriter().beginObject()
                 .name("agent").value(agentId)
                 .name("worker_id").value(workerId)
@@ -28,6 +29,9 @@ public final class AgentRequest {
                 .name("sent_at_ms").value(sentAtMs);
         if (last) {
             w.name("final").value(true);
+        }
+        if (waitMs > 0) {
+            w.name("wait_ms").value(waitMs);
         }
         w.name("updates").beginArray();
         for (StatusUpdate u : updates) {

@@ -5,19 +5,29 @@ import java.util.Objects;
 
 /** What the sidecar's {@code GET /} says about itself: which cluster and status topic it serves, and who it is. */
 public final class SidecarIdentity {
-    /** The agent protocol this agent speaks (agent-protocol.md). */
+    /** The agent protocol this agent speaks (PROTOCOL.md). */
     public static final long PROTOCOL = 1;
 
     public final String kafkaClusterId;
     public final String statusTopic;
     public final String instance;
     public final long agentProtocol;
+    /**
+     * The longest a write the sidecar started may take to land (its producer's delivery timeout): the fence
+     * waits it out too. A sidecar that does not say gets {@link #UNKNOWN_WRITE_BOUND_MS}.
+     */
+    public final long writeBoundMs;
 
-    public SidecarIdentity(String kafkaClusterId, String statusTopic, String instance, long agentProtocol) {
+    /** What a sidecar that names no write bound is taken to need (Kafka's default delivery.timeout.ms). */
+    public static final long UNKNOWN_WRITE_BOUND_MS = 120_000;
+
+    public SidecarIdentity(String kafkaClusterId, String statusTopic, String instance, long agentProtocol,
+                           long writeBoundMs) {
         this.kafkaClusterId = kafkaClusterId;
         this.statusTopic = statusTopic;
         this.instance = instance;
         this.agentProtocol = agentProtocol;
+        this.writeBoundMs = writeBoundMs;
     }
 
     static SidecarIdentity from(Object json) {
@@ -26,8 +36,10 @@ public final class SidecarIdentity {
         }
         Map<?, ?> map = (Map<?, ?>) json;
         Object protocol = map.get("agent_protocol");
+        Object bound = map.get("write_bound_ms");
         return new SidecarIdentity(text(map.get("kafka_cluster_id")), text(map.get("status_topic")),
-                text(map.get("instance")), protocol instanceof Long ? (Long) protocol : 0);
+                text(map.get("instance")), protocol instanceof Long ? (Long) protocol : 0,
+                bound instanceof Long && (Long) bound >= 0 ? (Long) bound : UNKNOWN_WRITE_BOUND_MS);
     }
 
     /**

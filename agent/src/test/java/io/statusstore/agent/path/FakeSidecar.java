@@ -21,7 +21,7 @@ import java.util.TreeMap;
 import java.util.UUID;
 
 /**
- * A sidecar for the tests, answering per agent-protocol.md (and PROTOCOL-NOTES.md's lease): it takes items as
+ * A sidecar for the tests, answering per PROTOCOL.md (its lease too): it takes items as
  * pending and writes them to a shared {@link Topic} at once or when released, never after this agent session's
  * lease has ended (unless the agent sent "final").
  */
@@ -32,6 +32,8 @@ public final class FakeSidecar {
     public volatile String clusterId = "cluster-1";
     volatile String statusTopic = "connect-status";
     volatile long protocol = 1;
+    /** What it says a write it started may take to land (GET /): none here, its writes are instant. */
+    volatile long writeBoundMs = 0;
     volatile Answering answering = Answering.OK;
     volatile long lateMs = 400;
     /** The bearer token requests must carry (401 otherwise), or null for none. */
@@ -189,7 +191,8 @@ public final class FakeSidecar {
                 answer(exchange, 200, new JsonWriter().beginObject()
                         .name("version").value("test").name("kafka_cluster_id").value(clusterId)
                         .name("status_topic").value(statusTopic).name("instance").value(instance())
-                        .name("agent_protocol").value(protocol).endObject().toString());
+                        .name("agent_protocol").value(protocol).name("write_bound_ms").value(writeBoundMs)
+                        .endObject().toString());
                 return;
             }
             if (!exchange.getRequestMethod().equals("POST") || !exchange.getRequestURI().getPath().equals("/agent/statuses")) {
@@ -221,7 +224,7 @@ public final class FakeSidecar {
 
     private synchronized String take(Map<?, ?> body) {
         posts.add(body);
-        // PROTOCOL-NOTES.md: the lease ends lease_ms after the request was sent (the agent's wall clock, the same
+        // PROTOCOL.md: the lease ends lease_ms after the request was sent (the agent's wall clock, the same
         // machine's here) or after it arrived, whichever is earlier.
         long lease = (Long) body.get("lease_ms");
         long sentAgo = System.currentTimeMillis() - (Long) body.get("sent_at_ms");

@@ -3,6 +3,7 @@ package io.statusstore.agent.path;
 import io.statusstore.agent.status.StatusUpdate;
 import org.junit.jupiter.api.Test;
 
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
@@ -152,6 +153,26 @@ class SenderTest {
             assertTrue(firstConnectWrite > h.sidecar.leaseEndBefore(firstConnectWrite),
                     "Connect's path wrote only after the lease ended");
             assertEquals(3, h.metrics.switchesTotal(), "to the sidecar, back to Connect, to the sidecar again");
+        }
+    }
+
+    @Test
+    void theFenceWaitsOutTheSidecarsWriteBoundToo() throws Exception {
+        try (Harness h = new Harness()) {
+            // A write the sidecar started just before its lease ended may land this much later (its producer's
+            // delivery timeout, which GET / names).
+            h.sidecar.writeBoundMs = 1_500;
+            h.start("");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "pending at the sidecar");
+            h.sidecar.answering = FakeSidecar.Answering.UNAVAILABLE;
+            Harness.await(() -> h.metrics.switchesTotal() == 2, 6_000, "the agent left the sidecar");
+            Harness.await(() -> !h.connectWrites().isEmpty(), 10_000, "Connect's path wrote the key");
+            long firstConnectWrite = h.connectWrites().get(0).at;
+            assertTrue(firstConnectWrite >= h.sidecar.leaseEndBefore(firstConnectWrite) + 1_500,
+                    "Connect's path wrote only once the lease and the sidecar's write bound had passed");
         }
     }
 
@@ -342,6 +363,15 @@ class SenderTest {
             assertTrue(h.router.awaitSettled(2_000));
             Map<String, String> latest = h.topic.latest();
             assertEquals(h.newest, latest);
+            // While Connect waited in flush, the agent asked the sidecar to hold its answers for the outcomes
+            // (a poll saved per flush); before and after, never.
+            List<Object> waits = new ArrayList<>();
+            for (Map<?, ?> post : h.sidecar.posts()) {
+                waits.add(post.get("wait_ms"));
+            }
+            // Half the read timeout (150 ms here) at most, so a held answer never times the request out.
+            assertTrue(waits.contains(75L), "no request held for the flush: " + waits);
+            assertEquals(null, waits.get(0), "a request outside a flush asked to wait: " + waits);
         }
     }
 }

@@ -13,7 +13,7 @@ import java.util.Map;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 
-/** The updates' fields, as agent-protocol.md lists them, carry what REFERENCE §2's records hold. */
+/** The updates' fields, as PROTOCOL.md lists them, carry what REFERENCE §2's records hold. */
 class AgentRequestTest {
     private static String encode(StatusUpdate u) {
         JsonWriter w = new JsonWriter();
@@ -73,7 +73,7 @@ class AgentRequestTest {
         List<StatusUpdate> updates = Arrays.asList(
                 StatusUpdate.connector("a", "RUNNING", null, "w", 1, false, null, false, null).withSeq(5),
                 StatusUpdate.deleteTopic("a", "t").withSeq(6));
-        Map<?, ?> json = (Map<?, ?>) JsonReader.parse(AgentRequest.encode("agent-1", "w", 4, 10000, 123, false, updates));
+        Map<?, ?> json = (Map<?, ?>) JsonReader.parse(AgentRequest.encode("agent-1", "w", 4, 10000, 123, false, 0, updates));
         assertEquals("agent-1", json.get("agent"));
         assertEquals("w", json.get("worker_id"));
         assertEquals(4L, json.get("ack"));
@@ -83,9 +83,11 @@ class AgentRequestTest {
         List<?> sent = (List<?>) json.get("updates");
         assertEquals(5L, ((Map<?, ?>) sent.get(0)).get("seq"));
         assertEquals(6L, ((Map<?, ?>) sent.get(1)).get("seq"));
-        Map<?, ?> last = (Map<?, ?>) JsonReader.parse(AgentRequest.encode("a", null, 0, 1, 2, true,
+        Map<?, ?> last = (Map<?, ?>) JsonReader.parse(AgentRequest.encode("a", null, 0, 1, 2, true, 300,
                 Collections.<StatusUpdate>emptyList()));
         assertEquals(true, last.get("final"));
+        assertFalse(json.containsKey("wait_ms"));
+        assertEquals(300L, last.get("wait_ms"));
         assertEquals(Collections.emptyList(), last.get("updates"));
     }
 

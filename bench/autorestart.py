@@ -1,0 +1,246 @@
+"""Benchmark what the sidecar does about what the topic shows, on Apache Kafka with two real Connect 4.4.0 workers and
+a sidecar beside each (harness/restart_pod.py: each worker's REST API behind a proxy that notes every request's time).
+
+    .venv/bin/python -m bench.autorestart [--runs 3] [--poll-seconds 60] [--storm-tasks 100]
+                                          [--rebalance-delay-ms 300000] [--sidecar KEY=VALUE ...] [--quick]
+
+1. **A transient failure, FAILED to RUNNING.** A task that fails its first run and runs once restarted (the scripted
+   connector's ``fail-once``). With auto-restart: the sidecar beside its worker restarts it (the defaults: 10 s, up to
+   25 % more). Baseline, the same run: what an operator's poll gives, as Conduktor's auto-restart does it: a loop that
+   reads ``GET /connectors?expand=status`` every ``--poll-seconds`` (60) and restarts each FAILED task it finds
+   (``POST /connectors/{c}/tasks/{n}/restart``); a failure waits for its next check (a poller per failure, its first
+   check at a random phase in its interval, as a failure comes at any moment of a cron's minute). The sidecars leave
+   the baseline's connectors alone (``sidecar.restart.exclude.connector.pattern=poll-.*``). Measured with Connect's
+   own REST API, asked every 100 ms: from the task seen FAILED to seen RUNNING.
+2. **A storm.** ``--storm-tasks`` tasks of one connector fail at one moment (``scripted.fail.at.ms``), as when a
+   downstream system goes away: the restart requests the workers received (each task once), their spread, the most
+   in any second against ``sidecar.restart.max.per.second``, and the time until all run again. Baseline: the poller
+   sends its restarts for all of them in one burst.
+3. **A killed worker.** A connector's tasks run on both workers; one worker is SIGKILLed. Seconds until the sidecar
+   beside the other marks the dead worker's tasks gone (``GET /fleet``'s ``worker_gone_since``), against seconds until
+   Connect's own REST API stops saying they run on it (at the delayed rebalance, ``scheduled.rebalance.max.delay.ms``:
+   Connect's 5 minutes unless ``--rebalance-delay-ms``).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import BenchParser, load_average
+from harness.real_kafka import SOURCE_CONNECTOR, ConnectCluster, KafkaCluster, all_in, kafka_line, wait_until
+from harness.restart_pod import RestartPod
+
+# Connect's REST API is asked this often while a figure is timed.
+ASK_INTERVAL_S = 0.1
+POLLED = "poll-"
+
+
+def source(tasks: int, settings: dict[str, str]) -> dict[str, str]:
+    return {"connector.class": SOURCE_CONNECTOR, "tasks.max": str(tasks), **settings}
+
+
+class Poller:
+    """An operator's auto-restart: every ``interval_s`` it reads every connector's status and restarts each FAILED
+    task of the connectors it handles (names starting ``poll-``), one request after another. Its first check comes at
+    a random phase."""
+
+    def __init__(self, connect: ConnectCluster, interval_s: float, rng: random.Random) -> None:
+        self.connect, self.interval_s = connect, interval_s
+        self.sent: list[float] = []
+        self._stop = threading.Event()
+        self._phase = rng.uniform(0, interval_s)
+        self._thread = threading.Thread(target=self._run, name="poller", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        if self._stop.wait(self._phase):
+            return
+        while True:
+            answer = self.connect.request("GET", "/connectors?expand=status")
+            statuses = answer.json() if answer.status == 200 else {}
+            for name, entry in sorted(statuses.items()):
+                if not name.startswith(POLLED):
+                    continue
+                for task in entry["status"]["tasks"]:
+                    if task["state"] == "FAILED":
+                        self.sent.append(time.time())
+                        self.connect.request("POST", f"/connectors/{name}/tasks/{task['id']}/restart")
+            if self._stop.wait(self.interval_s):
+                return
+
+
+def seen(connect: ConnectCluster, connector: str, condition: Callable[[dict[str, Any]], bool], timeout: float
+         ) -> float:
+    """When Connect's REST API (asked every 100 ms) first answers a status ``condition`` accepts (time.monotonic)."""
+    found: list[float] = []
+
+    def holds() -> bool:
+        answer = connect.request("GET", f"/connectors/{connector}/status")
+        if answer.status == 200 and condition(answer.json()):
+            found.append(time.monotonic())
+        return bool(found)
+
+    wait_until(holds, timeout, f"{connector}: a status", interval=ASK_INTERVAL_S)
+    return found[0]
+
+
+def any_failed(status: dict[str, Any]) -> bool:
+    return any(task["state"] == "FAILED" for task in status["tasks"])
+
+
+def transient(pod: RestartPod, runs: int, poll_s: float, rng: random.Random) -> dict[str, list[float]]:
+    """Seconds from FAILED to RUNNING of a fail-once task: restarted by the sidecar, and by the poller."""
+    connect = pod.connect
+    figures: dict[str, list[float]] = {"auto-restart (sidecar)": [], f"poll every {poll_s:g} s (baseline)": []}
+    for run in range(runs):
+        for label, name in zip(figures, (f"auto-{run}", f"{POLLED}{run}"), strict=True):
+            # A poller of its own for each failure, so that each one comes at a phase of its own in the checks.
+            poller = Poller(connect, poll_s, rng) if name.startswith(POLLED) else None
+            if poller is not None:
+                poller.start()
+            try:
+                connect.call("PUT", f"/connectors/{name}/config", source(1, {"scripted.task": "fail-once"}))
+                failed = seen(connect, name, any_failed, 60.0)
+                running = seen(connect, name, all_in("RUNNING", 1), poll_s * 2 + 60.0)
+            finally:
+                if poller is not None:
+                    poller.stop()
+            figures[label].append(running - failed)
+            connect.call("DELETE", f"/connectors/{name}")
+    return figures
+
+
+def storm(pod: RestartPod, tasks: int, poll_s: float, rng: random.Random) -> list[str]:
+    """The restart requests of ``tasks`` tasks failing at once: the sidecars', then the poller's."""
+    lines = []
+    connect = pod.connect
+    for name in ("storm", f"{POLLED}storm"):
+        fail_at = time.time() + 10 + tasks / 10
+        connect.call("PUT", f"/connectors/{name}/config", source(tasks, {
+            "scripted.task": "fail-once", "scripted.fail.at.ms": str(int(fail_at * 1000))}))
+        seen(connect, name, all_in("RUNNING", tasks), 120.0)
+        poller = Poller(connect, poll_s, rng) if name.startswith(POLLED) else None
+        sent = poller.sent if poller is not None else None
+        if poller is not None:
+            poller.start()
+
+        def restarted(status: dict[str, Any], name: str = name, sent: list[float] | None = sent) -> bool:
+            count = len(sent) if sent is not None else len(pod.restarts(name))
+            return all_in("RUNNING", tasks)(status) and count >= tasks
+
+        try:
+            recovered = seen(connect, name, restarted, fail_at - time.time() + poll_s * 2 + 120.0)
+        finally:
+            if poller is not None:
+                poller.stop()
+        took = recovered - time.monotonic() + time.time() - fail_at
+        if poller is None:
+            requests = pod.restarts(name)
+            times = [at for at, _, _ in requests]
+            most = ", ".join(str(busiest([at for at, i, _ in requests if i == index])) for index in range(2))
+            who, restarted_tasks = "sidecars (2), auto-restart", len({task for _, _, task in requests})
+        else:
+            times = poller.sent
+            most, who, restarted_tasks = str(busiest(times)), f"poll every {poll_s:g} s (baseline)", len(times)
+        lines.append(f"| {who} | {len(times)} | {restarted_tasks} of {tasks} | {times[0] - fail_at:.1f} s | "
+                     f"{times[-1] - times[0]:.1f} s | {most} | {took:.1f} s |")
+        connect.call("DELETE", f"/connectors/{name}")
+    return lines
+
+
+def busiest(times: list[float]) -> int:
+    """The most of these times in any second."""
+    return max((sum(1 for t in times if start <= t < start + 1.0) for start in times), default=0)
+
+
+def killed(pod: RestartPod, delay_ms: int) -> tuple[float, float]:
+    """Seconds from SIGKILL until the sidecar marks the dead worker's tasks gone, and until Connect's REST API stops
+    saying they run on it."""
+    connect = pod.connect
+    connect.call("PUT", "/connectors/zombie/config", source(4, {}))
+    status = connect.wait_for_status("zombie", all_in("RUNNING", 4), "running", timeout=120.0)
+    victim = connect.workers[1]
+    survivor, _ = pod.of(connect.workers[0].worker_id)
+    on_victim = [t["id"] for t in status["tasks"] if t["worker_id"] == victim.worker_id]
+    assert on_victim, f"no task on {victim.worker_id}: {status}"
+    killed_at = time.monotonic()
+    victim.kill()
+
+    def marked() -> bool:
+        fleet = survivor.call("GET", "/fleet")
+        entry = next(c for c in fleet["connectors"] if c["name"] == "zombie")
+        return all(entry["tasks"][n]["worker_gone_since"] is not None for n in on_victim)
+
+    wait_until(marked, 120.0, "marked gone", interval=ASK_INTERVAL_S)
+    flagged = time.monotonic() - killed_at
+
+    def moved() -> bool:
+        answer = connect.workers[0].request("GET", "/connectors/zombie/status")
+        return answer.status == 200 and all(t["worker_id"] != victim.worker_id or t["state"] != "RUNNING"
+                                            for t in answer.json()["tasks"] if t["id"] in on_victim)
+
+    wait_until(moved, delay_ms / 1000 + 120.0, "Connect's REST API no longer says RUNNING on the dead worker",
+               interval=ASK_INTERVAL_S * 5)
+    return flagged, time.monotonic() - killed_at
+
+
+def main() -> None:
+    parser = BenchParser(__doc__)
+    parser.add_size("--runs", full=3, quick=1, type=int, help="transient failures timed per side")
+    parser.add_size("--poll-seconds", full=60.0, quick=6.0, type=float, help="the baseline poller's interval")
+    parser.add_size("--storm-tasks", full=100, quick=20, type=int, help="tasks failing at once")
+    parser.add_size("--rebalance-delay-ms", full=300000, quick=15000, type=int,
+                    help="Connect's scheduled.rebalance.max.delay.ms")
+    parser.add_size("--initial-backoff-ms", full=10000, quick=2000, type=int,
+                    help="sidecar.restart.initial.backoff.ms")
+    parser.add_argument("--sidecar", action="append", default=[], metavar="KEY=VALUE",
+                        help="another setting of the sidecars")
+    parser.add_argument("--seed", type=int, default=1, help="the poller's phases")
+    args = parser.parse()
+    rng = random.Random(args.seed)
+    sidecar = {"sidecar.restart.enable": "true", "sidecar.restart.initial.backoff.ms": str(args.initial_backoff_ms),
+               "sidecar.restart.exclude.connector.pattern": f"{POLLED}.*", "sidecar.workers.check.interval.ms": "1000",
+               **dict(item.split("=", 1) for item in args.sidecar)}
+    print(f"load before: {load_average()}")
+    with tempfile.TemporaryDirectory(prefix="bench-autorestart-") as scratch, \
+            KafkaCluster(kafka_line("kafka-4"), Path(scratch) / "kafka", full_jit=not args.quick) as kafka, \
+            RestartPod(kafka, Path(scratch), "bench-restart", sidecar,
+                       worker_settings={"scheduled.rebalance.max.delay.ms": str(args.rebalance_delay_ms)},
+                       full_jit=not args.quick) as pod:
+        print(f"\n### A transient failure: seconds from FAILED to RUNNING ({args.runs} runs each)\n")
+        print("| restarted by | median | min | max | each |")
+        print("|---|---|---|---|---|")
+        for label, values in transient(pod, args.runs, args.poll_seconds, rng).items():
+            print(f"| {label} | {statistics.median(values):.1f} | {min(values):.1f} | {max(values):.1f} | "
+                  + ", ".join(f"{v:.1f}" for v in values) + " |")
+        print(f"\n### {args.storm_tasks} tasks failing at once "
+              f"(sidecar.restart.max.per.second {sidecar.get('sidecar.restart.max.per.second', '5')} per sidecar)\n")
+        print("| restarted by | requests | tasks restarted | first after the failure | spread | most in a second (each "
+              "sender) | all RUNNING after |")
+        print("|---|---|---|---|---|---|---|")
+        for line in storm(pod, args.storm_tasks, args.poll_seconds, rng):
+            print(line)
+        flagged, moved = killed(pod, args.rebalance_delay_ms)
+        print(f"\n### A killed worker (scheduled.rebalance.max.delay.ms={args.rebalance_delay_ms})\n")
+        print("| flagged by | seconds after SIGKILL |")
+        print("|---|---|")
+        print(f"| the sidecar (worker gone) | {flagged:.1f} |")
+        print(f"| Connect's REST API (no longer RUNNING on it) | {moved:.1f} |")
+    print(f"\nload after: {load_average()}")
+
+
+if __name__ == "__main__":
+    main()

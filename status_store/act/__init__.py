@@ -1,0 +1,9 @@
+"""Acting on what the status topic shows: auto-restart of FAILED connectors and tasks with a backoff (``plan``, pure;
+``restarter``, through each worker's REST API), the Connect group's membership read to tell the workers that are
+gone (``workers``, pure; ``group``, the Kafka read), and one health word per connector (``health``, pure).
+``actions`` composes them for the service, the HTTP API and the metrics.
+
+May import: ``status_store.store`` and everything below it (the cache, the history topic, the events of
+``GET /events``, the configuration, the Kafka clients). Never the HTTP API. The pure modules (``health``, ``plan``,
+``workers``) need no event loop, Kafka client or HTTP: a test drives them on a clock of its own.
+"""

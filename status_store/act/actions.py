@@ -1,0 +1,215 @@
+"""``Actions``: what the sidecar does about what the topic shows, composed for one store: the group's membership read
+(``group.id``), auto-restart (``sidecar.restart.enable``), the health words; and what the HTTP API (``/fleet``,
+``/fleet/health``), ``GET /events`` and ``/metrics`` show of them."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ..config import StoreConfig
+from ..connect.cache import FleetView
+from ..connect.codec import StatusValue
+from ..connect.model import ConnectorKey, State, TaskKey
+from ..fleet.events import StatusEvents
+from ..fleet.series import DeferredFamilies, LabelValues, deferred_fleet
+from ..retry.backoff import Random
+from ..retry.updates import UpdateKind
+from ..store import StatusStore
+from .events import Restart, RestartEvent, WorkerEvent
+from .group import GroupWatch
+from .health import Health, health
+from .marks import FleetMarks
+from .plan import Phase, Result, Skip, Target
+from .restarter import AutoRestart
+from .workers import Liveness
+
+
+class Actions:
+    """The group's membership read and auto-restart, as the configuration asks, and what they show."""
+
+    def __init__(self, config: StoreConfig, store: StatusStore, events: StatusEvents | None,
+                 rng: Random = random.random, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self._store = store
+        self._cache = store.cache
+        self._events = events
+        self._clock = clock
+        self.liveness = Liveness()
+        group = config.workers.group_id
+        self.group = (GroupWatch(group, store.bootstrap_servers, config.client_configs,
+                                 config.workers.check_interval_ms / 1000, self.liveness, self._workers_changed,
+                                 self._named_workers, clock)
+                      if group is not None else None)
+        self.restarter = (AutoRestart(config.restart, self._cache, self._restarted, rng, clock)
+                          if config.restart.enabled else None)
+        self._history = next((log for log in store.event_logs if log.kind is UpdateKind.HISTORY), None)
+
+    async def start(self) -> None:
+        """Read the group, and send restarts as they come due."""
+        if self.group is not None:
+            self.group.start()
+        if self.restarter is not None:
+            self.restarter.start()
+
+    async def stop(self) -> None:
+        if self.restarter is not None:
+            await self.restarter.stop()
+        if self.group is not None:
+            await self.group.stop()
+
+    # ----------------------------------------------------------------------------- what happened
+
+    def _restarted(self, restart: Restart) -> None:
+        if self._history is not None:
+            self._history.append(restart.key, restart.history_event(self.config.name))
+        if self._events is not None:
+            self._events.publish(RestartEvent(restart, self._events.position))
+
+    def _workers_changed(self, left: list[str], came: list[str], at: float) -> None:
+        if self._events is not None:
+            for worker in left:
+                self._events.publish(WorkerEvent(worker, False, at, self._events.position))
+            for worker in came:
+                self._events.publish(WorkerEvent(worker, True, at, self._events.position))
+
+    def _named_workers(self) -> Callable[[], set[str]]:
+        view = self._cache.view()
+        return lambda: {item.value.worker_id for item in view.fleet() if item.value.worker_id is not None}
+
+    def view(self) -> FleetView:
+        """The fleet's statuses now, for a thread to read (``StatusCache.view``)."""
+        return self._cache.view()
+
+    # ----------------------------------------------------------------------------- what they show
+
+    def gone(self, worker: str | None) -> bool:
+        """Whether the worker is gone from the group (False while the group is not read)."""
+        return self.liveness.gone(worker)
+
+    def health_of(self, connector: str) -> Health | None:
+        """The connector's health word (None: it has no status)."""
+        own = self._cache.value_of(ConnectorKey(connector))
+        tasks = [self._cache.value_of(TaskKey(connector, n)) for n in self._cache.task_numbers(connector)]
+        return health(own if isinstance(own, StatusValue) else None,
+                      [t for t in tasks if isinstance(t, StatusValue)], self.gone)
+
+    def restarts(self, target: Target) -> dict[str, Any] | None:
+        """A connector's or task's restarts: how many are counted now, the last one (when, how it went), where it
+        stands (idle, waiting, gave-up, excluded...) and when the next is due; None when none was ever planned."""
+        if self.restarter is None:
+            return None
+        plan = self.restarter.plan
+        state = plan.targets.get(target)
+        if state is None:
+            return None
+        return {"count": plan.attempts(target, self._clock()), "last": state.last_restart,
+                "result": state.last_result.value if state.last_result is not None else None,
+                "state": state.phase.value, "next": state.due, "reason": state.reason}
+
+    @property
+    def version(self) -> int:
+        """Counts the changes of what the views of the fleet show of the actions (the group's workers, the restarts
+        planned): with the cache's version, when an answer about the whole fleet is out of date."""
+        return self.liveness.changes + (self.restarter.plan.changes if self.restarter is not None else 0)
+
+    def marks(self) -> FleetMarks:
+        """What the views of the whole fleet add to the statuses, as it is now, for a thread to read (``FleetMarks``;
+        taken on the event loop)."""
+        liveness = self.liveness.copy() if self.group is not None and self.liveness.first_read is not None else None
+        restarts: dict[tuple[str, int | None], dict[str, Any]] = {}
+        if self.restarter is not None:
+            for target in list(self.restarter.plan.targets):
+                found = self.restarts(target)
+                if found is not None:
+                    restarts[target.connector, target.task] = found
+        return FleetMarks(liveness, restarts)
+
+    def collector(self) -> Collector:
+        """The metrics of what the sidecar acts on (docs/metrics.md)."""
+        return ActionsCollector(self)
+
+
+class ActionsCollector(Collector):
+    """Health words, workers up or gone, restarts: read at each scrape. No connector label: the health words and the
+    statuses on gone workers are counts, the restarts counted by outcome; workers are few."""
+
+    def __init__(self, actions: Actions) -> None:
+        self._actions = actions
+
+    def collect(self) -> Iterator[Metric]:
+        actions = self._actions
+        # Taken on the event loop; the series of every status made from them on a thread when the route defers
+        # them (``deferred_fleet``), at once otherwise.
+        view, marks = actions.view(), actions.marks()
+        read_failures = actions.group.read_failures if actions.group is not None else None
+        if deferred_fleet.get():
+            yield DeferredFamilies(lambda: list(self._fleet(view, marks, read_failures)))
+        else:
+            yield from self._fleet(view, marks, read_failures)
+        if actions.restarter is not None:
+            yield from self._restarts(actions.restarter)
+
+    @staticmethod
+    def _fleet(view: FleetView, marks: FleetMarks, read_failures: int | None) -> Iterator[Metric]:
+        """The health words' series and, when the group is read (``read_failures`` not None), the workers'."""
+        words = Counter(word for _, word in marks.healths(view))
+        by_health = GaugeMetricFamily("status_connector_health", "Connectors by health word (docs/operations.md: "
+                                      "HEALTHY, DEGRADED, UNHEALTHY, PAUSED, STOPPED; tasks on gone workers count as "
+                                      "not running).", labels=["health"])
+        for word in Health:
+            by_health.add_metric([word.value], words[word])
+        yield by_health
+        if read_failures is None:
+            return
+        yield CounterMetricFamily("status_worker_group_read_failures", "Reads of the Connect group (group.id) that "
+                                  "failed; the workers stay as the last read said.", value=read_failures)
+        if marks.liveness is None:
+            return
+        up = GaugeMetricFamily("status_worker_up", "1 while the worker is a member of the Connect group (group.id), 0 "
+                               "once it is gone (statuses still name it); every worker in the group or named by a "
+                               "status.", labels=["worker"])
+        named: set[str] = set()
+        held: Counter[tuple[str, State]] = Counter()
+        for item in view.fleet():
+            worker_id = item.value.worker_id
+            if worker_id is not None:
+                named.add(worker_id)
+                if marks.gone(worker_id):
+                    held["connector" if item.task is None else "task", item.value.state] += 1
+        label = LabelValues()
+        for worker in marks.liveness.workers(named):
+            up.add_metric([label(worker.worker_id)], int(worker.up))
+        yield up
+        gone = GaugeMetricFamily("status_gone_worker_statuses", "Connector and task statuses that name a worker no "
+                                 "longer in the Connect group, by kind and state (RUNNING ones run nowhere).",
+                                 labels=["kind", "state"])
+        for kind in ("connector", "task"):
+            for state in (State.RUNNING, State.FAILED, State.PAUSED, State.UNASSIGNED):
+                gone.add_metric([kind, state.value], held[kind, state])
+        yield gone
+
+    @staticmethod
+    def _restarts(restarter: AutoRestart) -> Iterator[Metric]:
+        sent = CounterMetricFamily("status_restarts", "Restart requests sent to the workers' REST APIs, by outcome "
+                                   "(restarted: accepted; rebalancing: 409; unreachable: no answer or 5xx; refused: "
+                                   "another 4xx; not-found: 404).", labels=["outcome"])
+        for result in Result:
+            sent.add_metric([result.value], restarter.requests[result])
+        yield sent
+        skipped = CounterMetricFamily("status_restarts_skipped", "FAILED statuses not restarted, by reason "
+                                      "(excluded_trace, excluded_connector, max_restarts).", labels=["reason"])
+        for reason in Skip:
+            skipped.add_metric([reason.value], restarter.skipped[reason])
+        yield skipped
+        phases = Counter(state.phase for state in restarter.plan.targets.values())
+        yield GaugeMetricFamily("status_restarts_waiting", "Restarts planned, waiting for their backoff.",
+                                value=phases[Phase.WAITING])
+        yield GaugeMetricFamily("status_restarts_given_up", "Connectors and tasks left FAILED after "
+                                "sidecar.restart.max.restarts restarts.", value=phases[Phase.GAVE_UP])

@@ -1,0 +1,103 @@
+"""What the sidecar did and saw beside the status records, as events: a restart it sent (``GET /events``'s
+``restart`` and the history topic's ``restart`` event, docs/analytics.md) and a worker that left or came back to the
+group (``GET /events``'s ``worker``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..connect import codec
+from ..connect.model import ConnectorKey, TaskId, TaskKey, connector_key, task_key
+from ..durable.history import encode_event
+from ..fleet.event import StatusEvent
+from .plan import Due, Result
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """One restart request and how it went: when (seconds since the epoch), the HTTP status (None: no answer) and
+    the error when there was no answer."""
+
+    due: Due
+    result: Result
+    time: float
+    http_status: int | None
+    error: str | None
+
+    @property
+    def key(self) -> str:
+        """The status key of what was restarted."""
+        target = self.due.target
+        return connector_key(target.connector) if target.task is None else task_key(TaskId(target.connector,
+                                                                                            target.task))
+
+    def fields(self) -> dict[str, object]:
+        """The restart's fields, as the history topic and ``GET /events`` carry them."""
+        due = self.due
+        return {"kind": "connector" if due.target.task is None else "task", "connector": due.target.connector,
+                "task": due.target.task, "worker_id": due.worker, "attempt": due.attempt, "reason": due.reason,
+                "result": self.result.value, "http_status": self.http_status, "error": self.error}
+
+    def history_event(self, sidecar: str) -> bytes:
+        """The history topic's ``restart`` event (the conventions of the ``status`` and ``outcome`` events: ``time``
+        in epoch milliseconds, the status key, its kind, connector and task)."""
+        failed_at = self.due.failed_at
+        return encode_event({"event": "restart", "time": round(self.time * 1000), "sidecar": sidecar, "key": self.key,
+                             **self.fields(),
+                             "failed_at": round(failed_at * 1000) if failed_at is not None else None})
+
+
+def _position(position: Mapping[int, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return tuple(position), tuple(position.values())
+
+
+class RestartEvent(StatusEvent):
+    """``event: restart`` of ``GET /events``: a restart request this sidecar sent and how it went."""
+
+    __slots__ = ("restart",)
+
+    def __init__(self, restart: Restart, position: Mapping[int, int]) -> None:
+        target = restart.due.target
+        key = ConnectorKey(target.connector) if target.task is None else TaskKey(target.connector, target.task)
+        super().__init__(key, None, -1, -1, restart.time, *_position(position))
+        self.restart = restart
+        self.size += len(restart.due.reason or "") * 2
+
+    @property
+    def name(self) -> str:
+        return "restart"
+
+    def data(self) -> str:
+        return _json({**self.restart.fields(), "timestamp": self.timestamp})
+
+
+class WorkerEvent(StatusEvent):
+    """``event: worker`` of ``GET /events``: a worker left the Connect group (``up`` false, gone since ``since``) or
+    came back."""
+
+    __slots__ = ("up", "worker_id")
+
+    def __init__(self, worker_id: str, up: bool, at: float, position: Mapping[int, int]) -> None:
+        # No connector's: a subscriber of one connector is not handed it.
+        super().__init__(ConnectorKey(""), None, -1, -1, at, *_position(position))
+        self.worker_id, self.up = worker_id, up
+        self.size += len(worker_id) * 2
+
+    @property
+    def name(self) -> str:
+        return "worker"
+
+    def data(self) -> str:
+        return _json({"kind": "worker", "worker_id": self.worker_id, "up": self.up,
+                      "since": None if self.up else self.timestamp, "timestamp": self.timestamp})
+
+
+def _json(fields: Mapping[str, object]) -> str:
+    # Names and traces come from the topic: a lone surrogate is written as Jackson's \\uD800 escape.
+    return "{" + ",".join(f"{json.dumps(k)}:{_value(v)}" for k, v in fields.items()) + "}"
+
+
+def _value(value: object) -> str:
+    return codec.json_string(value) if isinstance(value, str) else json.dumps(value)

@@ -1,0 +1,352 @@
+"""When to restart what (pure: no event loop, no HTTP; the clock is passed in, the random source is the backoff's).
+
+``RestartPlan`` is told the statuses of its workers' connectors and tasks as they are read (``failed``, ``running``,
+``left``) and says which restarts are due (``due``), then is told how each request went (``sent``). One state per
+connector or task (``Target``):
+
+```
+             failed (not excluded,          due, within the rate         2xx: the next one is planned
+             under the maximum)             and the worker's pause       (a RUNNING read cancels it)
+   idle ──────────────────────────▶ waiting ─────────────────▶ sending ─────────────────────────▶ waiting
+    ▲  ▲                              │  ▲                        │  409, no answer, 5xx: the worker backs
+    │  └────── running ───────────────┘  └────────────────────────┘  off, the same restart waits for it
+    │                                                             │  2xx of the last allowed restart
+    └──────── running ──────── gave up ◀── failed ─── last ◀──────┘
+```
+
+- **Backoff** (KIP-1278's, ``retry/backoff.py``): restart number n (0 for the first) waits ``backoff.delay(n)`` after
+  the failure was read, or after restart n-1 was accepted: a task that fails on every start is restarted at those
+  spacings until ``max_restarts``, then left FAILED ("gave up"). A RUNNING read cancels what is planned, and a
+  target that has run for ``stable_s`` has its count reset at its next failure.
+- **Exclusions**: a connector whose name matches ``exclude_connectors`` (whole name), or a failure whose trace holds
+  a match of ``exclude_trace``, is never restarted.
+- **Storms**: the jitter spreads restarts of failures read together; the rate cap (``RateCap``) spaces every request
+  at least ``1 / max_per_second`` apart, whatever is due.
+- **A worker's REST API down or refusing**: a request without a 2xx (409 during a rebalance, no answer, 5xx, 4xx) is
+  no restart: its worker backs off (``worker_backoff``: 1 s doubling to 60 s, reset by a 2xx), and the restart waits
+  for it; at most ``MAX_IN_FLIGHT`` requests go to one worker at once. A 404 (the connector or task is gone) drops it.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import re
+from dataclasses import dataclass, field
+
+from ..retry.backoff import Backoff
+
+# Requests to one worker in flight at most (one while it is backing off): a REST API that hangs holds a few, never the
+# whole storm.
+MAX_IN_FLIGHT = 8
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Target:
+    """What a restart restarts: a connector (``task`` None: KIP-745's restart of it and its FAILED tasks) or a task."""
+
+    connector: str
+    task: int | None = None
+
+    def __str__(self) -> str:
+        return self.connector if self.task is None else f"{self.connector}-{self.task}"
+
+
+class Phase(enum.StrEnum):
+    """Where a target stands."""
+
+    IDLE = "idle"
+    WAITING = "waiting"
+    SENDING = "sending"
+    # The last allowed restart was accepted: one more failure and it gives up.
+    LAST = "last"
+    GAVE_UP = "gave-up"
+    EXCLUDED = "excluded"
+
+
+class Result(enum.StrEnum):
+    """How a restart request went."""
+
+    RESTARTED = "restarted"
+    REBALANCING = "rebalancing"
+    UNREACHABLE = "unreachable"
+    REFUSED = "refused"
+    NOT_FOUND = "not-found"
+
+
+class Skip(enum.StrEnum):
+    """Why a failure is not restarted."""
+
+    EXCLUDED_TRACE = "excluded_trace"
+    EXCLUDED_CONNECTOR = "excluded_connector"
+    MAX_RESTARTS = "max_restarts"
+
+
+@dataclass(slots=True)
+class TargetState:
+    """One target's restarts: how many since the count was reset, the last one, what is planned."""
+
+    worker: str
+    phase: Phase = Phase.IDLE
+    attempts: int = 0
+    due: float | None = None
+    reason: str | None = None
+    last_restart: float | None = None
+    last_result: Result | None = None
+    failed_at: float | None = None
+    running_since: float | None = None
+    # While a request is in flight: the last state read meanwhile ("RUNNING" or "FAILED").
+    seen_meanwhile: str | None = None
+
+
+@dataclass(slots=True)
+class WorkerState:
+    """One worker's REST API as the requests found it."""
+
+    failures: int = 0
+    paused_until: float = 0.0
+    in_flight: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """A restart to send now: its target, worker, the restart's number (1 for the first) and why (the trace's first
+    line)."""
+
+    target: Target
+    worker: str
+    attempt: int
+    reason: str | None
+    failed_at: float | None
+
+
+class RateCap:
+    """At most ``per_second`` requests a second: each at least ``1 / per_second`` after the one before."""
+
+    def __init__(self, per_second: float) -> None:
+        self._spacing = 1.0 / per_second
+        self.next_free = 0.0
+
+    def take(self, now: float) -> bool:
+        """Whether a request may go now (and if so, it is counted)."""
+        if now < self.next_free:
+            return False
+        self.next_free = max(now, self.next_free) + self._spacing
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusions:
+    """What is never restarted: connectors by name, failures by trace."""
+
+    trace: re.Pattern[str] | None = None
+    connectors: re.Pattern[str] | None = None
+
+    def reason(self, target: Target, trace: str | None) -> Skip | None:
+        """Why this failure is excluded, or None."""
+        if self.connectors is not None and self.connectors.fullmatch(target.connector):
+            return Skip.EXCLUDED_CONNECTOR
+        if self.trace is not None and trace is not None and self.trace.search(trace):
+            return Skip.EXCLUDED_TRACE
+        return None
+
+
+@dataclass
+class RestartPlan:
+    """The restarts of one sidecar's workers' connectors and tasks (see the module's docstring)."""
+
+    backoff: Backoff
+    worker_backoff: Backoff
+    max_restarts: int
+    stable_s: float
+    exclusions: Exclusions
+    rate: RateCap
+    targets: dict[Target, TargetState] = field(default_factory=dict)
+    workers: dict[str, WorkerState] = field(default_factory=dict)
+    _heap: list[tuple[float, Target]] = field(default_factory=list)
+    # Calls that may have changed what the plan shows (a target's phase, figures, due time): a view of the fleet
+    # made before one is out of date.
+    changes: int = 0
+
+    # ----------------------------------------------------------------------------- what is read
+
+    def failed(self, target: Target, worker: str, trace: str | None, now: float) -> float | Skip | None:
+        """A FAILED status of one of this sidecar's workers was read. Returns when the restart is due (a new plan), why
+        none is planned (a skip, told once per failure), or None (nothing changes: one is planned or in flight)."""
+        self.changes += 1
+        state = self.targets.get(target)
+        if state is None or state.worker != worker:
+            state = self.targets[target] = TargetState(worker)
+        state.reason = first_line(trace)
+        if state.phase is Phase.SENDING:
+            state.seen_meanwhile = "FAILED"
+            return None
+        if state.phase in (Phase.WAITING, Phase.GAVE_UP, Phase.EXCLUDED):
+            return None
+        if state.running_since is not None and now - state.running_since >= self.stable_s:
+            state.attempts = 0
+        state.running_since = None
+        state.failed_at = now
+        excluded = self.exclusions.reason(target, trace)
+        if excluded is not None:
+            state.phase = Phase.EXCLUDED
+            return excluded
+        if state.phase is Phase.LAST or state.attempts >= self.max_restarts:
+            state.phase = Phase.GAVE_UP
+            return Skip.MAX_RESTARTS
+        return self._plan(target, state, now + self.backoff.delay(state.attempts))
+
+    def running(self, target: Target, now: float) -> None:
+        """The target was read RUNNING: nothing planned for it any more."""
+        state = self.targets.get(target)
+        if state is None:
+            return
+        self.changes += 1
+        if state.running_since is None:
+            state.running_since = now
+        if state.phase is Phase.SENDING:
+            state.seen_meanwhile = "RUNNING"
+        elif state.phase is not Phase.IDLE:
+            state.phase, state.due = Phase.IDLE, None
+
+    def not_running(self, target: Target) -> None:
+        """The target was read in another state (UNASSIGNED, RESTARTING, PAUSED...): not running, nothing changes
+        of what is planned (whether a restart is still wanted is asked when it is due)."""
+        state = self.targets.get(target)
+        if state is not None:
+            self.changes += 1
+            state.running_since = None
+
+    def left(self, target: Target) -> None:
+        """The target is gone (deleted) or runs on a worker of another sidecar: forgotten (a request in flight still
+        gets its answer, ``sent``)."""
+        if self.targets.pop(target, None) is not None:
+            self.changes += 1
+
+    def cancel(self, target: Target) -> None:
+        """A planned restart is no longer wanted (its connector's restart covers it): nothing planned."""
+        state = self.targets.get(target)
+        if state is not None and state.phase is Phase.WAITING:
+            self.changes += 1
+            state.phase, state.due = Phase.IDLE, None
+
+    def unsent(self, due: Due) -> None:
+        """A restart ``due`` handed out is not sent after all (the status is no longer FAILED, or its connector's
+        restart covers it): nothing planned."""
+        self.changes += 1
+        self._worker(due.worker).in_flight -= 1
+        state = self.targets.get(due.target)
+        if state is not None and state.phase is Phase.SENDING:
+            state.phase = Phase.IDLE
+
+    # ----------------------------------------------------------------------------- sending
+
+    def due(self, now: float) -> list[Due]:
+        """The restarts to send now, in the order they came due, each moved to ``sending``: within the rate cap, each
+        worker's pause and its bound on requests in flight (what waits for a paused worker is planned for the end
+        of its pause)."""
+        sending: list[Due] = []
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            when, target = heap[0]
+            state = self.targets.get(target)
+            if state is None or state.phase is not Phase.WAITING or state.due != when:
+                heapq.heappop(heap)  # planned anew, or no longer
+                continue
+            worker = self._worker(state.worker)
+            if worker.paused_until > now:
+                heapq.heappop(heap)
+                self._plan(target, state, worker.paused_until)
+                continue
+            if worker.in_flight >= (1 if worker.failures else MAX_IN_FLIGHT):
+                heapq.heappop(heap)
+                self._plan(target, state, now + self.worker_backoff.shortest(0))
+                continue
+            if not self.rate.take(now):
+                break
+            heapq.heappop(heap)
+            self.changes += 1
+            worker.in_flight += 1
+            state.phase, state.due, state.seen_meanwhile = Phase.SENDING, None, None
+            sending.append(Due(target, state.worker, state.attempts + 1, state.reason, state.failed_at))
+        return sending
+
+    def next_time(self) -> float | None:
+        """When ``due`` may have something next (None: nothing is planned)."""
+        while self._heap:
+            when, target = self._heap[0]
+            state = self.targets.get(target)
+            if state is not None and state.phase is Phase.WAITING and state.due == when:
+                return max(when, self.rate.next_free)
+            heapq.heappop(self._heap)
+        return None
+
+    def sent(self, due: Due, result: Result, now: float) -> None:
+        """How a request of ``due`` went."""
+        self.changes += 1
+        worker = self._worker(due.worker)
+        worker.in_flight = max(0, worker.in_flight - 1)
+        state = self.targets.get(due.target)
+        if result is Result.RESTARTED:
+            worker.failures, worker.paused_until = 0, 0.0
+        elif result is not Result.NOT_FOUND:
+            worker.failures += 1
+            worker.paused_until = max(worker.paused_until, now + self.worker_backoff.delay(worker.failures - 1))
+        if state is None or state.phase is not Phase.SENDING:
+            return  # forgotten or dropped meanwhile
+        state.last_result = result
+        seen, state.seen_meanwhile = state.seen_meanwhile, None
+        if result is Result.NOT_FOUND:
+            state.phase = Phase.IDLE
+        elif result is not Result.RESTARTED:
+            # No restart: the same one again once the worker's pause is over (unless it ran meanwhile).
+            if seen == "RUNNING":
+                state.phase = Phase.IDLE
+            else:
+                self._plan(due.target, state, worker.paused_until)
+        else:
+            state.attempts += 1
+            state.last_restart = now
+            if seen == "RUNNING":
+                state.phase = Phase.IDLE
+            elif state.attempts >= self.max_restarts:
+                state.phase = Phase.GAVE_UP if seen == "FAILED" else Phase.LAST
+            else:
+                # The next restart, should it still fail then (a RUNNING read cancels it).
+                self._plan(due.target, state, now + self.backoff.delay(state.attempts))
+
+    # ----------------------------------------------------------------------------- views
+
+    def attempts(self, target: Target, now: float) -> int:
+        """The target's restarts counted now (0 once it has run for the stable period)."""
+        state = self.targets.get(target)
+        if state is None:
+            return 0
+        if state.running_since is not None and now - state.running_since >= self.stable_s:
+            return 0
+        return state.attempts
+
+    @property
+    def waiting(self) -> int:
+        """Restarts planned and not yet sent."""
+        return sum(1 for state in self.targets.values() if state.phase is Phase.WAITING)
+
+    def _plan(self, target: Target, state: TargetState, when: float) -> float:
+        self.changes += 1
+        state.phase, state.due = Phase.WAITING, when
+        heapq.heappush(self._heap, (when, target))
+        return when
+
+    def _worker(self, worker: str) -> WorkerState:
+        found = self.workers.get(worker)
+        if found is None:
+            found = self.workers[worker] = WorkerState()
+        return found
+
+
+def first_line(trace: str | None, limit: int = 200) -> str | None:
+    """A trace's first line, at most ``limit`` characters: why a restart was sent."""
+    if trace is None:
+        return None
+    line = trace.split("\n", 1)[0].rstrip("\r")
+    return line if len(line) <= limit else line[:limit] + "…"

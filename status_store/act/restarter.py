@@ -1,0 +1,212 @@
+"""Auto-restart (``sidecar.restart.*``): the restart plan (``plan.RestartPlan``) fed by every status the cache reads,
+its due restarts sent to each worker's REST API, and each outcome told (history topic, ``GET /events``, metrics).
+
+Triggered from the cache's changes (``StatusCache.subscribe``): the sidecar sees every status as it is read, so a
+failure is planned for the moment it is read (no polling). Only the statuses of this sidecar's workers
+(``sidecar.restart.workers``) are acted on. When a restart is due the cache is asked again whether it is still wanted:
+the status must still be FAILED on the same worker. A FAILED connector is restarted with KIP-745's
+``includeTasks=true&onlyFailed=true``, which restarts its FAILED tasks too (on every worker): its tasks wait for it, and
+are planned again once the connector is read RUNNING and they are still FAILED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import urllib.parse
+from collections import Counter
+from collections.abc import Callable, Mapping
+
+import httpx
+
+from ..config.act import RestartConfig
+from ..connect.cache import StatusCache, StatusRecord
+from ..connect.codec import StatusValue
+from ..connect.model import ConnectorKey, Key, State, TaskKey
+from ..logs import RateLimit
+from ..retry.backoff import AdditiveJitter, Random
+from .events import Restart
+from .plan import Due, Exclusions, RateCap, RestartPlan, Result, Skip, Target
+
+log = logging.getLogger(__name__)
+
+# A worker whose REST API does not answer (or refuses) is asked again after 1 s, doubling to 60 s.
+WORKER_BACKOFF_INITIAL_MS = 1000
+WORKER_BACKOFF_MAX_MS = 60000
+FAILURE_LOG_INTERVAL_S = 30.0
+# Told of each request and how it went (history, events).
+Restarted = Callable[[Restart], None]
+
+
+class AutoRestart:
+    """Restarts the FAILED connectors and tasks of this sidecar's workers (see the module's docstring)."""
+
+    def __init__(self, config: RestartConfig, cache: StatusCache, restarted: Restarted, rng: Random,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.workers: Mapping[str, str] = config.workers
+        self.skipped: Counter[Skip] = Counter()
+        self.requests: Counter[Result] = Counter()
+        self.plan = RestartPlan(config.backoff(rng),
+                                AdditiveJitter(WORKER_BACKOFF_INITIAL_MS, WORKER_BACKOFF_MAX_MS, 2.0,
+                                               config.jitter_factor, rng),
+                                config.max_restarts, config.stable_ms / 1000,
+                                Exclusions(config.exclude_trace, config.exclude_connectors),
+                                RateCap(config.max_per_second))
+        self._cache = cache
+        self._restarted = restarted
+        self._clock = clock
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[None]] = set()
+        self._client: httpx.AsyncClient | None = None
+        self._failure_log = RateLimit(FAILURE_LOG_INTERVAL_S)
+        cache.subscribe(self._applied)
+
+    # ----------------------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Send the restarts as they come due (those planned while the topic was read at start too)."""
+        # Each request is logged once, by this module, with why it was sent: not again by httpx.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        self._client = httpx.AsyncClient(timeout=self.config.request_timeout_ms / 1000, follow_redirects=False)
+        self._task = asyncio.create_task(self._run(), name="status-store-auto-restart")
+        workers = ", ".join(f"{worker} ({url})" for worker, url in self.workers.items())
+        log.info("Auto-restart on for the connectors and tasks of %s", workers)
+
+    async def stop(self) -> None:
+        """Stop sending; requests in flight are let go."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for request in list(self._requests):
+            request.cancel()
+        if self._requests:
+            await asyncio.gather(*self._requests, return_exceptions=True)
+        if self._client is not None:
+            await self._client.aclose()
+
+    # ----------------------------------------------------------------------------- what is read
+
+    def _applied(self, record: StatusRecord, key: Key) -> None:
+        if type(key) is TaskKey:
+            target = Target(key.connector, key.task)
+        elif type(key) is ConnectorKey:
+            target = Target(key.connector)
+        else:
+            return
+        value = self._cache.value_of(key) if record.value is not None else None
+        assert value is None or isinstance(value, StatusValue)
+        if value is None or value.worker_id not in self.workers:
+            self.plan.left(target)
+            return
+        now = self._clock()
+        if value.state is State.FAILED:
+            self._failed(target, value, now)
+        elif value.state is State.RUNNING:
+            self.plan.running(target, now)
+            if target.task is None:
+                self._connector_running(target.connector, now)
+        else:
+            self.plan.not_running(target)
+
+    def _failed(self, target: Target, value: StatusValue, now: float) -> None:
+        assert value.worker_id is not None
+        planned = self.plan.failed(target, value.worker_id, value.trace, now)
+        if isinstance(planned, Skip):
+            self.skipped[planned] += 1
+            log.warning("Not restarting %s %s: %s", _what(target), target, {
+                Skip.EXCLUDED_TRACE: "its trace matches sidecar.restart.exclude.trace.pattern",
+                Skip.EXCLUDED_CONNECTOR: "its connector matches sidecar.restart.exclude.connector.pattern",
+                Skip.MAX_RESTARTS: f"restarted {self.plan.attempts(target, now)} times already "
+                                   f"(sidecar.restart.max.restarts); it is left FAILED"}[planned])
+        elif planned is not None:
+            log.info("%s %s FAILED on %s: restart planned in %.1f s", _what(target).capitalize(), target,
+                     value.worker_id, max(0.0, planned - now))
+            self._wake.set()
+
+    def _connector_running(self, connector: str, now: float) -> None:
+        """The connector runs again: its tasks of these workers still FAILED (left to its restart) are planned."""
+        for number in self._cache.task_numbers(connector):
+            value = self._cache.value_of(TaskKey(connector, number))
+            if isinstance(value, StatusValue) and value.state is State.FAILED and value.worker_id in self.workers:
+                self._failed(Target(connector, number), value, now)
+
+    # ----------------------------------------------------------------------------- sending
+
+    async def _run(self) -> None:
+        while True:
+            for due in self.plan.due(self._clock()):
+                if self._still_wanted(due):
+                    request = asyncio.create_task(self._send(due))
+                    self._requests.add(request)
+                    request.add_done_callback(self._requests.discard)
+                else:
+                    self.plan.unsent(due)
+            after = self.plan.next_time()
+            self._wake.clear()
+            timeout = None if after is None else max(0.0, after - self._clock())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def _still_wanted(self, due: Due) -> bool:
+        """Whether the status is still FAILED on the same worker (and, for a task, its connector not FAILED: the
+        connector's restart restarts it)."""
+        target = due.target
+        key: Key = ConnectorKey(target.connector) if target.task is None else TaskKey(target.connector, target.task)
+        value = self._cache.value_of(key)
+        if not isinstance(value, StatusValue) or value.state is not State.FAILED or value.worker_id != due.worker:
+            return False
+        if target.task is not None:
+            connector = self._cache.value_of(ConnectorKey(target.connector))
+            return not (isinstance(connector, StatusValue) and connector.state is State.FAILED)
+        # KIP-745's restart covers the connector's FAILED tasks: those of ours waiting are not restarted on their own.
+        for number in self._cache.task_numbers(target.connector):
+            self.plan.cancel(Target(target.connector, number))
+        return True
+
+    async def _send(self, due: Due) -> None:
+        target = due.target
+        path = f"/connectors/{urllib.parse.quote(target.connector, safe='')}"
+        path += "/restart?includeTasks=true&onlyFailed=true" if target.task is None else f"/tasks/{target.task}/restart"
+        url = self.workers[due.worker] + path
+        status: int | None = None
+        error: str | None = None
+        assert self._client is not None
+        try:
+            answer = await self._client.post(url)
+            status = answer.status_code
+        except httpx.HTTPError as e:
+            error = f"{type(e).__name__}: {e}"[:300]
+        result = _result(status)
+        now = self._clock()
+        self.plan.sent(due, result, now)
+        self._wake.set()  # the next restart (or the same, after the worker's backoff) may be planned now
+        self.requests[result] += 1
+        if result is Result.RESTARTED:
+            log.info("Restarted %s %s on %s (restart %d, after: %s)", _what(target), target, due.worker, due.attempt,
+                     due.reason)
+        else:
+            self._failure_log.log(log, logging.WARNING, "Restart of %s %s on %s not done: %s; %s", _what(target),
+                                  target, due.worker, error or f"HTTP {status}",
+                                  "dropped" if result is Result.NOT_FOUND else "asking again after a backoff")
+        self._restarted(Restart(due, result, now, status, error))
+
+
+def _result(status: int | None) -> Result:
+    if status is None or status >= 500:
+        return Result.UNREACHABLE
+    if 200 <= status < 300:
+        return Result.RESTARTED
+    if status == 404:
+        return Result.NOT_FOUND
+    if status == 409:
+        return Result.REBALANCING
+    return Result.REFUSED
+
+
+def _what(target: Target) -> str:
+    return "connector" if target.task is None else "task"

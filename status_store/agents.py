@@ -1,0 +1,172 @@
+"""The workers' agents: a stock Connect worker's status writes, handed over by the Java agent attached to it
+(``agent/``), through ``POST /agent/statuses`` (the protocol: agent/PROTOCOL.md).
+
+Each agent session (one worker's store, from its start to its stop) sends its statuses in order, each numbered
+(``seq``); each is judged alone, as the worker's own store would (``put``, ``put_safe``, a tombstone for
+``DESTROYED``, a topic status), and the session is told each outcome on a later answer until it acknowledges it.
+
+- **The agent holds its writes** until their outcome: a session's writes are not spooled, and a restarted sidecar
+  (a new ``instance``) does not replay them: the agent sends what is still pending again.
+- **A lease fences the switch of path.** Every request renews the session's lease (``lease_ms``); once it has
+  ended, no write of the session is started any more (``store.Lease``): the agent writes through Connect's own
+  store from then on, and an older status of ours must not land after its newer one.
+- **A final request hands over for good** (the worker's store stops while the sidecar is up): from then on the
+  session's pending writes are the sidecar's: written whatever the lease, and spooled.
+- **A request may wait for outcomes** (``wait_ms``, the agent's flush before a rebalance): its answer comes once
+  every pending write of the session has its outcome, or after that bound.
+- Sessions are bounded: one idle past ``SESSION_IDLE_S`` with nothing pending is forgotten, and at most
+  ``MAX_SESSIONS`` are kept (the longest idle without pending writes goes first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .retry.updates import Outcome, StatusUpdate
+
+log = logging.getLogger(__name__)
+
+PROTOCOL = 1
+# A session idle this long with nothing pending is forgotten; at most this many are kept.
+SESSION_IDLE_S = 600.0
+MAX_SESSIONS = 1024
+LEASE_ENDED = "the agent's lease ended: its worker writes through Connect's own store"
+
+
+@dataclass(slots=True)
+class Pending:
+    """One accepted write of a session, until its outcome is acknowledged."""
+
+    key: str
+    update: StatusUpdate
+
+
+@dataclass(slots=True)
+class AgentSession:
+    """One agent's writes: pending ones by seq, settled ones not yet acknowledged, and its lease (monotonic
+    seconds)."""
+
+    agent: str
+    worker_id: str | None = None
+    pending: dict[int, Pending] = field(default_factory=dict)
+    settled: dict[int, dict[str, Any]] = field(default_factory=dict)
+    lease_until: float = 0.0
+    final: bool = False
+    last_seen: float = 0.0
+    # The highest seq taken in: a seq at or below it again (an answer the agent lost) is not written twice.
+    last_seq: int = 0
+
+    def lease(self) -> str | None:
+        """Why the session's writes must not be sent any more (its lease ended), or None."""
+        if self.final or time.monotonic() <= self.lease_until:
+            return None
+        return LEASE_ENDED
+
+    def renew(self, lease_ms: int, sent_at_ms: int | None) -> None:
+        """A request of the session arrived: its lease runs ``lease_ms`` from now, or from when the agent sent it
+        (its wall clock) if that is earlier."""
+        now = time.monotonic()
+        self.last_seen = now
+        until = now + lease_ms / 1000
+        if sent_at_ms is not None:
+            until = min(until, now + (sent_at_ms + lease_ms) / 1000 - time.time())
+        self.lease_until = until
+
+    def acknowledge(self, ack: int) -> None:
+        """The agent has taken in every outcome up to ``ack``."""
+        for seq in [seq for seq in self.settled if seq <= ack]:
+            del self.settled[seq]
+
+    def collect(self) -> None:
+        """Move the pending writes that have their outcome to the settled ones."""
+        for seq in [seq for seq, pending in self.pending.items() if pending.update.done()]:
+            pending = self.pending.pop(seq)
+            outcome = pending.update.outcome
+            assert outcome is not None
+            self.settled[seq] = outcome_body(seq, pending.key, outcome)
+
+    async def settling(self, timeout: float) -> None:
+        """Wait until every pending write has its outcome, at most ``timeout`` seconds."""
+        if self.pending:
+            await asyncio.wait([pending.update.settled() for pending in self.pending.values()], timeout=timeout)
+
+    def outcomes(self) -> list[dict[str, Any]]:
+        """The settled writes not acknowledged yet, in seq order."""
+        return [self.settled[seq] for seq in sorted(self.settled)]
+
+
+def outcome_body(seq: int, key: str, outcome: Outcome) -> dict[str, Any]:
+    """An outcome as an answer carries it."""
+    body: dict[str, Any] = {"seq": seq, "key": key, "result": outcome.result.value, "attempts": outcome.attempts}
+    if not outcome.ok:
+        body["reason"] = outcome.reason
+    return body
+
+
+class AgentSessions:
+    """Every agent session this sidecar serves, bounded in number."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._sessions: dict[str, AgentSession] = {}
+        self._clock = clock
+        # This process's id: an agent that sees it change knows the sidecar restarted.
+        self.instance = uuid.uuid4().hex
+        # Updates taken from agents, by what became of them at once (pending, dropped, refused).
+        self.taken: collections.Counter[str] = collections.Counter()
+
+    def session(self, agent: str) -> AgentSession:
+        """The agent's session (made if new; the oldest idle ones forgotten past the bound)."""
+        session = self._sessions.get(agent)
+        if session is None:
+            self._forget_idle()
+            session = self._sessions[agent] = AgentSession(agent, last_seen=self._clock())
+        return session
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def pending_count(self) -> int:
+        """Writes of every session without an outcome yet."""
+        return sum(len(session.pending) for session in self._sessions.values())
+
+    def _forget_idle(self) -> None:
+        now = self._clock()
+        for agent, session in list(self._sessions.items()):
+            session.collect()
+            if not session.pending and now - session.last_seen > SESSION_IDLE_S:
+                del self._sessions[agent]
+        if len(self._sessions) >= MAX_SESSIONS:
+            idle = sorted((s for s in self._sessions.values() if not s.pending), key=lambda s: s.last_seen)
+            for session in idle[:len(self._sessions) - MAX_SESSIONS + 1]:
+                log.warning("Forgetting the agent session %s (idle for %.0f s): more than %d agents", session.agent,
+                            now - session.last_seen, MAX_SESSIONS)
+                del self._sessions[session.agent]
+
+
+class AgentsCollector(Collector):
+    """The workers' agents, read at each scrape: sessions, their pending writes, and the updates taken."""
+
+    def __init__(self, agents: AgentSessions) -> None:
+        self._agents = agents
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("status_agent_sessions", "Sessions of workers' agents (a worker's status store each, "
+                                "from its start to its stop) this sidecar serves.", value=len(self._agents))
+        yield GaugeMetricFamily("status_agent_pending", "Updates of workers' agents without an outcome yet.",
+                                value=self._agents.pending_count())
+        taken = CounterMetricFamily("status_agent_updates", "Updates workers' agents handed over, by what became of "
+                                    "them at once: pending (taken), dropped (a put_safe Connect's rules drop), refused "
+                                    "(never writable).", labels=["result"])
+        for result in ("pending", "dropped", "refused"):
+            taken.add_metric([result], self._agents.taken[result])
+        yield taken

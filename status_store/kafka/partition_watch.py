@@ -1,0 +1,140 @@
+"""The signal that a held partition can take writes again, read from the cluster while partitions are held.
+
+A held partition is probed on a backoff schedule (up to ``status.storage.retry.probe.max.backoff.ms``, 1 s): a
+partition that recovered waits for its next probe. Meanwhile the cluster says when it has recovered: the
+partition has a leader, and at least ``min.insync.replicas`` replicas in sync (the topic's setting). While some
+partition is held, ``PartitionWatch`` reads both every ``WATCH_INTERVAL_S`` (a Metadata and a DescribeConfigs
+request, not a write) and, when what it reads of a held partition changes to writable, tells its owner at once
+(``writable_again``): the probe goes then, not at its time. What it cannot read (no permission to describe the
+topic's configuration) it does without: the leader and the in-sync replicas alone then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+
+from .client_log import client_logging
+from .settings import list_topics
+
+log = logging.getLogger(__name__)
+
+WATCH_INTERVAL_S = 0.2
+READ_TIMEOUT_S = 2.0
+# Probes a recovery read from the cluster may send, one per reading while the last one failed (the metadata can say
+# writable a moment before the leader applies it); then the probes' own schedule again, until the next change.
+SIGNALS_PER_CHANGE = 3
+# A configuration the cluster would not describe is asked for again after this long.
+CONFIGS_RETRY_S = 60.0
+
+
+class Reading(NamedTuple):
+    """What the cluster says of one partition."""
+
+    leader: int
+    in_sync: int
+    min_in_sync: int | None
+
+    @property
+    def writable(self) -> bool:
+        """A leader, and enough replicas in sync (as far as known)."""
+        return self.leader >= 0 and (self.min_in_sync is None or self.in_sync >= self.min_in_sync)
+
+
+class PartitionWatch:
+    """Reads the held partitions' state from the cluster and says when one became writable."""
+
+    def __init__(self, topic: str, bootstrap_servers: str, client_configs: Mapping[str, str],
+                 held: Callable[[], Sequence[int]], writable_again: Callable[[int], object]) -> None:
+        self.topic = topic
+        # Never creates the topic; the client's log lines go where every client's go.
+        self._settings: dict[str, Any] = {**client_configs, "bootstrap.servers": bootstrap_servers,
+                                          "allow.auto.create.topics": False, **client_logging(bootstrap_servers)}
+        self._held = held
+        self._writable_again = writable_again
+        self._admin: AdminClient | None = None
+        self._last: dict[int, Reading] = {}
+        # Signals left for a held partition's latest change to writable.
+        self._left: dict[int, int] = {}
+        # The loop time before which the topic's configuration is not asked for again (it could not be read).
+        self._configs_after = 0.0
+        self._task: asyncio.Task[None] | None = None
+        # Signals given (for the metrics and the tests).
+        self.signals = 0
+
+    def start(self) -> None:
+        """Watch from now on (on the running event loop)."""
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Watch no more."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            held = set(self._held())
+            if not held:
+                self._last.clear()
+                self._left.clear()
+                continue
+            try:
+                readings = await self._read()
+            except Exception as e:  # the brokers away: the probes go on their schedule meanwhile
+                log.debug("Could not read the state of %s's held partitions: %s", self.topic, e)
+                continue
+            for partition in sorted(held):
+                reading = readings.get(partition)
+                if reading is None:
+                    continue
+                before = self._last.get(partition)
+                self._last[partition] = reading
+                if not reading.writable:
+                    self._left.pop(partition, None)
+                    continue
+                if before is not None and reading != before:
+                    log.debug("Partition %d of %s can take writes again (%s): probing it now", partition, self.topic,
+                              reading)
+                    self._left[partition] = SIGNALS_PER_CHANGE
+                if self._left.get(partition, 0) > 0 and self._writable_again(partition):
+                    self.signals += 1
+                    self._left[partition] -= 1
+            for partition in set(self._last) - held:
+                del self._last[partition]
+                self._left.pop(partition, None)
+
+    async def _read(self) -> dict[int, Reading]:
+        if self._admin is None:
+            self._admin = AdminClient(self._settings)
+        metadata = await list_topics(self._admin, self.topic, READ_TIMEOUT_S)
+        described = metadata.topics.get(self.topic)
+        if described is None or described.error is not None:
+            return {}
+        min_in_sync = await self._min_in_sync()
+        return {number: Reading(partition.leader, len(partition.isrs), min_in_sync)
+                for number, partition in described.partitions.items()}
+
+    async def _min_in_sync(self) -> int | None:
+        """The topic's ``min.insync.replicas`` (its own, or the brokers' default); None when it cannot be read (no
+        permission to describe the topic, a broker without the API): asked again a minute later."""
+        loop = asyncio.get_running_loop()
+        if self._admin is None or loop.time() < self._configs_after:
+            return None
+        resource = ConfigResource("TOPIC", self.topic)
+        try:
+            future = self._admin.describe_configs([resource], request_timeout=READ_TIMEOUT_S)[resource]
+            entries = await asyncio.wait_for(asyncio.wrap_future(future), READ_TIMEOUT_S + 1)
+            entry = entries.get("min.insync.replicas")
+            return int(entry.value) if entry is not None and entry.value is not None else None
+        except Exception as e:
+            self._configs_after = loop.time() + CONFIGS_RETRY_S
+            log.debug("Cannot read the configuration of %s (%s): a held partition's recovery is read from its "
+                      "leader and in-sync replicas alone for %.0f s", self.topic, e, CONFIGS_RETRY_S)
+            return None

@@ -1,0 +1,231 @@
+"""Stock Connect workers started with the agent (``-javaagent``, nothing else) hand every status to the sidecar: on
+Apache Kafka's brokers, Connect 4.4.0 and 3.9.2, with the sidecar killed and restarted, answering 503 or late, and
+with the agent misconfigured. Connect's own REST API reads the topic, so a status that reached it is what Connect
+answers; a lost one leaves Connect answering an older state, and the waits here fail."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import free_port
+from harness.http_proxy import Refusal
+from harness.kafka_proxy import PRODUCE
+from harness.real_kafka import (
+    SOURCE_CONNECTOR,
+    ConnectCluster,
+    KafkaCluster,
+    all_in,
+    free_ports,
+    jmx_attributes,
+    jmx_options,
+    kafka_line,
+    states,
+    wait_until,
+)
+from harness.sidecar import AgentPod, LiveSidecar, javaagent
+
+from .test_connect_live import same_answers
+
+pytestmark = pytest.mark.timeout(600)
+
+STEP_WAIT = 60.0
+# Short bounds, so that the switches happen within a test: away this long, the agent falls back; the sidecar starts
+# no write of a session 2 s after its last request, and a write it started lands within 2 s (its delivery timeout).
+AGENT = {"fallback.after.ms": "4000", "lease.ms": "2000", "read.timeout.ms": "1000", "connect.timeout.ms": "500",
+         "probe.interval.ms": "500", "poll.interval.ms": "200",
+         "stop.timeout.ms": "3000"}
+SIDECAR = {"status.storage.retry.delivery.timeout.ms": "2000"}
+# Past this, nothing the sidecar took can land any more.
+FENCE_S = 2 + 2 + 1 + 1
+# The worker's JMX, as a JMX exporter beside it would read it.
+(JMX_PORT,) = free_ports(1)
+
+
+def source(**settings: str) -> dict[str, str]:
+    return {"connector.class": SOURCE_CONNECTOR, "tasks.max": "2", **settings}
+
+
+def task_states(connector: str, *tasks: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda status: states(status) == (connector, list(tasks))
+
+
+@pytest.fixture(scope="module")
+def pod(kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentPod]:
+    """One stock Connect 4.4.0 worker with the agent, on the three brokers (each behind a proxy that counts requests
+    by client id), its agent reaching the sidecar through an HTTP proxy that can refuse or delay."""
+    with AgentPod(kafka_line("kafka-4"), tmp_path_factory.mktemp("agent-live"), kafka_cluster, "agent-live",
+                  workers=1, sidecar_settings=SIDECAR, agent_options=AGENT, proxied=True,
+                  jvm_options=jmx_options(JMX_PORT)) as running:
+        yield running
+
+
+def produce_requests(kafka: KafkaCluster, client_id: str) -> int:
+    return sum(proxy.requests(PRODUCE, [client_id]) for proxy in kafka.proxies)
+
+
+def converge(connect: ConnectCluster, connector: str, condition: Callable[[dict[str, Any]], bool], what: str,
+             answered: list[float]) -> None:
+    """Wait until Connect's REST API (which reads the topic) answers ``condition``, timing each answer."""
+    def holds() -> bool:
+        began = time.monotonic()
+        answer = connect.request("GET", f"/connectors/{connector}/status")
+        answered.append(time.monotonic() - began)
+        return answer.status == 200 and condition(answer.json())
+    wait_until(holds, STEP_WAIT, f"{connector}: {what}", interval=0.3)
+
+
+def stays(connect: ConnectCluster, connector: str, condition: Callable[[dict[str, Any]], bool]) -> None:
+    """Past every fence, no older status landed over the newest: Connect still answers ``condition``."""
+    time.sleep(FENCE_S)
+    status = connect.call("GET", f"/connectors/{connector}/status")
+    assert condition(status), f"{connector} went back to {status}"
+
+
+def test_every_status_of_a_stock_worker_is_written_by_the_sidecar(pod: AgentPod) -> None:
+    connect, kafka = pod.connect, pod.connect.kafka
+    for proxy in kafka.proxies:
+        proxy.reset_counts()
+    answered: list[float] = []
+    connect.call("PUT", "/connectors/a/config", source(**{"scripted.task.1": "fail"}))
+    converge(connect, "a", task_states("RUNNING", "RUNNING", "FAILED"), "task 1 failed", answered)
+    connect.call("PUT", "/connectors/a/pause")
+    converge(connect, "a", task_states("PAUSED", "PAUSED", "FAILED"), "paused", answered)
+    connect.call("PUT", "/connectors/a/resume")
+    converge(connect, "a", task_states("RUNNING", "RUNNING", "FAILED"), "resumed", answered)
+    connect.call("POST", "/connectors/a/tasks/1/restart")
+    converge(connect, "a", task_states("RUNNING", "RUNNING", "FAILED"), "failed again", answered)
+    # The worker's own status producer sent nothing; the sidecar's producer wrote every status.
+    assert produce_requests(kafka, f"{connect.name}-statuses") == 0, kafka.proxies[0].counts()
+    assert produce_requests(kafka, "status-store") > 0
+    same_answers(connect.request, pod.sidecar.request, ["/connectors/a/status", "/connectors/a/tasks/1/status"])
+    metrics = pod.sidecar.request("GET", "/metrics").body.decode()
+    assert 'status_update_success_total{kind="task"}' in metrics
+    # The worker's own JMX shows KIP-1278's counters for its writes, from the outcomes the sidecar reported.
+    def counted() -> bool:
+        [kip] = jmx_attributes(connect.line, JMX_PORT, "kafka.connect:type=status-backing-store-metrics,*").values()
+        return float(kip["status-update-success-total"]) >= 6 and "status-update-retry-total" in kip
+    wait_until(counted, STEP_WAIT, "KIP-1278's counters in the worker's JMX")
+    connect.call("DELETE", "/connectors/a")
+
+
+def test_the_sidecar_killed_then_restarted_loses_no_status(pod: AgentPod) -> None:
+    connect, kafka = pod.connect, pod.connect.kafka
+    answered: list[float] = []
+    connect.call("PUT", "/connectors/k/config", source())
+    converge(connect, "k", all_in("RUNNING", 2), "running", answered)
+    pod.sidecar.kill()
+    try:
+        # While the sidecar is away the agent keeps each key's newest status, then writes through Connect.
+        connect.call("PUT", "/connectors/k/pause")
+        converge(connect, "k", all_in("PAUSED", 2), "paused through Connect's own path", answered)
+        assert produce_requests(kafka, f"{connect.name}-statuses") > 0  # it fell back
+        connect.call("PUT", "/connectors/k/resume")
+        converge(connect, "k", all_in("RUNNING", 2), "resumed", answered)
+    finally:
+        pod.sidecar.start()
+    # Back on the sidecar (a new instance): the next statuses go through it.
+    wait_until(lambda: "back on the sidecar" in worker_log(connect), STEP_WAIT, "the agent is back on the sidecar")
+    for proxy in kafka.proxies:
+        proxy.reset_counts()
+    connect.call("PUT", "/connectors/k/pause")
+    converge(connect, "k", all_in("PAUSED", 2), "paused", answered)
+    assert produce_requests(kafka, f"{connect.name}-statuses") == 0
+    stays(connect, "k", all_in("PAUSED", 2))
+    assert max(answered) < 10, f"the worker's REST API was slow: {max(answered):.1f} s"
+    connect.call("DELETE", "/connectors/k")
+
+
+@pytest.mark.parametrize("fault", ["503", "5 s late"])
+def test_a_sidecar_that_refuses_or_answers_late_costs_no_status(pod: AgentPod, fault: str) -> None:
+    connect, proxy = pod.connect, pod.proxy
+    assert proxy is not None
+    name = "f503" if fault == "503" else "flate"
+    answered: list[float] = []
+    connect.call("PUT", f"/connectors/{name}/config", source())
+    converge(connect, name, all_in("RUNNING", 2), "running", answered)
+    if fault == "503":
+        proxy.refusal = Refusal.UNAVAILABLE
+    else:
+        proxy.delay_s = 5.0  # past the agent's read timeout
+    try:
+        connect.call("PUT", f"/connectors/{name}/pause")
+        converge(connect, name, all_in("PAUSED", 2), "paused", answered)
+        connect.call("PUT", f"/connectors/{name}/resume")
+        converge(connect, name, all_in("RUNNING", 2), "resumed", answered)
+    finally:
+        proxy.refusal, proxy.delay_s = Refusal.NONE, 0.0
+    stays(connect, name, all_in("RUNNING", 2))
+    assert max(answered) < 10, f"the worker's REST API was slow: {max(answered):.1f} s"
+    connect.call("DELETE", f"/connectors/{name}")
+
+
+def worker_log(connect: ConnectCluster) -> str:
+    """Every worker's output and log so far."""
+    text = []
+    for worker in connect.workers:
+        for path in (worker.process.stdout_file, worker.process.log_file):
+            if path.exists():
+                text.append(path.read_text(errors="replace"))
+    return "\n".join(text)
+
+
+def agent_lines(connect: ConnectCluster) -> list[str]:
+    return [line for line in worker_log(connect).splitlines() if "status-store agent:" in line]
+
+
+def agent_warnings(connect: ConnectCluster, naming: str) -> list[str]:
+    """The agent's warnings (what is wrong) that name ``naming``."""
+    return [line for line in agent_lines(connect) if " WARN " in line and naming in line]
+
+
+def test_a_misconfigured_agent_says_why_in_one_line_and_the_worker_runs_on_its_own_store(
+        kafka: KafkaCluster, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-token"
+    cases: list[tuple[str, dict[str, str], str]] = [
+        ("bad-option", {"max.keys": "many"}, "max.keys"),
+        ("missing-token", {"token.file": str(missing)}, str(missing)),
+        ("nobody-listens", {"url": "http://127.0.0.1:9"}, "127.0.0.1:9"),
+    ]
+    for name, options, named in cases:
+        url = options.pop("url", "http://127.0.0.1:9")
+        with ConnectCluster(kafka_line("kafka-4"), tmp_path / name, kafka, f"misconfigured-{name}", workers=1,
+                            jvm_options=[javaagent(url, {**AGENT, **options})]) as connect:
+            connect.call("PUT", "/connectors/m/config", source())
+            connect.wait_for_status("m", all_in("RUNNING", 2), "running on Connect's own store", STEP_WAIT)
+            assert len(agent_warnings(connect, named)) == 1, agent_lines(connect)
+
+
+def test_a_sidecar_on_another_status_topic_is_not_given_the_statuses(kafka: KafkaCluster, tmp_path: Path) -> None:
+    port = free_port()
+    connect = ConnectCluster(kafka_line("kafka-4"), tmp_path / "worker", kafka, "other-topic", workers=1,
+                             jvm_options=[javaagent(f"http://127.0.0.1:{port}", AGENT)])
+    sidecar = LiveSidecar(tmp_path / "sidecar", connect, {"status.storage.topic": "another-status-topic"}, port)
+    # The sidecar starts after the worker (it reads the worker's config topic, which the worker creates).
+    with connect, sidecar:
+        wait_until(lambda: bool(agent_warnings(connect, "another-status-topic")), STEP_WAIT,
+                   "the agent says the sidecar serves another topic")
+        connect.call("PUT", "/connectors/o/config", source())
+        connect.wait_for_status("o", all_in("RUNNING", 2), "running on Connect's own store", STEP_WAIT)
+        assert len(agent_warnings(connect, "another-status-topic")) == 1, agent_lines(connect)
+        assert json.loads(sidecar.request("GET", "/connectors?expand=status").body) == {}
+
+
+def test_a_connect_3_9_worker_writes_through_the_sidecar_without_versions(agent3_pod: AgentPod) -> None:
+    connect = agent3_pod.connect
+    connect.call("PUT", "/connectors/v3/config", source(**{"scripted.task.1": "fail"}))
+    connect.wait_for_status("v3", task_states("RUNNING", "RUNNING", "FAILED"), "task 1 failed", STEP_WAIT)
+    metrics = agent3_pod.sidecar.request("GET", "/metrics").body.decode()
+    written = [line for line in metrics.splitlines() if line.startswith("status_update_success_total")]
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in written) >= 3, written
+    records = dict(connect.kafka.records(connect.status_topic))
+    for key in (b"status-connector-v3", b"status-task-v3-0", b"status-task-v3-1"):
+        value = records[key]
+        assert value is not None
+        assert b'"version"' not in value, value  # Connect 3.x's bytes: no KIP-891 field
+    connect.call("DELETE", "/connectors/v3")

@@ -1,0 +1,234 @@
+"""POST /agent/statuses, the route a worker's agent hands its statuses to (agent/PROTOCOL.md), on the mock cluster:
+each update judged alone and written as the worker's own store would write it, its outcome told until acknowledged,
+nothing written twice, and nothing of a session started after its lease ended."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import KafkaError
+from prometheus_client import CollectorRegistry
+
+from harness.faulty_cluster import FaultyCluster
+from status_store.api import create_app
+from status_store.connect.codec import encode_status, encode_topic_status
+from status_store.connect.model import UNVERSIONED, State, TopicStatus
+from status_store.store import StatusStore
+
+from .conftest import Broker, StoreFactory
+from .helpers import last_values
+
+WAIT = 15.0
+NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
+
+
+class Agent:
+    """An agent session against the app: numbered updates, acknowledged outcomes."""
+
+    def __init__(self, http: httpx.AsyncClient, store: StatusStore, name: str = "agent-1") -> None:
+        self.http, self.store, self.name = http, store, name
+        self.seq = 0
+        self.ack = 0
+        self.outcomes: dict[int, dict[str, Any]] = {}
+
+    def item(self, **fields: Any) -> dict[str, Any]:
+        self.seq += 1
+        return {"seq": self.seq, **fields}
+
+    async def send(self, *updates: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        body = {"agent": self.name, "worker_id": "w1:8083", "ack": self.ack, "updates": list(updates), **extra}
+        response = await self.http.post("/agent/statuses", json=body)
+        assert response.status_code == 200, response.text
+        answer: dict[str, Any] = response.json()
+        for outcome in answer["outcomes"]:
+            self.outcomes[outcome["seq"]] = outcome
+        if self.outcomes:
+            self.ack = max(self.outcomes)
+        return answer
+
+    async def settled(self, *seqs: int) -> dict[int, dict[str, Any]]:
+        """Poll until these seqs have their outcomes."""
+        async def told() -> bool:
+            await self.send()
+            return all(seq in self.outcomes for seq in seqs)
+        for _ in range(int(WAIT / 0.05)):
+            if await told():
+                return {seq: self.outcomes[seq] for seq in seqs}
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"no outcome for {[s for s in seqs if s not in self.outcomes]} in {WAIT} s")
+
+
+def task(connector: str, number: int, state: str = "RUNNING", **fields: Any) -> dict[str, Any]:
+    return {"kind": "task", "connector": connector, "task": number, "state": state, "trace": None,
+            "worker_id": "w1:8083", "generation": 3, **fields}
+
+
+def connector(name: str, state: str = "RUNNING", **fields: Any) -> dict[str, Any]:
+    return {"kind": "connector", "connector": name, "state": state, "trace": None, "worker_id": "w1:8083",
+            "generation": 3, **fields}
+
+
+@pytest.fixture
+async def served(mock_cluster: FaultyCluster, store_factory: StoreFactory,
+                 tmp_path: Path) -> AsyncIterator[tuple[StatusStore, httpx.AsyncClient]]:
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    settings = {"status.storage.retry.initial.backoff.ms": "50", "status.storage.retry.probe.max.backoff.ms": "100",
+                "status.storage.spool.path": str(tmp_path / "spool.db")}
+    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=CollectorRegistry(), **settings) as store:
+        app = create_app(store)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sidecar") as http:
+            yield store, http
+
+
+async def test_statuses_are_written_as_the_workers_store_writes_them(
+        served: tuple[StatusStore, httpx.AsyncClient]) -> None:
+    store, http = served
+    agent = Agent(http, store)
+    updates = [agent.item(**connector("c", version="1.0")), agent.item(**task("c", 0, version=None)),
+               agent.item(**task("c", 1, "FAILED", trace="boom\n\tat X")),  # a 3.x status: no version
+               agent.item(kind="topic", connector="c", topic="t-1", task=0, discoverTimestamp=1700000000000),
+               agent.item(**connector("gone")), agent.item(**connector("gone", "DESTROYED"))]
+    answer = await agent.send(*updates)
+    assert [a["result"] for a in answer["accepted"]] == ["pending"] * 6
+    outcomes = await agent.settled(*range(1, 7))
+    assert {o["result"] for o in outcomes.values()} == {"written"}
+    await store.read_your_writes(WAIT)
+    values = last_values(store)
+    assert values[b"status-connector-c"] == encode_status(State.RUNNING, "w1:8083", 3, None, "1.0")
+    assert values[b"status-task-c-0"] == encode_status(State.RUNNING, "w1:8083", 3, None, None)
+    assert values[b"status-task-c-1"] == encode_status(State.FAILED, "w1:8083", 3, "boom\n\tat X", UNVERSIONED)
+    assert values[b"status-topic-t-1:connector-c"] == encode_topic_status(TopicStatus("t-1", "c", 0, 1700000000000))
+    # DESTROYED is a tombstone of that one key, as Connect writes it.
+    assert values[b"status-connector-gone"] is None
+    # Acknowledged outcomes are not told again.
+    assert (await agent.send())["outcomes"] == []
+
+
+async def test_each_update_is_judged_alone(served: tuple[StatusStore, httpx.AsyncClient]) -> None:
+    store, http = served
+    agent = Agent(http, store)
+    answer = await agent.send(agent.item(**task("c", 0)), agent.item(**task("c", 1, "STOPPED")),
+                              agent.item(**connector("c", state="NOPE")), agent.item(**connector("c")))
+    assert [a["result"] for a in answer["accepted"]] == ["pending", "refused", "refused", "pending"]
+    assert [a.get("error_code") for a in answer["accepted"]] == [None, 422, 422, None]
+    await agent.settled(1, 4)
+    await store.read_your_writes(WAIT)
+    assert set(last_values(store)) == {b"status-task-c-0", b"status-connector-c"}
+    # An update without its seq cannot be answered: the whole request is refused, nothing taken.
+    response = await http.post("/agent/statuses", json={"agent": "agent-1", "updates": [task("d", 0)]})
+    assert response.status_code == 400
+    assert response.json()["error_code"] == 400
+
+
+async def test_put_safe_is_judged_against_the_topic_as_connect_judges_it(
+        served: tuple[StatusStore, httpx.AsyncClient]) -> None:
+    store, http = served
+    agent = Agent(http, store)
+    await agent.send(agent.item(**task("c", 0, worker_id="w2:8083", generation=7)))
+    await agent.settled(1)
+    await store.read_your_writes(WAIT)
+    answer = await agent.send(agent.item(**task("c", 0, "UNASSIGNED", generation=6, safe=True)))
+    assert answer["accepted"][0]["result"] == "dropped"
+    assert last_values(store)[b"status-task-c-0"] == encode_status(State.RUNNING, "w2:8083", 7, None, UNVERSIONED)
+
+
+async def test_an_update_sent_again_is_written_once(served: tuple[StatusStore, httpx.AsyncClient],
+                                                    mock_cluster: FaultyCluster) -> None:
+    store, http = served
+    agent = Agent(http, store)
+    update = agent.item(**task("c", 0))
+    first = await agent.send(update)
+    again = await agent.send(update)  # the answer to the first was lost
+    assert first["accepted"] == again["accepted"] == [{"seq": 1, "result": "pending"}]
+    assert (await agent.settled(1))[1]["result"] == "written"
+    assert store.queue.attempts_total == 1
+
+
+async def test_nothing_of_a_session_is_sent_after_its_lease_ended(served: tuple[StatusStore, httpx.AsyncClient],
+                                                                  mock_cluster: FaultyCluster) -> None:
+    store, http = served
+    agent = Agent(http, store)
+    # The first attempt fails; its partition is held, and the probe would go after the lease ended.
+    mock_cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * 3)
+    await agent.send(agent.item(**connector("c")), lease_ms=200)
+    await asyncio.sleep(1.0)  # the lease ends: the agent writes through Connect now
+    await store.flush(WAIT)
+    await store.read_your_writes(WAIT)
+    assert b"status-connector-c" not in last_values(store)
+    outcome = (await agent.settled(1))[1]
+    assert outcome["result"] == "superseded"
+    assert "lease ended" in outcome["reason"]
+
+
+async def test_a_final_request_hands_pending_writes_over_for_good(served: tuple[StatusStore, httpx.AsyncClient],
+                                                                  mock_cluster: FaultyCluster) -> None:
+    store, http = served
+    agent = Agent(http, store)
+    assert store.spool is not None
+    mock_cluster.broker_down(1)
+    try:
+        await agent.send(agent.item(**connector("c")), lease_ms=300)
+        # A session's writes are the agent's: not in the spool...
+        assert store.commit_spool()
+        assert store.spool.pending() == []
+        await agent.send(final=True, lease_ms=300)
+        # ... until it hands them over: then they are written whatever the lease, and kept across a crash.
+        assert store.commit_spool()
+        assert [row.key for row in store.spool.pending()] == ["status-connector-c"]
+        await asyncio.sleep(1.0)
+    finally:
+        mock_cluster.broker_up(1)
+    assert (await agent.settled(1))[1]["result"] == "written"
+
+
+async def test_the_server_says_which_instance_and_protocol_it_is(served: tuple[StatusStore, httpx.AsyncClient],
+                                                                 mock_cluster: FaultyCluster) -> None:
+    store, http = served
+    info = (await http.get("/")).json()
+    assert info["agent_protocol"] == 1
+    assert info["status_topic"] == store.config.topic
+    answer = await Agent(http, store).send()
+    assert answer == {"instance": info["instance"], "accepted": [], "outcomes": []}
+
+
+async def test_the_agents_updates_are_counted_once(served: tuple[StatusStore, httpx.AsyncClient]) -> None:
+    store, http = served
+    agent = Agent(http, store)
+    update = agent.item(**task("c", 0))
+    await agent.send(update, agent.item(**task("c", 1, "STOPPED")))
+    await agent.send(update)  # sent again: not taken twice
+    metrics = (await http.get("/metrics")).text
+    assert 'status_agent_updates_total{result="pending"} 1.0' in metrics
+    assert 'status_agent_updates_total{result="refused"} 1.0' in metrics
+    assert "status_agent_sessions 1.0" in metrics
+
+
+async def test_a_request_may_wait_for_its_sessions_outcomes(served: tuple[StatusStore, httpx.AsyncClient],
+                                                            mock_cluster: FaultyCluster) -> None:
+    # The agent's flush before a rebalance waits for every write it handed over: an answer that waits for them
+    # saves it a poll per flush (found by bench.connect_outage's bursts: deleting connectors took the pod 1.49x the
+    # stock worker's time, each revocation's flush waiting out a 50 ms poll).
+    store, http = served
+    agent = Agent(http, store)
+    mock_cluster.set_rtt(-1, 300)  # every Produce takes 300 ms
+    try:
+        answer = await agent.send(agent.item(**task("c", 0)), agent.item(**task("c", 1)))
+        assert answer["outcomes"] == []  # without wait_ms, an answer comes at once
+        answer = await agent.send(agent.item(**task("c", 2)), wait_ms=1000)
+        assert sorted(o["seq"] for o in answer["outcomes"]) == [1, 2, 3]
+        assert {o["result"] for o in answer["outcomes"]} == {"written"}
+        # Bounded: a write held past it does not hold the answer.
+        mock_cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * 50)
+        answer = await agent.send(agent.item(**task("c", 3)), wait_ms=200)
+        assert answer["outcomes"] == []
+        assert answer["accepted"] == [{"seq": 4, "result": "pending"}]
+    finally:
+        mock_cluster.set_rtt(-1, 0)
+    response = await http.post("/agent/statuses", json={"agent": "agent-1", "wait_ms": 5000})
+    assert response.status_code == 422
+    assert "wait_ms" in response.json()["message"]

@@ -1,0 +1,278 @@
+"""Auto-restart and workers that are gone, against two real Connect 4.4.0 workers on Apache Kafka: one sidecar beside
+each worker (``sidecar.restart.workers`` naming it), each worker's REST API reached through an HTTP proxy that notes
+the time of every request (so that the restarts are measured where Connect receives them) and can refuse them.
+
+The scripted connector's ``fail-once`` tasks fail their first run and run once restarted through Connect's REST API;
+``fail-on-start`` fails on every start; ``scripted.error=config`` fails with Kafka's ConfigException (excluded)."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import itertools
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from harness.http_proxy import Refusal
+from harness.real_kafka import SOURCE_CONNECTOR, ConnectCluster, KafkaCluster, all_in, wait_until
+from harness.restart_pod import RestartPod
+from harness.sidecar import LiveSidecar
+
+pytestmark = pytest.mark.timeout(600)
+
+# Short bounds: the first restart 2 s after the failure (jitter up to half of it more), doubling to 8 s; three
+# restarts at most; 20 restart requests a second at most; the group read every second.
+INITIAL_S, JITTER, MAX_RESTARTS, RATE = 2.0, 0.5, 3, 20.0
+SIDECAR = {"sidecar.restart.enable": "true", "sidecar.restart.initial.backoff.ms": str(int(INITIAL_S * 1000)),
+           "sidecar.restart.max.backoff.ms": "8000", "sidecar.restart.jitter.factor": str(JITTER),
+           "sidecar.restart.max.restarts": str(MAX_RESTARTS), "sidecar.restart.max.per.second": str(RATE),
+           "sidecar.restart.request.timeout.ms": "10000", "sidecar.workers.check.interval.ms": "1000"}
+SESSION_TIMEOUT_S = 6.0
+# A worker that leaves gives its tasks up after this (Connect's 5 minutes, shortened): meanwhile Connect says RUNNING.
+REBALANCE_DELAY_MS = 20000
+STEP_WAIT = 60.0
+
+
+@pytest.fixture(scope="module")
+def pod(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestartPod]:
+    with RestartPod(kafka, tmp_path_factory.mktemp("autorestart"), "autorestart", SIDECAR,
+                    worker_settings={"scheduled.rebalance.max.delay.ms": str(REBALANCE_DELAY_MS)}) as running:
+        yield running
+
+
+class EventReader:
+    """A client of a sidecar's GET /events in a thread of its own: the (event type, data) of every event it reads."""
+
+    def __init__(self, sidecar: LiveSidecar) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self._connection = http.client.HTTPConnection("127.0.0.1", sidecar.port, timeout=120)
+        self._connection.request("GET", "/events", headers={"Accept": "text/event-stream"})
+        self._response = self._connection.getresponse()
+        assert self._response.status == 200
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        name = ""
+        with contextlib.suppress(OSError, ValueError, http.client.HTTPException):
+            for raw in self._response:
+                line = raw.decode().rstrip("\n")
+                if line.startswith("event: "):
+                    name = line[len("event: "):]
+                elif line.startswith("data: "):
+                    self.events.append((name, json.loads(line[len("data: "):])))
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        return [data for event, data in list(self.events) if event == name]
+
+    def close(self) -> None:
+        sock = self._connection.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._connection.close()
+        self._thread.join(10)
+
+
+def source(**settings: str) -> dict[str, str]:
+    return {"connector.class": SOURCE_CONNECTOR, "tasks.max": "1", **settings}
+
+
+def task_status(connect: ConnectCluster, connector: str, task: int = 0) -> dict[str, Any]:
+    """Connect's answer for a task's status ({} before it has one)."""
+    answer = connect.request("GET", f"/connectors/{connector}/tasks/{task}/status")
+    status: dict[str, Any] = answer.json() if answer.status == 200 else {}
+    return status
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = STEP_WAIT) -> None:
+    wait_until(condition, timeout, what, interval=0.2)
+
+
+def fleet_entry(sidecar: LiveSidecar, connector: str) -> dict[str, Any] | None:
+    fleet = sidecar.call("GET", "/fleet")
+    found: dict[str, Any] | None = next((c for c in fleet["connectors"] if c["name"] == connector), None)
+    return found
+
+
+def task_restarts(sidecar: LiveSidecar, connector: str, task: int = 0) -> dict[str, Any] | None:
+    """What the sidecar's GET /fleet says of a task's restarts."""
+    entry = fleet_entry(sidecar, connector)
+    if entry is None:
+        return None
+    found: dict[str, Any] | None = next((t["restarts"] for t in entry["tasks"] if t["id"] == task), None)
+    return found
+
+
+def test_a_task_that_fails_once_is_restarted_once_by_its_workers_sidecar_only(pod: RestartPod) -> None:
+    connect = pod.connect
+    readers = [EventReader(sidecar) for sidecar in pod.sidecars]
+    connect.call("PUT", "/connectors/once/config", source(**{"scripted.task": "fail-once"}))
+    wait_for(lambda: task_status(connect, "once").get("state") in ("FAILED", "RUNNING"), "task once-0 FAILED")
+    worker = task_status(connect, "once")["worker_id"]
+    sidecar, _ = pod.of(worker)
+    connect.wait_for_status("once", all_in("RUNNING", 1), "recovered by the sidecar's restart")
+    (at, index, task), = pod.restarts("once")
+    assert task == "0"
+    assert pod.connect.workers[index].worker_id == worker  # its own worker's sidecar, not the other
+    wait_for(lambda: len(pod.history("once")) == 1, "the restart in the history topic")
+    (event,) = pod.history("once")
+    # After the initial backoff from when the sidecar read the FAILED status, within its jitter (and some slack).
+    assert INITIAL_S - 0.05 <= at - event["failed_at"] / 1000 <= INITIAL_S * (1 + JITTER) + 1.0
+    time.sleep(INITIAL_S * (1 + JITTER) * 2)
+    assert len(pod.restarts("once")) == 1  # exactly once
+    entry = fleet_entry(sidecar, "once")
+    assert entry is not None
+    restarts = entry["tasks"][0]["restarts"]
+    assert restarts["count"] == 1
+    assert restarts["result"] == "restarted"
+    assert entry["health"] == "HEALTHY"
+    assert event["attempt"] == 1
+    assert event["result"] == "restarted"
+    assert event["reason"] == "org.apache.kafka.connect.errors.ConnectException: scripted failure"
+    assert event["worker_id"] == worker
+    assert event["kind"] == "task"
+    assert event["task"] == 0
+    assert event["sidecar"] == f"sidecar-{index}"
+    # GET /events of the sidecar that restarted it says so; the other's says nothing of it.
+    wait_for(lambda: bool(readers[index].of("restart")), "the restart in GET /events")
+    for reader in readers:
+        reader.close()
+    (said,) = readers[index].of("restart")
+    assert {k: said[k] for k in ("connector", "kind", "task", "attempt", "result", "worker_id")} == {
+        "connector": "once", "kind": "task", "task": 0, "attempt": 1, "result": "restarted", "worker_id": worker}
+    assert readers[1 - index].of("restart") == []
+    connect.call("DELETE", "/connectors/once")
+
+
+def test_a_task_failing_on_every_start_is_restarted_at_the_backoff_until_the_maximum(pod: RestartPod) -> None:
+    connect = pod.connect
+    connect.call("PUT", "/connectors/always/config", source(**{"scripted.task": "fail-on-start"}))
+    wait_for(lambda: len(pod.restarts("always")) == MAX_RESTARTS, "three restarts", timeout=90.0)
+    worker = task_status(connect, "always")["worker_id"]
+    sidecar, _ = pod.of(worker)
+    wait_for(lambda: (task_restarts(sidecar, "always") or {}).get("state") == "gave-up", "gave up")
+    times = [at for at, _, _ in pod.restarts("always")]
+    # Restart n+1 waits backoff(n) after restart n was accepted: 4 s, then 8 s (each with up to half more jitter).
+    for gap, backoff in zip([b - a for a, b in itertools.pairwise(times)], (4.0, 8.0), strict=True):
+        assert backoff - 0.1 <= gap <= backoff * (1 + JITTER) + 2.0, times
+    time.sleep(8.0 * (1 + JITTER))
+    assert len(pod.restarts("always")) == MAX_RESTARTS
+    assert task_status(connect, "always")["state"] == "FAILED"
+    events = pod.history("always")
+    assert [e["attempt"] for e in events] == [1, 2, 3]
+    assert {e["result"] for e in events} == {"restarted"}
+    metrics = sidecar.request("GET", "/metrics").body.decode()
+    assert 'status_restarts_skipped_total{reason="max_restarts"} 1.0' in metrics
+    assert "status_restarts_given_up 1.0" in metrics
+    connect.call("DELETE", "/connectors/always")
+
+
+def test_a_configuration_error_is_never_restarted(pod: RestartPod) -> None:
+    connect = pod.connect
+    connect.call("PUT", "/connectors/config-error/config",
+                 source(**{"scripted.task": "fail-on-start", "scripted.error": "config"}))
+    wait_for(lambda: task_status(connect, "config-error").get("state") == "FAILED", "FAILED")
+    assert "org.apache.kafka.common.config.ConfigException" in task_status(connect, "config-error")["trace"]
+    time.sleep(INITIAL_S * (1 + JITTER) + 2.0)
+    assert pod.restarts("config-error") == []
+    sidecar, _ = pod.of(task_status(connect, "config-error")["worker_id"])
+    entry = fleet_entry(sidecar, "config-error")
+    assert entry is not None
+    assert entry["tasks"][0]["restarts"]["state"] == "excluded"
+    assert entry["health"] == "UNHEALTHY"
+    connect.call("DELETE", "/connectors/config-error")
+
+
+def test_a_worker_whose_rest_api_refuses_is_asked_again_after_a_backoff(pod: RestartPod) -> None:
+    connect = pod.connect
+    for proxy in pod.proxies:
+        proxy.refusal = Refusal.UNAVAILABLE
+    try:
+        connect.call("PUT", "/connectors/refused/config", source(**{"scripted.task": "fail-once"}))
+        wait_for(lambda: len(pod.restarts("refused")) >= 4, "four refused requests", timeout=30.0)
+        times = [at for at, _, _ in pod.restarts("refused")]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        # The worker's backoff: 1 s, 2 s, 4 s (with up to half more), never a tight loop.
+        for gap, backoff in zip(gaps, (1.0, 2.0, 4.0), strict=False):
+            assert gap >= backoff - 0.1, times
+    finally:
+        for proxy in pod.proxies:
+            proxy.refusal = Refusal.NONE
+    connect.wait_for_status("refused", all_in("RUNNING", 1), "restarted once the worker answers", timeout=30.0)
+    connect.call("DELETE", "/connectors/refused")
+
+
+def test_a_storm_of_failures_is_spread_by_the_jitter_and_capped_by_the_rate(pod: RestartPod) -> None:
+    connect = pod.connect
+    tasks = 100
+    fail_at = int((time.time() + 25) * 1000)
+    connect.call("PUT", "/connectors/storm/config", source(**{
+        "tasks.max": str(tasks), "scripted.task": "fail-once", "scripted.fail.at.ms": str(fail_at)}))
+    connect.wait_for_status("storm", all_in("RUNNING", tasks), "100 tasks running", timeout=60.0)
+    wait_for(lambda: len(pod.restarts("storm")) >= tasks, "a restart of each", timeout=60.0)
+    connect.wait_for_status("storm", all_in("RUNNING", tasks), "all running again", timeout=60.0)
+    restarts = pod.restarts("storm")
+    assert sorted(int(task or -1) for _, _, task in restarts) == list(range(tasks))  # each once, by one sidecar
+    for index in range(len(pod.proxies)):
+        times = [at for at, i, _ in restarts if i == index]
+        # Not before the initial backoff after the failure; within the rate cap (20 in any second, a little
+        # slack for the proxy's clock); spread over at least the time the cap needs.
+        assert times[0] >= fail_at / 1000 + INITIAL_S - 0.2
+        assert max(sum(1 for t in times if start <= t < start + 1.0) for start in times) <= RATE + 1
+        assert times[-1] - times[0] >= (len(times) - 1) / RATE - 0.5
+    connect.call("DELETE", "/connectors/storm")
+
+
+def test_a_killed_worker_is_marked_gone_while_connect_says_running(pod: RestartPod) -> None:
+    connect = pod.connect
+    connect.call("PUT", "/connectors/zombie/config", source(**{"tasks.max": "4"}))
+    status = connect.wait_for_status("zombie", all_in("RUNNING", 4), "running")
+    victim = connect.workers[1]
+    survivor, _ = pod.of(connect.workers[0].worker_id)
+    on_victim = [t["id"] for t in status["tasks"] if t["worker_id"] == victim.worker_id]
+    assert on_victim, status
+    reader = EventReader(survivor)
+    killed = time.monotonic()
+    victim.kill()
+
+    def marked() -> bool:
+        entry = fleet_entry(survivor, "zombie")
+        return entry is not None and all(entry["tasks"][n]["worker_gone_since"] is not None for n in on_victim)
+
+    wait_for(marked, "the victim's tasks marked gone", timeout=SESSION_TIMEOUT_S + 1.0 + 10.0)
+    took = time.monotonic() - killed
+    assert took <= SESSION_TIMEOUT_S + 1.0 + 3.0  # the session timeout, one interval, a read and a scrape
+    # Connect's own REST still says RUNNING on the dead worker: the delayed rebalance has not come.
+    answer = connect.workers[0].request("GET", "/connectors/zombie/status").json()
+    assert [t["state"] for t in answer["tasks"] if t["id"] in on_victim] == ["RUNNING"] * len(on_victim)
+    assert all(t["worker_id"] == victim.worker_id for t in answer["tasks"] if t["id"] in on_victim)
+    assert set(answer) == {"name", "connector", "tasks", "type"}  # Connect's shape, nothing of ours
+    entry = fleet_entry(survivor, "zombie")
+    assert entry is not None
+    assert entry["health"] in ("DEGRADED", "UNHEALTHY")
+    fleet = survivor.call("GET", "/fleet")
+    workers = {w["id"]: w for w in fleet["workers"]}
+    assert workers[victim.worker_id]["up"] is False
+    assert workers[connect.workers[0].worker_id]["up"] is True
+    metrics = survivor.request("GET", "/metrics").body.decode()
+    assert f'status_worker_up{{worker="{victim.worker_id}"}} 0.0' in metrics
+    assert f'status_gone_worker_statuses{{kind="task",state="RUNNING"}} {float(len(on_victim))}' in metrics
+    # At the delayed rebalance Connect moves them to the survivor: marked back.
+    connect.wait_for_status("zombie", lambda s: all(t["worker_id"] != victim.worker_id for t in s["tasks"])
+                            and all_in("RUNNING", 4)(s), "reassigned", timeout=REBALANCE_DELAY_MS / 1000 + 40.0)
+
+    def back() -> bool:
+        entry = fleet_entry(survivor, "zombie")
+        return (entry is not None and entry["health"] == "HEALTHY"
+                and all(t["worker_gone_since"] is None for t in entry["tasks"]))
+
+    wait_for(back, "marked back once reassigned", timeout=10.0)
+    reader.close()
+    assert [(e["worker_id"], e["up"]) for e in reader.of("worker")] == [(victim.worker_id, False)]

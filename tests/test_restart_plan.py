@@ -1,0 +1,239 @@
+"""The restart plan (``act/plan.py``) on a clock of the test's own, each request's outcome scripted by the test: no
+event loop, no HTTP, no Kafka. The same plan against real Connect workers is tests/test_autorestart_live.py."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+
+from status_store.act.plan import (
+    MAX_IN_FLIGHT,
+    Due,
+    Exclusions,
+    Phase,
+    RateCap,
+    RestartPlan,
+    Result,
+    Skip,
+    Target,
+    first_line,
+)
+from status_store.retry.backoff import AdditiveJitter
+
+# No jitter: restart n waits exactly 10 s * 2^n, at most 80 s; a worker backs off 1 s * 2^n, at most 8 s.
+BACKOFF = AdditiveJitter(10_000, 80_000, 2.0, 0.0)
+WORKER_BACKOFF = AdditiveJitter(1_000, 8_000, 2.0, 0.0)
+W = "w1:8083"
+T0 = Target("c", 0)
+CONFIG_ERROR = "org.apache.kafka.common.config.ConfigException: bad value\n\tat x.y(Z.java:1)"
+
+
+def plan(max_restarts: int = 3, stable_s: float = 60.0, rate: float = 1000.0,
+         exclusions: Exclusions | None = None) -> RestartPlan:
+    return RestartPlan(BACKOFF, WORKER_BACKOFF, max_restarts, stable_s, exclusions or Exclusions(), RateCap(rate))
+
+
+def step(p: RestartPlan, now: float) -> list[Due]:
+    """What is due at ``now`` (after asserting nothing was due before it)."""
+    return p.due(now)
+
+
+def test_a_failure_is_restarted_after_the_initial_backoff_and_not_before() -> None:
+    p = plan()
+    assert p.failed(T0, W, "boom\n\tat a.b", 100.0) == 110.0
+    assert p.due(109.999) == []
+    (due,) = p.due(110.0)
+    assert (due.target, due.worker, due.attempt, due.reason, due.failed_at) == (T0, W, 1, "boom", 100.0)
+    assert p.targets[T0].phase is Phase.SENDING
+
+
+def test_a_task_that_recovers_is_restarted_exactly_once() -> None:
+    p = plan()
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    p.sent(due, Result.RESTARTED, 10.5)
+    assert p.targets[T0].phase is Phase.WAITING  # the next one, should it still fail
+    p.running(T0, 11.0)
+    assert p.next_time() is None
+    assert p.due(1000.0) == []
+    assert p.attempts(T0, 12.0) == 1
+    assert p.targets[T0].last_restart == 10.5
+
+
+def test_running_read_while_the_request_is_in_flight_is_not_lost() -> None:
+    p = plan()
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    p.running(T0, 10.2)  # the task ran before the worker answered 204
+    p.sent(due, Result.RESTARTED, 10.5)
+    assert p.targets[T0].phase is Phase.IDLE
+    assert p.due(1000.0) == []
+
+
+def test_a_task_failing_on_every_start_is_restarted_at_the_backoff_until_the_maximum() -> None:
+    p = plan(max_restarts=3)
+    p.failed(T0, W, "boom", 0.0)
+    sent_at = []
+    now = 0.0
+    for restart in range(3):
+        now = p.next_time() or 0.0
+        (due,) = p.due(now)
+        sent_at.append(now)
+        p.sent(due, Result.RESTARTED, now)
+        p.not_running(T0)
+        # Failed again: the next restart is planned already; after the last, it gives up.
+        assert p.failed(T0, W, "boom", now + 0.1) is (Skip.MAX_RESTARTS if restart == 2 else None)
+    assert sent_at == [10.0, 30.0, 70.0]  # 10 s, then 20 s, then 40 s after each restart
+    assert p.targets[T0].phase is Phase.GAVE_UP
+    assert p.next_time() is None
+    assert p.due(10_000.0) == []
+
+
+def test_the_last_restart_gives_up_only_when_it_fails_again() -> None:
+    p = plan(max_restarts=1)
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    p.sent(due, Result.RESTARTED, 10.0)
+    assert p.targets[T0].phase is Phase.LAST
+    assert p.failed(T0, W, "boom", 11.0) is Skip.MAX_RESTARTS
+    assert p.targets[T0].phase is Phase.GAVE_UP
+    assert p.failed(T0, W, "boom", 12.0) is None  # said once
+
+
+def test_the_count_is_reset_once_the_task_has_run_for_the_stable_period() -> None:
+    p = plan(max_restarts=2, stable_s=60.0)
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    p.sent(due, Result.RESTARTED, 10.0)
+    p.running(T0, 11.0)
+    # Ran 30 s only: the count stands, and the next restart waits 20 s.
+    assert p.failed(T0, W, "boom", 41.0) == 61.0
+    (due,) = p.due(61.0)
+    p.sent(due, Result.RESTARTED, 61.0)
+    p.running(T0, 62.0)
+    assert p.attempts(T0, 100.0) == 2
+    assert p.attempts(T0, 122.0) == 0  # ran 60 s
+    assert p.failed(T0, W, "boom", 200.0) == 210.0  # the backoff starts anew, under the maximum again
+
+
+def test_a_configuration_error_is_never_restarted() -> None:
+    p = plan(exclusions=Exclusions(trace=re.compile(r"org\.apache\.kafka\.common\.config\.ConfigException")))
+    assert p.failed(T0, W, "org.apache.kafka.connect.errors.ConnectException: x\nCaused by: " + CONFIG_ERROR,
+                    0.0) is Skip.EXCLUDED_TRACE
+    assert p.targets[T0].phase is Phase.EXCLUDED
+    assert p.next_time() is None
+    assert p.failed(T0, W, CONFIG_ERROR, 1.0) is None  # told once
+    p.running(T0, 2.0)
+    assert p.failed(T0, W, "another error", 3.0) == 13.0  # a failure of another kind is
+
+
+def test_excluded_connectors_match_by_whole_name() -> None:
+    exclusions = Exclusions(connectors=re.compile(r"legacy-.*"))
+    p = plan(exclusions=exclusions)
+    assert p.failed(Target("legacy-db", 1), W, "boom", 0.0) is Skip.EXCLUDED_CONNECTOR
+    assert p.failed(Target("my-legacy-db", 1), W, "boom", 0.0) == 10.0
+    assert p.failed(Target("legacy-db"), W, "boom", 0.0) is Skip.EXCLUDED_CONNECTOR
+
+
+def test_the_rate_cap_spaces_a_storm_and_the_jitter_spreads_it() -> None:
+    draws = itertools.cycle([i / 100 for i in range(100)])
+    backoff = AdditiveJitter(10_000, 80_000, 2.0, 0.5, lambda: next(draws))
+    p = RestartPlan(backoff, WORKER_BACKOFF, 3, 60.0, Exclusions(), RateCap(20.0))
+    targets = [Target("c", n) for n in range(100)]
+    for target in targets:
+        p.failed(target, W, "downstream gone", 0.0)
+    sent: list[float] = []
+    while (now := p.next_time()) is not None:
+        for due in p.due(now):
+            sent.append(now)
+            p.sent(due, Result.RESTARTED, now)
+            p.running(due.target, now)
+    assert len(sent) == 100
+    # Spread over the jitter window (10 s to 15 s), never two within 1/20 s.
+    assert sent[0] >= 10.0
+    assert sent[-1] <= 15.0 + 0.05
+    assert all(b - a >= 0.05 - 1e-9 for a, b in itertools.pairwise(sent))
+    assert max(sum(1 for t in sent if start <= t < start + 1) for start in sent) <= 20
+
+
+def test_rate_cap_alone() -> None:
+    cap = RateCap(4.0)
+    assert cap.take(0.0)
+    assert not cap.take(0.2)
+    assert cap.take(0.25)
+    assert cap.take(10.0)  # idle time is not saved up
+    assert not cap.take(10.1)
+
+
+def test_a_worker_that_does_not_answer_backs_off_and_the_restart_waits_for_it() -> None:
+    p = plan()
+    p.failed(T0, W, "boom", 0.0)
+    attempts: list[float] = []
+    now = 0.0
+    for _ in range(5):
+        now = p.next_time() or 0.0
+        (due,) = p.due(now)
+        assert due.attempt == 1  # no restart happened: still the first
+        attempts.append(now)
+        p.sent(due, Result.UNREACHABLE, now)
+    assert attempts == [10.0, 11.0, 13.0, 17.0, 25.0]  # the worker's backoff: 1, 2, 4, 8 s
+    (due,) = p.due(p.next_time() or 0.0)
+    p.sent(due, Result.RESTARTED, 33.0)
+    assert p.workers[W].failures == 0
+    assert p.attempts(T0, 34.0) == 1
+
+
+def test_a_rebalance_409_is_retried_later_without_counting() -> None:
+    p = plan()
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    p.sent(due, Result.REBALANCING, 10.0)
+    assert p.targets[T0].phase is Phase.WAITING
+    assert p.next_time() == 11.0
+    assert p.attempts(T0, 10.0) == 0
+
+
+def test_a_paused_worker_holds_its_restarts_and_sends_one_at_a_time() -> None:
+    p = plan()
+    for n in range(MAX_IN_FLIGHT + 5):
+        p.failed(Target("c", n), W, "boom", 0.0)
+    first = [due for n in range(MAX_IN_FLIGHT + 5) for due in p.due(10.0 + n / 1000)]
+    assert len(first) == MAX_IN_FLIGHT  # the bound on requests in flight to one worker
+    for due in first:
+        p.sent(due, Result.UNREACHABLE, 10.1)
+    # Eight failures in a row: the worker backs off 8 s (its cap), then takes one request at a time.
+    assert [due for n in range(80) for due in p.due(10.1 + n / 10)] == []
+    assert p.next_time() == pytest.approx(18.1)
+    assert len([due for n in range(5) for due in p.due(18.1 + n / 1000)]) == 1
+
+
+def test_not_found_drops_the_restart() -> None:
+    p = plan()
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    p.sent(due, Result.NOT_FOUND, 10.0)
+    assert p.targets[T0].phase is Phase.IDLE
+    assert p.next_time() is None
+
+
+def test_forgotten_and_unsent_restarts() -> None:
+    p = plan()
+    p.failed(T0, W, "boom", 0.0)
+    p.left(T0)
+    assert p.due(100.0) == []
+    assert T0 not in p.targets
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    p.unsent(due)
+    assert p.workers[W].in_flight == 0
+    assert p.targets[T0].phase is Phase.IDLE
+    p.failed(T0, W, "boom", 20.0)
+    p.cancel(T0)
+    assert p.next_time() is None
+
+
+@pytest.mark.parametrize(("trace", "line"), [(None, None), ("a\r\nb", "a"), ("x" * 300, "x" * 200 + "…")])
+def test_first_line(trace: str | None, line: str | None) -> None:
+    assert first_line(trace) == line
