@@ -20,6 +20,9 @@ same fleet rather than longer histories of the same keys.
   between RUNNING and FAILED every ~30 s instead of every ~10 min.
 - About one status write in three also has an ``outcome`` event (written, failed, superseded, with
   attempts, the last Kafka error and the latency), timed at the status time plus its latency.
+- Half the FAILED status events of connectors and tasks are followed by a ``restart`` event of the sidecar's
+  auto-restart (status_store/act/events.py: mostly ``restarted``, some ``rebalancing``, ``unreachable``,
+  ``refused``, ``not-found``), answered 50 ms to 5 s later, its ``failed_at`` up to 100 ms after the FAILED.
 - A few records per 10,000 are garbled (not JSON, truncated, empty, null, unknown event or state),
   and a few carry an unknown extra field (which must be ignored).
 
@@ -56,6 +59,7 @@ NORMAL_GAP_MS = 600_000
 FLAPPER_GAP_MS = 30_000
 FLAPPER_SHARE = 0.01
 OUTCOME_SHARE = 0.3
+RESTART_SHARE = 0.5
 GARBLED_SHARE = 0.0005
 EXTRA_FIELD_SHARE = 0.01
 SIDECARS = ("host-a", "host-b", "host-c")
@@ -91,6 +95,9 @@ KIND_CONNECTOR, KIND_TASK, KIND_TOPIC = 0, 1, 2
 RESULTS = ("written", "failed", "superseded")
 REASONS = ("written", "retries exhausted", "a newer write")
 ERRORS = ("REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS", "NOT_LEADER_OR_FOLLOWER", "MSG_SIZE_TOO_LARGE")
+# The sidecar's restart results (status_store.act.plan.Result) and how often each comes.
+RESTART_RESULTS = ("restarted", "rebalancing", "unreachable", "refused", "not-found")
+RESTART_ODDS = (0.8, 0.08, 0.08, 0.02, 0.02)
 GARBLED = ("not json", "", None, '{"event":"status","time":', '{"event":"restart","time":1}', "[1,2,3]")
 
 
@@ -209,7 +216,7 @@ def _json(*parts: pa.Array | str) -> pa.Array:
 
 
 def history_values(fleet: Fleet, steps: Steps, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, pa.Array]:
-    """(key index, event time, JSON value) of the status events of ``steps`` and their outcomes."""
+    """(key index, event time, JSON value) of the status events of ``steps``, their outcomes and restarts."""
     n = len(steps.key)
     topic = fleet.kind[steps.key] == KIND_TOPIC
     deleted = steps.state == DESTROYED
@@ -240,9 +247,20 @@ def history_values(fleet: Fleet, steps: Steps, rng: np.random.Generator) -> tupl
                     '","attempts":', _text(attempts), ',"error":',
                     pc.if_else(pa.array(no_error), "null", _pick(tuple(f'"{e}"' for e in ERRORS), error)),
                     ',"reason":"', _pick(REASONS, result), '","latency_ms":', _text(latency), "}")
-    keys = np.concatenate([steps.key, steps.key[o]])
-    times = np.concatenate([steps.time, steps.time[o] + latency])
-    values = pa.concat_arrays([status, outcome])
+
+    r = np.flatnonzero((steps.state == FAILED) & ~topic & (rng.random(n) < RESTART_SHARE))
+    failed_at = steps.time[r] + rng.integers(0, 100, len(r))
+    answered = failed_at + rng.integers(50, 5000, len(r))
+    result = rng.choice(len(RESTART_RESULTS), len(r), p=RESTART_ODDS)
+    restart = _json('{"event":"restart","time":', _text(answered), ',"sidecar":"', sidecar.take(r), prefix.take(r),
+                    ',"worker_id":', worker_json.take(r), ',"attempt":', _text(rng.integers(1, 4, len(r))),
+                    ',"reason":"org.apache.kafka.connect.errors.ConnectException: boom","result":"',
+                    _pick(RESTART_RESULTS, result), '","http_status":',
+                    _pick(("204", "409", "null", "400", "404"), result), ',"error":null,"failed_at":',
+                    _text(failed_at), "}")
+    keys = np.concatenate([steps.key, steps.key[o], steps.key[r]])
+    times = np.concatenate([steps.time, steps.time[o] + latency, answered])
+    values = pa.concat_arrays([status, outcome, restart])
     garbled = np.flatnonzero(rng.random(len(keys)) < GARBLED_SHARE)
     if len(garbled):
         mask = np.zeros(len(keys), dtype=bool)

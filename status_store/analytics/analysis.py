@@ -7,8 +7,9 @@ timestamp, key, value; ``value`` is text or bytes, null for a tombstone):
   ``cache.StatusCache`` (keys as ``model.parse_key`` reads them, values as ``codec.decode_status``
   and ``codec.decode_topic_status`` decode them, tombstones, a connector tombstone deleting the
   connector's tasks, the stale-UNASSIGNED filter, garbled records skipped and counted);
-- the **history topic**: time in each state, FAILED episodes and time to recovery, flapping, and
-  retry outcomes, from the events the service writes as statuses change and writes end.
+- the **history topic**: time in each state, FAILED episodes and time to recovery, flapping, retry
+  outcomes, and the sidecar's restarts (per connector and task, and time to recovery with and without
+  one), from the events the service writes as statuses change, writes end and restarts are sent.
 
 ``latest`` (the status topic, Connect's read rules) and ``history`` (the history topic's outputs) hold the
 expressions; this module runs them and holds the results.
@@ -33,6 +34,8 @@ from .history import (
     flapping,
     mttr,
     parse_history_records,
+    recovery,
+    restarts,
     retry_outcomes,
     state_durations,
     timeline,
@@ -52,6 +55,8 @@ class Analysis:
     mttr: DataFrame
     flapping: DataFrame
     retry_outcomes: DataFrame
+    restarts: DataFrame
+    recovery: DataFrame
     flap_transitions: int
     flap_window_ms: int
     _counters: dict[str, int] = field(repr=False)
@@ -72,7 +77,8 @@ class Analysis:
     def outputs(self) -> dict[str, DataFrame]:
         """The outputs by name, each with a ``date`` column (UTC) to partition by."""
         return {"latest": self.latest, "mttr": self.mttr, "state_durations": self.state_durations,
-                "episodes": self.episodes, "flapping": self.flapping, "retry_outcomes": self.retry_outcomes}
+                "episodes": self.episodes, "flapping": self.flapping, "retry_outcomes": self.retry_outcomes,
+                "restarts": self.restarts, "recovery": self.recovery}
 
     def write_outputs(self, out_dir: str) -> None:
         """Write every output as Parquet partitioned by date under ``out_dir``.
@@ -139,7 +145,7 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
     def dated(frame: DataFrame) -> DataFrame:
         return frame if from_ms is None else frame.filter(F.col("date") >= utc_date(F.lit(from_ms).cast("long")))
 
-    episodes = dated(failed_episodes(line)).persist(StorageLevel.MEMORY_AND_DISK)
+    episodes = dated(failed_episodes(line, history, as_of_ms)).persist(StorageLevel.MEMORY_AND_DISK)
     return Analysis(
         as_of_ms=as_of_ms,
         latest=latest_statuses(status, tasks, snapshot_date, as_of_ms),
@@ -148,6 +154,8 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
         mttr=mttr(episodes, snapshot_date, as_of_ms),
         flapping=dated(flapping(line, flap_transitions)),
         retry_outcomes=dated(retry_outcomes(history, as_of_ms)),
+        restarts=dated(restarts(history, as_of_ms)),
+        recovery=recovery(episodes, snapshot_date, as_of_ms),
         flap_transitions=flap_transitions,
         flap_window_ms=flap_window_ms,
         _counters=counters,
@@ -171,6 +179,7 @@ def input_counters(status: DataFrame, tasks: DataFrame, history: DataFrame) -> t
         F.count_if(F.col("garbled")).alias("history_garbled"),
         F.count_if(~F.col("garbled") & (F.col("event") == "status")).alias("history_status_events"),
         F.count_if(~F.col("garbled") & (F.col("event") == "outcome")).alias("history_outcome_events"),
+        F.count_if(~F.col("garbled") & (F.col("event") == "restart")).alias("history_restart_events"),
         F.max(F.when(~F.col("garbled"), F.col("time"))).alias("newest"),
     )).first()
     stale = tasks.agg(F.count_if(F.col("rejected"))).first()
@@ -196,7 +205,7 @@ def retained(status_records: DataFrame, history_records: DataFrame, latest: Data
 
     - history: events from ``from_ms`` on, and from ``flap_window_ms`` before it (the flapping window); and per
       connector or task, every status event from its last RUNNING or deletion before that (its state then, and
-      a FAILED episode open then, whole);
+      a FAILED episode open then, whole, with the restarts anchored in it);
     - status: records from ``from_ms`` on; of the older ones, the last of each key and those the cache holds
       (``latest``), so that the cache read from them is the one read from everything.
     """
@@ -205,8 +214,12 @@ def retained(status_records: DataFrame, history_records: DataFrame, latest: Data
     entity = Window.partitionBy("kind", "connector", "task")
     changes = ~F.col("garbled") & (F.col("event") == "status") & F.col("kind").isin("connector", "task")
     ends = F.col("state").isin(State.RUNNING.value, State.DESTROYED.value)
-    anchor = F.max(F.when(changes & ends & (F.col("time") < start), F.col("time"))).over(entity)
-    keep = (F.when(changes, F.col("time") >= F.coalesce(anchor, F.lit(LONG_MIN)))
+    last_end = F.max(F.when(changes & ends & (F.col("time") < start), F.col("time"))).over(entity)
+    # A restart counts in the episode open at its anchor: kept with that episode's events, and from from_ms on.
+    restart = ~F.col("garbled") & (F.col("event") == "restart")
+    since = F.coalesce(last_end, F.lit(LONG_MIN))
+    keep = (F.when(changes, F.col("time") >= since)
+            .when(restart, (F.col("time") >= from_ms) | (F.col("anchor") >= since))
             .when(~F.col("garbled"), F.col("time") >= from_ms).otherwise(F.col("timestamp") >= from_ms))
     needed = events.select("partition", "offset", keep.alias("keep")).filter("keep").drop("keep")
     kept_history = history_records.join(needed, ["partition", "offset"], "left_semi")

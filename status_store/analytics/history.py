@@ -1,10 +1,12 @@
 """The history topic's outputs as DataFrame and SQL expressions: time in each state, FAILED episodes and time to
-recovery (MTTR), flapping, and retry outcomes, from the events the service writes as statuses change and writes end.
+recovery (MTTR), flapping, retry outcomes, and the sidecar's restarts (per connector and task, and time to recovery
+with and without one), from the events the service writes as statuses change, writes end and restarts are sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -15,7 +17,14 @@ from .latest import DAY_MS, JSON_OPTIONS, STATES, text_column, utc_date
 OUTCOME_RESULTS = ["written", "failed", "superseded"]
 
 
+#: How a restart request went (``status_store.act.plan.Result``, which the analytics may not import).
+RESTART_RESULTS = ["restarted", "rebalancing", "unreachable", "refused", "not-found"]
+
+
 MTTR_PERCENTILES = (0.5, 0.9, 0.99)
+
+
+ENTITY = ["kind", "connector", "task"]
 
 
 HISTORY_KINDS = ["connector", "task", "topic"]
@@ -29,6 +38,7 @@ EVENT_COLUMNS = ["partition", "offset", "worker_id", "failure"]
 _HISTORY_SCHEMA = ", ".join([
     "event string", "time string", "key string", "kind string", "connector string", "task long", "state string",
     "worker_id string", "trace string", "result string", "attempts long", "error string", "latency_ms long",
+    "attempt long", "failed_at long",
 ])
 
 
@@ -36,7 +46,8 @@ _HISTORY_SCHEMA = ", ".join([
 
 def parse_history_records(records: DataFrame) -> DataFrame:
     """Each history record decoded (of a trace, its first line: ``failure``); ``garbled`` when it is not a valid
-    status or outcome event."""
+    status, outcome or restart event. A restart's ``anchor`` is when the sidecar read the FAILED it answers
+    (``failed_at``, else its ``time``)."""
     value, utf8 = text_column(records, "value")
     event = F.from_json(value, _HISTORY_SCHEMA, JSON_OPTIONS)
     frame = records.select("partition", "offset", "timestamp", utf8.alias("utf8"), event.alias("e"))
@@ -47,12 +58,16 @@ def parse_history_records(records: DataFrame) -> DataFrame:
         F.col("e.state").isin(STATES) | ((F.col("e.kind") == "topic") & F.col("e.state").isNull()))
     outcome_ok = ((F.col("e.event") == "outcome") & F.col("e.result").isin(OUTCOME_RESULTS)
                   & (F.coalesce(F.col("e.attempts"), F.lit(0)) >= 0))
-    valid = F.col("utf8") & time.isNotNull() & entity_ok & (status_ok | outcome_ok)
+    # A restart is of a connector or a task, numbered from 1, with a known result.
+    restart_ok = ((F.col("e.event") == "restart") & F.col("e.kind").isin("connector", "task")
+                  & F.col("e.result").isin(RESTART_RESULTS) & (F.coalesce(F.col("e.attempt"), F.lit(1)) >= 1))
+    valid = F.col("utf8") & time.isNotNull() & entity_ok & (status_ok | outcome_ok | restart_ok)
     return frame.select(
         "partition", "offset", "timestamp", (~F.coalesce(valid, F.lit(False))).alias("garbled"),
         F.col("e.event").alias("event"), time.alias("time"), "e.kind", "e.connector",
         F.when(F.col("e.kind") == "task", F.col("e.task")).alias("task"), "e.state", "e.result",
         "e.attempts", "e.error", "e.latency_ms", "e.worker_id", first_line(F.col("e.trace")).alias("failure"),
+        "e.attempt", F.coalesce(F.col("e.failed_at"), time).alias("anchor"),
     )
 
 
@@ -98,7 +113,9 @@ def timeline(history: DataFrame, as_of_ms: int | None, flap_window_ms: int, pass
     this = F.struct("time", "partition", "offset", "worker_id", "failure")
     opened = F.when(F.col("closes") | ~F.col("entry"), F.max(F.when(F.col("entry"), this)).over(before)).otherwise(this)
     recovered = F.when(F.col("closes") & (F.col("state") == State.RUNNING.value), F.col("time"))
-    episode = F.when(F.col("ends_episode"), F.struct(opened.alias("opened"), recovered.alias("recovered_ms")))
+    ended = F.when(F.col("closes"), F.col("time"))
+    episode = F.when(F.col("ends_episode"), F.struct(opened.alias("opened"), recovered.alias("recovered_ms"),
+                                                     ended.alias("ended_ms")))
     return marked.select(*entity, "state", "time", "next_time", "move", episode.alias("episode"),
                          F.count(F.when(F.col("move"), 1)).over(recent).alias("in_window"),
                          *[c for c in passed if c not in ("state", "time")])
@@ -121,16 +138,61 @@ def state_durations(timeline: DataFrame, as_of_ms: int | None, weight: Column | 
             .agg(F.sum(overlap * F.col("weight")).alias("duration_ms")))
 
 
-def failed_episodes(timeline: DataFrame) -> DataFrame:
+def failed_episodes(timeline: DataFrame, history: DataFrame, as_of_ms: int | None,
+                    carried: DataFrame | None = None) -> DataFrame:
     """FAILED episodes: from an entry into FAILED to the next RUNNING (recovered) or DESTROYED (deleted while
     failed: not recovered). A FAILED again before either, after a restart that did not help, is the same
     episode, so time to recovery is counted once per outage. Each with the worker and the first line of the
-    trace of the FAILED that opened it."""
+    trace of the FAILED that opened it, and ``restarts``: the sidecar's restarts of its connector or task in it
+    (``episode_restarts``, those of ``history`` up to ``as_of_ms``), plus those ``carried`` counts for it (entity,
+    ``failed_ms``, ``restarts``)."""
     opened, recovered = F.col("episode.opened"), F.col("episode.recovered_ms")
-    return timeline.filter(F.col("episode").isNotNull()).select(
+    episodes = timeline.filter(F.col("episode").isNotNull()).select(
         utc_date(opened["time"]).alias("date"), "kind", "connector", "task", opened["time"].alias("failed_ms"),
         recovered.alias("recovered_ms"), (recovered - opened["time"]).alias("time_to_recovery_ms"),
-        opened["worker_id"].alias("worker_id"), opened["failure"].alias("failure"))
+        opened["worker_id"].alias("worker_id"), opened["failure"].alias("failure"),
+        F.col("episode.ended_ms").alias("ended_ms"))
+    counts = episode_restarts(episodes, restart_events(history, as_of_ms))
+    if carried is not None:
+        counts = counts.unionByName(carried).groupBy(*ENTITY, "failed_ms").agg(F.sum("restarts").alias("restarts"))
+    return join_on(episodes, counts, [*ENTITY, "failed_ms"], "left").select(
+        "date", *ENTITY, "failed_ms", "recovered_ms", "time_to_recovery_ms", "worker_id", "failure",
+        F.coalesce(F.col("restarts"), F.lit(0)).alias("restarts"))
+
+
+def restart_events(history: DataFrame, as_of_ms: int | None) -> DataFrame:
+    """The valid restart events up to ``as_of_ms``."""
+    restarts = history.filter(~F.col("garbled") & (F.col("event") == "restart"))
+    return restarts if as_of_ms is None else restarts.filter(F.col("time") <= as_of_ms)
+
+
+def episode_restarts(episodes: DataFrame, restarts: DataFrame) -> DataFrame:
+    """Per episode (entity, ``failed_ms``), the ``restarts`` of its connector or task sent while it was open: whose
+    ``anchor`` (when the sidecar read the FAILED) is at or after the FAILED that opened it and, for an episode that
+    ended, at or before the RUNNING or deletion that ended it. Episodes without one have no row."""
+    inside = (F.col("anchor") >= F.col("failed_ms")) & (F.col("ended_ms").isNull()
+                                                         | (F.col("anchor") <= F.col("ended_ms")))
+    return (join_on(episodes.select(*ENTITY, "failed_ms", "ended_ms"), restarts.select(*ENTITY, "anchor"), ENTITY,
+                    "inner").filter(inside)
+            .groupBy(*ENTITY, "failed_ms").agg(F.count(F.lit(1)).alias("restarts")))
+
+
+def join_on(left: DataFrame, right: DataFrame, columns: Sequence[str], how: str) -> DataFrame:
+    """``left`` joined with ``right`` on ``columns``, nulls equal (a connector's ``task`` is null); of ``right``,
+    its other columns. (Its key columns are renamed first: both sides may come from the same frame.)"""
+    renamed = right.select(*[F.col(c).alias(f"_right_{c}") if c in columns else F.col(c) for c in right.columns])
+    condition = reduce(lambda a, b: a & b, [F.col(c).eqNullSafe(F.col(f"_right_{c}")) for c in columns])
+    joined = left.join(renamed, condition, how)
+    return joined.drop(*[f"_right_{c}" for c in columns]) if how in ("inner", "left", "outer") else joined
+
+
+def restarts(history: DataFrame, as_of_ms: int | None) -> DataFrame:
+    """The sidecar's restart requests per UTC day, connector or task, and result: how many, the highest
+    ``attempt``, the first and the last."""
+    return (restart_events(history, as_of_ms)
+            .groupBy(utc_date(F.col("time")).alias("date"), *ENTITY, "result")
+            .agg(F.count(F.lit(1)).alias("restarts"), F.max("attempt").alias("max_attempt"),
+                 F.min("time").alias("first_ms"), F.max("time").alias("last_ms")))
 
 
 def first_line(trace: Column) -> Column:
@@ -139,17 +201,18 @@ def first_line(trace: Column) -> Column:
     return F.when(line != "", line)
 
 
-def mttr(episodes: DataFrame, snapshot_date: Column, as_of_ms: int | None) -> DataFrame:
-    """Per connector/task over the whole input: FAILED episodes, recovered or not, and the mean and percentiles
-    (p50, p90, p99, exact) of the time to recovery.
+def mttr(episodes: DataFrame, snapshot_date: Column, as_of_ms: int | None,
+         groups: Sequence[str] = ("kind", "connector", "task")) -> DataFrame:
+    """Per connector/task (or per ``groups``) over the whole input: FAILED episodes, recovered or not, and the mean
+    and percentiles (p50, p90, p99, exact) of the time to recovery.
 
     The percentiles are Spark's ``percentile`` (linear interpolation between the two closest ranks), computed from
     each connector's or task's episodes ranked by their time to recovery: one sort within the shuffle that groups
     them, then an aggregation that keeps the two values around each percentile's position (``percentile`` itself
     buffers every value of every group in an object aggregation, which falls back to sorting when groups are many).
     """
-    entity = ("kind", "connector", "task")
     ttr = F.col("time_to_recovery_ms")
+    entity = list(groups)
     by_time = Window.partitionBy(*entity).orderBy(ttr.asc_nulls_last())
     ranked = episodes.select(
         *entity, "failed_ms", "recovered_ms", ttr, F.row_number().over(by_time).alias("rank"),
@@ -170,6 +233,13 @@ def mttr(episodes: DataFrame, snapshot_date: Column, as_of_ms: int | None) -> Da
     summary = summary.select(*entity, "failed_episodes", "recovered", "unrecovered", "mttr_ms", "last_failed_ms",
                              *percentiles)
     return summary.withColumn("date", snapshot_date if as_of_ms is not None else utc_date(F.col("last_failed_ms")))
+
+
+def recovery(episodes: DataFrame, snapshot_date: Column, as_of_ms: int | None) -> DataFrame:
+    """Time to recovery of connectors' and of tasks' FAILED episodes with a restart of the sidecar in them
+    (``restarted``) and without: ``mttr``'s columns per kind and ``restarted``."""
+    return mttr(episodes.withColumn("restarted", F.col("restarts") > 0), snapshot_date, as_of_ms,
+                ("kind", "restarted"))
 
 
 def _interpolated(count: Column, lower_value: Column, higher_value: Column, q: float) -> Column:

@@ -12,16 +12,19 @@ Besides the raw records (``_state/records/``), a ``--since`` run keeps
 
 A run continues from them (``continue_analysis``) when its checkpoint has them, it is as of its newest event (no
 ``--as-of``), the flapping settings and the retention start are those of the run before, and no new status event
-of a connector or task comes before that one's tail (a late event); otherwise it analyses every kept record, as
+of a connector or task comes before that one's tail, and no new restart was sent before it but in the episode the tail
+left open (a late event); otherwise it analyses every kept record, as
 before. Continuing, the new events' timeline is the tails' and theirs, from one sort of those few rows; then
 
 - time in each state: the earlier rows of the days touched, plus the new events' intervals and the tail's new one,
   minus the tail's interval until the earlier as-of (which the earlier run counted): integers, so exact;
 - FAILED episodes: the earlier ones, but the one a tail left open when its connector or task has new events (the new
-  timeline ends it, or leaves it open again), plus the new ones; MTTR over them all;
+  timeline ends it, or leaves it open again, with the restarts counted in it so far), plus the new ones; MTTR, and
+  time to recovery with and without a restart, over them all;
 - flapping: the earlier rows of the days touched merged with the new transitions' (the most in a window, counts,
   first and last: a transition's window looks back only, so the earlier ones do not change);
 - retry outcomes: each day with new outcomes from all of its outcome events;
+- restarts: the earlier rows of the days touched merged with the new restarts' (counts, first and last);
 - the latest statuses and the counters of the status topic from every kept status record (few; a compacted topic).
 """
 
@@ -29,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import reduce
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -37,7 +39,18 @@ from pyspark.sql import functions as F
 
 from ..connect.model import State
 from .analysis import Analysis, input_counters
-from .history import EVENT_COLUMNS, failed_episodes, flapping, mttr, retry_outcomes, state_durations, timeline
+from .history import (
+    EVENT_COLUMNS,
+    failed_episodes,
+    flapping,
+    join_on,
+    mttr,
+    recovery,
+    restarts,
+    retry_outcomes,
+    state_durations,
+    timeline,
+)
 from .latest import LONG_MIN, latest_statuses, parse_status_records, task_cache, utc_date, with_arrival
 
 ENTITY = ["kind", "connector", "task"]
@@ -47,7 +60,8 @@ TAIL_SCHEMA = ("kind string, connector string, task long, state string, time lon
                "worker_id string, failure string, tail boolean, open_ms long")
 OUTCOME_SCHEMA = "time long, kind string, result string, attempts long, error string, latency_ms long, date date"
 #: The history counters an incremental run adds to (the status topic's are counted again from its kept records).
-HISTORY_COUNTERS = ("history_records", "history_garbled", "history_status_events", "history_outcome_events")
+HISTORY_COUNTERS = ("history_records", "history_garbled", "history_status_events", "history_outcome_events",
+                    "history_restart_events")
 
 
 def tails(line: DataFrame, flap_window_ms: int) -> DataFrame:
@@ -96,14 +110,20 @@ class Carried:
 
 
 def continuation(tails_frame: DataFrame, history: DataFrame) -> tuple[int | None, int]:
-    """Of new history events (parsed: ``parse_history_records``): the newest valid one's time, and how many status
-    events of connectors and tasks come before their one's tail (late: a run cannot continue from the tails then).
-    One Spark job."""
-    last = tails_frame.filter("tail").select(*ENTITY, F.struct("time", "partition", "offset").alias("last"))
+    """Of new history events (parsed: ``parse_history_records``): the newest valid one's time, and how many are late
+    (a run cannot continue from the tails then): status events of connectors and tasks that come before their one's
+    tail, and restarts anchored at or before it, unless in the episode the tail left open (the earlier outputs
+    counted the restarts of the episodes that ended). One Spark job."""
+    last = tails_frame.filter("tail").select(*ENTITY, F.struct("time", "partition", "offset").alias("last"),
+                                             "open_ms")
     status = ~F.col("garbled") & (F.col("event") == "status") & F.col("kind").isin("connector", "task")
-    found = _join(history, last, ENTITY, "left").agg(
+    restart = ~F.col("garbled") & (F.col("event") == "restart")
+    in_open_episode = F.coalesce(F.col("anchor") >= F.col("open_ms"), F.lit(False))
+    late_restart = restart & (F.col("anchor") <= F.col("last.time")) & ~in_open_episode
+    found = join_on(history, last, ENTITY, "left").agg(
         F.max(F.when(~F.col("garbled"), F.col("time"))),
-        F.count_if(status & (F.struct("time", "partition", "offset") <= F.col("last")))).first()
+        F.count_if(status & (F.struct("time", "partition", "offset") <= F.col("last")))
+        + F.count_if(F.coalesce(late_restart, F.lit(False)))).first()
     assert found is not None  # a global aggregation has one row
     return found[0], int(found[1])
 
@@ -134,12 +154,15 @@ def continue_analysis(spark: SparkSession, status_records: DataFrame, history: D
     # FAILED episodes: the earlier ones but the one a tail left open where new events continue it, and the new ones.
     touched = fresh.select(*ENTITY).distinct()
     reopened = carried.tails.filter("tail AND open_ms IS NOT NULL").select(*ENTITY, F.col("open_ms").alias("failed_ms"))
-    reopened = _join(reopened, touched, ENTITY, "left_semi")
-    new_episodes = dated(failed_episodes(fresh))
-    before = _earlier(spark, carried.out, "episodes", new_episodes)
+    reopened = join_on(reopened, touched, ENTITY, "left_semi")
+    before = _earlier(spark, carried.out, "episodes", failed_episodes(fresh, history, as_of_ms))
     if from_ms is not None:
         before = before.filter(F.col("date") >= utc_date(F.lit(from_ms).cast("long")))
-    kept = _join(before, reopened, [*ENTITY, "failed_ms"], "left_anti")
+    # The restarts counted so far in an episode a tail left open.
+    counted = join_on(before, reopened, [*ENTITY, "failed_ms"], "left_semi").select(
+        *ENTITY, "failed_ms", F.coalesce(F.col("restarts"), F.lit(0)).alias("restarts"))
+    new_episodes = dated(failed_episodes(fresh, history, as_of_ms, counted))
+    kept = join_on(before, reopened, [*ENTITY, "failed_ms"], "left_anti")
     episodes = kept.unionByName(new_episodes).persist(StorageLevel.MEMORY_AND_DISK)
     changed = _dates(new_episodes).unionByName(reopened.select(utc_date(F.col("failed_ms")).alias("date")))
 
@@ -165,6 +188,11 @@ def continue_analysis(spark: SparkSession, status_records: DataFrame, history: D
     outcomes = carried.outcomes.join(days, "date", "left_semi").unionByName(new_outcomes)
     as_history = outcomes.select(F.lit(False).alias("garbled"), F.lit("outcome").alias("event"), "*")
 
+    added_restarts = restarts(history, as_of_ms)
+    restart_rows = _merged(spark, carried.out, "restarts", added_restarts, [*ENTITY, "result"], [
+        F.sum("restarts").alias("restarts"), F.max("max_attempt").alias("max_attempt"),
+        F.min("first_ms").alias("first_ms"), F.max("last_ms").alias("last_ms")])
+
     return Analysis(
         as_of_ms=as_of_ms,
         latest=latest_statuses(status, tasks, snapshot_date, as_of_ms),
@@ -173,6 +201,8 @@ def continue_analysis(spark: SparkSession, status_records: DataFrame, history: D
         mttr=mttr(episodes, snapshot_date, as_of_ms),
         flapping=dated(flaps),
         retry_outcomes=dated(retry_outcomes(as_history, as_of_ms)),
+        restarts=dated(restart_rows),
+        recovery=recovery(episodes, snapshot_date, as_of_ms),
         flap_transitions=flap_transitions,
         flap_window_ms=flap_window_ms,
         _counters=counters,
@@ -180,15 +210,6 @@ def continue_analysis(spark: SparkSession, status_records: DataFrame, history: D
         timeline=line,
         history=history,
     )
-
-
-def _join(left: DataFrame, right: DataFrame, columns: Sequence[str], how: str) -> DataFrame:
-    """``left`` joined with ``right`` on ``columns``, nulls equal (a connector's ``task`` is null); of ``right``,
-    its other columns. (Its key columns are renamed first: both sides may come from the same frame.)"""
-    renamed = right.select(*[F.col(c).alias(f"_right_{c}") if c in columns else F.col(c) for c in right.columns])
-    condition = reduce(lambda a, b: a & b, [F.col(c).eqNullSafe(F.col(f"_right_{c}")) for c in columns])
-    joined = left.join(renamed, condition, how)
-    return joined.drop(*[f"_right_{c}" for c in columns]) if how in ("inner", "left", "outer") else joined
 
 
 def _dates(frame: DataFrame) -> DataFrame:

@@ -341,7 +341,9 @@ def _continuing(spark: SparkSession, out: OutputDir, args: argparse.Namespace, i
     new records from Kafka and no late event among them; None when it analyses everything kept."""
     if (args.since is None or previous is None or previous.tails is None or previous.as_of_ms is None
             or inputs.read is None or args.as_of is not None
-            or previous.flapping != (args.flap_transitions, args.flap_window_ms)):
+            or previous.flapping != (args.flap_transitions, args.flap_window_ms)
+            # Outputs of a run that did not read restarts yet: none to continue from.
+            or not out.exists(f"{out.out}/restarts")):
         return None
     _, new_records = _by_topic(args, inputs.read)
     history = parse_history_records(new_records).drop("timestamp").persist(StorageLevel.MEMORY_AND_DISK)

@@ -33,12 +33,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from .analysis import Analysis
 from .charts import bar_chart, time_chart
-from .history import MTTR_PERCENTILES
+from .history import MTTR_PERCENTILES, RESTART_RESULTS
 from .records import ReadProblem
 
 TOP = 10
 #: The outputs dated by the events (the others are snapshots of the as-of date).
-DATED = ("state_durations", "episodes", "flapping", "retry_outcomes")
+DATED = ("state_durations", "episodes", "flapping", "retry_outcomes", "restarts")
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
 # More hours than this between the first and the last failure: failures are counted per day instead.
@@ -116,6 +116,7 @@ def write_report(analysis: Analysis, outputs: str, directory: Path, warnings: Se
         _failure_messages(episodes),
         _over_time(directory, episodes),
         _time_to_recovery(episodes, frames["mttr"]),
+        _restarts(frames["restarts"], frames["recovery"]),
         _flapping(frames["flapping"], latest),
         _latest(directory, latest),
         _time_in_state(directory, frames["state_durations"]),
@@ -323,6 +324,35 @@ def _time_to_recovery(episodes: list[Row], mttr: list[Row]) -> Section:
                                  r["unrecovered"], *[_duration(r[c]) for c in ("mttr_ms", "ttr_p50_ms", "ttr_p90_ms",
                                                                              "ttr_p99_ms")]] for r in per_task],
                                set(range(3, 10))))
+    return section
+
+
+def _restarts(restarts: list[Row], recovery: list[Row]) -> Section:
+    """The sidecar's restarts per connector and task, by result, most first; then time to recovery of the episodes
+    with a restart in them against those without."""
+    per_entity: dict[Entity, Counter[str]] = {}
+    last: dict[Entity, int] = {}
+    for r in restarts:
+        entity = _entity(r)
+        per_entity.setdefault(entity, Counter())[r["result"]] += r["restarts"]
+        last[entity] = max(last.get(entity, r["last_ms"]), r["last_ms"])
+    ranked = sorted(per_entity.items(), key=lambda item: (-item[1].total(), item[0][1], _order(item[0][2])))
+    section = Section("Restarts")
+    total = sum(counts.total() for counts in per_entity.values())
+    section.text.append(f"The sidecar's auto-restart sent {total} restart requests; connectors and tasks restarted: "
+                        f"{len(per_entity)}. Most first (top {TOP}):")
+    section.parts.append(Table(["kind", "connector", "task", "restarts", *RESTART_RESULTS, "last"],
+                               [[*entity, counts.total(), *[counts[result] for result in RESTART_RESULTS],
+                                 _time(last[entity])] for entity, counts in ranked[:TOP]],
+                               set(range(3, 4 + len(RESTART_RESULTS)))))
+    section.parts.append("Time to recovery of the FAILED episodes with a restart of the sidecar in them, and without:")
+    rows = sorted(recovery, key=lambda r: (r["kind"], not r["restarted"]))
+    section.parts.append(Table(["kind", "restarted", "episodes", "recovered", "unrecovered", "MTTR", "p50", "p90",
+                                "p99"],
+                               [[r["kind"], "yes" if r["restarted"] else "no", r["failed_episodes"], r["recovered"],
+                                 r["unrecovered"], *[_duration(r[c]) for c in ("mttr_ms", "ttr_p50_ms", "ttr_p90_ms",
+                                                                             "ttr_p99_ms")]] for r in rows],
+                               set(range(2, 9))))
     return section
 
 

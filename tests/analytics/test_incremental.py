@@ -14,18 +14,20 @@ from pyspark.sql import SparkSession
 
 from harness.faulty_cluster import FaultyCluster
 from status_store import cli
+from status_store.act.events import Restart
+from status_store.act.plan import Due, Result, Target
 
 from .test_latest import generated_history, produce
 
 START = 1_763_769_600_000  # 2025-11-22T00:00:00Z
 STEP_MS = 10 * 60 * 1000
 STATES = ["RUNNING", "RUNNING", "FAILED", "RESTARTING", "UNASSIGNED", "PAUSED", "DESTROYED"]
-DATED = ["state_durations", "episodes", "flapping", "retry_outcomes"]
-SNAPSHOTS = ["latest", "mttr"]  # dated by the time of the analysis: one snapshot per run's date
+DATED = ["state_durations", "episodes", "flapping", "retry_outcomes", "restarts"]
+SNAPSHOTS = ["latest", "mttr", "recovery"]  # dated by the time of the analysis: one snapshot per run's date
 
 
 def history(rng: random.Random, count: int, first: int = START) -> list[tuple[bytes | None, bytes | None]]:
-    """Status and outcome events of a few connectors and tasks, 10 minutes apart from ``first``."""
+    """Status, outcome and restart events of a few connectors and tasks, 10 minutes apart from ``first``."""
     records: list[tuple[bytes | None, bytes | None]] = []
     for i in range(count):
         connector, task = rng.choice(["a", "b"]), rng.choice([None, 0, 1])
@@ -33,9 +35,14 @@ def history(rng: random.Random, count: int, first: int = START) -> list[tuple[by
         event: dict[str, Any] = {"time": first + i * STEP_MS, "sidecar": "s", "key": key,
                                  "kind": "task" if task is not None else "connector", "connector": connector,
                                  "task": task, "state": rng.choice(STATES)}
-        if rng.random() < 0.3:
+        draw = rng.random()
+        if draw < 0.3:
             event.update(event="outcome", result=rng.choice(["written", "failed"]), attempts=rng.randrange(4),
                          error=None, latency_ms=rng.randrange(1000))
+        elif draw < 0.45:
+            event = {**event, "worker_id": "w:8083", "state": None}
+            event.update(event="restart", result=rng.choice(["restarted", "unreachable"]), attempt=rng.randrange(1, 4),
+                         failed_at=event["time"] - rng.randrange(STEP_MS))
         else:
             event.update(event="status", worker_id="w:8083", generation=1, trace=None)
         records.append((key.encode(), json.dumps(event).encode()))
@@ -56,6 +63,13 @@ def task_event(time: int, connector: str, state: str) -> tuple[bytes | None, byt
                                      "generation": 1, "trace": "boom" if state == "FAILED" else None}).encode()
 
 
+def restart_event(time: int, connector: str, failed_at: int) -> tuple[bytes | None, bytes | None]:
+    """The sidecar's restart of a connector's task 0 (``Restart.history_event``), times in ms."""
+    due = Due(Target(connector, 0), "w:8083", 1, "boom", failed_at / 1000)
+    restart = Restart(due, Result.RESTARTED, time / 1000, 204, None)
+    return restart.key.encode(), restart.history_event("s")
+
+
 def test_incremental_runs_equal_one_full_run(spark: SparkSession, mock_cluster: FaultyCluster, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     for topic in ("connect-status", "history"):
@@ -69,6 +83,10 @@ def test_incremental_runs_equal_one_full_run(spark: SparkSession, mock_cluster: 
     events.insert(20, task_event(START - 2 * day + 7_200_000, "c", "RESTARTING"))
     events.insert(320, task_event(START - 2 * day + 60_000, "a", "PAUSED"))
     events.insert(380, task_event(START + 12 * 3_600_000, "c", "RUNNING"))
+    # The sidecar restarted it in the first run's records and in the third's, whose run continues the episode the
+    # first left open.
+    events[100] = restart_event(START - 2 * day + 3_602_000, "c", START - 2 * day + 3_600_500)
+    events[370] = restart_event(START + 11 * 3_600_000, "c", START - 2 * day + 3_601_000)
     command = ["analyze", "--bootstrap-servers", mock_cluster.bootstrap_servers, "--history-topic", "history",
                "--max-records-per-range", "50", "--flap-transitions", "3", "--flap-window-ms", str(6 * 3600 * 1000)]
     incremental = tmp_path / "incremental"
@@ -97,7 +115,8 @@ def test_incremental_runs_equal_one_full_run(spark: SparkSession, mock_cluster: 
         assert rows(spark, incremental / name, newest_date_only=True) == rows(spark, full / name), name
     assert min(len(rows(spark, full / name)) for name in [*DATED, *SNAPSHOTS]) > 0  # every output compared rows
     recovered = [row for row in rows(spark, full / "episodes") if row[1] == "c"]
-    assert [(row[3] - START, row[4] - START) for row in recovered] == [(-2 * day + 3_600_000, 12 * 3_600_000)]
+    assert [(row[3] - START, row[4] - START, row[8]) for row in recovered] == [
+        (-2 * day + 3_600_000, 12 * 3_600_000, 2)]
     final = json.loads((full / "summary.json").read_text())
     assert summaries[-1]["counters"] == final["counters"]
     assert summaries[-1]["as_of_ms"] == final["as_of_ms"]

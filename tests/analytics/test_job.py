@@ -86,8 +86,8 @@ async def test_analyze_reads_what_the_service_wrote_and_reports(spark: SparkSess
     (log_file,) = (out / "_logs").glob("analyze-*.log")
     assert "phase: writing" in log_file.read_text()
     assert sorted(path.name for path in out.iterdir()) == sorted([
-        "latest", "state_durations", "episodes", "mttr", "flapping", "retry_outcomes", "report", "summary.json",
-        "_logs"])
+        "latest", "state_durations", "episodes", "mttr", "flapping", "retry_outcomes", "restarts", "recovery", "report",
+        "summary.json", "_logs"])
 
 
 def _failed(code: int, capsys: pytest.CaptureFixture[str], out: Path) -> str:
