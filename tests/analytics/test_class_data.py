@@ -13,6 +13,8 @@ import pytest
 from status_store.analytics.class_data import ClassData
 from status_store.analytics.session import check_java
 
+from ..bench_runs import run_quick
+
 MAIN = "public class Hello { public static void main(String[] args) { System.out.println(\"hi\"); } }\n"
 
 
@@ -67,3 +69,12 @@ def test_an_archive_is_written_once_mapped_after_and_rewritten_once_the_jvm_refu
     assert ClassData.for_runtime(version, java, "4.x", cache).dumping is not None
     # Another PySpark version has an archive of its own.
     assert ClassData.for_runtime(version, java, "5.x", cache).archive != first.archive
+
+
+@pytest.mark.bench
+@pytest.mark.timeout(600)
+def test_the_class_data_benchmark_quick_run(java: None, tmp_path: Path) -> None:
+    output = run_quick("spark_class_data", tmp_path, timeout=560)
+    assert "the first run, writing the archive: " in output
+    rows = [line for line in output.splitlines() if line.startswith(("| bare start", "| status-store analyze"))]
+    assert len(rows) == 2, output
