@@ -59,7 +59,7 @@ from bench.spark_history import TreeSampler, _pss, label, parse_size
 from harness import ROOT, free_port, history_gen, spark_cluster
 
 WORK = Path("/tmp/spark-kafka-bench")
-OUTPUTS = ("latest", "state_durations", "episodes", "mttr", "flapping", "retry_outcomes")
+OUTPUTS = ("latest", "state_durations", "episodes", "mttr", "flapping", "retry_outcomes", "restarts", "recovery")
 PHASES = ("starting", "planning", "reading", "analysing", "writing", "done")
 SAMPLE_S = 0.5
 MIB = 1 << 20

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..connect.model import State
@@ -146,22 +146,49 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
         return frame if from_ms is None else frame.filter(F.col("date") >= utc_date(F.lit(from_ms).cast("long")))
 
     episodes = dated(failed_episodes(line, history, as_of_ms)).persist(StorageLevel.MEMORY_AND_DISK)
+    return assemble(Intermediates(status, tasks, history, line, counters, as_of_ms, snapshot_date), episodes, episodes,
+                    dated(state_durations(line, as_of_ms)), dated(flapping(line, flap_transitions)),
+                    dated(retry_outcomes(history, as_of_ms)), dated(restarts(history, as_of_ms)),
+                    flap_transitions, flap_window_ms)
+
+
+@dataclass(frozen=True)
+class Intermediates:
+    """What a run's outputs are made from: the parsed status records and their task cache, the parsed history and its
+    timeline (each persisted), the counters, and the time of the analysis."""
+
+    status: DataFrame
+    tasks: DataFrame
+    history: DataFrame
+    line: DataFrame
+    counters: dict[str, int]
+    as_of_ms: int | None
+    snapshot_date: Column
+
+
+def assemble(parts: Intermediates, episodes: DataFrame, written_episodes: DataFrame, state_durations: DataFrame,
+             flapping: DataFrame, retry_outcomes: DataFrame, restarts: DataFrame, flap_transitions: int,
+             flap_window_ms: int) -> Analysis:
+    """The analysis of a full or an incremental run: the dated outputs as given, and the snapshots (the latest
+    statuses; MTTR and time to recovery with and without a restart over every one of ``episodes``, of which the run
+    writes ``written_episodes``)."""
+    as_of_ms, snapshot_date = parts.as_of_ms, parts.snapshot_date
     return Analysis(
         as_of_ms=as_of_ms,
-        latest=latest_statuses(status, tasks, snapshot_date, as_of_ms),
-        state_durations=dated(state_durations(line, as_of_ms)),
-        episodes=episodes,
+        latest=latest_statuses(parts.status, parts.tasks, snapshot_date, as_of_ms),
+        state_durations=state_durations,
+        episodes=written_episodes,
         mttr=mttr(episodes, snapshot_date, as_of_ms),
-        flapping=dated(flapping(line, flap_transitions)),
-        retry_outcomes=dated(retry_outcomes(history, as_of_ms)),
-        restarts=dated(restarts(history, as_of_ms)),
+        flapping=flapping,
+        retry_outcomes=retry_outcomes,
+        restarts=restarts,
         recovery=recovery(episodes, snapshot_date, as_of_ms),
         flap_transitions=flap_transitions,
         flap_window_ms=flap_window_ms,
-        _counters=counters,
-        _persisted=[status, history, tasks, line, episodes],
-        timeline=line,
-        history=history,
+        _counters=parts.counters,
+        _persisted=[parts.status, parts.history, parts.tasks, parts.line, episodes],
+        timeline=parts.line,
+        history=parts.history,
     )
 
 

@@ -38,20 +38,18 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from ..connect.model import State
-from .analysis import Analysis, input_counters
+from .analysis import Analysis, Intermediates, assemble, input_counters
 from .history import (
     EVENT_COLUMNS,
     failed_episodes,
     flapping,
     join_on,
-    mttr,
-    recovery,
     restarts,
     retry_outcomes,
     state_durations,
     timeline,
 )
-from .latest import LONG_MIN, latest_statuses, parse_status_records, task_cache, utc_date, with_arrival
+from .latest import LONG_MIN, parse_status_records, task_cache, utc_date, with_arrival
 
 ENTITY = ["kind", "connector", "task"]
 #: A tail's columns: the event's, whether it is the last of its connector or task (``tail``), and the time of the
@@ -193,23 +191,9 @@ def continue_analysis(spark: SparkSession, status_records: DataFrame, history: D
         F.sum("restarts").alias("restarts"), F.max("max_attempt").alias("max_attempt"),
         F.min("first_ms").alias("first_ms"), F.max("last_ms").alias("last_ms")])
 
-    return Analysis(
-        as_of_ms=as_of_ms,
-        latest=latest_statuses(status, tasks, snapshot_date, as_of_ms),
-        state_durations=dated(durations),
-        episodes=episodes.join(changed.distinct(), "date", "left_semi"),
-        mttr=mttr(episodes, snapshot_date, as_of_ms),
-        flapping=dated(flaps),
-        retry_outcomes=dated(retry_outcomes(as_history, as_of_ms)),
-        restarts=dated(restart_rows),
-        recovery=recovery(episodes, snapshot_date, as_of_ms),
-        flap_transitions=flap_transitions,
-        flap_window_ms=flap_window_ms,
-        _counters=counters,
-        _persisted=[status, history, tasks, line, episodes],
-        timeline=line,
-        history=history,
-    )
+    return assemble(Intermediates(status, tasks, history, line, counters, as_of_ms, snapshot_date), episodes,
+                    episodes.join(changed.distinct(), "date", "left_semi"), dated(durations), dated(flaps),
+                    dated(retry_outcomes(as_history, as_of_ms)), dated(restart_rows), flap_transitions, flap_window_ms)
 
 
 def _dates(frame: DataFrame) -> DataFrame:
