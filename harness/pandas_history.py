@@ -178,12 +178,15 @@ class Results:
     restarts: pd.DataFrame | None = None
     recovery: pd.DataFrame | None = None
 
+    def present(self) -> dict[str, pd.DataFrame]:
+        """The results computed, by name."""
+        return {f.name: frame for f in fields(self) if (frame := getattr(self, f.name)) is not None}
+
     def write(self, out_dir: Path) -> None:
         """One Parquet file per result."""
         out_dir.mkdir(parents=True, exist_ok=True)
-        for f in fields(self):
-            if (frame := getattr(self, f.name)) is not None:
-                frame.to_parquet(out_dir / f"{f.name}.parquet", index=False)
+        for name, frame in self.present().items():
+            frame.to_parquet(out_dir / f"{name}.parquet", index=False)
 
 
 ENTITY = ["kind", "connector", "task"]
