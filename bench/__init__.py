@@ -20,6 +20,9 @@ Run a benchmark from the repository's root as a module, ``.venv/bin/python -m be
   (``history_gen``).
 - ``spark_cluster_history``: the analytics job on a Spark standalone cluster (``spark_cluster``) against
   ``local[2]``.
+- ``spark_kafka``: ``status-store analyze`` from Kafka at 1M and 10M events, ``local[*]`` and a standalone cluster,
+  against a consumer + DuckDB (``duckdb_history``), and the incremental ``--since`` run.
+- ``spark_class_data``: a local Spark start and a small run with the class-data-sharing archive and without.
 
 Every benchmark's ``--quick`` runs the same code on small sizes, in seconds, and writes nothing under docs/:
 a check that it all still runs (the test suite runs each one), not a measurement to quote.

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import fields
 from pathlib import Path
 
 from bench import BenchParser, quick_scratch
@@ -42,7 +41,7 @@ def main() -> None:
         results = analyze(status, history)
         results.write(out)
         print(f"duckdb: {time.perf_counter() - began:.1f} s (reading {read:.1f} s); rows: "
-              + ", ".join(f"{f.name} {len(getattr(results, f.name)):,}" for f in fields(results)))
+              + ", ".join(f"{name} {len(frame):,}" for name, frame in results.present().items()))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import fields
 from pathlib import Path
 
 from bench import BenchParser, quick_scratch
@@ -34,7 +33,7 @@ def main() -> None:
         results = analyze(data_dir)
         results.write(out_dir)
         print(f"pandas: {time.perf_counter() - began:.1f} s; rows: "
-              + ", ".join(f"{f.name} {len(getattr(results, f.name)):,}" for f in fields(results)))
+              + ", ".join(f"{name} {len(frame):,}" for name, frame in results.present().items()))
 
 
 if __name__ == "__main__":

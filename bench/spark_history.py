@@ -49,6 +49,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -132,27 +133,45 @@ def _pss(pid: int, rss: float) -> float:
     return rss
 
 
-class Sampler(threading.Thread):
-    """Samples a process tree's memory until it ends; kills the tree if its RSS passes ``cap_mb``."""
+class TreeSampler(threading.Thread):
+    """Samples process trees every ``interval_s`` until stopped: ``take`` is given every process of the trees under
+    ``roots()`` (their ids, walked from /proc at each sample)."""
 
-    def __init__(self, pid: int, cap_mb: float) -> None:
+    def __init__(self, roots: Callable[[], list[int]], interval_s: float = SAMPLE_S) -> None:
         super().__init__(daemon=True)
-        self.pid, self.cap_mb = pid, cap_mb
-        self.peak = Peak()
-        self.over_cap = False
+        self.roots, self.interval_s = roots, interval_s
         self._done = threading.Event()
 
     def run(self) -> None:
         while not self._done.is_set():
-            self.sample()
-            self._done.wait(SAMPLE_S)
+            pids, queue, seen = [], list(self.roots()), set()
+            while queue:
+                pid = queue.pop()
+                if pid not in seen:
+                    seen.add(pid)
+                    pids.append(pid)
+                    queue += _children(pid)
+            self.take(pids)
+            self._done.wait(self.interval_s)
 
-    def sample(self) -> None:
-        pids, queue = [], [self.pid]
-        while queue:
-            pid = queue.pop()
-            pids.append(pid)
-            queue += _children(pid)
+    def take(self, pids: list[int]) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+class Sampler(TreeSampler):
+    """Samples a process tree's memory until it ends; kills the tree if its RSS passes ``cap_mb``."""
+
+    def __init__(self, pid: int, cap_mb: float) -> None:
+        super().__init__(lambda: [pid])
+        self.pid, self.cap_mb = pid, cap_mb
+        self.peak = Peak()
+        self.over_cap = False
+
+    def take(self, pids: list[int]) -> None:
         tree = python = 0.0
         for pid in pids:
             name, rss, hwm = _status(pid)
@@ -168,10 +187,6 @@ class Sampler(threading.Thread):
             self.over_cap = True
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
-
-    def stop(self) -> None:
-        self._done.set()
-        self.join()
 
 
 # ------------------------------------------------------------------------------------------ one run

@@ -10,8 +10,9 @@ assigned, records gathered into Arrow arrays), or exported Parquet files of them
 
 - ``latest``: the store's own cache (``status_store.connect.cache.StatusCache``, where Connect's read rules live), fed
   the status topic in the order the Spark analytics take it to be read (as harness/pandas_history.py does);
-- every history output (time in each state, FAILED episodes with their worker and first trace line, MTTR
-  with exact percentiles, flapping, retry outcomes) in DuckDB SQL over the Arrow table, written from the
+- every history output (time in each state, FAILED episodes with their worker, first trace line and restarts, MTTR
+  with exact percentiles, flapping, retry outcomes, restarts, time to recovery with and without a restart) in DuckDB
+  SQL over the Arrow table, written from the
   definitions in docs/analytics.md, independently of the Spark code: the window that finds each episode's
   end looks forward (``rows between current row and unbounded following``, cheap in DuckDB), where Spark's
   one sort finds it looking back.
@@ -39,8 +40,11 @@ DEFAULT_FLAP_WINDOW_MS = 600_000
 # What the oracle compares: every column of every output but the approximate latency percentiles.
 ORACLE: dict[str, list[str]] = {
     **COMPARED,
-    "episodes": ["date", *ENTITY, "failed_ms", "recovered_ms", "time_to_recovery_ms", "worker_id", "failure"],
+    "episodes": ["date", *ENTITY, "failed_ms", "recovered_ms", "time_to_recovery_ms", "worker_id", "failure",
+                 "restarts"],
     "mttr": [*COMPARED["mttr"], "ttr_p50_ms", "ttr_p90_ms", "ttr_p99_ms"],
+    "restarts": ["date", *ENTITY, "result", "restarts", "max_attempt", "first_ms", "last_ms"],
+    "recovery": ["kind", "restarted", *COMPARED["mttr"][3:], "ttr_p50_ms", "ttr_p90_ms", "ttr_p99_ms"],
 }
 RAW = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.int64()), ("key", pa.string()),
                  ("value", pa.binary())])
@@ -67,16 +71,22 @@ with parsed as (
         case when object then json_extract_string(text, '$.result') end as result,
         case when object then try_cast(json_extract_string(text, '$.attempts') as bigint) end as attempts,
         case when object then json_extract_string(text, '$.error') end as error,
-        case when object then try_cast(json_extract_string(text, '$.latency_ms') as bigint) end as latency_ms
+        case when object then try_cast(json_extract_string(text, '$.latency_ms') as bigint) end as latency_ms,
+        case when object then try_cast(json_extract_string(text, '$.attempt') as bigint) end as attempt,
+        case when object then try_cast(json_extract_string(text, '$.failed_at') as bigint) end as failed_at
     from decoded
 )
 select partition, "offset", event, cast(time_text as bigint) as time, key, kind, connector,
     case when kind = 'task' then task end as task, state, worker_id, trace, result, attempts, error, latency_ms,
+    attempt, coalesce(failed_at, cast(time_text as bigint)) as anchor,
     coalesce(object and regexp_full_match(time_text, '-?[0-9]{{1,18}}')
         and kind in ('connector', 'task', 'topic') and key is not null and connector is not null
         and (kind <> 'task' or task is not null)
         and ((event = 'status' and (state in ({STATES}) or (kind = 'topic' and state is null)))
-             or (event = 'outcome' and result in ('written', 'failed', 'superseded') and coalesce(attempts, 0) >= 0)),
+             or (event = 'outcome' and result in ('written', 'failed', 'superseded') and coalesce(attempts, 0) >= 0)
+             or (event = 'restart' and kind in ('connector', 'task')
+                 and result in ('restarted', 'rebalancing', 'unreachable', 'refused', 'not-found')
+                 and coalesce(attempt, 1) >= 1)),
         false) as valid
 from fields
 """
@@ -115,22 +125,34 @@ with marked as (
     from timeline
     window before as (partition by kind, connector, task order by seq rows between unbounded preceding and 1 preceding),
            after as (partition by kind, connector, task order by seq rows between current row and unbounded following)
+), spans as (
+    select {_day("e.time")} as date, e.kind, e.connector, e.task, e.time as failed_ms,
+        case when x.state = 'RUNNING' then x.time end as recovered_ms,
+        case when x.state = 'RUNNING' then x.time - e.time end as time_to_recovery_ms,
+        e.worker_id, nullif(trim(regexp_extract(e.trace, '^([^\\r\\n]*)', 1)), '') as failure, x.time as ended_ms
+    from marked e left join timeline x
+        on x.kind = e.kind and x.connector = e.connector and x.task is not distinct from e.task and x.seq = e.next_end
+    where e.state = 'FAILED' and (e.last_failed is null or e.last_end > e.last_failed)
 )
-select {_day("e.time")} as date, e.kind, e.connector, e.task, e.time as failed_ms,
-    case when x.state = 'RUNNING' then x.time end as recovered_ms,
-    case when x.state = 'RUNNING' then x.time - e.time end as time_to_recovery_ms,
-    e.worker_id, nullif(trim(regexp_extract(e.trace, '^([^\\r\\n]*)', 1)), '') as failure
-from marked e left join timeline x
-    on x.kind = e.kind and x.connector = e.connector and x.task is not distinct from e.task and x.seq = e.next_end
-where e.state = 'FAILED' and (e.last_failed is null or e.last_end > e.last_failed)
+-- The restarts sent while the episode was open: anchored (failed_at) from its FAILED to the event that ended it.
+select s.* exclude (ended_ms), count(r.anchor) as restarts
+from spans s left join events r
+    on r.valid and r.event = 'restart' and r.time <= $as_of and r.kind = s.kind and r.connector = s.connector
+    and r.task is not distinct from s.task and r.anchor >= s.failed_ms
+    and (s.ended_ms is null or r.anchor <= s.ended_ms)
+group by all
 """
-MTTR_SQL = """
-select kind, connector, task, count(*) as failed_episodes, count(recovered_ms) as recovered,
+MTTR_COLUMNS = """count(*) as failed_episodes, count(recovered_ms) as recovered,
     count(*) - count(recovered_ms) as unrecovered, avg(time_to_recovery_ms) as mttr_ms,
     max(failed_ms) as last_failed_ms,
     quantile_cont(time_to_recovery_ms, 0.5) as ttr_p50_ms, quantile_cont(time_to_recovery_ms, 0.9) as ttr_p90_ms,
-    quantile_cont(time_to_recovery_ms, 0.99) as ttr_p99_ms
-from episodes group by all
+    quantile_cont(time_to_recovery_ms, 0.99) as ttr_p99_ms"""
+MTTR_SQL = f"select kind, connector, task, {MTTR_COLUMNS} from episodes group by all"
+RECOVERY_SQL = f"select kind, restarts > 0 as restarted, {MTTR_COLUMNS} from episodes group by all"
+RESTARTS_SQL = f"""
+select {_day("time")} as date, kind, connector, task, result, count(*) as restarts, max(attempt) as max_attempt,
+    min(time) as first_ms, max(time) as last_ms
+from events where valid and event = 'restart' and time <= $as_of group by all
 """
 FLAPPING_SQL = f"""
 with moves as (
@@ -152,8 +174,10 @@ from events where valid and event = 'outcome' and time <= $as_of group by all
 
 
 def read_topic(config: dict[str, Any], topic: str, timeout_s: float = 600.0) -> pa.Table:
-    """Every record of a topic, from its beginning to the end it has when the read begins, as an Arrow table."""
+    """Every record of a topic, from its beginning to the end it has when the read begins, as an Arrow table (built
+    in batches, so that the Python objects of at most one batch are alive at once)."""
     columns: dict[str, list[Any]] = {name: [] for name in RAW.names}
+    batches: list[pa.RecordBatch] = []
     settings = {"group.id": "duckdb-history", "fetch.max.bytes": 64 << 20, "queued.max.messages.kbytes": 256 << 10,
                 **config}
     for batch in read_to_end(settings, topic, timeout_s, 10_000):
@@ -164,7 +188,11 @@ def read_topic(config: dict[str, Any], topic: str, timeout_s: float = 600.0) -> 
             key = message.key()
             columns["key"].append(None if key is None else key.decode("utf-8", "replace"))
             columns["value"].append(message.value())
-    return pa.table(columns, schema=RAW)
+        if len(columns["offset"]) >= 200_000:
+            batches.append(pa.RecordBatch.from_pydict(columns, schema=RAW))
+            columns = {name: [] for name in RAW.names}
+    batches.append(pa.RecordBatch.from_pydict(columns, schema=RAW))
+    return pa.Table.from_batches(batches, schema=RAW)
 
 
 def analyze(status: pa.Table, history: pa.Table, *, as_of_ms: int | None = None,
@@ -181,7 +209,7 @@ def analyze(status: pa.Table, history: pa.Table, *, as_of_ms: int | None = None,
     as_of = newest if as_of_ms is None else as_of_ms
     parameters = {"as_of": as_of}
     con.execute(f"create temp table timeline as {TIMELINE_SQL}", parameters)
-    con.execute(f"create temp table episodes as {EPISODES_SQL}")
+    con.execute(f"create temp table episodes as {EPISODES_SQL}", parameters)
 
     def query(sql: str, **extra: int) -> pd.DataFrame:
         used = {name: value for name, value in {**parameters, **extra}.items() if f"${name}" in sql}
@@ -194,7 +222,7 @@ def analyze(status: pa.Table, history: pa.Table, *, as_of_ms: int | None = None,
         latest=pandas_history.latest_status(cache, status_frame["key"]),
         state_durations=query(STATE_DURATIONS_SQL), episodes=query("select * from episodes"), mttr=query(MTTR_SQL),
         flapping=query(FLAPPING_SQL, window=flap_window_ms, transitions=flap_transitions),
-        retry_outcomes=query(RETRY_OUTCOMES_SQL),
+        retry_outcomes=query(RETRY_OUTCOMES_SQL), restarts=query(RESTARTS_SQL), recovery=query(RECOVERY_SQL),
         garbled=pd.DataFrame({"input": ["status", "history"], "garbled": [cache.stats.garbled_values, garbled]}),
     )
 

@@ -5,7 +5,8 @@
 writes OUT_DIR/history/part-NNNNN.parquet (N history events, about 1M per file) and
 OUT_DIR/status/part-00000.parquet (a matching status topic: a few records per key). Columns are
 the export format's: topic, partition, offset, timestamp (ms), key, value (UTF-8 text, null for a
-tombstone).
+tombstone). ``produce`` puts them into a broker's topics, each record at its generated partition and
+offset with its timestamp.
 
 Why this shape: the analytics are per key, ordered in time, so what costs is the number of keys,
 the events per key and the share of keys that change state often. The generator keeps about 150
@@ -19,6 +20,9 @@ same fleet rather than longer histories of the same keys.
   between RUNNING and FAILED every ~30 s instead of every ~10 min.
 - About one status write in three also has an ``outcome`` event (written, failed, superseded, with
   attempts, the last Kafka error and the latency), timed at the status time plus its latency.
+- Half the FAILED status events of connectors and tasks are followed by a ``restart`` event of the sidecar's
+  auto-restart (status_store/act/events.py: mostly ``restarted``, some ``rebalancing``, ``unreachable``,
+  ``refused``, ``not-found``), answered 50 ms to 5 s later, its ``failed_at`` up to 100 ms after the FAILED.
 - A few records per 10,000 are garbled (not JSON, truncated, empty, null, unknown event or state),
   and a few carry an unknown extra field (which must be ignored).
 
@@ -30,13 +34,18 @@ Offsets grow in time order within each partition, as the service's writes would.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 HISTORY_TOPIC = "connect-status-history"
 STATUS_TOPIC = "connect-status"
@@ -50,6 +59,7 @@ NORMAL_GAP_MS = 600_000
 FLAPPER_GAP_MS = 30_000
 FLAPPER_SHARE = 0.01
 OUTCOME_SHARE = 0.3
+RESTART_SHARE = 0.5
 GARBLED_SHARE = 0.0005
 EXTRA_FIELD_SHARE = 0.01
 SIDECARS = ("host-a", "host-b", "host-c")
@@ -85,6 +95,9 @@ KIND_CONNECTOR, KIND_TASK, KIND_TOPIC = 0, 1, 2
 RESULTS = ("written", "failed", "superseded")
 REASONS = ("written", "retries exhausted", "a newer write")
 ERRORS = ("REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS", "NOT_LEADER_OR_FOLLOWER", "MSG_SIZE_TOO_LARGE")
+# The sidecar's restart results (status_store.act.plan.Result) and how often each comes.
+RESTART_RESULTS = ("restarted", "rebalancing", "unreachable", "refused", "not-found")
+RESTART_ODDS = (0.8, 0.08, 0.08, 0.02, 0.02)
 GARBLED = ("not json", "", None, '{"event":"status","time":', '{"event":"restart","time":1}', "[1,2,3]")
 
 
@@ -203,7 +216,7 @@ def _json(*parts: pa.Array | str) -> pa.Array:
 
 
 def history_values(fleet: Fleet, steps: Steps, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, pa.Array]:
-    """(key index, event time, JSON value) of the status events of ``steps`` and their outcomes."""
+    """(key index, event time, JSON value) of the status events of ``steps``, their outcomes and restarts."""
     n = len(steps.key)
     topic = fleet.kind[steps.key] == KIND_TOPIC
     deleted = steps.state == DESTROYED
@@ -234,9 +247,20 @@ def history_values(fleet: Fleet, steps: Steps, rng: np.random.Generator) -> tupl
                     '","attempts":', _text(attempts), ',"error":',
                     pc.if_else(pa.array(no_error), "null", _pick(tuple(f'"{e}"' for e in ERRORS), error)),
                     ',"reason":"', _pick(REASONS, result), '","latency_ms":', _text(latency), "}")
-    keys = np.concatenate([steps.key, steps.key[o]])
-    times = np.concatenate([steps.time, steps.time[o] + latency])
-    values = pa.concat_arrays([status, outcome])
+
+    r = np.flatnonzero((steps.state == FAILED) & ~topic & (rng.random(n) < RESTART_SHARE))
+    failed_at = steps.time[r] + rng.integers(0, 100, len(r))
+    answered = failed_at + rng.integers(50, 5000, len(r))
+    result = rng.choice(len(RESTART_RESULTS), len(r), p=RESTART_ODDS)
+    restart = _json('{"event":"restart","time":', _text(answered), ',"sidecar":"', sidecar.take(r), prefix.take(r),
+                    ',"worker_id":', worker_json.take(r), ',"attempt":', _text(rng.integers(1, 4, len(r))),
+                    ',"reason":"org.apache.kafka.connect.errors.ConnectException: boom","result":"',
+                    _pick(RESTART_RESULTS, result), '","http_status":',
+                    _pick(("204", "409", "null", "400", "404"), result), ',"error":null,"failed_at":',
+                    _text(failed_at), "}")
+    keys = np.concatenate([steps.key, steps.key[o], steps.key[r]])
+    times = np.concatenate([steps.time, steps.time[o] + latency, answered])
+    values = pa.concat_arrays([status, outcome, restart])
     garbled = np.flatnonzero(rng.random(len(keys)) < GARBLED_SHARE)
     if len(garbled):
         mask = np.zeros(len(keys), dtype=bool)
@@ -342,3 +366,75 @@ def status_topic(fleet: Fleet, rng: np.random.Generator) -> pa.Table:
             values.append('{"state":"RUNNING","trace":null,"worker_id":"w","generation":"x"}')
     return _table(STATUS_TOPIC, fleet, np.array(keys), np.array(times, dtype=np.int64),
                   pa.array(values, pa.string()), np.zeros(PARTITIONS, dtype=np.int64))
+
+
+class LoadError(RuntimeError):
+    """A generated topic is not in the broker as it was generated."""
+
+
+def produce(bootstrap_servers: str, data: Path, topics: tuple[str, str],
+            producer_config: Mapping[str, Any] | None = None, timeout_s: float = 600.0) -> None:
+    """The generated status and history records (``data``'s ``status`` and ``history`` files) written into two
+    topics (``topics``: status, history; created when missing), each record in its generated partition, at its
+    generated offset, with its timestamp; ``LoadError`` when a record was not written or a partition does not end
+    where the files say. Files that continue a loaded history (their offsets after the topics' ends) add to it.
+
+    The topics keep every record whatever its timestamp (retention off: the generated ones are a year old, and a
+    broker's default seven days delete them at its next retention check). The producer is idempotent: a new topic's
+    first batches are refused while its partitions' leadership settles ("not leader for partition"), and a plain
+    producer's retry of such a batch lands after a later batch of the same partition that was accepted meanwhile,
+    which puts records at other offsets than generated (and so changes which record of a key is the last). Loads of
+    the same files gave different ``latest`` counts that way (6,376 and 6,385 at 1M events, issue 38).
+    """
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    keep = {"retention.ms": "-1", "retention.bytes": "-1"}
+    for future in admin.create_topics([NewTopic(name, PARTITIONS, 1, config=keep) for name in topics]).values():
+        try:
+            future.result(timeout_s)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+    failed: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, _: Message) -> None:
+        if error is not None:
+            failed.append(error)
+
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "batch.num.messages": 10_000,
+                         "queue.buffering.max.messages": 1_000_000, **(producer_config or {}),
+                         "enable.idempotence": True})
+    deadline = time.monotonic() + timeout_s
+    ends: dict[tuple[str, int], int] = {}
+    for name, directory in zip(topics, ("status", "history"), strict=True):
+        for path in sorted((data / directory).glob("*.parquet")):
+            for batch in pq.read_table(path).to_batches(50_000):
+                for partition, offset, timestamp, key, value in zip(*(batch.column(c).to_pylist() for c in (
+                        "partition", "offset", "timestamp", "key", "value")), strict=True):
+                    ends[name, partition] = max(ends.get((name, partition), 0), offset + 1)
+                    while True:
+                        try:
+                            producer.produce(name, None if value is None else value.encode(),
+                                             None if key is None else key.encode(), partition=partition,
+                                             timestamp=timestamp, on_delivery=delivered)
+                            break
+                        except BufferError:
+                            if time.monotonic() > deadline:
+                                raise LoadError(f"the broker took too little within {timeout_s:g} s") from None
+                            producer.poll(0.1)
+    if producer.flush(max(deadline - time.monotonic(), 1.0)) != 0 or failed:
+        raise LoadError(f"{len(failed)} record(s) not written (first: {failed[0].str() if failed else 'timeout'})")
+    _check_ends(bootstrap_servers, ends)
+
+
+def _check_ends(bootstrap_servers: str, expected: Mapping[tuple[str, int], int]) -> None:
+    """Every partition ends where the files say (offsets from 0 to their last, none lost or doubled), as the first
+    Fetch answers say (the analytics' own planner: some brokers answer ListOffsets wrongly)."""
+    from status_store.analytics.records import plan_topics
+
+    topics = sorted({topic for topic, _ in expected})
+    for plan in plan_topics({"bootstrap.servers": bootstrap_servers}, topics, max_records_per_range=1 << 62):
+        starts = {r.partition: r.start for r in plan.ranges}
+        for (topic, partition), end in sorted(expected.items()):
+            if topic == plan.topic and (starts.get(partition, 0), plan.next_offsets.get(partition)) != (0, end):
+                raise LoadError(f"{topic}/{partition} holds offsets {starts.get(partition)} to "
+                                f"{plan.next_offsets.get(partition)}; the files end at {end}")

@@ -38,6 +38,8 @@ from status_store.connect.model import ConnectorKey, TaskKey, TopicKey, connecto
 STATES = ("UNASSIGNED", "RUNNING", "PAUSED", "FAILED", "DESTROYED", "RESTARTING", "STOPPED")
 KINDS = ("connector", "task", "topic")
 RESULTS = ("written", "failed", "superseded")
+# The sidecar's restarts are read (not garbled) but this baseline computes none of their outputs (DuckDB's does).
+RESTART_RESULTS = ("restarted", "rebalancing", "unreachable", "refused", "not-found")
 DEFAULT_FLAP_TRANSITIONS = 5
 DEFAULT_FLAP_WINDOW_MS = 600_000
 DAY_MS = 86_400_000
@@ -47,6 +49,7 @@ HISTORY_FIELDS = pa.schema([
     ("event", pa.string()), ("time", pa.int64()), ("key", pa.string()), ("kind", pa.string()),
     ("connector", pa.string()), ("task", pa.int64()), ("topic", pa.string()), ("state", pa.string()),
     ("result", pa.string()), ("attempts", pa.int64()), ("error", pa.string()), ("latency_ms", pa.int64()),
+    ("attempt", pa.int64()),
 ])
 
 
@@ -126,7 +129,8 @@ def read_history(paths: list[Path]) -> tuple[pd.DataFrame, int]:
         valid = pa.array(ok) if len(ok) else pa.array([], pa.bool_())
         event, kind, state = parsed.column("event"), parsed.column("kind"), parsed.column("state")
         status = pc.equal(event, "status")
-        shape = pc.and_kleene(pc.is_in(event, pa.array(["status", "outcome"])), pc.is_in(kind, pa.array(KINDS)))
+        shape = pc.and_kleene(pc.is_in(event, pa.array(["status", "outcome", "restart"])),
+                              pc.is_in(kind, pa.array(KINDS)))
         shape = pc.and_kleene(shape, pc.and_(pc.is_valid(parsed.column("time")), pc.is_valid(parsed.column("key"))))
         shape = pc.and_kleene(shape, pc.is_valid(parsed.column("connector")))
         shape = pc.and_kleene(shape, pc.or_kleene(pc.not_equal(kind, "task"), pc.is_valid(parsed.column("task"))))
@@ -134,7 +138,12 @@ def read_history(paths: list[Path]) -> tuple[pd.DataFrame, int]:
                                   pc.and_kleene(pc.equal(kind, "topic"), pc.is_null(state)))
         good_outcome = pc.and_kleene(pc.is_in(parsed.column("result"), pa.array(RESULTS)),
                                      pc.greater_equal(parsed.column("attempts").fill_null(0), 0))
-        shape = pc.and_kleene(shape, pc.if_else(status, good_state, good_outcome))
+        good_restart = pc.and_kleene(
+            pc.and_kleene(pc.is_in(kind, pa.array(["connector", "task"])),
+                          pc.is_in(parsed.column("result"), pa.array(RESTART_RESULTS))),
+            pc.greater_equal(parsed.column("attempt").fill_null(1), 1))
+        shape = pc.and_kleene(shape, pc.if_else(status, good_state,
+                                                pc.if_else(pc.equal(event, "outcome"), good_outcome, good_restart)))
         keep = pc.and_(valid, shape.fill_null(False))
         garbled += len(ok) - pc.sum(keep).as_py() if len(ok) else 0
         table = parsed.append_column("partition", raw.column("partition")).append_column(
@@ -165,12 +174,19 @@ class Results:
     flapping: pd.DataFrame
     retry_outcomes: pd.DataFrame
     garbled: pd.DataFrame
+    #: The sidecar's restarts and time to recovery with and without one (DuckDB's baseline only).
+    restarts: pd.DataFrame | None = None
+    recovery: pd.DataFrame | None = None
+
+    def present(self) -> dict[str, pd.DataFrame]:
+        """The results computed, by name."""
+        return {f.name: frame for f in fields(self) if (frame := getattr(self, f.name)) is not None}
 
     def write(self, out_dir: Path) -> None:
         """One Parquet file per result."""
         out_dir.mkdir(parents=True, exist_ok=True)
-        for f in fields(self):
-            getattr(self, f.name).to_parquet(out_dir / f"{f.name}.parquet", index=False)
+        for name, frame in self.present().items():
+            frame.to_parquet(out_dir / f"{name}.parquet", index=False)
 
 
 ENTITY = ["kind", "connector", "task"]

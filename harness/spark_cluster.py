@@ -19,7 +19,7 @@ import sys
 import time
 import venv
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pyspark
@@ -152,9 +152,11 @@ class StandaloneCluster:
         return found
 
     def submit(self, script: str, arguments: Sequence[str], py_files: Path, python: Path,
-               conf: Mapping[str, str], log: Path, timeout_s: float) -> int:
+               conf: Mapping[str, str], log: Path, timeout_s: float,
+               started: Callable[[int], None] | None = None) -> int:
         """spark-submit ``script`` to the cluster (client mode; the driver on 127.0.0.1, running ``python``,
-        as the executors do); its output goes to ``log``; returns its exit code (bounded)."""
+        as the executors do); its output goes to ``log``; returns its exit code (bounded). ``started`` is told the
+        spark-submit process's id (a benchmark samples its memory)."""
         settings = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                     "spark.ui.enabled": "false", "spark.pyspark.python": str(python),
                     "spark.pyspark.driver.python": str(python), **conf}
@@ -163,6 +165,8 @@ class StandaloneCluster:
         with log.open("wb") as out:
             process = subprocess.Popen(command, env=self.env(), stdin=subprocess.DEVNULL, stdout=out,
                                        stderr=subprocess.STDOUT, start_new_session=True, cwd=self.workdir)
+            if started is not None:
+                started(process.pid)
             try:
                 return process.wait(timeout_s)
             except subprocess.TimeoutExpired:

@@ -8,6 +8,8 @@ the service. Only this package imports pyspark, so ``status_store`` and ``status
     latest.py    the status topic's latest statuses: the store's read rules as DataFrame/SQL expressions
     history.py   the history topic's outputs (time in state, episodes, MTTR, flapping, retry outcomes)
     analysis.py  runs both over the two inputs and holds the results
-    report.py    a Markdown report with PNG charts from the (small) aggregated results
+    report.py    the HTML report (and the same in Markdown) from the (small) written outputs
+    charts.py    its charts, SVG drawn here
+    session.py   the SparkSession (a local one maps the JVM's class-data archive: class_data.py)
     job.py       the entry point of ``status-store analyze`` and of ``spark-submit .../job.py``
 """

@@ -7,8 +7,9 @@ timestamp, key, value; ``value`` is text or bytes, null for a tombstone):
   ``cache.StatusCache`` (keys as ``model.parse_key`` reads them, values as ``codec.decode_status``
   and ``codec.decode_topic_status`` decode them, tombstones, a connector tombstone deleting the
   connector's tasks, the stale-UNASSIGNED filter, garbled records skipped and counted);
-- the **history topic**: time in each state, FAILED episodes and time to recovery, flapping, and
-  retry outcomes, from the events the service writes as statuses change and writes end.
+- the **history topic**: time in each state, FAILED episodes and time to recovery, flapping, retry
+  outcomes, and the sidecar's restarts (per connector and task, and time to recovery with and without
+  one), from the events the service writes as statuses change, writes end and restarts are sent.
 
 ``latest`` (the status topic, Connect's read rules) and ``history`` (the history topic's outputs) hold the
 expressions; this module runs them and holds the results.
@@ -23,15 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..connect.model import State
 from .history import (
+    EVENT_COLUMNS,
     failed_episodes,
     flapping,
     mttr,
     parse_history_records,
+    recovery,
+    restarts,
     retry_outcomes,
     state_durations,
     timeline,
@@ -51,10 +55,15 @@ class Analysis:
     mttr: DataFrame
     flapping: DataFrame
     retry_outcomes: DataFrame
+    restarts: DataFrame
+    recovery: DataFrame
     flap_transitions: int
     flap_window_ms: int
     _counters: dict[str, int] = field(repr=False)
     _persisted: list[DataFrame] = field(repr=False)
+    #: The timeline (with the events' ``EVENT_COLUMNS`` when kept for an incremental run) and the parsed history.
+    timeline: DataFrame | None = field(default=None, repr=False)
+    history: DataFrame | None = field(default=None, repr=False)
 
     def counters(self) -> dict[str, int]:
         """Records read and records skipped (the cache's ``ReadStats`` names for the status topic)."""
@@ -68,7 +77,8 @@ class Analysis:
     def outputs(self) -> dict[str, DataFrame]:
         """The outputs by name, each with a ``date`` column (UTC) to partition by."""
         return {"latest": self.latest, "mttr": self.mttr, "state_durations": self.state_durations,
-                "episodes": self.episodes, "flapping": self.flapping, "retry_outcomes": self.retry_outcomes}
+                "episodes": self.episodes, "flapping": self.flapping, "retry_outcomes": self.retry_outcomes,
+                "restarts": self.restarts, "recovery": self.recovery}
 
     def write_outputs(self, out_dir: str) -> None:
         """Write every output as Parquet partitioned by date under ``out_dir``.
@@ -104,7 +114,7 @@ class Analysis:
 
 def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: int | None = None,
             flap_transitions: int = FLAP_TRANSITIONS, flap_window_ms: int = FLAP_WINDOW_MS,
-            from_ms: int | None = None) -> Analysis:
+            from_ms: int | None = None, keep_events: bool = False) -> Analysis:
     """Build every result from the two inputs (the counters at once; the outputs lazily, as ``Analysis.write``
     or another action runs them).
 
@@ -113,42 +123,76 @@ def analyze(status_records: DataFrame, history_records: DataFrame, *, as_of_ms: 
     event's time. A task or connector is flapping when more than ``flap_transitions`` state
     transitions fall inside any ``flap_window_ms`` window. ``from_ms`` (a UTC midnight) says the history
     holds only what the days from it on need (``retained``): the dated outputs, and the episodes MTTR is
-    over, are those of its day and later.
+    over, are those of its day and later. ``keep_events``: the timeline keeps the events' ``EVENT_COLUMNS`` (an
+    incremental run's tails are made from it).
     """
     if flap_transitions < 0 or flap_window_ms <= 0:
         raise ValueError(f"flapping needs transitions >= 0 and a window > 0 ms, got {flap_transitions} "
                          f"and {flap_window_ms}")
-    # Parsed once, kept for the several outputs that read them (spilled to disk when memory is short).
-    status = with_arrival(parse_status_records(status_records)).persist(StorageLevel.MEMORY_AND_DISK)
-    history = parse_history_records(history_records).persist(StorageLevel.MEMORY_AND_DISK)
+    # Parsed once, kept for the several outputs that read them (spilled to disk when memory is short): only the
+    # columns later stages read (no key text, record timestamp or whole trace of history events).
+    status = with_arrival(parse_status_records(status_records)).drop("key").persist(StorageLevel.MEMORY_AND_DISK)
+    history = parse_history_records(history_records).drop("timestamp").persist(StorageLevel.MEMORY_AND_DISK)
     tasks = task_cache(status).persist(StorageLevel.MEMORY_AND_DISK)
     # The first action reads both inputs (each topic's records once) and counts them, the newest event's time
     # with them.
-    counters, newest = _count(status, tasks, history)
+    counters, newest = input_counters(status, tasks, history)
     as_of_ms = newest if as_of_ms is None else as_of_ms
     snapshot_date = utc_date(F.lit(as_of_ms).cast("long")) if as_of_ms is not None else utc_date(F.col("timestamp"))
-    line = timeline(history, as_of_ms, flap_window_ms).persist(StorageLevel.MEMORY_AND_DISK)
+    line = timeline(history, as_of_ms, flap_window_ms, EVENT_COLUMNS if keep_events else ()).persist(
+        StorageLevel.MEMORY_AND_DISK)
 
     def dated(frame: DataFrame) -> DataFrame:
         return frame if from_ms is None else frame.filter(F.col("date") >= utc_date(F.lit(from_ms).cast("long")))
 
-    episodes = dated(failed_episodes(line)).persist(StorageLevel.MEMORY_AND_DISK)
+    episodes = dated(failed_episodes(line, history, as_of_ms)).persist(StorageLevel.MEMORY_AND_DISK)
+    return assemble(Intermediates(status, tasks, history, line, counters, as_of_ms, snapshot_date), episodes, episodes,
+                    dated(state_durations(line, as_of_ms)), dated(flapping(line, flap_transitions)),
+                    dated(retry_outcomes(history, as_of_ms)), dated(restarts(history, as_of_ms)),
+                    flap_transitions, flap_window_ms)
+
+
+@dataclass(frozen=True)
+class Intermediates:
+    """What a run's outputs are made from: the parsed status records and their task cache, the parsed history and its
+    timeline (each persisted), the counters, and the time of the analysis."""
+
+    status: DataFrame
+    tasks: DataFrame
+    history: DataFrame
+    line: DataFrame
+    counters: dict[str, int]
+    as_of_ms: int | None
+    snapshot_date: Column
+
+
+def assemble(parts: Intermediates, episodes: DataFrame, written_episodes: DataFrame, state_durations: DataFrame,
+             flapping: DataFrame, retry_outcomes: DataFrame, restarts: DataFrame, flap_transitions: int,
+             flap_window_ms: int) -> Analysis:
+    """The analysis of a full or an incremental run: the dated outputs as given, and the snapshots (the latest
+    statuses; MTTR and time to recovery with and without a restart over every one of ``episodes``, of which the run
+    writes ``written_episodes``)."""
+    as_of_ms, snapshot_date = parts.as_of_ms, parts.snapshot_date
     return Analysis(
         as_of_ms=as_of_ms,
-        latest=latest_statuses(status, tasks, snapshot_date, as_of_ms),
-        state_durations=dated(state_durations(line, as_of_ms)),
-        episodes=episodes,
+        latest=latest_statuses(parts.status, parts.tasks, snapshot_date, as_of_ms),
+        state_durations=state_durations,
+        episodes=written_episodes,
         mttr=mttr(episodes, snapshot_date, as_of_ms),
-        flapping=dated(flapping(line, flap_transitions)),
-        retry_outcomes=dated(retry_outcomes(history, as_of_ms)),
+        flapping=flapping,
+        retry_outcomes=retry_outcomes,
+        restarts=restarts,
+        recovery=recovery(episodes, snapshot_date, as_of_ms),
         flap_transitions=flap_transitions,
         flap_window_ms=flap_window_ms,
-        _counters=counters,
-        _persisted=[status, history, tasks, line, episodes],
+        _counters=parts.counters,
+        _persisted=[parts.status, parts.history, parts.tasks, parts.line, episodes],
+        timeline=parts.line,
+        history=parts.history,
     )
 
 
-def _count(status: DataFrame, tasks: DataFrame, history: DataFrame) -> tuple[dict[str, int], int | None]:
+def input_counters(status: DataFrame, tasks: DataFrame, history: DataFrame) -> tuple[dict[str, int], int | None]:
     """The counters, and the newest valid history event's time: one action reads both inputs (and persists
     them), a second counts the stale UNASSIGNED records in the task cache built from the persisted status
     records (in the first, a task reading the status records for it would run beside the one persisting them,
@@ -162,6 +206,7 @@ def _count(status: DataFrame, tasks: DataFrame, history: DataFrame) -> tuple[dic
         F.count_if(F.col("garbled")).alias("history_garbled"),
         F.count_if(~F.col("garbled") & (F.col("event") == "status")).alias("history_status_events"),
         F.count_if(~F.col("garbled") & (F.col("event") == "outcome")).alias("history_outcome_events"),
+        F.count_if(~F.col("garbled") & (F.col("event") == "restart")).alias("history_restart_events"),
         F.max(F.when(~F.col("garbled"), F.col("time"))).alias("newest"),
     )).first()
     stale = tasks.agg(F.count_if(F.col("rejected"))).first()
@@ -187,7 +232,7 @@ def retained(status_records: DataFrame, history_records: DataFrame, latest: Data
 
     - history: events from ``from_ms`` on, and from ``flap_window_ms`` before it (the flapping window); and per
       connector or task, every status event from its last RUNNING or deletion before that (its state then, and
-      a FAILED episode open then, whole);
+      a FAILED episode open then, whole, with the restarts anchored in it);
     - status: records from ``from_ms`` on; of the older ones, the last of each key and those the cache holds
       (``latest``), so that the cache read from them is the one read from everything.
     """
@@ -196,8 +241,12 @@ def retained(status_records: DataFrame, history_records: DataFrame, latest: Data
     entity = Window.partitionBy("kind", "connector", "task")
     changes = ~F.col("garbled") & (F.col("event") == "status") & F.col("kind").isin("connector", "task")
     ends = F.col("state").isin(State.RUNNING.value, State.DESTROYED.value)
-    anchor = F.max(F.when(changes & ends & (F.col("time") < start), F.col("time"))).over(entity)
-    keep = (F.when(changes, F.col("time") >= F.coalesce(anchor, F.lit(LONG_MIN)))
+    last_end = F.max(F.when(changes & ends & (F.col("time") < start), F.col("time"))).over(entity)
+    # A restart counts in the episode open at its anchor: kept with that episode's events, and from from_ms on.
+    restart = ~F.col("garbled") & (F.col("event") == "restart")
+    since = F.coalesce(last_end, F.lit(LONG_MIN))
+    keep = (F.when(changes, F.col("time") >= since)
+            .when(restart, (F.col("time") >= from_ms) | (F.col("anchor") >= since))
             .when(~F.col("garbled"), F.col("time") >= from_ms).otherwise(F.col("timestamp") >= from_ms))
     needed = events.select("partition", "offset", keep.alias("keep")).filter("keep").drop("keep")
     kept_history = history_records.join(needed, ["partition", "offset"], "left_semi")

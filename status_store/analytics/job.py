@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyspark import SparkContext, StorageLevel
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -33,7 +34,18 @@ from pyspark.sql import functions as F
 # or shipped with --py-files).
 from status_store.analytics.analysis import Analysis, analyze, retained
 from status_store.analytics.console import Progress, default_log_file, logging_to
-from status_store.analytics.latest import DAY_MS
+from status_store.analytics.history import parse_history_records
+from status_store.analytics.incremental import (
+    HISTORY_COUNTERS,
+    OUTCOME_SCHEMA,
+    TAIL_SCHEMA,
+    Carried,
+    continuation,
+    continue_analysis,
+    outcome_events,
+    tails,
+)
+from status_store.analytics.latest import DAY_MS, utc_date
 from status_store.analytics.options import add_arguments, parse_settings
 from status_store.analytics.outputs import (
     CHECKPOINT,
@@ -53,7 +65,7 @@ from status_store.analytics.records import (
     read_files,
 )
 from status_store.analytics.report import write_report
-from status_store.analytics.session import JavaMissingError, check_java, get_session, master_of
+from status_store.analytics.session import JavaMissingError, check_java, finish, get_session, master_of
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +97,8 @@ class Inputs:
     kafka: KafkaFrames | None = None
     #: The records earlier ``--since`` runs kept (cut again to the retention window by this run).
     kept: DataFrame | None = None
+    #: The records this ``--since`` run read from Kafka (new: after the checkpoint), as kept for the next run.
+    read: DataFrame | None = None
 
 
 def run(args: argparse.Namespace, spark: SparkSession | None = None, progress: Progress | None = None,
@@ -112,13 +126,15 @@ def run(args: argparse.Namespace, spark: SparkSession | None = None, progress: P
     if consumer and early:
         progress.phase(f"starting Spark ({master}) once the input is planned{spark_log}")
         plans = _plan(args, consumer, previous, progress)
-        records = _records(sum(plan.records for plan in plans), previous)
+        planned = sum(plan.records for plan in plans)
+        # A run that can continue from the tails analyses about what it reads, not what earlier runs kept.
+        records = planned if previous is not None and previous.tails is not None else _records(planned, previous)
     elif args.files is not None:
         _fail_on(missing_files(args.files))
         records = _records(_file_records(args.files), previous) if early else None
     if plans is None:
         progress.phase(f"starting Spark ({master}){spark_log}")
-    spark = spark or get_session(conf, jvm_log=log_file,
+    spark = spark or get_session(conf, jvm_log=log_file, class_data=True,
                                  quick_start=records is not None and records <= QUICK_RUN_RECORDS)
     out = OutputDir(spark, args.out)
     for line in out.recover():
@@ -196,7 +212,7 @@ def _kafka_inputs(spark: SparkSession, out: OutputDir, args: argparse.Namespace,
     _fail_on(kafka.problems())
     kept = _kept(spark, previous)
     status, history = _by_topic(args, _union([kept, read]))
-    return Inputs(status, history, warnings, counts, next_offsets, kept=kept)
+    return Inputs(status, history, warnings, counts, next_offsets, kept=kept, read=read)
 
 
 def _file_inputs(spark: SparkSession, out: OutputDir, args: argparse.Namespace, previous: Checkpoint | None,
@@ -226,10 +242,10 @@ def _file_inputs(spark: SparkSession, out: OutputDir, args: argparse.Namespace, 
 
 
 def _keep(spark: SparkSession, out: OutputDir, read: DataFrame) -> DataFrame:
-    """Write the records this run read for the next ``--since`` run (staged with the outputs), and read them back
-    from there: the input is read once."""
+    """Write the records this run read for the next ``--since`` run (staged with the outputs; by topic, so that a
+    run reads one topic's without the other's), and read them back from there: the input is read once."""
     path = out.staged(_batch(out))
-    read.write.parquet(path)
+    read.write.partitionBy("topic").parquet(path)
     return spark.read.schema(RAW_SCHEMA).parquet(path)
 
 
@@ -270,10 +286,11 @@ def _fail_on(problems: list[ReadProblem]) -> None:
 
 
 def _kept(spark: SparkSession, previous: Checkpoint | None) -> DataFrame:
-    """The raw records earlier incremental runs read."""
+    """The raw records earlier incremental runs read (each batch apart: by topic, or, written by earlier versions,
+    with the topic in each row)."""
     if previous is None or not previous.batches:
         return spark.createDataFrame([], RAW_SCHEMA)
-    return spark.read.schema(RAW_SCHEMA).parquet(*previous.batches)
+    return _union([spark.read.schema(RAW_SCHEMA).parquet(batch) for batch in previous.batches])
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
@@ -293,23 +310,64 @@ def _analyze_and_write(spark: SparkSession, out: OutputDir, args: argparse.Names
                        previous: Checkpoint | None, progress: Progress) -> dict[str, Any]:
     for warning in inputs.warnings:
         progress.warning(str(warning))
-    progress.phase("analysing")
-    # Its first action reads every input record once (Kafka, unless kept records were written first).
-    analysis = analyze(inputs.status, inputs.history, as_of_ms=args.as_of, flap_transitions=args.flap_transitions,
-                       flap_window_ms=args.flap_window_ms, from_ms=previous.from_ms if previous is not None else None)
+    continuing = _continuing(spark, out, args, inputs, previous)
+    if continuing is not None:
+        progress.phase("analysing the new records from where the last run left each connector and task")
+        carried, new_history = continuing
+        analysis = continue_analysis(spark, inputs.status, new_history, carried,
+                                     flap_transitions=args.flap_transitions, flap_window_ms=args.flap_window_ms,
+                                     from_ms=previous.from_ms if previous is not None else None)
+    else:
+        progress.phase("analysing")
+        # Its first action reads every input record once (Kafka, unless kept records were written first).
+        analysis = analyze(inputs.status, inputs.history, as_of_ms=args.as_of, flap_transitions=args.flap_transitions,
+                           flap_window_ms=args.flap_window_ms, keep_events=args.since is not None,
+                           from_ms=previous.from_ms if previous is not None else None)
     try:
         if inputs.kafka is not None:
             _fail_on(inputs.kafka.problems())
         counters = analysis.counters()
         progress.phase(f"writing {args.out} ({counters['status_records']:,} status and "
                        f"{counters['history_records']:,} history records analysed)")
-        return _write(spark, out, args, analysis, inputs, previous)
+        return _write(spark, out, args, analysis, inputs, previous, continuing is not None)
     finally:
         analysis.unpersist()
 
 
+def _continuing(spark: SparkSession, out: OutputDir, args: argparse.Namespace, inputs: Inputs,
+                previous: Checkpoint | None) -> tuple[Carried, DataFrame] | None:
+    """What this ``--since`` run continues from, and the new history events parsed (kept), when it can continue
+    (``incremental``): a checkpoint with tails, the same flapping settings and retention start, the default as-of,
+    new records from Kafka and no late event among them; None when it analyses everything kept."""
+    if (args.since is None or previous is None or previous.tails is None or previous.as_of_ms is None
+            or inputs.read is None or args.as_of is not None
+            or previous.flapping != (args.flap_transitions, args.flap_window_ms)
+            # Outputs of a run that did not read restarts yet: none to continue from.
+            or not out.exists(f"{out.out}/restarts")):
+        return None
+    _, new_records = _by_topic(args, inputs.read)
+    history = parse_history_records(new_records).drop("timestamp").persist(StorageLevel.MEMORY_AND_DISK)
+    tails_frame = spark.read.schema(TAIL_SCHEMA).parquet(previous.tails)
+    newest, late = continuation(tails_frame, history)
+    as_of_ms = max(previous.as_of_ms, newest if newest is not None else previous.as_of_ms)
+    if late or _retention_start(as_of_ms, args) != previous.from_ms:
+        # A late event, or the retention window moves (the kept records are cut again): analyse everything kept.
+        log.info("not continuing from the tails: %d late event(s); retention start %s, was %s", late,
+                 _retention_start(as_of_ms, args), previous.from_ms)
+        history.unpersist()
+        return None
+    outcomes = (_union([spark.read.schema(OUTCOME_SCHEMA).parquet(path) for path in previous.outcomes])
+                if previous.outcomes else spark.createDataFrame([], OUTCOME_SCHEMA))
+    return Carried(previous.as_of_ms, previous.counters, tails_frame, outcomes, out.out), history
+
+
+def _retention_start(as_of_ms: int | None, args: argparse.Namespace) -> int | None:
+    """The UTC midnight ``--retention-days`` before the as-of day."""
+    return None if as_of_ms is None else (as_of_ms // DAY_MS - args.retention_days) * DAY_MS
+
+
 def _write(spark: SparkSession, out: OutputDir, args: argparse.Namespace, analysis: Analysis, inputs: Inputs,
-           previous: Checkpoint | None) -> dict[str, Any]:
+           previous: Checkpoint | None, continued: bool) -> dict[str, Any]:
     """Stage every output, the state for the next run, the report and the summary, then commit them."""
     analysis.write_outputs(out.staging)
     items = out.partition_items(analysis.outputs())
@@ -318,52 +376,71 @@ def _write(spark: SparkSession, out: OutputDir, args: argparse.Namespace, analys
     if inputs.kafka_ranges:
         notes["kafka_ranges"] = inputs.kafka_ranges
     if args.since is not None:
-        checkpoint = _next_checkpoint(out, args, analysis, inputs, previous)
-        items += [batch[len(out.staging) + 1:] for batch in checkpoint.batches if batch.startswith(out.staging)]
-        checkpoint.batches = [batch.replace(out.staging, out.out, 1) for batch in checkpoint.batches]
+        checkpoint = _next_checkpoint(out, args, analysis, inputs, previous, continued)
+        items += [path[len(out.staging) + 1:] for path in checkpoint.paths() if path.startswith(out.staging)]
+        checkpoint = checkpoint.moved(out.staging, out.out)
         out.write_text(out.staged(CHECKPOINT), checkpoint.to_json(out.out))
         items.append(CHECKPOINT)
         notes["checkpoint"] = f"{out.out}/{CHECKPOINT}"
+        notes["continued"] = continued
     summary = analysis.summary(notes)
     if not args.no_report:
         local = "://" not in args.out
         directory = Path(out.staged("report")) if local else LOCAL_REPORT
-        report = write_report(analysis, out.staging, directory, inputs.warnings)
+        # A continuing run staged the days its new records touched: the report reads the other days as committed.
+        committed = out.out if continued else None
+        report = write_report(analysis, out.staging, directory, inputs.warnings, committed=committed,
+                              from_ms=previous.from_ms if previous is not None else None)
         summary["report"] = str(Path(args.out) / "report" / report.name) if local else str(report)
         if local:
             items.append("report")
     out.write_text(out.staged("summary.json"), json.dumps(summary, indent=2, sort_keys=True) + "\n")
     out.commit([*items, "summary.json"])
     if args.since is not None:
-        _forget_batches(out, previous, checkpoint)
+        _forget(out, previous, checkpoint)
     return summary
 
 
 def _next_checkpoint(out: OutputDir, args: argparse.Namespace, analysis: Analysis, inputs: Inputs,
-                     previous: Checkpoint | None) -> Checkpoint:
-    """Where the next ``--since`` run starts, and what it analyses again: the records this run read, and those of
-    earlier runs cut to the retention window (``--retention-days`` before the as-of day), staged."""
+                     previous: Checkpoint | None, continued: bool) -> Checkpoint:
+    """Where the next ``--since`` run starts, and what it analyses again or continues from, staged: the records this
+    run read, and those of earlier runs cut to the retention window (``--retention-days`` before the as-of day);
+    the tails and the outcome events."""
     counters = analysis.counters()
     batches = [out.staged(_batch(out))]
-    cut = None if analysis.as_of_ms is None else (analysis.as_of_ms // DAY_MS - args.retention_days) * DAY_MS
+    cut = _retention_start(analysis.as_of_ms, args)
     if previous is not None and previous.batches:
-        if cut is None or inputs.kept is None:
-            batches[:0] = previous.batches
+        if cut is None or inputs.kept is None or continued:
+            batches[:0] = previous.batches  # a continuing run has the retention start of the run before
         else:
             status, history = _by_topic(args, inputs.kept)
             kept = out.staged(f"{_batch(out)}-kept")
-            retained(status, history, analysis.latest, cut, args.flap_window_ms).write.parquet(kept)
+            retained(status, history, analysis.latest, cut, args.flap_window_ms).write.partitionBy("topic").parquet(
+                kept)
             batches.insert(0, kept)
-    return Checkpoint(args.status_topic, args.history_topic, inputs.next_offsets, batches,
-                      counters["status_records"] + counters["history_records"], cut)
+    checkpoint = Checkpoint(args.status_topic, args.history_topic, inputs.next_offsets, batches,
+                            counters["status_records"] + counters["history_records"], cut)
+    if analysis.as_of_ms is None or analysis.timeline is None or analysis.history is None:
+        return checkpoint  # no history: nothing to continue from
+    checkpoint.as_of_ms, checkpoint.flapping = analysis.as_of_ms, (args.flap_transitions, args.flap_window_ms)
+    checkpoint.counters = {name: counters[name] for name in HISTORY_COUNTERS}
+    checkpoint.tails = out.staged(f"{STATE_DIR}/tails/{out.run_id}")
+    tails(analysis.timeline, args.flap_window_ms).write.parquet(checkpoint.tails)
+    outcomes = outcome_events(analysis.history, analysis.as_of_ms)
+    if cut is not None:
+        outcomes = outcomes.filter(F.col("date") >= utc_date(F.lit(cut).cast("long")))
+    checkpoint.outcomes = [*(previous.outcomes if continued and previous is not None else []),
+                           out.staged(f"{STATE_DIR}/outcomes/{out.run_id}")]
+    outcomes.write.parquet(checkpoint.outcomes[-1])
+    return checkpoint
 
 
-def _forget_batches(out: OutputDir, previous: Checkpoint | None, checkpoint: Checkpoint) -> None:
-    """Remove the kept records of earlier runs that the new checkpoint no longer lists (after its commit: a run
-    that fails keeps them)."""
-    for batch in previous.batches if previous is not None else []:
-        if batch not in checkpoint.batches and batch.startswith(f"{out.out}/{STATE_DIR}/"):
-            out.remove(batch)
+def _forget(out: OutputDir, previous: Checkpoint | None, checkpoint: Checkpoint) -> None:
+    """Remove the state of earlier runs that the new checkpoint no longer names (after its commit: a run that fails
+    keeps it)."""
+    for path in previous.paths() if previous is not None else []:
+        if path not in checkpoint.paths() and path.startswith(f"{out.out}/{STATE_DIR}/"):
+            out.remove(path)
 
 
 def _batch(out: OutputDir) -> str:
@@ -383,22 +460,31 @@ def execute(args: argparse.Namespace) -> int:
     """Run the job for parsed options and print the summary. Exit codes: 0 done (perhaps with warnings),
     1 the run failed (nothing written), 2 bad options or no Java."""
     log_file = Path(args.log_file) if args.log_file else default_log_file(args.out)
+    own_session = SparkContext._gateway is None  # no JVM yet: not a caller's (a test's) Spark, to stop
     with logging_to(log_file):
         try:
-            summary = run(args, progress=Progress(), log_file=log_file)
-        except Exception as e:
-            # Spark's own errors include ValueErrors that are not about the options.
-            if isinstance(e, JavaMissingError | ValueError | argparse.ArgumentTypeError) and not isinstance(
-                    e, PySparkException):
-                log.error("%s", e)
-                print(f"status-store analyze: {e}", file=sys.stderr)
-                return 2
-            if not isinstance(e, RunFailed):
-                log.exception("the run failed")
-            reason = str(e) if isinstance(e, RunFailed) else _first_line(e)
-            print(f"status-store analyze: failed: {reason} (log: {log_file})", file=sys.stderr)
-            return 1
-    print(summary_text(summary))
+            return _run_and_print(args, log_file)
+        finally:
+            if own_session:
+                finish()  # a first local run's JVM writes the class-data archive (the log says how long it took)
+
+
+def _run_and_print(args: argparse.Namespace, log_file: Path) -> int:
+    try:
+        summary = run(args, progress=Progress(), log_file=log_file)
+    except Exception as e:
+        # Spark's own errors include ValueErrors that are not about the options.
+        if isinstance(e, JavaMissingError | ValueError | argparse.ArgumentTypeError) and not isinstance(
+                e, PySparkException):
+            log.error("%s", e)
+            print(f"status-store analyze: {e}", file=sys.stderr)
+            return 2
+        if not isinstance(e, RunFailed):
+            log.exception("the run failed")
+        reason = str(e) if isinstance(e, RunFailed) else _first_line(e)
+        print(f"status-store analyze: failed: {reason} (log: {log_file})", file=sys.stderr)
+        return 1
+    print(summary_text(summary), flush=True)
     return 0
 
 

@@ -167,7 +167,9 @@ def _canonical_key(kind: Column) -> Column:
 
 
 def task_cache(status: DataFrame) -> DataFrame:
-    """Every task record and deletion in read order, with what it leaves in the store's cache.
+    """Every task record and deletion in read order: whether the stale-UNASSIGNED filter ``rejected`` it, and, on
+    each task's last one, what the store's cache holds after it (``final``: the cached fields, or null on the other
+    rows), nothing else (the frame is kept for the counters and ``latest_statuses``).
 
     Deletions are task tombstones and, for every task of a deleted connector, the connector's tombstones,
     each in its place in the read order.
@@ -205,8 +207,8 @@ def task_cache(status: DataFrame) -> DataFrame:
     # What the cache holds after each event (a rejected UNASSIGNED leaves it as it was), and the task's last
     # event: further functions over the same window, so no further shuffle or sort.
     kept = F.when(~F.col("rejected"), F.struct(*_CACHED_FIELDS))
-    return events.select("*", F.last(kept, ignorenulls=True).over(running).alias("cached"),
-                         F.lead(F.lit(1)).over(order).isNull().alias("last"))
+    last = F.lead(F.lit(1)).over(order).isNull()
+    return events.select("rejected", F.when(last, F.last(kept, ignorenulls=True).over(running)).alias("final"))
 
 
 def latest_statuses(status: DataFrame, tasks: DataFrame, snapshot_date: Column, as_of_ms: int | None) -> DataFrame:
@@ -220,9 +222,9 @@ def latest_statuses(status: DataFrame, tasks: DataFrame, snapshot_date: Column, 
             .agg(F.max_by(F.struct(*fields, "tombstone"), position).alias("last")).select("last.*"))
     others = last.filter(~F.col("tombstone")).select(_canonical_key(F.col("kind")).alias("key"), *fields)
     # Tasks: what the cache holds after the task's last event (nothing after a deletion).
-    last_tasks = tasks.filter(F.col("last") & ~F.col("cached.tombstone")).select(
-        F.lit("task").alias("kind"), "cached.connector", "cached.task", F.lit(None).cast("string").alias("topic"),
-        *[F.col(f"cached.{c}").alias(c) for c in _CACHED_FIELDS[2:-1]])
+    last_tasks = tasks.filter(F.col("final").isNotNull() & ~F.col("final.tombstone")).select(
+        F.lit("task").alias("kind"), "final.connector", "final.task", F.lit(None).cast("string").alias("topic"),
+        *[F.col(f"final.{c}").alias(c) for c in _CACHED_FIELDS[2:-1]])
     latest = others.unionByName(last_tasks.select(_canonical_key(F.col("kind")).alias("key"), *fields))
     return latest.withColumn("date", snapshot_date if as_of_ms is not None else utc_date(F.col("timestamp")))
 

@@ -4,8 +4,10 @@ finished moves what it wrote into place, so a failed run leaves the earlier outp
     <out>/latest/date=.../, mttr/, ...   the outputs (Parquet, partitioned by date)
     <out>/summary.json, report/          the run's summary and report
     <out>/_state/checkpoint.json         incremental runs: where each partition's next read starts, and
-    <out>/_state/records/<run>/          the raw records each run read, and what it kept of the earlier
-                                         ones (<run>-kept; analysed again by the next run)
+    <out>/_state/records/<run>/          the raw records each run read (by topic), and what it kept of the
+                                         earlier ones (<run>-kept; analysed again by a run that cannot continue)
+    <out>/_state/tails/<run>/            what the next run continues from (``incremental``): the tails, and
+    <out>/_state/outcomes/<run>/         the outcome events
     <out>/_run-<run>/                    a run in progress: what it wrote, not yet in place
     <out>/_logs/                         the runs' logs (local outputs)
 
@@ -20,6 +22,7 @@ to Spark's own writers (a local path, ``hdfs://...``, or a bare path on the clus
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import logging
@@ -190,15 +193,43 @@ class Checkpoint:
     #: The start of the retention window the batches were cut to (epoch ms, a UTC midnight): the next run's
     #: dated outputs are exact from this day on; None when nothing was cut.
     from_ms: int | None = None
+    #: What the next run may continue from (``incremental``): the run's as-of, its flapping settings
+    #: (transitions, window), its history counters, its tails and the outcome events kept (full paths); no tails
+    #: when the run kept none.
+    as_of_ms: int | None = None
+    flapping: tuple[int, int] | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+    tails: str | None = None
+    outcomes: list[str] = field(default_factory=list)
+
+    def paths(self) -> list[str]:
+        """Every directory the checkpoint names (the records, the tails, the outcome events)."""
+        return [*self.batches, *([self.tails] if self.tails else []), *self.outcomes]
+
+    def moved(self, source: str, target: str) -> Checkpoint:
+        """The same checkpoint with its paths under ``source`` under ``target`` (the staging directory's, once
+        committed)."""
+        def move(path: str) -> str:
+            return target + path[len(source):] if path.startswith(source) else path
+
+        return dataclasses.replace(self, batches=[move(b) for b in self.batches],
+                                   tails=move(self.tails) if self.tails else None,
+                                   outcomes=[move(o) for o in self.outcomes])
 
     def to_json(self, out: str) -> str:
         """The checkpoint file's text; batches under ``out`` are kept relative to it (the directory may move)."""
         prefix = out.rstrip("/") + "/"
+
+        def relative(path: str) -> str:
+            return path[len(prefix):] if path.startswith(prefix) else path
+
         return json.dumps({
             "status_topic": self.status_topic, "history_topic": self.history_topic,
             "offsets": {topic: {str(p): o for p, o in sorted(parts.items())} for topic, parts in self.offsets.items()},
-            "batches": [b[len(prefix):] if b.startswith(prefix) else b for b in self.batches],
-            "records": self.records, "from_ms": self.from_ms,
+            "batches": [relative(b) for b in self.batches],
+            "records": self.records, "from_ms": self.from_ms, "as_of_ms": self.as_of_ms,
+            "flapping": list(self.flapping) if self.flapping else None, "counters": self.counters,
+            "tails": relative(self.tails) if self.tails else None, "outcomes": [relative(o) for o in self.outcomes],
         }, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -240,12 +271,30 @@ class Checkpoint:
         records = found.get("records", 0)
         if type(records) is not int or records < 0:
             raise ValueError(f'"records" must be a count (an integer >= 0), got {json.dumps(records)}')
-        from_ms = found.get("from_ms")
-        if from_ms is not None and type(from_ms) is not int:
-            raise ValueError(f'"from_ms" must be epoch milliseconds or null, got {json.dumps(from_ms)}')
+        from_ms, as_of_ms = found.get("from_ms"), found.get("as_of_ms")
+        for name, value in (("from_ms", from_ms), ("as_of_ms", as_of_ms)):
+            if value is not None and type(value) is not int:
+                raise ValueError(f'"{name}" must be epoch milliseconds or null, got {json.dumps(value)}')
+        flapping = found.get("flapping")
+        if flapping is not None and not (isinstance(flapping, list) and len(flapping) == 2
+                                         and all(type(v) is int for v in flapping)):
+            raise ValueError(f'"flapping" must be [transitions, window_ms] or null, got {json.dumps(flapping)}')
+        counters = found.get("counters") or {}
+        if not isinstance(counters, dict) or not all(type(v) is int for v in counters.values()):
+            raise ValueError(f'"counters" must be an object of counts, got {json.dumps(counters)[:100]}')
+        tails, outcomes = found.get("tails"), found.get("outcomes") or []
+        if tails is not None and not isinstance(tails, str):
+            raise ValueError(f'"tails" must be a path or null, got {json.dumps(tails)[:100]}')
+        if not isinstance(outcomes, list) or not all(isinstance(o, str) for o in outcomes):
+            raise ValueError(f'"outcomes" must be a list of paths, got {json.dumps(outcomes)[:100]}')
         prefix = out.rstrip("/")
-        return cls(found["status_topic"], found["history_topic"], parsed,
-                   [b if "://" in b or b.startswith("/") else f"{prefix}/{b}" for b in batches], records, from_ms)
+
+        def full(path: str) -> str:
+            return path if "://" in path or path.startswith("/") else f"{prefix}/{path}"
+
+        return cls(found["status_topic"], found["history_topic"], parsed, [full(b) for b in batches], records,
+                   from_ms, as_of_ms, (flapping[0], flapping[1]) if flapping else None, counters,
+                   full(tails) if tails else None, [full(o) for o in outcomes])
 
 
 def _json_type(value: Any) -> str:

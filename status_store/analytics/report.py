@@ -1,4 +1,4 @@
-"""The report an operator reads first: one self-contained HTML file (and the same in Markdown with PNG charts),
+"""The report an operator reads first: one self-contained HTML file (and the same in Markdown with SVG charts),
 built from the outputs the run has just staged, not by analysing the input again.
 
 It opens with what is broken now (every FAILED connector and task: since when, on which worker, the first
@@ -8,16 +8,16 @@ states, time in each state and the retry outcomes. Only small aggregates reach t
 connector, worker or hour), so the report costs little whatever the input's size: the outputs, small
 (aggregates, or a row per connector, task or episode), are read once, without a Spark job when local.
 
-The HTML file needs nothing else: its charts are inline SVG, it has no script, and its Content-Security-Policy
-forbids scripts and every load from the network. Every text that comes from the data (connector names,
-worker ids, traces) is escaped, so a name holding HTML is shown as text.
+The HTML file needs nothing else: its charts are inline SVG (drawn by ``charts``), it has no script, and its
+Content-Security-Policy forbids scripts and every load from the network. Every text that comes from the data
+(connector names, worker ids, traces) is escaped, so a name holding HTML is shown as text.
 """
 
 from __future__ import annotations
 
 import datetime
 import html
-import io
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -25,22 +25,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only: no display on servers and executors
-
-import matplotlib.pyplot as plt
-import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from .analysis import Analysis
-from .history import MTTR_PERCENTILES
+from .charts import bar_chart, time_chart
+from .history import MTTR_PERCENTILES, RESTART_RESULTS
 from .records import ReadProblem
 
 TOP = 10
+#: The outputs dated by the events (the others are snapshots of the as-of date).
+DATED = ("state_durations", "episodes", "flapping", "retry_outcomes", "restarts")
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
 # More hours than this between the first and the last failure: failures are counted per day instead.
@@ -75,7 +73,7 @@ class Table:
 
 @dataclass
 class Chart:
-    """A chart, as a PNG file beside the Markdown and as inline SVG in the HTML."""
+    """A chart: an SVG file beside the Markdown, the same SVG inline in the HTML."""
 
     name: str
     title: str
@@ -97,11 +95,17 @@ Row = dict[str, Any]
 Entity = tuple[str, str, int | None]
 
 
-def write_report(analysis: Analysis, outputs: str, directory: Path, warnings: Sequence[ReadProblem] = ()) -> Path:
-    """Write ``report.html`` (self-contained) and ``report.md`` with its PNG charts into ``directory`` from the
-    analysis's outputs as written under ``outputs`` (the run's staging directory); returns the HTML file."""
+def write_report(analysis: Analysis, outputs: str, directory: Path, warnings: Sequence[ReadProblem] = (),
+                 committed: str | None = None, from_ms: int | None = None) -> Path:
+    """Write ``report.html`` (self-contained) and ``report.md`` with its SVG charts into ``directory`` from the
+    analysis's outputs as written under ``outputs`` (the run's staging directory); returns the HTML file.
+
+    ``committed``: the output directory, whose days (from ``from_ms`` on) the staged outputs do not hold complete the
+    dated outputs (an incremental run stages the days its new records touch)."""
     directory.mkdir(parents=True, exist_ok=True)
-    frames = {name: read_output(frame, f"{outputs.rstrip('/')}/{name}") for name, frame in analysis.outputs().items()}
+    frames = {name: read_output(frame, f"{outputs.rstrip('/')}/{name}",
+                                f"{committed.rstrip('/')}/{name}" if committed and name in DATED else None, from_ms)
+              for name, frame in analysis.outputs().items()}
     summary = analysis.summary()
     intro = [f"As of {_time(summary['as_of_ms'])}. Flapping: more than {summary['flap_transitions']} transitions "
              f"within {summary['flap_window_ms'] / 1000:g} s."]
@@ -112,6 +116,7 @@ def write_report(analysis: Analysis, outputs: str, directory: Path, warnings: Se
         _failure_messages(episodes),
         _over_time(directory, episodes),
         _time_to_recovery(episodes, frames["mttr"]),
+        _restarts(frames["restarts"], frames["recovery"]),
         _flapping(frames["flapping"], latest),
         _latest(directory, latest),
         _time_in_state(directory, frames["state_durations"]),
@@ -124,16 +129,37 @@ def write_report(analysis: Analysis, outputs: str, directory: Path, warnings: Se
     return report
 
 
-def read_output(frame: DataFrame, path: str) -> list[Row]:
-    """The rows of an output as written (small: aggregates, or one row per connector, task or episode). A local
-    one is read with pyarrow, without a Spark job; any other through Spark."""
-    if "://" in path:
-        return [row.asDict() for row in frame.sparkSession.read.schema(frame.schema).parquet(path).collect()]
+def read_output(frame: DataFrame, path: str, earlier: str | None = None, from_ms: int | None = None) -> list[Row]:
+    """The rows of an output as written (small: aggregates, or one row per connector, task or episode), and those of
+    ``earlier`` (the same output as committed) of the other days from ``from_ms`` on. A local one is read with
+    pyarrow, without a Spark job; any other through Spark."""
+    if "://" in path or (earlier is not None and "://" in earlier):
+        spark = frame.sparkSession
+        found = spark.read.schema(frame.schema).parquet(path)
+        if earlier is not None:
+            dates = [row[0] for row in found.select("date").distinct().collect()]
+            older = spark.read.schema(frame.schema).parquet(earlier).filter(~F.col("date").isin(dates))
+            if from_ms is not None:
+                older = older.filter(F.col("date") >= _day(from_ms))
+            found = found.unionByName(older)
+        return [row.asDict() for row in found.collect()]
     schema = to_arrow_schema(frame.schema)
-    dataset = ds.dataset(path, schema=schema, format="parquet", partitioning=ds.partitioning(
-        pa.schema([schema.field("date")]), flavor="hive"))
-    rows: list[Row] = dataset.to_table().to_pylist()
+    partitioning = ds.partitioning(pa.schema([schema.field("date")]), flavor="hive")
+    def rows_of(where: str) -> list[Row]:
+        found: list[Row] = ds.dataset(where, schema=schema, format="parquet",
+                                      partitioning=partitioning).to_table().to_pylist()
+        return found
+
+    rows = rows_of(path)
+    if earlier is not None and Path(earlier).exists():
+        staged_dates = {row["date"] for row in rows}
+        first = _day(from_ms) if from_ms is not None else datetime.date.min
+        rows += [row for row in rows_of(earlier) if row["date"] not in staged_dates and row["date"] >= first]
     return rows
+
+
+def _day(epoch_ms: int) -> datetime.date:
+    return datetime.datetime.fromtimestamp(epoch_ms / 1000, datetime.UTC).date()
 
 
 def _entity(row: Row) -> Entity:
@@ -192,7 +218,7 @@ def _per_worker(directory: Path, latest: list[Row], episodes: list[Row]) -> Sect
         return section
     section.parts.append(Table(["worker", "FAILED now", "FAILED episodes", "not recovered", "connectors"], rows,
                                {1, 2, 3, 4}))
-    section.parts.append(_bar_chart(directory, "failures_per_worker.png", "FAILED episodes per worker",
+    section.parts.append(_bar_chart(directory, "failures_per_worker.svg", "FAILED episodes per worker",
                                     [(str(r[0]), r[2]) for r in rows[:TOP * 2]], FAILURE_COLOR))
     return section
 
@@ -243,7 +269,7 @@ def _over_time(directory: Path, episodes: list[Row]) -> Section:
             buckets.setdefault(e["recovered_ms"] // bucket_ms * bucket_ms, [0, 0])[1] += 1
     rows = [[bucket, *counts] for bucket, counts in sorted(buckets.items())]
     section.text.append(f"FAILED episodes begun and recovered per {unit} (UTC).")
-    section.parts.append(_time_chart(directory, "failures_over_time.png", f"Failures and recoveries per {unit}",
+    section.parts.append(_time_chart(directory, "failures_over_time.svg", f"Failures and recoveries per {unit}",
                                      rows, bucket_ms))
     section.parts.append(Table([unit, "failures", "recoveries"], [[_time(r[0]), r[1], r[2]] for r in rows[-48:]],
                                {1, 2}))
@@ -253,10 +279,18 @@ def _over_time(directory: Path, episodes: list[Row]) -> Section:
 
 
 def _percentiles(values: Sequence[float]) -> list[float | None]:
-    """p50, p90, p99 with linear interpolation (Spark's ``percentile``), None for no values."""
-    if not values:
-        return [None] * len(MTTR_PERCENTILES)
-    return [float(q) for q in np.percentile(values, [q * 100 for q in MTTR_PERCENTILES])]
+    """p50, p90, p99 exact, interpolated as Spark's ``percentile`` does (``history.mttr``); None for no values."""
+    ordered = sorted(values)
+    return [percentile(ordered, q) if ordered else None for q in MTTR_PERCENTILES]
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` percentile of sorted values, between the two closest ranks (Spark's formula, term for term)."""
+    position = (len(ordered) - 1) * q
+    lower, higher = math.floor(position), math.ceil(position)
+    if lower == higher or ordered[lower] == ordered[higher]:
+        return float(ordered[lower])
+    return (higher - position) * ordered[lower] + (position - lower) * ordered[higher]
 
 
 def _time_to_recovery(episodes: list[Row], mttr: list[Row]) -> Section:
@@ -293,6 +327,35 @@ def _time_to_recovery(episodes: list[Row], mttr: list[Row]) -> Section:
     return section
 
 
+def _restarts(restarts: list[Row], recovery: list[Row]) -> Section:
+    """The sidecar's restarts per connector and task, by result, most first; then time to recovery of the episodes
+    with a restart in them against those without."""
+    per_entity: dict[Entity, Counter[str]] = {}
+    last: dict[Entity, int] = {}
+    for r in restarts:
+        entity = _entity(r)
+        per_entity.setdefault(entity, Counter())[r["result"]] += r["restarts"]
+        last[entity] = max(last.get(entity, r["last_ms"]), r["last_ms"])
+    ranked = sorted(per_entity.items(), key=lambda item: (-item[1].total(), item[0][1], _order(item[0][2])))
+    section = Section("Restarts")
+    total = sum(counts.total() for counts in per_entity.values())
+    section.text.append(f"The sidecar's auto-restart sent {total} restart requests; connectors and tasks restarted: "
+                        f"{len(per_entity)}. Most first (top {TOP}):")
+    section.parts.append(Table(["kind", "connector", "task", "restarts", *RESTART_RESULTS, "last"],
+                               [[*entity, counts.total(), *[counts[result] for result in RESTART_RESULTS],
+                                 _time(last[entity])] for entity, counts in ranked[:TOP]],
+                               set(range(3, 4 + len(RESTART_RESULTS)))))
+    section.parts.append("Time to recovery of the FAILED episodes with a restart of the sidecar in them, and without:")
+    rows = sorted(recovery, key=lambda r: (r["kind"], not r["restarted"]))
+    section.parts.append(Table(["kind", "restarted", "episodes", "recovered", "unrecovered", "MTTR", "p50", "p90",
+                                "p99"],
+                               [[r["kind"], "yes" if r["restarted"] else "no", r["failed_episodes"], r["recovered"],
+                                 r["unrecovered"], *[_duration(r[c]) for c in ("mttr_ms", "ttr_p50_ms", "ttr_p90_ms",
+                                                                             "ttr_p99_ms")]] for r in rows],
+                               set(range(2, 9))))
+    return section
+
+
 def _flapping(flapping: list[Row], latest: list[Row]) -> Section:
     """The connectors and tasks that flapped most, with their last transition and their state now."""
     most: dict[Entity, list[int]] = {}
@@ -318,7 +381,7 @@ def _latest(directory: Path, latest: list[Row]) -> Section:
     section = Section("Latest statuses", parts=[Table(["kind", "state", "count"], rows, {2})])
     states = [(r[1] or "(topic)", r[2]) for r in rows if r[0] in ("task", "connector")]
     if states:
-        section.parts.append(_bar_chart(directory, "latest_states.png", "Connectors and tasks by latest state",
+        section.parts.append(_bar_chart(directory, "latest_states.svg", "Connectors and tasks by latest state",
                                         states))
     return section
 
@@ -332,7 +395,7 @@ def _time_in_state(directory: Path, durations: list[Row]) -> Section:
         if r["state"] == "FAILED":
             failed[_entity(r)] += r["duration_ms"]
     if per_state:
-        section.parts.append(_bar_chart(directory, "time_in_state.png", "Hours in each state (all connectors and "
+        section.parts.append(_bar_chart(directory, "time_in_state.svg", "Hours in each state (all connectors and "
                                         "tasks)", [(state, ms / HOUR_MS) for state, ms in
                                                    sorted(per_state.items(), key=lambda item: (-item[1], item[0]))]))
     failed_most = sorted(failed.items(), key=lambda item: (-item[1], item[0][1], _order(item[0][2])))[:TOP]
@@ -356,7 +419,7 @@ def _retry_outcomes(directory: Path, outcomes: list[Row]) -> Section:
         ["kind", "result", "count", "mean attempts", "max attempts", "worst daily p99 latency (ms)"], rows,
         {2, 3, 4, 5})])
     if rows:
-        section.parts.append(_bar_chart(directory, "retry_outcomes.png", "Write outcomes by kind and result",
+        section.parts.append(_bar_chart(directory, "retry_outcomes.svg", "Write outcomes by kind and result",
                                         [(f"{r[0]} {r[1]}", r[2]) for r in rows]))
     return section
 
@@ -374,41 +437,19 @@ def _input(counters: Mapping[str, int], warnings: Sequence[ReadProblem]) -> Sect
 
 def _bar_chart(directory: Path, name: str, title: str, bars: Sequence[tuple[str, float]],
                color: str = BAR_COLOR) -> Chart:
-    figure, axes = plt.subplots(figsize=(7, 0.4 * len(bars) + 1.2))
-    axes.barh([label for label, _ in bars], [value for _, value in bars], color=color)
-    axes.invert_yaxis()
-    axes.set_title(title)
-    return _save(directory, name, title, figure)
+    return _save(directory, name, title, bar_chart(title, bars, color))
 
 
 def _time_chart(directory: Path, name: str, title: str, rows: Sequence[Sequence[Any]], bucket_ms: int) -> Chart:
-    figure, axes = plt.subplots(figsize=(9, 3.2))
-    # Matplotlib's dates are days since the epoch.
-    days = [r[0] / DAY_MS for r in rows]
-    width = bucket_ms * 0.4 / DAY_MS
-    axes.bar(days, [r[1] for r in rows], width=width, align="edge", color=FAILURE_COLOR, label="failures")
-    axes.bar([d + width for d in days], [r[2] for r in rows], width=width, align="edge", color=RECOVERY_COLOR,
-             label="recoveries")
-    axes.xaxis_date(tz=datetime.UTC)
-    axes.legend()
-    axes.set_title(title)
-    figure.autofmt_xdate()
-    return _save(directory, name, title, figure)
+    series = [(int(r[0]), int(r[1]), int(r[2])) for r in rows]
+    return _save(directory, name, title, time_chart(title, series, bucket_ms, (FAILURE_COLOR, RECOVERY_COLOR),
+                                                    ("failures", "recoveries")))
 
 
-def _save(directory: Path, name: str, title: str, figure: Any) -> Chart:
-    """The figure as a PNG file in ``directory`` and as SVG text (no date in it: a report is a function of the
-    outputs)."""
-    try:
-        figure.tight_layout()
-        figure.savefig(directory / name, dpi=100, metadata={"Software": None})
-        svg = io.StringIO()
-        with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
-            figure.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
-    finally:
-        plt.close(figure)
-    text = svg.getvalue()
-    return Chart(name, title, text[text.index("<svg"):])
+def _save(directory: Path, name: str, title: str, svg: str) -> Chart:
+    """The chart as a file beside the Markdown report, and for the HTML one."""
+    (directory / name).write_text(svg + "\n", encoding="utf-8")
+    return Chart(name, title, svg)
 
 
 # ------------------------------------------------------------------------------------------ rendering

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from harness import history_gen
 from status_store.analytics.analysis import Analysis, analyze
 from status_store.analytics.options import FLAP_TRANSITIONS, FLAP_WINDOW_MS
-from status_store.analytics.session import get_session
+from status_store.analytics.session import finish, get_session
 
 FAST_START = {
     "spark.master": "local[2]",
@@ -22,8 +22,9 @@ FAST_START = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "1g",
-    # A short-lived test JVM: a small, quick collector and the fast compiler only.
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto",
+    # A short-lived test JVM: a small, quick collector and the fast compiler only (and the class-data archive of
+    # local runs: get_session's class_data).
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     "spark.sql.adaptive.enabled": "false",
 }
 
@@ -46,11 +47,13 @@ def java() -> None:
 
 @pytest.fixture(scope="session")
 def spark(java: None) -> Iterator[SparkSession]:
-    """A local[2] session with 4 shuffle partitions, no UI, bound to 127.0.0.1."""
-    session = get_session(FAST_START, app_name="status-store-tests")
+    """A local[2] session with 4 shuffle partitions, no UI, bound to 127.0.0.1, its JVM started from the class-data
+    archive of local runs (written at the end of the session when there is none yet)."""
+    session = get_session(FAST_START, app_name="status-store-tests", class_data=True)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    finish()
 
 
 class GeneratedHistories:

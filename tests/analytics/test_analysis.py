@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from status_store.act.events import Restart
+from status_store.act.plan import Due, Result, Target
 from status_store.analytics.analysis import Analysis, analyze
+from status_store.analytics.history import RESTART_RESULTS
 from status_store.analytics.records import RAW_SCHEMA
 
 DAY = datetime.date(2025, 11, 22)
@@ -33,6 +36,15 @@ def outcome(time: int, kind: str, result: str, attempts: int, latency_ms: int,
             "attempts": attempts, "error": error, "reason": result, "latency_ms": latency_ms}
 
 
+def restart(time: int, connector: str, result: Result, attempt: int = 1, task: int | None = 0,
+            failed_at: int | None = None) -> str:
+    """The history event the sidecar's auto-restart writes (``Restart.history_event``), times in ms."""
+    due = Due(Target(connector, task), "w1:8083", attempt, "java.lang.RuntimeException: boom",
+              None if failed_at is None else failed_at / 1000)
+    return Restart(due, result, time / 1000, 204 if result is Result.RESTARTED else None, None).history_event(
+        "host-a").decode()
+
+
 HISTORY: list[dict[str, Any] | str] = [
     status(D - 60_000, "sink", "RUNNING"),  # the day before, one minute to midnight
     status(D + 60_000, "sink", "FAILED"),  # episode 1
@@ -49,6 +61,13 @@ HISTORY: list[dict[str, Any] | str] = [
     outcome(D + 2, "task", "written", 3, 30),
     outcome(D + 3, "task", "failed", 5, 1000, "REQUEST_TIMED_OUT"),
     outcome(D + 4, "connector", "superseded", 0, 5),
+    # The sidecar's restarts: two in episode 1 (the first unanswered, sent again), one in episode 2, one of the
+    # connector (no episode), one after as-of.
+    restart(D + 61_000, "sink", Result.UNREACHABLE, failed_at=D + 60_500),
+    restart(D + 70_000, "sink", Result.RESTARTED, failed_at=D + 60_500),
+    restart(D + 401_000, "sink", Result.RESTARTED, attempt=2, failed_at=D + 400_000),
+    restart(D + 5_000, "sink", Result.REBALANCING, task=None),
+    restart(D + 2_100_000, "sink", Result.RESTARTED, failed_at=D + 2_050_000),
     # Garbled: not JSON, an unknown event, no time, an unknown state.
     "not json",
     json.dumps({**status(D, "x", "RUNNING"), "event": "bogus"}),
@@ -124,6 +143,40 @@ def test_garbled_history_records_are_skipped_and_counted(analysis: Analysis) -> 
     assert counters["history_records"] == len(HISTORY)
     assert counters["history_garbled"] == 4
     assert counters["history_outcome_events"] == 4
+    assert counters["history_restart_events"] == 5
+
+
+def test_the_restart_results_are_the_sidecars() -> None:
+    assert [result.value for result in Result] == RESTART_RESULTS
+
+
+def test_restarts_per_connector_and_task_and_result(analysis: Analysis) -> None:
+    found = {(r.date, r.kind, r.task, r.result): (r.restarts, r.max_attempt, r.first_ms - D, r.last_ms - D)
+             for r in analysis.restarts.collect()}
+    assert found == {(DAY, "task", 0, "unreachable"): (1, 1, 61_000, 61_000),
+                     (DAY, "task", 0, "restarted"): (2, 2, 70_000, 401_000),
+                     (DAY, "connector", None, "rebalancing"): (1, 1, 5_000, 5_000)}
+
+
+def test_time_to_recovery_with_and_without_a_restart(spark: SparkSession, analysis: Analysis) -> None:
+    episodes = sorted((r.failed_ms - D, r.restarts) for r in analysis.episodes.filter("connector = 'sink'").collect())
+    assert episodes == [(60_000, 2), (400_000, 1)]
+    # A restart anchors where the sidecar read the FAILED (failed_at), so one answered after the RUNNING still counts
+    # in its episode; one anchored after the RUNNING, or of another task, does not.
+    history = [status(D + 1_000, "a", "FAILED"), status(D + 4_000, "a", "RUNNING"),
+               restart(D + 5_000, "a", Result.RESTARTED, failed_at=D + 3_000),
+               status(D + 10_000, "a", "FAILED"), status(D + 30_000, "a", "RUNNING"),
+               restart(D + 31_000, "a", Result.RESTARTED, failed_at=D + 30_001),
+               restart(D + 12_000, "a", Result.RESTARTED, task=1, failed_at=D + 11_000),
+               status(D + 40_000, "b", "FAILED"), status(D + 41_000, "b", "RUNNING"),
+               restart(D + 40_500, "b", Result.NOT_FOUND, failed_at=D + 40_000)]
+    result = analyze(spark.createDataFrame([], RAW_SCHEMA), frame(spark, history), as_of_ms=D + 50_000)
+    assert sorted((r.connector, r.failed_ms - D, r.restarts) for r in result.episodes.collect()) == [
+        ("a", 1_000, 1), ("a", 10_000, 0), ("b", 40_000, 1)]
+    recovery = {(r.kind, r.restarted): (r.failed_episodes, r.recovered, r.mttr_ms, r.ttr_p50_ms, r.ttr_p99_ms)
+                for r in result.recovery.collect()}
+    assert recovery == {("task", True): (2, 2, 2_000.0, 2_000.0, 2_980.0), ("task", False): (1, 1, 20_000.0,
+                                                                                             20_000.0, 20_000.0)}
 
 
 def test_as_of_defaults_to_the_newest_event(spark: SparkSession) -> None:

@@ -4,6 +4,7 @@ histories (the status topic's ``latest`` has the store's own cache as its oracle
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -46,8 +47,9 @@ def test_the_duckdb_baseline_quick_run(tmp_path: Path) -> None:
 @pytest.mark.timeout(660)
 def test_the_kafka_benchmark_quick_run(java: None, tmp_path: Path) -> None:
     output = run_quick("spark_kafka", tmp_path, timeout=620)
-    runs = [line for line in output.splitlines() if line.startswith("| 1k |")]
-    assert [run.split("|")[2].strip() for run in runs] == ["duckdb", "spark"]  # and their outputs' rows agreed
+    # The runs as their JSON lines (the scale-out table's rows begin with the size too).
+    runs = [json.loads(line) for line in output.splitlines() if line.startswith('{"events": ')]
+    assert [(run["events"], run["side"]) for run in runs] == [(1000, "duckdb"), (1000, "spark")]  # their rows agreed
     failures = [line for line in output.splitlines() if line.startswith(("| unreachable", "| malformed"))]
     assert [(line.split("|")[1].strip(), line.split("|")[3].strip()) for line in failures] == [
         ("unreachable broker", "1"), ("malformed checkpoint", "2")]

@@ -73,9 +73,9 @@ async def test_analyze_reads_what_the_service_wrote_and_reports(spark: SparkSess
 
     report = (out / "report" / "report.md").read_text()
     assert "| sink | 0 | 1 | 1 | 0 |" in report  # the FAILED episode table: sink-0, one episode, recovered
-    for chart in ("latest_states.png", "time_in_state.png", "retry_outcomes.png"):
+    for chart in ("latest_states.svg", "time_in_state.svg", "retry_outcomes.svg"):
         assert f"]({chart})" in report
-        assert (out / "report" / chart).read_bytes().startswith(b"\x89PNG")
+        assert (out / "report" / chart).read_text().startswith("<svg")
     assert summary["warnings"] == []
     # Several ranges per topic: 9 records in at most 5 partitions, 2 offsets per range.
     assert all(count >= 5 for count in summary["kafka_ranges"].values()), summary["kafka_ranges"]
@@ -86,8 +86,8 @@ async def test_analyze_reads_what_the_service_wrote_and_reports(spark: SparkSess
     (log_file,) = (out / "_logs").glob("analyze-*.log")
     assert "phase: writing" in log_file.read_text()
     assert sorted(path.name for path in out.iterdir()) == sorted([
-        "latest", "state_durations", "episodes", "mttr", "flapping", "retry_outcomes", "report", "summary.json",
-        "_logs"])
+        "latest", "state_durations", "episodes", "mttr", "flapping", "retry_outcomes", "restarts", "recovery", "report",
+        "summary.json", "_logs"])
 
 
 def _failed(code: int, capsys: pytest.CaptureFixture[str], out: Path) -> str:

@@ -45,7 +45,7 @@ def test_a_run_that_fails_while_writing_leaves_the_earlier_outputs_as_they_were(
     assert "summary.json" in before
     assert any(name.startswith("latest/date=") for name in before)
 
-    def full_disk(*_: object) -> Path:
+    def full_disk(*_: object, **__: object) -> Path:
         raise OSError("No space left on device")
 
     # The outputs of the second run are staged by then; the report fails.

@@ -14,6 +14,8 @@ import pytest
 from PIL import Image
 from pyspark.sql import SparkSession
 
+from status_store.act.events import Restart
+from status_store.act.plan import Due, Result, Target
 from status_store.analytics.analysis import analyze
 from status_store.analytics.report import FAILURE_COLOR, write_report
 
@@ -36,6 +38,13 @@ def event(time: int, connector: str, task: int | None, state: str, worker: str,
             "generation": 1, "trace": trace}
 
 
+def restart(time: int, connector: str, task: int, result: Result, failed_at: int) -> dict[str, Any]:
+    """The sidecar's restart event (``Restart.history_event``), times in ms."""
+    due = Due(Target(connector, task), "w2:8083", 1, "boom", failed_at / 1000)
+    event: dict[str, Any] = json.loads(Restart(due, result, time / 1000, None, None).history_event("s"))
+    return event
+
+
 STATUS = [
     (f"status-connector-{HOSTILE}", status_value("RUNNING", "w1:8083")),
     (f"status-task-{HOSTILE}-0", status_value("FAILED", "w1:8083", HOSTILE_TRACE)),
@@ -53,6 +62,9 @@ HISTORY = [
     event(D, "sink", 1, "RUNNING", "w2:8083"),
     event(D + 600_000, "sink", 1, "FAILED", "w3:8083", BOOM.format(n=2)),
     event(D + 900_000, "sink", 1, "RUNNING", "w2:8083"),  # recovered after 300 s
+    # The sidecar restarted sink-0 in both its episodes (the second restart went unanswered), never sink-1.
+    restart(D + 61_000, "sink", 0, Result.RESTARTED, D + 60_100),
+    restart(D + 7_201_000, "sink", 0, Result.UNREACHABLE, D + 7_200_100),
     # Flapping: 7 transitions 10 s apart.
     *[event(D + 10_800_000 + i * 10_000, "flappy", 0, "RUNNING" if i % 2 == 0 else "FAILED", "w4:8083", "flap")
       for i in range(8)],
@@ -113,16 +125,33 @@ def test_failures_per_worker_top_messages_and_percentiles(report: Path) -> None:
     assert re.search(r"<td>flappy</td><td>0</td><td class=\"num\">6</td>", flapping), flapping
 
 
-def test_the_markdown_report_says_the_same_with_png_charts(report: Path) -> None:
+def test_restarts_per_task_and_time_to_recovery_with_and_without_one(report: Path) -> None:
+    restarts = section(report, "Restarts")
+    assert "auto-restart sent 2 restart requests; connectors and tasks restarted: 1." in restarts
+    # kind, connector, task, restarts, restarted, rebalancing, unreachable, refused, not-found
+    cells = re.search(r"<td>task</td><td>sink</td><td>0</td>" + r"<td class=\"num\">(\d)</td>" * 6, restarts)
+    assert cells is not None, restarts
+    assert cells.groups() == ("2", "1", "0", "1", "0", "0")
+    # kind, restarted, episodes, recovered, unrecovered, MTTR: sink-0's two episodes (one recovered after 60 s);
+    # without: the hostile task's, sink-1's and flappy's four.
+    assert re.search(r"<td>task</td><td>yes</td><td class=\"num\">2</td><td class=\"num\">1</td>"
+                     r"<td class=\"num\">1</td><td class=\"num\">60.0 s</td>", restarts), restarts
+    assert re.search(r"<td>task</td><td>no</td><td class=\"num\">6</td><td class=\"num\">4</td>"
+                     r"<td class=\"num\">2</td>", restarts), restarts
+
+
+def test_the_markdown_report_says_the_same_with_svg_charts(report: Path) -> None:
     markdown = (report.parent / "report.md").read_text()
     assert markdown.index("## Broken now") < markdown.index("## Failures per worker")
     assert ("| task | sink | 0 | 2025-11-22 02:00:00.000Z | w2:8083 | "
             "org.apache.kafka.connect.errors.ConnectException: boom 7 |") in markdown
     assert "&lt;script&gt;" in markdown
     assert "<script>" not in markdown
-    for chart in ("failures_per_worker.png", "failures_over_time.png", "latest_states.png"):
+    for chart in ("failures_per_worker.svg", "failures_over_time.svg", "latest_states.svg"):
         assert f"]({chart})" in markdown
-        assert (report.parent / chart).read_bytes().startswith(b"\x89PNG")
+        svg = (report.parent / chart).read_text().strip()
+        assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg"')
+        assert svg in report.read_text()  # the same chart inline in the HTML
 
 
 def test_the_html_report_is_one_file_that_loads_nothing(report: Path) -> None:

@@ -25,7 +25,8 @@ def kept_records(out: Path) -> dict[str, int]:
     checkpoint = json.loads((out / "_state" / "checkpoint.json").read_text())
     counts: dict[str, int] = {}
     for batch in checkpoint["batches"]:
-        table = ds.dataset(str(out / batch), format="parquet").to_table(columns=["topic"]).to_pylist()
+        table = ds.dataset(str(out / batch), format="parquet", partitioning="hive").to_table(
+            columns=["topic"]).to_pylist()
         for row in table:
             counts[row["topic"]] = counts.get(row["topic"], 0) + 1
     return counts

@@ -61,11 +61,13 @@ def test_the_job_on_a_standalone_cluster_equals_a_local_run(
     local = tmp_path / "local"
     assert cli.main(["analyze", *arguments, "--out", str(local)]) == 0, capsys.readouterr().err
 
-    # Neither the driver nor the executors can import the package but from the zip.
+    # Neither the driver nor the executors can import the package but from the zip (in the cluster's environment,
+    # which drops the caller's PYTHONPATH).
     python = spark_cluster.python_without_the_package(tmp_path / "bare-python")
-    assert subprocess.run([python, "-c", "import status_store"], capture_output=True, cwd=tmp_path,
+    assert subprocess.run([python, "-c", "import status_store"], capture_output=True, cwd=tmp_path, env=cluster.env(),
                           check=False).returncode != 0
-    assert subprocess.run([python, "-c", "import pyspark, confluent_kafka, pyarrow"], check=False).returncode == 0
+    assert subprocess.run([python, "-c", "import pyspark, confluent_kafka, pyarrow"], env=cluster.env(),
+                          check=False).returncode == 0
     package = spark_cluster.package_zip(ROOT, tmp_path / "status_store.zip")
     remote = tmp_path / "cluster"
     log = tmp_path / "spark-submit.log"
