@@ -19,7 +19,7 @@ in this process). Then ``status-store serve`` starts on it as a process of its o
   every 20 ms on a connection of its own, from a process of its own (its latencies: p50, p99, max), and the
   process's peak RSS (VmHWM, reset before each answer's runs) against its steady RSS.
 
-Targets (issue 37): each of the clients at once within 3x one client's time; /health p99 under 100 ms; peak RSS
+Targets: each of the clients at once within 3x one client's time; /health p99 under 100 ms; peak RSS
 under 1.5x the steady RSS. Printed with the load average at the start and the end (other engineers share the
 cores): read the figures against it.
 """

@@ -384,7 +384,7 @@ def produce(bootstrap_servers: str, data: Path, topics: tuple[str, str],
     first batches are refused while its partitions' leadership settles ("not leader for partition"), and a plain
     producer's retry of such a batch lands after a later batch of the same partition that was accepted meanwhile,
     which puts records at other offsets than generated (and so changes which record of a key is the last). Loads of
-    the same files gave different ``latest`` counts that way (6,376 and 6,385 at 1M events, issue 38).
+    the same files gave different ``latest`` counts that way (6,376 and 6,385 at 1M events).
     """
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     keep = {"retention.ms": "-1", "retention.bytes": "-1"}

@@ -33,7 +33,8 @@ final class KeyTable {
      *
      * <p>A putSafe over an older unconditional write of the same key that may not be written yet becomes
      * unconditional: had the older one been written first, the newer would have passed Connect's safe-write
-     * rule as the same worker's write (REFERENCE §4), so judging it alone could drop what Connect would write.
+     * rule as the same worker's write (a putSafe is dropped only over another worker's status of a newer
+     * generation), so judging it alone could drop what Connect would write.
      */
     boolean offer(StatusUpdate update) {
         Entry entry = entries.get(update.key);

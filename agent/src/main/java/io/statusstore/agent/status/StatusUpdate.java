@@ -2,7 +2,8 @@ package io.statusstore.agent.status;
 
 /**
  * One status write the worker made, as the agent hands it over: a connector or task status, a topic status,
- * or the deletion of a topic status, with its record key in Connect's format (REFERENCE §2).
+ * or the deletion of a topic status, with its record key in Connect's format (status-connector-<name>, status-task-<name>-<n>,
+ * status-topic-<topic>:connector-<name>).
  *
  * <p>{@code source} is the worker's own object, kept so the agent can give the write back to Connect's own
  * methods when it falls back. {@code seq} is the agent's counter, set when the write enters the agent's table.
@@ -34,7 +35,7 @@ public final class StatusUpdate {
     public final boolean hasVersion;
     public final String version;
     public final long discoverTimestamp;
-    /** putSafe: written only if Connect's safe-write rule allows it (REFERENCE §4). */
+    /** putSafe: written unless the key holds another worker's status of a newer generation (Connect's safe write). */
     public final boolean safe;
     public final Object source;
     public final String key;

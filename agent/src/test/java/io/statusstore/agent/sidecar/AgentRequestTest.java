@@ -13,7 +13,8 @@ import java.util.Map;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 
-/** The updates' fields, as PROTOCOL.md lists them, carry what REFERENCE §2's records hold. */
+/** The updates' fields, as PROTOCOL.md lists them, carry what Connect's status records hold (key status-connector-<name>, status-task-<name>-<n>,
+ * status-topic-<topic>:connector-<name>; value state, trace, worker_id, generation). */
 class AgentRequestTest {
     private static String encode(StatusUpdate u) {
         JsonWriter w = new JsonWriter();
@@ -23,7 +24,7 @@ class AgentRequestTest {
 
     @Test
     void aConnectorStatusOfConnect3HasNoVersion() {
-        // REFERENCE §2: status-connector-conn -> {"state":"RUNNING","trace":null,"worker_id":"localhost:8083","generation":0}
+        // Connect's record: status-connector-conn -> {"state":"RUNNING","trace":null,"worker_id":"localhost:8083","generation":0}
         StatusUpdate u = StatusUpdate.connector("conn", "RUNNING", null, "localhost:8083", 0, false, null, false, null)
                 .withSeq(3);
         assertEquals("status-connector-conn", u.key);
@@ -33,7 +34,7 @@ class AgentRequestTest {
 
     @Test
     void aTaskStatusOfConnect4CarriesItsVersionAndTrace() {
-        // REFERENCE §2: status-task-my-conn-12 -> {"state":"FAILED","trace":"java.lang.RuntimeException: boom\n\tat ...
+        // Connect's record: status-task-my-conn-12 -> {"state":"FAILED","trace":"java.lang.RuntimeException: boom\n\tat ...
         String trace = "java.lang.RuntimeException: boom\n\tat Foo.bar(Foo.java:1)\n";
         StatusUpdate u = StatusUpdate.task("my-conn", 12, "FAILED", trace, "10.0.0.7:8083", 7, true, "1.0", true, null)
                 .withSeq(17);
@@ -56,7 +57,7 @@ class AgentRequestTest {
 
     @Test
     void aTopicStatusAndItsDeletion() {
-        // REFERENCE §2: status-topic-foo-topic:connector-foo-source ->
+        // Connect's record: status-topic-foo-topic:connector-foo-source ->
         //   {"topic":{"name":"foo-topic","connector":"foo-source","task":0,"discoverTimestamp":1700000000000}}
         StatusUpdate topic = StatusUpdate.topic("foo-source", "foo-topic", 0, 1700000000000L, null).withSeq(19);
         assertEquals("status-topic-foo-topic:connector-foo-source", topic.key);
