@@ -119,17 +119,18 @@ class Actions:
         planned): with the cache's version, when an answer about the whole fleet is out of date."""
         return self.liveness.changes + (self.restarter.plan.changes if self.restarter is not None else 0)
 
-    def marks(self) -> FleetMarks:
+    def marks(self, restarts: bool = True) -> FleetMarks:
         """What the views of the whole fleet add to the statuses, as it is now, for a thread to read (``FleetMarks``;
-        taken on the event loop)."""
+        taken on the event loop). ``restarts``: with each planned restart's figures (only ``GET /fleet`` shows them;
+        the health words need the group's workers alone)."""
         liveness = self.liveness.copy() if self.group is not None and self.liveness.first_read is not None else None
-        restarts: dict[tuple[str, int | None], dict[str, Any]] = {}
-        if self.restarter is not None:
+        planned: dict[tuple[str, int | None], dict[str, Any]] = {}
+        if restarts and self.restarter is not None:
             for target in list(self.restarter.plan.targets):
                 found = self.restarts(target)
                 if found is not None:
-                    restarts[target.connector, target.task] = found
-        return FleetMarks(liveness, restarts)
+                    planned[target.connector, target.task] = found
+        return FleetMarks(liveness, planned)
 
     def collector(self) -> Collector:
         """The metrics of what the sidecar acts on (docs/metrics.md)."""
@@ -147,7 +148,7 @@ class ActionsCollector(Collector):
         actions = self._actions
         # Taken on the event loop; the series of every status made from them on a thread when the route defers
         # them (``deferred_fleet``), at once otherwise.
-        view, marks = actions.view(), actions.marks()
+        view, marks = actions.view(), actions.marks(restarts=False)
         read_failures = actions.group.read_failures if actions.group is not None else None
         if deferred_fleet.get():
             yield DeferredFamilies(lambda: list(self._fleet(view, marks, read_failures)))

@@ -39,10 +39,11 @@ async def fleet_health(request: Request, store: StoreDep, connector: Annotated[s
         return ConnectJSONResponse({connector: word.value if word is not None else None})
 
     def prepare() -> Render:
-        view, marks = store.cache.view(), actions.marks()
+        view, marks = store.cache.view(), actions.marks(restarts=False)
         return lambda: health_text(view, marks)
 
-    return await shared_answer(request, "health", None, store, None, prepare, actions.version)
+    # Only a change of the group's workers changes a health word beside the statuses (restarts do not).
+    return await shared_answer(request, "health", None, store, None, prepare, actions.liveness.changes)
 
 
 def health_text(view: FleetView, marks: FleetMarks) -> Iterator[str]:
