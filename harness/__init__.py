@@ -10,6 +10,7 @@ shipped, never imported by ``status_store``; ``tests/`` and ``bench/`` both impo
   HTTP/1.1 exchanges; ``events_storm``: clients of ``GET /events`` by the thousand.
 - ``history_gen``: generated status history; ``pandas_history``, ``duckdb_history``: the analytics' baselines and
   differential oracles, compared by ``history_compare``; ``spark_cluster``: a Spark standalone cluster.
+- ``certs``: a test's own CA and certificates (PEM, PKCS#12, JKS) for the secured brokers, workers and sidecar.
 """
 
 from __future__ import annotations
