@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Self
 
 from confluent_kafka import ElectionType, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from status_store.kafka.reading import read_to_end
 

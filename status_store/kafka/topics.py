@@ -7,9 +7,7 @@ import logging
 from collections.abc import Mapping
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._config import ConfigResource
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from ..errors import KafkaUnavailableError, TopicSetupError
 from .client_log import client_logging, is_embedded
