@@ -10,6 +10,7 @@ showed it. The matrix's module ``bench/fault_matrix.py`` prints the rows; tests/
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -55,6 +56,8 @@ class Row:
     keys: int
     sides: dict[str, SideResult]
     notes: list[str]
+    # The machine's load average over a minute as the row began (other work shares the cores).
+    load: float
 
 
 def set_up(side: Side, workload: Workload) -> None:
@@ -139,6 +142,7 @@ def run_faults(bed: Bed, fault: Fault, scale: float, began: float) -> float:
 def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str) -> Row:
     """One row: the fault with the workload on both sides, then the verdict."""
     notes = bed.ready(profile.ready_s)
+    load = os.getloadavg()[0]
     workload = Workload(prefix)
     together(functools.partial(set_up, side, workload) for side in bed.sides.values())
     watches = {name: LatencyWatch(side.running_apis) for name, side in bed.sides.items()}
@@ -169,7 +173,7 @@ def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str) -> Row:
                                 None if (since := right_since[name]) is None else max(0.0, since - fault_end),
                                 shown[name], step_errors[name])
                for name, verdict in verdicts.items()}
-    return Row(fault, bed.line.version, len(workload.expected()), results, notes)
+    return Row(fault, bed.line.version, len(workload.expected()), results, notes, load)
 
 
 def settle(bed: Bed, workload: Workload, profile: Profile, fault_end: float
