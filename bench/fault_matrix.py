@@ -80,7 +80,7 @@ def table(rows: list[Row]) -> str:
                    f"{row.load:.1f} |")
     met = [row.fault.name for row in rows if meets_target(row)]
     out += ["", f"the pod met the target (0 lost, 0 stale, right within {TARGET_LEAD_S:g} s of stock) in {len(met)} of "
-            f"{len(rows)} rows: {', '.join(met) or 'none'}", ""]
+            f"{len(rows)} rows" + (f": {', '.join(met)}" if met else ""), ""]
     out += [f"- {fault.name}: {fault.what}" for fault in dict.fromkeys(row.fault for row in rows)]
     out.append("")
     for row in rows:

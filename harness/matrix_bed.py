@@ -182,9 +182,11 @@ class Bed(Started):
             wait_until(on_sidecars, bound_s, "every pod's agent on its sidecar", interval=1.0)
             return []
         except TimeoutError:
-            pass
+            figures = "; ".join(
+                f"worker {index}: on its sidecar {f.get('on-sidecar-path', '?')}, {f.get('queued-keys', '?')} keys "
+                f"queued" for index, f in enumerate(pod.agent_figures(self.line) for pod in self.pods.pods))
         together(worker.stop for worker in self.pods.connect.workers)
         together(worker.start for worker in self.pods.connect.workers)
         wait_until(on_sidecars, bound_s, "every pod's agent on its sidecar after a restart", interval=1.0)
         return [f"the pod's workers restarted first: their agents were not all on their sidecars with nothing queued "
-                f"within {bound_s:g} s"]
+                f"within {bound_s:g} s ({figures})"]

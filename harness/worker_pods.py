@@ -50,14 +50,18 @@ class WorkerPod:
             raise RuntimeError(f"pid {pid} is not our sidecar: {command}")
         return pid
 
-    def on_sidecar(self, line: KafkaLine) -> bool:
-        """Whether the worker's agent hands its statuses to the sidecar, with nothing queued (its JMX figures)."""
+    def agent_figures(self, line: KafkaLine) -> dict[str, float]:
+        """The agent's own figures in the worker's JMX (none while its JMX does not answer)."""
         try:
             found = jmx_attributes(line, self.jmx_port, AGENT_MBEANS)
-        except RuntimeError:  # the worker's JMX does not answer (yet)
-            return False
-        return any(float(attributes.get("on-sidecar-path", 0)) == 1 and float(attributes.get("queued-keys", 1)) == 0
-                   for attributes in found.values())
+        except RuntimeError:
+            return {}
+        return {name: float(value) for attributes in found.values() for name, value in attributes.items()}
+
+    def on_sidecar(self, line: KafkaLine) -> bool:
+        """Whether the worker's agent hands its statuses to the sidecar, with nothing queued."""
+        figures = self.agent_figures(line)
+        return figures.get("on-sidecar-path") == 1 and figures.get("queued-keys") == 0
 
 
 class WorkerPods(Started):
