@@ -249,8 +249,8 @@ async def test_a_full_spool_drains_as_kafka_takes_the_writes_and_says_so_meanwhi
         for i in range(200):
             store.put(TaskStatus(TaskId("c", i), State.RUNNING, "w:1", 1, "x" * 2000))
         assert store.commit_spool()
-        pages = spool._db.execute("PRAGMA page_count").fetchone()[0]
-        spool._db.execute(f"PRAGMA max_page_count = {pages}")  # the volume is full
+        pages = spool._file.db.execute("PRAGMA page_count").fetchone()[0]
+        spool._file.db.execute(f"PRAGMA max_page_count = {pages}")  # the volume is full
         accepted, i = 200, 200
         while spool.writable:
             assert i < 2000, "the spool never filled"
@@ -282,7 +282,7 @@ def test_a_spool_that_cannot_be_written_tries_again_after_a_growing_wait(tmp_pat
     """Retried every 0.1 s, a failing commit of thousands of rows burnt 10-15% of a core: the wait doubles."""
     spool = Spool(tmp_path / "spool.db")
     try:
-        spool._db.execute("PRAGMA max_page_count = 1")  # no room for the table's next page
+        spool._file.db.execute("PRAGMA max_page_count = 1")  # no room for the table's next page
         spool.on_submitted(StatusUpdate("status-connector-c", encode_status(State.RUNNING, "w:1", 1, "x" * 8000),
                                         UpdateKind.CONNECTOR))
         # Its first try (without an event loop, at once) failed: the next waits twice the first wait.

@@ -1,0 +1,270 @@
+"""The spool's SQLite database: opened and checked whole, upgraded from older formats, written in transactions of
+many rows a statement, and made anew when its file is deleted or replaced while in use.
+
+A spool file that fails SQLite's integrity check is moved aside (``<path>.corrupt-<time>``) with an error naming both
+paths, never silently discarded, and a new one is started. Anything else that keeps SQLite from using it is a
+configuration error, and nothing is moved.
+
+**A spool file deleted (or replaced) while in use** would go on taking rows that no later start can read: SQLite
+writes to the open, unlinked file. So ``check_identity`` compares the file's identity (device and inode of the path
+against those of the file opened); when they differ it logs one ERROR, creates the file anew and writes into it every
+row the open one holds. If it cannot (the directory gone for good, a full disk), it raises: the spool is not written
+until it can.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .spool_file import SPOOL_KEY, check_path, identity
+
+log = logging.getLogger(__name__)
+
+# SQLite's primary result codes for a file that is damaged or no database at all.
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+
+# One row per key (the store keeps that so), keyed by its version: a row is appended and deleted by its rowid,
+# with no index on the key to update (a third of the cost of a keyed upsert and delete).
+_COLUMNS = """(
+    version INTEGER PRIMARY KEY,
+    key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    safe INTEGER NOT NULL,
+    value BLOB,
+    base INTEGER,
+    deleted_base INTEGER,
+    sent BLOB
+)"""
+_SCHEMA = f"CREATE TABLE IF NOT EXISTS pending {_COLUMNS}"
+# Columns added since the first spool format (a spool of an older version is upgraded in place).
+_ADDED_COLUMNS = {"base": "INTEGER", "deleted_base": "INTEGER", "sent": "BLOB"}
+NAMES = "version, key, kind, safe, value, base, deleted_base, sent"
+_UPDATE = "UPDATE pending SET base = ?, sent = ? WHERE version = ?"
+# Values bound to one statement at most: a commit writes its rows and deletes in statements of many rows each,
+# because Python's sqlite3 lets go of the GIL at every step of a statement, and each step of an
+# ``executemany`` then waits for the GIL behind the store's other threads (the producer's delivery reports,
+# the reader): many times slower than the row's own work.
+_VALUES_PER_STATEMENT = 2048
+# How long a commit waits for a lock another process holds before it gives up until the next turn.
+BUSY_TIMEOUT_MS = 50
+# How a failure of the spool's file begins.
+DELETED = "the spool file was deleted or replaced while in use"
+# A row as it is written: version, key, kind, safe, value, base, deleted_base, sent.
+Row = tuple[Any, ...]
+
+
+class SpoolDatabase:
+    """The SQLite database of one spool (see the module's docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.db = self._open()
+        try:
+            self._upgrade()
+        except BaseException:
+            self.db.close()
+            raise
+        # The (device, inode) of the file opened: the path naming another file (or none) means it was deleted.
+        self._identity = identity(self.path)
+        # Whether the file's deletion was logged, until it is made anew.
+        self._deletion_logged = False
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            return self._connect()
+        except _CorruptSpool as e:
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+            self.path.rename(aside)
+            for suffix in ("-wal", "-shm"):
+                extra = self.path.with_name(self.path.name + suffix)
+                if extra.exists():
+                    extra.rename(aside.with_name(aside.name + suffix))
+            log.error("The spool %s cannot be read (%s); it was moved aside to %s for inspection, and a new "
+                      "spool was started. Updates it held are not replayed.", self.path, e, aside)
+        try:
+            return self._connect()
+        except _CorruptSpool as e:
+            raise ConfigError(SPOOL_KEY, str(self.path), f"a new spool is unusable too: {e}") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        """Open the spool and check all of it; ``_CorruptSpool`` when the file is damaged, a ``ConfigError``
+        when SQLite cannot use it for another reason."""
+        # Created here, not by SQLite, to be 0600 (its journal files take the same mode).
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            # WAL: a committed row survives the process being killed; NORMAL skips an fsync per commit.
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            # Every page, not just what a query touches: damage found later would fail every start.
+            problems = [row[0] for row in db.execute("PRAGMA integrity_check(5)").fetchall()]
+            if problems != ["ok"]:
+                raise _CorruptSpool("integrity check: " + "; ".join(problems))
+            db.execute(_SCHEMA)
+        except sqlite3.DatabaseError as e:
+            db.close()
+            if getattr(e, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+                raise _CorruptSpool(str(e)) from None
+            raise ConfigError(SPOOL_KEY, str(self.path), f"SQLite cannot use it: {e}") from None
+        except _CorruptSpool:
+            db.close()
+            raise
+        return db
+
+    def _upgrade(self) -> None:
+        """Bring a spool of an older version to this one, keeping its rows in order: add the columns it lacks, and
+        move rows keyed by their key to rows keyed by their version. Waits briefly for another process's lock."""
+        db = self.db
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        columns = {row[1]: row[5] for row in db.execute("PRAGMA table_info(pending)")}  # name -> primary key
+        for name, kind in _ADDED_COLUMNS.items():
+            if name not in columns:
+                db.execute(f"ALTER TABLE pending ADD COLUMN {name} {kind}")
+        if columns.get("version"):
+            return
+        names = "key, kind, safe, value, base, deleted_base, sent"
+        db.execute("BEGIN")
+        try:
+            db.execute(f"CREATE TABLE pending_by_version {_COLUMNS}")
+            # Numbered anew in their order: an older file's versions need not be unique.
+            db.execute(f"INSERT INTO pending_by_version ({names}) SELECT {names} FROM pending ORDER BY version")
+            db.execute("DROP TABLE pending")
+            db.execute("ALTER TABLE pending_by_version RENAME TO pending")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def rows(self, names: str = NAMES) -> list[Row]:
+        """Every row (these columns), oldest first."""
+        return self.db.execute(f"SELECT {names} FROM pending ORDER BY version").fetchall()
+
+    def count(self) -> int:
+        """How many rows the file holds."""
+        count: int = self.db.execute("SELECT COUNT(*) FROM pending").fetchone()[0]
+        return count
+
+    def highest_version(self) -> int:
+        """The highest version of a row the file holds (0: none)."""
+        highest: int | None = self.db.execute("SELECT MAX(version) FROM pending").fetchone()[0]
+        return highest or 0
+
+    def versions_by_key(self) -> dict[str, int]:
+        """The version of each key's row."""
+        return dict(self.db.execute("SELECT key, version FROM pending"))
+
+    def delete(self, versions: Sequence[int]) -> None:
+        """Delete these rows, in one transaction (``sqlite3.DatabaseError`` when it cannot be written)."""
+        self.transaction(lambda db: _DELETE.run(db, versions))
+
+    def write(self, inserts: Sequence[Row], updates: Sequence[tuple[int | None, bytes | None, int]],
+              deletes: Sequence[int]) -> None:
+        """Insert rows, move rows' read tokens on (base, sent, version) and delete the rows they replace, in one
+        transaction."""
+        def write(db: sqlite3.Connection) -> None:
+            _INSERT.run(db, list(chain.from_iterable(inserts)))
+            db.executemany(_UPDATE, updates)
+            _DELETE.run(db, deletes)
+        self.transaction(write)
+
+    def transaction(self, write: Callable[[sqlite3.Connection], None]) -> None:
+        """``write`` in one transaction, committed; rolled back when it fails (``sqlite3.DatabaseError``)."""
+        db = self.db
+        try:
+            db.execute("BEGIN")
+            write(db)
+            db.execute("COMMIT")
+        except sqlite3.DatabaseError:
+            with contextlib.suppress(sqlite3.DatabaseError):  # SQLite may have rolled back already
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            raise
+
+    def check_identity(self) -> None:
+        """The file at the path is the one open; else (deleted, or replaced) it is made anew with every row the open
+        one holds (``sqlite3.DatabaseError`` when it cannot be)."""
+        try:
+            if identity(self.path) == self._identity:
+                return
+        except OSError:
+            pass  # gone: made anew below
+        rows = self.rows()
+        if not self._deletion_logged:
+            self._deletion_logged = True
+            log.error("The spool file %s was deleted or replaced while in use (the path no longer names the file "
+                      "this process opened): making it anew and writing again the %d row(s) it held; a start with "
+                      "the file as it was would have replayed none of them", self.path, len(rows))
+        try:
+            check_path(self.path)
+            if self.path.exists():
+                # Replaced: what is there now is not ours; it is moved aside, never read as this spool.
+                aside = self.path.with_name(f"{self.path.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}")
+                self.path.rename(aside)
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    self.path.with_name(self.path.name + suffix).unlink()
+            db = self._connect()
+        except (ConfigError, _CorruptSpool, OSError) as e:
+            raise sqlite3.OperationalError(f"{DELETED} and cannot be made anew: {e}") from None
+        try:
+            db.execute("BEGIN")
+            _INSERT.run(db, list(chain.from_iterable(rows)))
+            db.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            db.close()
+            raise sqlite3.OperationalError(f"{DELETED} and its rows cannot be written again: {e}") from None
+        old, self.db = self.db, db
+        old.close()
+        self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._identity = identity(self.path)
+        self._deletion_logged = False
+        log.warning("The spool %s was made anew with the %d row(s) it held", self.path, len(rows))
+
+    def close(self) -> None:
+        """Close the database (what it holds stays for the next start)."""
+        self.db.close()
+
+
+class _ManyRows:
+    """A statement over a list of rows (``VALUES (...), (...)`` or ``IN (...)``), run for many rows in a few
+    statements: each of a power of two rows, at most ``_VALUES_PER_STATEMENT`` values, so that few distinct
+    statements exist and SQLite's statement cache keeps them prepared."""
+
+    def __init__(self, head: str, row: str, tail: str, width: int) -> None:
+        self._head, self._row, self._tail, self._width = head, row, tail, width
+        self._texts: dict[int, str] = {}  # by rows
+
+    def run(self, db: sqlite3.Connection, values: Sequence[object]) -> None:
+        """Run the statement for ``values``, ``width`` of them a row."""
+        width = self._width
+        most = min(_VALUES_PER_STATEMENT, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)) // width
+        rows = 1 << (max(1, most).bit_length() - 1)
+        start, end = 0, len(values)
+        while start < end:
+            while rows * width > end - start:
+                rows //= 2
+            db.execute(self._text(rows), values[start:start + rows * width])
+            start += rows * width
+
+    def _text(self, rows: int) -> str:
+        text = self._texts.get(rows)
+        if text is None:
+            text = self._texts[rows] = self._head + ", ".join([self._row] * rows) + self._tail
+        return text
+
+
+_INSERT = _ManyRows(f"INSERT INTO pending ({NAMES}) VALUES ", "(?, ?, ?, ?, ?, ?, ?, ?)", "", 8)
+_DELETE = _ManyRows("DELETE FROM pending WHERE version IN (", "?", ")", 1)
+
+
+class _CorruptSpool(Exception):
+    """The spool file is damaged (SQLite says so): it may be moved aside."""
