@@ -96,7 +96,7 @@ class Spool(RetryListener):
         except BaseException:
             self._lock.release()
             raise
-        self._health = SpoolHealth(self.path, self.commit)
+        self._health = SpoolHealth(self.path)
         self._watch: asyncio.TimerHandle | None = None
         self._next_version = self._file.highest_version() + 1
         # The versions of the rows earlier runs left, by key, until this run replaces or forgets them.
@@ -158,7 +158,7 @@ class Spool(RetryListener):
                 self._inserts, self._updates, self._replaced = {}, [], []
         except sqlite3.DatabaseError as e:
             # Changes meanwhile wait for the next try.
-            self._commit_scheduled = self._health.failed(str(e), self._pending_changes)
+            self._commit_scheduled = self._health.failed(self._file.explain(e), self._pending_changes, self.commit)
             return False
         self._health.written()
         return True
@@ -236,6 +236,12 @@ class Spool(RetryListener):
         self._file.close()
         self._lock.release()
         return committed
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # ----------------------------------------------------------------------------- RetryListener
 

@@ -29,8 +29,9 @@ from .spool_file import SPOOL_KEY, check_path, identity
 
 log = logging.getLogger(__name__)
 
-# SQLite's primary result codes for a file that is damaged or no database at all.
+# SQLite's primary result codes for a file that is damaged or no database at all, and for one it cannot write.
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+_CANNOT_WRITE = {3, 8, 10, 14}  # SQLITE_PERM, SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN
 
 # One row per key (the store keeps that so), keyed by its version: a row is appended and deleted by its rowid,
 # with no index on the key to update (a third of the cost of a keyed upsert and delete).
@@ -102,6 +103,10 @@ class SpoolDatabase:
         os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
+            # Set before the first access, so that SQLite keeps the WAL's index in the heap, never in a memory-mapped
+            # -shm file: a page of that file the kernel could not write (its volume read-only, the file made
+            # immutable) killed the process with SIGBUS, no log line. One process uses a spool anyway (its lock).
+            db.execute("PRAGMA locking_mode=EXCLUSIVE")
             # WAL: a committed row survives the process being killed; NORMAL skips an fsync per commit.
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
@@ -188,6 +193,23 @@ class SpoolDatabase:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
             raise
+
+    def explain(self, error: sqlite3.DatabaseError) -> str:
+        """SQLite's error, and for one that says it cannot write, what the system says of writing the spool's journal
+        (its volume read-only, the file made immutable or taken from this user): SQLite says only "disk I/O
+        error"."""
+        reason = str(error)
+        if getattr(error, "sqlite_errorcode", 0) & 0xFF not in _CANNOT_WRITE:
+            return reason
+        # The journal, not the database file: closing a descriptor of that file would drop SQLite's own lock on it.
+        journal = self.path.with_name(self.path.name + "-wal")
+        try:
+            os.close(os.open(journal, os.O_WRONLY))
+        except FileNotFoundError:
+            return reason
+        except OSError as e:
+            return f"{reason}: {journal} cannot be written: {e.strerror}"
+        return reason
 
     def check_identity(self) -> None:
         """The file at the path is the one open; else (deleted, or replaced) it is made anew with every row the open

@@ -50,7 +50,8 @@ def check_path(path: Path) -> None:
 class SpoolLock:
     """One process at a time on a spool: an exclusive ``flock`` on ``<spool>.lock``, which holds the owner's
     pid and host. The kernel drops it when the owner ends, even by SIGKILL. The spools of one process on
-    one path share its lock (a test may look into the spool of a store it runs)."""
+    one path share its lock (a test may open a spool again before an earlier one was closed); SQLite's own exclusive
+    lock then keeps a second connection off a database another one has open."""
 
     _held: ClassVar[dict[Path, list[int]]] = {}  # lock file -> [descriptor, users]
     _guard: ClassVar[threading.Lock] = threading.Lock()

@@ -19,12 +19,11 @@ RETRY_COMMIT_MAX_S = 2.0
 
 
 class SpoolHealth:
-    """The state of one spool's commits: ``writable`` until one fails, then ``failure`` says why and ``retry`` is
-    called after ``retry_delay_s`` (doubling up to ``RETRY_COMMIT_MAX_S``) until one is written."""
+    """The state of one spool's commits: ``writable`` until one fails, then ``failure`` says why and the commit is
+    tried again after ``retry_delay_s`` (doubling up to ``RETRY_COMMIT_MAX_S``) until one is written."""
 
-    def __init__(self, path: Path, retry: Callable[[], object]) -> None:
+    def __init__(self, path: Path) -> None:
         self._path = path
-        self._retry = retry
         self.retry_delay_s = RETRY_COMMIT_S
         # Since when commits fail, and why (None: the last commit was written).
         self._failing_since: float | None = None
@@ -36,9 +35,9 @@ class SpoolHealth:
         """Whether the last commit was written (False from a failed one until one is written again)."""
         return self._failing_since is None
 
-    def failed(self, reason: str, unwritten: int) -> bool:
+    def failed(self, reason: str, unwritten: int, retry: Callable[[], object]) -> bool:
         """A commit failed for ``reason`` with ``unwritten`` changes kept in memory: logged when commits start failing,
-        and tried again later. False when no event loop runs to try again (the next change or the close will)."""
+        and ``retry`` called later. False when no event loop runs to try again (the next change or the close will)."""
         self.failure = reason
         if self._failing_since is None:
             self._failing_since = time.monotonic()
@@ -48,7 +47,7 @@ class SpoolHealth:
         delay = self.retry_delay_s
         self.retry_delay_s = min(RETRY_COMMIT_MAX_S, delay * 2)
         with contextlib.suppress(RuntimeError):
-            self._timer = asyncio.get_running_loop().call_later(delay, self._retry)
+            self._timer = asyncio.get_running_loop().call_later(delay, retry)
             return True
         return False
 
