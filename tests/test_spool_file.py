@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from status_store.durable import spool_file
 from status_store.durable.spool import Spool, SpooledUpdate
 from status_store.errors import ConfigError
 from status_store.retry.delivery import Delivery
@@ -123,7 +124,7 @@ def test_what_the_spool_creates_is_private(tmp_path: Path) -> None:
         created = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
         # No -shm: SQLite keeps the journal's index in memory (a memory-mapped file could kill the process).
-        assert created == {"spool.db": 0o600, "spool.db-wal": 0o600, "spool.db.lock": 0o600}
+        assert created == {"spool.db": 0o600, "spool.db-wal": 0o600, "spool.db.lock": 0o600, "spool.db.reserve": 0o600}
         spool.close()
     finally:
         os.umask(old_umask)
@@ -172,7 +173,8 @@ def test_a_read_only_spool_file_is_one_clear_error_and_is_not_moved(shared_dir: 
     path = shared_dir / "spool.db"
     fill(path, 3)
     give_to_child(shared_dir)  # the directory is writable, the file is not
-    (shared_dir / "spool.db.lock").unlink()
+    for beside in ("spool.db.lock", "spool.db.reserve"):
+        (shared_dir / beside).unlink()
     path.chmod(0o444)
     before = path.read_bytes()
     result = open_without_privileges(path)
@@ -272,3 +274,29 @@ def test_the_rows_settled_in_one_commit_go_and_no_other(tmp_path_factory: pytest
     assert [item.key for item in spool.pending()] == [u.key for u, gone in zip(updates, settled, strict=True)
                                                        if not gone]
     spool.close()
+
+
+def test_a_commit_of_more_rows_than_a_part_writes_each_once_and_replaces_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows are inserted in transactions of an eighth of the reserve (the WAL holds what the reserve can make room
+    for); a key's older row goes with the last of them."""
+    monkeypatch.setattr(spool_file, "RESERVE_MAX_BYTES", spool_file.RESERVE_MIN_BYTES)  # parts of 8 KiB
+    spool = Spool(tmp_path / "spool.db")
+
+    async def submit_in_one_turn(first: int, value: bytes) -> list[StatusUpdate]:
+        # On an event loop, as in the store: the changes of one turn are committed together, here about 10 parts.
+        updates = []
+        for number in range(first, first + 500):
+            update = StatusUpdate(f"status-task-c-{number % 500}", value, "task")
+            update.number = number
+            spool.on_submitted(update)
+            updates.append(update)
+        assert spool.commit()
+        return updates
+
+    older = asyncio.run(submit_in_one_turn(1, b"a" * 100))
+    assert [(item.key, item.value) for item in spool.pending()] == [(u.key, u.value) for u in older]
+    newer = asyncio.run(submit_in_one_turn(501, b"b" * 100))  # each key again: the rows above are replaced
+    assert [(item.key, item.value) for item in spool.pending()] == [(u.key, u.value) for u in newer]
+    spool.close()
+    assert [(item.key, item.value) for item in reopened(tmp_path / "spool.db")] == [(u.key, u.value) for u in newer]

@@ -1,6 +1,7 @@
 """The spool on a volume of its own, a real one mounted in the service's private mount namespace (a tmpfs, or an ext4
-image on a loop device): its files made immutable, or the volume made read-only by the kernel, are a clear error
-(writes refused with the reason, ``/ready`` 503, one log line), never a crash."""
+image on a loop device): a full volume drains as Kafka takes the writes, without a restart; its files made immutable,
+or the volume made read-only by the kernel, are a clear error (writes refused with the reason, ``/ready`` 503, one log
+line), never a crash."""
 
 from __future__ import annotations
 
@@ -41,6 +42,29 @@ class Volume:
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, capture_output=True, text=True, timeout=WAIT, check=False)
+
+
+@functools.cache
+def _cannot_mount_tmpfs() -> str | None:
+    """Why this machine cannot mount a tmpfs in a private mount namespace (None: it can)."""
+    for tool in ("unshare", "nsenter"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    with tempfile.TemporaryDirectory() as scratch:
+        mounted = _run("unshare", "-m", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {scratch}")
+        if mounted.returncode != 0:
+            return f"cannot mount a tmpfs in a private mount namespace (needs root): {mounted.stderr.strip()}"
+    return None
+
+
+def tmpfs_volume(tmp_path: Path, size: int) -> Volume:
+    """A tmpfs of ``size`` bytes: a volume that fills for real (ENOSPC), where SQLite needs room to delete rows."""
+    reason = _cannot_mount_tmpfs()
+    if reason is not None:
+        pytest.skip(reason)
+    directory = tmp_path / "volume"
+    directory.mkdir()
+    return Volume(directory, f"mount -t tmpfs -o size={size},mode=0700 tmpfs {directory}")
 
 
 @functools.cache
@@ -114,6 +138,10 @@ async def until(check: Callable[[], Awaitable[bool]], what: str, timeout: float 
         await asyncio.sleep(0.1)
 
 
+async def ready_status(http: httpx.AsyncClient, status: int) -> bool:
+    return (await http.get("/ready")).status_code == status
+
+
 def spool_errors(service: Service) -> list[str]:
     return [line for line in service.output() if " ERROR " in line and "spool" in line]
 
@@ -160,10 +188,6 @@ async def test_a_spool_whose_files_are_made_immutable_refuses_writes_and_says_wh
         service.stop()
 
 
-async def ready_status(http: httpx.AsyncClient, status: int) -> bool:
-    return (await http.get("/ready")).status_code == status
-
-
 async def test_a_spool_whose_volume_the_kernel_remounts_read_only_refuses_writes_and_says_why(
         mock_cluster: FaultyCluster, tmp_path: Path) -> None:
     """An I/O error makes ext4 (``errors=remount-ro``) read-only under the running service; the answers said only
@@ -195,5 +219,57 @@ async def test_a_spool_whose_volume_the_kernel_remounts_read_only_refuses_writes
             assert "Read-only file system" in ready.json()["message"]
         assert service.process.poll() is None
         assert len(spool_errors(service)) == 1
+    finally:
+        service.stop()
+
+
+async def test_a_full_volume_drains_as_kafka_takes_the_writes_without_a_restart(mock_cluster: FaultyCluster,
+                                                                                 tmp_path: Path) -> None:
+    """On a real 600 KB tmpfs: the brokers away, batches until the spool refuses, the brokers back. SQLite needs room
+    on the volume to delete rows (its journal), and the journal had grown to fill it: every write was refused for
+    good ("database or disk is full"), /ready 503, until a restart."""
+    volume = tmpfs_volume(tmp_path, 600 << 10)
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {
+        "status.storage.spool.path": volume.directory / "spool.db", **QUICK,
+        "status.storage.retry.delivery.timeout.ms": "60000"})
+    port = free_port()
+    service = serve_on(volume, config, port)
+    try:
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        mock_cluster.broker_down(-1)
+        taken: list[tuple[str, int]] = []  # accepted, or taken but not durable: written once Kafka is back
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
+            for batch in range(200):
+                tasks = [(f"c{batch}", task) for task in range(20)]
+                answer = await http.post("/statuses", json={"updates": [
+                    {"kind": "task", "connector": name, "task": task, "state": "FAILED", "trace": "x" * 1000,
+                     **BODY} for name, task in tasks]})
+                if answer.status_code == 503:
+                    assert "database or disk is full" in answer.json()["message"]
+                    if "accepted but not durable" in answer.json()["message"]:
+                        taken += tasks
+                    break
+                assert answer.status_code == 202
+                taken += tasks
+            else:
+                raise AssertionError("the spool's volume never filled")
+            assert (await put(http, "refused")).status_code == 503
+            mock_cluster.broker_up(-1)
+
+            async def writable_again() -> bool:
+                return (await put(http, "after")).status_code == 202
+
+            await until(writable_again, "writes accepted again once Kafka took what the spool held", 3 * WAIT)
+            await until(lambda: ready_status(http, 200), "ready again")
+            for name, task in taken:
+                answer = await http.get(f"/connectors/{name}/tasks/{task}/status")
+                assert answer.json()["state"] == "FAILED"
+        assert service.process.poll() is None
+        said = service.output()
+        assert len(spool_errors(service)) == 1  # Cannot write to the spool ... (database or disk is full)
+        assert sum("its reserve" in line and "is given back" in line for line in said) == 1
+        assert sum("The reserve of the spool" in line and "is whole again" in line for line in said) == 1
+        assert sum("takes writes again" in line for line in said) == 1
     finally:
         service.stop()

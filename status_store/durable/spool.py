@@ -17,9 +17,10 @@ compares them with the topic at replay (``StatusStore`` start).
 
 Changes are buffered and written per commit, so a listener call never touches the disk; a database another
 process holds locked makes a commit wait at most ``BUSY_TIMEOUT_MS`` and try again on the next turn, never block
-the event loop for seconds or break the retry queue. A commit writes two transactions: first the deletes of the
-rows whose updates settled, alone (they need no room: a full disk drains as Kafka takes the writes), then the new
-rows with the deletes of the rows they replace (a key's row goes only once its newer one is on disk). A change
+the event loop for seconds or break the retry queue. A commit writes first the deletes of the rows whose updates
+settled, alone (on a full volume with the room of the spool's reserve: a full volume drains as Kafka takes the
+writes), then, with the reserve whole, the new rows and the deletes of the rows they replace (a key's row goes only
+once its newer one is on disk). A change
 undone before it was committed is dropped, not written (a row deleted before its insert was committed is never
 inserted). A commit that cannot be written (a full disk, an I/O error, a lock) is tried again after a backoff
 (``spool_health.py``) with the changes kept in memory, never in a tight loop; meanwhile the spool is not
@@ -34,6 +35,7 @@ holds an ``flock`` on ``<path>.lock`` (``spool_file.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -42,7 +44,7 @@ from pathlib import Path
 
 from ..retry.updates import Outcome, RetryListener, StatusUpdate
 from .spool_db import Row, SpoolDatabase
-from .spool_file import SpoolLock, check_path
+from .spool_file import Reserve, SpoolLock, check_path
 from .spool_health import SpoolHealth
 
 log = logging.getLogger(__name__)
@@ -92,10 +94,13 @@ class Spool(RetryListener):
         check_path(self.path)
         self._lock = SpoolLock(self.path)
         try:
-            self._file = SpoolDatabase(self.path)
+            reserve = Reserve(self.path)
+            self._file = SpoolDatabase(self.path, reserve)
         except BaseException:
             self._lock.release()
             raise
+        with contextlib.suppress(OSError):  # no room for it: the first commit says so, and writes are refused
+            reserve.make()
         self._health = SpoolHealth(self.path)
         self._watch: asyncio.TimerHandle | None = None
         self._next_version = self._file.highest_version() + 1
@@ -150,12 +155,14 @@ class Spool(RetryListener):
         try:
             self._file.check_identity()
             if self._settled:
-                # Alone first: a delete needs no room, so a full disk drains as the updates settle.
+                # Alone first, with the reserve's room when the volume is full: a full volume drains as Kafka takes
+                # the writes.
                 self._file.delete(self._settled)
-                self._settled = []
+            # Never a row added without the reserve whole: the next full volume would not drain.
+            self._file.ensure_reserve()
             if self._inserts or self._updates or self._replaced:
-                self._file.write(list(self._inserts.values()), self._updates, self._replaced)
-                self._inserts, self._updates, self._replaced = {}, [], []
+                self._file.write(self._inserts, self._updates, self._replaced)
+                self._updates, self._replaced = [], []
         except sqlite3.DatabaseError as e:
             # Changes meanwhile wait for the next try.
             self._commit_scheduled = self._health.failed(self._file.explain(e), self._pending_changes, self.commit)
@@ -164,10 +171,12 @@ class Spool(RetryListener):
         return True
 
     def _watch_identity(self) -> None:
-        """Now and then, whether the spool file is still there (a commit would find out too, but none may come)."""
+        """Now and then, whether the spool file is still there (a commit would find out too, but none may come), and
+        its reserve whole."""
         self._watch = None
         if self._closed:
             return
+        self._file.check_reserve()
         if not self._commit_scheduled:
             self.commit()
         self._watch = asyncio.get_running_loop().call_later(IDENTITY_CHECK_S, self._watch_identity)

@@ -5,6 +5,13 @@ A spool file that fails SQLite's integrity check is moved aside (``<path>.corrup
 paths, never silently discarded, and a new one is started. Anything else that keeps SQLite from using it is a
 configuration error, and nothing is moved.
 
+**A full volume drains.** SQLite needs room on the volume to delete rows: the WAL takes the changed pages first, and
+only a whole checkpoint (the WAL's pages copied into the file, which may grow) lets it start over. So the WAL is kept
+short (checkpointed past a quarter of the reserve, rows inserted in transactions of an eighth of it), and when a
+delete finds the volume full, the reserve (``spool_file.Reserve``) is given back: the checkpoint completes, the rows
+go (in smaller transactions while room is short), and before rows are added again the reserve is made again, from
+room the volume has or the file gives back (the WAL emptied, the file rewritten without its free pages).
+
 **A spool file deleted (or replaced) while in use** would go on taking rows that no later start can read: SQLite
 writes to the open, unlinked file. So ``check_identity`` compares the file's identity (device and inode of the path
 against those of the file opened); when they differ it logs one ERROR, creates the file anew and writes into it every
@@ -15,6 +22,7 @@ until it can.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sqlite3
@@ -25,12 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .spool_file import SPOOL_KEY, check_path, identity
+from .spool_file import SPOOL_KEY, Reserve, check_path, identity
 
 log = logging.getLogger(__name__)
 
 # SQLite's primary result codes for a file that is damaged or no database at all, and for one it cannot write.
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+_SQLITE_FULL = 13
 _CANNOT_WRITE = {3, 8, 10, 14}  # SQLITE_PERM, SQLITE_READONLY, SQLITE_IOERR, SQLITE_CANTOPEN
 
 # One row per key (the store keeps that so), keyed by its version: a row is appended and deleted by its rowid,
@@ -57,6 +66,8 @@ _UPDATE = "UPDATE pending SET base = ?, sent = ? WHERE version = ?"
 _VALUES_PER_STATEMENT = 2048
 # How long a commit waits for a lock another process holds before it gives up until the next turn.
 BUSY_TIMEOUT_MS = 50
+# A row's bytes besides its key and values, about (SQLite's record header, the integers, the b-tree's cell).
+_ROW_BYTES = 48
 # How a failure of the spool's file begins.
 DELETED = "the spool file was deleted or replaced while in use"
 # A row as it is written: version, key, kind, safe, value, base, deleted_base, sent.
@@ -66,8 +77,11 @@ Row = tuple[Any, ...]
 class SpoolDatabase:
     """The SQLite database of one spool (see the module's docstring)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, reserve: Reserve) -> None:
         self.path = path
+        self._reserve = reserve
+        # Rows are inserted in transactions of at most this many bytes (about): the WAL holds what it can delete.
+        self._part_bytes = reserve.size // 8
         self.db = self._open()
         try:
             self._upgrade()
@@ -110,6 +124,11 @@ class SpoolDatabase:
             # WAL: a committed row survives the process being killed; NORMAL skips an fsync per commit.
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
+            # A short WAL, so that the reserve makes room for a checkpoint on a full volume (see the docstring); what
+            # VACUUM copies is kept in memory, never on another volume.
+            page: int = db.execute("PRAGMA page_size").fetchone()[0]
+            db.execute(f"PRAGMA wal_autocheckpoint = {max(2, self._reserve.size // 4 // page)}")
+            db.execute("PRAGMA temp_store = MEMORY")
             # Every page, not just what a query touches: damage found later would fail every start.
             problems = [row[0] for row in db.execute("PRAGMA integrity_check(5)").fetchall()]
             if problems != ["ok"]:
@@ -167,19 +186,80 @@ class SpoolDatabase:
         """The version of each key's row."""
         return dict(self.db.execute("SELECT key, version FROM pending"))
 
-    def delete(self, versions: Sequence[int]) -> None:
-        """Delete these rows, in one transaction (``sqlite3.DatabaseError`` when it cannot be written)."""
-        self.transaction(lambda db: _DELETE.run(db, versions))
+    def delete(self, versions: list[int]) -> None:
+        """Delete these rows, taken out of ``versions`` as they go (``sqlite3.DatabaseError`` when they cannot all be
+        deleted). A volume too full for SQLite to delete them gets the reserve's room."""
+        try:
+            self.transaction(lambda db: _DELETE.run(db, versions))
+        except sqlite3.DatabaseError as e:
+            if not _full(e):
+                raise
+        else:
+            versions.clear()
+            return
+        if self._reserve.held:
+            log.warning("The volume of the spool %s is full: its reserve (%s, %d bytes) is given back, so that the "
+                        "rows of the writes Kafka took can be deleted; writes are refused until the reserve is whole "
+                        "again", self.path, self._reserve.path, self._reserve.size)
+            self._reserve.release()
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        # Fewer rows a transaction while room is short: each one's pages must fit in the WAL.
+        part = max(1, len(versions) // 2)
+        while versions:
+            try:
+                self.transaction(functools.partial(_DELETE.run, values=versions[:part]))
+            except sqlite3.DatabaseError as e:
+                if not _full(e) or part == 1:
+                    raise
+                part //= 2
+            else:
+                del versions[:part]
 
-    def write(self, inserts: Sequence[Row], updates: Sequence[tuple[int | None, bytes | None, int]],
+    def ensure_reserve(self) -> None:
+        """The reserve is whole before rows are added: made again when it was given back, from room the volume has or
+        the file gives back (``sqlite3.OperationalError`` when there is not enough)."""
+        if self._reserve.held:
+            return
+        with contextlib.suppress(OSError):
+            self._reserve.make()
+            return
+        # The room the file holds and does not use goes back to the volume: the WAL emptied, then, when its free pages
+        # would make room for the reserve, the file rewritten without them.
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page: int = self.db.execute("PRAGMA page_size").fetchone()[0]
+        if self.db.execute("PRAGMA freelist_count").fetchone()[0] * page >= self._reserve.size:
+            self.db.execute("VACUUM")
+            self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        try:
+            self._reserve.make()
+        except OSError as e:
+            raise sqlite3.OperationalError(f"no room on its volume for the spool's reserve ({self._reserve.path}, "
+                                           f"{self._reserve.size} bytes): {e.strerror}") from None
+        log.warning("The reserve of the spool %s is whole again (%d bytes)", self.path, self._reserve.size)
+
+    def write(self, inserts: dict[int, Row], updates: Sequence[tuple[int | None, bytes | None, int]],
               deletes: Sequence[int]) -> None:
-        """Insert rows, move rows' read tokens on (base, sent, version) and delete the rows they replace, in one
-        transaction."""
+        """Insert rows, taken out of ``inserts`` as they are written (in transactions of about ``_part_bytes``), and
+        with the last of them move rows' read tokens on (base, sent, version) and delete the rows they replace: a
+        key's row goes only once its newer one is on disk (``sqlite3.DatabaseError`` when not all is written)."""
+        part: list[Row] = []
+        size = 0
+        for row in list(inserts.values()):
+            part.append(row)
+            size += _ROW_BYTES + sum(len(row[i] or b"") for i in (1, 4, 7))
+            if size >= self._part_bytes:
+                self.transaction(functools.partial(_INSERT.run, values=list(chain.from_iterable(part))))
+                for written in part:
+                    del inserts[written[0]]
+                part, size = [], 0
+
         def write(db: sqlite3.Connection) -> None:
-            _INSERT.run(db, list(chain.from_iterable(inserts)))
+            _INSERT.run(db, list(chain.from_iterable(part)))
             db.executemany(_UPDATE, updates)
             _DELETE.run(db, deletes)
         self.transaction(write)
+        for written in part:
+            del inserts[written[0]]
 
     def transaction(self, write: Callable[[sqlite3.Connection], None]) -> None:
         """``write`` in one transaction, committed; rolled back when it fails (``sqlite3.DatabaseError``)."""
@@ -210,6 +290,10 @@ class SpoolDatabase:
         except OSError as e:
             return f"{reason}: {journal} cannot be written: {e.strerror}"
         return reason
+
+    def check_reserve(self) -> None:
+        """Whether the reserve is still whole (someone may have deleted it): it is made again before rows are added."""
+        self._reserve.check()
 
     def check_identity(self) -> None:
         """The file at the path is the one open; else (deleted, or replaced) it is made anew with every row the open
@@ -286,6 +370,11 @@ class _ManyRows:
 
 _INSERT = _ManyRows(f"INSERT INTO pending ({NAMES}) VALUES ", "(?, ?, ?, ?, ?, ?, ?, ?)", "", 8)
 _DELETE = _ManyRows("DELETE FROM pending WHERE version IN (", "?", ")", 1)
+
+
+def _full(error: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite failed for want of room (SQLITE_FULL: "database or disk is full")."""
+    return getattr(error, "sqlite_errorcode", 0) & 0xFF == _SQLITE_FULL
 
 
 class _CorruptSpool(Exception):
