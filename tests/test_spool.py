@@ -345,3 +345,63 @@ async def test_a_spool_file_deleted_while_in_use_is_made_anew_and_a_kill_loses_n
             assert {name: a.json()["connector"]["state"] for name, a in zip(statuses, answers, strict=True)} == statuses
     finally:
         service.stop()
+
+
+async def test_garbage_in_the_live_spools_wal_is_a_loss_said_at_each_start_and_on_ready_until_acknowledged(
+        mock_cluster: FaultyCluster, tmp_path: Path) -> None:
+    """Bytes another process wrote into the WAL of a spool in use: SQLite ignores the WAL from the damage on, and the
+    next start found none of the 1,000 writes accepted, and said nothing."""
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    spool = tmp_path / "spool.db"
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {
+        "status.storage.spool.path": spool, **QUICK, "status.storage.retry.delivery.timeout.ms": "60000",
+        "status.storage.retry.max.retries": "1000"})
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    body = {"state": "RUNNING", "worker_id": "w:8083", "generation": 1}
+    service = Service("--config", str(config), "--port", str(port))
+    try:
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        mock_cluster.broker_down(-1)  # the updates stay pending: their spool rows are what keeps them
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+            for batch in range(10):
+                updates = [{"kind": "connector", "connector": f"c{batch}-{i}", **body} for i in range(100)]
+                assert (await http.post("/statuses", json={"updates": updates})).status_code == 202
+        damage = await asyncio.create_subprocess_exec("dd", "if=/dev/urandom", f"of={spool}-wal", "bs=32", "count=1",
+                                                      "conv=notrunc", stderr=asyncio.subprocess.DEVNULL)
+        assert await damage.wait() == 0
+        service.process.kill()  # SIGKILL: what the files hold is what the next start finds
+        await asyncio.to_thread(service.process.wait, WAIT)
+        mock_cluster.broker_up(-1)
+        for start in range(2):  # a restart before the acknowledgement says it again
+            service = Service("--config", str(config), "--port", str(port))
+            await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+            said = [line for line in service.seen if " ERROR " in line and "lost accepted writes" in line]
+            assert len(said) == 1
+            if start == 0:
+                assert "1000 accepted write(s) lost" in said[0]
+                assert "held 1000 row(s), up to write number 1000; the start found 0, up to write number 0" in said[0]
+            async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+                ready = await http.get("/ready")
+                assert ready.status_code == 200
+                assert ready.json()["status"] == "degraded"
+                assert "1000 accepted write(s) lost" in ready.json()["message"]
+                assert await sample(http, "status_spool_losses_unacknowledged") == 1
+                state = (await http.get("/spool")).json()
+                assert [(loss["lost_at_least"], loss["lost_at_most"]) for loss in state["losses"]] == [(1000, 1000)]
+            service.stop()
+        service = Service("--config", str(config), "--port", str(port))
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+            acknowledged = await http.delete("/spool/loss")
+            assert acknowledged.status_code == 200
+            assert [loss["lost_at_most"] for loss in acknowledged.json()] == [1000]
+            assert (await http.get("/ready")).json()["status"] == "ready"
+            assert await sample(http, "status_spool_losses_unacknowledged") == 0
+            assert (await http.delete("/spool/loss")).status_code == 404
+        service.stop()
+        service = Service("--config", str(config), "--port", str(port))
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        assert not [line for line in service.seen if "lost accepted writes" in line]
+    finally:
+        service.stop()

@@ -46,6 +46,7 @@ from ..retry.updates import Outcome, RetryListener, StatusUpdate
 from .spool_db import Row, SpoolDatabase
 from .spool_file import Reserve, SpoolLock, check_path
 from .spool_health import SpoolHealth
+from .spool_tally import SpoolLoss, SpoolTally
 
 log = logging.getLogger(__name__)
 
@@ -96,14 +97,25 @@ class Spool(RetryListener):
         try:
             reserve = Reserve(self.path)
             self._file = SpoolDatabase(self.path, reserve)
+            try:
+                self._tally = SpoolTally(self.path)
+            except BaseException:
+                self._file.close()
+                raise
         except BaseException:
             self._lock.release()
             raise
+        moved = self._file.moved_aside
+        self._tally.check(self._file.high, self._file.held,
+                          f"the file failed its integrity check and was moved aside to {moved}" if moved is not None
+                          else "commits missing from its file: its WAL damaged or lost, or the file replaced by an "
+                               "older copy")
         with contextlib.suppress(OSError):  # no room for it: the first commit says so, and writes are refused
             reserve.make()
         self._health = SpoolHealth(self.path)
         self._watch: asyncio.TimerHandle | None = None
-        self._next_version = self._file.highest_version() + 1
+        # Above every number the file or its tally has seen: a number is never used twice, even after a loss.
+        self._next_version = max(self._file.high, self._tally.high) + 1
         # The versions of the rows earlier runs left, by key, until this run replaces or forgets them.
         self._earlier: dict[str, int] = self._file.versions_by_key()
         # The versions of the rows kept for settled updates (by update number) until they are released.
@@ -163,9 +175,14 @@ class Spool(RetryListener):
             if self._inserts or self._updates or self._replaced:
                 self._file.write(self._inserts, self._updates, self._replaced)
                 self._updates, self._replaced = [], []
-        except sqlite3.DatabaseError as e:
+            self._tally.record(self._file.high, self._file.held)
+        except (sqlite3.DatabaseError, OSError) as e:
+            reason = self._file.explain(e) if isinstance(e, sqlite3.DatabaseError) else (
+                f"its tally {self._tally.path} cannot be written: {e.strerror}")
+            with contextlib.suppress(OSError):  # what the transactions that went through hold
+                self._tally.record(self._file.high, self._file.held)
             # Changes meanwhile wait for the next try.
-            self._commit_scheduled = self._health.failed(self._file.explain(e), self._pending_changes, self.commit)
+            self._commit_scheduled = self._health.failed(reason, self._pending_changes, self.commit)
             return False
         self._health.written()
         return True
@@ -190,6 +207,20 @@ class Spool(RetryListener):
     def failure(self) -> str | None:
         """Why the spool cannot be written (None while it can)."""
         return self._health.failure
+
+    @property
+    def rows(self) -> int:
+        """How many rows the file holds (kept as its transactions commit)."""
+        return self._file.held
+
+    @property
+    def losses(self) -> list[SpoolLoss]:
+        """Accepted writes found lost at a start, not acknowledged yet (``spool_tally.py``)."""
+        return list(self._tally.losses)
+
+    def acknowledge_losses(self) -> list[SpoolLoss]:
+        """An operator has seen the losses: they are no longer reported; the ones acknowledged."""
+        return self._tally.acknowledge()
 
     @property
     def retry_delay_s(self) -> float:
@@ -243,6 +274,7 @@ class Spool(RetryListener):
         if self._watch is not None:
             self._watch.cancel()
         self._file.close()
+        self._tally.close()
         self._lock.release()
         return committed
 

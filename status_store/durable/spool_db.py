@@ -55,6 +55,10 @@ _COLUMNS = """(
     sent BLOB
 )"""
 _SCHEMA = f"CREATE TABLE IF NOT EXISTS pending {_COLUMNS}"
+# The highest version the file has taken, written with the rows (the rows holding it may be deleted since): what the
+# tally beside the file is compared with at start (``spool_tally.py``).
+_ACCEPTED = "CREATE TABLE IF NOT EXISTS accepted (high INTEGER NOT NULL)"
+_SET_HIGH = "UPDATE accepted SET high = ?"
 # Columns added since the first spool format (a spool of an older version is upgraded in place).
 _ADDED_COLUMNS = {"base": "INTEGER", "deleted_base": "INTEGER", "sent": "BLOB"}
 NAMES = "version, key, kind, safe, value, base, deleted_base, sent"
@@ -82,6 +86,8 @@ class SpoolDatabase:
         self._reserve = reserve
         # Rows are inserted in transactions of at most this many bytes (about): the WAL holds what it can delete.
         self._part_bytes = reserve.size // 8
+        # Where a damaged file found at start was moved (None: none was).
+        self.moved_aside: Path | None = None
         self.db = self._open()
         try:
             self._upgrade()
@@ -90,6 +96,9 @@ class SpoolDatabase:
             raise
         # The (device, inode) of the file opened: the path naming another file (or none) means it was deleted.
         self._identity = identity(self.path)
+        # The highest version the file has taken, and the rows it holds (kept as its transactions commit).
+        self.high = self._accepted_high()
+        self.held = self.count()
         # Whether the file's deletion was logged, until it is made anew.
         self._deletion_logged = False
 
@@ -105,6 +114,7 @@ class SpoolDatabase:
                     extra.rename(aside.with_name(aside.name + suffix))
             log.error("The spool %s cannot be read (%s); it was moved aside to %s for inspection, and a new "
                       "spool was started. Updates it held are not replayed.", self.path, e, aside)
+            self.moved_aside = aside
         try:
             return self._connect()
         except _CorruptSpool as e:
@@ -134,6 +144,7 @@ class SpoolDatabase:
             if problems != ["ok"]:
                 raise _CorruptSpool("integrity check: " + "; ".join(problems))
             db.execute(_SCHEMA)
+            db.execute(_ACCEPTED)
         except sqlite3.DatabaseError as e:
             db.close()
             if getattr(e, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
@@ -168,6 +179,16 @@ class SpoolDatabase:
             db.execute("ROLLBACK")
             raise
 
+    def _accepted_high(self) -> int:
+        """The file's highest version; a file of an older format takes its rows' highest."""
+        found = self.db.execute("SELECT high FROM accepted").fetchone()
+        if found is not None:
+            high: int = found[0]
+            return high
+        high = self.highest_version()
+        self.db.execute("INSERT INTO accepted (high) VALUES (?)", (high,))
+        return high
+
     def rows(self, names: str = NAMES) -> list[Row]:
         """Every row (these columns), oldest first."""
         return self.db.execute(f"SELECT {names} FROM pending ORDER BY version").fetchall()
@@ -178,7 +199,7 @@ class SpoolDatabase:
         return count
 
     def highest_version(self) -> int:
-        """The highest version of a row the file holds (0: none)."""
+        """The highest version of a row the file holds (0: none; ``high`` is the highest it took)."""
         highest: int | None = self.db.execute("SELECT MAX(version) FROM pending").fetchone()[0]
         return highest or 0
 
@@ -195,6 +216,7 @@ class SpoolDatabase:
             if not _full(e):
                 raise
         else:
+            self.held -= len(versions)
             versions.clear()
             return
         if self._reserve.held:
@@ -213,6 +235,7 @@ class SpoolDatabase:
                     raise
                 part //= 2
             else:
+                self.held -= len(versions[:part])
                 del versions[:part]
 
     def ensure_reserve(self) -> None:
@@ -248,18 +271,27 @@ class SpoolDatabase:
             part.append(row)
             size += _ROW_BYTES + sum(len(row[i] or b"") for i in (1, 4, 7))
             if size >= self._part_bytes:
-                self.transaction(functools.partial(_INSERT.run, values=list(chain.from_iterable(part))))
-                for written in part:
-                    del inserts[written[0]]
+                self._insert(inserts, part, (), ())
                 part, size = [], 0
+        self._insert(inserts, part, updates, deletes)
+
+    def _insert(self, inserts: dict[int, Row], part: list[Row],
+                updates: Sequence[tuple[int | None, bytes | None, int]], deletes: Sequence[int]) -> None:
+        """One transaction: these rows inserted with the file's highest version (rows come in version order), the
+        read tokens moved on, the rows replaced deleted."""
+        high = part[-1][0] if part else self.high
 
         def write(db: sqlite3.Connection) -> None:
             _INSERT.run(db, list(chain.from_iterable(part)))
+            if high != self.high:
+                db.execute(_SET_HIGH, (high,))
             db.executemany(_UPDATE, updates)
             _DELETE.run(db, deletes)
         self.transaction(write)
         for written in part:
             del inserts[written[0]]
+        self.high = high
+        self.held += len(part) - len(deletes)
 
     def transaction(self, write: Callable[[sqlite3.Connection], None]) -> None:
         """``write`` in one transaction, committed; rolled back when it fails (``sqlite3.DatabaseError``)."""
@@ -324,6 +356,7 @@ class SpoolDatabase:
         try:
             db.execute("BEGIN")
             _INSERT.run(db, list(chain.from_iterable(rows)))
+            db.execute("INSERT INTO accepted (high) VALUES (?)", (self.high,))
             db.execute("COMMIT")
         except sqlite3.DatabaseError as e:
             db.close()
