@@ -26,7 +26,8 @@ inserted). A commit that cannot be written (a full disk, an I/O error, a lock) i
 (``spool_health.py``) with the changes kept in memory, never in a tight loop; meanwhile the spool is not
 ``writable``, the store refuses new writes (what it accepted could not be made durable) and ``GET /ready`` says why.
 The file is checked before each commit and every ``IDENTITY_CHECK_S``: one deleted or replaced while in use is made
-anew with every row (``spool_db.py``).
+anew with every row (``spool_db.py``). After each commit the spool's tally says how far the file has taken writes,
+so that a start notices what it lost (``spool_tally.py``).
 
 The spool's directory is created 0700 and its files 0600: they hold statuses. One process at a time uses a spool: it
 holds an ``flock`` on ``<path>.lock`` (``spool_file.py``).
