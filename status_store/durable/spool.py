@@ -43,9 +43,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..retry.updates import Outcome, RetryListener, StatusUpdate
 from .spool_db import Row, SpoolDatabase
-from .spool_file import Reserve, SpoolLock, check_path
+from .spool_file import SPOOL_KEY, Reserve, SpoolLock, check_path
 from .spool_health import SpoolHealth
 from .spool_tally import SpoolLoss, SpoolTally
 
@@ -100,8 +101,10 @@ class Spool(RetryListener):
             self._file = SpoolDatabase(self.path, reserve)
             try:
                 self._tally = SpoolTally(self.path)
-            except BaseException:
+            except BaseException as e:
                 self._file.close()
+                if isinstance(e, OSError):
+                    raise ConfigError(SPOOL_KEY, str(self.path), f"its tally cannot be written: {e}") from None
                 raise
         except BaseException:
             self._lock.release()
