@@ -49,7 +49,7 @@ def test_spool_quick_run(tmp_path: Path) -> None:
     output = run_quick("spool", tmp_path, timeout=RUN_BOUND_S)
     runs = [json.loads(line) for line in output.splitlines()]
     assert [(run["batch"], run["writes"], len(run["rounds"])) for run in runs] == [(1, 1000, 1), (500, 1000, 1)]
-    assert all(run["us_per_write"] > 0 for run in runs)
+    assert all(run["us_per_write"] > 0 and run["cpu_us_per_write"] > 0 for run in runs)
 
 
 def test_connect_outage_quick_run(tmp_path: Path) -> None:
