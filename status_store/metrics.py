@@ -148,6 +148,9 @@ class _StoreCollector(Collector):
             yield GaugeMetricFamily("status_spool_unwritten_changes", "Changes to the spool kept in memory until a "
                                     "commit writes them (normally 0 between turns of the event loop).",
                                     value=spool.unwritten_changes)
+            yield GaugeMetricFamily("status_spool_losses_unacknowledged", "Starts that found accepted writes missing "
+                                    "from the spool (its WAL or file damaged or lost), not yet acknowledged "
+                                    "(DELETE /spool/loss).", value=len(spool.losses))
         outcomes = CounterMetricFamily("status_event_total", "Events for the append-only topics (history, "
                                        "dead letters) by outcome: written, failed, dropped (too many pending).",
                                        labels=["log", "outcome"])

@@ -9,6 +9,7 @@ tests/analytics/test_bench_history.py and tests/analytics/test_spark_cluster.py.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -42,6 +43,13 @@ def test_core_quick_run(tmp_path: Path) -> None:
         "raw", "store", "store with spool", "store with history", "aio"]
     assert [row[1] for row in rows(output, "write until visible")] == ["raw pipeline", "lean sketch", "store"]
     assert "the spool's cost" in output
+
+
+def test_spool_quick_run(tmp_path: Path) -> None:
+    output = run_quick("spool", tmp_path, timeout=RUN_BOUND_S)
+    runs = [json.loads(line) for line in output.splitlines()]
+    assert [(run["batch"], run["writes"], len(run["rounds"])) for run in runs] == [(1, 1000, 1), (500, 1000, 1)]
+    assert all(run["us_per_write"] > 0 and run["cpu_us_per_write"] > 0 for run in runs)
 
 
 def test_connect_outage_quick_run(tmp_path: Path) -> None:

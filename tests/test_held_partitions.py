@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import sqlite3
+import resource
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -378,28 +378,29 @@ async def test_a_record_that_cannot_fit_is_refused_before_it_changes_anything(he
         assert held.store.queue.unsettled == 0
 
 
-async def test_a_spool_locked_by_another_process_never_stops_the_queue(mock_cluster: FaultyCluster,
-                                                                       store_factory: StoreFactory,
-                                                                       tmp_path: Path) -> None:
+async def test_a_spool_that_cannot_be_written_never_stops_the_queue(mock_cluster: FaultyCluster,
+                                                                     store_factory: StoreFactory,
+                                                                     tmp_path: Path) -> None:
     spool = tmp_path / "spool.db"
     topic = topic_with(mock_cluster, 1)
     registry = CollectorRegistry()
     async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry,
                              **{**FAST, "status.storage.spool.path": str(spool)}) as store:
-        other = sqlite3.connect(spool, isolation_level=None)
-        other.execute("BEGIN EXCLUSIVE")  # another process holds the database for a while
+        # The spool cannot be written for a while: this process's file-size limit at 0 (EFBIG, SQLite's "disk I/O
+        # error"). Another process cannot lock a spool in use: the spool holds SQLite's exclusive lock.
+        limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, limits[1]))
         try:
             updates = [store.put(connector("c", state=state)) for state in (State.RUNNING, State.PAUSED)]
             assert not store.commit_spool()  # refused at once, not after seconds; the changes wait in memory
             # Until the spool can be written, new writes are refused: what they hold could not be made durable.
-            with pytest.raises(WriteRejectedError, match="database is locked"):
+            with pytest.raises(WriteRejectedError, match="disk I/O error"):
                 store.put(connector("c", state=State.FAILED))
             outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), WAIT)
             assert [o.result for o in outcomes] == [Result.WRITTEN, Result.WRITTEN]
             assert registry.get_sample_value("status_listener_errors_total", {"listener": "Spool"}) is None
         finally:
-            other.execute("ROLLBACK")
-            other.close()
+            resource.setrlimit(resource.RLIMIT_FSIZE, limits)
         await eventually(store.commit_spool)
         updates.append(store.put(connector("c", state=State.FAILED)))
         assert (await updates[-1].result(WAIT)).ok
