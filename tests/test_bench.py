@@ -33,7 +33,6 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
-    assert len(scripts()) == 22
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
