@@ -27,6 +27,7 @@ from .embedded.mock_cluster import MockCluster
 from .errors import KafkaUnavailableError
 from .fleet.config_topic import ConfigTopic
 from .fleet.events import StatusEvents
+from .kafka.security_failures import security_failures
 from .kafka.topics import topic_exists
 from .metrics import StoreMetrics
 from .store import StatusStore
@@ -88,6 +89,7 @@ class _Server(uvicorn.Server):
 async def serve(config: StoreConfig) -> None:
     """Start everything, serve until SIGINT/SIGTERM, then stop within the configured bounds."""
     _warn_about_open_writes(config)
+    security_failures.watch(config.client_configs)
     cluster, bootstrap = await _brokers(config)
     registry = CollectorRegistry()
     try:
