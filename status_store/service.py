@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 from .act.actions import Actions
 from .api import create_app
 from .api.app import store_events
+from .api.credentials import ServerTls, WriteTokens
 from .api.http_server import client_log_limits, http_config
 from .config import StoreConfig
 from .embedded.broker import start_embedded_broker
@@ -65,9 +66,10 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         addresses = dict.fromkeys(bound.getsockname()[:2] for server in self.servers for bound in server.sockets)
+        scheme = "https" if self.config.ssl is not None else "http"
         for host, port in addresses:
             shown = f"[{host}]" if ":" in host else host
-            log.info("Status page: http://%s:%d/ui (every connector and task, live)", shown, port)
+            log.info("Status page: %s://%s:%d/ui (every connector and task, live)", scheme, shown, port)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         # uvicorn waits for open connections to finish: end the event streams, which would not on their own.
@@ -90,6 +92,9 @@ async def serve(config: StoreConfig) -> None:
     """Start everything, serve until SIGINT/SIGTERM, then stop within the configured bounds."""
     _warn_about_open_writes(config)
     security_failures.watch(config.client_configs)
+    # The REST API's files are read before Kafka is asked anything: one that cannot be used stops the start at once.
+    tls = ServerTls(config.rest_tls) if config.rest_tls.enabled else None
+    tokens = WriteTokens(config.rest_token, config.rest_token_file)
     cluster, bootstrap = await _brokers(config)
     registry = CollectorRegistry()
     try:
@@ -111,14 +116,15 @@ async def serve(config: StoreConfig) -> None:
         await _start(store, configs, bootstrap)
         await actions.start()
         tune_collector()
-        app = create_app(store, registry, config.rest_token, config.rest_max_body_bytes, configs, status_events,
+        app = create_app(store, registry, tokens, config.rest_max_body_bytes, configs, status_events,
                          actions=actions, docs=config.rest_docs)
         loop = asyncio.get_running_loop()
 
         def stopping() -> None:  # from the signal handler: on the loop, soon
             loop.call_soon_threadsafe(store.stopping)
 
-        server = _Server(http_config(app, config.rest_host, config.rest_port), status_events,
+        server = _Server(http_config(app, config.rest_host, config.rest_port,
+                                     tls=tls.context if tls is not None else None), status_events,
                          config.shutdown_timeout_s, stopping)
         with client_log_limits(loop):
             await server.serve()
@@ -175,7 +181,7 @@ async def _start(store: StatusStore, configs: ConfigTopic | None, bootstrap: str
 
 def _warn_about_open_writes(config: StoreConfig) -> None:
     """Without a token anyone who reaches the port can write statuses: fine on loopback only."""
-    if config.rest_token is None and not _is_loopback(config.rest_host):
+    if config.rest_token is None and config.rest_token_file is None and not _is_loopback(config.rest_host):
         log.warning("The HTTP API binds %s, not a loopback address, and sidecar.rest.token is not set: anyone who "
                     "reaches this port can write statuses%s. Set sidecar.rest.token.", config.rest_host,
                     " and read connector configurations (which may hold credentials)"

@@ -15,7 +15,7 @@ import javaproperties
 from ..errors import ConfigError
 from ..retry.backoff import JitterMode, RetryMode
 from ..settings import INT32_MAX, construct
-from . import act
+from . import act, rest
 from .clients import KAFKA_PREFIX, kafka_override
 from .retry import RetryConfig
 from .security import CLIENT_PREFIXES, worker_security
@@ -158,6 +158,10 @@ def _check(config: StoreConfig) -> None:
                           f"must not exceed status.storage.retry.max.backoff.ms ({retry.max_backoff_ms})")
     _warn_about_retry_settings(retry)
     act.check(config.restart)
+    rest.check(config.rest_tls)
+    if config.rest_token is not None and config.rest_token_file is not None:
+        raise ConfigError("sidecar.rest.token.file", config.rest_token_file,
+                          "cannot be combined with sidecar.rest.token: set one of them")
     if config.exhausted_action is ExhaustedAction.DEAD_LETTER and config.dead_letter_topic is None:
         raise ConfigError("status.storage.retry.dead.letter.topic", None,
                           "required when status.storage.retry.exhausted.action=dead-letter")
