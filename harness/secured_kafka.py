@@ -16,6 +16,13 @@ import datetime
 from collections.abc import Mapping
 from pathlib import Path
 
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
 from .certs import DAY, PASSWORD, Issued, TestCA
 from .java_process import KafkaLine, free_ports, write_properties
 from .real_kafka import KafkaCluster
@@ -23,6 +30,12 @@ from .real_kafka import KafkaCluster
 # The SCRAM user the workers and the sidecar log in as, and its password.
 USER = "connect"
 USER_PASSWORD = "connect-secret"
+# A second user, whose password a test changes while a sidecar is logged in as it (a rotation the sidecar missed).
+ROTATED_USER = "rotated"
+ROTATED_PASSWORD = "rotated-secret"
+# The SCRAM listener asks its clients to log in again this often (KIP-368): a changed password then takes effect on
+# connections already open, as it does in clusters that set it.
+REAUTH_MS = 5000
 SCRAM_MECHANISM = "SCRAM-SHA-512"
 SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
@@ -59,6 +72,7 @@ class SecuredKafka(KafkaCluster):
             **_keystore("ssl.", self.broker_cert),
             "listener.name.scram.sasl.enabled.mechanisms": SCRAM_MECHANISM,
             f"listener.name.scram.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": f"{SCRAM_LOGIN} required;",
+            f"listener.name.scram.{SCRAM_MECHANISM.lower()}.connections.max.reauth.ms": str(REAUTH_MS),
             "listener.name.mtls.ssl.client.auth": "required",
             "listener.name.mtls.ssl.truststore.location": str(self.ca.truststore_p12),
             "listener.name.mtls.ssl.truststore.type": "PKCS12",
@@ -66,7 +80,8 @@ class SecuredKafka(KafkaCluster):
             **_keystore("listener.name.stale.ssl.", self.stale_cert),
         })
         write_properties(node.workdir / "server.properties", node.settings)
-        self.format_options = ["--add-scram", f"{SCRAM_MECHANISM}=[name={USER},password={USER_PASSWORD}]"]
+        self.format_options = [option for user, password in ((USER, USER_PASSWORD), (ROTATED_USER, ROTATED_PASSWORD))
+                               for option in ("--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={password}]")]
 
     @property
     def scram_servers(self) -> str:
@@ -80,12 +95,20 @@ class SecuredKafka(KafkaCluster):
     def stale_servers(self) -> str:
         return f"127.0.0.1:{self.stale_port}"
 
-    def worker_scram(self, store: str = "jks", password: str = USER_PASSWORD) -> dict[str, str]:
+    def worker_scram(self, store: str = "jks", user: str = USER, password: str = USER_PASSWORD) -> dict[str, str]:
         """A Connect worker file's client settings for the SCRAM listener, as users write them: the trust store a
         JKS (``store="jks"``) or PKCS#12 (``"p12"``) file."""
         return {"bootstrap.servers": self.scram_servers, "security.protocol": "SASL_SSL",
-                "sasl.mechanism": SCRAM_MECHANISM, "sasl.jaas.config": scram_jaas(USER, password),
+                "sasl.mechanism": SCRAM_MECHANISM, "sasl.jaas.config": scram_jaas(user, password),
                 **self.truststore(store)}
+
+    def set_password(self, user: str, password: str) -> None:
+        """Change a SCRAM user's password (the Admin API, through the plain listener), as an operator rotates it."""
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                              password.encode())
+        for future in admin.alter_user_scram_credentials([upsert], request_timeout=30).values():
+            future.result(timeout=60)
 
     def worker_mtls(self, client: Issued, store: str = "jks") -> dict[str, str]:
         """A Connect worker file's client settings for the MTLS listener: the client's keystore and the trust store,
