@@ -216,3 +216,29 @@ def wait_until(condition: Callable[[], bool]) -> None:
     while not condition():
         assert time.monotonic() < deadline, "not in time"
         time.sleep(0.01)
+
+
+async def test_clients_waiting_while_statuses_change_join_one_next_build(
+        serve: ServedFactory, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """Statuses changing every 200 ms while /fleet is built: a client waiting for the build in progress started the
+    next one at its own older version, so later clients did not join it (11 builds for 20 clients, waits of 2.7 to
+    25 s). The next build is at the version it reads: every client waiting joins it."""
+    async with serve() as served:
+        fill(served.store, 10)
+        await served.store.read_to_end(WAIT)
+        answers = served.app.state.shared_answers
+        with held(monkeypatch, ui, "fleet_text") as build:
+            asking = [get(f"{served.url}/fleet")]
+            await waiting_for(lambda: build.waiting)
+            for n in range(1, 10):
+                # A change, read, then a client asking for the fleet as it is now.
+                write_raw(served.store, (f"status-connector-changed-{n}".encode(), status(State.PAUSED)))
+                await served.store.read_to_end(WAIT)
+                asking.append(get(f"{served.url}/fleet"))
+                await waiting_for(lambda n=n: answers.waiting == n + 1)
+            build.release.set()
+            fleets = [answer.json() for answer in await asyncio.gather(*asking)]
+    assert build.calls == 2
+    for n, fleet in enumerate(fleets):
+        names = {connector["name"] for connector in fleet["connectors"]}
+        assert {f"changed-{m}" for m in range(1, n + 1)} <= names  # nothing older than the client's request

@@ -10,8 +10,10 @@ once held 20 copies (1.7 GB). Here:
   compresses it (gzip, in zlib, which lets go of the interpreter's lock) as it goes: the whole text is never held.
 - **Once per change set.** An answer is kept with the version it was built at (``StatusCache.version``, and the
   config topic's): a client finds it current, or joins the build in progress when that build is current for it, or
-  waits for the next build, which starts when the one in progress ends, for every client that waits (so a client
-  never gets an answer older than its request, and a burst of clients makes at most two builds of each answer).
+  waits for the next build, which starts when the one in progress ends, for every client that waits: a build is at
+  the version of what it reads when it starts, never the older one of the client that starts it, so every client
+  waiting then joins it (a client never gets an answer older than its request, and a burst of clients makes at most
+  two builds of each answer, however often the statuses change meanwhile).
 - **The same bytes.** Every client gets the one compressed copy: with ``Accept-Encoding: gzip`` as it is, otherwise
   decompressed as it is sent, a bounded piece per turn of the loop. Sent piece by piece behind the connection's
   flow control, so a client's buffers hold little of it.
@@ -49,6 +51,8 @@ _GZIP = 31
 Render = Callable[[], Iterable[str]]
 # What an answer's build does on the loop first: takes the view (and position) and returns the rendering.
 Prepare = Callable[[], Render]
+# The version of what an answer shows, now (it only grows).
+Version = Callable[[], int]
 
 
 class TooManyBuilds(Exception):
@@ -90,27 +94,37 @@ class SharedAnswers:
     refused: int = 0
     builds: dict[str, int] = field(default_factory=dict)
     last_build_s: float = 1.0
+    # Clients waiting for a build now.
+    waiting: int = 0
 
-    async def get(self, kind: str, key: Hashable, version: int, prepare: Prepare) -> Built:
-        """The answer ``(kind, key)`` at ``version`` or newer (``version`` only grows): the one built, the build in
-        progress, or a new build (``prepare`` on the loop, its rendering on a thread). ``TooManyBuilds`` when a new
-        build is needed and ``max_builds`` run."""
+    async def get(self, kind: str, key: Hashable, version: Version, prepare: Prepare) -> Built:
+        """The answer ``(kind, key)`` at the version it has now or newer: the one built, the build in progress, or a
+        new build (``prepare`` on the loop, its rendering on a thread) at the version it has when the build starts.
+        ``TooManyBuilds`` when a new build is needed and ``max_builds`` run."""
         answer = self._answers.setdefault((kind, key), _Answer())
-        while True:
-            if answer.built is not None and answer.built.version >= version:
-                return answer.built
-            building = answer.building
-            if building is not None:
-                if answer.building_version >= version:
-                    return await asyncio.shield(building)
-                # Older than this request: the next build starts when it ends (by the first who finds none).
-                await asyncio.wait((building,))
-                continue
-            if self._running >= self.max_builds:
-                self.refused += 1
-                raise TooManyBuilds(max(1, math.ceil(self.last_build_s)))
-            answer.building_version = version
-            answer.building = asyncio.ensure_future(self._build(kind, answer, version, prepare()))
+        wanted = version()
+        self.waiting += 1
+        try:
+            while True:
+                if answer.built is not None and answer.built.version >= wanted:
+                    return answer.built
+                building = answer.building
+                if building is not None:
+                    if answer.building_version >= wanted:
+                        return await asyncio.shield(building)
+                    # Older than this request: the next build starts when it ends (by the first who finds none).
+                    await asyncio.wait((building,))
+                    continue
+                if self._running >= self.max_builds:
+                    self.refused += 1
+                    raise TooManyBuilds(max(1, math.ceil(self.last_build_s)))
+                # The build reads what is there now: its version, not this client's older one, so that every
+                # client waiting now (they asked at versions up to this one) joins it.
+                now = version()
+                answer.building_version = now
+                answer.building = asyncio.ensure_future(self._build(kind, answer, now, prepare()))
+        finally:
+            self.waiting -= 1
 
     async def _build(self, kind: str, answer: _Answer, version: int, render: Render) -> Built:
         self._running += 1
@@ -244,3 +258,5 @@ class SharedAnswersCollector(Collector):
                                   "the whole fleet as allowed were being built.", value=self._answers.refused)
         yield GaugeMetricFamily("status_fleet_answer_last_build_seconds", "How long the last answer about the whole "
                                 "fleet took to build (off the event loop).", value=self._answers.last_build_s)
+        yield GaugeMetricFamily("status_fleet_answer_waiting", "Clients waiting now for an answer about the whole "
+                                "fleet to be built.", value=self._answers.waiting)

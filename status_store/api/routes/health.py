@@ -43,7 +43,7 @@ async def fleet_health(request: Request, store: StoreDep, connector: Annotated[s
         return lambda: health_text(view, marks)
 
     # Only a change of the group's workers changes a health word beside the statuses (restarts do not).
-    return await shared_answer(request, "health", None, store, None, prepare, actions.liveness.changes)
+    return await shared_answer(request, "health", None, store, None, prepare, lambda: actions.liveness.changes)
 
 
 def health_text(view: FleetView, marks: FleetMarks) -> Iterator[str]:
