@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, NamedTuple, TextIO
 
+from .fleet.text import shown
 from .logs import escape_text
 from .retry.backoff import JitterMode, Random, backoff_policy
 
@@ -294,7 +295,8 @@ def show_status(base_url: str, name: str | None, out: TextIO = sys.stdout, tls: 
         else:
             for connector in sorted(answer):
                 found = rows(field(answer[connector], "status", dict, f"the entry of {connector!r}"))
-                table.extend(with_health(found, words.get(connector)))
+                # Names come whole here and cut to a bound in /fleet/health's answer.
+                table.extend(with_health(found, words.get(connector, words.get(shown(connector)))))
     except MalformedAnswer as e:
         raise SystemExit(f"status-store: {url} answered something else than statuses: {escape_text(str(e))}") from None
     if len(table) == 1:

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.faulty_cluster import FaultyCluster
+from status_store.act.actions import Actions
 from status_store.api import create_app
 from status_store.api.routes import connectors, ui
 from status_store.connect import codec
@@ -50,12 +51,13 @@ async def test_long_names_and_worker_ids_are_cut_in_the_fleet_and_its_events_as_
     names = [f"{'n' * 600_000}{i}" for i in range(3)]
     async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry,
                              **{"sidecar.kafka.message.max.bytes": "2000000"}) as store:
-        app = create_app(store, registry)
+        app = create_app(store, registry, actions=Actions(store.config, store, None))
         subscription = app.state.events.subscribe()
         write_raw(store, *((f"status-connector-{name}".encode(), status(State.FAILED, "w" * 1000)) for name in names))
         await store.read_to_end(WAIT)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
             fleet = await http.get("/fleet")
+            health = await http.get("/fleet/health")
             exposition = (await http.get("/metrics")).text
         events = [json.loads(event.data()) for _ in names for event in app.state.events.take(subscription)]
     assert len(fleet.content) < 10_000
@@ -66,6 +68,9 @@ async def test_long_names_and_worker_ids_are_cut_in_the_fleet_and_its_events_as_
     assert sorted((event["connector"], event["worker_id"]) for event in events) == labels
     assert all(len(name) == MAX_SHOWN_CHARS and len(worker) == MAX_SHOWN_CHARS for name, worker in shown)
     assert len({name for name, _ in shown}) == 3  # cut apart: their digests differ
+    # GET /fleet/health carried the names whole (30 MB for 50 names of 600 KB): cut as /fleet cuts them.
+    assert len(health.content) < 10_000
+    assert sorted(health.json()) == sorted(name for name, _ in shown)
 
 
 async def test_fleet_status_answers_any_name_the_topic_holds(mock_cluster: FaultyCluster,
