@@ -291,7 +291,7 @@ async def shared_answer(request: Request, kind: str, key: object, store: StatusS
     except TooManyBuilds as e:
         raise ApiError(503, f"Not answered, try again in {e.retry_after_s} s: {e}",
                        {"Retry-After": str(e.retry_after_s)}) from None
-    return SharedAnswerResponse(built, accepts_gzip(request))
+    return SharedAnswerResponse(built, accepts_gzip(request), answers.decompressing)
 
 
 @router.get("/connectors/{name}", response_model=ConnectorInfo, responses={**NOT_CONFIGURED, **CONFIG_READ})
