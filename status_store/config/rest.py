@@ -43,7 +43,7 @@ class RestTlsConfig:
         "With sidecar.rest.tls.ca.file: required (a connection without a certificate signed by one of those CAs is "
         "refused: kubelet's HTTPS probes present none, so probe with exec, or choose requested), requested (a "
         "certificate is asked for and checked when given, not required). Unset: required when a CA file is set, none "
-        "otherwise.")
+        "otherwise.", example="requested")
 
     @property
     def enabled(self) -> bool:
