@@ -72,7 +72,8 @@ def worker_security(worker: Mapping[str, str], overrides: Mapping[str, str]) -> 
             settings.update(_setting(key, raw.strip()))
     settings.update(_truststore(stores, overrides))
     settings.update(_keystore(stores, overrides))
-    _try(settings, overrides)
+    if settings:
+        _try(settings, overrides)
     return settings
 
 
