@@ -96,13 +96,31 @@ def main(argv: list[str] | None = None) -> int:
     options = {"sidecar.rest.host": args.host, "sidecar.rest.port": args.port}
     try:
         config = load_config(args.config, os.environ, {k: v for k, v in options.items() if v is not None})
-        asyncio.run(run_service(config))
     except StatusStoreError as e:
         print(f"status-store: {e}", file=sys.stderr)
         return 2
+    code = 0
+    try:
+        asyncio.run(run_service(config))
+    except StatusStoreError as e:
+        print(f"status-store: {e}", file=sys.stderr)
+        code = 2
     except KeyboardInterrupt:
-        return 130
-    return 0
+        code = 130
+    except SystemExit as e:  # the service's own verdict (updates lost at the stop)
+        code = e.code if isinstance(e.code, int) else 1
+    _exit_now(code)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process once the service has stopped: everything it must do at the end is done (the spool closed,
+    what was lost logged), so the interpreter's own finalization (module teardown, the Kafka clients' destructors,
+    joining idle threads) is skipped, and the stop keeps to its bound (sidecar.shutdown.timeout.ms); on a starved
+    CPU that finalization alone took 0.45 s."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _client_arguments(command: argparse.ArgumentParser, bound: str) -> None:
