@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import ipaddress
 import logging
 import re
 import socket
@@ -33,6 +34,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where a certificate is read: cryptography is not loaded with every Kafka client
+    from cryptography import x509
 
 log = logging.getLogger(__name__)
 
@@ -227,10 +232,7 @@ def own_certificate_problem(settings: Mapping[str, str]) -> str:
             f"{certificate.issuer.rfc4514_string()}): add it to the listener's ssl.truststore")
 
 
-def _dates_problem(certificate: object) -> str | None:
-    from cryptography import x509
-
-    assert isinstance(certificate, x509.Certificate)
+def _dates_problem(certificate: x509.Certificate) -> str | None:
     now = datetime.datetime.now(datetime.UTC)
     if certificate.not_valid_after_utc < now:
         return f"expired on {certificate.not_valid_after_utc:%Y-%m-%d %H:%M:%S} UTC"
@@ -239,13 +241,10 @@ def _dates_problem(certificate: object) -> str | None:
     return None
 
 
-def _names(certificate: object, host: str) -> bool:
+def _names(certificate: x509.Certificate, host: str) -> bool:
     """Whether the certificate names ``host`` (an IP address or a DNS name, wildcards as TLS allows them)."""
-    import ipaddress
-
     from cryptography import x509
 
-    assert isinstance(certificate, x509.Certificate)
     try:
         names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
