@@ -11,6 +11,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -32,6 +33,7 @@ CGROUP_V1 = Path("/sys/fs/cgroup/cpu")
 CGROUP_V2 = Path("/sys/fs/cgroup")
 
 
+@contextmanager
 def cpu_limited(pid: int) -> Iterator[None]:
     """Put process ``pid`` in a CPU cgroup of its own, limited to QUOTA_US per PERIOD_US, for the block; the cgroup is
     removed after it (the process gone). Skips where this machine cannot make cgroups with a CPU quota."""
@@ -92,7 +94,7 @@ async def test_the_whole_stop_keeps_to_its_bound_on_a_starved_cpu(mock_cluster: 
             answer = await http.post("/statuses", json={"updates": [item(key) for key in range(3000)]})
             assert answer.status_code == 202
             assert 'status_retry_queue_pending 3000.0' in (await http.get("/metrics")).text
-        for _ in cpu_limited(service.process.pid):
+        with cpu_limited(service.process.pid):
             started = time.monotonic()
             service.process.send_signal(signal.SIGTERM)
             code = await asyncio.to_thread(service.process.wait, WAIT)
