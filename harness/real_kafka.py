@@ -106,6 +106,8 @@ class KafkaCluster(Started):
                  client_listeners: Sequence[str] = ()) -> None:
         self.line, self.workdir, self.full_jit = line, workdir, full_jit
         self.cluster_id = ""
+        # More arguments of the storage format (a secured cluster's --add-scram credentials).
+        self.format_options: list[str] = []
         ports = iter(free_ports((4 + 2 * len(client_listeners)) * brokers + 1))
         if brokers == 1:
             self.nodes = [KafkaNode(1, "broker,controller", workdir / "node-1", next(ports), next(ports),
@@ -214,7 +216,7 @@ class KafkaCluster(Started):
         formats = [subprocess.Popen(
             ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
              "-cp", self.line.classpath, "kafka.tools.StorageTool", "format", "-t", text,
-             "-c", str(node.workdir / "server.properties"), "--ignore-formatted"],
+             "-c", str(node.workdir / "server.properties"), "--ignore-formatted", *self.format_options],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for node in self.nodes]
         for node, process in zip(self.nodes, formats, strict=True):
             try:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from ... import __version__
 from ...agents import PROTOCOL
 from ...errors import StoreClosedError
+from ...kafka.security_failures import security_failures
 from ..deps import ConfigTopicDep, StoreDep
 from ..responses import ApiError
 from ..routing import ConnectRoute
@@ -106,6 +107,10 @@ async def ready(store: StoreDep, config_topic: ConfigTopicDep) -> Readiness:
     except (TimeoutError, StoreClosedError) as e:
         reason = f"the {reader} is stopped" if isinstance(e, StoreClosedError) else (
             f"the {topic} was not read to its end within {READY_TIMEOUT_S:g} s (are the brokers reachable?)")
+        # A refused login or certificate is why, when one is seen now.
+        problem = security_failures.current()
+        if problem is not None and not isinstance(e, StoreClosedError):
+            reason = f"the {topic} was not read to its end within {READY_TIMEOUT_S:g} s: {problem.explanation}"
         raise ApiError(503, f"Not ready: {reason}") from None
     losses = spool.losses if spool is not None else []
     if losses:

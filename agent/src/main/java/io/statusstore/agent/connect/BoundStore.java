@@ -42,7 +42,7 @@ final class BoundStore {
         this.router = new Router(options.maxKeys, metrics);
         StoreOriginals originals = new StoreOriginals((StatusBackingStore) store, sends, retryExecutor);
         SidecarClient client = new SidecarClient(options.url, options.token, options.connectTimeoutMs,
-                options.readTimeoutMs);
+                options.readTimeoutMs, options.tls);
         this.sender = new Sender(options, router, client, originals, metrics, clusterId, statusTopic);
     }
 

@@ -14,6 +14,9 @@ import java.net.URL;
 import java.net.UnknownHostException;
 import java.nio.charset.StandardCharsets;
 
+import javax.net.ssl.HttpsURLConnection;
+import javax.net.ssl.SSLHandshakeException;
+
 /**
  * The agent's two calls to the sidecar, over {@link HttpURLConnection} with connect and read timeouts, so a
  * sidecar that is gone or late costs the (single) sender thread a bounded time and never a worker thread.
@@ -25,13 +28,20 @@ public final class SidecarClient {
     private final String token;
     private final int connectTimeoutMs;
     private final int readTimeoutMs;
+    private final SidecarTls tls;
 
     public SidecarClient(URL url, String token, int connectTimeoutMs, int readTimeoutMs) {
+        this(url, token, connectTimeoutMs, readTimeoutMs, null);
+    }
+
+    /** {@code tls}: an https:// sidecar's CA and this agent's certificate (null: the JVM's defaults). */
+    public SidecarClient(URL url, String token, int connectTimeoutMs, int readTimeoutMs, SidecarTls tls) {
         String text = url.toString();
         this.base = text.endsWith("/") ? text.substring(0, text.length() - 1) : text;
         this.token = token;
         this.connectTimeoutMs = connectTimeoutMs;
         this.readTimeoutMs = readTimeoutMs;
+        this.tls = tls;
     }
 
     /** {@code GET /}: which cluster and status topic the sidecar serves. */
@@ -60,6 +70,9 @@ public final class SidecarClient {
         try {
             // Streams are read to the end and closed, so the JDK keeps the connection for the next call.
             HttpURLConnection c = (HttpURLConnection) new URL(base + path).openConnection(Proxy.NO_PROXY);
+            if (tls != null && c instanceof HttpsURLConnection) {
+                ((HttpsURLConnection) c).setSSLSocketFactory(tls.socketFactory());
+            }
             c.setConnectTimeout(connectTimeoutMs);
             c.setReadTimeout(readTimeoutMs);
             c.setUseCaches(false);
@@ -86,6 +99,11 @@ public final class SidecarClient {
             return answer;
         } catch (ConnectException | NoRouteToHostException | UnknownHostException e) {
             throw new SidecarException(method + " " + path + " failed: " + e, 0, -1, false);
+        } catch (SSLHandshakeException e) {
+            // No request was served: the sidecar refused this agent's certificate, or this agent its certificate.
+            throw new SidecarException(method + " " + path + " failed: the TLS handshake failed (the sidecar's "
+                    + "certificate and tls.ca.file, or this agent's tls.cert.file and the sidecar's "
+                    + "sidecar.rest.tls.ca.file): " + e.getMessage(), 0, -1, false);
         } catch (IOException | RuntimeException e) {
             throw new SidecarException(method + " " + path + " failed: " + e, 0, -1, true);
         }
