@@ -16,7 +16,7 @@ import datetime
 from collections.abc import Mapping
 from pathlib import Path
 
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
+from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
     ScramMechanism,
