@@ -183,6 +183,30 @@ async def test_held_updates_keep_coalescing_and_connects_abandonment_rules(held_
         assert values[b"status-connector-c"] == b'{"state":"FAILED","trace":null,"worker_id":"w1:8083","generation":1}'
 
 
+async def test_a_newer_status_lands_after_its_keys_timed_out_one_whatever_another_writer_writes(
+        held_factory: HeldFactory) -> None:
+    """A task's RUNNING (generation 10) times out (the broker answers too late), its PAUSED (generation 11) follows,
+    and another worker writes generation 12 meanwhile (a rebalance). The copies of RUNNING that go first, in case the
+    timed-out one still lands, are not PAUSED's attempts: once the broker answers again PAUSED is written, and the
+    topic ends with it."""
+    async with held_factory(partitions=1) as held:
+        store, cluster = held.store, held.cluster
+        cluster.set_rtt(-1, 2000)  # every attempt outlives its 500 ms bound
+        store.put(TaskStatus(TaskId("c", 0), State.RUNNING, "w1:8083", 10))
+        await eventually(lambda: store.queue.held_partitions == [0])
+        paused = TaskStatus(TaskId("c", 0), State.PAUSED, "w1:8083", 11)
+        update = store.put(paused)
+        store.put(ConnectorStatus("other", State.RUNNING, "w2:8083", 12))
+        await eventually(lambda: store.queue.probes_total >= 2 or update.done())
+        cluster.set_rtt(-1, 0)
+        outcome = await update.result(WAIT)
+        assert outcome.result is Result.WRITTEN, outcome
+        await store.read_your_writes(WAIT)
+        assert store.cache.get_task(TaskId("c", 0)) == paused
+        assert last_values(store)[b"status-task-c-0"] == (
+            b'{"state":"PAUSED","trace":null,"worker_id":"w1:8083","generation":11}')
+
+
 async def test_max_retries_counts_only_attempts_sent_and_still_ends_an_update(held_factory: HeldFactory) -> None:
     async with held_factory(partitions=1, **{"status.storage.retry.max.retries": "2",
                                              "status.storage.retry.exhausted.action": "drop"}) as held:
