@@ -207,6 +207,28 @@ async def test_a_newer_status_lands_after_its_keys_timed_out_one_whatever_anothe
             b'{"state":"PAUSED","trace":null,"worker_id":"w1:8083","generation":11}')
 
 
+async def test_a_retry_is_abandoned_when_its_own_writers_generation_moved_never_another_writers(
+        held_factory: HeldFactory) -> None:
+    """Connect abandons a status write's retry once its store's generation moved (a rebalance): one store per worker,
+    moved by that worker's writes. Here a writer is an agent's session, or the worker a status names."""
+    async with held_factory(partitions=1) as held:
+        store, cluster = held.store, held.cluster
+        cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
+        kept = store.put(connector("kept", 10, worker="w1:8083"))
+        session = store.put(connector("session", 10, worker="w3:8083"), writer="agent-1")
+        dropped = store.put(connector("dropped", 10, worker="w4:8083"))
+        await eventually(lambda: store.queue.held_partitions == [0])
+        # Other writers move their own generations: another worker, and another session of w3's worker.
+        store.put(connector("rebalanced", 12, worker="w2:8083"))
+        store.put(connector("restarted", 12, worker="w3:8083"), writer="agent-2")
+        # w4 itself moves on: its pending retry goes no more, as Connect's store of w4 would drop it.
+        store.put(connector("moved", 11, worker="w4:8083"))
+        cluster.clear_request_errors(FaultyCluster.PRODUCE)
+        outcomes = await asyncio.wait_for(asyncio.gather(kept.result(), session.result(), dropped.result()), WAIT)
+        assert [o.result for o in outcomes] == [Result.WRITTEN, Result.WRITTEN, Result.SUPERSEDED], outcomes
+        assert "generation moved from 10 to 11" in outcomes[2].reason
+
+
 async def test_max_retries_counts_only_attempts_sent_and_still_ends_an_update(held_factory: HeldFactory) -> None:
     async with held_factory(partitions=1, **{"status.storage.retry.max.retries": "2",
                                              "status.storage.retry.exhausted.action": "drop"}) as held:
@@ -269,12 +291,12 @@ async def test_the_pending_bound_refuses_new_keys_and_changes_nothing(held_facto
         store = held.store
         held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
         accepted = [store.put(connector(f"c{i}")) for i in range(5)]
-        generation = store.generation
+        generation = store.generation_of(None, connector("c5"))
         with pytest.raises(WriteRejectedError) as refused:
             store.put(connector("c5", generation=9))
         assert refused.value.retry_after_s >= 1
         assert "status.storage.retry.max.pending" in str(refused.value)
-        assert store.generation == generation  # a refused write changes nothing
+        assert store.generation_of(None, connector("c5")) == generation == 1  # a refused write changes nothing
         with pytest.raises(WriteRejectedError):
             store.put_safe(TaskStatus(TaskId("c0", 0), State.RUNNING, "w1:8083", 1))
         assert store.cache.get_task(TaskId("c0", 0)) is None
@@ -394,11 +416,11 @@ async def test_a_trace_too_large_for_a_record_is_cut_so_the_failed_status_is_wri
 
 async def test_a_record_that_cannot_fit_is_refused_before_it_changes_anything(held_factory: HeldFactory) -> None:
     async with held_factory(partitions=1, **{"sidecar.kafka.message.max.bytes": "2000"}) as held:
-        generation = held.store.generation
+        status = ConnectorStatus("c", State.RUNNING, "w" * 3000, 7)
         with pytest.raises(RecordTooLargeError) as refused:
-            held.store.put(ConnectorStatus("c", State.RUNNING, "w" * 3000, 7))
+            held.store.put(status)
         assert refused.value.limit < 2000
-        assert held.store.generation == generation
+        assert held.store.generation_of(None, status) is None
         assert held.store.queue.unsettled == 0
 
 
