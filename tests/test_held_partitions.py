@@ -229,6 +229,30 @@ async def test_a_retry_is_abandoned_when_its_own_writers_generation_moved_never_
         assert "generation moved from 10 to 11" in outcomes[2].reason
 
 
+async def test_an_agent_sessions_retry_is_judged_by_its_own_generation(held_factory: HeldFactory) -> None:
+    """Each agent session is one worker's store (a new one at each start of the worker's): its pending retry goes
+    whatever another session writes, even one of a worker with the same id."""
+    async with held_factory(partitions=1) as held:
+        store, cluster = held.store, held.cluster
+        app = create_app(store)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+            async def post(agent: str, name: str, generation: int) -> None:
+                update = {"seq": 1, "kind": "connector", "connector": name, "state": "RUNNING", "trace": None,
+                          "worker_id": "w1:8083", "generation": generation}
+                response = await http.post("/agent/statuses", json={"agent": agent, "worker_id": "w1:8083",
+                                                                    "lease_ms": 60_000, "updates": [update]})
+                assert response.json()["accepted"] == [{"seq": 1, "result": "pending"}]
+
+            cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
+            await post("agent-1", "kept", 10)
+            await eventually(lambda: store.queue.held_partitions == [0])
+            await post("agent-2", "restarted", 12)
+            cluster.clear_request_errors(FaultyCluster.PRODUCE)
+            await asyncio.wait_for(store.flush(), WAIT)
+        assert last_values(store)[b"status-connector-kept"] == (
+            b'{"state":"RUNNING","trace":null,"worker_id":"w1:8083","generation":10}')
+
+
 async def test_max_retries_counts_only_attempts_sent_and_still_ends_an_update(held_factory: HeldFactory) -> None:
     async with held_factory(partitions=1, **{"status.storage.retry.max.retries": "2",
                                              "status.storage.retry.exhausted.action": "drop"}) as held:
