@@ -517,3 +517,57 @@ def test_the_stops_last_attempt_sends_the_older_value_then_the_newer_as_its_firs
     assert asyncio.run(stop()) == []
     assert newer.outcome is not None
     assert (newer.outcome.result, newer.outcome.attempts) == (Result.WRITTEN, 1)
+
+
+class Lease:
+    """An owner's rule that ends every send of its updates once the test ends it (an agent's lease ended)."""
+
+    def __init__(self) -> None:
+        self.ended = False
+
+    def __call__(self, retry: bool) -> str | None:
+        return "the agent's lease ended" if self.ended else None
+
+
+def test_a_partition_whose_line_empties_under_the_clusters_probe_leaves_no_other_partition_unprobed() -> None:
+    """While every partition is stalled one probe goes for all of them. When the one it picks opens without a write
+    (its line's only update is abandoned: its lease ended), the probe goes to the next; the partitions after it are no
+    longer all stalled, so the cluster's probe no longer stands for them: each is probed on its own schedule, and
+    once Kafka takes writes every partition is released, without a write of its own."""
+    g = gate()
+    lease = Lease()
+    g.queue.submit(StatusUpdate("a0", b"v", UpdateKind.CONNECTOR, lease))
+    g.put("a1")
+    g.put("a2")
+    for sent in list(g.kafka.unsettled):
+        g.kafka.fail(sent)
+    assert g.queue.held_partitions == [0, 1, 2]
+    lease.ended = True
+    g.clock.advance(0.15)
+    # The cluster's probe picked partition 0 first: nothing is left to write there, so it opened, and the probe went
+    # to partition 1.
+    probe = g.kafka.only_unsettled()
+    assert (probe.key, g.queue.held_partitions) == ("a1", [1, 2])
+    g.kafka.write(probe)  # Kafka takes writes again
+    for _ in range(10):
+        g.clock.advance(1.0)
+        g.kafka.write_all()
+    assert g.queue.held_partitions == []
+    assert g.queue.unsettled == 0
+
+
+def test_a_write_to_a_new_partition_leaves_no_stalled_partition_unprobed() -> None:
+    """Every partition the queue knows is stalled and the cluster's probe is out; a key of a partition it never wrote
+    to is written at once (Kafka is back): the partitions are no longer all stalled, and each is probed on its own."""
+    g = gate()
+    g.hold("a0", "a1")
+    g.clock.advance(1.0)
+    probe = g.kafka.only_unsettled()
+    g.put("b2")
+    g.kafka.write(next(s for s in g.kafka.unsettled if s.key == "b2"))
+    g.kafka.write(probe)
+    for _ in range(10):
+        g.clock.advance(1.0)
+        g.kafka.write_all()
+    assert g.queue.held_partitions == []
+    assert g.queue.unsettled == 0
