@@ -234,3 +234,19 @@ async def test_a_request_may_wait_for_its_sessions_outcomes(served: tuple[Status
     response = await http.post("/agent/statuses", json={"agent": "agent-1", "wait_ms": 5000})
     assert response.status_code == 422
     assert "wait_ms" in response.json()["message"]
+
+
+async def test_a_request_meant_for_another_instance_takes_nothing(
+        served: tuple[StatusStore, httpx.AsyncClient]) -> None:
+    # An agent that spoke to an instance now gone (or still terminating beside this one) must learn of the new one
+    # before this one takes any of its writes: the old one may still write what it took of the session.
+    store, http = served
+    info = (await http.get("/")).json()
+    agent = Agent(http, store)
+    body = {"agent": agent.name, "instance": "an-older-instance", "updates": [agent.item(**task("c", 0))]}
+    response = await http.post("/agent/statuses", json=body)
+    assert response.status_code == 409
+    assert info["instance"] in response.json()["message"]
+    assert store.queue.unsettled == 0
+    answer = await agent.send(agent.item(**task("c", 0)), instance=info["instance"])
+    assert answer["accepted"] == [{"seq": 2, "result": "pending"}]

@@ -98,6 +98,10 @@ class AgentRequest(BaseModel):
 
     agent: Annotated[Text, Field(min_length=1, max_length=200)]
     worker_id: Text | None = None
+    instance: Annotated[Text | None, Field(description=(
+        "The sidecar instance the agent hands its writes to (GET /): another instance takes nothing of the request "
+        "(409), so a write meant for an instance that may still be writing its session is not taken by its "
+        "successor"))] = None
     ack: Annotated[StrictInt, Field(ge=0)] = 0
     lease_ms: Annotated[StrictInt, Field(ge=1, le=3_600_000)] = 10_000
     sent_at_ms: StrictInt | None = None
@@ -118,7 +122,10 @@ class AgentAnswer(BaseModel):
 @router.post("/agent/statuses", response_model=AgentAnswer)
 async def agent_statuses(body: AgentRequest, store: StoreDep, agents: AgentsDep) -> ConnectJSONResponse:
     """An agent's updates, each judged alone as the worker's own store would (a refused one refuses no other);
-    503 (nothing taken) when the store cannot take them now."""
+    503 (nothing taken) when the store cannot take them now, 409 (nothing taken) when meant for another instance."""
+    if body.instance is not None and body.instance != agents.instance:
+        raise ApiError(409, f"This is sidecar instance {agents.instance}, not {body.instance}: nothing of the request "
+                            "was taken")
     session = agents.session(body.agent)
     session.renew(body.lease_ms, body.sent_at_ms)
     if body.worker_id is not None:

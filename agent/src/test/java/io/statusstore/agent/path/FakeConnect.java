@@ -14,6 +14,8 @@ final class FakeConnect implements ConnectPath {
     private final List<StatusUpdate> inFlight = new ArrayList<>();
     private final List<StatusUpdate> agentWrites = new ArrayList<>();
     volatile boolean holding;
+    /** What {@link #quiet} throws instead of answering (a fault in the agent's own step), or null. */
+    volatile Error quietFails;
 
     FakeConnect(Topic topic) {
         this.topic = topic;
@@ -58,6 +60,10 @@ final class FakeConnect implements ConnectPath {
 
     @Override
     public synchronized boolean quiet(long timeoutMs) {
+        Error fault = quietFails;
+        if (fault != null) {
+            throw fault;
+        }
         return inFlight.isEmpty();
     }
 }

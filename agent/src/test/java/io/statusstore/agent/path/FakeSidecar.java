@@ -19,6 +19,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.UUID;
+import java.util.concurrent.Executors;
 
 /**
  * A sidecar for the tests, answering per PROTOCOL.md (its lease too): it takes items as
@@ -26,7 +27,12 @@ import java.util.UUID;
  * lease has ended (unless the agent sent "final").
  */
 public final class FakeSidecar {
-    enum Answering { OK, UNAVAILABLE, LATE }
+    /**
+     * How it answers {@code POST /agent/statuses}: as PROTOCOL.md says (OK), 503, late, or as a faulty peer does:
+     * 200 with another shape, with JSON nested 100,000 deep, naming a seq never sent, or naming another key for a
+     * seq it took. (A {@link TrickleProxy} in front of it hands answers back a byte at a time.)
+     */
+    enum Answering { OK, UNAVAILABLE, LATE, WRONG_SHAPE, DEEP, UNKNOWN_SEQ, WRONG_KEY }
 
     final Topic topic;
     public volatile String clusterId = "cluster-1";
@@ -36,6 +42,8 @@ public final class FakeSidecar {
     volatile long writeBoundMs = 0;
     volatile Answering answering = Answering.OK;
     volatile long lateMs = 400;
+    /** Whether {@code GET /ready} answers 200 (else 503). */
+    volatile boolean ready = true;
     /** The bearer token requests must carry (401 otherwise), or null for none. */
     volatile String token;
     /** Write each item as soon as it is taken; when false items wait for {@link #release}. */
@@ -72,6 +80,12 @@ public final class FakeSidecar {
         leaseUntil = Long.MAX_VALUE;
         finalSeen = false;
         server.createContext("/", this::handle);
+        // A handler that answers late or a byte at a time holds no other request.
+        server.setExecutor(Executors.newCachedThreadPool(task -> {
+            Thread thread = new Thread(task, "fake-sidecar");
+            thread.setDaemon(true);
+            return thread;
+        }));
         server.start();
         return this;
     }
@@ -114,6 +128,14 @@ public final class FakeSidecar {
         if (s != null) {
             s.stop(0);
         }
+    }
+
+    synchronized boolean started() {
+        return server != null;
+    }
+
+    public int port() {
+        return port;
     }
 
     public String url() {
@@ -165,7 +187,7 @@ public final class FakeSidecar {
                 write(item);
                 written++;
             } else {
-                outcome(item, "failed", "the agent's lease ended");
+                outcome(item, "expired", "the agent's lease ended");
             }
         }
         pending.clear();
@@ -195,6 +217,14 @@ public final class FakeSidecar {
                         .endObject().toString());
                 return;
             }
+            if (exchange.getRequestMethod().equals("GET") && exchange.getRequestURI().getPath().equals("/ready")) {
+                if (ready) {
+                    answer(exchange, 200, "{\"status\":\"ready\",\"message\":\"The brokers answer.\"}");
+                } else {
+                    answer(exchange, 503, "{\"error_code\":503,\"message\":\"Not ready: the brokers\"}");
+                }
+                return;
+            }
             if (!exchange.getRequestMethod().equals("POST") || !exchange.getRequestURI().getPath().equals("/agent/statuses")) {
                 answer(exchange, 404, "{}");
                 return;
@@ -205,6 +235,12 @@ public final class FakeSidecar {
                 return;
             }
             Map<?, ?> body = (Map<?, ?>) JsonReader.parse(read(exchange.getRequestBody()));
+            Object to = body.get("instance");
+            if (to != null && !to.equals(instance())) {
+                answer(exchange, 409, "{\"error_code\":409,\"message\":\"This is sidecar instance " + instance()
+                        + ", not " + to + ": nothing of the request was taken\"}");
+                return;
+            }
             Answering how = answering;
             if (how == Answering.UNAVAILABLE) {
                 exchange.getResponseHeaders().add("Retry-After", "0.05");
@@ -214,7 +250,25 @@ public final class FakeSidecar {
             if (how == Answering.LATE) {
                 Thread.sleep(lateMs);
             }
-            answer(exchange, 200, take(body));
+            if (how == Answering.WRONG_SHAPE || how == Answering.DEEP) {
+                // Something else answers in the sidecar's place: nothing is taken.
+                answer(exchange, 200, how == Answering.DEEP ? deep() : "{\"instance\":7,\"accepted\":{}}");
+                return;
+            }
+            String taken = take(body);
+            switch (how) {
+                case UNKNOWN_SEQ:
+                    String never = "{\"seq\":999999,\"key\":\"status-task-x-0\",\"result\":\"written\",\"attempts\":1}";
+                    answer(exchange, 200, taken.replace("\"outcomes\":[]", "\"outcomes\":[" + never + "]")
+                            .replace("\"outcomes\":[{\"seq\"", "\"outcomes\":[" + never + ",{\"seq\""));
+                    break;
+                case WRONG_KEY:
+                    answer(exchange, 200, taken.replaceAll("\"key\":\"status-task-[^\"]*\"",
+                            "\"key\":\"status-task-other-9\""));
+                    break;
+                default:
+                    answer(exchange, 200, taken);
+            }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } catch (RuntimeException e) {
@@ -290,6 +344,14 @@ public final class FakeSidecar {
             return "status-connector-" + item.get("connector");
         }
         return "status-topic-" + item.get("topic") + ":connector-" + item.get("connector");
+    }
+
+    private static String deep() {
+        StringBuilder deep = new StringBuilder("{\"instance\":\"i\",\"accepted\":");
+        for (int i = 0; i < 100_000; i++) {
+            deep.append('[');
+        }
+        return deep.toString();
     }
 
     private static void answer(HttpExchange exchange, int status, String body) throws IOException {
