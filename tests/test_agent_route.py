@@ -250,3 +250,23 @@ async def test_a_request_meant_for_another_instance_takes_nothing(
     assert store.queue.unsettled == 0
     answer = await agent.send(agent.item(**task("c", 0)), instance=info["instance"])
     assert answer["accepted"] == [{"seq": 2, "result": "pending"}]
+
+async def test_a_sessions_expired_writes_hold_back_no_other_write(served: tuple[StatusStore, httpx.AsyncClient],
+                                                                   mock_cluster: FaultyCluster) -> None:
+    # Every partition held, then some found with nothing but expired writes in their line: those open, and the others,
+    # which waited for the cluster's probe, waited (18 s here) for an unrelated write until each got a probe of its own.
+    store, http = served
+    mock_cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * 10_000)
+    leaving, staying = Agent(http, store, "leaving"), Agent(http, store, "staying")
+    await leaving.send(*[leaving.item(**task("a", n)) for n in range(3)], lease_ms=100)
+    await staying.send(*[staying.item(**task("b", n)) for n in range(3)], lease_ms=60_000)
+    await asyncio.sleep(0.5)  # the first agent's lease ends: it writes through Connect now
+    mock_cluster.clear_request_errors(FaultyCluster.PRODUCE)
+    for _ in range(int(5.0 / 0.05)):
+        await staying.send()
+        if len(staying.outcomes) == 3:
+            break
+        await asyncio.sleep(0.05)
+    assert {o["result"] for o in staying.outcomes.values()} == {"written"}, staying.outcomes
+    assert len(staying.outcomes) == 3
+    assert "written" not in {o["result"] for o in (await leaving.settled(1, 2, 3)).values()}

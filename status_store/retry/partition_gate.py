@@ -324,6 +324,11 @@ class PartitionGate:
             log.info("Partition %d of the %s topic is released after %.1f s: %d probe(s), %d failed attempt(s), "
                      "%d update(s) written since the hold began", partition.number, self.name,
                      self._scheduler.now() - held_at, partition.probes, partition.failures, partition.written)
+        # The cluster's probe goes only while every partition is stalled: those that waited for it need their own now
+        # (else they wait for an unrelated write, however long).
+        for other in self._partitions.values():
+            if other.stalled and other.probe is None and other.probe_due is None:
+                self.arm_probe(other)
 
     # ----------------------------------------------------------------------------- parking
 
