@@ -149,8 +149,8 @@ async def test_an_update_sent_again_is_written_once(served: tuple[StatusStore, h
     assert store.queue.attempts_total == 1
 
 
-async def test_nothing_of_a_session_is_sent_after_its_lease_ended(served: tuple[StatusStore, httpx.AsyncClient],
-                                                                  mock_cluster: FaultyCluster) -> None:
+async def test_a_write_of_a_session_not_sent_before_its_lease_ended_expires(
+        served: tuple[StatusStore, httpx.AsyncClient], mock_cluster: FaultyCluster) -> None:
     store, http = served
     agent = Agent(http, store)
     # The first attempt fails; its partition is held, and the probe would go after the lease ended.
@@ -160,9 +160,11 @@ async def test_nothing_of_a_session_is_sent_after_its_lease_ended(served: tuple[
     await store.flush(WAIT)
     await store.read_your_writes(WAIT)
     assert b"status-connector-c" not in last_values(store)
+    # Not "superseded" (the agent took that as done, and the status was lost): the write is the agent's again.
     outcome = (await agent.settled(1))[1]
-    assert outcome["result"] == "superseded"
+    assert outcome["result"] == "expired"
     assert "lease ended" in outcome["reason"]
+    assert "the agent's again" in outcome["reason"]
 
 
 async def test_a_final_request_hands_pending_writes_over_for_good(served: tuple[StatusStore, httpx.AsyncClient],
@@ -251,6 +253,7 @@ async def test_a_request_meant_for_another_instance_takes_nothing(
     answer = await agent.send(agent.item(**task("c", 0)), instance=info["instance"])
     assert answer["accepted"] == [{"seq": 2, "result": "pending"}]
 
+
 async def test_a_sessions_expired_writes_hold_back_no_other_write(served: tuple[StatusStore, httpx.AsyncClient],
                                                                    mock_cluster: FaultyCluster) -> None:
     # Every partition held, then some found with nothing but expired writes in their line: those open, and the others,
@@ -269,4 +272,4 @@ async def test_a_sessions_expired_writes_hold_back_no_other_write(served: tuple[
         await asyncio.sleep(0.05)
     assert {o["result"] for o in staying.outcomes.values()} == {"written"}, staying.outcomes
     assert len(staying.outcomes) == 3
-    assert "written" not in {o["result"] for o in (await leaving.settled(1, 2, 3)).values()}
+    assert {o["result"] for o in (await leaving.settled(1, 2, 3)).values()} == {"expired"}
