@@ -194,6 +194,19 @@ public final class FakeSidecar {
         return written;
     }
 
+    /**
+     * Settles what waits as a sidecar that was stopped past the agent's lease does when it runs again, its probes
+     * before the agent's next request: "expired", never written. Returns how many.
+     */
+    synchronized int expire() {
+        int expired = pending.size();
+        for (Map<?, ?> item : pending.values()) {
+            outcome(item, "expired", "the agent's lease ended");
+        }
+        pending.clear();
+        return expired;
+    }
+
     /** Gives up on what waits (its retries ran out): each becomes a "failed" outcome. */
     synchronized int fail() {
         int failed = pending.size();

@@ -91,6 +91,25 @@ class SenderTest {
     }
 
     @Test
+    void aWriteTheSidecarSaysExpiredIsSentAgain() throws Exception {
+        // The sidecar stopped past the lease (the brokers away too) settles the session's writes "expired" when it
+        // runs again: not written. Taken as done, they were lost (16 of 21 keys kept their older status).
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "RUNNING");
+            h.write("c", 1, "RUNNING");
+            Harness.await(() -> h.sidecar.pendingCount() == 2, 2_000, "pending at the sidecar");
+            h.sidecar.writeAtOnce = true;
+            assertEquals(2, h.sidecar.expire());
+            h.awaitNewestLanded(2_000);
+            h.assertInvariants();
+            assertTrue(h.connectWrites().isEmpty(), "sent again to the sidecar, which is up");
+            Harness.await(() -> h.router.size() == 0, 2_000, "settled once written");
+        }
+    }
+
+    @Test
     void aRestartedSidecarGetsWhatWasPendingAgainOnceTheOldOneCannotWriteIt() throws Exception {
         try (Harness h = new Harness().start("")) {
             h.awaitPath(Router.Path.SIDECAR, 2_000);
