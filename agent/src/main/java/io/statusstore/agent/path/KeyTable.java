@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.function.LongSupplier;
@@ -13,10 +14,11 @@ import java.util.function.LongSupplier;
 /**
  * The agent's table of statuses not yet settled, bounded by keys, not by writes.
  *
- * <p>Each key has up to three slots: {@code unsent} (the newest write not yet handed over: a newer write
+ * <p>Each key has up to four slots: {@code unsent} (the newest write not yet handed over: a newer write
  * replaces it), {@code sending} (in the request now on its way, or in one whose answer never came: it may be at
- * the sidecar) and {@code pending} (accepted by the sidecar, outcome not yet known). A key leaves the table when
- * all three are empty. Leaving the sidecar, each key gets its fence: the time after which nothing the sidecar took
+ * the sidecar), {@code pending} (accepted by the sidecar, outcome not yet known) and {@code verifying} (the sidecar
+ * says it wrote it; the worker's own store has not read it back yet). A key leaves the table when all four are
+ * empty. Leaving the sidecar, each key gets its fence: the time after which nothing the sidecar took
  * of it can land (at once for a key with nothing there); past it, Connect's own path writes the key's newest.
  * Not thread-safe: the {@link Router} guards it.
  */
@@ -147,6 +149,66 @@ final class KeyTable {
     }
 
     /**
+     * The sidecar says it wrote the pending (or, sent again, the sending) write {@code seq} of {@code key}: it is
+     * checked against what the worker's store reads back until {@code until}. Returns whether it named one.
+     */
+    boolean written(String key, long seq, long until) {
+        Entry entry = entries.get(key);
+        if (entry == null) {
+            return false;
+        }
+        StatusUpdate written;
+        if (entry.pending != null && entry.pending.seq == seq) {
+            written = entry.pending;
+            entry.pending = null;
+        } else if (entry.sending != null && entry.sending.seq == seq) {
+            written = entry.sending;
+            entry.sending = null;
+        } else {
+            return false;
+        }
+        if (entry.verifying == null || entry.verifying.seq < written.seq) {
+            entry.verifying = written;
+            entry.verifyUntil = until;
+        }
+        return true;
+    }
+
+    /**
+     * Settles each write the worker's store read back; returns one whose time to be read back has passed without it
+     * (the sidecar said it wrote what it did not), or null.
+     */
+    StatusUpdate verify(ReadBack readBack, long now) {
+        StatusUpdate unseen = null;
+        for (Iterator<Map.Entry<String, Entry>> it = entries.entrySet().iterator(); it.hasNext();) {
+            Entry entry = it.next().getValue();
+            if (entry.verifying == null) {
+                continue;
+            }
+            if (readBack.seen(entry.verifying)) {
+                entry.verifying = null;
+                if (entry.empty()) {
+                    it.remove();
+                }
+            } else if (now > entry.verifyUntil && unseen == null) {
+                unseen = entry.verifying;
+            }
+        }
+        return unseen;
+    }
+
+    /** The earliest time a write the sidecar says it wrote must have been read back, or -1. */
+    long nextVerifyDeadline() {
+        long next = -1;
+        for (Entry entry : entries.values()) {
+            if (entry.verifying != null && (next < 0 || entry.verifyUntil < next)) {
+                next = entry.verifyUntil;
+            }
+        }
+        return next;
+    }
+
+    /**
      * The sidecar restarted: each key pending there is sent again (its newest write, under a new seq from
      * {@code nextSeq}), not before {@code holdUntil}: until the old instance's lease ended, it may still write those
      * keys. A newer write of such a key already on its way to the new instance is sent once more after the hold
@@ -186,7 +248,7 @@ final class KeyTable {
     int fence(long sidecarFence) {
         int waiting = 0;
         for (Entry entry : entries.values()) {
-            boolean there = entry.sending != null || entry.pending != null;
+            boolean there = entry.sending != null || entry.pending != null || entry.verifying != null;
             entry.fenceUntil = Math.max(there ? sidecarFence : Long.MIN_VALUE, entry.heldUntil);
             if (there || entry.heldUntil > 0) {
                 waiting++;
@@ -218,6 +280,7 @@ final class KeyTable {
         ready.unsent = null;
         ready.sending = null;
         ready.pending = null;
+        ready.verifying = null;
         ready.draining = true;
         return oldest.safe && unconditional ? oldest.unconditional() : oldest;
     }
@@ -242,11 +305,11 @@ final class KeyTable {
         return next;
     }
 
-    /** The lowest number of any write still unsettled, or -1 when the table is empty. */
+    /** The lowest number of any write whose outcome the agent still waits for, or -1 when there is none. */
     long lowestUnsettledSeq() {
         long lowest = -1;
         for (Entry entry : entries.values()) {
-            for (StatusUpdate u : entry.slots()) {
+            for (StatusUpdate u : entry.awaitingOutcome()) {
                 if (u != null && (lowest < 0 || u.seq < lowest)) {
                     lowest = u.seq;
                 }
@@ -294,7 +357,7 @@ final class KeyTable {
     }
 
     private void removeIfEmpty(String key, Entry entry) {
-        if (entry.unsent == null && entry.sending == null && entry.pending == null && !entry.draining) {
+        if (entry.empty()) {
             entries.remove(key);
         }
     }
@@ -303,8 +366,11 @@ final class KeyTable {
         StatusUpdate unsent;
         StatusUpdate sending;
         StatusUpdate pending;
+        StatusUpdate verifying;
         /** When the sidecar accepted the pending write (ms). */
         long pendingSince;
+        /** By when the verifying write must have been read back (ms). */
+        long verifyUntil;
         /** Not sent before this time (ms): an old sidecar instance may still write this key until then. */
         long heldUntil;
         /** Leaving the sidecar: not written through Connect before this time (ms). */
@@ -313,16 +379,20 @@ final class KeyTable {
         boolean draining;
 
         StatusUpdate newest() {
-            return unsent != null ? unsent : sending != null ? sending : pending;
+            return unsent != null ? unsent : sending != null ? sending : pending != null ? pending : verifying;
+        }
+
+        boolean empty() {
+            return unsent == null && sending == null && pending == null && verifying == null && !draining;
         }
 
         /** Whether an unconditional write of this key is unsettled (it may be written yet, or not). */
         boolean holdsUnconditional() {
             return (unsent != null && !unsent.safe) || (sending != null && !sending.safe)
-                    || (pending != null && !pending.safe);
+                    || (pending != null && !pending.safe) || (verifying != null && !verifying.safe);
         }
 
-        StatusUpdate[] slots() {
+        StatusUpdate[] awaitingOutcome() {
             return new StatusUpdate[] {unsent, sending, pending};
         }
     }

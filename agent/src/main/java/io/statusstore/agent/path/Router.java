@@ -36,6 +36,7 @@ public final class Router {
 
     private final KeyTable table;
     private final AgentMetrics metrics;
+    private final ReadBack readBack;
     private final int maxKeys;
     private Path path = Path.CONNECT;
     private long lastSeq;
@@ -52,11 +53,14 @@ public final class Router {
     /** Until when the sidecar may still write what it took of this session (see {@link #posting}). */
     private long sidecarFence = Long.MIN_VALUE;
 
-    public Router(int maxKeys, AgentMetrics metrics) {
+    /** {@code readBack}: what the worker's own store reads back of the status topic (rule 4). */
+    public Router(int maxKeys, AgentMetrics metrics, ReadBack readBack) {
         this.table = new KeyTable(maxKeys);
         this.maxKeys = maxKeys;
         this.metrics = metrics;
+        this.readBack = readBack;
         metrics.queuedKeys(this::size);
+        readBack.onWatchedRead(this::readBackArrived);
     }
 
     /**
@@ -105,6 +109,7 @@ public final class Router {
         List<StatusUpdate> batch = table.takeBatch(max, now);
         for (StatusUpdate u : batch) {
             sentKeys.put(u.seq, u.key);
+            readBack.watch(u.key, now);
         }
         return batch;
     }
@@ -138,10 +143,11 @@ public final class Router {
     /**
      * Applies the sidecar's answer to a request, once it is checked against what the agent sent: an item naming a
      * seq the request did not carry (or leaving one out), an outcome naming a seq never sent or a key other than its
-     * seq's, make the whole answer a failed request (nothing of it applied). Returns the writes it refused for good
-     * (for one log line each).
+     * seq's, make the whole answer a failed request (nothing of it applied). A write it says it wrote is to be read
+     * back by the worker's store by {@code readBackBy}. Returns the writes it refused for good (for one log line
+     * each).
      */
-    synchronized List<AgentAnswer.Item> apply(List<StatusUpdate> batch, AgentAnswer answer, long now)
+    synchronized List<AgentAnswer.Item> apply(List<StatusUpdate> batch, AgentAnswer answer, long now, long readBackBy)
             throws SidecarException {
         String wrong = inconsistency(batch, answer);
         if (wrong != null) {
@@ -171,6 +177,11 @@ public final class Router {
                 case "expired":
                     table.takeBack(u, u.withSeq(++lastSeq));
                     break;
+                case "written":
+                    table.written(u.key, u.seq, readBackBy);
+                    readBack.watch(u.key, now);
+                    count(item);
+                    break;
                 default:
                     table.settledOnArrival(u);
                     count(item);
@@ -187,7 +198,13 @@ public final class Router {
                 }
                 continue;
             }
-            table.settle(outcome.key, outcome.seq);
+            if (outcome.result.equals("written")) {
+                if (table.written(outcome.key, outcome.seq, readBackBy)) {
+                    readBack.watch(outcome.key, now);
+                }
+            } else {
+                table.settle(outcome.key, outcome.seq);
+            }
             count(outcome);
         }
         notifyAll();
@@ -241,6 +258,29 @@ public final class Router {
             counted = ack;
         }
         return ack;
+    }
+
+    /**
+     * Settles the writes the sidecar said it wrote that the worker's store has read back since; returns one not read
+     * back in time (the sidecar said it wrote what it did not), or null.
+     */
+    synchronized StatusUpdate verify(long now) {
+        int before = table.size();
+        StatusUpdate unseen = table.verify(readBack, now);
+        if (table.size() != before) {
+            notifyAll();
+        }
+        return unseen;
+    }
+
+    /** When the next write the sidecar says it wrote must have been read back, or -1. */
+    synchronized long nextVerifyDeadline() {
+        return table.nextVerifyDeadline();
+    }
+
+    /** The worker's store read a watched key: the sender looks whether a write is verified. */
+    synchronized void readBackArrived() {
+        notifyAll();
     }
 
     synchronized boolean hasPending() {

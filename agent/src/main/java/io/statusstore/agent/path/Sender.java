@@ -11,9 +11,11 @@ import io.statusstore.agent.sidecar.SidecarException;
 import io.statusstore.agent.sidecar.SidecarIdentity;
 import io.statusstore.agent.status.StatusUpdate;
 
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * The agent's one thread: it hands the table's writes to the sidecar in order, and moves the {@link Router}
@@ -73,6 +75,11 @@ public final class Sender implements Runnable {
     /** An instance that answered what the agent cannot believe (rule 1): not given statuses again. */
     private String distrusted;
     private String lastConnectLine;
+    /** Rule 5's question to the worker's own producer, while it is out, and when it went. */
+    private CompletableFuture<Boolean> writeCheck;
+    private long writeCheckAt;
+    private long nextWriteCheckAt;
+    private List<StatusUpdate> overdue = Collections.emptyList();
     // The sidecar's write bound (GET /): how long after its lease a write it started may still land.
     private long writeBoundMs = SidecarIdentity.UNKNOWN_WRITE_BOUND_MS;
 
@@ -179,7 +186,7 @@ public final class Sender implements Runnable {
                 instance = identity.instance;
                 List<StatusUpdate> none = Collections.emptyList();
                 router.apply(none, checked(client.post(AgentRequest.encode(agentId, router.workerId(), instance,
-                        router.ack(), options.leaseMs, System.currentTimeMillis(), false, 0, none))), now);
+                        router.ack(), options.leaseMs, System.currentTimeMillis(), false, 0, none))), now, now);
                 writeBoundMs = identity.writeBoundMs;
                 quiesceDeadline = now + options.quietTimeoutMs;
                 router.toQuiescing();
@@ -257,6 +264,17 @@ public final class Sender implements Runnable {
             router.finish();
             return;
         }
+        StatusUpdate unseen = router.verify(now);
+        if (unseen != null) {
+            distrusted = instance;
+            router.toFencing("the sidecar at " + client.url() + " said it wrote the status of " + unseen.key + " (#"
+                    + unseen.seq + ") but the worker's own store has not read it back within " + readBackMs()
+                    + " ms: it is not believed");
+            return;
+        }
+        if (overdueLeft(now)) {
+            return;
+        }
         if (router.flushWaiting()) {
             nextPollAt = Math.min(nextPollAt, lastPostAt + FLUSH_POLL_MS);
         }
@@ -271,14 +289,58 @@ public final class Sender implements Runnable {
                 return;
             }
             long wait = router.hasPending() ? nextPollAt - now : options.probeIntervalMs;
-            long release = router.nextRelease(now);
-            if (release > 0) {
-                wait = Math.min(wait, release - now);
+            for (long at : new long[] {router.nextRelease(now), router.nextVerifyDeadline()}) {
+                if (at > 0) {
+                    wait = Math.min(wait, at - now + 1);
+                }
             }
             router.await(Math.max(1, wait));
             return;
         }
         request(batch, stopping);
+    }
+
+    /**
+     * Rule 5: writes pending at the sidecar past its write bound (and a poll) without an outcome. The worker's own
+     * producer is asked whether it can write to their partitions: if it can, the sidecar cannot, or keeps from the
+     * agent what became of them, and is left (true); if it cannot either, Kafka is away for everyone and the statuses
+     * stay with the sidecar, which holds them and probes cheaply (falling back would be the stock worker's storm of
+     * re-sends, and its stale keys); asked again after another bound.
+     */
+    private boolean overdueLeft(long now) {
+        if (writeCheck == null) {
+            if (now < nextWriteCheckAt) {
+                return false;
+            }
+            overdue = router.pendingSince(now - outcomeBoundMs());
+            if (overdue.isEmpty()) {
+                return false;
+            }
+            List<String> keys = new ArrayList<>();
+            for (StatusUpdate u : overdue) {
+                keys.add(u.key);
+            }
+            writeCheck = connect.canWrite(keys);
+            writeCheckAt = now;
+        }
+        boolean late = now - writeCheckAt >= readBackMs();
+        if (!writeCheck.isDone() && !late) {
+            return false;
+        }
+        boolean wrote = writeCheck.getNow(false);
+        writeCheck = null;
+        nextWriteCheckAt = now + outcomeBoundMs();
+        String what = "the sidecar at " + client.url() + " has given no outcome for " + overdue.size() + " write(s) (the "
+                + "oldest " + overdue.get(0) + ") within its write bound and a poll (" + outcomeBoundMs() + " ms)";
+        if (wrote) {
+            router.toFencing(what + ", while the worker's own producer wrote to their partitions: it cannot reach "
+                    + "Kafka, or keeps from the agent what became of them");
+            return true;
+        }
+        warnings.warn("kafka away", what + ", and the worker's own producer could not write to their partitions "
+                + "either (" + (late ? "no answer within " + readBackMs() + " ms" : "it failed") + "): Kafka is away "
+                + "for everyone, the statuses stay with the sidecar");
+        return false;
     }
 
     /** One request: its answer applied, or the sidecar left at once (rule 3). */
@@ -293,7 +355,8 @@ public final class Sender implements Runnable {
         try {
             AgentAnswer answer = checked(client.post(AgentRequest.encode(agentId, router.workerId(), instance,
                     router.ack(), options.leaseMs, System.currentTimeMillis(), stopping, waitMs, batch)));
-            for (AgentAnswer.Item refused : router.apply(batch, answer, now())) {
+            long answered = now();
+            for (AgentAnswer.Item refused : router.apply(batch, answer, answered, answered + readBackMs())) {
                 AgentLog.warn("the sidecar refused the status of " + refused.key + " for good: " + refused.reason);
             }
             finalSent = stopping;
@@ -352,6 +415,19 @@ public final class Sender implements Runnable {
         } catch (SidecarException e) {
             return false;
         }
+    }
+
+    /** How long a write may be pending at the sidecar without an outcome (rule 5): its write bound, a poll, a margin. */
+    private long outcomeBoundMs() {
+        return writeBoundMs + options.pollIntervalMs + FENCE_MARGIN_MS;
+    }
+
+    /**
+     * How long after the sidecar says it wrote a status the worker's own store must have read it back (rule 4): its
+     * write bound (a write it reports was acknowledged; the margin covers the worker's reading) and the margin.
+     */
+    private long readBackMs() {
+        return writeBoundMs + FENCE_MARGIN_MS;
     }
 
     /**

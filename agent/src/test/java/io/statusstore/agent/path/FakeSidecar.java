@@ -46,6 +46,8 @@ public final class FakeSidecar {
     volatile boolean ready = true;
     /** The bearer token requests must carry (401 otherwise), or null for none. */
     volatile String token;
+    /** Says "written" of what it takes without writing it (rule 4's liar). */
+    volatile boolean lying;
     /** Write each item as soon as it is taken; when false items wait for {@link #release}. */
     public volatile boolean writeAtOnce = true;
     final Set<String> refuse = new HashSet<>();
@@ -110,7 +112,7 @@ public final class FakeSidecar {
             return 0;
         }
         for (Map<?, ?> item : oldPending.values()) {
-            topic.append(key(item), (String) item.get("trace"), "old sidecar");
+            topic.append(key(item), (String) item.get("trace"), "old sidecar", value(item));
         }
         return oldPending.size();
     }
@@ -332,7 +334,9 @@ public final class FakeSidecar {
     }
 
     private void write(Map<?, ?> item) {
-        topic.append(key(item), (String) item.get("trace"), "sidecar");
+        if (!lying) {
+            topic.append(key(item), (String) item.get("trace"), "sidecar", value(item));
+        }
         outcome(item, "written", null);
     }
 
@@ -346,6 +350,16 @@ public final class FakeSidecar {
         outcome.put("attempts", attempts.getOrDefault(key, 1L));
         outcome.put("reason", reason);
         outcomes.put((Long) item.get("seq"), outcome);
+    }
+
+    private static byte[] value(Map<?, ?> item) {
+        return Topic.value((String) item.get("kind"), (String) item.get("state"), (String) item.get("trace"),
+                (String) item.get("worker_id"), number(item.get("generation")), (String) item.get("topic"),
+                (String) item.get("connector"), number(item.get("task")), number(item.get("discoverTimestamp")));
+    }
+
+    private static long number(Object value) {
+        return value instanceof Long ? (Long) value : 0;
     }
 
     private static String key(Map<?, ?> item) {

@@ -51,7 +51,9 @@ final class Harness implements AutoCloseable {
         options = AgentOptions.parse("url=" + (url != null ? url : sidecar.url()) + "," + String.join(",", given.values()),
                 token == null ? Collections.<String, String>emptyMap()
                         : Collections.singletonMap(AgentOptions.TOKEN_ENV, token));
-        router = new Router(options.maxKeys, metrics);
+        ReadBack readBack = new ReadBack(2 * options.maxKeys, 60_000);
+        topic.reader(readBack::read);
+        router = new Router(options.maxKeys, metrics, readBack);
         Sender sender = new Sender(options, router, new SidecarClient(options.url, options.token, options.connectTimeoutMs,
                 options.readTimeoutMs), connect, metrics, "cluster-1", "connect-status");
         thread = new Thread(sender, "test-sender");

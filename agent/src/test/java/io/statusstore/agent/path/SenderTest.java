@@ -284,6 +284,7 @@ class SenderTest {
             for (int i = 0; i < 3; i++) {
                 assertTrue(h.write("c", i, "RUNNING"));
             }
+            Harness.await(() -> h.sidecar.pendingCount() == 3, 2_000, "three pending at the sidecar");
             assertFalse(h.write("c", 3, "RUNNING"), "a fourth key runs the original at once");
             assertEquals(Router.Path.FENCING, h.router.path());
             assertTrue(h.write("c", 0, "PAUSED"), "a key in the table still coalesces there");
