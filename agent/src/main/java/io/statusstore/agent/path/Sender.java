@@ -346,6 +346,9 @@ public final class Sender implements Runnable {
     /** One request: its answer applied, or the sidecar left at once (rule 3). */
     private void request(List<StatusUpdate> batch, boolean stopping) {
         long now = now();
+        // The lease the request asks for runs from this wall-clock time, the fence from this monotonic one: taken
+        // together, so that the fence never starts earlier than the lease.
+        long sentAtMs = System.currentTimeMillis();
         long previousPostAt = lastPostAt;
         lastPostAt = now;
         router.posting(fenceAfter(now));
@@ -354,7 +357,7 @@ public final class Sender implements Runnable {
         long waitMs = router.flushWaiting() && !stopping ? Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2) : 0;
         try {
             AgentAnswer answer = checked(client.post(AgentRequest.encode(agentId, router.workerId(), instance,
-                    router.ack(), options.leaseMs, System.currentTimeMillis(), stopping, waitMs, batch)));
+                    router.ack(), options.leaseMs, sentAtMs, stopping, waitMs, batch)));
             long answered = now();
             for (AgentAnswer.Item refused : router.apply(batch, answer, answered, answered + readBackMs())) {
                 AgentLog.warn("the sidecar refused the status of " + refused.key + " for good: " + refused.reason);
