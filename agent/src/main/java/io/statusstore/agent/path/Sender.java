@@ -199,8 +199,9 @@ public final class Sender implements Runnable {
                     + "statuses: ") + e.getMessage();
         }
         if (!why.equals(lastConnectLine)) {
+            // A reason that changes back and forth is still one line a minute per reason.
             lastConnectLine = why;
-            AgentLog.warn(line + "; statuses stay on Connect's own path, checking again every "
+            warnings.warn("probe " + why, line + "; statuses stay on Connect's own path, checking again every "
                     + options.probeIntervalMs + " ms");
         }
     }
@@ -233,8 +234,8 @@ public final class Sender implements Runnable {
                 return;
             }
             notQuietLogged = true;
-            AgentLog.warn("Connect's own status path still has writes in flight or queued to re-send after "
-                    + options.quietTimeoutMs + " ms (quiet.timeout.ms): statuses stay on it; trying again in "
+            warnings.warn("not quiet", "Connect's own status path still has writes in flight or queued to re-send "
+                    + "after " + options.quietTimeoutMs + " ms (quiet.timeout.ms): statuses stay on it; trying again in "
                     + options.probeIntervalMs + " ms");
             return;
         }
@@ -360,7 +361,8 @@ public final class Sender implements Runnable {
                     router.ack(), options.leaseMs, sentAtMs, stopping, waitMs, batch)));
             long answered = now();
             for (AgentAnswer.Item refused : router.apply(batch, answer, answered, answered + readBackMs())) {
-                AgentLog.warn("the sidecar refused the status of " + refused.key + " for good: " + refused.reason);
+                warnings.warn("refused " + refused.key, "the sidecar refused the status of " + refused.key
+                        + " for good: " + refused.reason);
             }
             finalSent = stopping;
             lastAnswerAt = now();
