@@ -94,11 +94,15 @@ final class BoundStore {
                 return;
             }
         }
-        long bound = options.stopTimeoutMs + options.leaseMs + 1_000 + DRAIN_ALLOWANCE_MS;
-        int left = router.awaitStopped(bound);
+        // The final request (or the failure that leaves the sidecar), the fence of what the sidecar holds, and the
+        // writes through Connect's path: max(stop.timeout.ms, connect + read timeout, the fence) + DRAIN_ALLOWANCE_MS.
+        long request = Math.max(options.stopTimeoutMs, (long) options.connectTimeoutMs + options.readTimeoutMs);
+        long started = System.nanoTime();
+        int left = router.awaitStopped(request, DRAIN_ALLOWANCE_MS);
         if (left > 0) {
             AgentLog.warn("the status store stops with " + left + " key(s) not yet handed to Connect's own path after "
-                    + bound + " ms; the agent goes on handing them until Connect's producer closes");
+                    + (System.nanoTime() - started) / 1_000_000 + " ms; the agent goes on handing them until Connect's "
+                    + "producer closes");
         }
     }
 

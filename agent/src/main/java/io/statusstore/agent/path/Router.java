@@ -381,11 +381,16 @@ public final class Router {
         notifyAll();
     }
 
-    /** Waits up to {@code ms} for {@link Path#STOPPED}; returns the keys still unsettled. */
-    public synchronized int awaitStopped(long ms) throws InterruptedException {
-        long deadline = System.nanoTime() + ms * 1_000_000;
+    /**
+     * Waits for {@link Path#STOPPED}: as long as one request may take ({@code requestMs}: the last request, or the
+     * failure that leaves the sidecar) or until the fence, whichever is later (rule 3: the keys at the sidecar go
+     * through Connect only then), and then {@code drainMs} more for Connect's path to take them. Returns the keys
+     * still unsettled.
+     */
+    public synchronized int awaitStopped(long requestMs, long drainMs) throws InterruptedException {
+        long start = System.nanoTime() / 1_000_000;
         while (path != Path.STOPPED) {
-            long left = (deadline - System.nanoTime()) / 1_000_000;
+            long left = Math.max(start + requestMs, sidecarFence) + drainMs - System.nanoTime() / 1_000_000;
             if (left <= 0) {
                 break;
             }

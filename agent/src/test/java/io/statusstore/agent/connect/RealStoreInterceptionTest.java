@@ -185,6 +185,43 @@ class RealStoreInterceptionTest {
     }
 
     @Test
+    void stopWaitsOutTheFenceOfWhatTheSidecarHoldsBeforeConnectStops() throws Exception {
+        // A sidecar whose writes may land 11 s after its lease (its delivery timeout): stop() waited a fixed
+        // stop.timeout.ms + lease.ms + 1 s + 10 s, returned before the fence had passed, and Connect's own stop then
+        // closed its producer with the status not handed to it.
+        Topic topic = new Topic();
+        FakeSidecar sidecar = new FakeSidecar(topic);
+        sidecar.writeBoundMs = 11_000;
+        sidecar.writeAtOnce = false;
+        sidecar.start();
+        try {
+            StoreHooks.arm(AgentOptions.parse("url=" + sidecar.url() + ",lease.ms=2000,read.timeout.ms=1000,"
+                    + "connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,stop.timeout.ms=200",
+                    Collections.<String, String>emptyMap()));
+            JsonConverter converter = new JsonConverter();
+            converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
+            KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
+            DistributedConfig config = workerConfig();
+            store.configure(config);
+            StubLog log = new StubLog();
+            setField(store, "kafkaLog", log);
+            StoreHooks.onConfigure(store, config);
+            BoundStore bound = StoreHooks.bound();
+            store.start();
+            await(() -> bound.router().path() == Router.Path.SIDECAR, 3_000, "handed over");
+            store.put(new ConnectorStatus("c", AbstractStatus.State.RUNNING, "w:8083", 1));
+            await(() -> sidecar.pendingCount() == 1, 3_000, "pending at the sidecar");
+            sidecar.stop();
+            store.stop();
+            assertEquals(1, log.sent.size(), "Connect's path took the status before its own stop went on");
+            assertEquals("status-connector-c", log.sent.get(0).key);
+        } finally {
+            sidecar.stop();
+            StoreHooks.disarm();
+        }
+    }
+
+    @Test
     void withoutTheAgentArmedTheStoreIsConnectsOwn() throws Exception {
         StoreHooks.disarm();
         JsonConverter converter = new JsonConverter();

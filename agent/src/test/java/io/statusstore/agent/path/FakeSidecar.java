@@ -56,7 +56,7 @@ public final class FakeSidecar {
     volatile String statusTopic = "connect-status";
     volatile long protocol = 1;
     /** What it says a write it started may take to land (GET /): none here, its writes are instant. */
-    volatile long writeBoundMs = 0;
+    public volatile long writeBoundMs = 0;
     volatile Answering answering = Answering.OK;
     volatile long lateMs = 400;
     /** Whether {@code GET /ready} answers 200 (else 503). */
@@ -190,7 +190,7 @@ public final class FakeSidecar {
         return new ArrayList<>(posts);
     }
 
-    synchronized int pendingCount() {
+    public synchronized int pendingCount() {
         int count = 0;
         for (Session session : sessions.values()) {
             count += session.pending.size();

@@ -135,7 +135,7 @@ final class Harness implements AutoCloseable {
     long stop(long boundMs) throws InterruptedException {
         long start = System.nanoTime();
         router.requestStop();
-        assertEquals(0, router.awaitStopped(boundMs), "keys left unsettled at stop");
+        assertEquals(0, router.awaitStopped(boundMs, 0), "keys left unsettled at stop");
         return (System.nanoTime() - start) / 1_000_000;
     }
 

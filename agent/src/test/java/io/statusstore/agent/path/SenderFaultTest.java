@@ -58,7 +58,7 @@ class SenderFaultTest {
             assertFalse(h.write("d", 0, "RUNNING"), "from then on every write runs Connect's own method");
             assertEquals(0, h.sidecar.release(), "the sidecar's lease ended: it writes nothing more");
             h.router.requestStop();
-            assertEquals(0, h.router.awaitStopped(1_000), "stop waits for no sender that is gone");
+            assertEquals(0, h.router.awaitStopped(1_000, 0), "stop waits for no sender that is gone");
         }
     }
 }
