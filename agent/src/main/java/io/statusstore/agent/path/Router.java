@@ -149,7 +149,7 @@ public final class Router {
      */
     synchronized List<AgentAnswer.Item> apply(List<StatusUpdate> batch, AgentAnswer answer, long now, long readBackBy)
             throws SidecarException {
-        String wrong = inconsistency(batch, answer);
+        String wrong = AnswerCheck.inconsistency(batch, answer, sentKeys, counted);
         if (wrong != null) {
             throw new SidecarException("answered what the agent did not ask: " + wrong, 200, -1, true, true);
         }
@@ -209,40 +209,6 @@ public final class Router {
         }
         notifyAll();
         return refused;
-    }
-
-    /** What in the answer does not fit the request and the seqs sent so far, or null when everything does. */
-    private String inconsistency(List<StatusUpdate> batch, AgentAnswer answer) {
-        Map<Long, String> carried = new HashMap<>();
-        for (StatusUpdate u : batch) {
-            carried.put(u.seq, u.key);
-        }
-        Set<Long> answered = new HashSet<>();
-        for (AgentAnswer.Item item : answer.accepted) {
-            String key = carried.get(item.seq);
-            if (key == null || !answered.add(item.seq)) {
-                return "accepted names seq " + item.seq + ", which the request did not carry (or names it twice)";
-            }
-            if (item.key != null && !item.key.equals(key)) {
-                return "accepted names key " + item.key + " for seq " + item.seq + " of " + key;
-            }
-        }
-        if (answered.size() != carried.size()) {
-            return "accepted answers " + answered.size() + " of the request's " + carried.size() + " updates";
-        }
-        for (AgentAnswer.Item outcome : answer.outcomes) {
-            if (outcome.seq <= counted) {
-                continue;
-            }
-            String key = sentKeys.get(outcome.seq);
-            if (key == null) {
-                return "an outcome names seq " + outcome.seq + ", which the agent never sent";
-            }
-            if (!key.equals(outcome.key)) {
-                return "an outcome names key " + outcome.key + " for seq " + outcome.seq + " of " + key;
-            }
-        }
-        return null;
     }
 
     /**

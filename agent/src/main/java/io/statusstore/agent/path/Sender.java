@@ -11,11 +11,9 @@ import io.statusstore.agent.sidecar.SidecarException;
 import io.statusstore.agent.sidecar.SidecarIdentity;
 import io.statusstore.agent.status.StatusUpdate;
 
-import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.UUID;
-import java.util.concurrent.CompletableFuture;
 
 /**
  * The agent's one thread: it hands the table's writes to the sidecar in order, and moves the {@link Router}
@@ -59,6 +57,7 @@ public final class Sender implements Runnable {
     private final String statusTopic;
     private final String agentId = UUID.randomUUID().toString();
     private final Warnings warnings = new Warnings();
+    private final OverdueCheck overdue;
 
     /** When the last request that may have reached the sidecar was sent (ms). */
     private long lastPostAt = Long.MIN_VALUE / 2;
@@ -75,11 +74,6 @@ public final class Sender implements Runnable {
     /** An instance that answered what the agent cannot believe (rule 1): not given statuses again. */
     private String distrusted;
     private String lastConnectLine;
-    /** Rule 5's question to the worker's own producer, while it is out, and when it went. */
-    private CompletableFuture<Boolean> writeCheck;
-    private long writeCheckAt;
-    private long nextWriteCheckAt;
-    private List<StatusUpdate> overdue = Collections.emptyList();
     // The sidecar's write bound (GET /): how long after its lease a write it started may still land.
     private long writeBoundMs = SidecarIdentity.UNKNOWN_WRITE_BOUND_MS;
 
@@ -92,6 +86,7 @@ public final class Sender implements Runnable {
         this.metrics = metrics;
         this.clusterId = clusterId;
         this.statusTopic = statusTopic;
+        this.overdue = new OverdueCheck(router, connect, warnings);
     }
 
     @Override
@@ -273,7 +268,9 @@ public final class Sender implements Runnable {
                     + " ms: it is not believed");
             return;
         }
-        if (overdueLeft(now)) {
+        String overdueWhy = overdue.leave(now, outcomeBoundMs(), readBackMs(), client.url());
+        if (overdueWhy != null) {
+            router.toFencing(overdueWhy);
             return;
         }
         if (router.flushWaiting()) {
@@ -299,49 +296,6 @@ public final class Sender implements Runnable {
             return;
         }
         request(batch, stopping);
-    }
-
-    /**
-     * Rule 5: writes pending at the sidecar past its write bound (and a poll) without an outcome. The worker's own
-     * producer is asked whether it can write to their partitions: if it can, the sidecar cannot, or keeps from the
-     * agent what became of them, and is left (true); if it cannot either, Kafka is away for everyone and the statuses
-     * stay with the sidecar, which holds them and probes cheaply (falling back would be the stock worker's storm of
-     * re-sends, and its stale keys); asked again after another bound.
-     */
-    private boolean overdueLeft(long now) {
-        if (writeCheck == null) {
-            if (now < nextWriteCheckAt) {
-                return false;
-            }
-            overdue = router.pendingSince(now - outcomeBoundMs());
-            if (overdue.isEmpty()) {
-                return false;
-            }
-            List<String> keys = new ArrayList<>();
-            for (StatusUpdate u : overdue) {
-                keys.add(u.key);
-            }
-            writeCheck = connect.canWrite(keys);
-            writeCheckAt = now;
-        }
-        boolean late = now - writeCheckAt >= readBackMs();
-        if (!writeCheck.isDone() && !late) {
-            return false;
-        }
-        boolean wrote = writeCheck.getNow(false);
-        writeCheck = null;
-        nextWriteCheckAt = now + outcomeBoundMs();
-        String what = "the sidecar at " + client.url() + " has given no outcome for " + overdue.size() + " write(s) (the "
-                + "oldest " + overdue.get(0) + ") within its write bound and a poll (" + outcomeBoundMs() + " ms)";
-        if (wrote) {
-            router.toFencing(what + ", while the worker's own producer wrote to their partitions: it cannot reach "
-                    + "Kafka, or keeps from the agent what became of them");
-            return true;
-        }
-        warnings.warn("kafka away", what + ", and the worker's own producer could not write to their partitions "
-                + "either (" + (late ? "no answer within " + readBackMs() + " ms" : "it failed") + "): Kafka is away "
-                + "for everyone, the statuses stay with the sidecar");
-        return false;
     }
 
     /** One request: its answer applied, or the sidecar left at once (rule 3). */
