@@ -225,8 +225,11 @@ class SenderTest {
             h.awaitNewestLanded(2_000);
             h.assertInvariants();
             assertEquals(3, h.metrics.switchesTotal());
-            assertEquals(2, h.metrics.fallenBackTotal(), "a0 PAUSED, b0 RUNNING by the fall back; b0 FAILED direct: "
-                    + h.connectWrites());
+            // a0 PAUSED by the fall back; b0 RUNNING too, or directly if the agent had left by the time it came (it
+            // leaves at once, so which depends on the timing); b0 FAILED direct.
+            long fellBack = h.metrics.fallenBackTotal();
+            assertTrue(fellBack >= 1 && fellBack <= 2, fellBack + ": " + h.connectWrites());
+            assertEquals(3, h.connectWrites().size(), h.connectWrites().toString());
         }
     }
 
