@@ -52,9 +52,12 @@ class OutcomeCheckTest {
             h.awaitNewestLanded(8_000);
             h.assertInvariants();
             assertEquals(2, h.connectWrites().size());
+            // One question to the worker's own producer, about the writes overdue then (both, or the first only when
+            // the second was accepted a request later).
             List<List<String>> asked = h.connect.writeChecks();
             assertEquals(1, asked.size(), "one question to the worker's own producer: " + asked);
-            assertEquals(Arrays.asList("status-task-c-0", "status-task-d-1"), asked.get(0));
+            assertEquals("status-task-c-0", asked.get(0).get(0));
+            assertTrue(Arrays.asList("status-task-c-0", "status-task-d-1").containsAll(asked.get(0)), asked.toString());
             assertEquals(0, h.sidecar.release(), "past its lease the sidecar writes nothing more");
         }
     }
