@@ -12,4 +12,8 @@ the service. Only this package imports pyspark, so ``status_store`` and ``status
     charts.py    its charts, SVG drawn here
     session.py   the SparkSession (a local one maps the JVM's class-data archive: class_data.py)
     job.py       the entry point of ``status-store analyze`` and of ``spark-submit .../job.py``
+    options.py   its options (argparse only: the CLI shows them without importing pyspark)
+    console.py   what the person running it sees: one line per phase, everything else in the log file
+    incremental.py  ``--since`` runs that analyse only what is new
+    outputs.py   the output directory: a run's staging directory, moved into place only when it finished
 """
