@@ -1,7 +1,8 @@
 """Acting on what the status topic shows: auto-restart of FAILED connectors and tasks with a backoff (``plan``, pure;
 ``restarter``, through each worker's REST API), the Connect group's membership read to tell the workers that are
 gone (``workers``, pure; ``group``, the Kafka read), and one health word per connector (``health``, pure).
-``actions`` composes them for the service, the HTTP API and the metrics.
+``actions`` composes them for the service, the HTTP API and the metrics; ``events`` are what the sidecar did and saw
+(for ``GET /events``), ``marks`` what its actions add to the fleet's views.
 
 May import: ``status_store.store`` and everything below it (the cache, the history topic, the events of
 ``GET /events``, the configuration, the Kafka clients). Never the HTTP API. The pure modules (``health``, ``plan``,
