@@ -1,10 +1,11 @@
 """StatusStore: Connect's status backing store semantics on a Kafka log.
 
-Writes follow Connect's ``KafkaStatusBackingStore``: every write bumps the key's local sequence and its writer's
-generation (Connect keeps one per worker's store: here one per writer, an agent's session or, for a write that names
-none, its status's worker); ``put_safe`` drops a write that could overwrite a newer status of another worker. Reads
-come from a ``StatusCache`` (cache.py, Connect's read rules) that the reader feeds: it changes only when a record is
-read back from the topic, so a write is visible after read-back.
+Writes follow Connect's ``KafkaStatusBackingStore``: every write moves its writer's generation (Connect keeps one
+per worker's store: here one per writer, an agent's session or, for a write that names none, its status's worker);
+``put_safe`` drops a write that could overwrite a newer status of another worker. Connect's per-key write sequence
+(a retry abandoned once its key was written again) is the retry queue's slot per key here: a newer write takes an
+older one's place. Reads come from a ``StatusCache`` (cache.py, Connect's read rules) that the reader feeds: it
+changes only when a record is read back from the topic, so a write is visible after read-back.
 """
 
 from __future__ import annotations
@@ -329,7 +330,6 @@ class StatusStore:
         if safe and not entry.can_write_safely(status):
             log.debug("put_safe dropped %s: cached status of another worker is newer", key)
             return None
-        entry.sequence += 1
         # Room was checked above, for this write.
         rules = _ConnectRules(own, entry, status, safe, lease)
         return self._queue.submit(StatusUpdate(key, value, kind, rules, safe, spooled=lease is None), True)
