@@ -1,10 +1,11 @@
 """StatusStore: Connect's status backing store semantics on a Kafka log.
 
-Writes follow Connect's ``KafkaStatusBackingStore``: every write bumps the key's local sequence and its writer's
-generation (Connect keeps one per worker's store: here one per writer, an agent's session or, for a write that names
-none, its status's worker); ``put_safe`` drops a write that could overwrite a newer status of another worker. Reads
-come from a ``StatusCache`` (cache.py, Connect's read rules) that the reader feeds: it changes only when a record is
-read back from the topic, so a write is visible after read-back.
+Writes follow Connect's ``KafkaStatusBackingStore``: every write moves its writer's generation (Connect keeps one
+per worker's store: here one per writer, an agent's session or, for a write that names none, its status's worker);
+``put_safe`` drops a write that could overwrite a newer status of another worker. Connect's per-key write sequence
+(a retry abandoned once its key was written again) is the retry queue's slot per key here: a newer write takes an
+older one's place. Reads come from a ``StatusCache`` (cache.py, Connect's read rules) that the reader feeds: it
+changes only when a record is read back from the topic, so a write is visible after read-back.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .kafka.partition_watch import PartitionWatch
 from .kafka.producer import TopicProducer
 from .kafka.reader import TopicReader, status_records
 from .kafka.topics import ensure_topic
-from .retry.backoff import Random
+from .retry.backoff import Random, RetryMode
 from .retry.delivery import read_targets
 from .retry.queue import RetryQueue
 from .retry.updates import RetryListener, StatusUpdate, UpdateKind
@@ -43,6 +44,26 @@ log = logging.getLogger(__name__)
 # gives the reason not to send any more (its lease ended), or None. Its writes are not spooled (nor replayed after
 # a crash) unless it hands them over for good (``Spool.adopt``).
 Lease = Callable[[], str | None]
+
+# Deprecated in this release and to be removed in the next: per-update retries lost to the default on every figure of
+# bench/retry.py and bench/fleet.py measured in one sitting (docs/BENCHMARKS.md, "Per-update retries and the retry
+# budget: deprecated"), and the budget exists only in that mode.
+DEPRECATED_PER_UPDATE = ("status.storage.retry.mode=per-update is deprecated and will be removed in the next release "
+                         "(the default, partition, sent fewer Produce requests, recovered sooner and used less memory "
+                         "in every benchmark: docs/BENCHMARKS.md); remove the setting")
+DEPRECATED_BUDGET = ("status.storage.retry.budget.max.tokens is deprecated with status.storage.retry.mode=per-update "
+                     "and will be removed in the next release (a held partition already sends one probe at a time); "
+                     "remove the status.storage.retry.budget.* settings")
+
+
+def deprecations(config: StoreConfig) -> list[str]:
+    """The deprecated settings this configuration sets, each as the warning the store logs at its start."""
+    retry = config.retry
+    found = [DEPRECATED_PER_UPDATE] if retry.mode is RetryMode.PER_UPDATE else []
+    if retry.budget.enabled:
+        found.append(DEPRECATED_BUDGET)
+    return found
+
 
 # Of the stop's bound, what is kept for closing the clients and the spool once the outcomes are awaited (at most half
 # of it).
@@ -123,6 +144,8 @@ class StatusStore:
     async def start(self) -> None:
         """Set up the topic and read it to the end; bounded by ``sidecar.startup.timeout.ms``."""
         cfg = self.config
+        for warning in deprecations(cfg):
+            log.warning(warning)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + cfg.startup_timeout_s
         async with asyncio.timeout(cfg.startup_timeout_s):
@@ -329,7 +352,6 @@ class StatusStore:
         if safe and not entry.can_write_safely(status):
             log.debug("put_safe dropped %s: cached status of another worker is newer", key)
             return None
-        entry.sequence += 1
         # Room was checked above, for this write.
         rules = _ConnectRules(own, entry, status, safe, lease)
         return self._queue.submit(StatusUpdate(key, value, kind, rules, safe, spooled=lease is None), True)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 
 import pytest
 
+from harness.faulty_cluster import FaultyCluster
 from status_store.connect.model import ConnectorStatus, State, TaskId, TaskStatus, TopicStatus
 from status_store.errors import StoreClosedError
 from status_store.store import StatusStore
@@ -150,7 +152,7 @@ async def test_topic_status_put_delete_and_reset(store: StatusStore) -> None:
     assert store.cache.get_topic("other", "t1") == TopicStatus("t1", "other", 1, 1)
 
 
-async def test_generation_and_sequence_follow_each_write(store: StatusStore) -> None:
+async def test_generation_follows_each_write_of_its_writer(store: StatusStore) -> None:
     store.put(connector("c", generation=3))
     store.put(task("c", 0, generation=9))
     store.put(task("c", 0, generation=9))
@@ -161,8 +163,6 @@ async def test_generation_and_sequence_follow_each_write(store: StatusStore) -> 
     assert store.generation_of(None, connector("c")) == 9
     assert store.generation_of(None, other) == 4
     assert store.generation_of("agent-1", other) == 5
-    await store.read_your_writes(WAIT)
-    assert store._cache.task_entry(TaskId("c", 0)).sequence == 2
 
 
 async def test_two_stores_converge(broker: Broker, store_factory: StoreFactory) -> None:
@@ -206,3 +206,22 @@ async def test_writes_after_stop_are_refused(broker: Broker, store_factory: Stor
 def test_read_raw_helper_sees_json() -> None:
     # The raw helper above parses nothing; make sure the bytes we compare are valid JSON for Connect.
     assert json.loads(b'{"state":"RUNNING","trace":null,"worker_id":"w","generation":0}')["trace"] is None
+
+
+@pytest.mark.parametrize(("settings", "named"), [
+    ({}, []),
+    ({"status.storage.retry.mode": "per-update"}, ["status.storage.retry.mode=per-update is deprecated"]),
+    ({"status.storage.retry.mode": "per-update", "status.storage.retry.budget.max.tokens": "10"},
+     ["status.storage.retry.mode=per-update is deprecated", "status.storage.retry.budget.max.tokens is deprecated"]),
+])
+async def test_a_deprecated_retry_setting_is_named_in_a_warning_at_start(
+        mock_cluster: FaultyCluster, store_factory: StoreFactory, caplog: pytest.LogCaptureFixture,
+        settings: dict[str, str], named: list[str]) -> None:
+    topic = f"status-{uuid.uuid4().hex[:12]}"
+    mock_cluster.create_topic(topic, 5, 1)
+    with caplog.at_level(logging.WARNING, logger="status_store.store"):
+        async with store_factory(mock_cluster.bootstrap_servers, topic, **settings):
+            pass
+    warned = [r.getMessage() for r in caplog.records if r.name == "status_store.store" and "deprecated" in r.message]
+    # Each deprecated setting set, named once, in this order (the mode, then the budget).
+    assert [w[:w.index(" is deprecated") + len(" is deprecated")] for w in warned] == named

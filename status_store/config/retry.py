@@ -39,9 +39,9 @@ class RetryConfig:
         "order while one probe at a time (the oldest, at its latest value) tests it on the backoff schedule, capped "
         "at probe.max.backoff.ms (one probe for all while every partition is held); when a write gets through they "
         "are released in batches (2 per 25 ms, doubling while batches succeed, then growing slower, halved on a "
-        "failure). An outage costs one probe per interval, and recovery about one probe interval. per-update: "
-        "every update retries on its own backoff (the engine before partitions were held; the retry budget "
-        "applies only here). See docs/operations.md.")
+        "failure). An outage costs one probe per interval, and recovery about one probe interval. per-update "
+        "(deprecated, removed in the next release; a warning at start): every update retries on its own backoff (the "
+        "engine before partitions were held; the retry budget applies only here). See docs/operations.md.")
     probe_max_backoff_ms: int = setting(
         "status.storage.retry.probe.max.backoff.ms", 1000, integer(1, INT64_MAX),
         "partition mode: the longest wait between two probes of a held partition (the probes follow "
@@ -63,6 +63,7 @@ class RetryConfig:
         "to the retry queue. Keep it below status.storage.retry.timeout.ms.")
     budget_max_tokens: float = setting(
         "status.storage.retry.budget.max.tokens", 0.0, number(0.0, 1e6),
+        "Deprecated with retry.mode=per-update, removed in the next release (a warning at start). "
         "Retry budget (gRPC-style retry throttling) for retry.mode=per-update: size of the token bucket, counted in "
         "attempts of one record. A failed attempt takes a token, a written one adds token.ratio; retries wait while "
         "half the bucket or less is left (none is dropped, none uses up a retry). 0: no budget. 10 suits a fleet of "

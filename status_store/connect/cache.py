@@ -9,8 +9,9 @@ The cache is fed the topic's records in the order they are read and applies Conn
 - a task's UNASSIGNED is ignored while the cached status is RUNNING of the same or a newer generation
   (a worker that lost the task in a rebalance may write it after the new owner's RUNNING).
 
-Besides the statuses it keeps what the write side asks: each key's entry with Connect's write sequence
-and deletion mark (entries exist before anything is read back, as Connect's ``getOrAdd`` makes them), each
+Besides the statuses it keeps what the write side asks: each key's entry with its deletion mark (entries
+exist before anything is read back, as Connect's ``getOrAdd`` makes them; Connect's per-key write sequence has no
+place here: the retry queue's slot per key drops an older write for a newer one itself), each
 key's last offset and each connector's last tombstone (for the spool's replay check), and the connector
 types writers hinted (the topic has no such field).
 
@@ -79,7 +80,7 @@ class FleetObject(NamedTuple):
 
 
 class CacheEntry:
-    """A cached status with Connect's per-key write sequence and deletion mark.
+    """A cached status with Connect's deletion mark.
 
     It keeps the decoded wire value (shared between records with equal bytes); the status object
     is built when someone asks for it, so reading a large topic allocates little. ``changed_at`` is when the
@@ -87,11 +88,10 @@ class CacheEntry:
     status read: both as records are read, for the fleet's metrics.
     """
 
-    __slots__ = ("changed_at", "changes", "deleted", "sequence", "value")
+    __slots__ = ("changed_at", "changes", "deleted", "value")
 
     def __init__(self) -> None:
         self.value: StatusValue | None = None
-        self.sequence = 0
         self.deleted = False
         self.changed_at = 0.0
         self.changes = 0
