@@ -5,14 +5,8 @@ import io.statusstore.agent.sidecar.AgentAnswer;
 import io.statusstore.agent.sidecar.SidecarException;
 import io.statusstore.agent.status.StatusUpdate;
 
-import java.util.ArrayList;
 import java.util.Collections;
-import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
-import java.util.Map;
-import java.util.Set;
-import java.util.TreeMap;
 
 /**
  * Which path each status write takes, and the table of writes not yet settled: the one lock worker threads
@@ -46,10 +40,7 @@ public final class Router {
     /** The sender's thread has ended: nothing moves the path back to the sidecar, and stop needs no one to wait for. */
     private boolean orphaned;
     private int flushWaiters;
-    private long counted;
-    private final Set<Long> countedOutcomes = new HashSet<>();
-    /** The key of every seq sent above the last ack: an outcome must name its seq's key. */
-    private final TreeMap<Long, String> sentKeys = new TreeMap<>();
+    private final Outcomes outcomes;
     /** Until when the sidecar may still write what it took of this session (see {@link #posting}). */
     private long sidecarFence = Long.MIN_VALUE;
 
@@ -59,6 +50,7 @@ public final class Router {
         this.maxKeys = maxKeys;
         this.metrics = metrics;
         this.readBack = readBack;
+        this.outcomes = new Outcomes(table, metrics, readBack, () -> ++lastSeq);
         metrics.queuedKeys(this::size);
         readBack.onWatchedRead(this::readBackArrived);
     }
@@ -108,8 +100,7 @@ public final class Router {
         }
         List<StatusUpdate> batch = table.takeBatch(max, now);
         for (StatusUpdate u : batch) {
-            sentKeys.put(u.seq, u.key);
-            readBack.watch(u.key, now);
+            outcomes.sent(u, now);
         }
         return batch;
     }
@@ -149,64 +140,7 @@ public final class Router {
      */
     synchronized List<AgentAnswer.Item> apply(List<StatusUpdate> batch, AgentAnswer answer, long now, long readBackBy)
             throws SidecarException {
-        String wrong = AnswerCheck.inconsistency(batch, answer, sentKeys, counted);
-        if (wrong != null) {
-            throw new SidecarException("answered what the agent did not ask: " + wrong, 200, -1, true, true);
-        }
-        Map<Long, StatusUpdate> sent = new HashMap<>();
-        for (StatusUpdate u : batch) {
-            sent.put(u.seq, u);
-        }
-        List<AgentAnswer.Item> refused = new ArrayList<>();
-        for (AgentAnswer.Item item : answer.accepted) {
-            StatusUpdate u = sent.get(item.seq);
-            switch (item.result) {
-                case "pending":
-                    table.accepted(u, now);
-                    metrics.handedOver();
-                    break;
-                case "dropped":
-                    table.settledOnArrival(u);
-                    metrics.dropped();
-                    break;
-                case "refused":
-                    table.settledOnArrival(u);
-                    metrics.refused();
-                    refused.add(new AgentAnswer.Item(u.seq, u.key, item.result, 0, item.reason));
-                    break;
-                case "expired":
-                    table.takeBack(u, u.withSeq(++lastSeq));
-                    break;
-                case "written":
-                    table.written(u.key, u.seq, readBackBy);
-                    readBack.watch(u.key, now);
-                    count(item);
-                    break;
-                default:
-                    table.settledOnArrival(u);
-                    count(item);
-            }
-        }
-        for (AgentAnswer.Item outcome : answer.outcomes) {
-            if (outcome.seq <= counted) {
-                continue;
-            }
-            if (outcome.result.equals("expired")) {
-                StatusUpdate u = table.pending(outcome.key, outcome.seq);
-                if (u != null) {
-                    table.takeBack(u, u.withSeq(++lastSeq));
-                }
-                continue;
-            }
-            if (outcome.result.equals("written")) {
-                if (table.written(outcome.key, outcome.seq, readBackBy)) {
-                    readBack.watch(outcome.key, now);
-                }
-            } else {
-                table.settle(outcome.key, outcome.seq);
-            }
-            count(outcome);
-        }
+        List<AgentAnswer.Item> refused = outcomes.apply(batch, answer, now, readBackBy);
         notifyAll();
         return refused;
     }
@@ -216,14 +150,7 @@ public final class Router {
      * never forgets an outcome the agent still waits for), or every seq so far when nothing is unsettled.
      */
     synchronized long ack() {
-        long lowest = table.lowestUnsettledSeq();
-        long ack = lowest < 0 ? lastSeq : lowest - 1;
-        if (ack > counted) {
-            countedOutcomes.removeIf(seq -> seq <= ack);
-            sentKeys.headMap(ack, true).clear();
-            counted = ack;
-        }
-        return ack;
+        return outcomes.ack(lastSeq);
     }
 
     /**
@@ -232,7 +159,10 @@ public final class Router {
      */
     synchronized StatusUpdate verify(long now) {
         int before = table.size();
-        StatusUpdate unseen = table.verify(readBack, now);
+        for (String key : readBack.takeRead()) {
+            table.readBack(key, readBack);
+        }
+        StatusUpdate unseen = table.unseen(readBack, now);
         if (table.size() != before) {
             notifyAll();
         }
@@ -394,11 +324,5 @@ public final class Router {
         path = Path.FENCING;
         table.fence(sidecarFence);
         notifyAll();
-    }
-
-    private void count(AgentAnswer.Item outcome) {
-        if (outcome.seq > counted && countedOutcomes.add(outcome.seq)) {
-            metrics.outcome(outcome.result, outcome.attempts);
-        }
     }
 }

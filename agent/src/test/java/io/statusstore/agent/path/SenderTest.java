@@ -380,6 +380,29 @@ class SenderTest {
     }
 
     @Test
+    void theKip1278CountersCountAWriteInFlightWhenANewerOneOfItsKeyFollowed() throws Exception {
+        // Kafka slow behind the sidecar: c-0 RUNNING in flight when c-0 PAUSED is taken; both are written. The agent's
+        // ack passed RUNNING once PAUSED replaced it in the table, and RUNNING's outcome was not counted (a worker's
+        // status-update-success-total said 112 while its sidecar wrote all 119 of its updates).
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.sidecar.inFlight = true;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "RUNNING in flight");
+            h.write("c", 0, "PAUSED");
+            Harness.await(() -> h.sidecar.pendingCount() == 2, 2_000, "PAUSED behind it");
+            int posts = h.sidecar.posts().size();
+            Harness.await(() -> h.sidecar.posts().size() >= posts + 3, 2_000, "polls acknowledging what they may");
+            assertEquals(2, h.sidecar.release());
+            Harness.await(() -> h.router.size() == 0, 2_000, "settled");
+            h.assertInvariants();
+            Harness.await(() -> h.metrics.successTotal() == 2, 2_000, "both written writes counted, now "
+                    + h.metrics.successTotal());
+        }
+    }
+
+    @Test
     void flushWaitsUntilTheSidecarSettledWhatItWasGiven() throws Exception {
         try (Harness h = new Harness().start("")) {
             h.awaitPath(Router.Path.SIDECAR, 2_000);
