@@ -221,7 +221,9 @@ def _submit(store: StatusStore, session: AgentSession, item: _Item) -> StatusUpd
         status = _status(item)
         if item.kind == "task" and status.state is State.STOPPED:
             raise ValueError(f"task {status_key(status)}: a task cannot be STOPPED")
-        return store.put_safe(status, session.lease) if item.safe else store.put(status, session.lease)
+        if item.safe:
+            return store.put_safe(status, session.lease, writer=session.agent)
+        return store.put(status, session.lease, writer=session.agent)
     if isinstance(item, AgentTopic):
         return store.put_topic(TopicStatus(item.topic, item.connector, item.task, item.discoverTimestamp),
                                session.lease)

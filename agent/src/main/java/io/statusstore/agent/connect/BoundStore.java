@@ -50,7 +50,7 @@ final class BoundStore {
         KafkaBasedLog<String, byte[]> log = (KafkaBasedLog<String, byte[]>) kafkaLog;
         StoreOriginals originals = new StoreOriginals((StatusBackingStore) store, log, sends, retryExecutor);
         SidecarClient client = new SidecarClient(options.url, options.token, options.connectTimeoutMs,
-                options.readTimeoutMs);
+                options.readTimeoutMs, options.tls);
         this.sender = new Sender(options, router, client, originals, metrics, clusterId, statusTopic);
     }
 

@@ -19,6 +19,9 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
+import javax.net.ssl.HttpsURLConnection;
+import javax.net.ssl.SSLHandshakeException;
+
 /**
  * The agent's calls to the sidecar, over {@link HttpURLConnection}. Nothing it cannot check is believed: any
  * failure to connect, send, read or parse, of any kind, is a {@link SidecarException}, and so is an answer larger
@@ -41,13 +44,20 @@ public final class SidecarClient {
     private final String token;
     private final int connectTimeoutMs;
     private final int readTimeoutMs;
+    private final SidecarTls tls;
 
     public SidecarClient(URL url, String token, int connectTimeoutMs, int readTimeoutMs) {
+        this(url, token, connectTimeoutMs, readTimeoutMs, null);
+    }
+
+    /** {@code tls}: an https:// sidecar's CA and this agent's certificate (null: the JVM's defaults). */
+    public SidecarClient(URL url, String token, int connectTimeoutMs, int readTimeoutMs, SidecarTls tls) {
         String text = url.toString();
         this.base = text.endsWith("/") ? text.substring(0, text.length() - 1) : text;
         this.token = token;
         this.connectTimeoutMs = connectTimeoutMs;
         this.readTimeoutMs = readTimeoutMs;
+        this.tls = tls;
     }
 
     /** {@code GET /}: which cluster and status topic the sidecar serves. */
@@ -95,6 +105,9 @@ public final class SidecarClient {
         try {
             // Streams are read to the end and closed, so the JDK keeps the connection for the next call.
             HttpURLConnection c = (HttpURLConnection) new URL(base + path).openConnection(Proxy.NO_PROXY);
+            if (tls != null && c instanceof HttpsURLConnection) {
+                ((HttpsURLConnection) c).setSSLSocketFactory(tls.socketFactory());
+            }
             watchdog = WATCHDOG.schedule(() -> {
                 expired.set(true);
                 c.disconnect();
@@ -130,6 +143,11 @@ public final class SidecarClient {
             throw e;
         } catch (ConnectException | NoRouteToHostException | UnknownHostException e) {
             throw new SidecarException(method + " " + path + " failed: " + e, 0, -1, false);
+        } catch (SSLHandshakeException e) {
+            // No request was served: the sidecar refused this agent's certificate, or this agent its certificate.
+            throw new SidecarException(method + " " + path + " failed: the TLS handshake failed (the sidecar's "
+                    + "certificate and tls.ca.file, or this agent's tls.cert.file and the sidecar's "
+                    + "sidecar.rest.tls.ca.file): " + e.getMessage(), 0, -1, false);
         } catch (Throwable t) {
             String why = expired.get() ? "no whole answer within " + deadlineMs() + " ms (connect.timeout.ms + "
                     + "read.timeout.ms)" : brief(t);
