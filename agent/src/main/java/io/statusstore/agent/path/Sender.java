@@ -34,7 +34,7 @@ import java.util.UUID;
  */
 public final class Sender implements Runnable {
     /** Slack added to the fence for the sidecar's last write started before the lease ended, and clock skew. */
-    static final long FENCE_MARGIN_MS = 1_000;
+    public static final long FENCE_MARGIN_MS = 1_000;
     /**
      * New writes go only in a request to a sidecar that answered this recently; otherwise a poll goes first. So a
      * sidecar that hung while the agent was idle is found out by a request that carries no write, and the writes
