@@ -13,26 +13,33 @@ import java.util.List;
  * and the sender share. Worker threads only call {@link #offer}, which never waits on I/O.
  *
  * <pre>
+ *   STARTING ---(the first probe answers)--+
+ *      | (no answer within its bound)     |
+ *      v                                  v
  *   CONNECT ---(the right sidecar answers)---> QUIESCING ---(Connect's own path quiet)---> SIDECAR
  *      ^                                           |                                        |
  *      |                       (not quiet in time, | stop, table full)    (known away, wrong |
  *      |                                           v                      sidecar, table full, stop)
  *      +-------------(table empty)------------- FENCING <---------------------------------+
  * </pre>
- * On CONNECT (and STOPPED, once the store stopped) the worker's own methods run. On QUIESCING and SIDECAR writes
- * enter the table. On FENCING (leaving) a write of a key in the table waits there for the key's fence; any other
+ * On CONNECT (and STOPPED, once the store stopped) the worker's own methods run. On STARTING, QUIESCING and SIDECAR
+ * writes enter the table: a fresh store's first writes wait for the agent's first exchange with the sidecar, so that
+ * they too go through it, but only until {@link #startingUntil}: then (or when that exchange fails) the path leaves
+ * for the fence, where they have nothing at the sidecar and take Connect's path at once. On FENCING (leaving) a write of a key in the table waits there for the key's fence; any other
  * runs the original at once, which is safe because nothing of its key is at the sidecar; a write of a key not in
  * a full table starts the leaving, and runs the original at once for the same reason.
  */
 public final class Router {
     /** The paths, as in the diagram above. */
-    public enum Path { CONNECT, QUIESCING, SIDECAR, FENCING, STOPPED }
+    public enum Path { STARTING, CONNECT, QUIESCING, SIDECAR, FENCING, STOPPED }
 
     private final KeyTable table;
     private final AgentMetrics metrics;
     private final ReadBack readBack;
     private final int maxKeys;
-    private Path path = Path.CONNECT;
+    private Path path = Path.STARTING;
+    /** Until when (ms) writes on STARTING wait for the first exchange: set when the sender starts. */
+    private long startingUntil = Long.MAX_VALUE;
     private long lastSeq;
     private String workerId;
     private String leaveReason;
@@ -66,9 +73,12 @@ public final class Router {
         if (path == Path.CONNECT || path == Path.STOPPED) {
             return false;
         }
+        if (path == Path.STARTING && System.nanoTime() / 1_000_000 >= startingUntil) {
+            leave(null);
+        }
         boolean leaving = path == Path.FENCING;
         if (table.offer(update.withSeq(++lastSeq), !leaving)) {
-            if (path != Path.QUIESCING) {
+            if (path != Path.QUIESCING && path != Path.STARTING) {
                 notifyAll();
             }
             return true;
@@ -192,8 +202,20 @@ public final class Router {
         return table.pendingSince(since);
     }
 
+    /** The sender starts: writes on STARTING wait for its first exchange until {@code until} (ms), no longer. */
+    synchronized void startingUntil(long until) {
+        startingUntil = until;
+    }
+
+    /** The first exchange did not find the sidecar (or the store stops first): the writes waiting take Connect's path. */
+    synchronized void leaveStarting() {
+        if (path == Path.STARTING) {
+            leave(null);
+        }
+    }
+
     synchronized void toQuiescing() {
-        if (path == Path.CONNECT) {
+        if (path == Path.CONNECT || path == Path.STARTING) {
             path = Path.QUIESCING;
         }
     }
@@ -210,7 +232,7 @@ public final class Router {
 
     /** Leaves the sidecar (or the quiescing) for the fence, with the reason the sender logs. */
     synchronized void toFencing(String reason) {
-        if (path == Path.SIDECAR || path == Path.QUIESCING) {
+        if (path == Path.SIDECAR || path == Path.QUIESCING || path == Path.STARTING) {
             leave(reason);
         }
     }

@@ -91,6 +91,8 @@ public final class Sender implements Runnable {
 
     @Override
     public void run() {
+        // A fresh store's first writes wait for the first exchange (Router.Path.STARTING) one request deadline at most.
+        router.startingUntil(now() + options.connectTimeoutMs + options.readTimeoutMs);
         try {
             while (router.path() != Router.Path.STOPPED) {
                 try {
@@ -114,6 +116,7 @@ public final class Sender implements Runnable {
             stopRequestedAt = now();
         }
         switch (router.path()) {
+            case STARTING: onStarting(); break;
             case CONNECT: onConnect(); break;
             case QUIESCING: onQuiescing(); break;
             case SIDECAR: onSidecar(); break;
@@ -149,6 +152,18 @@ public final class Sender implements Runnable {
                 pause(FAILED_STEP_PAUSE_MS);
             }
         }
+    }
+
+    /**
+     * The first exchange: the writes the store took meanwhile wait in the table. The sidecar found: they go to it (once
+     * Connect's path is quiet, at once at a start); not found (or the store stops): they have nothing at the sidecar
+     * and take Connect's path at once, through the fence.
+     */
+    private void onStarting() throws InterruptedException {
+        if (stopRequestedAt < 0) {
+            onConnect();
+        }
+        router.leaveStarting();
     }
 
     private void onConnect() throws InterruptedException {
