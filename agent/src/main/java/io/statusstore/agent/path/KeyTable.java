@@ -8,8 +8,6 @@ import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
-import java.util.TreeSet;
 import java.util.function.LongSupplier;
 
 /**
@@ -32,22 +30,8 @@ final class KeyTable {
     private static final Comparator<StatusUpdate> BY_SEQ = Comparator.comparingLong(u -> u.seq);
 
     private final Map<String, KeyEntry> entries = new HashMap<>();
-    /** Keys with an unsent write and none on its way, not held: by that write's seq, the next to send first. */
-    private final TreeMap<Long, KeyEntry> sendable = new TreeMap<>();
-    /** Keys held for an old instance of the sidecar. */
-    private final TreeSet<KeyEntry> held = new TreeSet<>(KeyEntry.BY_HOLD);
-    /** Keys with a pending write, the longest pending first (rule 5). */
-    private final TreeSet<KeyEntry> pending = new TreeSet<>(KeyEntry.BY_PENDING_SINCE);
-    /** Keys with a write to be read back, the earliest deadline first (rule 4). */
-    private final TreeSet<KeyEntry> verifying = new TreeSet<>(KeyEntry.BY_VERIFY_DEADLINE);
-    /** Leaving: keys waiting for their fence, the earliest first. */
-    private final TreeSet<KeyEntry> fenced = new TreeSet<>(KeyEntry.BY_FENCE);
-    /** Leaving: keys past their fence, by their newest write's seq (the oldest goes through Connect first). */
-    private final TreeMap<Long, KeyEntry> drainable = new TreeMap<>();
-    /** Every seq whose outcome the agent still waits for (unsent, sending, pending, replaced in flight), by seq. */
-    private final TreeMap<Long, KeyEntry> awaiting = new TreeMap<>();
+    private final KeyOrders orders = new KeyOrders();
     private final int maxKeys;
-    private int unsentKeys;
 
     KeyTable(int maxKeys) {
         this.maxKeys = maxKeys;
@@ -71,9 +55,9 @@ final class KeyTable {
             entry = new KeyEntry(update.key);
             entries.put(update.key, entry);
         }
-        detach(entry);
+        orders.detach(entry);
         entry.unsent = update.safe && entry.holdsUnconditional() ? update.unconditional() : update;
-        attach(entry);
+        orders.attach(entry);
         return true;
     }
 
@@ -82,17 +66,17 @@ final class KeyTable {
      * (see {@link #resendPending}) until after {@code now} wait, and so do keys whose last request went unanswered.
      */
     List<StatusUpdate> takeBatch(int max, long now) {
-        releaseHolds(now);
-        if (sendable.isEmpty()) {
+        orders.releaseHolds(now);
+        if (orders.sendable.isEmpty()) {
             return Collections.emptyList();
         }
-        List<StatusUpdate> batch = new ArrayList<>(Math.min(max, sendable.size()));
-        while (batch.size() < max && !sendable.isEmpty()) {
-            KeyEntry entry = sendable.firstEntry().getValue();
-            detach(entry);
+        List<StatusUpdate> batch = new ArrayList<>(Math.min(max, orders.sendable.size()));
+        while (batch.size() < max && !orders.sendable.isEmpty()) {
+            KeyEntry entry = orders.sendable.firstEntry().getValue();
+            orders.detach(entry);
             entry.sending = entry.unsent;
             entry.unsent = null;
-            attach(entry);
+            orders.attach(entry);
             batch.add(entry.sending);
         }
         return batch;
@@ -105,15 +89,15 @@ final class KeyTable {
     void accepted(StatusUpdate update, long now) {
         KeyEntry entry = entries.get(update.key);
         if (entry != null && sending(entry, update)) {
-            detach(entry);
+            orders.detach(entry);
             if (entry.pending != null) {
                 entry.replaced.add(entry.pending.seq);
-                awaiting.put(entry.pending.seq, entry);
+                orders.awaiting.put(entry.pending.seq, entry);
             }
             entry.sending = null;
             entry.pending = update;
             entry.pendingSince = now;
-            attach(entry);
+            orders.attach(entry);
         }
     }
 
@@ -121,9 +105,9 @@ final class KeyTable {
     void settledOnArrival(StatusUpdate update) {
         KeyEntry entry = entries.get(update.key);
         if (entry != null && sending(entry, update)) {
-            detach(entry);
+            orders.detach(entry);
             entry.sending = null;
-            attach(entry);
+            orders.attach(entry);
             removeIfEmpty(entry);
         }
     }
@@ -132,12 +116,12 @@ final class KeyTable {
     void returned(StatusUpdate update) {
         KeyEntry entry = entries.get(update.key);
         if (entry != null && sending(entry, update)) {
-            detach(entry);
+            orders.detach(entry);
             entry.sending = null;
             if (entry.unsent == null) {
                 entry.unsent = update;
             }
-            attach(entry);
+            orders.attach(entry);
         }
     }
 
@@ -151,7 +135,7 @@ final class KeyTable {
         if (entry == null || !(sending(entry, update) || (entry.pending != null && entry.pending.seq == update.seq))) {
             return false;
         }
-        detach(entry);
+        orders.detach(entry);
         if (sending(entry, update)) {
             entry.sending = null;
         } else {
@@ -160,7 +144,7 @@ final class KeyTable {
         if (entry.unsent == null && entry.sending == null) {
             entry.unsent = again;
         }
-        attach(entry);
+        orders.attach(entry);
         return true;
     }
 
@@ -172,14 +156,14 @@ final class KeyTable {
 
     /** Whether the agent still waits for the outcome of {@code seq} (it is counted when it comes). */
     boolean awaits(long seq) {
-        return awaiting.containsKey(seq);
+        return orders.awaiting.containsKey(seq);
     }
 
     /** The outcome of {@code seq} came: if it was a write replaced in flight, it is awaited no more. */
     void outcomeCame(long seq) {
-        KeyEntry entry = awaiting.get(seq);
+        KeyEntry entry = orders.awaiting.get(seq);
         if (entry != null && entry.replaced.remove(Long.valueOf(seq))) {
-            awaiting.remove(seq);
+            orders.awaiting.remove(seq);
         }
     }
 
@@ -189,10 +173,10 @@ final class KeyTable {
         if (entry == null || entry.pending == null || entry.pending.seq != seq) {
             return false;
         }
-        detach(entry);
+        orders.detach(entry);
         entry.pending = null;
-        forgetReplaced(entry);
-        attach(entry);
+        orders.forgetReplaced(entry);
+        orders.attach(entry);
         removeIfEmpty(entry);
         return true;
     }
@@ -215,11 +199,11 @@ final class KeyTable {
         } else {
             return false;
         }
-        detach(entry);
+        orders.detach(entry);
         if (written == entry.pending) {
             entry.pending = null;
             // The sidecar writes a key's writes in order: those it took before this one have their outcome too.
-            forgetReplaced(entry);
+            orders.forgetReplaced(entry);
         } else {
             entry.sending = null;
         }
@@ -227,7 +211,7 @@ final class KeyTable {
             entry.verifying = readBack.seen(written) ? null : written;
             entry.verifyUntil = until;
         }
-        attach(entry);
+        orders.attach(entry);
         removeIfEmpty(entry);
         return true;
     }
@@ -236,9 +220,9 @@ final class KeyTable {
     void readBack(String key, ReadBack readBack) {
         KeyEntry entry = entries.get(key);
         if (entry != null && entry.verifying != null && readBack.seen(entry.verifying)) {
-            detach(entry);
+            orders.detach(entry);
             entry.verifying = null;
-            attach(entry);
+            orders.attach(entry);
             removeIfEmpty(entry);
         }
     }
@@ -248,8 +232,8 @@ final class KeyTable {
      * not), or null; those read back by now are settled on the way.
      */
     StatusUpdate unseen(ReadBack readBack, long now) {
-        while (!verifying.isEmpty() && verifying.first().verifyUntil < now) {
-            KeyEntry entry = verifying.first();
+        while (!orders.verifying.isEmpty() && orders.verifying.first().verifyUntil < now) {
+            KeyEntry entry = orders.verifying.first();
             if (!readBack.seen(entry.verifying)) {
                 return entry.verifying;
             }
@@ -260,7 +244,7 @@ final class KeyTable {
 
     /** The earliest time a write the sidecar says it wrote must have been read back, or -1. */
     long nextVerifyDeadline() {
-        return verifying.isEmpty() ? -1 : verifying.first().verifyUntil;
+        return orders.verifying.isEmpty() ? -1 : orders.verifying.first().verifyUntil;
     }
 
     /**
@@ -275,27 +259,27 @@ final class KeyTable {
             if (entry.pending != null) {
                 wasPending.add(entry);
             }
-            forgetReplaced(entry);
+            orders.forgetReplaced(entry);
         }
         // Sent again in the order they were first sent.
         wasPending.sort(Comparator.comparingLong(e -> e.pending.seq));
         for (KeyEntry entry : wasPending) {
-            detach(entry);
+            orders.detach(entry);
             if (entry.unsent == null) {
                 entry.unsent = (entry.sending != null ? entry.sending : entry.pending).withSeq(nextSeq.getAsLong());
             }
             entry.pending = null;
             entry.heldUntil = Math.max(entry.heldUntil, holdUntil);
             entry.holding = true;
-            attach(entry);
+            orders.attach(entry);
         }
         return wasPending.size();
     }
 
     /** The earliest time after {@code now} a held key may be sent, or -1 when none is held. */
     long nextRelease(long now) {
-        releaseHolds(now);
-        return held.isEmpty() ? -1 : held.first().heldUntil;
+        orders.releaseHolds(now);
+        return orders.held.isEmpty() ? -1 : orders.held.first().heldUntil;
     }
 
     /**
@@ -306,7 +290,7 @@ final class KeyTable {
     int fence(long sidecarFence) {
         int waiting = 0;
         for (KeyEntry entry : entries.values()) {
-            detach(entry);
+            orders.detach(entry);
             boolean there = entry.atSidecar();
             entry.leaving = true;
             entry.pastFence = false;
@@ -314,7 +298,7 @@ final class KeyTable {
             if (there || entry.heldUntil > 0) {
                 waiting++;
             }
-            attach(entry);
+            orders.attach(entry);
         }
         return waiting;
     }
@@ -326,21 +310,21 @@ final class KeyTable {
      * that it cannot reach Connect's producer before this one.
      */
     StatusUpdate takeReady(long now) {
-        passFences(now);
-        if (drainable.isEmpty()) {
+        orders.passFences(now);
+        if (orders.drainable.isEmpty()) {
             return null;
         }
-        KeyEntry ready = drainable.firstEntry().getValue();
-        detach(ready);
+        KeyEntry ready = orders.drainable.firstEntry().getValue();
+        orders.detach(ready);
         StatusUpdate newest = ready.newest();
         boolean unconditional = ready.holdsUnconditional();
         ready.unsent = null;
         ready.sending = null;
         ready.pending = null;
         ready.verifying = null;
-        forgetReplaced(ready);
+        orders.forgetReplaced(ready);
         ready.draining = true;
-        attach(ready);
+        orders.attach(ready);
         return newest.safe && unconditional ? newest.unconditional() : newest;
     }
 
@@ -348,39 +332,39 @@ final class KeyTable {
     void drained(StatusUpdate update) {
         KeyEntry entry = entries.get(update.key);
         if (entry != null && entry.draining) {
-            detach(entry);
+            orders.detach(entry);
             entry.draining = false;
-            attach(entry);
+            orders.attach(entry);
             removeIfEmpty(entry);
         }
     }
 
     /** The earliest fence after {@code now} of a key waiting for it, or -1 when none waits. */
     long nextFence(long now) {
-        passFences(now);
-        return fenced.isEmpty() ? -1 : fenced.first().fenceUntil;
+        orders.passFences(now);
+        return orders.fenced.isEmpty() ? -1 : orders.fenced.first().fenceUntil;
     }
 
     /** The lowest number of any write whose outcome the agent still waits for, or -1 when there is none. */
     long lowestUnsettledSeq() {
-        return awaiting.isEmpty() ? -1 : awaiting.firstKey();
+        return orders.awaiting.isEmpty() ? -1 : orders.awaiting.firstKey();
     }
 
     boolean hasUnsent() {
-        return unsentKeys > 0;
+        return orders.unsentKeys > 0;
     }
 
     boolean hasPending() {
-        return !pending.isEmpty();
+        return !orders.pending.isEmpty();
     }
 
     /** The pending writes accepted at or before {@code since}, oldest first. */
     List<StatusUpdate> pendingSince(long since) {
-        if (pending.isEmpty() || pending.first().pendingSince > since) {
+        if (orders.pending.isEmpty() || orders.pending.first().pendingSince > since) {
             return Collections.emptyList();
         }
         List<StatusUpdate> old = new ArrayList<>();
-        for (KeyEntry entry : pending) {
+        for (KeyEntry entry : orders.pending) {
             if (entry.pendingSince > since) {
                 break;
             }
@@ -403,98 +387,10 @@ final class KeyTable {
         return entry.sending != null && entry.sending.seq == update.seq;
     }
 
-    private void releaseHolds(long now) {
-        while (!held.isEmpty() && held.first().heldUntil <= now) {
-            KeyEntry entry = held.first();
-            detach(entry);
-            entry.holding = false;
-            attach(entry);
-        }
-    }
-
-    private void passFences(long now) {
-        while (!fenced.isEmpty() && fenced.first().fenceUntil <= now) {
-            KeyEntry entry = fenced.first();
-            detach(entry);
-            entry.pastFence = true;
-            attach(entry);
-        }
-    }
-
-    /** The key's writes replaced in flight are awaited no more (a newer one of the key has its outcome, or is gone). */
-    private void forgetReplaced(KeyEntry entry) {
-        for (Long seq : entry.replaced) {
-            awaiting.remove(seq);
-        }
-        entry.replaced.clear();
-    }
-
     private void removeIfEmpty(KeyEntry entry) {
         if (entry.empty()) {
-            forgetReplaced(entry);
+            orders.forgetReplaced(entry);
             entries.remove(entry.key);
-        }
-    }
-
-    /** Takes the entry out of every ordering, before a change to the fields they order by. */
-    private void detach(KeyEntry entry) {
-        if (entry.unsent != null) {
-            sendable.remove(entry.unsent.seq);
-            awaiting.remove(entry.unsent.seq);
-            unsentKeys--;
-        }
-        if (entry.sending != null) {
-            awaiting.remove(entry.sending.seq);
-        }
-        if (entry.pending != null) {
-            pending.remove(entry);
-            awaiting.remove(entry.pending.seq);
-        }
-        if (entry.verifying != null) {
-            verifying.remove(entry);
-        }
-        if (entry.holding) {
-            held.remove(entry);
-        }
-        StatusUpdate newest = entry.newest();
-        if (entry.leaving && !entry.draining && newest != null) {
-            if (entry.pastFence) {
-                drainable.remove(newest.seq);
-            } else {
-                fenced.remove(entry);
-            }
-        }
-    }
-
-    /** Puts the entry back into the orderings its fields now place it in. */
-    private void attach(KeyEntry entry) {
-        if (entry.unsent != null) {
-            unsentKeys++;
-            awaiting.put(entry.unsent.seq, entry);
-            if (entry.sending == null && !entry.holding) {
-                sendable.put(entry.unsent.seq, entry);
-            }
-        }
-        if (entry.sending != null) {
-            awaiting.put(entry.sending.seq, entry);
-        }
-        if (entry.pending != null) {
-            awaiting.put(entry.pending.seq, entry);
-            pending.add(entry);
-        }
-        if (entry.verifying != null) {
-            verifying.add(entry);
-        }
-        if (entry.holding) {
-            held.add(entry);
-        }
-        StatusUpdate newest = entry.newest();
-        if (entry.leaving && !entry.draining && newest != null) {
-            if (entry.pastFence) {
-                drainable.put(newest.seq, entry);
-            } else {
-                fenced.add(entry);
-            }
         }
     }
 }
