@@ -62,6 +62,8 @@ public final class Sender implements Runnable {
     /** When the last request that may have reached the sidecar was sent (ms). */
     private long lastPostAt = Long.MIN_VALUE / 2;
     private long lastAnswerAt = Long.MIN_VALUE / 2;
+    /** When the last request held for a flush was sent: a flush's first poll goes at once, its repeats apart. */
+    private long lastHeldAt = Long.MIN_VALUE / 2;
     private long nextPollAt;
     private long nextProbeAt;
     private long quiesceDeadline;
@@ -289,7 +291,8 @@ public final class Sender implements Runnable {
             return;
         }
         if (router.flushWaiting()) {
-            nextPollAt = Math.min(nextPollAt, lastPostAt + FLUSH_POLL_MS);
+            // A flush's first poll goes at once (the tasks' last writes went moments before); its repeats apart.
+            nextPollAt = Math.min(nextPollAt, lastHeldAt + FLUSH_POLL_MS);
         }
         boolean live = now - lastAnswerAt <= LIVE_MS;
         List<StatusUpdate> batch = live ? router.takeBatch(options.batchSize, now)
@@ -325,6 +328,9 @@ public final class Sender implements Runnable {
         // Connect's flush waits for every write taken so far: the answer waits for them at the sidecar (an older
         // sidecar answers at once, and the next poll follows FLUSH_POLL_MS after this one).
         long waitMs = router.flushWaiting() && !stopping ? Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2) : 0;
+        if (waitMs > 0) {
+            lastHeldAt = now;
+        }
         try {
             AgentAnswer answer = checked(client.post(AgentRequest.encode(agentId, router.workerId(), instance,
                     router.ack(), options.leaseMs, sentAtMs, stopping, waitMs, batch)));
@@ -335,7 +341,7 @@ public final class Sender implements Runnable {
             }
             finalSent = stopping;
             lastAnswerAt = now();
-            nextPollAt = router.flushWaiting() ? lastPostAt + FLUSH_POLL_MS : lastAnswerAt + options.pollIntervalMs;
+            nextPollAt = router.flushWaiting() ? lastHeldAt + FLUSH_POLL_MS : lastAnswerAt + options.pollIntervalMs;
         } catch (SidecarException e) {
             if (!e.reached || e.status == 409) {
                 // Refused at connect, or by another instance: it renewed no lease, so the fence need not wait for it.
