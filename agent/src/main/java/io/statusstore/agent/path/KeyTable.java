@@ -8,7 +8,6 @@ import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.function.LongSupplier;
 
 /**
  * The agent's table of statuses not yet settled, bounded by keys, not by writes.
@@ -23,7 +22,7 @@ import java.util.function.LongSupplier;
  * <p>Worker threads offer writes under the lock the sender takes for each of its steps, so no step may cost more
  * than a few operations per key it touches: the keys are kept ordered by what each step looks for (the next to send
  * by seq, the oldest pending, the next read-back deadline, the next fence, the next to drain), and a change to a key
- * moves it between those orders ({@link #detach}, {@link #attach}), O(log n) each. Only the rare whole-table moves
+ * moves it between those orders ({@link KeyOrders}), O(log n) each. Only the rare whole-table moves ({@link KeyMoves})
  * (leaving the sidecar, its restart) visit every key, once. Not thread-safe: the {@link Router} guards it.
  */
 final class KeyTable {
@@ -31,10 +30,16 @@ final class KeyTable {
 
     private final Map<String, KeyEntry> entries = new HashMap<>();
     private final KeyOrders orders = new KeyOrders();
+    private final KeyMoves moves = new KeyMoves(entries, orders);
     private final int maxKeys;
 
     KeyTable(int maxKeys) {
         this.maxKeys = maxKeys;
+    }
+
+    /** The whole-table moves: leaving the sidecar (fences, the drain to Connect's path), its restart (holds). */
+    KeyMoves moves() {
+        return moves;
     }
 
     /**
@@ -245,104 +250,6 @@ final class KeyTable {
     /** The earliest time a write the sidecar says it wrote must have been read back, or -1. */
     long nextVerifyDeadline() {
         return orders.verifying.isEmpty() ? -1 : orders.verifying.first().verifyUntil;
-    }
-
-    /**
-     * The sidecar restarted: each key pending there is sent again (its newest write, under a new seq from
-     * {@code nextSeq}), not before {@code holdUntil}: until the old instance's lease ended, it may still write those
-     * keys. A newer write of such a key already on its way to the new instance is sent once more after the hold
-     * too, so that it lands after anything the old instance writes late. Visits every key (a restart is rare).
-     */
-    int resendPending(long holdUntil, LongSupplier nextSeq) {
-        List<KeyEntry> wasPending = new ArrayList<>();
-        for (KeyEntry entry : entries.values()) {
-            if (entry.pending != null) {
-                wasPending.add(entry);
-            }
-            orders.forgetReplaced(entry);
-        }
-        // Sent again in the order they were first sent.
-        wasPending.sort(Comparator.comparingLong(e -> e.pending.seq));
-        for (KeyEntry entry : wasPending) {
-            orders.detach(entry);
-            if (entry.unsent == null) {
-                entry.unsent = (entry.sending != null ? entry.sending : entry.pending).withSeq(nextSeq.getAsLong());
-            }
-            entry.pending = null;
-            entry.heldUntil = Math.max(entry.heldUntil, holdUntil);
-            entry.holding = true;
-            orders.attach(entry);
-        }
-        return wasPending.size();
-    }
-
-    /** The earliest time after {@code now} a held key may be sent, or -1 when none is held. */
-    long nextRelease(long now) {
-        orders.releaseHolds(now);
-        return orders.held.isEmpty() ? -1 : orders.held.first().heldUntil;
-    }
-
-    /**
-     * Leaving the sidecar: a key with something there (on its way, pending, or held for an old instance) waits
-     * until {@code sidecarFence}, or its hold if later; a key with nothing there may go through Connect at once.
-     * Visits every key, once per leaving. Returns how many keys wait.
-     */
-    int fence(long sidecarFence) {
-        int waiting = 0;
-        for (KeyEntry entry : entries.values()) {
-            orders.detach(entry);
-            boolean there = entry.atSidecar();
-            entry.leaving = true;
-            entry.pastFence = false;
-            entry.fenceUntil = Math.max(there ? sidecarFence : Long.MIN_VALUE, entry.heldUntil);
-            if (there || entry.heldUntil > 0) {
-                waiting++;
-            }
-            orders.attach(entry);
-        }
-        return waiting;
-    }
-
-    /**
-     * The newest write of the key, among those past their fence, whose newest write is the oldest: what Connect's
-     * own path must write for it now (made unconditional if an older unconditional write of the key is unsettled),
-     * or null. The key stays in the table, empty, until {@link #drained}: a write of it meanwhile waits there, so
-     * that it cannot reach Connect's producer before this one.
-     */
-    StatusUpdate takeReady(long now) {
-        orders.passFences(now);
-        if (orders.drainable.isEmpty()) {
-            return null;
-        }
-        KeyEntry ready = orders.drainable.firstEntry().getValue();
-        orders.detach(ready);
-        StatusUpdate newest = ready.newest();
-        boolean unconditional = ready.holdsUnconditional();
-        ready.unsent = null;
-        ready.sending = null;
-        ready.pending = null;
-        ready.verifying = null;
-        orders.forgetReplaced(ready);
-        ready.draining = true;
-        orders.attach(ready);
-        return newest.safe && unconditional ? newest.unconditional() : newest;
-    }
-
-    /** Connect's own path took the write {@link #takeReady} gave out: its key leaves the table unless written again. */
-    void drained(StatusUpdate update) {
-        KeyEntry entry = entries.get(update.key);
-        if (entry != null && entry.draining) {
-            orders.detach(entry);
-            entry.draining = false;
-            orders.attach(entry);
-            removeIfEmpty(entry);
-        }
-    }
-
-    /** The earliest fence after {@code now} of a key waiting for it, or -1 when none waits. */
-    long nextFence(long now) {
-        orders.passFences(now);
-        return orders.fenced.isEmpty() ? -1 : orders.fenced.first().fenceUntil;
     }
 
     /** The lowest number of any write whose outcome the agent still waits for, or -1 when there is none. */

@@ -125,13 +125,13 @@ public final class Router {
 
     /** The sidecar is a new instance: what was pending at the old one is sent again from {@code holdUntil}. */
     synchronized void sidecarRestarted(long holdUntil) {
-        table.resendPending(holdUntil, () -> ++lastSeq);
+        table.moves().resendPending(holdUntil, () -> ++lastSeq);
         notifyAll();
     }
 
     /** When the next held key may be sent, or -1. */
     synchronized long nextRelease(long now) {
-        return table.nextRelease(now);
+        return table.moves().nextRelease(now);
     }
 
     /** A request the sidecar surely did not take (never reached it, or refused whole): its writes are unsent again. */
@@ -249,7 +249,7 @@ public final class Router {
      * oldest), or null: when the table is empty the path is then CONNECT (or STOPPED when the store stops).
      */
     synchronized StatusUpdate takeReady(long now) {
-        StatusUpdate next = table.takeReady(now);
+        StatusUpdate next = table.moves().takeReady(now);
         if (next == null && table.isEmpty()) {
             path = stopRequested ? Path.STOPPED : Path.CONNECT;
             notifyAll();
@@ -259,12 +259,12 @@ public final class Router {
 
     /** Connect's own path took {@code update}, given out by {@link #takeReady}. */
     synchronized void drained(StatusUpdate update) {
-        table.drained(update);
+        table.moves().drained(update);
     }
 
     /** The earliest fence still ahead, or -1. */
     synchronized long nextFence(long now) {
-        return table.nextFence(now);
+        return table.moves().nextFence(now);
     }
 
     /** Waits until a write arrives, the path changes, or {@code ms} pass. */
@@ -344,7 +344,7 @@ public final class Router {
     private void leave(String reason) {
         leaveReason = path == Path.SIDECAR ? reason : null;
         path = Path.FENCING;
-        table.fence(sidecarFence);
+        table.moves().fence(sidecarFence);
         notifyAll();
     }
 }

@@ -248,7 +248,7 @@ class KeyTableModelTest {
                 .sorted(Comparator.comparingLong(s -> s.pending.seq)).collect(Collectors.toList());
         model.values().forEach(s -> s.replaced.clear());
         long first = seq + 1;
-        assertEquals(wasPending.size(), table.resendPending(holdUntil, () -> ++seq), where);
+        assertEquals(wasPending.size(), table.moves().resendPending(holdUntil, () -> ++seq), where);
         for (Slots s : wasPending) {
             if (s.unsent == null) {
                 s.unsent = (s.sending != null ? s.sending : s.pending).withSeq(first++);
@@ -271,14 +271,14 @@ class KeyTableModelTest {
                 s.fenceUntil = Math.max(there ? fence : Long.MIN_VALUE, s.heldUntil);
                 waiting += there || s.heldUntil > 0 ? 1 : 0;
             }
-            assertEquals(waiting, table.fence(fence), where);
+            assertEquals(waiting, table.moves().fence(fence), where);
             leaving = true;
             return;
         }
         Slots draining = model.values().stream().filter(s -> s.draining).findFirst().orElse(null);
         if (draining != null && random.nextBoolean()) {
             String key = model.entrySet().stream().filter(e -> e.getValue() == draining).findFirst().get().getKey();
-            table.drained(StatusUpdate.task(key.substring("status-task-".length(), key.length() - 2), 0, "RUNNING",
+            table.moves().drained(StatusUpdate.task(key.substring("status-task-".length(), key.length() - 2), 0, "RUNNING",
                     null, "w:1", 1, false, null, false, null));
             draining.draining = false;
             return;
@@ -298,7 +298,7 @@ class KeyTableModelTest {
             ready.draining = true;
         }
         if (draining == null) {
-            assertEquals(str(expected), str(table.takeReady(now)), where);
+            assertEquals(str(expected), str(table.moves().takeReady(now)), where);
         }
         if (model.isEmpty() || model.values().stream().allMatch(Slots::empty)) {
             leaving = false;
@@ -329,10 +329,10 @@ class KeyTableModelTest {
         assertEquals(model.values().stream().filter(s -> s.verifying != null).mapToLong(s -> s.verifyUntil).min()
                 .orElse(-1), table.nextVerifyDeadline(), where);
         assertEquals(model.values().stream().filter(s -> s.unsent != null && s.heldUntil > now)
-                .mapToLong(s -> s.heldUntil).min().orElse(-1), table.nextRelease(now), where);
+                .mapToLong(s -> s.heldUntil).min().orElse(-1), table.moves().nextRelease(now), where);
         if (leaving) {
             assertEquals(model.values().stream().filter(s -> s.leaving && !s.draining && s.newest() != null
-                    && s.fenceUntil > now).mapToLong(s -> s.fenceUntil).min().orElse(-1), table.nextFence(now), where);
+                    && s.fenceUntil > now).mapToLong(s -> s.fenceUntil).min().orElse(-1), table.moves().nextFence(now), where);
         }
     }
 
