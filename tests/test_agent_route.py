@@ -5,6 +5,7 @@ nothing written twice, and nothing of a session started after its lease ended.""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,26 @@ async def test_a_final_request_hands_pending_writes_over_for_good(served: tuple[
     finally:
         mock_cluster.broker_up(1)
     assert (await agent.settled(1))[1]["result"] == "written"
+
+
+async def test_a_final_request_that_arrives_after_its_lease_hands_nothing_over(
+        served: tuple[StatusStore, httpx.AsyncClient], mock_cluster: FaultyCluster) -> None:
+    store, http = served
+    agent = Agent(http, store)
+    assert store.spool is not None
+    # The first attempt fails; its partition is held, and the probe would go after the lease ended.
+    mock_cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * 3)
+    await agent.send(agent.item(**connector("c")), lease_ms=300)
+    # The stopping worker's final request reaches the sidecar only after its lease (the sidecar hung meanwhile): the
+    # agent got no answer, left through the fence and wrote the key through Connect; the sidecar must not own it now.
+    await agent.send(final=True, lease_ms=300, sent_at_ms=int(time.time() * 1000) - 5_000)
+    assert store.commit_spool()
+    assert store.spool.pending() == []
+    await asyncio.sleep(1.0)
+    await store.flush(WAIT)
+    await store.read_your_writes(WAIT)
+    assert b"status-connector-c" not in last_values(store)
+    assert (await agent.settled(1))[1]["result"] == "expired"
 
 
 async def test_the_server_says_which_instance_and_protocol_it_is(served: tuple[StatusStore, httpx.AsyncClient],

@@ -58,9 +58,11 @@ class RetryConfig:
         "Total time bound for one update across all its attempts, time held in a partition's line included (in "
         "the spirit of KIP-572). Unset: bounded by max.retries only.", example="120000")
     delivery_timeout_ms: int = setting(
-        "status.storage.retry.delivery.timeout.ms", 10000, integer(1, INT32_MAX),
+        "status.storage.retry.delivery.timeout.ms", 3000, integer(1, INT32_MAX),
         "Bound on one attempt: how long the producer may hold a write (queued or in flight) before failing it back "
-        "to the retry queue. Keep it below status.storage.retry.timeout.ms.")
+        "to the retry queue (which sends it again: a short bound costs an attempt, never the write). It is the "
+        "sidecar's write bound, which a worker's agent waits out before writing through Connect (its fence, and so "
+        "a stopping worker's wait with a hung sidecar). Keep it below status.storage.retry.timeout.ms.")
     budget_max_tokens: float = setting(
         "status.storage.retry.budget.max.tokens", 0.0, number(0.0, 1e6),
         "Deprecated with retry.mode=per-update, removed in the next release (a warning at start). "

@@ -142,7 +142,9 @@ async def agent_statuses(body: AgentRequest, store: StoreDep, agents: AgentsDep)
     # Counted once: an update sent again after a lost answer is not taken again.
     agents.taken.update(answer["result"] for item, answer in zip(items, accepted, strict=True)
                         if not isinstance(item, _Item) or item.seq in fresh)
-    if body.final and not session.final:
+    # A final request that arrives after its own lease (held on its way, or by a sidecar that hung) hands nothing
+    # over: its agent, finding no answer, has left through the fence and writes those keys through Connect.
+    if body.final and not session.final and session.lease() is None:
         session.final = True
         if store.spool is not None:
             for pending in session.pending.values():

@@ -61,20 +61,21 @@ public final class AgentOptions {
         this.maxKeys = (int) number(values, "max.keys", 10_000, 1, Integer.MAX_VALUE);
         this.batchSize = (int) number(values, "batch.size", 500, 1, 100_000);
         this.fallbackAfterMs = number(values, "fallback.after.ms", 15_000, 0, Long.MAX_VALUE);
-        this.leaseMs = number(values, "lease.ms", 10_000, 1, Long.MAX_VALUE);
-        this.connectTimeoutMs = (int) number(values, "connect.timeout.ms", 1_000, 1, Integer.MAX_VALUE);
-        this.readTimeoutMs = (int) number(values, "read.timeout.ms", 5_000, 1, Integer.MAX_VALUE);
+        this.leaseMs = number(values, "lease.ms", 4_000, 1, Long.MAX_VALUE);
+        this.connectTimeoutMs = (int) number(values, "connect.timeout.ms", 500, 1, Integer.MAX_VALUE);
+        this.readTimeoutMs = (int) number(values, "read.timeout.ms", 2_000, 1, Integer.MAX_VALUE);
         this.pollIntervalMs = number(values, "poll.interval.ms", 1_000, 1, Long.MAX_VALUE);
         this.probeIntervalMs = number(values, "probe.interval.ms", 5_000, 1, Long.MAX_VALUE);
         this.quietTimeoutMs = number(values, "quiet.timeout.ms", 30_000, 0, Long.MAX_VALUE);
         this.stopTimeoutMs = number(values, "stop.timeout.ms", 5_000, 0, Long.MAX_VALUE);
         this.flushTimeoutMs = number(values, "flush.timeout.ms", 5_000, 0, Long.MAX_VALUE);
         this.tls = tls(values, url);
-        if (leaseMs <= (long) readTimeoutMs + pollIntervalMs) {
-            // A healthy agent renews its lease at least every poll interval plus one request: a shorter lease
-            // would expire under a sidecar that is merely busy.
-            throw new OptionsException("lease.ms=" + leaseMs + " must exceed read.timeout.ms + poll.interval.ms ("
-                    + ((long) readTimeoutMs + pollIntervalMs) + ")");
+        long renewedWithin = (long) connectTimeoutMs + readTimeoutMs + pollIntervalMs;
+        if (leaseMs <= renewedWithin) {
+            // A healthy agent renews its lease at least every request deadline (connect + read timeout) plus a poll
+            // interval: a shorter lease would expire under a sidecar that is merely busy.
+            throw new OptionsException("lease.ms=" + leaseMs + " must exceed connect.timeout.ms + read.timeout.ms + "
+                    + "poll.interval.ms (" + renewedWithin + ")");
         }
     }
 

@@ -28,7 +28,10 @@ class AgentOptionsTest {
         assertNull(o.token);
         assertEquals(10_000, o.maxKeys);
         assertEquals(15_000, o.fallbackAfterMs);
-        assertEquals(10_000, o.leaseMs);
+        assertEquals(4_000, o.leaseMs);
+        assertEquals(500, o.connectTimeoutMs);
+        assertEquals(2_000, o.readTimeoutMs);
+        assertEquals(1_000, o.pollIntervalMs);
         assertEquals(500, o.batchSize);
         assertEquals(AgentOptions.parse("", NO_ENV).url, o.url);
     }
@@ -72,7 +75,7 @@ class AgentOptionsTest {
         assertEquals("max.keys=0 is out of range [1, 2147483647]", error("max.keys=0", NO_ENV));
         assertTrue(error("url=ftp://x", NO_ENV).contains("is not http:// or https://"));
         assertTrue(error("url=nonsense", NO_ENV).startsWith("url 'nonsense' is not a URL"));
-        assertTrue(error("lease.ms=1000", NO_ENV).startsWith("lease.ms=1000 must exceed read.timeout.ms + poll.interval.ms"));
+        assertTrue(error("lease.ms=1000", NO_ENV).startsWith("lease.ms=1000 must exceed connect.timeout.ms + read.timeout.ms + poll.interval.ms (3500)"));
         assertTrue(error("url=http://x,", NO_ENV).startsWith("option '' is not key=value"));
     }
 

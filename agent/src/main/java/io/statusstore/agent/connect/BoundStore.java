@@ -24,8 +24,6 @@ import java.util.concurrent.ExecutorService;
  * sender thread and MBeans.
  */
 final class BoundStore {
-    /** Room for the fall back's own writes after the fence, when stop() hands everything to Connect's path. */
-    private static final long DRAIN_ALLOWANCE_MS = 10_000;
     /** How long what the worker's store reads of a key is kept after the agent's write of it went out (rule 4). */
     private static final long READ_BACK_KEEP_MS = 600_000;
 
@@ -94,11 +92,13 @@ final class BoundStore {
                 return;
             }
         }
-        // The final request (or the failure that leaves the sidecar), the fence of what the sidecar holds, and the
-        // writes through Connect's path: max(stop.timeout.ms, connect + read timeout, the fence) + DRAIN_ALLOWANCE_MS.
+        // stop() waits at most max(stop.timeout.ms, connect.timeout.ms + read.timeout.ms, the fence) + 1 s: the final
+        // request (or the failure that leaves the sidecar), the fence of what the sidecar holds (last request sent +
+        // lease.ms + the sidecar's write bound + 1 s), then the margin for handing the keys to Connect's producer
+        // (a send() that only queues the record: Connect's own stop then flushes it).
         long request = Math.max(options.stopTimeoutMs, (long) options.connectTimeoutMs + options.readTimeoutMs);
         long started = System.nanoTime();
-        int left = router.awaitStopped(request, DRAIN_ALLOWANCE_MS);
+        int left = router.awaitStopped(request, Sender.FENCE_MARGIN_MS);
         if (left > 0) {
             AgentLog.warn("the status store stops with " + left + " key(s) not yet handed to Connect's own path after "
                     + (System.nanoTime() - started) / 1_000_000 + " ms; the agent goes on handing them until Connect's "

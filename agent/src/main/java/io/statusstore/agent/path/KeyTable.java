@@ -6,30 +6,40 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
-import java.util.function.LongSupplier;
 
 /**
  * The agent's table of statuses not yet settled, bounded by keys, not by writes.
  *
- * <p>Each key has up to four slots: {@code unsent} (the newest write not yet handed over: a newer write
- * replaces it), {@code sending} (in the request now on its way, or in one whose answer never came: it may be at
- * the sidecar), {@code pending} (accepted by the sidecar, outcome not yet known) and {@code verifying} (the sidecar
+ * <p>Each key ({@link KeyEntry}) has up to four slots: {@code unsent} (the newest write not yet handed over: a newer
+ * write replaces it), {@code sending} (in the request now on its way, or in one whose answer never came: it may be
+ * at the sidecar), {@code pending} (accepted by the sidecar, outcome not yet known) and {@code verifying} (the sidecar
  * says it wrote it; the worker's own store has not read it back yet). A key leaves the table when all four are
- * empty. Leaving the sidecar, each key gets its fence: the time after which nothing the sidecar took
- * of it can land (at once for a key with nothing there); past it, Connect's own path writes the key's newest.
- * Not thread-safe: the {@link Router} guards it.
+ * empty. Leaving the sidecar, each key gets its fence: the time after which nothing the sidecar took of it can land
+ * (at once for a key with nothing there); past it, Connect's own path writes the key's newest.
+ *
+ * <p>Worker threads offer writes under the lock the sender takes for each of its steps, so no step may cost more
+ * than a few operations per key it touches: the keys are kept ordered by what each step looks for (the next to send
+ * by seq, the oldest pending, the next read-back deadline, the next fence, the next to drain), and a change to a key
+ * moves it between those orders ({@link KeyOrders}), O(log n) each. Only the rare whole-table moves ({@link KeyMoves})
+ * (leaving the sidecar, its restart) visit every key, once. Not thread-safe: the {@link Router} guards it.
  */
 final class KeyTable {
     private static final Comparator<StatusUpdate> BY_SEQ = Comparator.comparingLong(u -> u.seq);
 
-    private final Map<String, Entry> entries = new HashMap<>();
+    private final Map<String, KeyEntry> entries = new HashMap<>();
+    private final KeyOrders orders = new KeyOrders();
+    private final KeyMoves moves = new KeyMoves(entries, orders);
     private final int maxKeys;
 
     KeyTable(int maxKeys) {
         this.maxKeys = maxKeys;
+    }
+
+    /** The whole-table moves: leaving the sidecar (fences, the drain to Connect's path), its restart (holds). */
+    KeyMoves moves() {
+        return moves;
     }
 
     /**
@@ -42,15 +52,17 @@ final class KeyTable {
      * generation), so judging it alone could drop what Connect would write.
      */
     boolean offer(StatusUpdate update, boolean newKeys) {
-        Entry entry = entries.get(update.key);
+        KeyEntry entry = entries.get(update.key);
         if (entry == null) {
             if (!newKeys || entries.size() >= maxKeys) {
                 return false;
             }
-            entry = new Entry();
+            entry = new KeyEntry(update.key);
             entries.put(update.key, entry);
         }
+        orders.detach(entry);
         entry.unsent = update.safe && entry.holdsUnconditional() ? update.unconditional() : update;
+        orders.attach(entry);
         return true;
     }
 
@@ -59,52 +71,62 @@ final class KeyTable {
      * (see {@link #resendPending}) until after {@code now} wait, and so do keys whose last request went unanswered.
      */
     List<StatusUpdate> takeBatch(int max, long now) {
-        List<StatusUpdate> unsent = new ArrayList<>();
-        for (Entry entry : entries.values()) {
-            if (entry.unsent != null && entry.sending == null && entry.heldUntil <= now) {
-                unsent.add(entry.unsent);
-            }
-        }
-        if (unsent.isEmpty()) {
+        orders.releaseHolds(now);
+        if (orders.sendable.isEmpty()) {
             return Collections.emptyList();
         }
-        unsent.sort(BY_SEQ);
-        List<StatusUpdate> batch = unsent.size() > max ? new ArrayList<>(unsent.subList(0, max)) : unsent;
-        for (StatusUpdate update : batch) {
-            Entry entry = entries.get(update.key);
-            entry.sending = update;
+        List<StatusUpdate> batch = new ArrayList<>(Math.min(max, orders.sendable.size()));
+        while (batch.size() < max && !orders.sendable.isEmpty()) {
+            KeyEntry entry = orders.sendable.firstEntry().getValue();
+            orders.detach(entry);
+            entry.sending = entry.unsent;
             entry.unsent = null;
+            orders.attach(entry);
+            batch.add(entry.sending);
         }
         return batch;
     }
 
-    /** The sidecar took a sent write and will report its outcome: it replaces any older pending write. */
+    /**
+     * The sidecar took a sent write and will report its outcome. An older pending write of its key stays awaited as
+     * replaced: the sidecar writes it too, and says so.
+     */
     void accepted(StatusUpdate update, long now) {
-        Entry entry = entries.get(update.key);
-        if (entry != null && entry.sending == update) {
+        KeyEntry entry = entries.get(update.key);
+        if (entry != null && sending(entry, update)) {
+            orders.detach(entry);
+            if (entry.pending != null) {
+                entry.replaced.add(entry.pending.seq);
+                orders.awaiting.put(entry.pending.seq, entry);
+            }
             entry.sending = null;
             entry.pending = update;
             entry.pendingSince = now;
+            orders.attach(entry);
         }
     }
 
     /** The sidecar settled a sent write at once (dropped, refused, or an outcome it had already). */
     void settledOnArrival(StatusUpdate update) {
-        Entry entry = entries.get(update.key);
-        if (entry != null && entry.sending == update) {
+        KeyEntry entry = entries.get(update.key);
+        if (entry != null && sending(entry, update)) {
+            orders.detach(entry);
             entry.sending = null;
-            removeIfEmpty(update.key, entry);
+            orders.attach(entry);
+            removeIfEmpty(entry);
         }
     }
 
     /** A sent write the sidecar surely did not take: it is unsent again, unless a newer write of its key is. */
     void returned(StatusUpdate update) {
-        Entry entry = entries.get(update.key);
-        if (entry != null && entry.sending == update) {
+        KeyEntry entry = entries.get(update.key);
+        if (entry != null && sending(entry, update)) {
+            orders.detach(entry);
             entry.sending = null;
             if (entry.unsent == null) {
                 entry.unsent = update;
             }
+            orders.attach(entry);
         }
     }
 
@@ -114,235 +136,146 @@ final class KeyTable {
      * a slot (sending or pending) to take back.
      */
     boolean takeBack(StatusUpdate update, StatusUpdate again) {
-        Entry entry = entries.get(update.key);
-        if (entry == null) {
+        KeyEntry entry = entries.get(update.key);
+        if (entry == null || !(sending(entry, update) || (entry.pending != null && entry.pending.seq == update.seq))) {
             return false;
         }
-        if (entry.sending == update) {
+        orders.detach(entry);
+        if (sending(entry, update)) {
             entry.sending = null;
-        } else if (entry.pending != null && entry.pending.seq == update.seq) {
-            entry.pending = null;
         } else {
-            return false;
+            entry.pending = null;
         }
         if (entry.unsent == null && entry.sending == null) {
             entry.unsent = again;
         }
+        orders.attach(entry);
         return true;
     }
 
     /** The pending write {@code seq} of {@code key}, or null. */
     StatusUpdate pending(String key, long seq) {
-        Entry entry = entries.get(key);
+        KeyEntry entry = entries.get(key);
         return entry != null && entry.pending != null && entry.pending.seq == seq ? entry.pending : null;
+    }
+
+    /** Whether the agent still waits for the outcome of {@code seq} (it is counted when it comes). */
+    boolean awaits(long seq) {
+        return orders.awaiting.containsKey(seq);
+    }
+
+    /** The outcome of {@code seq} came: if it was a write replaced in flight, it is awaited no more. */
+    void outcomeCame(long seq) {
+        KeyEntry entry = orders.awaiting.get(seq);
+        if (entry != null && entry.replaced.remove(Long.valueOf(seq))) {
+            orders.awaiting.remove(seq);
+        }
     }
 
     /** An outcome settles the pending write it names; returns whether it did (an older write's is ignored). */
     boolean settle(String key, long seq) {
-        Entry entry = entries.get(key);
+        KeyEntry entry = entries.get(key);
         if (entry == null || entry.pending == null || entry.pending.seq != seq) {
             return false;
         }
+        orders.detach(entry);
         entry.pending = null;
-        removeIfEmpty(key, entry);
+        orders.forgetReplaced(entry);
+        orders.attach(entry);
+        removeIfEmpty(entry);
         return true;
     }
 
     /**
      * The sidecar says it wrote the pending (or, sent again, the sending) write {@code seq} of {@code key}: it is
-     * checked against what the worker's store reads back until {@code until}. Returns whether it named one.
+     * checked against what the worker's store reads back until {@code until}, and settled at once if the store has
+     * read it already. Returns whether it named one.
      */
-    boolean written(String key, long seq, long until) {
-        Entry entry = entries.get(key);
+    boolean written(String key, long seq, long until, ReadBack readBack) {
+        KeyEntry entry = entries.get(key);
         if (entry == null) {
             return false;
         }
         StatusUpdate written;
         if (entry.pending != null && entry.pending.seq == seq) {
             written = entry.pending;
-            entry.pending = null;
         } else if (entry.sending != null && entry.sending.seq == seq) {
             written = entry.sending;
-            entry.sending = null;
         } else {
             return false;
         }
+        orders.detach(entry);
+        if (written == entry.pending) {
+            entry.pending = null;
+            // The sidecar writes a key's writes in order: those it took before this one have their outcome too.
+            orders.forgetReplaced(entry);
+        } else {
+            entry.sending = null;
+        }
         if (entry.verifying == null || entry.verifying.seq < written.seq) {
-            entry.verifying = written;
+            entry.verifying = readBack.seen(written) ? null : written;
             entry.verifyUntil = until;
         }
+        orders.attach(entry);
+        removeIfEmpty(entry);
         return true;
     }
 
-    /**
-     * Settles each write the worker's store read back; returns one whose time to be read back has passed without it
-     * (the sidecar said it wrote what it did not), or null.
-     */
-    StatusUpdate verify(ReadBack readBack, long now) {
-        StatusUpdate unseen = null;
-        for (Iterator<Map.Entry<String, Entry>> it = entries.entrySet().iterator(); it.hasNext();) {
-            Entry entry = it.next().getValue();
-            if (entry.verifying == null) {
-                continue;
-            }
-            if (readBack.seen(entry.verifying)) {
-                entry.verifying = null;
-                if (entry.empty()) {
-                    it.remove();
-                }
-            } else if (now > entry.verifyUntil && unseen == null) {
-                unseen = entry.verifying;
-            }
+    /** The worker's store read {@code key}: its write said written is settled if that is what it read. */
+    void readBack(String key, ReadBack readBack) {
+        KeyEntry entry = entries.get(key);
+        if (entry != null && entry.verifying != null && readBack.seen(entry.verifying)) {
+            orders.detach(entry);
+            entry.verifying = null;
+            orders.attach(entry);
+            removeIfEmpty(entry);
         }
-        return unseen;
+    }
+
+    /**
+     * A write said written whose time to be read back has passed without it (the sidecar said it wrote what it did
+     * not), or null; those read back by now are settled on the way.
+     */
+    StatusUpdate unseen(ReadBack readBack, long now) {
+        while (!orders.verifying.isEmpty() && orders.verifying.first().verifyUntil < now) {
+            KeyEntry entry = orders.verifying.first();
+            if (!readBack.seen(entry.verifying)) {
+                return entry.verifying;
+            }
+            readBack(entry.key, readBack);
+        }
+        return null;
     }
 
     /** The earliest time a write the sidecar says it wrote must have been read back, or -1. */
     long nextVerifyDeadline() {
-        long next = -1;
-        for (Entry entry : entries.values()) {
-            if (entry.verifying != null && (next < 0 || entry.verifyUntil < next)) {
-                next = entry.verifyUntil;
-            }
-        }
-        return next;
-    }
-
-    /**
-     * The sidecar restarted: each key pending there is sent again (its newest write, under a new seq from
-     * {@code nextSeq}), not before {@code holdUntil}: until the old instance's lease ended, it may still write those
-     * keys. A newer write of such a key already on its way to the new instance is sent once more after the hold
-     * too, so that it lands after anything the old instance writes late.
-     */
-    int resendPending(long holdUntil, LongSupplier nextSeq) {
-        int count = 0;
-        for (Entry entry : entries.values()) {
-            if (entry.pending != null) {
-                if (entry.unsent == null) {
-                    entry.unsent = (entry.sending != null ? entry.sending : entry.pending).withSeq(nextSeq.getAsLong());
-                }
-                entry.pending = null;
-                entry.heldUntil = Math.max(entry.heldUntil, holdUntil);
-                count++;
-            }
-        }
-        return count;
-    }
-
-    /** The earliest time after {@code now} a held key may be sent, or -1 when none is held. */
-    long nextRelease(long now) {
-        long next = -1;
-        for (Entry entry : entries.values()) {
-            if (entry.unsent != null && entry.heldUntil > now && (next < 0 || entry.heldUntil < next)) {
-                next = entry.heldUntil;
-            }
-        }
-        return next;
-    }
-
-    /**
-     * Leaving the sidecar: a key with something there (on its way, pending, or held for an old instance) waits
-     * until {@code sidecarFence}, or its hold if later; a key with nothing there may go through Connect at once.
-     * Returns how many keys wait.
-     */
-    int fence(long sidecarFence) {
-        int waiting = 0;
-        for (Entry entry : entries.values()) {
-            boolean there = entry.sending != null || entry.pending != null || entry.verifying != null;
-            entry.fenceUntil = Math.max(there ? sidecarFence : Long.MIN_VALUE, entry.heldUntil);
-            if (there || entry.heldUntil > 0) {
-                waiting++;
-            }
-        }
-        return waiting;
-    }
-
-    /**
-     * The newest write of the key, among those past their fence, whose newest write is the oldest: what Connect's
-     * own path must write for it now (made unconditional if an older unconditional write of the key is unsettled),
-     * or null. The key stays in the table, empty, until {@link #drained}: a write of it meanwhile waits there, so
-     * that it cannot reach Connect's producer before this one.
-     */
-    StatusUpdate takeReady(long now) {
-        Entry ready = null;
-        StatusUpdate oldest = null;
-        for (Entry entry : entries.values()) {
-            StatusUpdate newest = entry.newest();
-            if (!entry.draining && newest != null && entry.fenceUntil <= now && (oldest == null || newest.seq < oldest.seq)) {
-                oldest = newest;
-                ready = entry;
-            }
-        }
-        if (ready == null) {
-            return null;
-        }
-        boolean unconditional = ready.holdsUnconditional();
-        ready.unsent = null;
-        ready.sending = null;
-        ready.pending = null;
-        ready.verifying = null;
-        ready.draining = true;
-        return oldest.safe && unconditional ? oldest.unconditional() : oldest;
-    }
-
-    /** Connect's own path took the write {@link #takeReady} gave out: its key leaves the table unless written again. */
-    void drained(StatusUpdate update) {
-        Entry entry = entries.get(update.key);
-        if (entry != null && entry.draining) {
-            entry.draining = false;
-            removeIfEmpty(update.key, entry);
-        }
-    }
-
-    /** The earliest fence after {@code now} of a key waiting for it, or -1 when none waits. */
-    long nextFence(long now) {
-        long next = -1;
-        for (Entry entry : entries.values()) {
-            if (entry.fenceUntil > now && (next < 0 || entry.fenceUntil < next)) {
-                next = entry.fenceUntil;
-            }
-        }
-        return next;
+        return orders.verifying.isEmpty() ? -1 : orders.verifying.first().verifyUntil;
     }
 
     /** The lowest number of any write whose outcome the agent still waits for, or -1 when there is none. */
     long lowestUnsettledSeq() {
-        long lowest = -1;
-        for (Entry entry : entries.values()) {
-            for (StatusUpdate u : entry.awaitingOutcome()) {
-                if (u != null && (lowest < 0 || u.seq < lowest)) {
-                    lowest = u.seq;
-                }
-            }
-        }
-        return lowest;
+        return orders.awaiting.isEmpty() ? -1 : orders.awaiting.firstKey();
     }
 
     boolean hasUnsent() {
-        for (Entry entry : entries.values()) {
-            if (entry.unsent != null) {
-                return true;
-            }
-        }
-        return false;
+        return orders.unsentKeys > 0;
     }
 
     boolean hasPending() {
-        for (Entry entry : entries.values()) {
-            if (entry.pending != null) {
-                return true;
-            }
-        }
-        return false;
+        return !orders.pending.isEmpty();
     }
 
     /** The pending writes accepted at or before {@code since}, oldest first. */
     List<StatusUpdate> pendingSince(long since) {
+        if (orders.pending.isEmpty() || orders.pending.first().pendingSince > since) {
+            return Collections.emptyList();
+        }
         List<StatusUpdate> old = new ArrayList<>();
-        for (Entry entry : entries.values()) {
-            if (entry.pending != null && entry.pendingSince <= since) {
-                old.add(entry.pending);
+        for (KeyEntry entry : orders.pending) {
+            if (entry.pendingSince > since) {
+                break;
             }
+            old.add(entry.pending);
         }
         old.sort(BY_SEQ);
         return old;
@@ -356,44 +289,15 @@ final class KeyTable {
         return entries.isEmpty();
     }
 
-    private void removeIfEmpty(String key, Entry entry) {
-        if (entry.empty()) {
-            entries.remove(key);
-        }
+    /** Whether {@code update} is the write of the entry on its way (by seq: each write has its own). */
+    private static boolean sending(KeyEntry entry, StatusUpdate update) {
+        return entry.sending != null && entry.sending.seq == update.seq;
     }
 
-    private static final class Entry {
-        StatusUpdate unsent;
-        StatusUpdate sending;
-        StatusUpdate pending;
-        StatusUpdate verifying;
-        /** When the sidecar accepted the pending write (ms). */
-        long pendingSince;
-        /** By when the verifying write must have been read back (ms). */
-        long verifyUntil;
-        /** Not sent before this time (ms): an old sidecar instance may still write this key until then. */
-        long heldUntil;
-        /** Leaving the sidecar: not written through Connect before this time (ms). */
-        long fenceUntil = Long.MAX_VALUE;
-        /** Connect's own path is being handed this key's newest write. */
-        boolean draining;
-
-        StatusUpdate newest() {
-            return unsent != null ? unsent : sending != null ? sending : pending != null ? pending : verifying;
-        }
-
-        boolean empty() {
-            return unsent == null && sending == null && pending == null && verifying == null && !draining;
-        }
-
-        /** Whether an unconditional write of this key is unsettled (it may be written yet, or not). */
-        boolean holdsUnconditional() {
-            return (unsent != null && !unsent.safe) || (sending != null && !sending.safe)
-                    || (pending != null && !pending.safe) || (verifying != null && !verifying.safe);
-        }
-
-        StatusUpdate[] awaitingOutcome() {
-            return new StatusUpdate[] {unsent, sending, pending};
+    private void removeIfEmpty(KeyEntry entry) {
+        if (entry.empty()) {
+            orders.forgetReplaced(entry);
+            entries.remove(entry.key);
         }
     }
 }

@@ -5,11 +5,14 @@ import io.statusstore.agent.status.StatusUpdate;
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
+import java.util.Collections;
 import java.util.Deque;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 
 /**
  * What the worker's own status store reads back from the status topic, for the keys whose writes the sidecar was
@@ -27,6 +30,8 @@ public final class ReadBack {
     private final long keepMs;
     /** Watched keys, in the order their watch last began, with the values read since. */
     private final LinkedHashMap<String, Watch> watched = new LinkedHashMap<>(16, 0.75f, false);
+    /** Watched keys read since the sender last looked ({@link #takeRead}): it checks those, not every key. */
+    private Set<String> readSince = new LinkedHashSet<>();
     /** Told (outside this object's lock) when a watched key was read. */
     private volatile Runnable onWatchedRead = () -> { };
 
@@ -78,8 +83,19 @@ public final class ReadBack {
             if (w.values.size() > VALUES_PER_KEY) {
                 w.values.removeFirst();
             }
+            readSince.add(key);
         }
         onWatchedRead.run();
+    }
+
+    /** The watched keys read since the last call. */
+    synchronized Set<String> takeRead() {
+        if (readSince.isEmpty()) {
+            return Collections.emptySet();
+        }
+        Set<String> read = readSince;
+        readSince = new LinkedHashSet<>();
+        return read;
     }
 
     /** Whether a value read since the key's watch began is {@code update}'s (its state, worker, generation). */

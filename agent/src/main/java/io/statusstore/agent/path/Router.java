@@ -5,40 +5,41 @@ import io.statusstore.agent.sidecar.AgentAnswer;
 import io.statusstore.agent.sidecar.SidecarException;
 import io.statusstore.agent.status.StatusUpdate;
 
-import java.util.ArrayList;
 import java.util.Collections;
-import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
-import java.util.Map;
-import java.util.Set;
-import java.util.TreeMap;
 
 /**
  * Which path each status write takes, and the table of writes not yet settled: the one lock worker threads
  * and the sender share. Worker threads only call {@link #offer}, which never waits on I/O.
  *
  * <pre>
+ *   STARTING ---(the first probe answers)--+
+ *      | (no answer within its bound)     |
+ *      v                                  v
  *   CONNECT ---(the right sidecar answers)---> QUIESCING ---(Connect's own path quiet)---> SIDECAR
  *      ^                                           |                                        |
  *      |                       (not quiet in time, | stop, table full)    (known away, wrong |
  *      |                                           v                      sidecar, table full, stop)
  *      +-------------(table empty)------------- FENCING <---------------------------------+
  * </pre>
- * On CONNECT (and STOPPED, once the store stopped) the worker's own methods run. On QUIESCING and SIDECAR writes
- * enter the table. On FENCING (leaving) a write of a key in the table waits there for the key's fence; any other
+ * On CONNECT (and STOPPED, once the store stopped) the worker's own methods run. On STARTING, QUIESCING and SIDECAR
+ * writes enter the table: a fresh store's first writes wait for the agent's first exchange with the sidecar, so that
+ * they too go through it, but only until {@link #startingUntil}: then (or when that exchange fails) the path leaves
+ * for the fence, where they have nothing at the sidecar and take Connect's path at once. On FENCING (leaving) a write of a key in the table waits there for the key's fence; any other
  * runs the original at once, which is safe because nothing of its key is at the sidecar; a write of a key not in
  * a full table starts the leaving, and runs the original at once for the same reason.
  */
 public final class Router {
     /** The paths, as in the diagram above. */
-    public enum Path { CONNECT, QUIESCING, SIDECAR, FENCING, STOPPED }
+    public enum Path { STARTING, CONNECT, QUIESCING, SIDECAR, FENCING, STOPPED }
 
     private final KeyTable table;
     private final AgentMetrics metrics;
     private final ReadBack readBack;
     private final int maxKeys;
-    private Path path = Path.CONNECT;
+    private Path path = Path.STARTING;
+    /** Until when (ms) writes on STARTING wait for the first exchange: set when the sender starts. */
+    private long startingUntil = Long.MAX_VALUE;
     private long lastSeq;
     private String workerId;
     private String leaveReason;
@@ -46,10 +47,7 @@ public final class Router {
     /** The sender's thread has ended: nothing moves the path back to the sidecar, and stop needs no one to wait for. */
     private boolean orphaned;
     private int flushWaiters;
-    private long counted;
-    private final Set<Long> countedOutcomes = new HashSet<>();
-    /** The key of every seq sent above the last ack: an outcome must name its seq's key. */
-    private final TreeMap<Long, String> sentKeys = new TreeMap<>();
+    private final Outcomes outcomes;
     /** Until when the sidecar may still write what it took of this session (see {@link #posting}). */
     private long sidecarFence = Long.MIN_VALUE;
 
@@ -59,6 +57,7 @@ public final class Router {
         this.maxKeys = maxKeys;
         this.metrics = metrics;
         this.readBack = readBack;
+        this.outcomes = new Outcomes(table, metrics, readBack, () -> ++lastSeq);
         metrics.queuedKeys(this::size);
         readBack.onWatchedRead(this::readBackArrived);
     }
@@ -74,9 +73,12 @@ public final class Router {
         if (path == Path.CONNECT || path == Path.STOPPED) {
             return false;
         }
+        if (path == Path.STARTING && System.nanoTime() / 1_000_000 >= startingUntil) {
+            leave(null);
+        }
         boolean leaving = path == Path.FENCING;
         if (table.offer(update.withSeq(++lastSeq), !leaving)) {
-            if (path != Path.QUIESCING) {
+            if (path != Path.QUIESCING && path != Path.STARTING) {
                 notifyAll();
             }
             return true;
@@ -108,8 +110,7 @@ public final class Router {
         }
         List<StatusUpdate> batch = table.takeBatch(max, now);
         for (StatusUpdate u : batch) {
-            sentKeys.put(u.seq, u.key);
-            readBack.watch(u.key, now);
+            outcomes.sent(u, now);
         }
         return batch;
     }
@@ -124,13 +125,13 @@ public final class Router {
 
     /** The sidecar is a new instance: what was pending at the old one is sent again from {@code holdUntil}. */
     synchronized void sidecarRestarted(long holdUntil) {
-        table.resendPending(holdUntil, () -> ++lastSeq);
+        table.moves().resendPending(holdUntil, () -> ++lastSeq);
         notifyAll();
     }
 
     /** When the next held key may be sent, or -1. */
     synchronized long nextRelease(long now) {
-        return table.nextRelease(now);
+        return table.moves().nextRelease(now);
     }
 
     /** A request the sidecar surely did not take (never reached it, or refused whole): its writes are unsent again. */
@@ -149,64 +150,7 @@ public final class Router {
      */
     synchronized List<AgentAnswer.Item> apply(List<StatusUpdate> batch, AgentAnswer answer, long now, long readBackBy)
             throws SidecarException {
-        String wrong = AnswerCheck.inconsistency(batch, answer, sentKeys, counted);
-        if (wrong != null) {
-            throw new SidecarException("answered what the agent did not ask: " + wrong, 200, -1, true, true);
-        }
-        Map<Long, StatusUpdate> sent = new HashMap<>();
-        for (StatusUpdate u : batch) {
-            sent.put(u.seq, u);
-        }
-        List<AgentAnswer.Item> refused = new ArrayList<>();
-        for (AgentAnswer.Item item : answer.accepted) {
-            StatusUpdate u = sent.get(item.seq);
-            switch (item.result) {
-                case "pending":
-                    table.accepted(u, now);
-                    metrics.handedOver();
-                    break;
-                case "dropped":
-                    table.settledOnArrival(u);
-                    metrics.dropped();
-                    break;
-                case "refused":
-                    table.settledOnArrival(u);
-                    metrics.refused();
-                    refused.add(new AgentAnswer.Item(u.seq, u.key, item.result, 0, item.reason));
-                    break;
-                case "expired":
-                    table.takeBack(u, u.withSeq(++lastSeq));
-                    break;
-                case "written":
-                    table.written(u.key, u.seq, readBackBy);
-                    readBack.watch(u.key, now);
-                    count(item);
-                    break;
-                default:
-                    table.settledOnArrival(u);
-                    count(item);
-            }
-        }
-        for (AgentAnswer.Item outcome : answer.outcomes) {
-            if (outcome.seq <= counted) {
-                continue;
-            }
-            if (outcome.result.equals("expired")) {
-                StatusUpdate u = table.pending(outcome.key, outcome.seq);
-                if (u != null) {
-                    table.takeBack(u, u.withSeq(++lastSeq));
-                }
-                continue;
-            }
-            if (outcome.result.equals("written")) {
-                if (table.written(outcome.key, outcome.seq, readBackBy)) {
-                    readBack.watch(outcome.key, now);
-                }
-            } else {
-                table.settle(outcome.key, outcome.seq);
-            }
-            count(outcome);
-        }
+        List<AgentAnswer.Item> refused = outcomes.apply(batch, answer, now, readBackBy);
         notifyAll();
         return refused;
     }
@@ -216,14 +160,7 @@ public final class Router {
      * never forgets an outcome the agent still waits for), or every seq so far when nothing is unsettled.
      */
     synchronized long ack() {
-        long lowest = table.lowestUnsettledSeq();
-        long ack = lowest < 0 ? lastSeq : lowest - 1;
-        if (ack > counted) {
-            countedOutcomes.removeIf(seq -> seq <= ack);
-            sentKeys.headMap(ack, true).clear();
-            counted = ack;
-        }
-        return ack;
+        return outcomes.ack(lastSeq);
     }
 
     /**
@@ -232,7 +169,10 @@ public final class Router {
      */
     synchronized StatusUpdate verify(long now) {
         int before = table.size();
-        StatusUpdate unseen = table.verify(readBack, now);
+        for (String key : readBack.takeRead()) {
+            table.readBack(key, readBack);
+        }
+        StatusUpdate unseen = table.unseen(readBack, now);
         if (table.size() != before) {
             notifyAll();
         }
@@ -262,8 +202,20 @@ public final class Router {
         return table.pendingSince(since);
     }
 
+    /** The sender starts: writes on STARTING wait for its first exchange until {@code until} (ms), no longer. */
+    synchronized void startingUntil(long until) {
+        startingUntil = until;
+    }
+
+    /** The first exchange did not find the sidecar (or the store stops first): the writes waiting take Connect's path. */
+    synchronized void leaveStarting() {
+        if (path == Path.STARTING) {
+            leave(null);
+        }
+    }
+
     synchronized void toQuiescing() {
-        if (path == Path.CONNECT) {
+        if (path == Path.CONNECT || path == Path.STARTING) {
             path = Path.QUIESCING;
         }
     }
@@ -280,7 +232,7 @@ public final class Router {
 
     /** Leaves the sidecar (or the quiescing) for the fence, with the reason the sender logs. */
     synchronized void toFencing(String reason) {
-        if (path == Path.SIDECAR || path == Path.QUIESCING) {
+        if (path == Path.SIDECAR || path == Path.QUIESCING || path == Path.STARTING) {
             leave(reason);
         }
     }
@@ -297,7 +249,7 @@ public final class Router {
      * oldest), or null: when the table is empty the path is then CONNECT (or STOPPED when the store stops).
      */
     synchronized StatusUpdate takeReady(long now) {
-        StatusUpdate next = table.takeReady(now);
+        StatusUpdate next = table.moves().takeReady(now);
         if (next == null && table.isEmpty()) {
             path = stopRequested ? Path.STOPPED : Path.CONNECT;
             notifyAll();
@@ -307,12 +259,12 @@ public final class Router {
 
     /** Connect's own path took {@code update}, given out by {@link #takeReady}. */
     synchronized void drained(StatusUpdate update) {
-        table.drained(update);
+        table.moves().drained(update);
     }
 
     /** The earliest fence still ahead, or -1. */
     synchronized long nextFence(long now) {
-        return table.nextFence(now);
+        return table.moves().nextFence(now);
     }
 
     /** Waits until a write arrives, the path changes, or {@code ms} pass. */
@@ -392,13 +344,7 @@ public final class Router {
     private void leave(String reason) {
         leaveReason = path == Path.SIDECAR ? reason : null;
         path = Path.FENCING;
-        table.fence(sidecarFence);
+        table.moves().fence(sidecarFence);
         notifyAll();
-    }
-
-    private void count(AgentAnswer.Item outcome) {
-        if (outcome.seq > counted && countedOutcomes.add(outcome.seq)) {
-            metrics.outcome(outcome.result, outcome.attempts);
-        }
     }
 }

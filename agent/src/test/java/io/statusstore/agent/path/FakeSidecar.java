@@ -69,6 +69,12 @@ public final class FakeSidecar {
     volatile boolean lying;
     /** Write each item as soon as it is taken; when false items wait for {@link #release}. */
     public volatile boolean writeAtOnce = true;
+    /**
+     * While items wait for {@link #release}: they are in flight (Kafka slow, not away), so a newer write of a key waits
+     * behind its older one instead of superseding it, and both are written in order, as the engine writes a key's
+     * write in flight before the one behind it.
+     */
+    volatile boolean inFlight;
     /** Keys whose writes it refuses (413: too large even with the trace cut). */
     final Set<String> refuse = new HashSet<>();
     /** Keys whose putSafe it drops, as over another worker's newer status it has read. */
@@ -459,12 +465,15 @@ public final class FakeSidecar {
         } else {
             w.name("result").value("pending");
             Map<?, ?> older = null;
+            int ofKey = 0;
             for (Map<?, ?> p : session.pending.values()) {
                 if (key(p).equals(key)) {
                     older = p;
+                    ofKey++;
                 }
             }
-            if (older != null) {
+            // In flight, the key's first write is not superseded: only the one waiting behind it.
+            if (older != null && !(inFlight && ofKey == 1)) {
                 session.pending.remove((Long) older.get("seq"));
                 settle(session, older, "superseded", NEWER);
             }

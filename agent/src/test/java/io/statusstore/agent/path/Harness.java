@@ -22,7 +22,7 @@ import static org.junit.jupiter.api.Assertions.fail;
  * carries a marker "v<n>", n growing, so the tests can tell older from newer on the shared {@link Topic}.
  */
 final class Harness implements AutoCloseable {
-    static final String TIMINGS = "fallback.after.ms=500,lease.ms=400,read.timeout.ms=150,connect.timeout.ms=200,"
+    static final String TIMINGS = "fallback.after.ms=500,lease.ms=400,read.timeout.ms=150,connect.timeout.ms=150,"
             + "poll.interval.ms=50,probe.interval.ms=50,quiet.timeout.ms=3000,stop.timeout.ms=300,flush.timeout.ms=2000";
 
     final Topic topic = new Topic();

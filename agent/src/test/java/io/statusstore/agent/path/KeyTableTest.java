@@ -110,7 +110,7 @@ class KeyTableTest {
         table.accepted(b1, 0);
         StatusUpdate b2 = task("b", 0, "PAUSED", false);
         table.offer(b2, true);
-        assertEquals(2, table.resendPending(0, () -> ++seq));
+        assertEquals(2, table.moves().resendPending(0, () -> ++seq));
         assertFalse(table.hasPending());
         List<StatusUpdate> again = table.takeBatch(10, 0);
         assertEquals(seqs(java.util.Arrays.asList(b2)), seqs(again.subList(0, 1)));
@@ -131,7 +131,7 @@ class KeyTableTest {
         StatusUpdate a2 = task("a", 0, "PAUSED", false);
         table.offer(a2, true);
         assertEquals(seqs(java.util.Arrays.asList(a2)), seqs(table.takeBatch(10, 0)));
-        table.resendPending(1_000, () -> ++seq);
+        table.moves().resendPending(1_000, () -> ++seq);
         table.accepted(a2, 0);
         assertTrue(table.settle(a2.key, a2.seq));
         assertTrue(table.takeBatch(10, 999).isEmpty());
@@ -147,15 +147,15 @@ class KeyTableTest {
         table.offer(a1, true);
         table.takeBatch(10, 0);
         table.accepted(a1, 0);
-        table.resendPending(1_000, () -> ++seq);
+        table.moves().resendPending(1_000, () -> ++seq);
         StatusUpdate a2 = task("a", 0, "PAUSED", false);
         StatusUpdate b1 = task("b", 0, "RUNNING", false);
         table.offer(a2, true);
         table.offer(b1, true);
         assertEquals(seqs(java.util.Arrays.asList(b1)), seqs(table.takeBatch(10, 999)), "a key not held goes at once");
-        assertEquals(1_000, table.nextRelease(999));
+        assertEquals(1_000, table.moves().nextRelease(999));
         assertEquals(seqs(java.util.Arrays.asList(a2)), seqs(table.takeBatch(10, 1_000)));
-        assertEquals(-1, table.nextRelease(1_000));
+        assertEquals(-1, table.moves().nextRelease(1_000));
     }
 
     @Test
@@ -186,25 +186,25 @@ class KeyTableTest {
         table.offer(a2, true);
         StatusUpdate c1 = task("c", 0, "RUNNING", false);
         table.offer(c1, true);
-        assertEquals(2, table.fence(5_000));
+        assertEquals(2, table.moves().fence(5_000));
         assertFalse(table.offer(task("d", 0, "RUNNING", false), false), "leaving, a key not in the table is not taken");
-        assertSame(c1, table.takeReady(100), "nothing of c at the sidecar: at once");
-        assertNull(table.takeReady(4_999), "a and b wait for the fence");
-        assertEquals(5_000, table.nextFence(4_999));
-        table.drained(c1);
-        StatusUpdate first = table.takeReady(5_000);
+        assertSame(c1, table.moves().takeReady(100), "nothing of c at the sidecar: at once");
+        assertNull(table.moves().takeReady(4_999), "a and b wait for the fence");
+        assertEquals(5_000, table.moves().nextFence(4_999));
+        table.moves().drained(c1);
+        StatusUpdate first = table.moves().takeReady(5_000);
         assertSame(b1, first, "the key whose newest write is oldest first");
-        table.drained(first);
-        StatusUpdate second = table.takeReady(5_000);
+        table.moves().drained(first);
+        StatusUpdate second = table.moves().takeReady(5_000);
         assertEquals(a2.seq, second.seq);
         assertFalse(second.safe, "the pending put of its key may not be written");
         StatusUpdate a3 = task("a", 0, "RUNNING", false);
         assertTrue(table.offer(a3, false), "written while its key is handed to Connect: it waits for that");
-        assertNull(table.takeReady(5_000), "not before Connect took the write before it");
-        table.drained(second);
-        assertSame(a3, table.takeReady(5_000));
-        table.drained(a3);
+        assertNull(table.moves().takeReady(5_000), "not before Connect took the write before it");
+        table.moves().drained(second);
+        assertSame(a3, table.moves().takeReady(5_000));
+        table.moves().drained(a3);
         assertTrue(table.isEmpty());
-        assertNull(table.takeReady(5_000));
+        assertNull(table.moves().takeReady(5_000));
     }
 }

@@ -19,6 +19,7 @@ class SenderFaultTest {
         try (Harness h = new Harness()) {
             h.sidecar.clusterId = "not-yet";
             h.start("");
+            h.awaitPath(Router.Path.CONNECT, 2_000);
             // On Connect's own path, whose producer keeps re-sending d-0 (an outage): coming back waits for it.
             h.connect.holding = true;
             assertFalse(h.write("d", 0, "RUNNING"));

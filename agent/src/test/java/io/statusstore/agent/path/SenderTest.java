@@ -35,10 +35,41 @@ class SenderTest {
     }
 
     @Test
+    void aFreshStoresFirstWriteWaitsForTheFirstExchangeAndGoesToTheSidecar() throws Exception {
+        // A fresh KafkaStatusBackingStore with the agent wrote 31 statuses and its sidecar 30: the first one, offered
+        // before the agent's first exchange, took Connect's own path.
+        try (Harness h = new Harness().start("")) {
+            assertTrue(h.write("c", 0, "RUNNING"), "the first write waits for the first exchange");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.awaitNewestLanded(2_000);
+            h.assertInvariants();
+            assertTrue(h.connectWrites().isEmpty(), "nothing through Connect's own path: " + h.topic.records());
+        }
+    }
+
+    @Test
+    void aFreshStoresFirstWritesTakeConnectsPathWhenNoSidecarAnswers() throws Exception {
+        try (Harness h = new Harness()) {
+            try (java.net.ServerSocket closed = new java.net.ServerSocket(0)) {
+                h.url = "http://127.0.0.1:" + closed.getLocalPort();
+            }
+            h.start("");
+            h.write("c", 0, "RUNNING");
+            h.awaitPath(Router.Path.CONNECT, 2_000);
+            h.awaitNewestLanded(2_000);
+            assertFalse(h.write("c", 0, "PAUSED"), "on Connect's own path, the original runs in the worker's thread");
+            h.awaitNewestLanded(2_000);
+            h.assertInvariants();
+            assertTrue(h.sidecarWrites().isEmpty());
+        }
+    }
+
+    @Test
     void waitsForConnectsOwnPathToGoQuietBeforeHandingOver() throws Exception {
         try (Harness h = new Harness()) {
             h.sidecar.clusterId = "not-yet";
             h.start("");
+            h.awaitPath(Router.Path.CONNECT, 2_000);
             // On Connect's own path, whose producer keeps re-sending v1 (an outage).
             h.connect.holding = true;
             assertFalse(h.write("c", 0, "RUNNING"));
@@ -376,6 +407,32 @@ class SenderTest {
             assertEquals(1, h.metrics.successTotal());
             assertEquals(1, h.metrics.failureTotal());
             assertEquals(7, h.metrics.retryTotal());
+        }
+    }
+
+    @Test
+    void theKip1278CountersCountAWriteInFlightWhenANewerOneOfItsKeyFollowed() throws Exception {
+        // Kafka slow behind the sidecar: c-0 RUNNING in flight when c-0 PAUSED is taken; both are written. The agent's
+        // ack passed RUNNING once PAUSED replaced it in the table, and RUNNING's outcome was not counted (a worker's
+        // status-update-success-total said 112 while its sidecar wrote all 119 of its updates).
+        try (Harness h = new Harness()) {
+            // A write bound long enough that rule 5 (no outcome within it) never asks meanwhile on a loaded machine.
+            h.sidecar.writeBoundMs = 30_000;
+            h.start("");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.sidecar.inFlight = true;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "RUNNING in flight");
+            h.write("c", 0, "PAUSED");
+            Harness.await(() -> h.sidecar.pendingCount() == 2, 2_000, "PAUSED behind it");
+            int posts = h.sidecar.posts().size();
+            Harness.await(() -> h.sidecar.posts().size() >= posts + 3, 2_000, "polls acknowledging what they may");
+            assertEquals(2, h.sidecar.release());
+            Harness.await(() -> h.router.size() == 0, 2_000, "settled");
+            h.assertInvariants();
+            Harness.await(() -> h.metrics.successTotal() == 2, 2_000, "both written writes counted, now "
+                    + h.metrics.successTotal());
         }
     }
 

@@ -1,0 +1,234 @@
+package io.statusstore.agent.path;
+
+import io.statusstore.agent.AgentLog;
+import io.statusstore.agent.AgentOptions;
+import io.statusstore.agent.Warnings;
+import io.statusstore.agent.jmx.AgentMetrics;
+import io.statusstore.agent.sidecar.AgentAnswer;
+import io.statusstore.agent.sidecar.AgentRequest;
+import io.statusstore.agent.sidecar.SidecarClient;
+import io.statusstore.agent.sidecar.SidecarException;
+import io.statusstore.agent.sidecar.SidecarIdentity;
+import io.statusstore.agent.status.StatusUpdate;
+
+import java.util.Collections;
+import java.util.List;
+
+/**
+ * Which sidecar the {@link Sender} hands statuses to, and getting there: the probe on Connect's path (the right
+ * cluster and status topic, ready, an instance the agent believes, an empty request taken), the wait for Connect's
+ * own path to go quiet, a restarted instance; and the bounds that follow from that sidecar's write bound (the fence,
+ * rules 4 and 5). Used by the sender's thread alone.
+ */
+final class Handover {
+    private static final long QUIET_CHECK_MS = 1_000;
+
+    private final AgentOptions options;
+    private final Router router;
+    private final SidecarClient client;
+    private final ConnectPath connect;
+    private final AgentMetrics metrics;
+    private final Warnings warnings;
+    private final String clusterId;
+    private final String statusTopic;
+    private final String agentId;
+
+    private long nextProbeAt;
+    private long quiesceDeadline;
+    private long connectSince = -1;
+    private boolean everOnSidecar;
+    private boolean notQuietLogged;
+    private String lastConnectLine;
+    private String instance;
+    /** An instance that answered what the agent cannot believe (rule 1): not given statuses again. */
+    private String distrusted;
+    // The sidecar's write bound (GET /): how long after its lease a write it started may still land.
+    private long writeBoundMs = SidecarIdentity.UNKNOWN_WRITE_BOUND_MS;
+
+    Handover(AgentOptions options, Router router, SidecarClient client, ConnectPath connect, AgentMetrics metrics,
+             Warnings warnings, String clusterId, String statusTopic, String agentId) {
+        this.options = options;
+        this.router = router;
+        this.client = client;
+        this.connect = connect;
+        this.metrics = metrics;
+        this.warnings = warnings;
+        this.clusterId = clusterId;
+        this.statusTopic = statusTopic;
+        this.agentId = agentId;
+    }
+
+    /** The sidecar instance the agent writes to. */
+    String instance() {
+        return instance;
+    }
+
+    /** The instance written to answered what the agent cannot believe: it gets no statuses until it restarts. */
+    void distrust() {
+        distrusted = instance;
+    }
+
+    /** The agent left the sidecar at {@code now} (for the line saying how long it was away when it is back). */
+    void leftSidecar(long now) {
+        connectSince = now;
+    }
+
+    /** Connect's path from {@code now}: the sidecar is asked again a probe interval later. */
+    void probeLater(long now) {
+        nextProbeAt = now + options.probeIntervalMs;
+    }
+
+    /** A step on CONNECT (or STARTING): the sidecar is asked, every probe interval, whether it takes statuses now. */
+    void onConnect() throws InterruptedException {
+        long now = now();
+        if (connectSince < 0) {
+            connectSince = now;
+        }
+        if (now < nextProbeAt) {
+            router.await(nextProbeAt - now);
+            return;
+        }
+        nextProbeAt = now + options.probeIntervalMs;
+        String why;
+        String line;
+        try {
+            SidecarIdentity identity = client.identify();
+            why = identity.mismatch(clusterId, statusTopic);
+            if (why == null && identity.instance.equals(distrusted)) {
+                why = "(instance " + distrusted + ") answered what the agent cannot believe: it gets no statuses "
+                        + "until it restarts as a new instance";
+            }
+            if (why == null) {
+                // Its cache has read the status topic to its end (put_safe is judged against it), and an empty
+                // request proves the token and the agent route, before anything is handed over.
+                client.ready();
+                instance = identity.instance;
+                List<StatusUpdate> none = Collections.emptyList();
+                router.apply(none, checked(client.post(AgentRequest.encode(agentId, router.workerId(), instance,
+                        router.ack(), options.leaseMs, System.currentTimeMillis(), false, 0, none))), now, now);
+                writeBoundMs = identity.writeBoundMs;
+                quiesceDeadline = now + options.quietTimeoutMs;
+                router.toQuiescing();
+                return;
+            }
+            line = "the sidecar at " + client.url() + " " + why;
+        } catch (SidecarException e) {
+            why = refuses(e) ? "refuses " + e.status : e.status == 503 ? "not ready" : "unreachable";
+            line = "the sidecar at " + client.url() + (refuses(e) ? " refuses the agent: " : " does not take "
+                    + "statuses: ") + e.getMessage();
+        }
+        if (!why.equals(lastConnectLine)) {
+            // A reason that changes back and forth is still one line a minute per reason.
+            lastConnectLine = why;
+            warnings.warn("probe " + why, line + "; statuses stay on Connect's own path, checking again every "
+                    + options.probeIntervalMs + " ms");
+        }
+    }
+
+    /** An answer that waiting will not change: bad token (401, 403), no agent route (404), a request it rejects. */
+    static boolean refuses(SidecarException e) {
+        return e.status == 400 || e.status == 401 || e.status == 403 || e.status == 404;
+    }
+
+    /** Whether the sidecar refused a whole request, taking nothing of it (PROTOCOL.md: 400, 401, 409, 503). */
+    static boolean tookNothing(SidecarException e) {
+        return !e.reached || refuses(e) || e.status == 409 || e.status == 503;
+    }
+
+    /** A step on QUIESCING; returns true when the agent is on the sidecar from now on. */
+    boolean onQuiescing() {
+        if (connect.quiet(QUIET_CHECK_MS)) {
+            if (router.toSidecar()) {
+                arrived();
+                return true;
+            }
+            return false;
+        }
+        if (now() >= quiesceDeadline) {
+            router.toFencing("Connect's own path is not quiet");
+            nextProbeAt = now() + options.probeIntervalMs;
+            if (notQuietLogged) {
+                return false;
+            }
+            notQuietLogged = true;
+            warnings.warn("not quiet", "Connect's own status path still has writes in flight or queued to re-send "
+                    + "after " + options.quietTimeoutMs + " ms (quiet.timeout.ms): statuses stay on it; trying again in "
+                    + options.probeIntervalMs + " ms");
+            return false;
+        }
+        Sender.pause(50);
+        return false;
+    }
+
+    private void arrived() {
+        long now = now();
+        metrics.switched(true);
+        String where = client.url() + " (instance " + instance + ", cluster " + clusterId + ", topic '"
+                + statusTopic + "')";
+        AgentLog.info(everOnSidecar
+                ? "back on the sidecar at " + where + " after " + (now - connectSince) + " ms on Connect's own path"
+                : "handing the worker's statuses to the sidecar at " + where);
+        everOnSidecar = true;
+        notQuietLogged = false;
+        connectSince = -1;
+        lastConnectLine = null;
+    }
+
+    /** An answer from the instance the request named, or a failed request: another one must not have taken it. */
+    AgentAnswer checked(AgentAnswer answer) throws SidecarException {
+        if (!answer.instance.equals(instance)) {
+            throw new SidecarException("answered as instance " + answer.instance + " a request to instance " + instance,
+                    200, -1, true, true);
+        }
+        return answer;
+    }
+
+    /**
+     * Another instance refused the request (409, nothing taken): the sidecar restarted. The old instance may live on
+     * (a pod still terminating), writing what it holds of this session until its lease ends, so the keys pending
+     * there are sent to the new one only after that. Returns false when the new one is not one to hand writes to.
+     */
+    boolean restarted(List<StatusUpdate> batch, long lastPostToOld) {
+        router.returnBatch(batch);
+        try {
+            SidecarIdentity identity = client.identify();
+            if (identity.mismatch(clusterId, statusTopic) != null || identity.instance.equals(instance)) {
+                return false;
+            }
+            AgentLog.info("the sidecar at " + client.url() + " restarted (instance " + identity.instance + ", was "
+                    + instance + "): what was pending at the old instance goes to the new one once the old one's lease "
+                    + "and write bound have passed");
+            instance = identity.instance;
+            writeBoundMs = Math.max(writeBoundMs, identity.writeBoundMs);
+            router.sidecarRestarted(fenceAfter(lastPostToOld));
+            return true;
+        } catch (SidecarException e) {
+            return false;
+        }
+    }
+
+    /** How long a write may be pending at the sidecar without an outcome (rule 5): its write bound, a poll, a margin. */
+    long outcomeBoundMs() {
+        return writeBoundMs + options.pollIntervalMs + Sender.FENCE_MARGIN_MS;
+    }
+
+    /**
+     * How long after the sidecar says it wrote a status the worker's own store must have read it back (rule 4): its
+     * write bound (a write it reports was acknowledged; the margin covers the worker's reading) and the margin.
+     */
+    long readBackMs() {
+        return writeBoundMs + Sender.FENCE_MARGIN_MS;
+    }
+
+    /**
+     * When nothing the sidecar took in a request sent at {@code postedAt} can land any more: it starts no write
+     * after the session's lease, and one it started lands within its write bound (or never).
+     */
+    long fenceAfter(long postedAt) {
+        return postedAt + options.leaseMs + writeBoundMs + Sender.FENCE_MARGIN_MS;
+    }
+
+    private static long now() {
+        return System.nanoTime() / 1_000_000;
+    }
+}

@@ -1,0 +1,125 @@
+package io.statusstore.agent.path;
+
+import io.statusstore.agent.status.StatusUpdate;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.function.LongSupplier;
+
+/**
+ * The {@link KeyTable}'s whole-table moves, rare and visiting every key once: leaving the sidecar (each key's fence,
+ * then its newest write to Connect's path, the oldest first) and the sidecar's restart (the keys pending at the old
+ * instance held until its lease and write bound passed). Not thread-safe: the {@link Router} guards it.
+ */
+final class KeyMoves {
+    private final Map<String, KeyEntry> entries;
+    private final KeyOrders orders;
+
+    KeyMoves(Map<String, KeyEntry> entries, KeyOrders orders) {
+        this.entries = entries;
+        this.orders = orders;
+    }
+
+    /**
+     * The sidecar restarted: each key pending there is sent again (its newest write, under a new seq from
+     * {@code nextSeq}), not before {@code holdUntil}: until the old instance's lease ended, it may still write those
+     * keys. A newer write of such a key already on its way to the new instance is sent once more after the hold
+     * too, so that it lands after anything the old instance writes late. Visits every key (a restart is rare).
+     */
+    int resendPending(long holdUntil, LongSupplier nextSeq) {
+        List<KeyEntry> wasPending = new ArrayList<>();
+        for (KeyEntry entry : entries.values()) {
+            if (entry.pending != null) {
+                wasPending.add(entry);
+            }
+            orders.forgetReplaced(entry);
+        }
+        // Sent again in the order they were first sent.
+        wasPending.sort(Comparator.comparingLong(e -> e.pending.seq));
+        for (KeyEntry entry : wasPending) {
+            orders.detach(entry);
+            if (entry.unsent == null) {
+                entry.unsent = (entry.sending != null ? entry.sending : entry.pending).withSeq(nextSeq.getAsLong());
+            }
+            entry.pending = null;
+            entry.heldUntil = Math.max(entry.heldUntil, holdUntil);
+            entry.holding = true;
+            orders.attach(entry);
+        }
+        return wasPending.size();
+    }
+
+    /** The earliest time after {@code now} a held key may be sent, or -1 when none is held. */
+    long nextRelease(long now) {
+        orders.releaseHolds(now);
+        return orders.held.isEmpty() ? -1 : orders.held.first().heldUntil;
+    }
+
+    /**
+     * Leaving the sidecar: a key with something there (on its way, pending, or held for an old instance) waits
+     * until {@code sidecarFence}, or its hold if later; a key with nothing there may go through Connect at once.
+     * Visits every key, once per leaving. Returns how many keys wait.
+     */
+    int fence(long sidecarFence) {
+        int waiting = 0;
+        for (KeyEntry entry : entries.values()) {
+            orders.detach(entry);
+            boolean there = entry.atSidecar();
+            entry.leaving = true;
+            entry.pastFence = false;
+            entry.fenceUntil = Math.max(there ? sidecarFence : Long.MIN_VALUE, entry.heldUntil);
+            if (there || entry.heldUntil > 0) {
+                waiting++;
+            }
+            orders.attach(entry);
+        }
+        return waiting;
+    }
+
+    /**
+     * The newest write of the key, among those past their fence, whose newest write is the oldest: what Connect's
+     * own path must write for it now (made unconditional if an older unconditional write of the key is unsettled),
+     * or null. The key stays in the table, empty, until {@link #drained}: a write of it meanwhile waits there, so
+     * that it cannot reach Connect's producer before this one.
+     */
+    StatusUpdate takeReady(long now) {
+        orders.passFences(now);
+        if (orders.drainable.isEmpty()) {
+            return null;
+        }
+        KeyEntry ready = orders.drainable.firstEntry().getValue();
+        orders.detach(ready);
+        StatusUpdate newest = ready.newest();
+        boolean unconditional = ready.holdsUnconditional();
+        ready.unsent = null;
+        ready.sending = null;
+        ready.pending = null;
+        ready.verifying = null;
+        orders.forgetReplaced(ready);
+        ready.draining = true;
+        orders.attach(ready);
+        return newest.safe && unconditional ? newest.unconditional() : newest;
+    }
+
+    /** Connect's own path took the write {@link #takeReady} gave out: its key leaves the table unless written again. */
+    void drained(StatusUpdate update) {
+        KeyEntry entry = entries.get(update.key);
+        if (entry != null && entry.draining) {
+            orders.detach(entry);
+            entry.draining = false;
+            orders.attach(entry);
+            if (entry.empty()) {
+                orders.forgetReplaced(entry);
+                entries.remove(entry.key);
+            }
+        }
+    }
+
+    /** The earliest fence after {@code now} of a key waiting for it, or -1 when none waits. */
+    long nextFence(long now) {
+        orders.passFences(now);
+        return orders.fenced.isEmpty() ? -1 : orders.fenced.first().fenceUntil;
+    }
+}
