@@ -13,6 +13,7 @@ import io.statusstore.agent.status.StatusUpdate;
 import java.util.Collections;
 import java.util.List;
 import java.util.UUID;
+import java.util.function.LongSupplier;
 
 /**
  * The agent's one thread: it hands the table's writes to the sidecar in order, and moves the {@link Router}
@@ -45,8 +46,11 @@ public final class Sender implements Runnable {
     private final String clusterId;
     private final String statusTopic;
     private final String agentId = UUID.randomUUID().toString();
+    private final LongSupplier clock;
 
     private long lastPostAt = Long.MIN_VALUE / 2;
+    // When the last request held for a flush was sent: a flush's first poll goes at once, its repeats apart.
+    private long lastHeldAt = Long.MIN_VALUE / 2;
     private long awaySince = -1;
     private long backoffMs = MIN_BACKOFF_MS;
     private long nextAttemptAt;
@@ -67,6 +71,13 @@ public final class Sender implements Runnable {
 
     public Sender(AgentOptions options, Router router, SidecarClient client, ConnectPath connect,
                   AgentMetrics metrics, String clusterId, String statusTopic) {
+        this(options, router, client, connect, metrics, clusterId, statusTopic, () -> System.nanoTime() / 1_000_000);
+    }
+
+    /** With the clock the sender's times are read from (monotonic ms): a test's own. */
+    Sender(AgentOptions options, Router router, SidecarClient client, ConnectPath connect, AgentMetrics metrics,
+           String clusterId, String statusTopic, LongSupplier clock) {
+        this.clock = clock;
         this.options = options;
         this.router = router;
         this.client = client;
@@ -227,7 +238,7 @@ public final class Sender implements Runnable {
             return;
         }
         if (router.flushWaiting()) {
-            nextPollAt = Math.min(nextPollAt, lastPostAt + FLUSH_POLL_MS);
+            nextPollAt = Math.min(nextPollAt, lastHeldAt + FLUSH_POLL_MS);
         }
         List<StatusUpdate> batch = router.takeBatch(options.batchSize, now);
         boolean poll = batch.isEmpty() && router.hasPending() && now >= nextPollAt;
@@ -250,6 +261,9 @@ public final class Sender implements Runnable {
         // Connect's flush waits for every write taken so far: the answer waits for them at the sidecar (an older
         // sidecar answers at once, and the next poll follows FLUSH_POLL_MS after this one).
         long waitMs = router.flushWaiting() && !stopping ? Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2) : 0;
+        if (waitMs > 0) {
+            lastHeldAt = now;
+        }
         try {
             AgentAnswer answer = client.post(AgentRequest.encode(agentId, router.workerId(), router.ack(),
                     options.leaseMs, System.currentTimeMillis(), stopping, waitMs, batch));
@@ -260,7 +274,7 @@ public final class Sender implements Runnable {
             finalSent = stopping;
             awaySince = -1;
             backoffMs = MIN_BACKOFF_MS;
-            nextPollAt = router.flushWaiting() ? lastPostAt + FLUSH_POLL_MS : now() + options.pollIntervalMs;
+            nextPollAt = router.flushWaiting() ? lastHeldAt + FLUSH_POLL_MS : now() + options.pollIntervalMs;
         } catch (SidecarException e) {
             router.returnBatch(batch);
             if (!e.reached) {
@@ -353,8 +367,8 @@ public final class Sender implements Runnable {
         }
     }
 
-    private static long now() {
-        return System.nanoTime() / 1_000_000;
+    private long now() {
+        return clock.getAsLong();
     }
 
     private static void sleep(long ms) {

@@ -11,6 +11,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.BooleanSupplier;
+import java.util.function.LongSupplier;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -34,6 +35,8 @@ final class Harness implements AutoCloseable {
     Router router;
     /** The token the agent sends (as STATUS_STORE_SIDECAR_REST_TOKEN), or null. */
     String token;
+    /** The sender's clock (monotonic ms), or null for the real one. */
+    LongSupplier clock;
     private Thread thread;
     private int version;
 
@@ -48,8 +51,11 @@ final class Harness implements AutoCloseable {
                 token == null ? Collections.<String, String>emptyMap()
                         : Collections.singletonMap(AgentOptions.TOKEN_ENV, token));
         router = new Router(options.maxKeys, metrics);
-        Sender sender = new Sender(options, router, new SidecarClient(options.url, options.token, options.connectTimeoutMs,
-                options.readTimeoutMs), connect, metrics, "cluster-1", "connect-status");
+        SidecarClient client = new SidecarClient(options.url, options.token, options.connectTimeoutMs,
+                options.readTimeoutMs);
+        Sender sender = clock == null
+                ? new Sender(options, router, client, connect, metrics, "cluster-1", "connect-status")
+                : new Sender(options, router, client, connect, metrics, "cluster-1", "connect-status", clock);
         thread = new Thread(sender, "test-sender");
         thread.setDaemon(true);
         thread.start();

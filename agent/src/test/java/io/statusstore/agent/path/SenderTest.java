@@ -6,6 +6,7 @@ import org.junit.jupiter.api.Test;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -372,6 +373,26 @@ class SenderTest {
             // Half the read timeout (150 ms here) at most, so a held answer never times the request out.
             assertTrue(waits.contains(75L), "no request held for the flush: " + waits);
             assertEquals(null, waits.get(0), "a request outside a flush asked to wait: " + waits);
+        }
+    }
+
+    @Test
+    void aFlushAsksForTheOutcomesAtOnceNotAPollSpacingAfterTheLastWrite() throws Exception {
+        // The sender's clock stands still: nothing it schedules by time happens, only what it does at once. The
+        // write's outcome is settled at the sidecar, told on the next request; polls are far apart.
+        AtomicLong now = new AtomicLong(1_000_000);
+        Harness h = new Harness();
+        h.clock = now::get;
+        try (Harness running = h.start("poll.interval.ms=60000,lease.ms=70000")) {
+            running.awaitPath(Router.Path.SIDECAR, 2_000);
+            running.sidecar.writeAtOnce = false;
+            running.write("c", 0, "UNASSIGNED");
+            // The sidecar took it, and the agent has its answer ("pending"): only then is it settled there.
+            Harness.await(() -> running.router.hasPending() && !running.router.hasUnsent(), 2_000, "pending");
+            running.sidecar.release();
+            // Connect flushes right after the write went: the agent asks at once (the sidecar holds the answer until
+            // the outcomes are in), not a spacing after its last request.
+            assertTrue(running.router.awaitSettled(3_000), "the flush waited for a poll the clock never reached");
         }
     }
 }
