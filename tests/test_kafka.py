@@ -20,6 +20,7 @@ from harness.tansu import TansuBroker
 from status_store.connect.model import ConnectorStatus, State
 from status_store.errors import KafkaUnavailableError, TopicSetupError
 from status_store.kafka import reader as kafka_reader
+from status_store.kafka.settings import consumer_settings, producer_settings
 from status_store.kafka.topics import ensure_topic
 from status_store.retry.updates import Result
 
@@ -195,3 +196,17 @@ async def test_a_write_is_read_back_when_it_arrives_not_when_the_readers_poll_en
         for i in range(6):
             update = store.put(ConnectorStatus("c", State.RUNNING if i % 2 else State.PAUSED, "w:1", 1))
             await store.wait_visible([update], 1.5)
+
+
+def test_the_clients_send_each_write_at_once_as_connects_do() -> None:
+    # Java's client sets TCP_NODELAY on every broker connection; librdkafka leaves Nagle's algorithm on, so a small
+    # Produce or Fetch could wait for the delayed ACK of the request before it. And a write is sent without lingering
+    # for a batch (one request in flight batches the rest behind it). Both stay overridable (sidecar.kafka.*).
+    producer = producer_settings("127.0.0.1:9092", {})
+    reader = consumer_settings("127.0.0.1:9092", {})
+    assert (producer["socket.nagle.disable"], producer["linger.ms"]) == ("true", "0")
+    assert reader["socket.nagle.disable"] == "true"
+    assert producer_settings("127.0.0.1:9092", {"linger.ms": "20", "socket.nagle.disable": "false"})[
+        "linger.ms"] == "20"
+    Producer(producer)  # librdkafka takes them
+    Consumer(reader)
