@@ -2,7 +2,7 @@
 its status topic when it may not create it), says at ``/ready`` what it waits for, stays alive for the liveness probe,
 and never exits for it; once the topics are there it starts as always. A ``status-store serve`` process on the mock
 cluster, which has no CreateTopics (the sidecar cannot create the status topic there, as a client without the right
-cannot)."""
+cannot); then a stock Connect 4.4.0 worker with the agent, started after its sidecar on Apache Kafka's broker."""
 
 from __future__ import annotations
 
@@ -14,7 +14,11 @@ import httpx
 
 from harness import free_port
 from harness.faulty_cluster import FaultyCluster
+from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
+from harness.real_connect import ConnectCluster, all_in
+from harness.real_kafka import KafkaCluster
 from harness.service import Service, sidecar_config
+from harness.sidecar import LiveSidecar, javaagent
 
 WAIT = 30.0
 
@@ -82,3 +86,40 @@ def test_a_waiting_sidecar_stops_on_sigterm(mock_cluster: FaultyCluster, tmp_pat
         # The start's wait is cut short; what is stopped is what had started.
         assert service.stop() == 0
 
+
+def test_workers_started_after_their_sidecar_hand_it_their_statuses(kafka: KafkaCluster, tmp_path: Path) -> None:
+    port = free_port()
+    connect = ConnectCluster(kafka_line("kafka-4"), tmp_path / "workers", kafka, "started-second", workers=2,
+                             jvm_options=[javaagent(f"http://127.0.0.1:{port}", {"probe.interval.ms": "500"})])
+    first, second = connect.workers
+    # The sidecar on the workers' own file, but asking for a replication factor the one broker refuses: it cannot
+    # create the status topic, as a client without the right cannot, and waits for the workers'.
+    sidecar = LiveSidecar(tmp_path / "sidecar", connect, {"status.storage.replication.factor": "2",
+                                                          "sidecar.workers.check.interval.ms": "500"}, port)
+    with sidecar, httpx.Client(base_url=sidecar.url, timeout=WAIT) as http:
+        service = sidecar.service
+        assert service is not None
+        try:
+            waiting = until(http, "/ready", 503, f"waiting for the status topic '{connect.status_topic}'")
+            assert "replication factor" in waiting
+            first.start()
+            until(http, "/ready", 200, "")
+            connect.call("PUT", "/connectors/late/config", {"connector.class": SOURCE_CONNECTOR, "tasks.max": "2"})
+            connect.wait_for_status("late", all_in("RUNNING", 2), "running", WAIT)
+
+            def handed_over() -> bool:
+                metrics = http.get("/metrics").text
+                return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                           if line.startswith("status_update_success_total{")) >= 3
+
+            wait_until(handed_over, WAIT, "the sidecar wrote the worker's statuses")
+            # The sidecar has read the group with the first worker in it; then the second joins, for the first time.
+            wait_until(lambda: first.worker_id in "".join(service.output()), WAIT, "the sidecar saw the first worker")
+            second.start()
+            joined = f"Worker {second.worker_id} joined the Connect group started-second"
+            wait_until(lambda: joined in "".join(service.output()), WAIT, "the sidecar saw the second worker join")
+            lines = "".join(service.output())
+            assert "(again)" not in lines
+            assert "Connect group started-second again" not in lines
+        finally:
+            connect.close()
