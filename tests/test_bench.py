@@ -32,7 +32,7 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
-    assert len(scripts()) == 21
+    assert len(scripts()) == 22
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
@@ -42,6 +42,14 @@ def test_core_quick_run(tmp_path: Path) -> None:
         "raw", "store", "store with spool", "store with history", "aio"]
     assert [row[1] for row in rows(output, "write until visible")] == ["raw pipeline", "lean sketch", "store"]
     assert "the spool's cost" in output
+
+
+def test_read_back_quick_run(tmp_path: Path) -> None:
+    output = run_quick("read_back", tmp_path, timeout=RUN_BOUND_S)
+    sides = rows(output, "the ")
+    assert [(row[0], row[1]) for row in sides] == [("the sidecar, PUT ?wait=true", "40"),
+                                                   ("the log (plain producer and consumer)", "40")], output
+    assert "the sidecar against the log: p50 " in output
 
 
 def test_connect_outage_quick_run(tmp_path: Path) -> None:
@@ -56,6 +64,10 @@ def test_connect_outage_quick_run(tmp_path: Path) -> None:
     # The burst: both workers brought every connector up and deleted every one.
     assert [row[1] for row in rows(burst, "1")] == ["Connect worker", "the pod (agent + sidecar)"]
     assert "the pod against the Connect worker: until RUNNING" in burst
+    # A round of status changes on each, each shown by its worker's own REST API.
+    changes = burst.split("\nstatus changes: ")[1]
+    assert [(row[0], row[1]) for row in rows(changes, "")][2:] == [
+        ("pause", "1"), ("resume", "1"), ("restart", "1"), ("every change", "3")], output
 
 
 def test_connect_store_quick_run(tmp_path: Path) -> None:
