@@ -202,7 +202,8 @@ async def _start(store: StatusStore, configs: ConfigTopic | None, bootstrap: str
             except TopicSetupError as e:
                 if await topic_exists(bootstrap, store.config.client_configs, topic, bound):
                     raise  # it is there and cannot be used (its cleanup policy): an operator must act
-                await wait_for_topic(bootstrap, store.config.client_configs, topic, functools.partial(missing, str(e)))
+                refused = functools.partial(missing, str(e).rstrip("."))
+                await wait_for_topic(bootstrap, store.config.client_configs, topic, refused)
                 gate.done_waiting()
         if configs is not None:
             await configs.start(bound, gate.waiting)
