@@ -7,6 +7,8 @@ Run a benchmark from the repository's root as a module, ``.venv/bin/python -m be
   (``mock_faults``).
 - ``connect_outage``: a status-topic outage on Apache Kafka's brokers seen by a real Connect worker's status
   store, by status-store and by ``writers``' re-implementation of Connect's resend, side by side.
+- ``read_back``: the sidecar's own write until durable and read back (``PUT ?wait=true``) against a plain producer
+  and consumer, on Apache Kafka's broker.
 - ``connect_store``: the write path, the cold start and a large fleet's memory against Connect's own
   ``KafkaStatusBackingStore`` (a Java harness, bench/jvm) on Apache Kafka's broker.
 - ``fleet_scale``: a fleet of 100,000 connectors x 10 tasks read back by one sidecar: ``/fleet`` and

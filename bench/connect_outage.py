@@ -3,8 +3,8 @@ pod: a stock Connect worker started with the agent, and the sidecar it hands eve
 brokers. Then the burst a rebalance makes, for both.
 
     .venv/bin/python -m bench.connect_outage [--brokers 3] [--connectors 10] [--tasks 3] [--outage-seconds 30]
-                                             [--runs 3] [--burst-connectors 20] [--bursts 5] [--sidecar KEY=VALUE ...]
-                                             [--quick]
+                                             [--runs 3] [--burst-connectors 20] [--bursts 5] [--changes 20]
+                                             [--sidecar KEY=VALUE ...] [--quick]
 
 The cluster: ``--brokers`` Apache Kafka brokers (KRaft, a controller of their own, both JIT compilers), each behind
 a ``KafkaProxy`` (harness/kafka_proxy.py) that counts the requests it forwards by client id and API key. Two Connect
@@ -51,6 +51,12 @@ and the status records written per second meanwhile; then every one deleted: sec
 for every one. A deletion revokes the connector and its tasks, and Connect flushes its status store before that
 rebalance goes on (``DistributedHerder``'s ``onRevoked``), where the agent waits until the sidecar has settled what
 it was given. ``--bursts`` of them, the workers taking turns at going first.
+
+**Status changes** (after the bursts): one connector of ``--tasks`` tasks on each worker, paused, resumed and
+restarted (with its tasks) through the worker's REST API, ``--changes`` times each, one worker at a time (taking
+turns at going first): seconds from the call until the worker's own REST API shows the change, the connector and
+every task in the new state (a restart: RUNNING again, after the API showed it RESTARTING). What an operator waits
+for after a click: the status written (through the sidecar, for the pod), read back by the worker, served.
 """
 
 from __future__ import annotations
@@ -79,6 +85,7 @@ from confluent_kafka.admin import (
 )
 
 from bench import BenchParser, load_average
+from bench.status_changes import report_changes, status_changes
 from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
 from harness.kafka_proxy import PRODUCE
 from harness.real_connect import ConnectCluster, ConnectError, all_in
@@ -458,8 +465,9 @@ def seconds(value: float | None) -> str:
     return "never" if value is None else f"{value:.2f}"
 
 
-def report(runs: list[Run], bursts: list[dict[str, Burst]], brokers: int, connectors: int, tasks: int,
-           outage_s: float, burst_connectors: int, sidecar_settings: dict[str, str]) -> None:
+def report(runs: list[Run], bursts: list[dict[str, Burst]], changes: dict[str, dict[str, list[float]]] | None,
+           brokers: int, connectors: int, tasks: int, outage_s: float, burst_connectors: int,
+           sidecar_settings: dict[str, str]) -> None:
     """Print the tables and the ratios."""
     settings = ", ".join(f"{key}={value}" for key, value in sidecar_settings.items()) or "its defaults"
     print(f"\nthe pod's sidecar with {settings}")
@@ -467,6 +475,8 @@ def report(runs: list[Run], bursts: list[dict[str, Burst]], brokers: int, connec
         report_outages(runs, brokers, connectors, tasks, outage_s)
     if bursts:
         report_bursts(bursts, burst_connectors, tasks)
+    if changes:
+        report_changes(changes, POD, CONNECT, tasks)
 
 
 def report_outages(runs: list[Run], brokers: int, connectors: int, tasks: int, outage_s: float) -> None:
@@ -544,6 +554,7 @@ async def main() -> None:
     parser.add_size("--runs", type=int, full=3, quick=1, help="outages, each with fresh connectors")
     parser.add_size("--burst-connectors", type=int, full=20, quick=2, help="connectors created at once (the burst)")
     parser.add_size("--bursts", type=int, full=5, quick=1, help="bursts, the workers taking turns at going first")
+    parser.add_size("--changes", type=int, full=20, quick=1, help="rounds of pause, resume and restart timed")
     parser.add_argument("--sidecar", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of the pod's sidecar (again for more), beside the worker's properties")
     args = parser.parse()
@@ -558,9 +569,11 @@ async def main() -> None:
                     for index in range(args.runs)]
             bursts = [await asyncio.to_thread(bench.burst, args.burst_connectors, args.tasks, repetition)
                       for repetition in range(args.bursts)]
+            changes = (await asyncio.to_thread(status_changes, bench.workers, bench.rest, args.changes, args.tasks)
+                       if args.changes else None)
         finally:
             bench.stop()
-    report(runs, bursts, args.brokers, args.connectors, args.tasks, args.outage_seconds, args.burst_connectors,
+    report(runs, bursts, changes, args.brokers, args.connectors, args.tasks, args.outage_seconds, args.burst_connectors,
            sidecar_settings)
     print(f"\nload average at the end: {load_average()}")
 

@@ -193,10 +193,12 @@ class JavaProcess:
 
     def __init__(self, name: str, line: KafkaLine, main: str, args: Sequence[str], workdir: Path,
                  extra_classpath: Sequence[Path] = (), heap: str = "512m", full_jit: bool = False,
-                 jvm_options: Sequence[str] = ()) -> None:
-        """``jvm_options``: more options for the JVM (a ``-javaagent:``, as KAFKA_OPTS passes one)."""
+                 jvm_options: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
+        """``jvm_options``: more options for the JVM (a ``-javaagent:``, as KAFKA_OPTS passes one). ``env``: more
+        environment variables for it (``JAVA_TOOL_OPTIONS``, which every JVM reads, or an agent's own)."""
         self.name, self.line, self.main, self.args = name, line, main, list(args)
         self.jvm_options = list(jvm_options)
+        self.env = dict(env or {})
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_file = workdir / f"{name}.log"
@@ -225,7 +227,7 @@ class JavaProcess:
         assert self.process is None or self.process.poll() is not None, f"{self.name} is running"
         with open(self.stdout_file, "ab") as out:
             self.process = subprocess.Popen(self.command(), cwd=self.workdir, stdout=out, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL)
+                                            stdin=subprocess.DEVNULL, env={**os.environ, **self.env})
         with _RUNNING_LOCK:
             if self not in _RUNNING:
                 _RUNNING.append(self)

@@ -61,7 +61,8 @@ class ConnectWorker:
 
     def __init__(self, line: KafkaLine, workdir: Path, bootstrap_servers: str, group: str,
                  topics_prefix: str, replication: int = 1, settings: Mapping[str, str] | None = None,
-                 full_jit: bool = False, jvm_options: Sequence[str] = ()) -> None:
+                 full_jit: bool = False, jvm_options: Sequence[str] = (), env: Mapping[str, str] | None = None
+                 ) -> None:
         self.line = line
         (self.port,) = free_ports(1)
         self.url = f"http://127.0.0.1:{self.port}"
@@ -100,7 +101,7 @@ class ConnectWorker:
         self.process = JavaProcess(f"connect-{self.port}", line, "org.apache.kafka.connect.cli.ConnectDistributed",
                                    [str(workdir / "worker.properties")], workdir,
                                    extra_classpath=[scripted_connector(line)], full_jit=full_jit,
-                                   jvm_options=jvm_options)
+                                   jvm_options=jvm_options, env=env)
 
     def start(self, timeout: float = START_WAIT) -> None:
         """Start the worker; return once its REST API answers (it has joined its group)."""
@@ -142,13 +143,13 @@ class ConnectCluster(Started):
 
     def __init__(self, line: KafkaLine, workdir: Path, kafka: KafkaCluster, name: str, workers: int = 2,
                  settings: Mapping[str, str] | None = None, full_jit: bool = False,
-                 jvm_options: Sequence[str] = ()) -> None:
+                 jvm_options: Sequence[str] = (), env: Mapping[str, str] | None = None) -> None:
         """``full_jit``: the workers' JVMs with both compilers, as a user runs them (benchmarks). ``jvm_options``:
-        more options for every worker's JVM (a ``-javaagent:``)."""
+        more options for every worker's JVM (a ``-javaagent:``); ``env``: more environment variables for them."""
         self.line, self.kafka, self.name = line, kafka, name
         self.replication = replication = min(len(kafka.brokers), 3)
         self.workers = [ConnectWorker(line, workdir / f"worker-{i}", kafka.bootstrap_servers, name, name,
-                                      replication, settings, full_jit, jvm_options) for i in range(workers)]
+                                      replication, settings, full_jit, jvm_options, env) for i in range(workers)]
         first = self.workers[0]
         self.status_topic, self.config_topic, self.offset_topic = (first.status_topic, first.config_topic,
                                                                    first.offset_topic)

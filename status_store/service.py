@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import ipaddress
 import logging
@@ -22,14 +23,15 @@ from .api import create_app
 from .api.app import store_events
 from .api.credentials import ServerTls, WriteTokens
 from .api.http_server import client_log_limits, http_config
+from .api.starting import StartGate
 from .config import StoreConfig
 from .embedded.broker import start_embedded_broker
 from .embedded.mock_cluster import MockCluster
-from .errors import KafkaUnavailableError
+from .errors import KafkaUnavailableError, TopicSetupError
 from .fleet.config_topic import ConfigTopic
 from .fleet.events import StatusEvents
 from .kafka.security_failures import security_failures
-from .kafka.topics import topic_exists
+from .kafka.topics import topic_exists, wait_for_topic
 from .metrics import StoreMetrics
 from .store import StatusStore
 
@@ -113,30 +115,52 @@ async def serve(config: StoreConfig) -> None:
     registry.register(actions.collector())
     configs = (ConfigTopic(config.config_topic, bootstrap, config.config_topic_client_configs)
                if config.config_topic is not None else None)
-    server: _Server | None = None
+    app = create_app(store, registry, tokens, config.rest_max_body_bytes, configs, status_events,
+                     actions=actions, docs=config.rest_docs)
+    gate = StartGate(app)
+    loop = asyncio.get_running_loop()
+
+    def stopping() -> None:  # from the signal handler: on the loop, soon
+        loop.call_soon_threadsafe(store.stopping)
+
+    server = _Server(http_config(gate, config.rest_host, config.rest_port,
+                                 tls=tls.context if tls is not None else None), status_events,
+                     config.shutdown_timeout_s, stopping)
+    serving: asyncio.Future[None] | None = None
     try:
-        await _start(store, configs, bootstrap)
-        await actions.start()
-        tune_collector()
-        app = create_app(store, registry, tokens, config.rest_max_body_bytes, configs, status_events,
-                         actions=actions, docs=config.rest_docs)
-        loop = asyncio.get_running_loop()
-
-        def stopping() -> None:  # from the signal handler: on the loop, soon
-            loop.call_soon_threadsafe(store.stopping)
-
-        server = _Server(http_config(app, config.rest_host, config.rest_port,
-                                     tls=tls.context if tls is not None else None), status_events,
-                         config.shutdown_timeout_s, stopping)
         with client_log_limits(loop):
-            await server.serve()
+            starting = asyncio.ensure_future(_start(store, configs, bootstrap, gate))
+            waited = asyncio.ensure_future(gate.waited.wait())
+            await asyncio.wait((starting, waited), return_when=asyncio.FIRST_COMPLETED)
+            waited.cancel()
+            if not starting.done():
+                # A topic is not there yet (the worker creates it): /health and /ready, which says what is waited
+                # for, are served meanwhile.
+                serving = asyncio.ensure_future(server.serve())
+                await asyncio.wait((starting, serving), return_when=asyncio.FIRST_COMPLETED)
+                if not starting.done():  # a signal stopped the server first
+                    starting.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await starting
+                    return
+            try:
+                starting.result()
+            except BaseException:
+                if serving is not None:
+                    server.should_exit = True
+                    await serving
+                raise
+            await actions.start()
+            tune_collector()
+            gate.open()
+            await (serving if serving is not None else server.serve())
     finally:
         await actions.stop()
         if configs is not None:
             await configs.stop()
         # The whole stop within sidecar.shutdown.timeout.ms of the signal (or of now, when it did not come from one),
         # the process's end included (exit_reserve_s).
-        stop_by = server.stop_by if server is not None and server.stop_by is not None else None
+        stop_by = server.stop_by
         cut_short = await store.stop(None if stop_by is None else
                                      stop_by - time.monotonic() - exit_reserve_s(config.shutdown_timeout_s))
         if cluster is not None:
@@ -178,14 +202,32 @@ async def _brokers(config: StoreConfig) -> tuple[MockCluster | None, str]:
     return None, config.bootstrap_servers
 
 
-async def _start(store: StatusStore, configs: ConfigTopic | None, bootstrap: str) -> None:
+async def _start(store: StatusStore, configs: ConfigTopic | None, bootstrap: str, gate: StartGate) -> None:
     """``store.start()``, then the config topic read to its end (when configured), each bounded by
-    ``sidecar.startup.timeout.ms``; running out of it is an error that says so."""
+    ``sidecar.startup.timeout.ms``; running out of it is an error that says so. A topic that is not there is waited
+    for, without a bound, and the gate says so: a sidecar started before its worker waits for the worker to create
+    Connect's config topic, and its status topic when this client may not create it."""
     bound = store.config.startup_timeout_s
+    topic = store.config.topic
+
+    def missing(refused: str, why: str) -> None:
+        gate.waiting(f"the status topic {topic!r} ({why}; this client could not create it: {refused}; a Connect "
+                     "worker creates it when it first starts)")
+
     try:
-        await store.start()
+        while True:
+            try:
+                await store.start()
+                break
+            except TopicSetupError as e:
+                if await topic_exists(bootstrap, store.config.client_configs, topic, bound):
+                    raise  # it is there and cannot be used (its cleanup policy): an operator must act
+                refused = functools.partial(missing, str(e).rstrip("."))
+                await wait_for_topic(bootstrap, store.config.client_configs, topic, refused)
+                gate.done_waiting()
         if configs is not None:
-            await configs.start(bound)
+            await configs.start(bound, gate.waiting)
+            gate.done_waiting()
     except TimeoutError as e:
         raise KafkaUnavailableError(str(e) or f"cannot reach Kafka at {bootstrap} within {bound:g} s (the status topic "
                                               "was not set up and read in time)") from None

@@ -53,6 +53,14 @@ def test_core_quick_run(tmp_path: Path) -> None:
     assert "the spool's cost" in output
 
 
+def test_read_back_quick_run(tmp_path: Path) -> None:
+    output = run_quick("read_back", tmp_path, timeout=RUN_BOUND_S)
+    sides = rows(output, "the ")
+    assert [(row[0], row[1]) for row in sides] == [("the sidecar, PUT ?wait=true", "40"),
+                                                   ("the log (plain producer and consumer)", "40")], output
+    assert "the sidecar against the log: p50 " in output
+
+
 def test_spool_quick_run(tmp_path: Path) -> None:
     output = run_quick("spool", tmp_path, timeout=RUN_BOUND_S)
     runs = [json.loads(line) for line in output.splitlines()]
@@ -72,6 +80,10 @@ def test_connect_outage_quick_run(tmp_path: Path) -> None:
     # The burst: both workers brought every connector up and deleted every one.
     assert [row[1] for row in rows(burst, "1")] == ["Connect worker", "the pod (agent + sidecar)"]
     assert "the pod against the Connect worker: until RUNNING" in burst
+    # A round of status changes on each, each shown by its worker's own REST API.
+    changes = burst.split("\nstatus changes: ")[1]
+    assert [(row[0], row[1]) for row in rows(changes, "")][2:] == [
+        ("pause", "1"), ("resume", "1"), ("restart", "1"), ("every change", "3")], output
 
 
 def test_connect_store_quick_run(tmp_path: Path) -> None:

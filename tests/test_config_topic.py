@@ -3,6 +3,7 @@ reader on both brokers, fed records exactly as Connect workers write them."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import uuid
@@ -15,7 +16,7 @@ from status_store.api.responses import connect_json
 from status_store.config import build_config, load_config
 from status_store.connect.configs import ConnectorConfigs, TargetState, connector_type
 from status_store.embedded.broker import start_embedded_broker
-from status_store.errors import ConfigError, TopicSetupError
+from status_store.errors import ConfigError
 from status_store.fleet.config_topic import ConfigTopic
 
 from .conftest import Broker
@@ -35,6 +36,7 @@ from .connect_records import (
     tasks_fencing,
     write_records,
 )
+from .helpers import eventually
 
 WAIT = 15.0
 KAFKA = {"bootstrap.servers": "127.0.0.1:9092", "status.storage.topic": "connect-status"}
@@ -306,8 +308,21 @@ async def test_the_reader_reads_connects_records_to_the_end_then_tails(broker: B
         await reader.stop()
 
 
-async def test_a_missing_config_topic_is_an_error_naming_the_key(broker: Broker) -> None:
-    reader = ConfigTopic(f"never-created-{uuid.uuid4().hex[:8]}", broker.bootstrap_servers, {})
-    with pytest.raises(TopicSetupError, match="config.storage.topic .* never creates"):
-        await reader.start(WAIT)
-    await reader.stop()
+async def test_a_missing_config_topic_is_waited_for_until_a_worker_creates_it(broker: Broker) -> None:
+    # A sidecar started before its worker: the worker creates the topic when it first starts, the sidecar never does.
+    topic = f"created-later-{uuid.uuid4().hex[:8]}"
+    reader = ConfigTopic(topic, broker.bootstrap_servers, {})
+    said: list[str] = []
+    starting = asyncio.ensure_future(reader.start(WAIT, said.append))
+    try:
+        await eventually(lambda: len(said) >= 2, WAIT)
+        assert not starting.done()
+        assert said[0] == (f"Connect's config topic {topic!r} (it does not exist; a Connect worker creates it when it "
+                           "first starts)")
+        create_config_topic(broker, topic)
+        write_records(broker.bootstrap_servers, topic, created("late", SOURCE, []))
+        await asyncio.wait_for(starting, WAIT)
+        assert reader.configs.connectors() == ["late"]
+    finally:
+        starting.cancel()
+        await reader.stop()

@@ -435,34 +435,79 @@ def test_the_worker_in_the_pod_is_started_with_the_agent_pointed_at_its_sidecar(
     assert worker["command"][-1] == mounts["worker-config"]["mountPath"] + "/worker.properties"
 
 
-def test_the_strimzi_example_points_every_worker_at_one_sidecar_instance() -> None:
-    docs = [doc for doc in yaml.safe_load_all((DEPLOY / "kubernetes" / "strimzi" / "connect-with-status-store.yaml")
+def strimzi_example() -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all((DEPLOY / "kubernetes" / "strimzi" / "connect-with-status-store.yaml")
                                               .read_text()) if doc]
+
+
+def containerfile_stages() -> dict[str, list[str]]:
+    """The Containerfile's stages by name (the last, unnamed one: ""), each its instructions, continuations joined."""
+    stages: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in (DEPLOY / "Containerfile").read_text().replace("\\\n", " ").splitlines():
+        if line.startswith("FROM "):
+            words = line.split()
+            current = stages.setdefault(words[3] if len(words) == 4 and words[2] == "AS" else "", [])
+        if line and not line.startswith("#"):
+            current.append(line)
+    return stages
+
+
+def test_the_agent_image_carries_only_the_jar() -> None:
+    stages = containerfile_stages()
+    assert stages["agent-image"] == ["FROM scratch AS agent-image",
+                                     "COPY --from=agent /build/agent/target/status-store-agent.jar "
+                                     "/status-store-agent.jar"]
+    # The sidecar stays the default target: the last stage.
+    assert stages[""][0].startswith("FROM python:")
+    assert list(stages)[-1] == ""
+
+
+def test_the_strimzi_example_attaches_the_agent_with_yaml_alone() -> None:
+    docs = strimzi_example()
     connect = next(d for d in docs if d["kind"] == "KafkaConnect")
+    # Strimzi's v1 API (0.49 and later; 1.x serves nothing else): the topics are fields of their own, and no image
+    # of ours: the worker runs Strimzi's own.
+    assert connect["apiVersion"] == "kafka.strimzi.io/v1"
+    spec = connect["spec"]
+    assert "image" not in spec
+    assert {"replicas", "bootstrapServers", "groupId", "configStorageTopic", "offsetStorageTopic",
+            "statusStorageTopic"} <= spec.keys()
+    forbidden_in_v1 = {"group.id", "config.storage.topic", "offset.storage.topic", "status.storage.topic"}
+    assert not forbidden_in_v1 & spec["config"].keys()
+    template = spec["template"]
+    env = {e["name"]: e["value"] for e in template["connectContainer"]["env"]}
+    # Not KAFKA_OPTS: Strimzi's start script sets that one itself.
+    assert env.keys() == {"JAVA_TOOL_OPTIONS"}
+    jar, options = javaagent_options(env["JAVA_TOOL_OPTIONS"])
+    mounts = {m["name"]: m for m in template["connectContainer"]["volumeMounts"]}
+    volumes = {v["name"]: v for v in template["pod"]["volumes"]}
+    # Strimzi refuses additional volumes mounted outside /mnt.
+    assert all(PurePosixPath(m["mountPath"]).is_relative_to("/mnt") for m in mounts.values())
+    # The jar is the image volume's file: the agent image's one file, under the volume's mount.
+    [agent_volume] = [v for v in volumes.values() if "image" in v]
+    assert agent_volume["image"]["reference"].rsplit("/", 1)[-1].startswith("status-store-agent:")
+    assert mounts[agent_volume["name"]]["readOnly"] is True
+    copied = containerfile_stages()["agent-image"][1].split()[-1]
+    assert jar == PurePosixPath(mounts[agent_volume["name"]]["mountPath"]) / PurePosixPath(copied).relative_to("/")
+    # The sidecar's Service, one instance at a time (agent/PROTOCOL.md), on the workers' cluster and status topic.
     service = next(d for d in docs if d["kind"] == "Service")
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    template = connect["spec"]["template"]
-    env = {e["name"]: e["value"] for e in template["connectContainer"]["env"]}
-    jar, options = javaagent_options(env["KAFKA_OPTS"])
-    assert jar == PurePosixPath(AGENT_JAR_IN_IMAGE)
     [port] = service["spec"]["ports"]
     assert options["url"] == f"http://{service['metadata']['name']}:{port['port']}"
     assert port["targetPort"] == container["ports"][0]["name"]
     assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
-    # One instance at a time (agent/PROTOCOL.md), on the workers' cluster and status topic.
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"]["type"] == "Recreate"
     config_map = next(d for d in docs if d["kind"] == "ConfigMap")
     properties = parse_properties(config_map["data"]["status-store.properties"])
-    assert properties["bootstrap.servers"] == connect["spec"]["bootstrapServers"]
-    assert properties["status.storage.topic"] == connect["spec"]["config"]["status.storage.topic"]
+    assert properties["bootstrap.servers"] == spec["bootstrapServers"]
+    assert properties["status.storage.topic"] == spec["statusStorageTopic"]
     build_config({**properties, "sidecar.rest.token": "x" * 32})
     # The token file is on the Secret the sidecar reads.
     token_file = PurePosixPath(options["token.file"])
-    mount = next(m for m in template["connectContainer"]["volumeMounts"]
-                 if token_file.parent == PurePosixPath(m["mountPath"]))
-    volume = next(v for v in template["pod"]["volumes"] if v["name"] == mount["name"])
+    mount = next(m for m in mounts.values() if token_file.parent == PurePosixPath(m["mountPath"]))
     secret_ref = container["env"][0]["valueFrom"]["secretKeyRef"]
-    assert volume["secret"]["secretName"] == secret_ref["name"]
-    assert volume["secret"]["items"] == [{"key": secret_ref["key"], "path": token_file.name}]
+    assert volumes[mount["name"]]["secret"]["secretName"] == secret_ref["name"]
+    assert volumes[mount["name"]]["secret"]["items"] == [{"key": secret_ref["key"], "path": token_file.name}]

@@ -18,6 +18,7 @@ from harness.tansu import TansuBroker
 from status_store.connect.model import ConnectorStatus, State
 from status_store.errors import KafkaUnavailableError, TopicSetupError
 from status_store.kafka import reader as kafka_reader
+from status_store.kafka.settings import consumer_settings, producer_settings
 from status_store.kafka.topics import ensure_topic
 from status_store.retry.updates import Result
 
@@ -179,3 +180,31 @@ async def test_the_reader_survives_an_error_and_skips_nothing(mock_cluster: Faul
         await store.read_your_writes(WAIT)
         assert len(store.cache.connectors()) == 50
     assert "reader hit an error" in caplog.text
+
+
+async def test_a_write_is_read_back_when_it_arrives_not_when_the_readers_poll_ends(
+        broker: Broker, store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The reader waits this long for records when there are none (so a stop is seen within it). A reader that asked
+    # for a whole batch within it held every record until it ended: each ?wait=true write took the rest of the
+    # interval (100 ms at the default), where the log had it read back within milliseconds.
+    monkeypatch.setattr(kafka_reader, "POLL_INTERVAL_S", 4.5)
+    async with store_factory(broker.bootstrap_servers, broker.new_topic()) as store:
+        # Each write lands at some point of an interval; held until its end, one in three would be seen within 1.5 s,
+        # and all six one run in 700.
+        for i in range(6):
+            update = store.put(ConnectorStatus("c", State.RUNNING if i % 2 else State.PAUSED, "w:1", 1))
+            await store.wait_visible([update], 1.5)
+
+
+def test_the_clients_send_each_write_at_once_as_connects_do() -> None:
+    # Java's client sets TCP_NODELAY on every broker connection; librdkafka leaves Nagle's algorithm on, so a small
+    # Produce or Fetch could wait for the delayed ACK of the request before it. And a write is sent without lingering
+    # for a batch (one request in flight batches the rest behind it). Both stay overridable (sidecar.kafka.*).
+    producer = producer_settings("127.0.0.1:9092", {})
+    reader = consumer_settings("127.0.0.1:9092", {})
+    assert (producer["socket.nagle.disable"], producer["linger.ms"]) == ("true", "0")
+    assert reader["socket.nagle.disable"] == "true"
+    assert producer_settings("127.0.0.1:9092", {"linger.ms": "20", "socket.nagle.disable": "false"})[
+        "linger.ms"] == "20"
+    Producer(producer)  # librdkafka takes them
+    Consumer(reader)

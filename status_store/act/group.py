@@ -74,6 +74,7 @@ class GroupWatch:
             return
         now = self._clock()
         first = self.liveness.first_read is None
+        returning = self.liveness.remembered
         left, came = self.liveness.read((Member(m, metadata) for m, metadata in read.members), now)
         if first:
             log.info("Connect group %s: %d worker(s) in it (%s)", self.group, len(self.liveness.present),
@@ -82,7 +83,10 @@ class GroupWatch:
             log.warning("Worker %s left the Connect group %s: its statuses are marked 'worker gone' until Connect "
                         "reassigns them", worker, self.group)
         for worker in came:
-            log.info("Worker %s is in the Connect group %s (again)", worker, self.group)
+            if worker in returning:
+                log.info("Worker %s is in the Connect group %s again", worker, self.group)
+            else:
+                log.info("Worker %s joined the Connect group %s", worker, self.group)
         if left or came:
             self._changed(left, came, now)
         if self.liveness.departed:

@@ -175,6 +175,11 @@ class Liveness:
                            self.gone_since(w)) for w in sorted(ids)]
 
     @property
+    def remembered(self) -> frozenset[str]:
+        """The workers that left the group and are still remembered: one of them that comes is back, any other new."""
+        return frozenset(self._left)
+
+    @property
     def departed(self) -> int:
         """Workers that left the group and are still remembered."""
         return len(self._left)

@@ -1,18 +1,20 @@
 """Connect's config topic, read only (``ConfigTopic``): read whole from the beginning at start, then tailed, as
 every Connect worker reads it, into ``connect.configs.ConnectorConfigs`` (what Connect keeps of it, and the record
-format). Never written, never created; configuration values are never logged (they may hold secrets).
+format). Never written, never created: a sidecar started before its worker waits for the worker to create it.
+Configuration values are never logged (they may hold secrets).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from confluent_kafka import Message
 
 from ..connect.configs import ConnectorConfigs
 from ..errors import TopicSetupError
 from ..kafka.reader import TopicReader
+from ..kafka.topics import wait_for_topic
 
 log = logging.getLogger(__name__)
 
@@ -23,16 +25,18 @@ class ConfigTopic:
     def __init__(self, topic: str, bootstrap_servers: str, client_configs: Mapping[str, str]) -> None:
         self.topic = topic
         self.configs = ConnectorConfigs()
+        self._bootstrap, self._client_configs = bootstrap_servers, client_configs
         self._log = TopicReader(topic, bootstrap_servers, client_configs, self._apply)
 
-    async def start(self, timeout: float) -> None:
-        """Read the topic to its end; bounded by ``timeout``. The topic must exist: a Connect worker creates it."""
+    async def start(self, timeout: float, waiting: Callable[[str], None] = lambda why: None) -> None:
+        """Wait for the topic (a Connect worker creates it when it first starts), telling ``waiting`` what is waited
+        for; then read it to its end, bounded by ``timeout``."""
+        await wait_for_topic(self._bootstrap, self._client_configs, self.topic, lambda why: waiting(
+            f"Connect's config topic {self.topic!r} ({why}; a Connect worker creates it when it first starts)"))
         try:
             await self._log.start(timeout)
         except TopicSetupError as e:
-            raise TopicSetupError(
-                f"config.storage.topic {self.topic!r} cannot be read ({e}). status-store never creates Connect's "
-                "config topic: start a Connect worker with it first, or unset config.storage.topic") from None
+            raise TopicSetupError(f"config.storage.topic {self.topic!r} cannot be read ({e})") from None
         log.info("Config topic %s read: %d connectors configured", self.topic, len(self.configs.connectors()))
 
     async def read_to_end(self, timeout: float | None = None) -> None:

@@ -188,7 +188,10 @@ class TopicReader:
                 renewed = rounds.assignment(self.topic)
                 if renewed is not None:
                     consumer.assign(renewed)
-                messages = consumer.consume(CONSUME_BATCH, POLL_INTERVAL_S)
+                # consume(n, timeout) returns once it has n records or the timeout passed: a record that arrived
+                # early in the interval would wait for its end. poll() returns with the first, then what is queued.
+                first = consumer.poll(POLL_INTERVAL_S)
+                messages = [] if first is None else [first, *consumer.consume(CONSUME_BATCH - 1, 0)]
                 records = [message for message in messages if message.error() is None]
                 if len(records) < len(messages):
                     self._note_events(messages, rounds.at_end)

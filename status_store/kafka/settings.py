@@ -23,8 +23,14 @@ POLL_INTERVAL_S = 0.1
 
 
 # Java's client defaults where librdkafka's differ in a way that matters here: a broker that comes back is
-# reconnected to within a second (librdkafka waits up to 10 s), as Connect's clients do. Overridable.
-JAVA_DEFAULTS = {"reconnect.backoff.ms": "50", "reconnect.backoff.max.ms": "1000"}
+# reconnected to within a second (librdkafka waits up to 10 s), as Connect's clients do; and no Nagle's algorithm on
+# broker connections (Java's client sets TCP_NODELAY on each; librdkafka leaves Nagle on, which holds a small request
+# behind the delayed ACK of the one before: tens of ms a write). Overridable.
+JAVA_DEFAULTS = {"reconnect.backoff.ms": "50", "reconnect.backoff.max.ms": "1000", "socket.nagle.disable": "true"}
+# A status write goes out at once rather than after librdkafka's 5 ms linger: with one request in flight per broker
+# (Connect's max.in.flight.requests.per.connection=1), the writes made meanwhile are batched behind it anyway, and a
+# write waited for (?wait=true, an agent's flush before a rebalance) waits for the log, not a timer. Overridable.
+PRODUCER_DEFAULTS = {"linger.ms": "0"}
 
 # How long the reader waits for a broker's answer before it gives the connection up and asks the metadata where its
 # partitions are led now. A leader that hangs (a paused process, a network partition) answers nothing and closes
@@ -44,6 +50,7 @@ def producer_settings(bootstrap_servers: str, client_configs: Mapping[str, str],
     """
     return {
         **JAVA_DEFAULTS,
+        **PRODUCER_DEFAULTS,
         **client_configs,
         "bootstrap.servers": bootstrap_servers,
         "client.id": client_configs.get("client.id", "status-store"),

@@ -1,10 +1,11 @@
-"""Setting up a topic: creating it when missing, and refusing one whose cleanup policy would lose data."""
+"""Setting up a topic: creating it when missing, refusing one whose cleanup policy would lose data, and waiting for a
+topic another client creates (Connect's, when the sidecar starts before its worker)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
@@ -40,6 +41,28 @@ async def topic_exists(bootstrap_servers: str, client_configs: Mapping[str, str]
             f"cannot reach Kafka at {bootstrap_servers} within {timeout:g} s ({reason})") from None
     found = metadata.topics.get(topic)
     return found is not None and found.error is None
+
+
+async def wait_for_topic(bootstrap_servers: str, client_configs: Mapping[str, str], topic: str,
+                         waiting: Callable[[str], None], interval_s: float = 1.0, request_timeout_s: float = 10.0
+                         ) -> None:
+    """Wait, without a bound, until the cluster has the topic: a Metadata request (that never creates it) every
+    ``interval_s``, from one client. Before each pause ``waiting`` is told why it is not there yet (the topic is
+    missing, or the brokers did not answer: they are asked again all the same)."""
+    admin = AdminClient({**client_configs, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False,
+                         **client_logging(bootstrap_servers)})
+    while True:
+        try:
+            metadata = await list_topics(admin, topic, request_timeout_s)
+        except KafkaException as e:
+            reason = f"the brokers did not answer: {e.args[0].str()}"
+        else:
+            found = metadata.topics.get(topic)
+            if found is not None and found.error is None and found.partitions:
+                return
+            reason = "it does not exist" if found is None or found.error is not None else "it has no partitions yet"
+        waiting(reason)
+        await asyncio.sleep(interval_s)
 
 
 async def ensure_topic(

@@ -9,13 +9,15 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.Map;
 import java.util.Set;
 
 /**
- * The agent's options, parsed once from the {@code -javaagent:jar=key=value,key=value} string.
+ * The agent's options, read once: from the {@code -javaagent:jar=key=value,key=value} string, then
+ * {@code STATUS_STORE_AGENT_*} environment variables, then the properties file {@code config.file} names, the
+ * first that gives an option winning ({@link OptionSources}). {@code enabled=false} in any of them leaves the
+ * worker's own store alone.
  *
  * <p>Every error is an {@link OptionsException} whose message names the option and what is wrong; the agent
  * then stays out of the worker's way (one log line), never stopping it.
@@ -25,11 +27,13 @@ public final class AgentOptions {
     public static final String TOKEN_ENV = "STATUS_STORE_SIDECAR_REST_TOKEN";
 
     private static final Set<String> KEYS = new LinkedHashSet<>(Arrays.asList(
-            "url", "token.file", "max.keys", "batch.size", "fallback.after.ms", "lease.ms",
+            "enabled", "url", "token.file", "max.keys", "batch.size", "fallback.after.ms", "lease.ms",
             "connect.timeout.ms", "read.timeout.ms", "poll.interval.ms", "probe.interval.ms",
             "quiet.timeout.ms", "stop.timeout.ms", "flush.timeout.ms", "tls.ca.file", "tls.cert.file",
             "tls.key.file"));
 
+    /** False: the agent leaves the worker alone (enabled=false). */
+    public final boolean enabled;
     public final URL url;
     /** The bearer token, or null when none is configured. */
     public final String token;
@@ -54,9 +58,15 @@ public final class AgentOptions {
     public final long flushTimeoutMs;
     /** The TLS of an https:// sidecar (its CA, this agent's certificate), or null: the JVM's defaults. */
     public final SidecarTls tls;
+    /** Where the options came from, most specific first (for the log). */
+    private final String sources;
+    private final String enabledOrigin;
 
-    private AgentOptions(Map<String, String> values, String token) throws OptionsException {
-        this.url = parseUrl(values.getOrDefault("url", "http://127.0.0.1:8084"));
+    private AgentOptions(OptionSources values, String token) throws OptionsException {
+        this.sources = values.used();
+        this.enabled = bool(values, "enabled", true);
+        this.enabledOrigin = values.origin("enabled");
+        this.url = parseUrl(values.get("url") == null ? "http://127.0.0.1:8084" : values.get("url"));
         this.token = token;
         this.maxKeys = (int) number(values, "max.keys", 10_000, 1, Integer.MAX_VALUE);
         this.batchSize = (int) number(values, "batch.size", 500, 1, 100_000);
@@ -79,36 +89,32 @@ public final class AgentOptions {
         }
     }
 
-    /** Parses the agent's argument string; {@code env} supplies {@value #TOKEN_ENV}. */
+    /**
+     * Reads the options from the agent's argument string, then {@code env}'s {@code STATUS_STORE_AGENT_*}
+     * variables, then the file {@code config.file} names; {@code env} also supplies {@value #TOKEN_ENV}. When
+     * {@code enabled=false}, nothing else is read or checked.
+     */
     public static AgentOptions parse(String args, Map<String, String> env) throws OptionsException {
-        Map<String, String> values = new HashMap<>();
-        if (args != null && !args.trim().isEmpty()) {
-            for (String part : args.split(",", -1)) {
-                int eq = part.indexOf('=');
-                if (eq <= 0) {
-                    throw new OptionsException("option '" + part.trim() + "' is not key=value");
-                }
-                String key = part.substring(0, eq).trim();
-                String value = part.substring(eq + 1).trim();
-                if (!KEYS.contains(key)) {
-                    throw new OptionsException("unknown option '" + key + "' (known: " + String.join(", ", KEYS) + ")");
-                }
-                if (values.put(key, value) != null) {
-                    throw new OptionsException("option '" + key + "' given twice");
-                }
-            }
+        OptionSources values = OptionSources.gather(args, env, KEYS);
+        if (!bool(values, "enabled", true)) {
+            return new AgentOptions(values.keeping("enabled"), null);
         }
         return new AgentOptions(values, token(values.get("token.file"), env));
     }
 
-    /** One line for the log: every option but the token. */
+    /** One line for the log: every option but the token, and where they came from. */
     public String describe() {
         return "url=" + url + ", token=" + (token == null ? "none" : "set") + ", max.keys=" + maxKeys
                 + ", fallback.after.ms=" + fallbackAfterMs + ", lease.ms=" + leaseMs
-                + (tls == null ? "" : ", " + tls.describe());
+                + (tls == null ? "" : ", " + tls.describe()) + "; from " + sources;
     }
 
-    private static SidecarTls tls(Map<String, String> values, URL url) throws OptionsException {
+    /** Where enabled=false came from (for the log line that says the agent stays out). */
+    public String disabledBy() {
+        return "enabled=false in " + enabledOrigin;
+    }
+
+    private static SidecarTls tls(OptionSources values, URL url) throws OptionsException {
         String ca = values.get("tls.ca.file");
         String cert = values.get("tls.cert.file");
         String key = values.get("tls.key.file");
@@ -160,7 +166,18 @@ public final class AgentOptions {
         }
     }
 
-    private static long number(Map<String, String> values, String key, long fallback, long min, long max)
+    private static boolean bool(OptionSources values, String key, boolean fallback) throws OptionsException {
+        String text = values.get(key);
+        if (text == null) {
+            return fallback;
+        }
+        if (text.equalsIgnoreCase("true") || text.equalsIgnoreCase("false")) {
+            return Boolean.parseBoolean(text);
+        }
+        throw new OptionsException(key + "='" + text + "' is not true or false" + from(values, key));
+    }
+
+    private static long number(OptionSources values, String key, long fallback, long min, long max)
             throws OptionsException {
         String text = values.get(key);
         if (text == null) {
@@ -170,12 +187,19 @@ public final class AgentOptions {
         try {
             value = Long.parseLong(text);
         } catch (NumberFormatException e) {
-            throw new OptionsException(key + "='" + text + "' is not a whole number");
+            throw new OptionsException(key + "='" + text + "' is not a whole number" + from(values, key));
         }
         if (value < min || value > max) {
-            throw new OptionsException(key + "=" + value + " is out of range [" + min + ", " + max + "]");
+            throw new OptionsException(key + "=" + value + " is out of range [" + min + ", " + max + "]"
+                    + from(values, key));
         }
         return value;
+    }
+
+    /** Where a bad value came from, when not from the -javaagent string (the source an operator looks at first). */
+    private static String from(OptionSources values, String key) {
+        String origin = values.origin(key);
+        return origin == null || origin.equals(OptionSources.STRING) ? "" : " (" + origin + ")";
     }
 
     /** A bad option: its message names the option and what is wrong. */

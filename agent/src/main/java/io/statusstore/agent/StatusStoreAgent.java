@@ -4,13 +4,20 @@ import io.statusstore.agent.connect.StoreHooks;
 import io.statusstore.agent.connect.StoreInterception;
 
 import java.lang.instrument.Instrumentation;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * The agent's entry point: {@code -javaagent:status-store-agent.jar=url=...,token.file=...}. It parses the
- * options once and installs the interception; everything else happens when the worker builds its status store.
- * It never stops a worker from starting: any error is one log line, and the worker runs on its own store.
+ * The agent's entry point: {@code -javaagent:status-store-agent.jar=url=...,token.file=...} in {@code KAFKA_OPTS}
+ * or {@code JAVA_TOOL_OPTIONS}, its options also from {@code STATUS_STORE_AGENT_*} variables and a file
+ * ({@link AgentOptions}). It reads the options once and installs the interception; everything else happens when
+ * the worker builds its status store. It never stops a worker from starting: any error is one log line, and the
+ * worker runs on its own store; {@code enabled=false} is one line too.
  */
 public final class StatusStoreAgent {
+    // Both KAFKA_OPTS and JAVA_TOOL_OPTIONS may carry the agent (one set by a platform, one by its user): the JVM
+    // then starts it twice (JAVA_TOOL_OPTIONS' first), and the first one's options hold.
+    private static final AtomicBoolean STARTED = new AtomicBoolean();
+
     private StatusStoreAgent() {
     }
 
@@ -23,8 +30,17 @@ public final class StatusStoreAgent {
     }
 
     private static void attach(String args, Instrumentation instrumentation) {
+        if (!STARTED.compareAndSet(false, true)) {
+            AgentLog.warn("given twice to this JVM (KAFKA_OPTS and JAVA_TOOL_OPTIONS both name it?): the second is "
+                    + "ignored, the first one's options hold");
+            return;
+        }
         try {
             AgentOptions options = AgentOptions.parse(args, System.getenv());
+            if (!options.enabled) {
+                AgentLog.info("disabled (" + options.disabledBy() + "); the worker runs on its own status store");
+                return;
+            }
             StoreHooks.arm(options);
             StoreInterception.install(instrumentation);
             AgentLog.info("attached (" + version() + "; " + options.describe() + ")");

@@ -1,0 +1,180 @@
+"""Benchmark the sidecar's own write until durable and read back (``PUT ?wait=true``) against the log's own pace, in
+the same run, on Apache Kafka's broker on loopback.
+
+    .venv/bin/python -m bench.read_back [--writes 1000] [--rounds 5] [--sidecar KEY=VALUE ...] [--quick]
+
+One Apache Kafka 4.x broker (KRaft, both JIT compilers) on 127.0.0.1, and ``status-store serve`` on it (its status
+topic of 5 partitions, created by the sidecar). Measured, one write at a time, in ``--rounds`` alternating blocks:
+
+- **the sidecar**: ``PUT /connectors/{name}/status?wait=true`` on one keep-alive HTTP connection, until its answer
+  (200: acknowledged by the broker and read back into the sidecar's cache, what ``?wait=true`` promises);
+- **the log**: the same record bytes written by a plain confluent-kafka producer with the sidecar's own producer
+  settings (``kafka.settings.producer_settings``: ``acks=all`` and the rest), until a plain consumer with the
+  sidecar's reader settings, tailing the topic, has read it back: what the log itself takes, with no HTTP, no store
+  (to a topic of its own, of the same partitions).
+
+``--sidecar sidecar.kafka.<x>=<v>`` sets a client setting of the sidecar, and the same of the plain clients, so
+both sides stay alike. Prints each side's p50, p99 and max in ms and the ratios; the target is the sidecar's p99
+within 10 ms.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import socket
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, Message, Producer, TopicPartition
+
+from bench import BenchParser, load_average
+from harness import free_port
+from harness.java_process import kafka_line
+from harness.real_kafka import KafkaCluster
+from harness.service import Service, sidecar_config
+from status_store.connect.codec import encode_status
+from status_store.connect.model import State, connector_key
+from status_store.kafka.settings import consumer_settings, producer_settings
+
+PARTITIONS = 5
+CONNECTORS = 7
+# Bound on one write of either side: past it the run fails rather than hangs.
+WRITE_BOUND_S = 30.0
+
+
+def body(i: int) -> dict[str, object]:
+    """The i-th status: RUNNING and PAUSED in turn, so that every write changes its key."""
+    return {"state": "PAUSED" if i % 2 else "RUNNING", "worker_id": "worker-1.example.com:8083", "generation": 3}
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile of ``values`` (nearest rank), in ms."""
+    ordered = sorted(values)
+    return 1000 * ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+class Log:
+    """A plain producer and a tailing consumer on the topic, with the sidecar's own client settings."""
+
+    def __init__(self, kafka: KafkaCluster, topic: str, client_configs: dict[str, str]) -> None:
+        self.topic = topic
+        bootstrap = kafka.bootstrap_servers
+        kafka.create_topic(topic, PARTITIONS, 1, {"cleanup.policy": "compact"})
+        self._producer = Producer(producer_settings(bootstrap, {**client_configs, "log_level": "2"}))
+        self._consumer = Consumer(consumer_settings(bootstrap, {**client_configs, "log_level": "2"}))
+        self._consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(PARTITIONS)])
+        # Until the assignment has settled at the end of every partition.
+        for _ in range(20):
+            self._consumer.poll(0.05)
+
+    def write(self, i: int) -> float:
+        """One record written, acknowledged and read back; seconds."""
+        state = State.PAUSED if i % 2 else State.RUNNING
+        acknowledged = threading.Event()
+        failed: list[KafkaError] = []
+
+        def delivered(error: KafkaError | None, _message: Message) -> None:
+            if error is not None:
+                failed.append(error)
+            acknowledged.set()
+
+        key = connector_key(f"c{i % CONNECTORS}").encode()
+        began = time.perf_counter()
+        self._producer.produce(self.topic, encode_status(state, "worker-1.example.com:8083", 3, None), key,
+                               on_delivery=delivered)
+        deadline = began + WRITE_BOUND_S
+        while not acknowledged.is_set():
+            self._producer.poll(0.1)
+            if time.perf_counter() > deadline:
+                raise TimeoutError("the log's write was not acknowledged")
+        if failed:
+            raise RuntimeError(f"the log's write failed: {failed[0]}")
+        while True:
+            message = self._consumer.poll(0.1)
+            if message is not None and message.error() is None and message.key() == key:
+                return time.perf_counter() - began
+            if time.perf_counter() > deadline:
+                raise TimeoutError("the log's write was not read back")
+
+    def close(self) -> None:
+        self._consumer.close()
+        self._producer.flush(10)
+
+
+def sidecar_write(http: httpx.Client, i: int) -> float:
+    """One ``PUT ?wait=true``; seconds until its 200."""
+    began = time.perf_counter()
+    answer = http.put(f"/connectors/c{i % CONNECTORS}/status", params={"wait": "true"}, content=json.dumps(body(i)),
+                      headers={"Content-Type": "application/json"})
+    took = time.perf_counter() - began
+    if answer.status_code != 200:
+        raise RuntimeError(f"PUT ?wait=true answered {answer.status_code}: {answer.text[:300]}")
+    return took
+
+
+def main() -> None:
+    """Start the broker and the sidecar, measure both sides in alternating blocks, print the table."""
+    parser = BenchParser(__doc__)
+    parser.add_size("--writes", type=int, full=1000, quick=40, help="writes per side")
+    parser.add_size("--rounds", type=int, full=5, quick=2, help="alternating blocks the writes are split into")
+    parser.add_argument("--sidecar", action="append", default=[], metavar="KEY=VALUE",
+                        help="a sidecar setting (again for more); sidecar.kafka.* ones go to the plain clients too")
+    args = parser.parse()
+    settings = dict(setting.split("=", 1) for setting in args.sidecar)
+    clients = {key.removeprefix("sidecar.kafka."): value for key, value in settings.items()
+               if key.startswith("sidecar.kafka.")}
+    print(f"load average at the start: {load_average()}; the sidecar with {settings or 'its defaults'}")
+    sides: dict[str, list[float]] = {"the sidecar, PUT ?wait=true": [], "the log (plain producer and consumer)": []}
+    with tempfile.TemporaryDirectory(prefix="bench-read-back-") as scratch, \
+            KafkaCluster(kafka_line("kafka-4"), Path(scratch) / "kafka", full_jit=not args.quick) as kafka:
+        topic = f"read-back-{uuid.uuid4().hex[:8]}"
+        port = free_port()
+        config = sidecar_config(Path(scratch), kafka.bootstrap_servers, topic,
+                                {"status.storage.partitions": PARTITIONS, **settings})
+        service = Service("--config", str(config), "--port", str(port))
+        log = None
+        try:
+            service.wait_for("Uvicorn running on")
+            log = Log(kafka, f"{topic}-log", clients)
+            block = max(1, args.writes // args.rounds)
+            # TCP_NODELAY, as a worker's agent (Java's HTTP client) sends: Nagle's algorithm would hold a request's
+            # body behind the ACK of its headers.
+            transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=WRITE_BOUND_S, transport=transport) as http:
+                for i in range(10):  # the connection, the JIT and the keys warmed, on both sides
+                    sidecar_write(http, i)
+                    log.write(i)
+                writers: list[tuple[str, Callable[[int], float]]] = [
+                    ("the sidecar, PUT ?wait=true", functools.partial(sidecar_write, http)),
+                    ("the log (plain producer and consumer)", log.write)]
+                for round_ in range(args.rounds):
+                    # The sides take turns at going first.
+                    for side, write in writers if round_ % 2 == 0 else writers[::-1]:
+                        sides[side] += [write(round_ * block + i) for i in range(block)]
+        finally:
+            if log is not None:
+                log.close()
+            service.stop()
+    print(f"\none write at a time, until acknowledged and read back, on one Apache Kafka broker on loopback "
+          f"({PARTITIONS} partitions); {args.rounds} alternating blocks\n")
+    print("| side | writes | p50 (ms) | p99 (ms) | max (ms) | mean (ms) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for side, seconds in sides.items():
+        print(f"| {side} | {len(seconds)} | {quantile(seconds, 0.5):.1f} | {quantile(seconds, 0.99):.1f} | "
+              f"{1000 * max(seconds):.1f} | {1000 * statistics.mean(seconds):.1f} |")
+    ours, log_side = sides.values()
+    print(f"\nthe sidecar against the log: p50 {quantile(ours, 0.5) / quantile(log_side, 0.5):.2f}x, p99 "
+          f"{quantile(ours, 0.99) / quantile(log_side, 0.99):.2f}x; the sidecar's p99 {quantile(ours, 0.99):.1f} ms "
+          f"(target <= 10 ms)")
+    print(f"\nload average at the end: {load_average()}")
+
+
+if __name__ == "__main__":
+    main()

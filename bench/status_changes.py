@@ -1,0 +1,85 @@
+"""Status changes timed as an operator sees them (``bench.connect_outage``'s last phase): a connector on each Connect
+worker paused, resumed and restarted through the worker's REST API, and the seconds until the worker's own REST API
+shows each change (the status written, read back by the worker, served). One worker at a time, taking turns at going
+first, so that each change is timed alone."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+from harness.java_process import SOURCE_CONNECTOR
+from harness.real_connect import ConnectCluster, ConnectError, all_in, states
+
+# Each change timed: its REST call, and the state it leaves the connector and every task in.
+CHANGES = {"pause": ("PUT", "/connectors/{}/pause", "PAUSED"), "resume": ("PUT", "/connectors/{}/resume", "RUNNING"),
+           "restart": ("POST", "/connectors/{}/restart?includeTasks=true", "RUNNING")}
+CONNECTOR = "status-changes"
+# How often a change's result is asked for, and the bound on one change.
+POLL_S = 0.005
+CHANGE_BOUND_S = 60.0
+# A REST call, asked again while Connect answers 409 (a rebalance): ``rest(connect, method, path, body, began)``.
+Rest = Callable[[ConnectCluster, str, str, object, float], float]
+# Seconds each change took, by worker and change.
+Took = dict[str, dict[str, list[float]]]
+
+
+def status_changes(workers: Mapping[str, ConnectCluster], rest: Rest, rounds: int, tasks: int) -> Took:
+    """A connector of ``tasks`` tasks on each worker paused, resumed and restarted ``rounds`` times: the seconds each
+    change took until the worker's own REST API showed it."""
+    for connect in workers.values():
+        connect.call("PUT", f"/connectors/{CONNECTOR}/config",
+                     {"connector.class": SOURCE_CONNECTOR, "tasks.max": str(tasks)})
+        connect.wait_for_status(CONNECTOR, all_in("RUNNING", tasks), "running", CHANGE_BOUND_S)
+    took: Took = {worker: {change: [] for change in CHANGES} for worker in workers}
+    order = list(workers.items())
+    try:
+        for repetition in range(rounds):
+            for worker, connect in order[repetition % 2:] + order[:repetition % 2]:
+                for change in CHANGES:
+                    took[worker][change].append(timed(connect, rest, change, tasks))
+    finally:
+        for connect in workers.values():
+            connect.call("DELETE", f"/connectors/{CONNECTOR}")
+    return took
+
+
+def timed(connect: ConnectCluster, rest: Rest, change: str, tasks: int) -> float:
+    """One change through a worker's REST API: seconds until its REST API shows the connector and every task in the
+    new state (a restart: once it has shown the connector RESTARTING)."""
+    method, path, target = CHANGES[change]
+    began = time.monotonic()
+    rest(connect, method, path.format(CONNECTOR), None, began)
+    restarted = change != "restart"
+    reached = all_in(target, tasks)
+    last = b""
+    while time.monotonic() < began + CHANGE_BOUND_S:
+        answer = connect.request("GET", f"/connectors/{CONNECTOR}/status")
+        if answer.status == 200:
+            status = answer.json()
+            restarted = restarted or states(status)[0] == "RESTARTING"
+            if restarted and reached(status):
+                return time.monotonic() - began
+        last = answer.body
+        time.sleep(POLL_S)
+    raise ConnectError(f"{change} of {CONNECTOR}: not shown within {CHANGE_BOUND_S:g} s; last {last!r}")
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile of sorted ``values`` (nearest rank)."""
+    return values[min(len(values) - 1, int(len(values) * q))]
+
+
+def report_changes(took: Took, ours: str, theirs: str, tasks: int) -> None:
+    """Each change's p50 and p99 on both workers, and ``ours`` against ``theirs``."""
+    print(f"\nstatus changes: a connector of {tasks} tasks on each worker, each change until the worker's own REST API "
+          f"shows it (ms)\n")
+    print(f"| change | times | {theirs}: p50 / p99 | {ours}: p50 / p99 | ratio at p50 | ratio at p99 |")
+    print("|---|---:|---:|---:|---:|---:|")
+    every = {worker: [s for seconds in by_change.values() for s in seconds] for worker, by_change in took.items()}
+    lines = [(change, {worker: took[worker][change] for worker in took}) for change in CHANGES]
+    for change, seconds in [*lines, ("every change", every)]:
+        a, b = sorted(seconds[theirs]), sorted(seconds[ours])
+        print(f"| {change} | {len(b)} | {1000 * quantile(a, 0.5):.0f} / {1000 * quantile(a, 0.99):.0f} | "
+              f"{1000 * quantile(b, 0.5):.0f} / {1000 * quantile(b, 0.99):.0f} | "
+              f"{quantile(b, 0.5) / quantile(a, 0.5):.2f}x | {quantile(b, 0.99) / quantile(a, 0.99):.2f}x |")
