@@ -3,7 +3,9 @@ each worker (``sidecar.restart.workers`` naming it), each worker's REST API reac
 the time of every request (so that the restarts are measured where Connect receives them) and can refuse them.
 
 The scripted connector's ``fail-once`` tasks fail their first run and run once restarted through Connect's REST API;
-``fail-on-start`` fails on every start; ``scripted.error=config`` fails with Kafka's ConfigException (excluded)."""
+``fail-on-start`` fails on every start; ``scripted.error=config`` fails with Kafka's ConfigException (a user failure);
+its sink with ``scripted.downstream`` fails while nothing accepts its TCP connection (a transient failure); Connect's
+JsonConverter fails on a record that is not JSON (a user failure)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,15 @@ import json
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from harness.http_proxy import Refusal
-from harness.java_process import SOURCE_CONNECTOR, wait_until
+from harness.java_process import SINK_CONNECTOR, SOURCE_CONNECTOR, wait_until
 from harness.real_connect import ConnectCluster, all_in
 from harness.real_kafka import KafkaCluster
 from harness.restart_pod import RestartPod
@@ -80,6 +84,43 @@ class EventReader:
                 sock.shutdown(socket.SHUT_RDWR)
         self._connection.close()
         self._thread.join(10)
+
+
+class Downstream:
+    """A system a scripted sink writes to: a TCP listener on 127.0.0.1 that accepts and closes each connection while
+    open, and refuses them (nothing listens) while away."""
+
+    def __init__(self) -> None:
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = probe.getsockname()[1]
+        probe.close()
+        self._server: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+
+    def open(self) -> None:
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", self.port))
+        server.listen(16)
+        self._server = server
+        self._thread = threading.Thread(target=self._accept, args=(server,), daemon=True)
+        self._thread.start()
+
+    def _accept(self, server: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = server.accept()
+                connection.close()
+
+    def close(self) -> None:
+        if self._server is not None:
+            with contextlib.suppress(OSError):
+                self._server.shutdown(socket.SHUT_RDWR)
+            self._server.close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(5)
 
 
 def source(**settings: str) -> dict[str, str]:
@@ -188,8 +229,63 @@ def test_a_configuration_error_is_never_restarted(pod: RestartPod) -> None:
     entry = fleet_entry(sidecar, "config-error")
     assert entry is not None
     assert entry["tasks"][0]["restarts"]["state"] == "excluded"
+    assert entry["tasks"][0]["restarts"]["skipped"] == "failure_class"
+    assert entry["tasks"][0]["failure"]["family"] == "configuration"
     assert entry["health"] == "UNHEALTHY"
     connect.call("DELETE", "/connectors/config-error")
+
+
+def test_a_user_failure_is_never_restarted_and_a_transient_one_is_restarted_until_it_runs(
+        pod: RestartPod, kafka: KafkaCluster) -> None:
+    connect = pod.connect
+    plain, empty = f"plain-{uuid.uuid4().hex[:6]}", f"empty-{uuid.uuid4().hex[:6]}"
+    for topic in (plain, empty):
+        kafka.create_topic(topic, 1, 1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 0})
+    producer.produce(plain, b"hello, not JSON")
+    assert producer.flush(15) == 0
+    downstream = Downstream()  # away: nothing listens on its port yet
+    readers = [EventReader(sidecar) for sidecar in pod.sidecars]
+    try:
+        connect.call("PUT", "/connectors/unreadable/config", {
+            "connector.class": SINK_CONNECTOR, "tasks.max": "1", "topics": plain,
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "true"})
+        connect.call("PUT", "/connectors/away/config", {
+            "connector.class": SINK_CONNECTOR, "tasks.max": "1", "topics": empty,
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "scripted.downstream": f"127.0.0.1:{downstream.port}"})
+        wait_for(lambda: task_status(connect, "unreadable").get("state") == "FAILED", "unreadable FAILED")
+        # The transient one is restarted (and fails again while its downstream is away), then runs once it is back.
+        wait_for(lambda: len(pod.restarts("away")) >= 1, "a restart of the transient failure")
+        downstream.open()
+        connect.wait_for_status("away", all_in("RUNNING", 1), "back to RUNNING once the downstream is", timeout=60.0)
+        wait_for(lambda: any(e["result"] == "restarted" for e in pod.history("away")), "its restart in the history")
+        assert {e["reason"] for e in pod.history("away")} == {
+            f"org.apache.kafka.connect.errors.ConnectException: cannot write to the downstream system at "
+            f"127.0.0.1:{downstream.port}"}
+        # The user one never, whatever the time.
+        assert pod.restarts("unreadable") == []
+        worker = task_status(connect, "unreadable")["worker_id"]
+        sidecar, _ = pod.of(worker)
+        entry = fleet_entry(sidecar, "unreadable")
+        assert entry is not None
+        task = entry["tasks"][0]
+        assert (task["failure"]["class"], task["failure"]["family"]) == ("user", "data")
+        assert task["failure"]["cause"].startswith("JsonParseException: Unrecognized token 'hello'")
+        assert (task["restarts"]["state"], task["restarts"]["skipped"]) == ("excluded", "failure_class")
+        assert task_status(connect, "unreadable")["state"] == "FAILED"
+        index = pod.sidecars.index(sidecar)
+        wait_for(lambda: any(e["connector"] == "unreadable" for e in readers[index].of("restart")),
+                 "the skip in GET /events")
+        (said,) = [e for e in readers[index].of("restart") if e["connector"] == "unreadable"]
+        assert (said["result"], said["skipped"], said["failure"]["class"]) == ("skipped", "failure_class", "user")
+        assert pod.restarts("unreadable") == []
+    finally:
+        for reader in readers:
+            reader.close()
+        downstream.close()
+        for name in ("unreadable", "away"):
+            connect.request("DELETE", f"/connectors/{name}")
 
 
 def test_a_worker_whose_rest_api_refuses_is_asked_again_after_a_backoff(pod: RestartPod) -> None:

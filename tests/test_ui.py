@@ -183,6 +183,34 @@ def test_a_failed_task_shows_its_worker_and_its_traces_first_line_and_the_whole_
     assert page.inner_text("#trace-title") == "orders-sink, task 1"
 
 
+def test_a_failed_task_says_its_failure_class_and_what_it_needs_read_at_the_start_and_as_it_happens(
+        sidecar: Sidecar, browser: Browser) -> None:
+    refused = ("org.apache.kafka.connect.errors.ConnectException: cannot write\n\tat a.b(C.java:1)\n"
+               "Caused by: java.net.ConnectException: Connection refused\n\tat d.e(F.java:2)\n")
+    password = ("org.apache.kafka.connect.errors.ConnectException: java.sql.SQLException: login\n\tat a.b(C.java:1)\n"
+                "Caused by: java.sql.SQLException: FATAL: password authentication failed for user \"connect\"\n")
+    sidecar.write(connector_key("jdbc"), State.RUNNING)
+    sidecar.write(task_key(TaskId("jdbc", 0)), State.FAILED, trace=password)
+    sidecar.write(task_key(TaskId("jdbc", 1)), State.RUNNING)
+    sidecar.flush()
+    sidecar.start()
+    page = sidecar.open(browser)
+    page.click(row(page, "jdbc"), timeout=WAIT_MS)
+    page.wait_for_selector(row(page, "jdbc", 0), timeout=WAIT_MS)
+    # Read from GET /fleet: the state says FAILED (its class beside it, not in its text), the trace's line says why.
+    assert state_of(page, "jdbc", 0) == "FAILED"
+    assert page.get_attribute(row(page, "jdbc", 0) + " .state", "data-failure") == "user"
+    failure = page.inner_text('.row.trace[data-connector="jdbc"][data-task="0"] .failure')
+    assert failure.startswith("user failure (credentials): Fix the credentials")
+    # From GET /events as it happens: task 1 fails on a refused connection, a transient failure.
+    sidecar.write(task_key(TaskId("jdbc", 1)), State.FAILED, trace=refused)
+    sidecar.flush()
+    wait_for(page, lambda: page.get_attribute(row(page, "jdbc", 1) + " .state", "data-failure") == "transient",
+             "task 1's failure class from its event")
+    title = page.get_attribute(row(page, "jdbc", 1) + " .state", "title") or ""
+    assert title.startswith("transient failure (network): ConnectException: Connection refused")
+
+
 def test_the_whole_trace_opens_for_names_no_path_can_address(sidecar: Sidecar, browser: Browser) -> None:
     """A connector named ``..`` (the browser resolves it out of a path) or with a ``/`` (refused encoded)."""
     for name in ("..", "orders/eu"):

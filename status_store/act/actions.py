@@ -13,16 +13,17 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..config import StoreConfig
+from ..config import FleetMetrics, StoreConfig
 from ..connect.cache import FleetView
 from ..connect.codec import StatusValue
+from ..connect.failures import FailureClass, classify
 from ..connect.model import ConnectorKey, State, TaskKey
 from ..fleet.events import StatusEvents
 from ..fleet.series import DeferredFamilies, LabelValues, deferred_fleet
 from ..retry.backoff import Random
 from ..retry.updates import UpdateKind
 from ..store import StatusStore
-from .events import Restart, RestartEvent, WorkerEvent
+from .events import Restart, RestartEvent, Skipped, WorkerEvent
 from .group import GroupWatch
 from .health import Health, health
 from .marks import FleetMarks
@@ -66,8 +67,9 @@ class Actions:
 
     # ----------------------------------------------------------------------------- what happened
 
-    def _restarted(self, restart: Restart) -> None:
-        if self._history is not None:
+    def _restarted(self, restart: Restart | Skipped) -> None:
+        # A failure not restarted sent no request: the history topic holds requests only.
+        if self._history is not None and isinstance(restart, Restart):
             self._history.append(restart.key, restart.history_event(self.config.name))
         if self._events is not None:
             self._events.publish(RestartEvent(restart, self._events.position))
@@ -111,7 +113,8 @@ class Actions:
             return None
         return {"count": plan.attempts(target, self._clock()), "last": state.last_restart,
                 "result": state.last_result.value if state.last_result is not None else None,
-                "state": state.phase.value, "next": state.due, "reason": state.reason}
+                "state": state.phase.value, "next": state.due, "reason": state.reason,
+                "skipped": state.skipped.value if state.skipped is not None else None}
 
     @property
     def version(self) -> int:
@@ -150,10 +153,19 @@ class ActionsCollector(Collector):
         # them (``deferred_fleet``), at once otherwise.
         view, marks = actions.view(), actions.marks(restarts=False)
         read_failures = actions.group.read_failures if actions.group is not None else None
-        if deferred_fleet.get():
-            yield DeferredFamilies(lambda: list(self._fleet(view, marks, read_failures)))
-        else:
+        config = actions.config
+        per_object = config.fleet_metrics is FleetMetrics.OBJECTS
+        limit = config.fleet_metrics_max_objects if per_object else 0
+
+        def families() -> Iterator[Metric]:
             yield from self._fleet(view, marks, read_failures)
+            if config.fleet_metrics is not FleetMetrics.OFF:
+                yield from _failures(view, limit)
+
+        if deferred_fleet.get():
+            yield DeferredFamilies(lambda: list(families()))
+        else:
+            yield from families()
         if actions.restarter is not None:
             yield from self._restarts(actions.restarter)
 
@@ -205,7 +217,9 @@ class ActionsCollector(Collector):
             sent.add_metric([result.value], restarter.requests[result])
         yield sent
         skipped = CounterMetricFamily("status_restarts_skipped", "FAILED statuses not restarted, by reason "
-                                      "(excluded_trace, excluded_connector, max_restarts).", labels=["reason"])
+                                      "(failure_class: a class sidecar.restart.classes does not restart, a user "
+                                      "failure by default; excluded_trace, excluded_connector, max_restarts).",
+                                      labels=["reason"])
         for reason in Skip:
             skipped.add_metric([reason.value], restarter.skipped[reason])
         yield skipped
@@ -214,3 +228,38 @@ class ActionsCollector(Collector):
                                 value=phases[Phase.WAITING])
         yield GaugeMetricFamily("status_restarts_given_up", "Connectors and tasks left FAILED after "
                                 "sidecar.restart.max.restarts restarts.", value=phases[Phase.GAVE_UP])
+
+
+def _failures(view: FleetView, limit: int) -> Iterator[Metric]:
+    """The FAILED connectors and tasks by kind and failure class, and (``limit`` of them at most) each with its class,
+    family and cause as labels: the alerts say why."""
+    failed = [item for item in view.fleet() if item.value.state is State.FAILED]
+    by_class: Counter[tuple[str, FailureClass]] = Counter()
+    connector_failure = GaugeMetricFamily("status_connector_failure", "A FAILED connector's failure (value 1): its "
+                                          "class (transient, user, unknown), family and cause, from its trace "
+                                          "(docs/operations.md, 'Failure classes').",
+                                          labels=["connector", "class", "family", "cause"])
+    task_failure = GaugeMetricFamily("status_task_failure", "A FAILED task's failure (value 1): its class "
+                                     "(transient, user, unknown), family and cause, from its trace.",
+                                     labels=["connector", "task", "class", "family", "cause"])
+    label = LabelValues()
+    for index, item in enumerate(failed):
+        failure = classify(item.value.trace)
+        by_class["connector" if item.task is None else "task", failure.failure_class] += 1
+        if index >= limit:
+            continue
+        described = [failure.failure_class.value, failure.family.value if failure.family is not None else "",
+                     label(failure.cause or "")]
+        if item.task is None:
+            connector_failure.add_metric([label(item.connector), *described], 1)
+        else:
+            task_failure.add_metric([label(item.connector), str(item.task), *described], 1)
+    counts = GaugeMetricFamily("status_failed", "FAILED connectors and tasks by kind and failure class.",
+                               labels=["kind", "class"])
+    for kind in ("connector", "task"):
+        for failure_class in FailureClass:
+            counts.add_metric([kind, failure_class.value], by_class[kind, failure_class])
+    yield counts
+    if limit:
+        yield connector_failure
+        yield task_failure

@@ -17,6 +17,8 @@ from typing import Any
 
 from ..connect.cache import FleetObject, FleetView
 from ..connect.codec import StatusValue
+from ..connect.failures import failure_json
+from ..connect.model import State
 from ..fleet.text import shown
 from .health import Health, health
 from .workers import Liveness
@@ -49,13 +51,15 @@ class FleetMarks:
                 yield name, self.health(own, [value for _, value in tasks])
 
     def fields(self, item: FleetObject) -> str:
-        """A status's ``worker_gone_since`` and ``restarts`` fields in ``GET /fleet``, as JSON text."""
+        """A status's ``worker_gone_since``, ``restarts`` and ``failure`` fields in ``GET /fleet``, as JSON text."""
         since = self.liveness.gone_since(item.value.worker_id) if self.liveness is not None else None
         restarts = self.restarts.get((item.connector, item.task))
-        if since is None and restarts is None:
+        failure = failure_json(item.value.trace) if item.value.state is State.FAILED else "null"
+        if since is None and restarts is None and failure == "null":
             return NO_FIELDS
         return (f'"worker_gone_since":{"null" if since is None else repr(since)},'
-                f'"restarts":{"null" if restarts is None else json.dumps(restarts, allow_nan=False)}')
+                f'"restarts":{"null" if restarts is None else json.dumps(restarts, allow_nan=False)},'
+                f'"failure":{failure}')
 
     def workers(self, named: Iterable[str]) -> list[dict[str, Any]] | None:
         """The workers of the group and those the statuses name (``named``), as ``GET /fleet`` lists them (names as
@@ -67,5 +71,5 @@ class FleetMarks:
 
 
 # What GET /fleet says of a status without anything to add.
-NO_FIELDS = '"worker_gone_since":null,"restarts":null'
+NO_FIELDS = '"worker_gone_since":null,"restarts":null,"failure":null'
 NO_MARKS = FleetMarks()

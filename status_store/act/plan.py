@@ -18,8 +18,10 @@ connector or task (``Target``):
   the failure was read, or after restart n-1 was accepted: a task that fails on every start is restarted at those
   spacings until ``max_restarts``, then left FAILED ("gave up"). A RUNNING read cancels what is planned, and a
   target that has run for ``stable_s`` has its count reset at its next failure.
-- **Exclusions**: a connector whose name matches ``exclude_connectors`` (whole name), or a failure whose trace holds
-  a match of ``exclude_trace``, is never restarted.
+- **Exclusions**: a failure whose class (``failures.classify``: ``transient``, ``user``, ``unknown``) is not one of
+  ``classes`` (by default a ``user`` failure: a restart fails the same way), a connector whose name matches
+  ``exclude_connectors`` (whole name), or a failure whose trace holds a match of ``exclude_trace``, is never
+  restarted.
 - **Storms**: the jitter spreads restarts of failures read together; the rate cap (``RateCap``) spaces every request
   at least ``1 / max_per_second`` apart, whatever is due.
 - **A worker's REST API down or refusing**: a request without a 2xx (409 during a rebalance, no answer, 5xx, 4xx) is
@@ -34,6 +36,7 @@ import heapq
 import re
 from dataclasses import dataclass, field
 
+from ..connect.failures import Failure, FailureClass, classify
 from ..retry.backoff import Backoff
 
 # Requests to one worker in flight at most (one while it is backing off): a REST API that hangs holds a few, never the
@@ -77,6 +80,7 @@ class Result(enum.StrEnum):
 class Skip(enum.StrEnum):
     """Why a failure is not restarted."""
 
+    FAILURE_CLASS = "failure_class"
     EXCLUDED_TRACE = "excluded_trace"
     EXCLUDED_CONNECTOR = "excluded_connector"
     MAX_RESTARTS = "max_restarts"
@@ -94,6 +98,9 @@ class TargetState:
     last_restart: float | None = None
     last_result: Result | None = None
     failed_at: float | None = None
+    # Why the last failure read failed, and why it is not restarted (None: it is, or nothing was read).
+    failure: Failure | None = None
+    skipped: Skip | None = None
     running_since: float | None = None
     # While a request is in flight: the last state read meanwhile ("RUNNING" or "FAILED").
     seen_meanwhile: str | None = None
@@ -137,15 +144,19 @@ class RateCap:
 
 @dataclass(frozen=True, slots=True)
 class Exclusions:
-    """What is never restarted: connectors by name, failures by trace."""
+    """What is never restarted: failures by class (``classes``: those restarted; None: every class), connectors by
+    name, failures by trace."""
 
     trace: re.Pattern[str] | None = None
     connectors: re.Pattern[str] | None = None
+    classes: frozenset[FailureClass] | None = None
 
-    def reason(self, target: Target, trace: str | None) -> Skip | None:
+    def reason(self, target: Target, trace: str | None, failure: Failure) -> Skip | None:
         """Why this failure is excluded, or None."""
         if self.connectors is not None and self.connectors.fullmatch(target.connector):
             return Skip.EXCLUDED_CONNECTOR
+        if self.classes is not None and failure.failure_class not in self.classes:
+            return Skip.FAILURE_CLASS
         if self.trace is not None and trace is not None and self.trace.search(trace):
             return Skip.EXCLUDED_TRACE
         return None
@@ -178,22 +189,26 @@ class RestartPlan:
         if state is None or state.worker != worker:
             state = self.targets[target] = TargetState(worker)
         state.reason = first_line(trace)
+        state.failure = classify(trace)
         if state.phase is Phase.SENDING:
             state.seen_meanwhile = "FAILED"
             return None
-        if state.phase in (Phase.WAITING, Phase.GAVE_UP, Phase.EXCLUDED):
+        if state.phase in (Phase.WAITING, Phase.GAVE_UP):
             return None
+        if state.phase is Phase.EXCLUDED and self.exclusions.reason(target, trace, state.failure) is not None:
+            return None  # told when it was first read; a failure of another class since is planned below
         if state.running_since is not None and now - state.running_since >= self.stable_s:
             state.attempts = 0
         state.running_since = None
         state.failed_at = now
-        excluded = self.exclusions.reason(target, trace)
+        excluded = self.exclusions.reason(target, trace, state.failure)
         if excluded is not None:
-            state.phase = Phase.EXCLUDED
+            state.phase, state.skipped = Phase.EXCLUDED, excluded
             return excluded
         if state.phase is Phase.LAST or state.attempts >= self.max_restarts:
-            state.phase = Phase.GAVE_UP
+            state.phase, state.skipped = Phase.GAVE_UP, Skip.MAX_RESTARTS
             return Skip.MAX_RESTARTS
+        state.skipped = None
         return self._plan(target, state, now + self.backoff.delay(state.attempts))
 
     def running(self, target: Target, now: float) -> None:
@@ -207,7 +222,7 @@ class RestartPlan:
         if state.phase is Phase.SENDING:
             state.seen_meanwhile = "RUNNING"
         elif state.phase is not Phase.IDLE:
-            state.phase, state.due = Phase.IDLE, None
+            state.phase, state.due, state.skipped = Phase.IDLE, None, None
 
     def not_running(self, target: Target) -> None:
         """The target was read in another state (UNASSIGNED, RESTARTING, PAUSED...): not running, nothing changes
@@ -311,6 +326,7 @@ class RestartPlan:
                 state.phase = Phase.IDLE
             elif state.attempts >= self.max_restarts:
                 state.phase = Phase.GAVE_UP if seen == "FAILED" else Phase.LAST
+                state.skipped = Skip.MAX_RESTARTS if seen == "FAILED" else None
             else:
                 # The next restart, should it still fail then (a RUNNING read cancels it).
                 self._plan(due.target, state, now + self.backoff.delay(state.attempts))

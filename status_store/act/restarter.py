@@ -24,10 +24,11 @@ import httpx
 from ..config.act import RestartConfig
 from ..connect.cache import StatusCache, StatusRecord
 from ..connect.codec import StatusValue
+from ..connect.failures import FailureClass
 from ..connect.model import ConnectorKey, Key, State, TaskKey
 from ..logs import RateLimit
 from ..retry.backoff import AdditiveJitter, Random
-from .events import Restart
+from .events import Restart, Skipped
 from .plan import Due, Exclusions, RateCap, RestartPlan, Result, Skip, Target
 
 log = logging.getLogger(__name__)
@@ -36,8 +37,8 @@ log = logging.getLogger(__name__)
 WORKER_BACKOFF_INITIAL_MS = 1000
 WORKER_BACKOFF_MAX_MS = 60000
 FAILURE_LOG_INTERVAL_S = 30.0
-# Told of each request and how it went (history, events).
-Restarted = Callable[[Restart], None]
+# Told of each request and how it went (history, events), and of each failure not restarted and why (events).
+Restarted = Callable[[Restart | Skipped], None]
 
 
 class AutoRestart:
@@ -53,7 +54,8 @@ class AutoRestart:
                                 AdditiveJitter(WORKER_BACKOFF_INITIAL_MS, WORKER_BACKOFF_MAX_MS, 2.0,
                                                config.jitter_factor, rng),
                                 config.max_restarts, config.stable_ms / 1000,
-                                Exclusions(config.exclude_trace, config.exclude_connectors),
+                                Exclusions(config.exclude_trace, config.exclude_connectors,
+                                           frozenset(FailureClass(name) for name in config.classes)),
                                 RateCap(config.max_per_second))
         self._cache = cache
         self._restarted = restarted
@@ -118,11 +120,19 @@ class AutoRestart:
         planned = self.plan.failed(target, value.worker_id, value.trace, now)
         if isinstance(planned, Skip):
             self.skipped[planned] += 1
-            log.warning("Not restarting %s %s: %s", _what(target), target, {
+            failure = self.plan.targets[target].failure
+            assert failure is not None
+            why = {
+                Skip.FAILURE_CLASS: f"its failure is of class {failure.failure_class.value}"
+                                    + (f" ({failure.family.value})" if failure.family is not None else "")
+                                    + f", which sidecar.restart.classes does not restart: {failure.cause}. "
+                                      f"{failure.action}",
                 Skip.EXCLUDED_TRACE: "its trace matches sidecar.restart.exclude.trace.pattern",
                 Skip.EXCLUDED_CONNECTOR: "its connector matches sidecar.restart.exclude.connector.pattern",
                 Skip.MAX_RESTARTS: f"restarted {self.plan.attempts(target, now)} times already "
-                                   f"(sidecar.restart.max.restarts); it is left FAILED"}[planned])
+                                   f"(sidecar.restart.max.restarts); it is left FAILED"}[planned]
+            log.warning("Not restarting %s %s on %s: %s", _what(target), target, value.worker_id, why)
+            self._restarted(Skipped(target, value.worker_id, planned, failure, now))
         elif planned is not None:
             log.info("%s %s FAILED on %s: restart planned in %.1f s", _what(target).capitalize(), target,
                      value.worker_id, max(0.0, planned - now))

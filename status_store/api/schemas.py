@@ -128,6 +128,22 @@ class WriteResponse(BaseModel):
     results: list[WriteResult]
 
 
+class Failure(BaseModel):
+    """Why a connector or task FAILED, from its trace (docs/operations.md, "Failure classes"): a field of status-store's
+    own, outside Connect's shapes."""
+
+    class_: str = Field(alias="class", description="transient (the network, a timeout, 'not now': a restart helps), "
+                                                   "user (configuration, credentials, permissions, something "
+                                                   "missing, data or schemas: a restart fails the same way) or "
+                                                   "unknown.")
+    family: str | None = Field(description="What kind of cause: network, timeout, unavailable, configuration, "
+                                           "credentials, permission, missing, data, schema, plugin; null when "
+                                           "unknown.")
+    cause: str | None = Field(description="The innermost exception of the trace with its message, in one line of "
+                                          "200 characters at most.")
+    action: str = Field(description="What the failure needs of the operator.")
+
+
 class ConnectorState(BaseModel):
     """A connector's state in Connect 4.x's status shape: ``worker_id`` null for a status its writer left without
     one; ``version`` (KIP-891) null when the status has none, left out when it is ``undefined``; ``trace`` only
@@ -137,6 +153,8 @@ class ConnectorState(BaseModel):
     worker_id: str | None
     version: str | None = None
     trace: str | None = None
+    failure: Failure | None = Field(None, description="Only with ?expand=failure (status-store's own): why it "
+                                                      "FAILED, null when it is not FAILED.")
 
 
 class TaskState(BaseModel):
@@ -147,6 +165,8 @@ class TaskState(BaseModel):
     worker_id: str | None
     version: str | None = None
     trace: str | None = None
+    failure: Failure | None = Field(None, description="Only with ?expand=failure (status-store's own): why it "
+                                                      "FAILED, null when it is not FAILED.")
 
 
 class ConnectorStateInfo(BaseModel):
@@ -239,6 +259,7 @@ class FleetTask(BaseModel):
                                                               "group (group.id), in seconds since the epoch; null "
                                                               "while it is a member or the group is not read.")
     restarts: FleetRestarts | None = Field(None, description="Auto-restart of it (null: never planned, or off).")
+    failure: Failure | None = Field(None, description="Why it FAILED, from its trace (null unless FAILED).")
 
 
 class FleetRestarts(BaseModel):
@@ -252,6 +273,9 @@ class FleetRestarts(BaseModel):
                                    "sent), gave-up (sidecar.restart.max.restarts reached) or excluded.")
     next: float | None = Field(description="When the planned restart is due, in seconds since the epoch.")
     reason: str | None = Field(description="The first line of the trace of the last failure.")
+    skipped: str | None = Field(None, description="Why the last failure is not restarted: failure_class (of a class "
+                                                  "sidecar.restart.classes does not restart), excluded_trace, "
+                                                  "excluded_connector or max_restarts; null when it is.")
 
 
 class FleetWorker(BaseModel):
@@ -278,6 +302,7 @@ class FleetConnector(BaseModel):
                                                  "(docs/operations.md); null without a status of its own.")
     worker_gone_since: float | None = None
     restarts: FleetRestarts | None = None
+    failure: Failure | None = None
     tasks: list[FleetTask]
 
 

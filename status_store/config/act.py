@@ -13,7 +13,8 @@ from ..errors import ConfigError
 from ..retry.backoff import Backoff, JitterMode, Random, backoff_policy
 from ..settings import INT32_MAX, INT64_MAX, boolean, integer, number, setting, text
 
-CONFIG_ERROR_TRACES = r"org\.apache\.kafka\.common\.config\.ConfigException"
+# The failure classes (status_store/act/failures.py: the configuration may not import the act wing).
+FAILURE_CLASSES = ("transient", "user", "unknown")
 
 
 def pattern(key: str, raw: str) -> re.Pattern[str]:
@@ -23,6 +24,16 @@ def pattern(key: str, raw: str) -> re.Pattern[str]:
         return re.compile(value)
     except re.error as e:
         raise ConfigError(key, raw, f"not a regular expression: {e}") from None
+
+
+def failure_classes(key: str, raw: str) -> tuple[str, ...]:
+    """A comma-separated list of failure classes (in ``FAILURE_CLASSES``' order, each once)."""
+    names = {name.strip() for name in raw.split(",") if name.strip()}
+    unknown = sorted(names - set(FAILURE_CLASSES))
+    if unknown:
+        raise ConfigError(key, raw, f"{', '.join(map(repr, unknown))}: not a failure class "
+                                    f"({', '.join(FAILURE_CLASSES)})")
+    return tuple(name for name in FAILURE_CLASSES if name in names)
 
 
 def worker_urls(key: str, raw: str) -> Mapping[str, str]:
@@ -89,10 +100,17 @@ class RestartConfig:
         "sidecar.restart.stable.ms", 300000, integer(0, INT64_MAX),
         "A connector or task that has been RUNNING this long has its count of restarts reset: its next failure "
         "starts the backoff anew.")
+    classes: tuple[str, ...] = setting(
+        "sidecar.restart.classes", ("transient", "unknown"), failure_classes,
+        "The failure classes restarted (docs/operations.md, 'Failure classes'), comma-separated: transient (the "
+        "network, a timeout, a system that says 'not now'), unknown (nothing in the trace says), user "
+        "(configuration, credentials, permissions, something missing, data or a schema that does not match: a "
+        "restart fails the same way). A failure of another class is left FAILED, logged once with what it needs "
+        "of the operator. Add user to restart those too.")
     exclude_trace: re.Pattern[str] | None = setting(
-        "sidecar.restart.exclude.trace.pattern", re.compile(CONFIG_ERROR_TRACES), pattern,
-        "A FAILED status whose trace holds a match of this regular expression is never restarted (a restart cannot "
-        "fix a configuration error). Alternatives with |.")
+        "sidecar.restart.exclude.trace.pattern", None, pattern,
+        "A FAILED status whose trace holds a match of this regular expression is never restarted, whatever its "
+        "failure class. Alternatives with |. Unset: none.", example=r"MyConnectorFatalException")
     exclude_connectors: re.Pattern[str] | None = setting(
         "sidecar.restart.exclude.connector.pattern", None, pattern,
         "Connectors whose whole name matches this regular expression are never restarted, nor their tasks. Unset: "

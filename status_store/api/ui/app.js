@@ -64,10 +64,11 @@
       found.type = c.type;
       found.configured = c.configured;
       found.status = c.state === null ? null
-        : { state: c.state, worker_id: c.worker_id, since: c.since, trace: c.trace, restarts: c.restarts || null };
+        : { state: c.state, worker_id: c.worker_id, since: c.since, trace: c.trace, restarts: c.restarts || null,
+            failure: c.failure || null };
       for (const t of c.tasks) {
         found.tasks.set(t.id, { state: t.state, worker_id: t.worker_id, since: t.since, trace: t.trace,
-                                restarts: t.restarts || null });
+                                restarts: t.restarts || null, failure: t.failure || null });
       }
     }
     workers.clear();
@@ -87,6 +88,7 @@
       since: changed ? event.timestamp : previous.since,
       trace: event.trace,
       restarts: previous ? previous.restarts : null,
+      failure: event.failure || null,
     };
   }
 
@@ -98,9 +100,15 @@
       return;
     }
     const previous = status.restarts || { count: 0, last: null, result: null, state: "idle", next: null };
-    status.restarts = event.result === "restarted"
-      ? { ...previous, count: event.attempt, last: event.timestamp, result: event.result, state: "idle" }
-      : { ...previous, result: event.result };
+    if (event.result === "skipped") {
+      // Not restarted (a user failure, an exclusion, the maximum): no request was sent.
+      status.restarts = { ...previous, state: event.skipped === "max_restarts" ? "gave-up" : "excluded",
+                          skipped: event.skipped };
+    } else {
+      status.restarts = event.result === "restarted"
+        ? { ...previous, count: event.attempt, last: event.timestamp, result: event.result, state: "idle" }
+        : { ...previous, result: event.result };
+    }
     found.changedAt = performance.now();
     dirty = true;
   }
@@ -389,6 +397,7 @@
       cell(row, 1, "type").textContent = c.type;
       const state = cell(row, 2, `state state-${s ? s.state : "none"}`);
       state.textContent = s ? s.state : "no status";
+      failureMark(state, s);
       const word = c.health === undefined ? healthOf(c) : c.health;
       cell(row, 3, `health health-${word || "none"}`).textContent = word || "";
       const since = cell(row, 4, "since");
@@ -414,6 +423,7 @@
       cell(row, 1, "type").textContent = "";
       const state = cell(row, 2, `state state-${t.state}`);
       state.textContent = t.state;
+      failureMark(state, t);
       cell(row, 3, "health").textContent = "";
       const since = cell(row, 4, "since");
       since.textContent = ago(t.since);
@@ -433,7 +443,11 @@
       button.textContent = "whole trace";
       button.dataset.trace = line.task === null ? "connector" : String(line.task);
       more.append(button);
-      for (let i = 2; i < 7; i++) { cell(row, i, "").textContent = ""; }
+      // Why it failed, in a sentence: its class, then what it needs of the operator.
+      const f = s && s.state === "FAILED" ? s.failure : null;
+      cell(row, 2, "failure").textContent = f ? `${failureText(f)}: ${f.action}` : "";
+      row.classList.toggle("with-failure", f !== null);
+      for (let i = 3; i < 7; i++) { cell(row, i, "").textContent = ""; }
     }
   }
 
@@ -445,11 +459,24 @@
     span.classList.toggle("gone", isGone);
   }
 
+  // A FAILED status's failure class (docs/operations.md "Failure classes"), marked on its state and said in its title.
+  function failureMark(span, s) {
+    const f = s && s.state === "FAILED" ? s.failure : null;
+    span.dataset.failure = f ? f["class"] : "";
+    span.title = f ? `${failureText(f)}: ${f.cause || ""}\n${f.action}` : "";
+  }
+
+  function failureText(f) {
+    return `${f["class"]} failure${f.family ? ` (${f.family})` : ""}`;
+  }
+
   // A task's auto-restarts in a few words.
   function restartsText(r) {
     if (!r) { return ""; }
     const last = r.last ? `, last ${ago(r.last)}` : "";
-    if (r.state === "excluded") { return "not restarted (excluded)"; }
+    if (r.state === "excluded") {
+      return r.skipped === "failure_class" ? "not restarted (a restart cannot fix it)" : "not restarted (excluded)";
+    }
     if (r.state === "gave-up") { return `gave up after ${r.count} restart${r.count === 1 ? "" : "s"}${last}`; }
     if (r.state === "waiting" && r.next) {
       const wait = Math.max(0, Math.round(r.next - Date.now() / 1000));
