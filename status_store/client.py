@@ -35,6 +35,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import IO, Any, NamedTuple, TextIO
 
+from .connect.failures import FailureClass, classify
 from .logs import escape_text
 from .retry.backoff import JitterMode, Random, backoff_policy
 
@@ -136,8 +137,12 @@ def _row(what: str, status: object, kind: str) -> tuple[str, str, str, str]:
     # null for a status its writer left without a worker id, as Connect shows it.
     worker = field(status, "worker_id", (str, type(None)), kind)
     trace = field(status, "trace", (str, type(None)), kind)
-    return (what, escape_text(state), escape_text(worker) if worker is not None else "-",
-            escape_text(trace.splitlines()[0]) if trace else "")
+    line = escape_text(trace.splitlines()[0]) if trace else ""
+    failure = classify(trace) if trace and state == "FAILED" else None
+    if failure is not None and failure.failure_class is not FailureClass.UNKNOWN:
+        # Whether a restart can help, before the trace's line (docs/operations.md "Failure classes").
+        line = f"[{failure.failure_class.value}" + (f", {failure.family.value}" if failure.family else "") + f"] {line}"
+    return (what, escape_text(state), escape_text(worker) if worker is not None else "-", line)
 
 
 def show_status(base_url: str, name: str | None, out: TextIO = sys.stdout) -> int:
@@ -338,6 +343,9 @@ def change_line(name: str, data: object) -> str:
             "topic": f"topic {_text(data.get('topic'))} of {connector}"}[kind]
     if name == "deleted":
         return f"{when}  {what}  deleted"
+    if name == "restart" and data.get("result") == "skipped":
+        return (f"{when}  {what}  not restarted by the sidecar ({_text(data.get('skipped'))}): "
+                f"{_text(data.get('reason'))}  worker {_text(data.get('worker_id'))}")
     if name == "restart":
         return (f"{when}  {what}  restart {_text(data.get('attempt'))} by the sidecar: {_text(data.get('result'))}  "
                 f"worker {_text(data.get('worker_id'))}")
@@ -346,8 +354,11 @@ def change_line(name: str, data: object) -> str:
     state = escape_text(field(data, "state", str, "the event"))
     worker = data.get("worker_id")
     trace = data.get("trace")
+    failure = data.get("failure")
+    why = (f"  ({_text(failure.get('class'))} failure)" if isinstance(failure, dict) and failure.get("class")
+           in ("transient", "user") else "")
     return (f"{when}  {what}  {state}  worker {_text(worker) if worker is not None else '-'}  "
-            f"generation {_text(data.get('generation'))}" + (f"  {_text(trace)}" if trace else ""))
+            f"generation {_text(data.get('generation'))}" + (f"  {_text(trace)}" if trace else "") + why)
 
 
 def _text(value: object) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from status_store.act.plan import Exclusions, Phase, RateCap, RestartPlan, Skip, Target
+from status_store.client import change_line, rows
 from status_store.connect.failures import (
     ACTIONS,
     NO_TRACE,
@@ -123,3 +124,23 @@ def test_a_long_cause_is_cut_to_one_line_of_200_characters() -> None:
     assert failure.cause.endswith("…")
     assert failure.failure_class is FailureClass.TRANSIENT
 
+
+def test_status_and_watch_say_whether_a_restart_can_help() -> None:
+    password = trace_of(next(e for e in CORPUS if e["trace"] == "jdbc-postgres-password.trace"))
+    info = {"name": "c", "type": "sink", "connector": {"state": "RUNNING", "worker_id": "w:8083"},
+            "tasks": [{"id": 0, "state": "FAILED", "worker_id": "w:8083", "trace": password},
+                      {"id": 1, "state": "FAILED", "worker_id": "w:8083", "trace": "boom\nat x"}]}
+    (_, task0, task1) = rows(info)
+    assert task0[3] == ("[user, credentials] org.apache.kafka.connect.errors.ConnectException: java.sql.SQLException: "
+                        "Exception chain:")
+    assert task1[3] == "boom"  # unknown: the trace's line alone
+    skipped = {"kind": "task", "connector": "c", "task": 0, "worker_id": "w:8083", "attempt": None,
+               "reason": "SQLException: password authentication failed", "result": "skipped",
+               "skipped": "failure_class", "timestamp": 0}
+    assert change_line("restart", skipped) == ("1970-01-01T00:00:00Z  task c/0  not restarted by the sidecar "
+                                               "(failure_class): SQLException: password authentication failed  "
+                                               "worker w:8083")
+    failed = {"kind": "task", "connector": "c", "task": 0, "state": "FAILED", "worker_id": "w:8083", "generation": 1,
+              "trace": "java.net.ConnectException: Connection refused", "timestamp": 0,
+              "failure": {"class": "transient", "family": "network"}}
+    assert change_line("status", failed).endswith("Connection refused  (transient failure)")
