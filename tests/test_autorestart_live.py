@@ -288,6 +288,61 @@ def test_a_user_failure_is_never_restarted_and_a_transient_one_is_restarted_unti
             connect.request("DELETE", f"/connectors/{name}")
 
 
+def forge(kafka: KafkaCluster, topic: str, records: dict[str, bytes | None]) -> None:
+    """Status records written into the topic by someone else than a worker (a plain producer, Connect's bytes; None:
+    a tombstone)."""
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "partitioner": "murmur2_random",
+                         "log_level": 0})
+    for key, value in records.items():
+        producer.produce(topic, value, key.encode())
+    assert producer.flush(15) == 0
+
+
+def failed_value(worker: str, trace: str) -> bytes:
+    return json.dumps({"state": "FAILED", "trace": trace, "worker_id": worker, "generation": 1},
+                      separators=(",", ":")).encode()
+
+
+def test_forged_failures_are_checked_with_the_worker_and_never_delay_a_genuine_restart(
+        pod: RestartPod, kafka: KafkaCluster) -> None:
+    connect = pod.connect
+    connect.call("PUT", "/connectors/honest/config", source(**{"tasks.max": "4"}))
+    status = connect.wait_for_status("honest", all_in("RUNNING", 4), "running")
+    worker = status["tasks"][0]["worker_id"]
+    _, proxy = pod.of(worker)
+    mine = [t["id"] for t in status["tasks"] if t["worker_id"] == worker]
+    trace = "org.apache.kafka.connect.errors.ConnectException: forged"
+    # 100 FAILED statuses naming the worker, of connectors Connect has no configuration of, and one of a task the
+    # running connector does not have; then the worker's tasks fail for real, just after.
+    forged: dict[str, bytes | None] = {f"status-task-forged-{n}-0": failed_value(worker, trace) for n in range(100)}
+    forged["status-task-honest-9"] = failed_value(worker, trace)
+    forge(kafka, connect.status_topic, forged)
+    fail_at = time.time() + 1.0
+    connect.call("PUT", "/connectors/genuine/config", source(**{
+        "tasks.max": "4", "scripted.task": "fail-once", "scripted.fail.at.ms": str(int(fail_at * 1000))}))
+    try:
+        connect.wait_for_status("genuine", all_in("RUNNING", 4), "genuine running again after its restarts",
+                                timeout=60.0)
+        restarts = pod.restarts("genuine")
+        on_worker = [at for at, index, _ in restarts if connect.workers[index].worker_id == worker]
+        assert on_worker, restarts
+        # Each at its backoff after the failure (2 s, up to half more), not behind 101 refuted ones (5 s at 20/s).
+        assert max(on_worker) - fail_at <= INITIAL_S * (1 + JITTER) + 1.5, (fail_at, on_worker)
+        wait_for(lambda: sum(1 for _, line in list(proxy.seen) if line.startswith("GET /connectors/forged-")) >= 100,
+                 "each forged failure checked with the worker")
+        assert all(pod.restarts(f"forged-{n}") == [] for n in range(100))
+        assert [r for r in pod.restarts("honest") if r[2] == "9"] == []
+        assert {e["result"] for e in pod.history("honest")} <= {"restarted"}  # not-found is never in the history
+        # The limit, as Connect's REST API has it: the worker reads the same topic, so a forged FAILED of a task that
+        # exists, naming the worker that runs it, is what the worker says too (the check cannot refute it).
+        forge(kafka, connect.status_topic, {f"status-task-honest-{mine[0]}": failed_value(worker, trace)})
+        wait_for(lambda: task_status(connect, "honest", mine[0]).get("trace") == trace, "the worker says FAILED")
+    finally:
+        for name in ("genuine", "honest"):
+            connect.request("DELETE", f"/connectors/{name}")
+        forge(kafka, connect.status_topic, dict.fromkeys(forged))
+
+
 def test_a_worker_whose_rest_api_refuses_is_asked_again_after_a_backoff(pod: RestartPod) -> None:
     connect = pod.connect
     for proxy in pod.proxies:
@@ -297,8 +352,15 @@ def test_a_worker_whose_rest_api_refuses_is_asked_again_after_a_backoff(pod: Res
         # deleted, Connect may move and so restart a new task: a fail-once task then ran before any restart was
         # asked) leaves it FAILED still.
         connect.call("PUT", "/connectors/refused/config", source(**{"scripted.task": "fail-on-start"}))
-        wait_for(lambda: len(pod.restarts("refused")) >= 4, "four refused requests", timeout=60.0)
-        times = [at for at, _, _ in pod.restarts("refused")]
+
+        def asked() -> list[float]:
+            """When the worker was asked (its status first, before any restart: each answered 503 by the proxy)."""
+            return sorted(at for proxy in pod.proxies for at, line in list(proxy.seen)
+                          if line.startswith("GET /connectors/refused/status"))
+
+        wait_for(lambda: len(asked()) >= 4, "four refused requests", timeout=60.0)
+        assert pod.restarts("refused") == []  # nothing confirmed, nothing restarted
+        times = asked()
         gaps = [b - a for a, b in itertools.pairwise(times)]
         # The worker's backoff: 1 s, 2 s, 4 s (with up to half more), never a tight loop.
         for gap, backoff in zip(gaps, (1.0, 2.0, 4.0), strict=False):

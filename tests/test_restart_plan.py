@@ -147,9 +147,10 @@ def test_the_rate_cap_spaces_a_storm_and_the_jitter_spreads_it() -> None:
     sent: list[float] = []
     while (now := p.next_time()) is not None:
         for due in p.due(now):
-            sent.append(now)
-            p.sent(due, Result.RESTARTED, now)
-            p.running(due.target, now)
+            at = p.rate.reserve(now)  # the sender waits for its turn
+            sent.append(at)
+            p.sent(due, Result.RESTARTED, at)
+            p.running(due.target, at)
     assert len(sent) == 100
     # Spread over the jitter window (10 s to 15 s), never two within 1/20 s.
     assert sent[0] >= 10.0
@@ -160,11 +161,25 @@ def test_the_rate_cap_spaces_a_storm_and_the_jitter_spreads_it() -> None:
 
 def test_rate_cap_alone() -> None:
     cap = RateCap(4.0)
-    assert cap.take(0.0)
-    assert not cap.take(0.2)
-    assert cap.take(0.25)
-    assert cap.take(10.0)  # idle time is not saved up
-    assert not cap.take(10.1)
+    assert cap.reserve(0.0) == 0.0
+    assert cap.reserve(0.2) == 0.25  # its turn
+    assert cap.reserve(0.25) == 0.5
+    assert cap.reserve(10.0) == 10.0  # idle time is not saved up
+    assert cap.reserve(10.1) == 10.25
+
+
+def test_a_restart_the_worker_does_not_confirm_is_dropped_without_pausing_the_worker() -> None:
+    p = plan()
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    p.sent(due, Result.NOT_FAILED, 10.1)
+    assert p.targets[T0].phase is Phase.IDLE
+    assert p.targets[T0].attempts == 0  # nothing was restarted
+    assert p.workers[W].paused_until == 0.0
+    assert p.next_time() is None
+    # Others of the same worker go at once: a refuted failure never delays one that is confirmed.
+    p.failed(Target("c", 1), W, "boom", 10.0)
+    assert [d.target for d in p.due(20.0)] == [Target("c", 1)]
 
 
 def test_a_worker_that_does_not_answer_backs_off_and_the_restart_waits_for_it() -> None:

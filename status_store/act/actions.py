@@ -68,8 +68,10 @@ class Actions:
     # ----------------------------------------------------------------------------- what happened
 
     def _restarted(self, restart: Restart | Skipped) -> None:
-        # A failure not restarted sent no request: the history topic holds requests only.
-        if self._history is not None and isinstance(restart, Restart):
+        # A failure not restarted, or one the worker did not confirm, sent no restart: the history topic holds the
+        # restart requests only.
+        if (self._history is not None and isinstance(restart, Restart)
+                and restart.result is not Result.NOT_FAILED):
             self._history.append(restart.key, restart.history_event(self.config.name))
         if self._events is not None:
             self._events.publish(RestartEvent(restart, self._events.position))
@@ -186,8 +188,8 @@ class ActionsCollector(Collector):
         if marks.liveness is None:
             return
         up = GaugeMetricFamily("status_worker_up", "1 while the worker is a member of the Connect group (group.id), 0 "
-                               "once it is gone (statuses still name it); every worker in the group or named by a "
-                               "status.", labels=["worker"])
+                               "once it left (statuses still name it); every worker the group has had.",
+                               labels=["worker"])
         named: set[str] = set()
         held: Counter[tuple[str, State]] = Counter()
         for item in view.fleet():
@@ -196,10 +198,16 @@ class ActionsCollector(Collector):
                 named.add(worker_id)
                 if marks.gone(worker_id):
                     held["connector" if item.task is None else "task", item.value.state] += 1
+        # One series per worker the group has had (in it now, or left and still named): worker ids the statuses name
+        # and no read ever listed are counted, not given series (anyone who writes the topic can name thousands).
         label = LabelValues()
-        for worker in marks.liveness.workers(named):
+        for worker in marks.liveness.workers():
             up.add_metric([label(worker.worker_id)], int(worker.up))
         yield up
+        yield GaugeMetricFamily("status_workers_never_in_group", "Worker ids that statuses name and no read of the "
+                                "Connect group has listed (a worker gone before the sidecar's first read, or an id "
+                                "no worker has); their statuses count as on gone workers.",
+                                value=marks.liveness.never_members(named))
         gone = GaugeMetricFamily("status_gone_worker_statuses", "Connector and task statuses that name a worker no "
                                  "longer in the Connect group, by kind and state (RUNNING ones run nowhere).",
                                  labels=["kind", "state"])
@@ -212,7 +220,9 @@ class ActionsCollector(Collector):
     def _restarts(restarter: AutoRestart) -> Iterator[Metric]:
         sent = CounterMetricFamily("status_restarts", "Restart requests sent to the workers' REST APIs, by outcome "
                                    "(restarted: accepted; rebalancing: 409; unreachable: no answer or 5xx; refused: "
-                                   "another 4xx; not-found: 404).", labels=["outcome"])
+                                   "another 4xx; not-found: 404, or Connect's configuration has no such connector "
+                                   "or task; not-failed: the worker, asked first, did not say FAILED on itself, "
+                                   "nothing was restarted).", labels=["outcome"])
         for result in Result:
             sent.add_metric([result.value], restarter.requests[result])
         yield sent

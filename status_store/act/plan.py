@@ -5,8 +5,8 @@
 connector or task (``Target``):
 
 ```
-             failed (not excluded,          due, within the rate         2xx: the next one is planned
-             under the maximum)             and the worker's pause       (a RUNNING read cancels it)
+             failed (not excluded,          due, within the worker's     2xx: the next one is planned
+             under the maximum)             pause                        (a RUNNING read cancels it)
    idle ──────────────────────────▶ waiting ─────────────────▶ sending ─────────────────────────▶ waiting
     ▲  ▲                              │  ▲                        │  409, no answer, 5xx: the worker backs
     │  └────── running ───────────────┘  └────────────────────────┘  off, the same restart waits for it
@@ -22,8 +22,12 @@ connector or task (``Target``):
   ``classes`` (by default a ``user`` failure: a restart fails the same way), a connector whose name matches
   ``exclude_connectors`` (whole name), or a failure whose trace holds a match of ``exclude_trace``, is never
   restarted.
-- **Storms**: the jitter spreads restarts of failures read together; the rate cap (``RateCap``) spaces every request
-  at least ``1 / max_per_second`` apart, whatever is due.
+- **Storms**: the jitter spreads restarts of failures read together; the rate cap (``RateCap``) spaces every restart
+  request at least ``1 / max_per_second`` apart, whatever is due (``reserve``: the sender waits for its turn).
+- **Act only on what is true**: a due restart is first checked with the worker (the sender asks it, and only what
+  it confirms FAILED on itself is restarted); a check takes no turn of the rate cap, so failures the worker refutes
+  (statuses written into the topic by anyone else) never delay those it confirms. ``not-failed``: the worker did
+  not confirm, nothing planned (no pause of the worker: it answered).
 - **A worker's REST API down or refusing**: a request without a 2xx (409 during a rebalance, no answer, 5xx, 4xx) is
   no restart: its worker backs off (``worker_backoff``: 1 s doubling to 60 s, reset by a 2xx), and the restart waits
   for it; at most ``MAX_IN_FLIGHT`` requests go to one worker at once. A 404 (the connector or task is gone) drops it.
@@ -75,6 +79,8 @@ class Result(enum.StrEnum):
     UNREACHABLE = "unreachable"
     REFUSED = "refused"
     NOT_FOUND = "not-found"
+    # Asked first, the worker did not say FAILED on itself: nothing was restarted.
+    NOT_FAILED = "not-failed"
 
 
 class Skip(enum.StrEnum):
@@ -134,12 +140,11 @@ class RateCap:
         self._spacing = 1.0 / per_second
         self.next_free = 0.0
 
-    def take(self, now: float) -> bool:
-        """Whether a request may go now (and if so, it is counted)."""
-        if now < self.next_free:
-            return False
-        self.next_free = max(now, self.next_free) + self._spacing
-        return True
+    def reserve(self, now: float) -> float:
+        """When a request asked for now may go (now, or its turn after those reserved before it); it is counted."""
+        at = max(now, self.next_free)
+        self.next_free = at + self._spacing
+        return at
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,9 +262,9 @@ class RestartPlan:
     # ----------------------------------------------------------------------------- sending
 
     def due(self, now: float) -> list[Due]:
-        """The restarts to send now, in the order they came due, each moved to ``sending``: within the rate cap, each
+        """The restarts to check and send now, in the order they came due, each moved to ``sending``: within each
         worker's pause and its bound on requests in flight (what waits for a paused worker is planned for the end
-        of its pause)."""
+        of its pause). The rate cap applies to the restart requests once checked (``rate.reserve``)."""
         sending: list[Due] = []
         heap = self._heap
         while heap and heap[0][0] <= now:
@@ -277,8 +282,6 @@ class RestartPlan:
                 heapq.heappop(heap)
                 self._plan(target, state, now + self.worker_backoff.shortest(0))
                 continue
-            if not self.rate.take(now):
-                break
             heapq.heappop(heap)
             self.changes += 1
             worker.in_flight += 1
@@ -292,7 +295,7 @@ class RestartPlan:
             when, target = self._heap[0]
             state = self.targets.get(target)
             if state is not None and state.phase is Phase.WAITING and state.due == when:
-                return max(when, self.rate.next_free)
+                return when
             heapq.heappop(self._heap)
         return None
 
@@ -302,7 +305,7 @@ class RestartPlan:
         worker = self._worker(due.worker)
         worker.in_flight = max(0, worker.in_flight - 1)
         state = self.targets.get(due.target)
-        if result is Result.RESTARTED:
+        if result in (Result.RESTARTED, Result.NOT_FAILED):
             worker.failures, worker.paused_until = 0, 0.0
         elif result is not Result.NOT_FOUND:
             worker.failures += 1
@@ -311,7 +314,7 @@ class RestartPlan:
             return  # forgotten or dropped meanwhile
         state.last_result = result
         seen, state.seen_meanwhile = state.seen_meanwhile, None
-        if result is Result.NOT_FOUND:
+        if result in (Result.NOT_FOUND, Result.NOT_FAILED):
             state.phase = Phase.IDLE
         elif result is not Result.RESTARTED:
             # No restart: the same one again once the worker's pause is over (unless it ran meanwhile).

@@ -7,6 +7,14 @@ failure is planned for the moment it is read (no polling). Only the statuses of 
 the status must still be FAILED on the same worker. A FAILED connector is restarted with KIP-745's
 ``includeTasks=true&onlyFailed=true``, which restarts its FAILED tasks too (on every worker): its tasks wait for it, and
 are planned again once the connector is read RUNNING and they are still FAILED.
+
+**The worker is asked first.** Anyone who can write the status topic can write a FAILED status naming a worker: before
+a restart, the worker is asked (``GET /connectors/{c}/status``) and must say FAILED on itself, and Connect's
+configuration must hold the connector and task (``GET /connectors/{c}``, read from the config topic, which the status
+topic's writers cannot forge). Otherwise nothing is restarted (``not-failed``, ``not-found``). What this cannot tell
+(measured on Connect 4.4.0, tests/test_autorestart_live.py): Connect's REST API answers statuses from the status topic
+it reads, as the sidecar does, so a forged FAILED of a connector and task that exist, naming the worker that runs
+them, is confirmed by that worker too. The checks take no turn of the rate cap: refuted ones never hold up the rest.
 """
 
 from __future__ import annotations
@@ -18,8 +26,7 @@ import time
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Mapping
-
-import httpx
+from typing import Any
 
 from ..config.act import RestartConfig
 from ..connect.cache import StatusCache, StatusRecord
@@ -30,6 +37,7 @@ from ..logs import RateLimit
 from ..retry.backoff import AdditiveJitter, Random
 from .events import Restart, Skipped
 from .plan import Due, Exclusions, RateCap, RestartPlan, Result, Skip, Target
+from .worker_rest import Reply, WorkerRest
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +71,16 @@ class AutoRestart:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
-        self._client: httpx.AsyncClient | None = None
+        self._rest = WorkerRest(config.request_timeout_ms / 1000)
         self._failure_log = RateLimit(FAILURE_LOG_INTERVAL_S)
+        self._refuted_log = RateLimit(FAILURE_LOG_INTERVAL_S)
         cache.subscribe(self._applied)
 
     # ----------------------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
         """Send the restarts as they come due (those planned while the topic was read at start too)."""
-        # Each request is logged once, by this module, with why it was sent: not again by httpx.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-        self._client = httpx.AsyncClient(timeout=self.config.request_timeout_ms / 1000, follow_redirects=False)
+        self._rest.start()
         self._task = asyncio.create_task(self._run(), name="status-store-auto-restart")
         workers = ", ".join(f"{worker} ({url})" for worker, url in self.workers.items())
         log.info("Auto-restart on for the connectors and tasks of %s", workers)
@@ -88,8 +95,7 @@ class AutoRestart:
             request.cancel()
         if self._requests:
             await asyncio.gather(*self._requests, return_exceptions=True)
-        if self._client is not None:
-            await self._client.aclose()
+        await self._rest.stop()
 
     # ----------------------------------------------------------------------------- what is read
 
@@ -180,18 +186,24 @@ class AutoRestart:
 
     async def _send(self, due: Due) -> None:
         target = due.target
-        path = f"/connectors/{urllib.parse.quote(target.connector, safe='')}"
-        path += "/restart?includeTasks=true&onlyFailed=true" if target.task is None else f"/tasks/{target.task}/restart"
-        url = self.workers[due.worker] + path
-        status: int | None = None
-        error: str | None = None
-        assert self._client is not None
-        try:
-            answer = await self._client.post(url)
-            status = answer.status_code
-        except httpx.HTTPError as e:
-            error = f"{type(e).__name__}: {e}"[:300]
-        result = _result(status)
+        base = self.workers[due.worker] + f"/connectors/{urllib.parse.quote(target.connector, safe='')}"
+        checked = await self._check(due, base)
+        if checked is None:
+            # Confirmed: the request waits for its turn of the rate cap, and is still wanted then.
+            now = self._clock()
+            at = self.plan.rate.reserve(now)
+            if at > now:
+                await asyncio.sleep(at - now)
+            if not self._failed_on(due):
+                self.plan.unsent(due)
+                self._wake.set()
+                return
+            path = "/restart?includeTasks=true&onlyFailed=true" if target.task is None else (
+                f"/tasks/{target.task}/restart")
+            reply = await self._rest.post(base + path)
+            result = _result(reply.status)
+        else:
+            result, reply = checked
         now = self._clock()
         self.plan.sent(due, result, now)
         self._wake.set()  # the next restart (or the same, after the worker's backoff) may be planned now
@@ -199,11 +211,75 @@ class AutoRestart:
         if result is Result.RESTARTED:
             log.info("Restarted %s %s on %s (restart %d, after: %s)", _what(target), target, due.worker, due.attempt,
                      due.reason)
+        elif result in (Result.NOT_FAILED, Result.NOT_FOUND) and reply.status is not None:
+            self._refuted_log.log(log, logging.INFO, "Not restarting %s %s on %s: %s", _what(target), target,
+                                  due.worker, reply.error)
         else:
             self._failure_log.log(log, logging.WARNING, "Restart of %s %s on %s not done: %s; %s", _what(target),
-                                  target, due.worker, error or f"HTTP {status}",
+                                  target, due.worker, reply.error or f"HTTP {reply.status}",
                                   "dropped" if result is Result.NOT_FOUND else "asking again after a backoff")
-        self._restarted(Restart(due, result, now, status, error))
+        self._restarted(Restart(due, result, now, reply.status, reply.error if reply.status is None else None))
+
+    async def _check(self, due: Due, base: str) -> tuple[Result, Reply] | None:
+        """Asks the worker whether the restart is right (see the module's docstring): None when it is, else the
+        result and the reply that says why not (its ``error`` saying it, for a worker that answered)."""
+        target = due.target
+        status = await self._rest.get(base + "/status")
+        if not status.ok:
+            return _result(status.status), status
+        said = _said(status.json, target)
+        if said is None:
+            return Result.UNREACHABLE, Reply(None, None, "the worker's answer is not a status of Connect's")
+        if said != ("FAILED", due.worker):
+            state, worker = said
+            return Result.NOT_FAILED, Reply(status.status, None, f"the worker says {state or 'nothing'} on "
+                                                                 f"{worker or 'no worker'}, not FAILED on itself")
+        info = await self._rest.get(base)
+        if info.status == 404:
+            return Result.NOT_FOUND, Reply(404, None, "Connect's configuration has no such connector")
+        if not info.ok:
+            return _result(info.status), info
+        tasks = _configured_tasks(info.json)
+        if tasks is None:
+            return Result.UNREACHABLE, Reply(None, None, "the worker's answer is not a connector of Connect's")
+        if target.task is not None and target.task not in tasks:
+            return Result.NOT_FOUND, Reply(404, None, f"Connect's configuration of {target.connector} has no task "
+                                                      f"{target.task}")
+        return None
+
+    def _failed_on(self, due: Due) -> bool:
+        """Whether the cache still reads the status FAILED on the worker the restart is for."""
+        target = due.target
+        key: Key = ConnectorKey(target.connector) if target.task is None else TaskKey(target.connector, target.task)
+        value = self._cache.value_of(key)
+        return isinstance(value, StatusValue) and value.state is State.FAILED and value.worker_id == due.worker
+
+
+def _said(answer: Any, target: Target) -> tuple[str | None, str | None] | None:
+    """What a worker's ``GET /connectors/{c}/status`` says of the target: (state, worker id), (None, None) when it
+    lists no such task; None when the answer is not Connect's shape."""
+    if not isinstance(answer, dict):
+        return None
+    if target.task is None:
+        entry = answer.get("connector")
+    else:
+        tasks = answer.get("tasks")
+        if not isinstance(tasks, list):
+            return None
+        entry = next((t for t in tasks if isinstance(t, dict) and t.get("id") == target.task), {})
+    if not isinstance(entry, dict):
+        return None
+    state, worker = entry.get("state"), entry.get("worker_id")
+    return (state if isinstance(state, str) else None), (worker if isinstance(worker, str) else None)
+
+
+def _configured_tasks(answer: Any) -> set[int] | None:
+    """The task numbers of a worker's ``GET /connectors/{c}`` (ConnectorInfo); None when it is not that shape."""
+    tasks = answer.get("tasks") if isinstance(answer, dict) else None
+    if not isinstance(tasks, list):
+        return None
+    numbers = {t.get("task") for t in tasks if isinstance(t, dict)}
+    return {n for n in numbers if isinstance(n, int)}
 
 
 def _result(status: int | None) -> Result:
