@@ -252,3 +252,16 @@ def test_forgotten_and_unsent_restarts() -> None:
 @pytest.mark.parametrize(("trace", "line"), [(None, None), ("a\r\nb", "a"), ("x" * 300, "x" * 200 + "…")])
 def test_first_line(trace: str | None, line: str | None) -> None:
     assert first_line(trace) == line
+
+
+@pytest.mark.parametrize("result", [Result.UNAUTHORIZED, Result.TLS_FAILED])
+def test_refused_credentials_or_a_failed_handshake_pause_the_worker_at_once(result: Result) -> None:
+    p = plan()
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    p.sent(due, result, 10.0)
+    # Not the backoff from a second: a pause as long as the trouble's, for every restart of that worker.
+    assert p.workers[W].paused_until == 10.0 + p.trouble_pause_s
+    assert p.targets[T0].phase is Phase.WAITING
+    assert p.targets[T0].due == 10.0 + p.trouble_pause_s
+    assert p.targets[T0].attempts == 0

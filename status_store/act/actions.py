@@ -29,6 +29,7 @@ from .health import Health, health
 from .marks import FleetMarks
 from .plan import Phase, Result, Skip, Target
 from .restarter import AutoRestart
+from .worker_rest import WorkerRest
 from .workers import Liveness
 
 
@@ -48,12 +49,16 @@ class Actions:
                                  config.workers.check_interval_ms / 1000, self.liveness, self._workers_changed,
                                  self._named_workers, clock)
                       if group is not None else None)
-        self.restarter = (AutoRestart(config.restart, self._cache, self._restarted, rng, clock)
+        # One client of the workers' REST APIs (TLS, credentials, a pause for a worker that refuses them).
+        self.rest = WorkerRest(config.restart.request_timeout_ms / 1000, config.workers.rest_ca_location,
+                               config.workers.rest_credentials_file)
+        self.restarter = (AutoRestart(config.restart, self._cache, self._restarted, rng, self.rest, clock)
                           if config.restart.enabled else None)
         self._history = next((log for log in store.event_logs if log.kind is UpdateKind.HISTORY), None)
 
     async def start(self) -> None:
         """Read the group, and send restarts as they come due."""
+        self.rest.start()
         if self.group is not None:
             self.group.start()
         if self.restarter is not None:
@@ -64,6 +69,7 @@ class Actions:
             await self.restarter.stop()
         if self.group is not None:
             await self.group.stop()
+        await self.rest.stop()
 
     # ----------------------------------------------------------------------------- what happened
 
@@ -222,7 +228,8 @@ class ActionsCollector(Collector):
                                    "(restarted: accepted; rebalancing: 409; unreachable: no answer or 5xx; refused: "
                                    "another 4xx; not-found: 404, or Connect's configuration has no such connector "
                                    "or task; not-failed: the worker, asked first, did not say FAILED on itself, "
-                                   "nothing was restarted).", labels=["outcome"])
+                                   "nothing was restarted; unauthorized: 401 or 403, the credentials are missing "
+                                   "or wrong; tls-failed: the TLS handshake failed).", labels=["outcome"])
         for result in Result:
             sent.add_metric([result.value], restarter.requests[result])
         yield sent

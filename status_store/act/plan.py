@@ -31,6 +31,8 @@ connector or task (``Target``):
 - **A worker's REST API down or refusing**: a request without a 2xx (409 during a rebalance, no answer, 5xx, 4xx) is
   no restart: its worker backs off (``worker_backoff``: 1 s doubling to 60 s, reset by a 2xx), and the restart waits
   for it; at most ``MAX_IN_FLIGHT`` requests go to one worker at once. A 404 (the connector or task is gone) drops it.
+  A 401 or 403 (the credentials) or a failed TLS handshake pauses the worker for ``trouble_pause_s`` at once: no
+  backoff from a second will change them.
 """
 
 from __future__ import annotations
@@ -81,6 +83,10 @@ class Result(enum.StrEnum):
     NOT_FOUND = "not-found"
     # Asked first, the worker did not say FAILED on itself: nothing was restarted.
     NOT_FAILED = "not-failed"
+    # The worker refused the sidecar's credentials (401, 403), or the TLS handshake with it failed: its trouble, not
+    # the network's (the worker is paused for ``trouble_pause_s``).
+    UNAUTHORIZED = "unauthorized"
+    TLS_FAILED = "tls-failed"
 
 
 class Skip(enum.StrEnum):
@@ -177,6 +183,8 @@ class RestartPlan:
     stable_s: float
     exclusions: Exclusions
     rate: RateCap
+    # A worker that refuses the credentials or fails the TLS handshake is not asked again for this long.
+    trouble_pause_s: float = 60.0
     targets: dict[Target, TargetState] = field(default_factory=dict)
     workers: dict[str, WorkerState] = field(default_factory=dict)
     _heap: list[tuple[float, Target]] = field(default_factory=list)
@@ -307,6 +315,9 @@ class RestartPlan:
         state = self.targets.get(due.target)
         if result in (Result.RESTARTED, Result.NOT_FAILED):
             worker.failures, worker.paused_until = 0, 0.0
+        elif result in (Result.UNAUTHORIZED, Result.TLS_FAILED):
+            worker.failures += 1
+            worker.paused_until = max(worker.paused_until, now + self.trouble_pause_s)
         elif result is not Result.NOT_FOUND:
             worker.failures += 1
             worker.paused_until = max(worker.paused_until, now + self.worker_backoff.delay(worker.failures - 1))

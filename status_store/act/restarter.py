@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..config.act import RestartConfig
+from ..config.act import RestartConfig, redacted
 from ..connect.cache import StatusCache, StatusRecord
 from ..connect.codec import StatusValue
 from ..connect.failures import FailureClass
@@ -37,7 +37,7 @@ from ..logs import RateLimit
 from ..retry.backoff import AdditiveJitter, Random
 from .events import Restart, Skipped
 from .plan import Due, Exclusions, RateCap, RestartPlan, Result, Skip, Target
-from .worker_rest import Reply, WorkerRest
+from .worker_rest import TROUBLE_PAUSE_S, Reply, Trouble, WorkerRest
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +52,9 @@ Restarted = Callable[[Restart | Skipped], None]
 class AutoRestart:
     """Restarts the FAILED connectors and tasks of this sidecar's workers (see the module's docstring)."""
 
-    def __init__(self, config: RestartConfig, cache: StatusCache, restarted: Restarted, rng: Random,
+    def __init__(self, config: RestartConfig, cache: StatusCache, restarted: Restarted, rng: Random, rest: WorkerRest,
                  clock: Callable[[], float] = time.time) -> None:
+        """``rest``: the client of the workers' REST APIs (started and stopped by its owner)."""
         self.config = config
         self.workers: Mapping[str, str] = config.workers
         self.skipped: Counter[Skip] = Counter()
@@ -64,14 +65,15 @@ class AutoRestart:
                                 config.max_restarts, config.stable_ms / 1000,
                                 Exclusions(config.exclude_trace, config.exclude_connectors,
                                            frozenset(FailureClass(name) for name in config.classes)),
-                                RateCap(config.max_per_second))
+                                RateCap(config.max_per_second), TROUBLE_PAUSE_S)
         self._cache = cache
         self._restarted = restarted
         self._clock = clock
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
-        self._rest = WorkerRest(config.request_timeout_ms / 1000)
+        self._rest = rest
+        self._timeout_s = config.request_timeout_ms / 1000
         self._failure_log = RateLimit(FAILURE_LOG_INTERVAL_S)
         self._refuted_log = RateLimit(FAILURE_LOG_INTERVAL_S)
         cache.subscribe(self._applied)
@@ -80,9 +82,8 @@ class AutoRestart:
 
     def start(self) -> None:
         """Send the restarts as they come due (those planned while the topic was read at start too)."""
-        self._rest.start()
         self._task = asyncio.create_task(self._run(), name="status-store-auto-restart")
-        workers = ", ".join(f"{worker} ({url})" for worker, url in self.workers.items())
+        workers = ", ".join(f"{worker} ({redacted(url)})" for worker, url in self.workers.items())
         log.info("Auto-restart on for the connectors and tasks of %s", workers)
 
     async def stop(self) -> None:
@@ -95,7 +96,6 @@ class AutoRestart:
             request.cancel()
         if self._requests:
             await asyncio.gather(*self._requests, return_exceptions=True)
-        await self._rest.stop()
 
     # ----------------------------------------------------------------------------- what is read
 
@@ -200,8 +200,8 @@ class AutoRestart:
                 return
             path = "/restart?includeTasks=true&onlyFailed=true" if target.task is None else (
                 f"/tasks/{target.task}/restart")
-            reply = await self._rest.post(base + path)
-            result = _result(reply.status)
+            reply = await self._rest.post(due.worker, base + path, self._timeout_s)
+            result = _result(reply)
         else:
             result, reply = checked
         now = self._clock()
@@ -214,7 +214,7 @@ class AutoRestart:
         elif result in (Result.NOT_FAILED, Result.NOT_FOUND) and reply.status is not None:
             self._refuted_log.log(log, logging.INFO, "Not restarting %s %s on %s: %s", _what(target), target,
                                   due.worker, reply.error)
-        else:
+        elif reply.trouble is None:  # a worker's own trouble is said by the client, once
             self._failure_log.log(log, logging.WARNING, "Restart of %s %s on %s not done: %s; %s", _what(target),
                                   target, due.worker, reply.error or f"HTTP {reply.status}",
                                   "dropped" if result is Result.NOT_FOUND else "asking again after a backoff")
@@ -224,9 +224,9 @@ class AutoRestart:
         """Asks the worker whether the restart is right (see the module's docstring): None when it is, else the
         result and the reply that says why not (its ``error`` saying it, for a worker that answered)."""
         target = due.target
-        status = await self._rest.get(base + "/status")
+        status = await self._rest.get(due.worker, base + "/status", self._timeout_s)
         if not status.ok:
-            return _result(status.status), status
+            return _result(status), status
         said = _said(status.json, target)
         if said is None:
             return Result.UNREACHABLE, Reply(None, None, "the worker's answer is not a status of Connect's")
@@ -234,11 +234,11 @@ class AutoRestart:
             state, worker = said
             return Result.NOT_FAILED, Reply(status.status, None, f"the worker says {state or 'nothing'} on "
                                                                  f"{worker or 'no worker'}, not FAILED on itself")
-        info = await self._rest.get(base)
+        info = await self._rest.get(due.worker, base, self._timeout_s)
         if info.status == 404:
             return Result.NOT_FOUND, Reply(404, None, "Connect's configuration has no such connector")
         if not info.ok:
-            return _result(info.status), info
+            return _result(info), info
         tasks = _configured_tasks(info.json)
         if tasks is None:
             return Result.UNREACHABLE, Reply(None, None, "the worker's answer is not a connector of Connect's")
@@ -282,7 +282,12 @@ def _configured_tasks(answer: Any) -> set[int] | None:
     return {n for n in numbers if isinstance(n, int)}
 
 
-def _result(status: int | None) -> Result:
+def _result(reply: Reply) -> Result:
+    if reply.trouble is Trouble.TLS:
+        return Result.TLS_FAILED
+    if reply.trouble is Trouble.UNAUTHORIZED:
+        return Result.UNAUTHORIZED
+    status = reply.status
     if status is None or status >= 500:
         return Result.UNREACHABLE
     if 200 <= status < 300:

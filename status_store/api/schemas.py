@@ -268,8 +268,9 @@ class FleetRestarts(BaseModel):
     count: int = Field(description="Restarts counted now (reset once it has run for sidecar.restart.stable.ms).")
     last: float | None = Field(description="When the last restart was accepted, in seconds since the epoch.")
     result: str | None = Field(description="How the last request went: restarted, rebalancing, unreachable, refused, "
-                                           "not-found or not-failed (the worker, asked first, did not say FAILED "
-                                           "on itself: nothing was restarted).")
+                                           "not-found, not-failed (the worker, asked first, did not say FAILED "
+                                           "on itself: nothing was restarted), unauthorized (401 or 403) or "
+                                           "tls-failed.")
     state: str = Field(description="idle, waiting (a restart planned), sending, last (the last allowed one was "
                                    "sent), gave-up (sidecar.restart.max.restarts reached) or excluded.")
     next: float | None = Field(description="When the planned restart is due, in seconds since the epoch.")

@@ -5,6 +5,7 @@ workers that are gone (``group.id``, Connect's own key, and ``sidecar.workers.*`
 from __future__ import annotations
 
 import re
+import ssl
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,25 @@ def failure_classes(key: str, raw: str) -> tuple[str, ...]:
     return tuple(name for name in FAILURE_CLASSES if name in names)
 
 
+# The password of a URL's user information: masked wherever a URL is shown.
+_PASSWORD_IN_URL = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):[^/@\s]*@")
+
+
+def redacted(text: str) -> str:
+    """``text`` with the password of every URL in it masked (``https://user:***@host``)."""
+    return _PASSWORD_IN_URL.sub(r"\g<head>:***@", text)
+
+
+def ca_file(key: str, raw: str) -> str:
+    """A PEM file of CA certificates the TLS library can load."""
+    path = text(key, raw)
+    try:
+        ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, OSError, ValueError) as e:
+        raise ConfigError(key, raw, f"not a readable PEM file of CA certificates ({e})") from None
+    return path
+
+
 def worker_urls(key: str, raw: str) -> Mapping[str, str]:
     """``[<worker id>=]<REST URL>,...``: each worker's id (by default the URL's host:port, which is Connect's worker
     id when the URL is the one it advertises) and the base URL of its REST API."""
@@ -52,13 +72,14 @@ def worker_urls(key: str, raw: str) -> Mapping[str, str]:
         except ValueError:
             port = -1
         if parsed.scheme not in ("http", "https") or not parsed.hostname or port == -1 or parsed.query:
-            raise ConfigError(key, raw, f"{item!r} is not [<worker id>=]<http or https URL of a worker's REST API>")
+            raise ConfigError(key, redacted(raw), f"{redacted(item)!r} is not [<worker id>=]<http or https URL of a "
+                                                  "worker's REST API>")
         host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
         worker = named.strip() if separator else f"{host}:{port or (443 if parsed.scheme == 'https' else 80)}"
         if not worker:
-            raise ConfigError(key, raw, f"{item!r} names an empty worker id")
+            raise ConfigError(key, redacted(raw), f"{redacted(item)!r} names an empty worker id")
         if worker in workers:
-            raise ConfigError(key, raw, f"worker {worker!r} is named twice")
+            raise ConfigError(key, redacted(raw), f"worker {worker!r} is named twice")
         workers[worker] = url
     return workers
 
@@ -78,7 +99,9 @@ class RestartConfig:
         "sidecar.restart.workers", {}, worker_urls,
         "The workers this sidecar acts for: [<worker id>=]<REST URL>,... (the worker id is what Connect writes in "
         "statuses, its advertised host:port; by default the URL's host:port). Several for a sidecar that serves "
-        "several workers (Strimzi). Required with sidecar.restart.enable=true.",
+        "several workers (Strimzi). Required with sidecar.restart.enable=true. An https URL is trusted through "
+        "sidecar.workers.rest.ssl.ca.location; a URL may hold user:password@ for basic authentication (never "
+        "logged), or take sidecar.workers.rest.credentials.file.",
         example="http://127.0.0.1:8083")
     initial_backoff_ms: int = setting(
         "sidecar.restart.initial.backoff.ms", 10000, integer(0, INT64_MAX),
@@ -145,6 +168,20 @@ class WorkersConfig:
         "sidecar.workers.check.interval.ms", 5000, integer(100, INT32_MAX),
         "How often the group's members are read. A worker that dies is gone from the group after its "
         "session.timeout.ms (10 s by default), and marked within one more interval.")
+    rest_ca_location: str | None = setting(
+        "sidecar.workers.rest.ssl.ca.location", None, ca_file,
+        "A PEM file of the CA certificates that signed the workers' REST certificates (Connect's "
+        "listeners=https://..., rest.advertised.listener=https), for auto-restart's requests to https worker URLs. "
+        "Unset: the system's trust store. A worker whose certificate it does not trust is one WARNING line naming "
+        "the TLS failure, and is not asked again for 60 s.", example="/etc/status-store/connect-ca.pem",
+        section="The workers' REST APIs")
+    rest_credentials_file: str | None = setting(
+        "sidecar.workers.rest.credentials.file", None, text,
+        "A file holding user:password (its first line that is not blank or #...), sent as basic authentication to "
+        "every worker's REST API (Connect's BasicAuthSecurityRestExtension); read again when it changes. A URL's own "
+        "user:password@ takes precedence. A worker that answers 401 or 403 is one WARNING line saying the "
+        "credentials are missing or wrong, and is not asked again for 60 s.",
+        example="/etc/status-store/connect-rest.credentials")
 
 
 def check(restart: RestartConfig) -> None:
