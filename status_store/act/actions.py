@@ -23,12 +23,14 @@ from ..fleet.series import DeferredFamilies, LabelValues, deferred_fleet
 from ..retry.backoff import Random
 from ..retry.updates import UpdateKind
 from ..store import StatusStore
-from .events import Restart, RestartEvent, Skipped, WorkerEvent
+from .events import Restart, RestartEvent, Skipped, WorkerEvent, WorkerStuckEvent
 from .group import GroupWatch
 from .health import Health, health
+from .health_watch import HealthWatch
 from .marks import FleetMarks
 from .plan import Phase, Result, Skip, Target
 from .restarter import AutoRestart
+from .stuck import SLOW_S, Stuck, WorkerHealth
 from .worker_rest import WorkerRest
 from .workers import Liveness
 
@@ -54,6 +56,11 @@ class Actions:
                                config.workers.rest_credentials_file)
         self.restarter = (AutoRestart(config.restart, self._cache, self._restarted, rng, self.rest, clock)
                           if config.restart.enabled else None)
+        workers = config.workers
+        self.health_watch = (HealthWatch(self.liveness, self.rest, WorkerHealth(workers.stuck_after_ms / 1000, SLOW_S),
+                                         workers.check_interval_ms / 1000, workers.health_timeout_ms / 1000,
+                                         self._stuck_changed, clock)
+                             if self.group is not None else None)
         self._history = next((log for log in store.event_logs if log.kind is UpdateKind.HISTORY), None)
 
     async def start(self) -> None:
@@ -61,12 +68,16 @@ class Actions:
         self.rest.start()
         if self.group is not None:
             self.group.start()
+        if self.health_watch is not None:
+            self.health_watch.start()
         if self.restarter is not None:
             self.restarter.start()
 
     async def stop(self) -> None:
         if self.restarter is not None:
             await self.restarter.stop()
+        if self.health_watch is not None:
+            await self.health_watch.stop()
         if self.group is not None:
             await self.group.stop()
         await self.rest.stop()
@@ -89,6 +100,13 @@ class Actions:
             for worker in came:
                 self._events.publish(WorkerEvent(worker, True, at, self._events.position))
 
+    def _stuck_changed(self, became: dict[str, Stuck], cleared: list[str], at: float) -> None:
+        if self._events is not None:
+            for worker, why in became.items():
+                self._events.publish(WorkerStuckEvent(worker, why, at, self._events.position))
+            for worker in cleared:
+                self._events.publish(WorkerStuckEvent(worker, None, at, self._events.position))
+
     def _named_workers(self) -> Callable[[], set[str]]:
         view = self._cache.view()
         return lambda: {item.value.worker_id for item in view.fleet() if item.value.worker_id is not None}
@@ -103,12 +121,17 @@ class Actions:
         """Whether the worker is gone from the group (False while the group is not read)."""
         return self.liveness.gone(worker)
 
+    def down(self, worker: str | None) -> bool:
+        """Whether the worker runs nothing: gone from the group, or stuck in it."""
+        stuck = self.health_watch.stuck if self.health_watch is not None else {}
+        return self.gone(worker) or (worker is not None and worker in stuck)
+
     def health_of(self, connector: str) -> Health | None:
         """The connector's health word (None: it has no status)."""
         own = self._cache.value_of(ConnectorKey(connector))
         tasks = [self._cache.value_of(TaskKey(connector, n)) for n in self._cache.task_numbers(connector)]
         return health(own if isinstance(own, StatusValue) else None,
-                      [t for t in tasks if isinstance(t, StatusValue)], self.gone)
+                      [t for t in tasks if isinstance(t, StatusValue)], self.down)
 
     def restarts(self, target: Target) -> dict[str, Any] | None:
         """A connector's or task's restarts: how many are counted now, the last one (when, how it went), where it
@@ -126,9 +149,16 @@ class Actions:
 
     @property
     def version(self) -> int:
-        """Counts the changes of what the views of the fleet show of the actions (the group's workers, the restarts
-        planned): with the cache's version, when an answer about the whole fleet is out of date."""
-        return self.liveness.changes + (self.restarter.plan.changes if self.restarter is not None else 0)
+        """Counts the changes of what the views of the fleet show of the actions (the group's workers, their health,
+        the restarts planned): with the cache's version, when an answer about the whole fleet is out of date."""
+        return self.workers_version + (self.restarter.plan.changes if self.restarter is not None else 0)
+
+    @property
+    def workers_version(self) -> int:
+        """Counts the changes of the group's workers and of their health: what the health words depend on beside the
+        statuses."""
+        watch = self.health_watch
+        return self.liveness.changes + (watch.changes + watch.health.changes if watch is not None else 0)
 
     def marks(self, restarts: bool = True) -> FleetMarks:
         """What the views of the whole fleet add to the statuses, as it is now, for a thread to read (``FleetMarks``;
@@ -141,7 +171,10 @@ class Actions:
                 found = self.restarts(target)
                 if found is not None:
                     planned[target.connector, target.task] = found
-        return FleetMarks(liveness, planned)
+        watch = self.health_watch
+        if watch is None:
+            return FleetMarks(liveness, planned)
+        return FleetMarks(liveness, planned, dict(watch.stuck), watch.health.views())
 
     def collector(self) -> Collector:
         """The metrics of what the sidecar acts on (docs/metrics.md)."""
@@ -221,6 +254,22 @@ class ActionsCollector(Collector):
             for state in (State.RUNNING, State.FAILED, State.PAUSED, State.UNASSIGNED):
                 gone.add_metric([kind, state.value], held[kind, state])
         yield gone
+        stuck = GaugeMetricFamily("status_worker_stuck", "1 while the worker, in the Connect group, is stuck: its GET "
+                                  "/health has answered 500, or nothing, for sidecar.workers.stuck.after.ms; 0 "
+                                  "otherwise; every worker in the group.", labels=["worker"])
+        for present in marks.liveness.present:
+            stuck.add_metric([label(present)], int(present in marks.stuck))
+        yield stuck
+        on_stuck: Counter[tuple[str, State]] = Counter(
+            ("connector" if item.task is None else "task", item.value.state) for item in view.fleet()
+            if item.value.worker_id is not None and item.value.worker_id in marks.stuck)
+        stuck_statuses = GaugeMetricFamily("status_stuck_worker_statuses", "Connector and task statuses that name a "
+                                           "worker stuck in the Connect group, by kind and state (RUNNING ones do "
+                                           "not run).", labels=["kind", "state"])
+        for kind in ("connector", "task"):
+            for state in (State.RUNNING, State.FAILED, State.PAUSED, State.UNASSIGNED):
+                stuck_statuses.add_metric([kind, state.value], on_stuck[kind, state])
+        yield stuck_statuses
 
     @staticmethod
     def _restarts(restarter: AutoRestart) -> Iterator[Metric]:

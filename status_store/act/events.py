@@ -1,7 +1,7 @@
 """What the sidecar did and saw beside the status records, as events: a restart it sent (``GET /events``'s
 ``restart`` and the history topic's ``restart`` event, docs/analytics.md), a failure it does not restart and why
-(``GET /events``' ``restart`` with the result ``skipped``: no request was sent, so the history topic has none), and a
-worker that left or came back to the group (``GET /events``'s ``worker``)."""
+(``GET /events``' ``restart`` with the result ``skipped``: no request was sent, so the history topic has none), a
+worker that left or came back to the group, or hangs in it (``GET /events``'s ``worker``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ..durable.history import encode_event
 from ..fleet.event import StatusEvent
 from ..fleet.text import shown
 from .plan import Due, Result, Skip, Target
+from .stuck import Stuck
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,29 @@ class WorkerEvent(StatusEvent):
     def data(self) -> str:
         return _json({"kind": "worker", "worker_id": shown(self.worker_id), "up": self.up,
                       "since": None if self.up else self.timestamp, "timestamp": self.timestamp})
+
+
+class WorkerStuckEvent(StatusEvent):
+    """``event: worker`` of ``GET /events`` for a worker in the group that hangs (``stuck`` with why: its ``GET
+    /health`` answered 500, or nothing) or answers again (``stuck`` false)."""
+
+    __slots__ = ("stuck", "worker_id")
+
+    def __init__(self, worker_id: str, stuck: Stuck | None, at: float, position: Mapping[int, int]) -> None:
+        super().__init__(ConnectorKey(""), None, -1, -1, at, *_position(position))
+        self.worker_id, self.stuck = worker_id, stuck
+        self.size += (len(worker_id) + len(stuck.message or "") if stuck is not None else len(worker_id)) * 2
+
+    @property
+    def name(self) -> str:
+        return "worker"
+
+    def data(self) -> str:
+        stuck = self.stuck
+        return _json({"kind": "worker", "worker_id": shown(self.worker_id), "up": True, "stuck": stuck is not None,
+                      "since": stuck.since if stuck is not None else None,
+                      "probe": stuck.probe.value if stuck is not None else None,
+                      "message": stuck.message if stuck is not None else None, "timestamp": self.timestamp})
 
 
 def _json(fields: Mapping[str, object]) -> str:

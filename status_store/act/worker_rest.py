@@ -50,12 +50,14 @@ class Trouble(enum.StrEnum):
 @dataclass(frozen=True, slots=True)
 class Reply:
     """How a request went: the HTTP status and the body as JSON (None: not JSON, or too large), or, without an answer
-    (``status`` None), the error in one line; ``trouble`` for a 401/403 or a failed TLS handshake."""
+    (``status`` None), the error in one line (``timed_out``: no answer within the bound); ``trouble`` for a 401/403
+    or a failed TLS handshake."""
 
     status: int | None
     json: Any = None
     error: str | None = None
     trouble: Trouble | None = None
+    timed_out: bool = False
 
     @property
     def ok(self) -> bool:
@@ -166,7 +168,8 @@ class WorkerRest:
             if handshake is not None:
                 self._troubled(worker, Trouble.TLS, method, url, handshake)
                 return Reply(None, None, f"TLS handshake failed: {handshake}", Trouble.TLS)
-            return Reply(None, None, redacted(f"{type(e).__name__}: {e}")[:300])
+            return Reply(None, None, redacted(f"{type(e).__name__}: {e}")[:300],
+                         timed_out=isinstance(e, httpx.TimeoutException))
         if status in (401, 403):
             self._troubled(worker, Trouble.UNAUTHORIZED, method, url, f"HTTP {status}")
             return Reply(status, _json(bytes(body)), f"HTTP {status}", Trouble.UNAUTHORIZED)

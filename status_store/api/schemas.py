@@ -258,6 +258,10 @@ class FleetTask(BaseModel):
     worker_gone_since: float | None = Field(None, description="When the worker the status names left the Connect "
                                                               "group (group.id), in seconds since the epoch; null "
                                                               "while it is a member or the group is not read.")
+    worker_stuck_since: float | None = Field(None, description="Since when the worker the status names, in the "
+                                                               "Connect group, is stuck (its GET /health answers "
+                                                               "500 or nothing), in seconds since the epoch; null "
+                                                               "while it is not.")
     restarts: FleetRestarts | None = Field(None, description="Auto-restart of it (null: never planned, or off).")
     failure: Failure | None = Field(None, description="Why it FAILED, from its trace (null unless FAILED).")
 
@@ -288,6 +292,14 @@ class FleetWorker(BaseModel):
     up: bool = Field(description="Whether it is a member of the Connect group now.")
     gone_since: float | None = Field(description="When it left the group (or the first read of the group, for a "
                                                  "worker never seen in it), in seconds since the epoch.")
+    health: str | None = Field(None, description="Its last GET /health (KIP-1017): healthy, slow (200, after more "
+                                                 "than 5 s), starting, unhealthy (500), no-answer, unreachable, "
+                                                 "unsupported (no /health), unauthorized or tls-failed; null: not "
+                                                 "asked (not in the group).")
+    health_message: str | None = Field(None, description="What the worker's GET /health said (its message), or why "
+                                                         "there was no answer.")
+    health_latency_s: float | None = Field(None, description="How long the last GET /health took.")
+    stuck_since: float | None = Field(None, description="Since when it is stuck in the group (null: it is not).")
 
 
 class FleetConnector(BaseModel):
@@ -303,6 +315,7 @@ class FleetConnector(BaseModel):
     health: str | None = Field(None, description="HEALTHY, DEGRADED, UNHEALTHY, PAUSED or STOPPED "
                                                  "(docs/operations.md); null without a status of its own.")
     worker_gone_since: float | None = None
+    worker_stuck_since: float | None = None
     restarts: FleetRestarts | None = None
     failure: Failure | None = None
     tasks: list[FleetTask]

@@ -168,6 +168,16 @@ class WorkersConfig:
         "sidecar.workers.check.interval.ms", 5000, integer(100, INT32_MAX),
         "How often the group's members are read. A worker that dies is gone from the group after its "
         "session.timeout.ms (10 s by default), and marked within one more interval.")
+    health_timeout_ms: int = setting(
+        "sidecar.workers.health.timeout.ms", 15000, integer(100, INT32_MAX),
+        "With group.id: each worker in the group is asked for Connect's GET /health (KIP-1017) every "
+        "sidecar.workers.check.interval.ms, each probe bounded by this (more than the 10 s Connect takes to answer "
+        "500 when its herder thread is stuck).")
+    stuck_after_ms: int = setting(
+        "sidecar.workers.stuck.after.ms", 30000, integer(1, INT32_MAX),
+        "A worker in the group whose GET /health answers 500 (its herder thread stuck), or nothing at all, for this "
+        "long is stuck: its statuses are marked (worker_stuck_since in /fleet, the status page, /metrics: "
+        "status_worker_stuck), its tasks count as not running in the health words, until it answers 200.")
     rest_ca_location: str | None = setting(
         "sidecar.workers.rest.ssl.ca.location", None, ca_file,
         "A PEM file of the CA certificates that signed the workers' REST certificates (Connect's "

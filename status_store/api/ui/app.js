@@ -74,7 +74,8 @@
     workers.clear();
     groupRead = Array.isArray(snapshot.workers);
     for (const w of snapshot.workers || []) {
-      workers.set(w.id, { up: w.up, gone_since: w.gone_since, url: w.url });
+      workers.set(w.id, { up: w.up, gone_since: w.gone_since, url: w.url, stuck_since: w.stuck_since || null,
+                          health: w.health || null, health_message: w.health_message || null });
     }
     heartbeatMs = snapshot.heartbeat_ms;
     dirty = true;
@@ -113,12 +114,29 @@
     dirty = true;
   }
 
-  // A worker that left the Connect group or came back (event: worker).
+  // A worker that left the Connect group or came back, or hangs in it or answers again (event: worker).
   function applyWorker(event) {
     groupRead = true;
-    const known = workers.get(event.worker_id) || { url: null };
-    workers.set(event.worker_id, { ...known, up: event.up, gone_since: event.up ? null : event.since });
+    const known = workers.get(event.worker_id) || { url: null, stuck_since: null };
+    if (event.stuck !== undefined) {
+      workers.set(event.worker_id, { ...known, stuck_since: event.stuck ? event.since : null,
+                                     health: event.stuck ? event.probe : "healthy",
+                                     health_message: event.stuck ? event.message : null });
+    } else {
+      workers.set(event.worker_id, { ...known, up: event.up, gone_since: event.up ? null : event.since });
+    }
     dirty = true;
+  }
+
+  // A worker in the Connect group whose GET /health has answered 500, or nothing, for the sidecar's bound.
+  function stuck(worker) {
+    const w = worker === null || worker === undefined ? null : workers.get(worker);
+    return Boolean(w && w.stuck_since);
+  }
+
+  // A worker that runs nothing: gone from the group, or stuck in it.
+  function down(worker) {
+    return gone(worker) || stuck(worker);
   }
 
   function gone(worker) {
@@ -138,7 +156,7 @@
     if (!s) { return null; }
     if (s.state === "STOPPED" || s.state === "PAUSED") { return s.state; }
     if (s.state === "FAILED") { return "UNHEALTHY"; }
-    const runs = (x) => x.state === "RUNNING" && !gone(x.worker_id);
+    const runs = (x) => x.state === "RUNNING" && !down(x.worker_id);
     let running = 0;
     for (const t of c.tasks.values()) { if (runs(t)) { running += 1; } }
     const itself = runs(s);
@@ -330,14 +348,18 @@
         if (t.worker_id !== null) { count(row(t.worker_id).tasks, t.state); }
       }
     }
-    const sorted = [...rows.values()].sort((a, b) => (gone(b.id) - gone(a.id)) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const sorted = [...rows.values()].sort((a, b) => (down(b.id) - down(a.id)) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const body = $("workers-body");
     body.replaceChildren();
     for (const w of sorted) {
       const tr = document.createElement("tr");
-      tr.className = gone(w.id) ? "worker gone" : "worker";
+      tr.className = down(w.id) ? "worker gone" : "worker";
       tr.dataset.worker = w.id;
-      const cells = [w.id, !groupRead ? "?" : gone(w.id) ? `gone since ${when(goneSince(w.id)) || "the first read"}` : "in the group",
+      const known = workers.get(w.id);
+      const place = !groupRead ? "?" : gone(w.id) ? `gone since ${when(goneSince(w.id)) || "the first read"}`
+        : stuck(w.id) ? `stuck since ${when(known.stuck_since)} (${known.health}: ${known.health_message || ""})`
+        : "in the group";
+      const cells = [w.id, place,
                      byState(w.connectors), byState(w.tasks)];
       for (const text of cells) {
         const td = document.createElement("td");
@@ -410,9 +432,9 @@
       for (const id of ids.slice(0, 24)) {
         const t = c.tasks.get(id);
         const pill = document.createElement("span");
-        pill.className = `pill state-${t.state}${gone(t.worker_id) ? " gone" : ""}`;
+        pill.className = `pill state-${t.state}${down(t.worker_id) ? " gone" : ""}`;
         pill.textContent = String(id);
-        pill.title = `task ${id}: ${t.state}${gone(t.worker_id) ? " (its worker is gone)" : ""}`;
+        pill.title = `task ${id}: ${t.state}${gone(t.worker_id) ? " (its worker is gone)" : stuck(t.worker_id) ? " (its worker is stuck)" : ""}`;
         pills.append(pill);
       }
       if (ids.length > 24) { pills.append(`+${ids.length - 24}`); }
@@ -454,9 +476,13 @@
   // A worker id, marked when the worker is gone from the Connect group.
   function workerCell(span, worker) {
     const isGone = gone(worker);
-    span.textContent = worker === null || worker === undefined ? "" : isGone ? `${worker} (gone ${ago(goneSince(worker))})` : worker;
-    span.title = isGone ? `worker gone from the Connect group since ${when(goneSince(worker)) || "the first read"}` : "";
-    span.classList.toggle("gone", isGone);
+    const isStuck = !isGone && stuck(worker);
+    const w = isStuck ? workers.get(worker) : null;
+    span.textContent = worker === null || worker === undefined ? "" : isGone ? `${worker} (gone ${ago(goneSince(worker))})`
+      : isStuck ? `${worker} (stuck ${ago(w.stuck_since)})` : worker;
+    span.title = isGone ? `worker gone from the Connect group since ${when(goneSince(worker)) || "the first read"}`
+      : isStuck ? `worker stuck in the Connect group since ${when(w.stuck_since)}: ${w.health}${w.health_message ? `: ${w.health_message}` : ""}` : "";
+    span.classList.toggle("gone", isGone || isStuck);
   }
 
   // A FAILED status's failure class (docs/operations.md "Failure classes"), marked on its state and said in its title.
