@@ -333,6 +333,10 @@ def change_line(name: str, data: object) -> str:
     kind = field(data, "kind", str, "the event")
     if name == "worker":
         member = escape_text(field(data, "worker_id", str, "the event"))
+        assert isinstance(data, dict)
+        if isinstance(data.get("stuck"), bool):
+            return (f"{when}  worker {member}  stuck in the Connect group: {_text(data.get('probe'))}: "
+                    f"{_text(data.get('message'))}" if data["stuck"] else f"{when}  worker {member}  answers again")
         back = field(data, "up", bool, "the event")
         return f"{when}  worker {member}  {'back in the Connect group' if back else 'gone from the Connect group'}"
     if kind not in _KINDS:

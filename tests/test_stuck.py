@@ -10,6 +10,7 @@ import pytest
 from status_store.act.health_watch import _probe
 from status_store.act.stuck import Probe, WorkerHealth
 from status_store.act.worker_rest import Reply, Trouble
+from status_store.client import change_line
 
 W = "w1:8083"
 BLOCKED = ("Worker was unable to handle this request and may be unable to handle other requests. The worker is "
@@ -113,3 +114,12 @@ def test_workers_that_left_the_group_are_forgotten() -> None:
 ])
 def test_what_a_reply_of_get_health_says(reply: Reply, probe: Probe, message: str | None) -> None:
     assert _probe(reply) == (probe, message)
+
+
+def test_watch_says_when_a_worker_is_stuck_and_when_it_answers_again() -> None:
+    stuck = {"kind": "worker", "worker_id": W, "up": True, "stuck": True, "since": 0.0, "probe": "unhealthy",
+             "message": "generating task configs for connector c", "timestamp": 0}
+    assert change_line("worker", stuck) == ("1970-01-01T00:00:00Z  worker w1:8083  stuck in the Connect group: "
+                                            "unhealthy: generating task configs for connector c")
+    back = {**stuck, "stuck": False, "since": None, "probe": None, "message": None}
+    assert change_line("worker", back) == "1970-01-01T00:00:00Z  worker w1:8083  answers again"
