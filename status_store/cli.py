@@ -1,4 +1,5 @@
-"""Command line: ``status-store [--version] serve | status | watch | analyze | openapi | config-docs | config-example``
+"""Command line: ``status-store [--version] serve | status | watch | history | analyze | openapi | config-docs |
+config-example``
 (also ``python -m status_store``)."""
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     watch.add_argument("--url", default="http://127.0.0.1:8084", help="the service (default: %(default)s)")
     watch.add_argument("--last-event-id", metavar="ID", help="resume after this event (the id an earlier watch "
                        "named when the service stopped)")
+    history = commands.add_parser("history", help="a connector's record over the last hour, day and week, from a "
+                                                  "running status-store (its history topic)")
+    history.add_argument("name", help="the connector")
+    history.add_argument("--url", default="http://127.0.0.1:8084", help="the service (default: %(default)s)")
     analyze = commands.add_parser("analyze", help="status analytics with Spark (needs the spark extra and Java 17+)",
                                   description="Read the status and history topics (or exported files), compute the "
                                               "latest statuses, time in state, FAILED episodes, flapping and retry "
@@ -69,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         from .client import show_status
 
         return show_status(args.url, args.name)
+
+    if args.command == "history":
+        from .record_client import show_history
+
+        return show_history(args.url, args.name)
 
     if args.command == "watch":
         from .client import watch as watch_changes

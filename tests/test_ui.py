@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 from playwright.sync_api import Browser, Page, Request, Route, sync_playwright
 
 from harness import free_port
+from harness.real_connect import http
 from harness.real_kafka import KafkaCluster
 from harness.service import Service, sidecar_config
 from status_store.connect.codec import encode_status
@@ -209,6 +210,27 @@ def test_a_failed_task_says_its_failure_class_and_what_it_needs_read_at_the_star
              "task 1's failure class from its event")
     title = page.get_attribute(row(page, "jdbc", 1) + " .state", "title") or ""
     assert title.startswith("transient failure (network): ConnectException: Connection refused")
+
+
+def test_a_connectors_record_opens_from_its_row(sidecar: Sidecar, browser: Browser) -> None:
+    """The record (GET /connectors/{name}/history): statuses written through the sidecar are in its history topic."""
+    sidecar.settings["status.storage.history.topic"] = f"{sidecar.topic}-history"
+    sidecar.start()
+    for path, state in (("/connectors/billing/status", "RUNNING"), ("/connectors/billing/tasks/0/status", "RUNNING"),
+                        ("/connectors/billing/tasks/0/status", "FAILED")):
+        answer = http("PUT", f"{sidecar.url}{path}?wait=true", {"state": state, "worker_id": "10.0.0.7:8083",
+                                                                 "generation": 1})
+        assert answer.status in (200, 202), answer
+    page = sidecar.open(browser)
+    page.click(row(page, "billing"), timeout=WAIT_MS)
+    page.click('.row.record[data-connector="billing"] button', timeout=WAIT_MS)
+    wait_for(page, lambda: page.eval_on_selector_all("#record-body tr", "rows => rows.length") >= 9,
+             "the record's rows: three windows, each the connector, its tasks together and task 0")
+    cells = page.eval_on_selector_all("#record-body tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+    assert cells[0][:3] == ["1h", "connector", "100.00 %"]
+    task = next(c for c in cells if c[:2] == ["1h", "task 0"])
+    assert task[3] == "1"  # one failure, in the last hour
+    assert "history topic" in page.inner_text("#record-note")
 
 
 def test_the_whole_trace_opens_for_names_no_path_can_address(sidecar: Sidecar, browser: Browser) -> None:

@@ -29,6 +29,8 @@ from .health import Health, health
 from .health_watch import HealthWatch
 from .marks import FleetMarks
 from .plan import Phase, Result, Skip, Target
+from .record import Record, merged
+from .record_reader import HistoryTail
 from .restarter import AutoRestart
 from .stuck import SLOW_S, Stuck, WorkerHealth
 from .worker_rest import WorkerRest
@@ -62,10 +64,17 @@ class Actions:
                                          self._stuck_changed, clock)
                              if self.group is not None else None)
         self._history = next((log for log in store.event_logs if log.kind is UpdateKind.HISTORY), None)
+        # The record (GET /connectors/{name}/history): the history topic, read back from a week ago.
+        self.record = Record() if config.history_topic is not None else None
+        self.history_tail = (HistoryTail(config.history_topic, store.bootstrap_servers, config.client_configs,
+                                         self.record, config.startup_timeout_s, clock)
+                             if self.record is not None and config.history_topic is not None else None)
 
     async def start(self) -> None:
-        """Read the group, and send restarts as they come due."""
+        """Read the group, the history topic, and send restarts as they come due."""
         self.rest.start()
+        if self.history_tail is not None:
+            await self.history_tail.start()
         if self.group is not None:
             self.group.start()
         if self.health_watch is not None:
@@ -80,6 +89,8 @@ class Actions:
             await self.health_watch.stop()
         if self.group is not None:
             await self.group.stop()
+        if self.history_tail is not None:
+            await self.history_tail.stop()
         await self.rest.stop()
 
     # ----------------------------------------------------------------------------- what happened
@@ -114,6 +125,10 @@ class Actions:
     def view(self) -> FleetView:
         """The fleet's statuses now, for a thread to read (``StatusCache.view``)."""
         return self._cache.view()
+
+    def now(self) -> float:
+        """The actions' clock: seconds since the epoch."""
+        return self._clock()
 
     # ----------------------------------------------------------------------------- what they show
 
@@ -209,6 +224,8 @@ class ActionsCollector(Collector):
             yield from families()
         if actions.restarter is not None:
             yield from self._restarts(actions.restarter)
+        if actions.record is not None and config.fleet_metrics is FleetMetrics.OBJECTS:
+            yield from _availability(actions.record, round(actions.now() * 1000), limit)
 
     @staticmethod
     def _fleet(view: FleetView, marks: FleetMarks, read_failures: int | None) -> Iterator[Metric]:
@@ -329,3 +346,24 @@ def _failures(view: FleetView, limit: int) -> Iterator[Metric]:
     if limit:
         yield connector_failure
         yield task_failure
+
+
+def _availability(record: Record, as_of: int, limit: int) -> Iterator[Metric]:
+    """Each connector's availability over each window (its own status's, and its tasks' together), from the record:
+    ``limit`` connectors at most. Made on the event loop (the record changes there)."""
+    own = GaugeMetricFamily("status_connector_availability", "The share of the time the connector's own status was "
+                            "RUNNING over the window (1h, 1d, 7d), from the history topic (docs/operations.md, "
+                            "'The record').", labels=["connector", "window"])
+    tasks = GaugeMetricFamily("status_connector_tasks_availability", "The share of its tasks' time RUNNING over the "
+                              "window, its tasks together.", labels=["connector", "window"])
+    label = LabelValues()
+    for name in record.connectors()[:limit]:
+        for window, figures in record.windows(name, as_of).items():
+            for entity, found in figures.items():
+                if entity[0] == "connector" and found.availability is not None:
+                    own.add_metric([label(name), window], found.availability)
+            together = merged(item for item in figures.items() if item[0][0] == "task")
+            if together is not None and together.availability is not None:
+                tasks.add_metric([label(name), window], together.availability)
+    yield own
+    yield tasks

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
@@ -331,3 +331,47 @@ class Fleet(BaseModel):
     connectors: list[FleetConnector]
     workers: list[FleetWorker] | None = Field(None, description="The workers in the Connect group or named by a "
                                                                 "status (null: the group is not read, no group.id).")
+
+
+class RecoveryFigures(BaseModel):
+    """Recovered FAILED episodes and their mean time to recovery."""
+
+    episodes: int
+    mean_ms: float | None
+
+
+class HistoryFigures(BaseModel):
+    """A connector's or task's record over a window: as ``status-store analyze`` computes it on the same history."""
+
+    start: int = Field(description="The window's start (ms since the epoch; later than as_of minus the window when "
+                                   "less history is kept).")
+    as_of: int
+    durations_ms: dict[str, int] = Field(description="Time in each state within the window.")
+    availability: float | None = Field(description="The share of that time RUNNING (null: no time in any state).")
+    failures: int = Field(description="FAILED episodes that began in the window.")
+    recovered: int
+    unrecovered: int
+    restarts: dict[str, int] = Field(description="The sidecar's restart requests in the window, by result.")
+    recovery_with_restart: RecoveryFigures
+    recovery_without_restart: RecoveryFigures
+
+
+class WindowHistory(BaseModel):
+    """One window of a connector's record: its own status's, each task's, its tasks' together."""
+
+    connector: HistoryFigures | None
+    tasks: dict[str, HistoryFigures]
+    all_tasks: HistoryFigures | None
+
+
+class ConnectorHistory(BaseModel):
+    """``GET /connectors/{name}/history``."""
+
+    name: str
+    as_of: int
+    history_topic: str | None
+    windows: dict[str, WindowHistory] = Field(description="By window: 1h, 1d, 7d.")
+    events: list[dict[str, Any]] = Field(description="State changes ({time, kind, task, state}) and the sidecar's "
+                                                     "restarts ({time, kind, task, restart, failed_at}), newest "
+                                                     "first.")
+    next_before: int | None = Field(description="Pass as before for the next page (null: no more).")

@@ -261,6 +261,7 @@
         if (c.status && c.status.state === "FAILED" && c.status.trace) {
           lines.push({ kind: "trace", connector: c, task: null });
         }
+        lines.push({ kind: "record", connector: c, task: null });
       }
     }
     $("shown").textContent = `${shown.length} of ${connectors.size} connectors shown`;
@@ -454,6 +455,16 @@
       const restarts = cell(row, 6, "tasks restarts");
       restarts.textContent = restartsText(t.restarts);
       restarts.title = t.restarts && t.restarts.last ? `last restart: ${when(t.restarts.last)}` : "";
+    } else if (line.kind === "record") {
+      row.dataset.task = "";
+      const open = cell(row, 0, "name");
+      open.replaceChildren();
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = "record: the last hour, day and week";
+      button.dataset.record = "1";
+      open.append(button);
+      for (let i = 1; i < 7; i++) { cell(row, i, "").textContent = ""; }
     } else {
       const s = line.task === null ? c.status : c.tasks.get(line.task);
       row.dataset.task = line.task === null ? "" : String(line.task);
@@ -729,6 +740,47 @@
 
   // By query parameters: a path cannot address every name (the browser resolves ".." before sending it, and an
   // encoded "/" is refused).
+  // A connector's record (GET /connectors/{name}/history): availability, failures, restarts and time to recovery over
+  // the last hour, day and week, its own status's, its tasks' together and each task's. Every text goes in as text.
+  async function showRecord(connector) {
+    $("record-title").textContent = `${connector}: the record`;
+    const body = $("record-body");
+    body.replaceChildren();
+    $("record-note").textContent = "loading…";
+    $("record-dialog").showModal();
+    try {
+      const path = `/connectors/${encodeURIComponent(connector)}/history?limit=1`;
+      const response = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
+      const answer = await response.json();
+      if (!response.ok) {
+        $("record-note").textContent = answer.message;
+        return;
+      }
+      const percent = (v) => (v === null || v === undefined ? "-" : `${(v * 100).toFixed(2)} %`);
+      const recovery = (r) => (!r || !r.episodes ? "-" : `${r.episodes} in ${(r.mean_ms / 1000).toFixed(1)} s`);
+      const restarts = (r) => Object.entries(r || {}).map(([k, v]) => `${k} ${v}`).join(", ") || "-";
+      for (const [window, found] of Object.entries(answer.windows)) {
+        const rows = [["connector", found.connector], ["tasks together", found.all_tasks],
+                      ...Object.entries(found.tasks).map(([n, f]) => [`task ${n}`, f])];
+        for (const [what, f] of rows) {
+          if (!f) { continue; }
+          const tr = document.createElement("tr");
+          for (const text of [window, what, percent(f.availability), String(f.failures), String(f.recovered),
+                              restarts(f.restarts), recovery(f.recovery_with_restart),
+                              recovery(f.recovery_without_restart)]) {
+            const td = document.createElement("td");
+            td.textContent = text;
+            tr.append(td);
+          }
+          body.append(tr);
+        }
+      }
+      $("record-note").textContent = `from the history topic ${answer.history_topic}, as of ${when(answer.as_of / 1000)}`;
+    } catch (error) {
+      $("record-note").textContent = String(error);
+    }
+  }
+
   async function showTrace(connector, task) {
     const query = new URLSearchParams({ connector });
     if (task !== "connector") { query.set("task", task); }
@@ -751,13 +803,17 @@
       $(id).addEventListener("input", onFilter);
     }
     $("trace-close").addEventListener("click", () => $("trace-dialog").close());
+    $("record-close").addEventListener("click", () => $("record-dialog").close());
     list.addEventListener("scroll", () => render(), { passive: true });
     window.addEventListener("resize", () => render());
     spacer.addEventListener("click", (e) => {
       const button = e.target.closest("button[data-trace]");
+      const record = e.target.closest("button[data-record]");
       const row = e.target.closest(".row");
       if (button && row) {
         showTrace(row.dataset.connector, button.dataset.trace);
+      } else if (record && row) {
+        showRecord(row.dataset.connector);
       } else if (row && row.classList.contains("connector")) {
         const name = row.dataset.connector;
         if (expanded.has(name)) { expanded.delete(name); } else { expanded.add(name); }
