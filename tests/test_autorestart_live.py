@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from harness.downstream import Downstream
 from harness.http_proxy import Refusal
 from harness.java_process import SINK_CONNECTOR, SOURCE_CONNECTOR, wait_until
 from harness.real_connect import ConnectCluster, all_in
@@ -84,43 +85,6 @@ class EventReader:
                 sock.shutdown(socket.SHUT_RDWR)
         self._connection.close()
         self._thread.join(10)
-
-
-class Downstream:
-    """A system a scripted sink writes to: a TCP listener on 127.0.0.1 that accepts and closes each connection while
-    open, and refuses them (nothing listens) while away."""
-
-    def __init__(self) -> None:
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        self.port = probe.getsockname()[1]
-        probe.close()
-        self._server: socket.socket | None = None
-        self._thread: threading.Thread | None = None
-
-    def open(self) -> None:
-        server = socket.socket()
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind(("127.0.0.1", self.port))
-        server.listen(16)
-        self._server = server
-        self._thread = threading.Thread(target=self._accept, args=(server,), daemon=True)
-        self._thread.start()
-
-    def _accept(self, server: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                connection, _ = server.accept()
-                connection.close()
-
-    def close(self) -> None:
-        if self._server is not None:
-            with contextlib.suppress(OSError):
-                self._server.shutdown(socket.SHUT_RDWR)
-            self._server.close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(5)
 
 
 def source(**settings: str) -> dict[str, str]:
@@ -253,7 +217,7 @@ def test_a_user_failure_is_never_restarted_and_a_transient_one_is_restarted_unti
         connect.call("PUT", "/connectors/away/config", {
             "connector.class": SINK_CONNECTOR, "tasks.max": "1", "topics": empty,
             "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-            "scripted.downstream": f"127.0.0.1:{downstream.port}"})
+            "scripted.downstream": downstream.address})
         wait_for(lambda: task_status(connect, "unreadable").get("state") == "FAILED", "unreadable FAILED")
         # The transient one is restarted (and fails again while its downstream is away), then runs once it is back.
         wait_for(lambda: len(pod.restarts("away")) >= 1, "a restart of the transient failure")
