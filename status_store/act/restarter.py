@@ -76,6 +76,9 @@ class AutoRestart:
         self._timeout_s = config.request_timeout_ms / 1000
         self._failure_log = RateLimit(FAILURE_LOG_INTERVAL_S)
         self._refuted_log = RateLimit(FAILURE_LOG_INTERVAL_S)
+        # A storm of failures not restarted (a downstream's credentials revoked under a hundred tasks): one line per
+        # reason per interval, with a count.
+        self._skip_logs = {skip: RateLimit(FAILURE_LOG_INTERVAL_S) for skip in Skip}
         cache.subscribe(self._applied)
 
     # ----------------------------------------------------------------------------- lifecycle
@@ -137,7 +140,8 @@ class AutoRestart:
                 Skip.EXCLUDED_CONNECTOR: "its connector matches sidecar.restart.exclude.connector.pattern",
                 Skip.MAX_RESTARTS: f"restarted {self.plan.attempts(target, now)} times already "
                                    f"(sidecar.restart.max.restarts); it is left FAILED"}[planned]
-            log.warning("Not restarting %s %s on %s: %s", _what(target), target, value.worker_id, why)
+            self._skip_logs[planned].log(log, logging.WARNING, "Not restarting %s %s on %s: %s", _what(target), target,
+                                         value.worker_id, why)
             self._restarted(Skipped(target, value.worker_id, planned, failure, now))
         elif planned is not None:
             log.info("%s %s FAILED on %s: restart planned in %.1f s", _what(target).capitalize(), target,
