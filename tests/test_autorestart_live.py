@@ -276,20 +276,25 @@ def test_forged_failures_are_checked_with_the_worker_and_never_delay_a_genuine_r
     _, proxy = pod.of(worker)
     mine = [t["id"] for t in status["tasks"] if t["worker_id"] == worker]
     trace = "org.apache.kafka.connect.errors.ConnectException: forged"
-    # 100 FAILED statuses naming the worker, of connectors Connect has no configuration of, and one of a task the
-    # running connector does not have; then the worker's tasks fail for real, just after.
-    forged: dict[str, bytes | None] = {f"status-task-forged-{n}-0": failed_value(worker, trace) for n in range(100)}
-    forged["status-task-honest-9"] = failed_value(worker, trace)
-    forge(kafka, connect.status_topic, forged)
-    fail_at = time.time() + 1.0
+    # The worker's tasks of a connector fail for real at fail_at; a second before, 100 FAILED statuses naming the worker
+    # are written, of connectors Connect has no configuration of, and one of a task the running connector lacks.
+    fail_at = time.time() + 12.0
     connect.call("PUT", "/connectors/genuine/config", source(**{
         "tasks.max": "4", "scripted.task": "fail-once", "scripted.fail.at.ms": str(int(fail_at * 1000))}))
+    forged: dict[str, bytes | None] = {f"status-task-forged-{n}-0": failed_value(worker, trace) for n in range(100)}
+    forged["status-task-honest-9"] = failed_value(worker, trace)
     try:
-        connect.wait_for_status("genuine", all_in("RUNNING", 4), "genuine running again after its restarts",
-                                timeout=60.0)
-        restarts = pod.restarts("genuine")
-        on_worker = [at for at, index, _ in restarts if connect.workers[index].worker_id == worker]
-        assert on_worker, restarts
+        before = connect.wait_for_status("genuine", all_in("RUNNING", 4), "running before the failure")
+        genuine = [t["id"] for t in before["tasks"] if t["worker_id"] == worker]
+        assert genuine, before  # Connect spreads the four tasks over both workers
+        assert time.time() < fail_at - 1.0, "the connector took too long to start"
+        time.sleep(fail_at - 1.0 - time.time())
+        forge(kafka, connect.status_topic, forged)
+        index = [w.worker_id for w in connect.workers].index(worker)
+        wait_for(lambda: len([r for r in pod.restarts("genuine") if r[1] == index]) >= len(genuine),
+                 "the worker's genuine failures restarted")
+        connect.wait_for_status("genuine", all_in("RUNNING", 4), "genuine running again after its restarts")
+        on_worker = [at for at, i, _ in pod.restarts("genuine") if i == index]
         # Each at its backoff after the failure (2 s, up to half more), not behind 101 refuted ones (5 s at 20/s).
         assert max(on_worker) - fail_at <= INITIAL_S * (1 + JITTER) + 1.5, (fail_at, on_worker)
         wait_for(lambda: sum(1 for _, line in list(proxy.seen) if line.startswith("GET /connectors/forged-")) >= 100,
