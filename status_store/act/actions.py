@@ -25,7 +25,7 @@ from .group import GroupWatch
 from .health import Health, health
 from .health_watch import HealthWatch
 from .marks import FleetMarks
-from .plan import Result, Target
+from .plan import Target
 from .record import Record
 from .record_reader import HistoryTail
 from .restarter import AutoRestart
@@ -94,10 +94,9 @@ class Actions:
     # ----------------------------------------------------------------------------- what happened
 
     def _restarted(self, restart: Restart | Skipped) -> None:
-        # A failure not restarted, or one the worker did not confirm, sent no restart: the history topic holds the
-        # restart requests only.
-        if (self._history is not None and isinstance(restart, Restart)
-                and restart.result is not Result.NOT_FAILED):
+        # A failure not restarted, or one the worker refuted when asked, sent no restart: the history topic holds the
+        # restart attempts only.
+        if self._history is not None and isinstance(restart, Restart) and not restart.refuted:
             self._history.append(restart.key, restart.history_event(self.config.name))
         if self._events is not None:
             self._events.publish(RestartEvent(restart, self._events.position))

@@ -22,13 +22,15 @@ from .stuck import Stuck
 @dataclass(frozen=True, slots=True)
 class Restart:
     """One restart request and how it went: when (seconds since the epoch), the HTTP status (None: no answer) and
-    the error when there was no answer."""
+    the error when there was no answer; ``refuted``: the worker, asked first, refuted it (it says another state, or
+    Connect has no such connector or task), so no restart was sent."""
 
     due: Due
     result: Result
     time: float
     http_status: int | None
     error: str | None
+    refuted: bool = False
 
     @property
     def key(self) -> str:

@@ -222,7 +222,9 @@ class AutoRestart:
             self._failure_log.log(log, logging.WARNING, "Restart of %s %s on %s not done: %s; %s", _what(target),
                                   target, due.worker, reply.error or f"HTTP {reply.status}",
                                   "dropped" if result is Result.NOT_FOUND else "asking again after a backoff")
-        self._restarted(Restart(due, result, now, reply.status, reply.error if reply.status is None else None))
+        refuted = result in (Result.NOT_FAILED, Result.NOT_FOUND) and checked is not None
+        self._restarted(Restart(due, result, now, reply.status, reply.error if reply.status is None else None,
+                                refuted))
 
     async def _check(self, due: Due, base: str) -> tuple[Result, Reply] | None:
         """Asks the worker whether the restart is right (see the module's docstring): None when it is, else the
