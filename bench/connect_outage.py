@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-from confluent_kafka.admin import (  # type: ignore[attr-defined]
+from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,

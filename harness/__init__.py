@@ -6,8 +6,12 @@ shipped, never imported by ``status_store``; ``tests/`` and ``bench/`` both impo
 - ``tansu``: Tansu as a separate broker process; ``real_kafka``: Apache Kafka's brokers, ``real_connect``: Connect
   workers on them, ``java_process``: the JVM processes of both (the jars from Maven, ``harness/jvm``);
   ``kafka_proxy``: a proxy that counts and breaks their traffic.
-- ``service``: ``status-store serve`` as a process; ``sidecar``: one beside a Connect cluster; ``http``: raw
-  HTTP/1.1 exchanges; ``events_storm``: clients of ``GET /events`` by the thousand.
+- ``service``: ``status-store serve`` as a process; ``sidecar``: one beside a Connect cluster; ``worker_pods``: a
+  sidecar beside each worker (the pod layout); ``http``: raw HTTP/1.1 exchanges; ``events_storm``: clients of
+  ``GET /events`` by the thousand.
+- The fault matrix: ``matrix_bed`` (the pod and stock workers side by side), ``matrix_faults`` (the rows),
+  ``matrix_workload`` (the steps and the oracle), ``matrix_views`` (where a status is looked up, and the verdict),
+  ``matrix_rows`` (one row run).
 - ``history_gen``: generated status history; ``pandas_history``, ``duckdb_history``: the analytics' baselines and
   differential oracles, compared by ``history_compare``; ``spark_cluster``: a Spark standalone cluster.
 - ``certs``: a test's own CA and certificates (PEM, PKCS#12, JKS) for the secured brokers, workers and sidecar.

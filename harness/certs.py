@@ -74,9 +74,10 @@ class TestCA:
         ``not_after`` in the past for an expired one)."""
         return self._issue(name, server=True, not_before=not_before, not_after=not_after)
 
-    def client(self, name: str) -> Issued:
-        """A client's certificate, its subject's common name ``name`` (mutual TLS)."""
-        return self._issue(name, server=False)
+    def client(self, name: str, not_before: datetime.datetime | None = None,
+               not_after: datetime.datetime | None = None) -> Issued:
+        """A client's certificate, its subject's common name ``name`` (mutual TLS); valid as ``server``'s."""
+        return self._issue(name, server=False, not_before=not_before, not_after=not_after)
 
     def _issue(self, name: str, server: bool, not_before: datetime.datetime | None = None,
                not_after: datetime.datetime | None = None) -> Issued:

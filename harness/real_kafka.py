@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Self
 
 from confluent_kafka import ElectionType, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from status_store.kafka.reading import read_to_end
 
@@ -79,6 +79,8 @@ class KafkaNode:
     replication_port: int | None
     controller_port: int | None
     proxy: KafkaProxy | None = None
+    # A listener of its own per kind of client (``KafkaCluster(client_listeners=...)``), each behind its proxy.
+    client_listeners: dict[str, tuple[int, KafkaProxy]] = field(default_factory=dict)
     settings: dict[str, str] = field(default_factory=dict)
     process: JavaProcess | None = None
 
@@ -94,13 +96,19 @@ class KafkaCluster(Started):
 
     ``proxied``: every client reaches the brokers through a ``KafkaProxy`` each (the brokers advertise the
     proxies' ports to clients, and replicate to each other directly), which counts requests and injects faults.
+    ``client_listeners``: names of more listeners (``SIDECARS``), each on every broker behind a proxy of its own: a
+    client bootstrapped on one (``bootstrap(name)``) is told that listener's addresses, so all its traffic goes through
+    those proxies (``listener_proxies(name)``), and Kafka can be cut off from that kind of client alone.
     """
 
     def __init__(self, line: KafkaLine, workdir: Path, brokers: int = 1, full_jit: bool = False,
-                 proxied: bool = False, settings: Mapping[str, str] | None = None) -> None:
+                 proxied: bool = False, settings: Mapping[str, str] | None = None,
+                 client_listeners: Sequence[str] = ()) -> None:
         self.line, self.workdir, self.full_jit = line, workdir, full_jit
         self.cluster_id = ""
-        ports = iter(free_ports(4 * brokers + 1))
+        # More arguments of the storage format (a secured cluster's --add-scram credentials).
+        self.format_options: list[str] = []
+        ports = iter(free_ports((4 + 2 * len(client_listeners)) * brokers + 1))
         if brokers == 1:
             self.nodes = [KafkaNode(1, "broker,controller", workdir / "node-1", next(ports), next(ports),
                                     next(ports))]
@@ -114,12 +122,16 @@ class KafkaCluster(Started):
             if proxied:
                 assert node.client_port is not None
                 node.proxy = KafkaProxy(node.client_port, next(ports))
+            for name in client_listeners:
+                port = next(ports)
+                node.client_listeners[name] = (port, KafkaProxy(port, next(ports)))
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in controllers)
         replication = str(min(brokers, 3))
         common = {
             "controller.quorum.voters": voters,
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CLIENTS:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(
+                f"{name}:PLAINTEXT" for name in ("CLIENTS", "REPLICATION", "CONTROLLER", *client_listeners)),
             "inter.broker.listener.name": "REPLICATION",
             "offsets.topic.replication.factor": replication,
             "offsets.topic.num.partitions": "5",
@@ -142,6 +154,9 @@ class KafkaCluster(Started):
                               f"REPLICATION://127.0.0.1:{node.replication_port}"]
                 advertised += [f"CLIENTS://127.0.0.1:{node.proxy.port if node.proxy else node.client_port}",
                                f"REPLICATION://127.0.0.1:{node.replication_port}"]
+                for name, (port, proxy) in node.client_listeners.items():
+                    listeners.append(f"{name}://127.0.0.1:{port}")
+                    advertised.append(f"{name}://127.0.0.1:{proxy.port}")
             if node.controller_port is not None:
                 listeners.append(f"CONTROLLER://127.0.0.1:{node.controller_port}")
             node.settings = {
@@ -169,13 +184,21 @@ class KafkaCluster(Started):
     def proxies(self) -> list[KafkaProxy]:
         return [node.proxy for node in self.brokers if node.proxy is not None]
 
+    def bootstrap(self, listener: str) -> str:
+        """Where clients of a listener of their own (``client_listeners``) connect: its proxies."""
+        return ",".join(f"127.0.0.1:{proxy.port}" for proxy in self.listener_proxies(listener))
+
+    def listener_proxies(self, listener: str) -> list[KafkaProxy]:
+        """The proxies of a listener of its own, one per broker."""
+        return [node.client_listeners[listener][1] for node in self.brokers]
+
     def broker(self, node_id: int) -> KafkaNode:
         return next(node for node in self.brokers if node.node_id == node_id)
 
     def start(self, timeout: float = START_WAIT) -> None:
         """Format every node's storage (once) and start them; return when every broker is registered."""
         self.cluster_id = self._format()
-        for proxy in self.proxies:
+        for proxy in self._every_proxy():
             proxy.start()
         for node in self.nodes:
             node.process = JavaProcess(f"kafka-{node.node_id}", self.line, "kafka.Kafka",
@@ -193,7 +216,7 @@ class KafkaCluster(Started):
         formats = [subprocess.Popen(
             ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
              "-cp", self.line.classpath, "kafka.tools.StorageTool", "format", "-t", text,
-             "-c", str(node.workdir / "server.properties"), "--ignore-formatted"],
+             "-c", str(node.workdir / "server.properties"), "--ignore-formatted", *self.format_options],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for node in self.nodes]
         for node, process in zip(self.nodes, formats, strict=True):
             try:
@@ -294,5 +317,8 @@ class KafkaCluster(Started):
         for node in sorted(self.nodes, key=lambda n: not n.is_broker):
             if node.process is not None:
                 node.process.forget()
-        for proxy in self.proxies:
+        for proxy in self._every_proxy():
             proxy.stop()
+
+    def _every_proxy(self) -> list[KafkaProxy]:
+        return self.proxies + [proxy for node in self.brokers for _, proxy in node.client_listeners.values()]

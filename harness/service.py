@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SERVICE_WAIT = 30.0
@@ -28,15 +28,17 @@ def sidecar_config(directory: Path, bootstrap_servers: str, topic: str, settings
 class Service:
     """A `status-store serve` process whose output lines are collected by background threads."""
 
-    def __init__(self, *args: str, nofile: int | None = None) -> None:
-        """``nofile``: the process's limit of open file descriptors (RLIMIT_NOFILE), when given."""
+    def __init__(self, *args: str, nofile: int | None = None, wrap: Sequence[str] = ()) -> None:
+        """``nofile``: the process's limit of open file descriptors (RLIMIT_NOFILE), when given. ``wrap``: a command
+        that runs the service by ``exec`` (e.g. ``unshare -m sh -c '... && exec "$@"' sh``), so that the process is
+        still the service's."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
         def limit_files() -> None:
             if nofile is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        self.process = subprocess.Popen([sys.executable, "-m", "status_store.cli", "serve", *args],
+        self.process = subprocess.Popen([*wrap, sys.executable, "-m", "status_store.cli", "serve", *args],
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                         preexec_fn=limit_files)
         self.lines: queue.Queue[str] = queue.Queue()

@@ -30,8 +30,9 @@ class LiveSidecar(Started):
         ``settings`` of its own added."""
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.properties = {**connect.settings, **(settings or {})}
+        scheme = "https" if "sidecar.rest.tls.cert.file" in self.properties else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.config_file = workdir / "status-store.properties"
         write_properties(self.config_file, self.properties)
         self.service: Service | None = None

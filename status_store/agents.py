@@ -14,14 +14,22 @@ Each agent session (one worker's store, from its start to its stop) sends its st
   session's pending writes are the sidecar's: written whatever the lease, and spooled.
 - **A request may wait for outcomes** (``wait_ms``, the agent's flush before a rebalance): its answer comes once
   every pending write of the session has its outcome, or after that bound.
-- Sessions are bounded: one idle past ``SESSION_IDLE_S`` with nothing pending is forgotten, and at most
-  ``MAX_SESSIONS`` are kept (the longest idle without pending writes goes first).
+- **The sidecar says what it could not write.** A write of a session that the sidecar did not start before the
+  lease ended settles ``expired``: not written by this instance, never will be, the agent's again (it sends it once
+  more, or writes it through Connect after its key's fence). ``superseded`` means only what Connect's own store
+  would drop too.
+- **Bounded.** A session keeps at most ``MAX_OUTCOMES_KEPT`` outcomes not yet acknowledged (the lowest seqs are
+  dropped first: the agent takes a write without an outcome back past the write bound) and sends at most
+  ``MAX_OUTCOMES_SENT`` per answer, lowest seqs first; at most ``MAX_SESSIONS`` sessions are kept (one idle past
+  ``SESSION_IDLE_S`` with nothing pending is forgotten; past the bound the longest idle goes, its lease ended). What is
+  dropped is counted and logged at most once a minute.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import heapq
 import logging
 import time
 import uuid
@@ -32,7 +40,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .retry.updates import Outcome, StatusUpdate
+from .logs import RateLimit
+from .retry.updates import Outcome, Result, StatusUpdate
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +49,18 @@ PROTOCOL = 1
 # A session idle this long with nothing pending is forgotten; at most this many are kept.
 SESSION_IDLE_S = 600.0
 MAX_SESSIONS = 1024
+# The outcomes a session keeps until acknowledged, and sends per answer (a few hundred KB).
+MAX_OUTCOMES_KEPT = 10_000
+MAX_OUTCOMES_SENT = 1_000
+# Why the store does not send a session's write any more (``AgentSession.lease``): its outcome is then ``expired``.
 LEASE_ENDED = "the agent's lease ended: its worker writes through Connect's own store"
+EXPIRED = "expired"
+EXPIRED_REASON = ("not written by this sidecar instance and never will be (the agent's lease ended before it was "
+                  "sent): the write is the agent's again")
+FORGOTTEN_REASON = ("its outcome is no longer kept (a session keeps a bounded number): the write is the agent's "
+                    "again")
+# Dropped outcomes and evicted sessions are logged at most this often, with a count.
+DROP_LOG_INTERVAL_S = 60.0
 
 
 @dataclass(slots=True)
@@ -87,13 +107,20 @@ class AgentSession:
         for seq in [seq for seq in self.settled if seq <= ack]:
             del self.settled[seq]
 
-    def collect(self) -> None:
-        """Move the pending writes that have their outcome to the settled ones."""
+    def collect(self) -> int:
+        """Move the pending writes that have their outcome to the settled ones, keeping at most
+        ``MAX_OUTCOMES_KEPT`` of those (the lowest seqs dropped first); returns how many were dropped."""
         for seq in [seq for seq, pending in self.pending.items() if pending.update.done()]:
             pending = self.pending.pop(seq)
             outcome = pending.update.outcome
             assert outcome is not None
             self.settled[seq] = outcome_body(seq, pending.key, outcome)
+        excess = len(self.settled) - MAX_OUTCOMES_KEPT
+        if excess <= 0:
+            return 0
+        for seq in heapq.nsmallest(excess, self.settled):
+            del self.settled[seq]
+        return excess
 
     async def settling(self, timeout: float) -> None:
         """Wait until every pending write has its outcome, at most ``timeout`` seconds."""
@@ -101,12 +128,14 @@ class AgentSession:
             await asyncio.wait([pending.update.settled() for pending in self.pending.values()], timeout=timeout)
 
     def outcomes(self) -> list[dict[str, Any]]:
-        """The settled writes not acknowledged yet, in seq order."""
-        return [self.settled[seq] for seq in sorted(self.settled)]
+        """The settled writes not acknowledged yet, lowest seqs first, at most ``MAX_OUTCOMES_SENT``."""
+        return [self.settled[seq] for seq in heapq.nsmallest(MAX_OUTCOMES_SENT, self.settled)]
 
 
 def outcome_body(seq: int, key: str, outcome: Outcome) -> dict[str, Any]:
-    """An outcome as an answer carries it."""
+    """An outcome as an answer carries it: a write the session's lease kept from being sent is ``expired``."""
+    if outcome.result is Result.SUPERSEDED and outcome.reason == LEASE_ENDED:
+        return {"seq": seq, "key": key, "result": EXPIRED, "attempts": outcome.attempts, "reason": EXPIRED_REASON}
     body: dict[str, Any] = {"seq": seq, "key": key, "result": outcome.result.value, "attempts": outcome.attempts}
     if not outcome.ok:
         body["reason"] = outcome.reason
@@ -123,14 +152,32 @@ class AgentSessions:
         self.instance = uuid.uuid4().hex
         # Updates taken from agents, by what became of them at once (pending, dropped, refused).
         self.taken: collections.Counter[str] = collections.Counter()
+        self.outcomes_dropped = 0
+        self.sessions_evicted = 0
+        self._dropped_unlogged = 0
+        self._evicted_unlogged = 0
+        self._drop_log = RateLimit(DROP_LOG_INTERVAL_S, clock)
+        self._evict_log = RateLimit(DROP_LOG_INTERVAL_S, clock)
 
     def session(self, agent: str) -> AgentSession:
-        """The agent's session (made if new; the oldest idle ones forgotten past the bound)."""
+        """The agent's session (made if new; past the bound the idle ones, then the longest idle, forgotten)."""
         session = self._sessions.get(agent)
         if session is None:
             self._forget_idle()
             session = self._sessions[agent] = AgentSession(agent, last_seen=self._clock())
         return session
+
+    def collect(self, session: AgentSession) -> None:
+        """Settle what has its outcome in ``session``, counting (and, once a minute, logging) outcomes dropped."""
+        dropped = session.collect()
+        if dropped:
+            self.outcomes_dropped += dropped
+            self._dropped_unlogged += dropped
+            if self._drop_log.take() is not None:
+                log.warning("Dropped %d outcome(s) the agents had not acknowledged (at most %d are kept per session, "
+                            "the oldest go first; the agent sends such writes again)", self._dropped_unlogged,
+                            MAX_OUTCOMES_KEPT)
+                self._dropped_unlogged = 0
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -142,15 +189,25 @@ class AgentSessions:
     def _forget_idle(self) -> None:
         now = self._clock()
         for agent, session in list(self._sessions.items()):
-            session.collect()
+            self.collect(session)
             if not session.pending and now - session.last_seen > SESSION_IDLE_S:
                 del self._sessions[agent]
-        if len(self._sessions) >= MAX_SESSIONS:
-            idle = sorted((s for s in self._sessions.values() if not s.pending), key=lambda s: s.last_seen)
-            for session in idle[:len(self._sessions) - MAX_SESSIONS + 1]:
-                log.warning("Forgetting the agent session %s (idle for %.0f s): more than %d agents", session.agent,
-                            now - session.last_seen, MAX_SESSIONS)
-                del self._sessions[session.agent]
+        excess = len(self._sessions) - MAX_SESSIONS + 1
+        if excess <= 0:
+            return
+        # The bound holds: the idle ones without pending writes first, then the longest idle of all, whose lease ends
+        # (its writes not yet sent expire; its agent takes back what has no outcome).
+        oldest = sorted(self._sessions.values(), key=lambda s: (bool(s.pending), s.last_seen))[:excess]
+        for session in oldest:
+            if not session.final:
+                session.lease_until = float("-inf")
+            del self._sessions[session.agent]
+        self.sessions_evicted += excess
+        self._evicted_unlogged += excess
+        if self._evict_log.take() is not None:
+            log.warning("Forgot %d agent session(s), the longest idle first: more than %d agents (the last forgotten "
+                        "was idle for %.0f s)", self._evicted_unlogged, MAX_SESSIONS, now - oldest[-1].last_seen)
+            self._evicted_unlogged = 0
 
 
 class AgentsCollector(Collector):
@@ -170,3 +227,8 @@ class AgentsCollector(Collector):
         for result in ("pending", "dropped", "refused"):
             taken.add_metric([result], self._agents.taken[result])
         yield taken
+        yield CounterMetricFamily("status_agent_outcomes_dropped", "Outcomes of agents' writes dropped before the "
+                                  "agent acknowledged them (a session keeps a bounded number; the agent sends such a "
+                                  "write again).", value=self._agents.outcomes_dropped)
+        yield CounterMetricFamily("status_agent_sessions_evicted", "Agent sessions forgotten past the bound on "
+                                  "sessions, the longest idle first.", value=self._agents.sessions_evicted)

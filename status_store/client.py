@@ -18,28 +18,41 @@ came meanwhile.
 
 What they read is bounded, whatever the server sends: an answer (``MAX_ANSWER_BYTES``), an error's body
 (``MAX_ERROR_BYTES``), a line or an event of the stream (``MAX_EVENT_BYTES``), JSON nested deeper than Python's
-parser goes. Past a bound, one line says so and the command ends.
+parser goes. Past a bound, one line says so and the command ends. And in time: ``status`` gets its answers within
+one deadline for the whole command (``--timeout``), ``watch`` its stream's head within it and then each line
+(an event's, a heartbeat) within ``WATCH_IDLE_S`` of the last: a server that sends a byte now and then keeps every
+read alive, so a watchdog thread closes the connection at the deadline (``Deadline``).
+
+Over HTTPS (an ``https://`` URL) they trust the system's CAs, or the CA file given (``--cacert``), and present a
+client certificate when one is given (``--cert``, ``--key``: a sidecar asking for mutual TLS).
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import math
 import random
 import re
+import socket
+import ssl
 import sys
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
+import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any, NamedTuple, TextIO
 
 from .connect.failures import FailureClass, classify
+from .fleet.text import shown
 from .logs import escape_text
 from .retry.backoff import JitterMode, Random, backoff_policy
 
-TIMEOUT_S = 10.0
+# The whole of ``status`` (both its requests), and ``watch``'s stream until its head arrived, by default.
+TIMEOUT_S = 60.0
 # ``watch`` gives up when nothing, not even a heartbeat (every 15 s by default), came for this long.
 WATCH_IDLE_S = 60.0
 # The most read of one answer (``status`` of every connector: a fleet of 100,000 connectors of 10 tasks, a tenth
@@ -65,30 +78,153 @@ class TooLarge(ValueError):
     """More data than the bound for it."""
 
 
-def fetch(url: str) -> Any:
-    """GET a JSON document; raise SystemExit with a clear message on any failure."""
+class DeadlinePassed(Exception):
+    """The exchange was not over by its deadline."""
+
+
+class HttpError(Exception):
+    """An answer with an error status: its status, and the message of its body (Connect's), else its reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@dataclass(frozen=True)
+class Tls:
+    """How the commands speak HTTPS: the CA file trusted (default: the system's CAs), and the client certificate
+    and key presented (PEM files), when given."""
+
+    cafile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+
+    def context(self) -> ssl.SSLContext:
+        """The client's TLS context (a SystemExit naming the file that cannot be used)."""
+        try:
+            context = ssl.create_default_context(cafile=self.cafile)
+            if self.certfile is not None:
+                context.load_cert_chain(self.certfile, self.keyfile)
+        except (OSError, ssl.SSLError) as e:
+            raise SystemExit(f"status-store: the TLS files cannot be used: {escape_text(str(e))}") from None
+        return context
+
+
+class Deadline:
+    """When an exchange must be over, and the watchdog that holds it: a thread that closes the connection's socket
+    when the deadline passes (every read then fails at once), whatever the server trickles meanwhile. ``extend``
+    moves it on (``watch``, after each line); ``expired`` says whether it fired."""
+
+    def __init__(self, connection: http.client.HTTPConnection, at: float) -> None:
+        self._connection = connection
+        self._at = at
+        self._done = False
+        self.expired = False
+        self.sock: socket.socket | None = None
+        self._wake = threading.Condition()
+        threading.Thread(target=self._watch, name="status-store-deadline", daemon=True).start()
+
+    def extend(self, at: float) -> None:
+        """The deadline is ``at`` now (a later one is found when the watchdog wakes; an earlier one wakes it)."""
+        earlier = at < self._at
+        self._at = at
+        if earlier:
+            with self._wake:
+                self._wake.notify()
+
+    def close(self) -> None:
+        with self._wake:
+            self._done = True
+            self._wake.notify()
+
+    def _watch(self) -> None:
+        with self._wake:
+            while not self._done:
+                left = self._at - time.monotonic()
+                if left <= 0:
+                    self.expired = True
+                    # http.client lets go of the socket once an answer is to be read to its close: held here.
+                    sock = self._connection.sock or self.sock
+                    if sock is not None:
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_RDWR)
+                    return
+                self._wake.wait(left)
+
+
+@contextlib.contextmanager
+def get(url: str, deadline_at: float, tls: Tls | None = None, headers: dict[str, str] | None = None,
+        read_timeout_s: float | None = None) -> Iterator[tuple[http.client.HTTPResponse, Deadline]]:
+    """A GET whose answer's head arrived (status 2xx: ``HttpError`` otherwise) by ``deadline_at``
+    (``time.monotonic()``), with the deadline that goes on holding while the body is read. Each read waits at most
+    ``read_timeout_s`` (default: until the deadline)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url} is not an http:// or https:// URL")
+    timeout = max(0.001, min(read_timeout_s or math.inf, deadline_at - time.monotonic()))
+    connection: http.client.HTTPConnection
+    if parts.scheme == "https":
+        connection = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout,
+                                                 context=(tls or Tls()).context())
+    else:
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    deadline = Deadline(connection, deadline_at)
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
+        connection.request("GET", urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, "")),
+                           headers=headers or {})
+        deadline.sock = connection.sock
+        response = connection.getresponse()
+        if response.status >= 400:
+            raise HttpError(response.status, error_message(response))
+        yield response, deadline
+    except Exception:
+        if deadline.expired:  # the watchdog closed the connection: that is why the read failed or came short
+            raise DeadlinePassed from None
+        raise
+    else:
+        if deadline.expired:  # a read that came short at the close ended what was read without an error
+            raise DeadlinePassed
+    finally:
+        deadline.close()
+        connection.close()
+
+
+def fetch(url: str, deadline_at: float, tls: Tls | None = None) -> Any:
+    """GET a JSON document by the deadline; raise SystemExit with a clear message on any failure."""
+    try:
+        with get(url, deadline_at, tls, {"Accept": "application/json", "Accept-Encoding": "gzip"}) as (response, _):
             return parse_json(read_bounded(response, MAX_ANSWER_BYTES))
-    except urllib.error.HTTPError as e:
-        raise SystemExit(f"status-store: {error_message(e)} (HTTP {e.code})") from None
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-        reason = getattr(e, "reason", e)
-        raise SystemExit(f"status-store: cannot reach {url}: {escape_text(str(reason))}") from None
+    except HttpError as e:
+        raise SystemExit(f"status-store: {e.message} (HTTP {e.status})") from None
+    except DeadlinePassed:
+        raise SystemExit(f"status-store: no complete answer from {url} within the command's time "
+                         f"(--timeout)") from None
+    except (OSError, http.client.HTTPException) as e:
+        raise SystemExit(f"status-store: cannot reach {url}: {escape_text(str(e) or type(e).__name__)}") from None
     except TooLarge as e:
         raise SystemExit(f"status-store: {url} answered {e}; not read") from None
-    except ValueError as e:  # not UTF-8, or not JSON
+    except ValueError as e:  # not UTF-8, or not JSON, or not a URL
         raise SystemExit(f"status-store: {url} did not answer JSON ({escape_text(str(e))})") from None
 
 
 def read_bounded(response: IO[bytes], limit: int) -> bytes:
-    """The body of an answer, at most ``limit`` bytes (``TooLarge`` past them, by its Content-Length or as read)."""
-    declared = getattr(response, "headers", {}).get("Content-Length", "")
+    """The body of an answer, at most ``limit`` bytes (``TooLarge`` past them, by its Content-Length or as read),
+    decompressed when it came gzip-encoded (at most ``limit`` bytes of text too)."""
+    headers = getattr(response, "headers", {})
+    declared = headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit:
         raise TooLarge(f"more than {limit:,} bytes (Content-Length: {int(declared):,})")
     body = response.read(limit + 1)
     if len(body) > limit:
         raise TooLarge(f"more than {limit:,} bytes")
+    if headers.get("Content-Encoding", "").strip().lower() == "gzip":
+        decompressor = zlib.decompressobj(31)
+        try:
+            body = decompressor.decompress(body, limit + 1)
+        except zlib.error as e:
+            raise ValueError(f"its gzip body cannot be read: {e}") from None
+        if len(body) > limit or decompressor.unconsumed_tail:
+            raise TooLarge(f"more than {limit:,} bytes once decompressed")
     return body
 
 
@@ -100,7 +236,7 @@ def parse_json(data: bytes | str) -> Any:
         raise ValueError("nested too deeply") from None
 
 
-def error_message(error: urllib.error.HTTPError) -> str:
+def error_message(error: http.client.HTTPResponse) -> str:
     """The message of Connect's error body, else the HTTP reason (escaped)."""
     try:
         body = parse_json(read_bounded(error, MAX_ERROR_BYTES))
@@ -145,13 +281,16 @@ def _row(what: str, status: object, kind: str) -> tuple[str, str, str, str]:
     return (what, escape_text(state), escape_text(worker) if worker is not None else "-", line)
 
 
-def show_status(base_url: str, name: str | None, out: TextIO = sys.stdout) -> int:
-    """Print one connector's statuses, or every connector's, with each connector's health word; 0 when shown."""
+def show_status(base_url: str, name: str | None, out: TextIO = sys.stdout, tls: Tls | None = None,
+                timeout_s: float = TIMEOUT_S) -> int:
+    """Print one connector's statuses, or every connector's, with each connector's health word; 0 when shown. Both
+    requests within ``timeout_s`` together (SystemExit past it)."""
+    deadline_at = time.monotonic() + timeout_s
     base = base_url.rstrip("/")
     url = f"{base}/connectors/{urllib.parse.quote(name, safe='')}/status" if name is not None else (
         f"{base}/connectors?expand=status")
-    answer = fetch(url)
-    words = health_words(base, name)
+    answer = fetch(url, deadline_at, tls)
+    words = health_words(base, name, deadline_at, tls)
     table = [("CONNECTOR / TASK", "STATE", "HEALTH", "WORKER", "TRACE")]
     try:
         if name is not None:
@@ -161,7 +300,8 @@ def show_status(base_url: str, name: str | None, out: TextIO = sys.stdout) -> in
         else:
             for connector in sorted(answer):
                 found = rows(field(answer[connector], "status", dict, f"the entry of {connector!r}"))
-                table.extend(with_health(found, words.get(connector)))
+                # Names come whole here and cut to a bound in /fleet/health's answer.
+                table.extend(with_health(found, words.get(connector, words.get(shown(connector)))))
     except MalformedAnswer as e:
         raise SystemExit(f"status-store: {url} answered something else than statuses: {escape_text(str(e))}") from None
     if len(table) == 1:
@@ -180,13 +320,14 @@ def with_health(found: list[tuple[str, str, str, str]], word: str | None) -> lis
             for i, (what, state, worker, trace) in enumerate(found)]
 
 
-def health_words(base: str, name: str | None) -> dict[str, str]:
-    """Connectors' health words (``GET /fleet/health``), escaped; none from a service that does not serve them."""
+def health_words(base: str, name: str | None, deadline_at: float, tls: Tls | None = None) -> dict[str, str]:
+    """Connectors' health words (``GET /fleet/health``), escaped; none from a service that does not serve them, or
+    not by the deadline."""
     url = f"{base}/fleet/health" + (f"?{urllib.parse.urlencode({'connector': name})}" if name is not None else "")
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
+        with get(url, deadline_at, tls, {"Accept": "application/json", "Accept-Encoding": "gzip"}) as (response, _):
             words = parse_json(read_bounded(response, MAX_ANSWER_BYTES))
-    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError):
+    except (HttpError, DeadlinePassed, OSError, http.client.HTTPException, ValueError):
         return {}
     if not isinstance(words, dict):
         return {}
@@ -195,12 +336,13 @@ def health_words(base: str, name: str | None) -> dict[str, str]:
 
 def watch(base_url: str, connector: str | None, out: TextIO = sys.stdout, last_event_id: str | None = None,
           sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-          rng: Random = random.random) -> int:
+          rng: Random = random.random, tls: Tls | None = None, timeout_s: float = TIMEOUT_S) -> int:
     """Print each status change as the service reads it, one line each, until the service ends the stream.
 
     ``last_event_id``: resume after that event. A client the service asks to reconnect (dropped for falling behind,
     or its stream at its time bound) reconnects with the id of the last event printed, after a backoff (``sleep``,
-    ``clock`` and ``rng`` for it). 0 when the service ended the stream (it is stopping); SystemExit on a failure.
+    ``clock`` and ``rng`` for it). 0 when the service ended the stream (it is stopping); SystemExit on a failure,
+    and when the stream's head does not come within ``timeout_s`` or a line within ``WATCH_IDLE_S`` of the last.
     """
     url = f"{base_url.rstrip('/')}/events"
     if connector is not None:
@@ -212,15 +354,21 @@ def watch(base_url: str, connector: str | None, out: TextIO = sys.stdout, last_e
         headers = {"Accept": "text/event-stream", **({"Last-Event-ID": last_id} if last_id else {})}
         opened = clock()
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=WATCH_IDLE_S) as stream:
-                ended, last_id = _print_changes(server_sent_events(stream), out, url, last_id)
-        except urllib.error.HTTPError as e:
-            raise SystemExit(f"status-store: {error_message(e)} (HTTP {e.code})") from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-            reason = getattr(e, "reason", e)
-            raise SystemExit(f"status-store: cannot read {url}: {escape_text(str(reason))}") from None
+            with get(url, time.monotonic() + timeout_s, tls, headers, WATCH_IDLE_S) as (stream, deadline):
+                on_line = _extending(deadline)
+                on_line()
+                ended, last_id = _print_changes(server_sent_events(stream, on_line), out, url, last_id)
+        except HttpError as e:
+            raise SystemExit(f"status-store: {e.message} (HTTP {e.status})") from None
+        except DeadlinePassed:
+            raise SystemExit(f"status-store: {url} answered no stream within {timeout_s:g} s, or sent no complete "
+                             f"line within {WATCH_IDLE_S:g} s") from None
+        except (OSError, http.client.HTTPException) as e:
+            raise SystemExit(f"status-store: cannot read {url}: {escape_text(str(e) or type(e).__name__)}") from None
         except TooLarge as e:
             raise SystemExit(f"status-store: {url} sent {e}: not an event stream of status-store") from None
+        except ValueError as e:  # not a URL
+            raise SystemExit(f"status-store: {escape_text(str(e))}") from None
         if ended is None:
             raise SystemExit(f"status-store: {url} ended the stream")
         print(f"status-store: {ended}", file=sys.stderr, flush=True)
@@ -278,14 +426,19 @@ class ServerSentEvent(NamedTuple):
     problem: str | None
 
 
-def server_sent_events(stream: IO[bytes]) -> Iterator[ServerSentEvent]:
+def _extending(deadline: Deadline) -> Callable[[], None]:
+    """What moves a stream's deadline on after each line: the next line is due within ``WATCH_IDLE_S``."""
+    return lambda: deadline.extend(time.monotonic() + WATCH_IDLE_S)
+
+
+def server_sent_events(stream: IO[bytes], on_line: Callable[[], None] | None = None) -> Iterator[ServerSentEvent]:
     """The events of a text/event-stream (comment lines skipped), its lines ended by CRLF, LF or a CR alone, as
     the format says. An id field holding NUL is ignored, as the format says. ``TooLarge`` for a line, or an
-    event's lines together, longer than ``MAX_EVENT_BYTES``."""
+    event's lines together, longer than ``MAX_EVENT_BYTES``. ``on_line``: called after each line read."""
     fields: dict[str, str] = {}
     problem: str | None = None
     size = 0
-    for raw in _lines(stream):
+    for raw in _lines(stream, on_line):
         size += len(raw)
         if size > MAX_EVENT_BYTES:
             raise TooLarge(f"an event longer than {MAX_EVENT_BYTES:,} bytes")
@@ -310,10 +463,12 @@ def server_sent_events(stream: IO[bytes]) -> Iterator[ServerSentEvent]:
             fields[name] = value
 
 
-def _lines(stream: IO[bytes]) -> Iterator[bytes]:
+def _lines(stream: IO[bytes], on_line: Callable[[], None] | None = None) -> Iterator[bytes]:
     """The lines of a stream read line by line (up to each LF, at most ``MAX_EVENT_BYTES`` each: ``TooLarge`` for a
     longer one): CRLF, LF or a CR alone ends a line."""
     while raw := stream.readline(MAX_EVENT_BYTES + 1):
+        if on_line is not None:
+            on_line()
         if len(raw) > MAX_EVENT_BYTES:
             raise TooLarge(f"a line longer than {MAX_EVENT_BYTES:,} bytes")
         line = raw[:-1].removesuffix(b"\r") if raw.endswith(b"\n") else raw.removesuffix(b"\r")

@@ -131,6 +131,15 @@ class _StoreCollector(Collector):
         rejected.add_metric(["queue_full"], self._store.queue.rejected_total)
         rejected.add_metric(["spool_unwritable"], self._store.spool_rejected_total)
         yield rejected
+        errors = CounterMetricFamily("status_listener_errors",
+                                     "Exceptions raised by a listener of the retry queue (spool, metrics, history) or "
+                                     "by a subscriber of the status cache (listener=\"cache:<name>\": the events, "
+                                     "auto-restart); the queue and the cache carried on.", labels=["listener"])
+        for listener, count in sorted(self._store.queue.listener_errors.items()):
+            errors.add_metric([listener], count)
+        for subscriber, count in sorted(self._store.cache.subscriber_errors.items()):
+            errors.add_metric([f"cache:{subscriber}"], count)
+        yield errors
         spool = self._store.spool
         if spool is not None:
             yield GaugeMetricFamily("status_spool_writable", "1 while the spool takes writes; 0 from a commit that "
@@ -139,6 +148,9 @@ class _StoreCollector(Collector):
             yield GaugeMetricFamily("status_spool_unwritten_changes", "Changes to the spool kept in memory until a "
                                     "commit writes them (normally 0 between turns of the event loop).",
                                     value=spool.unwritten_changes)
+            yield GaugeMetricFamily("status_spool_losses_unacknowledged", "Starts that found accepted writes missing "
+                                    "from the spool (its WAL or file damaged or lost), not yet acknowledged "
+                                    "(DELETE /spool/loss).", value=len(spool.losses))
         outcomes = CounterMetricFamily("status_event_total", "Events for the append-only topics (history, "
                                        "dead letters) by outcome: written, failed, dropped (too many pending).",
                                        labels=["log", "outcome"])
@@ -168,12 +180,6 @@ class _QueueCollector(Collector):
         yield CounterMetricFamily("status_retry_probes",
                                   "Probes sent to held partitions (each one update, the oldest waiting).",
                                   value=queue.probes_total)
-        errors = CounterMetricFamily("status_listener_errors",
-                                     "Exceptions raised by a listener of the retry queue (spool, metrics, history); "
-                                     "the queue carried on.", labels=["listener"])
-        for listener, count in sorted(queue.listener_errors.items()):
-            errors.add_metric([listener], count)
-        yield errors
         yield CounterMetricFamily("status_update_retry_throttled",
                                   "Retries the retry budget held back while most attempts failed; each waited "
                                   "one more backoff step (none was dropped). 0 without a budget.",

@@ -10,17 +10,18 @@ import time
 import urllib.parse
 from typing import Any, TextIO
 
-from .client import MalformedAnswer, fetch, field
+from .client import TIMEOUT_S, MalformedAnswer, Tls, fetch, field
 from .logs import escape_text
 
 EVENTS_SHOWN = 20
 
 
-def show_history(base_url: str, name: str, out: TextIO = sys.stdout) -> int:
-    """Print the connector's record; 0 when shown (SystemExit with one line on a failure)."""
+def show_history(base_url: str, name: str, out: TextIO = sys.stdout, tls: Tls | None = None,
+                 timeout_s: float = TIMEOUT_S) -> int:
+    """Print the connector's record; 0 when shown (SystemExit with one line on a failure, or past ``timeout_s``)."""
     url = (f"{base_url.rstrip('/')}/connectors/{urllib.parse.quote(name, safe='')}/history?"
            + urllib.parse.urlencode({"limit": EVENTS_SHOWN}))
-    answer = fetch(url)
+    answer = fetch(url, time.monotonic() + timeout_s, tls)
     try:
         table: list[tuple[str, ...]] = [("WINDOW", "WHAT", "AVAILABILITY", "FAILURES", "RECOVERED", "RESTARTS",
                                          "RECOVERY WITH RESTART", "WITHOUT")]

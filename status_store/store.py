@@ -1,9 +1,10 @@
 """StatusStore: Connect's status backing store semantics on a Kafka log.
 
-Writes follow Connect's ``KafkaStatusBackingStore``: every write bumps the key's local sequence
-and the store's generation; ``put_safe`` drops a write that could overwrite a newer status of
-another worker. Reads come from a ``StatusCache`` (cache.py, Connect's read rules) that the reader
-feeds: it changes only when a record is read back from the topic, so a write is visible after read-back.
+Writes follow Connect's ``KafkaStatusBackingStore``: every write bumps the key's local sequence and its writer's
+generation (Connect keeps one per worker's store: here one per writer, an agent's session or, for a write that names
+none, its status's worker); ``put_safe`` drops a write that could overwrite a newer status of another worker. Reads
+come from a ``StatusCache`` (cache.py, Connect's read rules) that the reader feeds: it changes only when a record is
+read back from the topic, so a write is visible after read-back.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -100,7 +102,9 @@ class StatusStore:
         """``listeners``: told of every status update (``RetryQueue.subscribe``), after the store's own."""
         self.config = config
         self.bootstrap_servers = bootstrap_servers
-        self.generation = 0
+        # Each writer's generation while it has writes pending (only a pending write's retry is judged by it): as
+        # many entries as writers with pending writes, each gone with its writer's last pending write.
+        self._writers: weakref.WeakValueDictionary[tuple[str, str | None], _Writer] = weakref.WeakValueDictionary()
         # Set by stop(): whether the spool keeps what the stop cut short, for the next start to replay.
         self.kept_at_stop = False
         # Writes refused because the spool could not be written.
@@ -247,18 +251,28 @@ class StatusStore:
 
     # ----------------------------------------------------------------------------- writes
 
-    def put(self, status: Status, lease: Lease | None = None) -> StatusUpdate:
+    def put(self, status: Status, lease: Lease | None = None, *, writer: str | None = None) -> StatusUpdate:
         """Write a status unconditionally. Never blocks; await ``result()`` on the update for its outcome.
-        ``lease``: the write is its writer's (see ``Lease``)."""
-        update = self._send_status(status, False, lease)
+        ``lease``: the write is its writer's (see ``Lease``). ``writer``: who writes it, as one Connect worker's store
+        (an agent's session); None: the worker its status names. Its retries are abandoned, as Connect's, when that
+        writer's generation has moved since (``generation_of``), never another writer's."""
+        update = self._send_status(status, False, lease, writer)
         assert update is not None
         return update
 
-    def put_safe(self, status: Status, lease: Lease | None = None) -> StatusUpdate | None:
+    def put_safe(self, status: Status, lease: Lease | None = None, *,
+                 writer: str | None = None) -> StatusUpdate | None:
         """Write a status unless it could overwrite a newer status of another worker, as Connect does: written when
         nothing is cached for the key, the cached status came from the same worker, or its generation is not newer;
-        otherwise dropped (returns None). The check is repeated before every retry."""
-        return self._send_status(status, True, lease)
+        otherwise dropped (returns None). The check is repeated before every retry. ``lease``, ``writer``: as
+        ``put``."""
+        return self._send_status(status, True, lease, writer)
+
+    def generation_of(self, writer: str | None, status: Status) -> int | None:
+        """The generation of the last status of this writer (``put``'s ``writer``; None: ``status``'s worker) while it
+        has writes pending; None when it has none."""
+        found = self._writers.get(_writer_key(writer, status))
+        return None if found is None else found.generation
 
     def deletion_keys(self, connector: str) -> list[str]:
         """The keys ``delete_connector`` tombstones: every known task's, then the connector's."""
@@ -295,7 +309,8 @@ class StatusStore:
         self.check_room(keys)
         return [self._submit(key, None, UpdateKind.TOPIC) for key in keys]
 
-    def _send_status(self, status: Status, safe: bool, lease: Lease | None = None) -> StatusUpdate | None:
+    def _send_status(self, status: Status, safe: bool, lease: Lease | None = None,
+                     writer: str | None = None) -> StatusUpdate | None:
         if isinstance(status, ConnectorStatus):
             key, kind = connector_key(status.connector), UpdateKind.CONNECTOR
         else:
@@ -305,13 +320,18 @@ class StatusStore:
         value = self.record_limit.encode(key, status)
         entry = (self._cache.connector_entry(status.connector) if isinstance(status, ConnectorStatus)
                  else self._cache.task_entry(status.id))
-        self.generation = status.generation
+        # As Connect's store of one worker: its generation moves with each of its writes, a dropped put_safe too.
+        writer_key = _writer_key(writer, status)
+        own = self._writers.get(writer_key)
+        if own is None:
+            own = self._writers[writer_key] = _Writer()
+        own.generation = status.generation
         if safe and not entry.can_write_safely(status):
             log.debug("put_safe dropped %s: cached status of another worker is newer", key)
             return None
         entry.sequence += 1
         # Room was checked above, for this write.
-        rules = _ConnectRules(self, entry, status, safe, lease)
+        rules = _ConnectRules(own, entry, status, safe, lease)
         return self._queue.submit(StatusUpdate(key, value, kind, rules, safe, spooled=lease is None), True)
 
     def _submit(self, key: str, value: bytes | None, kind: UpdateKind, lease: Lease | None = None) -> StatusUpdate:
@@ -332,24 +352,39 @@ class StatusStore:
         return self._cache
 
 
+def _writer_key(writer: str | None, status: Status) -> tuple[str, str | None]:
+    """Whose generation judges a status write: the named writer's (an agent's session), else its status's worker's."""
+    return ("writer", writer) if writer is not None else ("worker", status.worker_id)
+
+
+class _Writer:
+    """One writer's generation, as Connect's store of one worker keeps it: moved by that writer's writes only. Kept
+    alive by its pending writes' rules (``StatusStore._writers`` holds it weakly)."""
+
+    __slots__ = ("__weakref__", "generation")
+
+    def __init__(self) -> None:
+        self.generation = 0
+
+
 class _ConnectRules:
-    """Connect's reasons not to send a status write: on a retry, the key is gone or the store's generation moved
+    """Connect's reasons not to send a status write: on a retry, the key is gone or its writer's generation moved
     on; on any send, a safe write that is no longer safe. (A newer write of the key supersedes in the queue.) One
     small object per pending write, not a partial of a bound method (three objects, each traversed by every full
     garbage collection)."""
 
-    __slots__ = ("entry", "lease", "safe", "status", "store")
+    __slots__ = ("entry", "lease", "safe", "status", "writer")
 
-    def __init__(self, store: StatusStore, entry: CacheEntry, status: Status, safe: bool, lease: Lease | None) -> None:
-        self.store, self.entry, self.status, self.safe, self.lease = store, entry, status, safe, lease
+    def __init__(self, writer: _Writer, entry: CacheEntry, status: Status, safe: bool, lease: Lease | None) -> None:
+        self.writer, self.entry, self.status, self.safe, self.lease = writer, entry, status, safe, lease
 
     def __call__(self, retry: bool) -> str | None:
         if self.lease is not None and (ended := self.lease()) is not None:
             return ended
         if retry and self.entry.deleted:
             return "the key was deleted (a tombstone was read)"
-        if retry and self.status.generation != self.store.generation:
-            return f"the store's generation moved from {self.status.generation} to {self.store.generation}"
+        if retry and self.status.generation != self.writer.generation:
+            return f"its writer's generation moved from {self.status.generation} to {self.writer.generation}"
         if self.safe and not self.entry.can_write_safely(self.status):
             return "another worker's newer status was read"
         return None

@@ -149,8 +149,8 @@ async def test_an_update_sent_again_is_written_once(served: tuple[StatusStore, h
     assert store.queue.attempts_total == 1
 
 
-async def test_nothing_of_a_session_is_sent_after_its_lease_ended(served: tuple[StatusStore, httpx.AsyncClient],
-                                                                  mock_cluster: FaultyCluster) -> None:
+async def test_a_write_of_a_session_not_sent_before_its_lease_ended_expires(
+        served: tuple[StatusStore, httpx.AsyncClient], mock_cluster: FaultyCluster) -> None:
     store, http = served
     agent = Agent(http, store)
     # The first attempt fails; its partition is held, and the probe would go after the lease ended.
@@ -160,9 +160,11 @@ async def test_nothing_of_a_session_is_sent_after_its_lease_ended(served: tuple[
     await store.flush(WAIT)
     await store.read_your_writes(WAIT)
     assert b"status-connector-c" not in last_values(store)
+    # Not "superseded" (the agent took that as done, and the status was lost): the write is the agent's again.
     outcome = (await agent.settled(1))[1]
-    assert outcome["result"] == "superseded"
+    assert outcome["result"] == "expired"
     assert "lease ended" in outcome["reason"]
+    assert "the agent's again" in outcome["reason"]
 
 
 async def test_a_final_request_hands_pending_writes_over_for_good(served: tuple[StatusStore, httpx.AsyncClient],
@@ -234,3 +236,40 @@ async def test_a_request_may_wait_for_its_sessions_outcomes(served: tuple[Status
     response = await http.post("/agent/statuses", json={"agent": "agent-1", "wait_ms": 5000})
     assert response.status_code == 422
     assert "wait_ms" in response.json()["message"]
+
+
+async def test_a_request_meant_for_another_instance_takes_nothing(
+        served: tuple[StatusStore, httpx.AsyncClient]) -> None:
+    # An agent that spoke to an instance now gone (or still terminating beside this one) must learn of the new one
+    # before this one takes any of its writes: the old one may still write what it took of the session.
+    store, http = served
+    info = (await http.get("/")).json()
+    agent = Agent(http, store)
+    body = {"agent": agent.name, "instance": "an-older-instance", "updates": [agent.item(**task("c", 0))]}
+    response = await http.post("/agent/statuses", json=body)
+    assert response.status_code == 409
+    assert info["instance"] in response.json()["message"]
+    assert store.queue.unsettled == 0
+    answer = await agent.send(agent.item(**task("c", 0)), instance=info["instance"])
+    assert answer["accepted"] == [{"seq": 2, "result": "pending"}]
+
+
+async def test_a_sessions_expired_writes_hold_back_no_other_write(served: tuple[StatusStore, httpx.AsyncClient],
+                                                                   mock_cluster: FaultyCluster) -> None:
+    # Every partition held, then some found with nothing but expired writes in their line: those open, and the others,
+    # which waited for the cluster's probe, waited (18 s here) for an unrelated write until each got a probe of its own.
+    store, http = served
+    mock_cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * 10_000)
+    leaving, staying = Agent(http, store, "leaving"), Agent(http, store, "staying")
+    await leaving.send(*[leaving.item(**task("a", n)) for n in range(3)], lease_ms=100)
+    await staying.send(*[staying.item(**task("b", n)) for n in range(3)], lease_ms=60_000)
+    await asyncio.sleep(0.5)  # the first agent's lease ends: it writes through Connect now
+    mock_cluster.clear_request_errors(FaultyCluster.PRODUCE)
+    for _ in range(int(5.0 / 0.05)):
+        await staying.send()
+        if len(staying.outcomes) == 3:
+            break
+        await asyncio.sleep(0.05)
+    assert {o["result"] for o in staying.outcomes.values()} == {"written"}, staying.outcomes
+    assert len(staying.outcomes) == 3
+    assert {o["result"] for o in (await leaving.settled(1, 2, 3)).values()} == {"expired"}

@@ -9,6 +9,7 @@ tests/analytics/test_bench_history.py and tests/analytics/test_spark_cluster.py.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -32,7 +33,6 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
-    assert len(scripts()) == 21
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
@@ -42,6 +42,13 @@ def test_core_quick_run(tmp_path: Path) -> None:
         "raw", "store", "store with spool", "store with history", "aio"]
     assert [row[1] for row in rows(output, "write until visible")] == ["raw pipeline", "lean sketch", "store"]
     assert "the spool's cost" in output
+
+
+def test_spool_quick_run(tmp_path: Path) -> None:
+    output = run_quick("spool", tmp_path, timeout=RUN_BOUND_S)
+    runs = [json.loads(line) for line in output.splitlines()]
+    assert [(run["batch"], run["writes"], len(run["rounds"])) for run in runs] == [(1, 1000, 1), (500, 1000, 1)]
+    assert all(run["us_per_write"] > 0 and run["cpu_us_per_write"] > 0 for run in runs)
 
 
 def test_connect_outage_quick_run(tmp_path: Path) -> None:

@@ -9,9 +9,11 @@ import contextlib
 import io
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -290,3 +292,66 @@ async def test_watch_ends_when_the_service_stops_and_resumes_after_a_restart_fro
         for watcher in watchers:
             if watcher.poll() is None:
                 watcher.kill()
+
+
+class DrippingServer:
+    """A server on 127.0.0.1 that answers every request a byte at a time, one every ``interval_s`` (after ``head``
+    whole, when given), for at most ``DRIP_S``: every read gets data in time, and the answer never completes."""
+
+    DRIP_S = 30.0
+
+    def __init__(self, head: bytes = b"", interval_s: float = 0.2) -> None:
+        self.head, self.interval_s = head, interval_s
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._stop = threading.Event()
+
+    def _serve(self) -> None:
+        self._listener.settimeout(0.1)  # a closed listener does not wake accept(): it looks at the stop flag
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            connection.settimeout(None)
+            threading.Thread(target=self._drip, args=(connection,), daemon=True).start()
+
+    def _drip(self, connection: socket.socket) -> None:
+        with connection, contextlib.suppress(OSError):
+            connection.recv(65536)
+            connection.sendall(self.head)
+            ends = time.monotonic() + self.DRIP_S
+            while time.monotonic() < ends and not self._stop.is_set():
+                connection.sendall(b"x" if self.head else b"HTTP/1.1 200 OK\r\n"[:1])
+                time.sleep(self.interval_s)
+
+    @contextmanager
+    def running(self) -> Iterator[DrippingServer]:
+        thread = threading.Thread(target=self._serve, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            self._listener.close()
+            thread.join(WAIT)
+
+
+def test_a_server_that_trickles_bytes_cannot_hold_status_past_its_deadline() -> None:
+    """A server that sent a byte every 5 s held ``status`` for 25 s and more (each read got its byte in time): the
+    command has one deadline for the whole of it."""
+    with DrippingServer().running() as server, pytest.raises(SystemExit) as caught:
+        show_status(server.url, None, io.StringIO(), timeout_s=1.0)
+    assert str(caught.value.code) == (f"status-store: no complete answer from {server.url}/connectors?expand=status "
+                                      "within the command's time (--timeout)")
+
+
+def test_a_stream_that_trickles_bytes_without_a_line_ends_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client, "WATCH_IDLE_S", 1.0)
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n: ok\n\ndata: "
+    with DrippingServer(head).running() as server, pytest.raises(SystemExit) as caught:
+        watch(server.url, None, io.StringIO(), timeout_s=5.0)
+    assert str(caught.value.code) == (f"status-store: {server.url}/events answered no stream within 5 s, or sent no "
+                                      "complete line within 1 s")

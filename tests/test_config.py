@@ -117,14 +117,15 @@ def test_worker_file_keys_we_do_not_use_are_ignored() -> None:
     assert config.client_configs == {}
 
 
-def test_worker_security_settings_reach_the_clients(caplog: pytest.LogCaptureFixture) -> None:
+def test_worker_security_settings_reach_the_clients() -> None:
     jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p\\"w";'
-    with caplog.at_level(logging.WARNING):
-        config = build_config({**KAFKA, "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
-                               "sasl.jaas.config": jaas, "ssl.truststore.location": "/x.jks"})
+    config = build_config({**KAFKA, "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                           "sasl.jaas.config": jaas})
     assert config.client_configs == {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
                                      "sasl.username": "u", "sasl.password": 'p"w'}
-    assert "Ignoring ssl.truststore.location" in caplog.text
+    # A trust store the clients cannot read stops the start (tests/test_worker_security.py has the stores).
+    with pytest.raises(ConfigError, match="ssl.truststore.location.*cannot be read"):
+        build_config({**KAFKA, "security.protocol": "SASL_SSL", "ssl.truststore.location": "/x.jks"})
 
 
 def test_librdkafka_overrides_are_checked() -> None:

@@ -20,8 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 from confluent_kafka import KafkaError
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import free_port

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import sqlite3
+import resource
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -183,6 +183,76 @@ async def test_held_updates_keep_coalescing_and_connects_abandonment_rules(held_
         assert values[b"status-connector-c"] == b'{"state":"FAILED","trace":null,"worker_id":"w1:8083","generation":1}'
 
 
+async def test_a_newer_status_lands_after_its_keys_timed_out_one_whatever_another_writer_writes(
+        held_factory: HeldFactory) -> None:
+    """A task's RUNNING (generation 10) times out (the broker answers too late), its PAUSED (generation 11) follows,
+    and another worker writes generation 12 meanwhile (a rebalance). The copies of RUNNING that go first, in case the
+    timed-out one still lands, are not PAUSED's attempts: once the broker answers again PAUSED is written, and the
+    topic ends with it."""
+    async with held_factory(partitions=1) as held:
+        store, cluster = held.store, held.cluster
+        cluster.set_rtt(-1, 2000)  # every attempt outlives its 500 ms bound
+        store.put(TaskStatus(TaskId("c", 0), State.RUNNING, "w1:8083", 10))
+        await eventually(lambda: store.queue.held_partitions == [0])
+        paused = TaskStatus(TaskId("c", 0), State.PAUSED, "w1:8083", 11)
+        update = store.put(paused)
+        store.put(ConnectorStatus("other", State.RUNNING, "w2:8083", 12))
+        await eventually(lambda: store.queue.probes_total >= 2 or update.done())
+        cluster.set_rtt(-1, 0)
+        outcome = await update.result(WAIT)
+        assert outcome.result is Result.WRITTEN, outcome
+        await store.read_your_writes(WAIT)
+        assert store.cache.get_task(TaskId("c", 0)) == paused
+        assert last_values(store)[b"status-task-c-0"] == (
+            b'{"state":"PAUSED","trace":null,"worker_id":"w1:8083","generation":11}')
+
+
+async def test_a_retry_is_abandoned_when_its_own_writers_generation_moved_never_another_writers(
+        held_factory: HeldFactory) -> None:
+    """Connect abandons a status write's retry once its store's generation moved (a rebalance): one store per worker,
+    moved by that worker's writes. Here a writer is an agent's session, or the worker a status names."""
+    async with held_factory(partitions=1) as held:
+        store, cluster = held.store, held.cluster
+        cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
+        kept = store.put(connector("kept", 10, worker="w1:8083"))
+        session = store.put(connector("session", 10, worker="w3:8083"), writer="agent-1")
+        dropped = store.put(connector("dropped", 10, worker="w4:8083"))
+        await eventually(lambda: store.queue.held_partitions == [0])
+        # Other writers move their own generations: another worker, and another session of w3's worker.
+        store.put(connector("rebalanced", 12, worker="w2:8083"))
+        store.put(connector("restarted", 12, worker="w3:8083"), writer="agent-2")
+        # w4 itself moves on: its pending retry goes no more, as Connect's store of w4 would drop it.
+        store.put(connector("moved", 11, worker="w4:8083"))
+        cluster.clear_request_errors(FaultyCluster.PRODUCE)
+        outcomes = await asyncio.wait_for(asyncio.gather(kept.result(), session.result(), dropped.result()), WAIT)
+        assert [o.result for o in outcomes] == [Result.WRITTEN, Result.WRITTEN, Result.SUPERSEDED], outcomes
+        assert "generation moved from 10 to 11" in outcomes[2].reason
+
+
+async def test_an_agent_sessions_retry_is_judged_by_its_own_generation(held_factory: HeldFactory) -> None:
+    """Each agent session is one worker's store (a new one at each start of the worker's): its pending retry goes
+    whatever another session writes, even one of a worker with the same id."""
+    async with held_factory(partitions=1) as held:
+        store, cluster = held.store, held.cluster
+        app = create_app(store)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+            async def post(agent: str, name: str, generation: int) -> None:
+                update = {"seq": 1, "kind": "connector", "connector": name, "state": "RUNNING", "trace": None,
+                          "worker_id": "w1:8083", "generation": generation}
+                response = await http.post("/agent/statuses", json={"agent": agent, "worker_id": "w1:8083",
+                                                                    "lease_ms": 60_000, "updates": [update]})
+                assert response.json()["accepted"] == [{"seq": 1, "result": "pending"}]
+
+            cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
+            await post("agent-1", "kept", 10)
+            await eventually(lambda: store.queue.held_partitions == [0])
+            await post("agent-2", "restarted", 12)
+            cluster.clear_request_errors(FaultyCluster.PRODUCE)
+            await asyncio.wait_for(store.flush(), WAIT)
+        assert last_values(store)[b"status-connector-kept"] == (
+            b'{"state":"RUNNING","trace":null,"worker_id":"w1:8083","generation":10}')
+
+
 async def test_max_retries_counts_only_attempts_sent_and_still_ends_an_update(held_factory: HeldFactory) -> None:
     async with held_factory(partitions=1, **{"status.storage.retry.max.retries": "2",
                                              "status.storage.retry.exhausted.action": "drop"}) as held:
@@ -245,12 +315,12 @@ async def test_the_pending_bound_refuses_new_keys_and_changes_nothing(held_facto
         store = held.store
         held.cluster.push_request_errors(FaultyCluster.PRODUCE, *OUTAGE)
         accepted = [store.put(connector(f"c{i}")) for i in range(5)]
-        generation = store.generation
+        generation = store.generation_of(None, connector("c5"))
         with pytest.raises(WriteRejectedError) as refused:
             store.put(connector("c5", generation=9))
         assert refused.value.retry_after_s >= 1
         assert "status.storage.retry.max.pending" in str(refused.value)
-        assert store.generation == generation  # a refused write changes nothing
+        assert store.generation_of(None, connector("c5")) == generation == 1  # a refused write changes nothing
         with pytest.raises(WriteRejectedError):
             store.put_safe(TaskStatus(TaskId("c0", 0), State.RUNNING, "w1:8083", 1))
         assert store.cache.get_task(TaskId("c0", 0)) is None
@@ -370,36 +440,37 @@ async def test_a_trace_too_large_for_a_record_is_cut_so_the_failed_status_is_wri
 
 async def test_a_record_that_cannot_fit_is_refused_before_it_changes_anything(held_factory: HeldFactory) -> None:
     async with held_factory(partitions=1, **{"sidecar.kafka.message.max.bytes": "2000"}) as held:
-        generation = held.store.generation
+        status = ConnectorStatus("c", State.RUNNING, "w" * 3000, 7)
         with pytest.raises(RecordTooLargeError) as refused:
-            held.store.put(ConnectorStatus("c", State.RUNNING, "w" * 3000, 7))
+            held.store.put(status)
         assert refused.value.limit < 2000
-        assert held.store.generation == generation
+        assert held.store.generation_of(None, status) is None
         assert held.store.queue.unsettled == 0
 
 
-async def test_a_spool_locked_by_another_process_never_stops_the_queue(mock_cluster: FaultyCluster,
-                                                                       store_factory: StoreFactory,
-                                                                       tmp_path: Path) -> None:
+async def test_a_spool_that_cannot_be_written_never_stops_the_queue(mock_cluster: FaultyCluster,
+                                                                     store_factory: StoreFactory,
+                                                                     tmp_path: Path) -> None:
     spool = tmp_path / "spool.db"
     topic = topic_with(mock_cluster, 1)
     registry = CollectorRegistry()
     async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry,
                              **{**FAST, "status.storage.spool.path": str(spool)}) as store:
-        other = sqlite3.connect(spool, isolation_level=None)
-        other.execute("BEGIN EXCLUSIVE")  # another process holds the database for a while
+        # The spool cannot be written for a while: this process's file-size limit at 0 (EFBIG, SQLite's "disk I/O
+        # error"). Another process cannot lock a spool in use: the spool holds SQLite's exclusive lock.
+        limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, limits[1]))
         try:
             updates = [store.put(connector("c", state=state)) for state in (State.RUNNING, State.PAUSED)]
             assert not store.commit_spool()  # refused at once, not after seconds; the changes wait in memory
             # Until the spool can be written, new writes are refused: what they hold could not be made durable.
-            with pytest.raises(WriteRejectedError, match="database is locked"):
+            with pytest.raises(WriteRejectedError, match="disk I/O error"):
                 store.put(connector("c", state=State.FAILED))
             outcomes = await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), WAIT)
             assert [o.result for o in outcomes] == [Result.WRITTEN, Result.WRITTEN]
             assert registry.get_sample_value("status_listener_errors_total", {"listener": "Spool"}) is None
         finally:
-            other.execute("ROLLBACK")
-            other.close()
+            resource.setrlimit(resource.RLIMIT_FSIZE, limits)
         await eventually(store.commit_spool)
         updates.append(store.put(connector("c", state=State.FAILED)))
         assert (await updates[-1].result(WAIT)).ok

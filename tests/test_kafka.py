@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._config import ConfigResource
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from harness import free_port
 from harness.faulty_cluster import FaultyCluster

@@ -4,6 +4,7 @@ a broker is tests/test_held_partitions.py; against real brokers, tests/test_real
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable
 
@@ -423,3 +424,150 @@ def test_while_every_partition_is_held_the_signal_sends_the_clusters_probe_at_on
     g.kafka.write_all()
     g.clock.advance(0.1)
     assert g.queue.held_partitions == []
+
+
+def retries_dropped(retry: bool) -> str | None:
+    """An owner's rule that drops every retry and no first attempt (Connect's once its writer's generation moved)."""
+    return "the writer's generation moved" if retry else None
+
+
+def test_a_value_that_may_still_land_goes_again_as_its_own_attempt_never_the_newer_ones() -> None:
+    """The key's older value, re-sent because its write timed out, is no attempt of the newer update: however often
+    it fails, the newer update keeps its retries, and its first send after it is its first attempt, which an owner
+    that drops retries (Connect's rule once its writer's generation moved) does not drop."""
+    g = gate(max_retries=3)
+    g.put("a1")
+    g.kafka.write_all()
+    older = g.put("a0", "v1")
+    g.kafka.fail(g.kafka.only_unsettled(), "_MSG_TIMED_OUT")
+    newer = g.queue.submit(StatusUpdate("a0", b"v2", UpdateKind.CONNECTOR, retries_dropped))
+    assert older.outcome is not None
+    assert older.outcome.result is Result.SUPERSEDED
+    # Two copies of v1 fail, the third is acknowledged: none of them is an attempt of the newer update.
+    assert g.probe_until_through(2, "_MSG_TIMED_OUT") == [b"v1"] * 3
+    assert newer.outcome is None
+    g.clock.advance(0.1)
+    own = g.kafka.only_unsettled()
+    assert own.value == b"v2"
+    g.kafka.write(own)
+    assert newer.outcome is not None
+    assert (newer.outcome.result, newer.outcome.attempts) == (Result.WRITTEN, 1)
+    assert g.queue.unsettled == 0
+
+
+def test_an_older_values_copies_are_bounded_by_its_own_retries_then_the_newer_value_goes() -> None:
+    g = gate(max_retries=1)
+    g.put("a1")
+    g.kafka.write_all()
+    g.put("a0", "v1")
+    g.kafka.fail(g.kafka.only_unsettled(), "_MSG_TIMED_OUT")
+    newer = g.put("a0", "v2")
+    # One copy of v1 (its one retry) fails: then it is given up, and v2 probes on its own.
+    assert g.probe_until_through(1) == [b"v1", b"v2"]
+    assert newer.outcome is not None
+    assert (newer.outcome.result, newer.outcome.attempts) == (Result.WRITTEN, 1)
+
+
+@pytest.mark.parametrize("mode", [RetryMode.PARTITION, RetryMode.PER_UPDATE], ids=["partition", "per-update"])
+def test_a_re_sent_older_value_that_fails_for_good_lets_the_newer_one_go(mode: RetryMode) -> None:
+    """A copy of the older value refused with a fatal error cannot be sent again: the newer value goes next, as its
+    first attempt; it is neither failed nor superseded for its older value's sake."""
+    clock = FakeClock()
+    kafka = ScriptedKafka(clock)
+    queue = RetryQueue(kafka.send, RetryPolicy(BACKOFF, 3, mode=mode), [], route=lambda key: int(key[-1]),
+                       clock=clock)
+    queue.submit(StatusUpdate("a0", b"v1", UpdateKind.CONNECTOR))
+    newer = queue.submit(StatusUpdate("a0", b"v2", UpdateKind.CONNECTOR, retries_dropped))
+    kafka.fail(kafka.only_unsettled(), "_MSG_TIMED_OUT")
+    clock.advance(1.0)
+    replay = kafka.only_unsettled()
+    assert replay.value == b"v1"
+    kafka.fail(replay, "TOPIC_AUTHORIZATION_FAILED")
+    assert newer.outcome is None
+    clock.advance(1.0)
+    own = kafka.only_unsettled()
+    assert own.value == b"v2"
+    kafka.write(own)
+    assert newer.outcome is not None
+    assert (newer.outcome.result, newer.outcome.attempts) == (Result.WRITTEN, 1)
+
+
+def test_the_stops_last_attempt_sends_the_older_value_then_the_newer_as_its_first() -> None:
+    """The stop's one last attempt of a key waiting on its backoff: the older value that may still land goes first,
+    and once it is acknowledged the newer value goes as its first attempt, not dropped as a retry."""
+    clock = FakeClock()
+    kafka = ScriptedKafka(clock)
+    queue = RetryQueue(kafka.send, RetryPolicy(BACKOFF, 3, mode=RetryMode.PER_UPDATE), [], clock=clock)
+    queue.submit(StatusUpdate("a0", b"v1", UpdateKind.CONNECTOR))
+    newer = queue.submit(StatusUpdate("a0", b"v2", UpdateKind.CONNECTOR, retries_dropped))
+    kafka.fail(kafka.only_unsettled(), "_MSG_TIMED_OUT")
+
+    async def stop() -> list[StatusUpdate]:
+        stopping = asyncio.ensure_future(queue.stop(5.0))
+        await asyncio.sleep(0)
+        replay = kafka.only_unsettled()
+        assert replay.value == b"v1"
+        kafka.write(replay)
+        assert newer.outcome is None
+        own = kafka.only_unsettled()
+        assert own.value == b"v2"
+        kafka.write(own)
+        return await stopping
+
+    assert asyncio.run(stop()) == []
+    assert newer.outcome is not None
+    assert (newer.outcome.result, newer.outcome.attempts) == (Result.WRITTEN, 1)
+
+
+class Lease:
+    """An owner's rule that ends every send of its updates once the test ends it (an agent's lease ended)."""
+
+    def __init__(self) -> None:
+        self.ended = False
+
+    def __call__(self, retry: bool) -> str | None:
+        return "the agent's lease ended" if self.ended else None
+
+
+def test_a_partition_whose_line_empties_under_the_clusters_probe_leaves_no_other_partition_unprobed() -> None:
+    """While every partition is stalled one probe goes for all of them. When the one it picks opens without a write
+    (its line's only update is abandoned: its lease ended), the probe goes to the next; the partitions after it are no
+    longer all stalled, so the cluster's probe no longer stands for them: each is probed on its own schedule, and
+    once Kafka takes writes every partition is released, without a write of its own."""
+    g = gate()
+    lease = Lease()
+    g.queue.submit(StatusUpdate("a0", b"v", UpdateKind.CONNECTOR, lease))
+    g.put("a1")
+    g.put("a2")
+    for sent in list(g.kafka.unsettled):
+        g.kafka.fail(sent)
+    assert g.queue.held_partitions == [0, 1, 2]
+    lease.ended = True
+    g.clock.advance(0.15)
+    # The cluster's probe picked partition 0 first: nothing is left to write there, so it opened, and the probe went
+    # to partition 1.
+    probe = g.kafka.only_unsettled()
+    assert (probe.key, g.queue.held_partitions) == ("a1", [1, 2])
+    g.kafka.write(probe)  # Kafka takes writes again
+    for _ in range(10):
+        g.clock.advance(1.0)
+        g.kafka.write_all()
+    assert g.queue.held_partitions == []
+    assert g.queue.unsettled == 0
+
+
+def test_a_write_to_a_new_partition_leaves_no_stalled_partition_unprobed() -> None:
+    """Every partition the queue knows is stalled and the cluster's probe is out; a key of a partition it never wrote
+    to is written at once (Kafka is back): the partitions are no longer all stalled, and each is probed on its own."""
+    g = gate()
+    g.hold("a0", "a1")
+    g.clock.advance(1.0)
+    probe = g.kafka.only_unsettled()
+    g.put("b2")
+    g.kafka.write(next(s for s in g.kafka.unsettled if s.key == "b2"))
+    g.kafka.write(probe)
+    for _ in range(10):
+        g.clock.advance(1.0)
+        g.kafka.write_all()
+    assert g.queue.held_partitions == []
+    assert g.queue.unsettled == 0

@@ -42,7 +42,8 @@ async def accept_during_outage(mock_cluster: FaultyCluster, store_factory: Store
         for status in statuses:
             store.put(status)
     mock_cluster.broker_up(-1)
-    assert len(Spool(spool)) == len({status_key(s) for s in statuses})
+    with Spool(spool) as kept:
+        assert len(kept) == len({status_key(s) for s in statuses})
 
 
 def produce(mock_cluster: FaultyCluster, topic: str, *records: tuple[bytes, bytes | None]) -> None:
@@ -79,7 +80,8 @@ async def test_a_replay_never_overwrites_another_workers_newer_status(mock_clust
     values = await restart(mock_cluster, store_factory, topic, spool, registry)
     assert values[b"status-connector-c"] == GEN5
     assert superseded(registry) == 1
-    assert len(Spool(spool)) == 0
+    with Spool(spool) as kept:
+        assert len(kept) == 0
 
 
 async def test_a_replay_does_not_revive_a_key_deleted_meanwhile(mock_cluster: FaultyCluster,

@@ -51,7 +51,8 @@ async def test_updates_pending_at_a_stop_are_replayed_by_the_next_start(mock_clu
         lost = await first.stop()
         # A key's value in flight and its newer value held behind it may both be cut short by the stop.
         assert {update.key.encode() for update in lost} == set(latest)
-    assert len(Spool(spool)) == 20
+    with Spool(spool) as kept:
+        assert len(kept) == 20
     mock_cluster.broker_up(-1)
     async with store_factory(mock_cluster.bootstrap_servers, topic, **{"status.storage.spool.path": spool}) as second:
         await second.read_your_writes(WAIT)
@@ -61,7 +62,8 @@ async def test_updates_pending_at_a_stop_are_replayed_by_the_next_start(mock_clu
             assert task.state is State.FAILED
         values = last_values(second)
         assert {k: values[k] for k in latest} == latest
-    assert len(Spool(spool)) == 0
+    with Spool(spool) as kept:
+        assert len(kept) == 0
 
 
 async def test_a_settled_update_leaves_the_spool(mock_cluster: FaultyCluster, store_factory: StoreFactory,
@@ -72,7 +74,8 @@ async def test_a_settled_update_leaves_the_spool(mock_cluster: FaultyCluster, st
         for i in range(50):
             store.put(ConnectorStatus(f"c{i}", State.RUNNING, "w:1", 1))
         await store.flush(WAIT)
-    assert len(Spool(spool)) == 0
+    with Spool(spool) as kept:
+        assert len(kept) == 0
 
 
 def test_a_corrupt_spool_is_moved_aside_with_an_error(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -198,16 +201,18 @@ async def test_spool_rows_are_committed_per_turn_and_on_demand(mock_cluster: Fau
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     settings = {"status.storage.spool.path": str(spool)}
     async with store_factory(mock_cluster.bootstrap_servers, topic, **settings) as store:
+        on_disk = store.spool
+        assert on_disk is not None
         mock_cluster.broker_down(-1)
         for i in range(100):
             store.put(ConnectorStatus(f"c{i}", State.RUNNING, "w:1", 1))
-        assert len(Spool(spool)) == 0  # one transaction for the whole burst, not yet committed
+        assert len(on_disk) == 0  # one transaction for the whole burst, not yet committed
         store.commit_spool()  # what the HTTP API does before it answers
-        assert len(Spool(spool)) == 100
+        assert len(on_disk) == 100
         store.put(ConnectorStatus("late", State.RUNNING, "w:1", 1))
         await asyncio.sleep(0)  # the end of the loop's turn commits by itself
         await asyncio.sleep(0)
-        assert len(Spool(spool)) == 101
+        assert len(on_disk) == 101
         mock_cluster.broker_up(-1)
 
 
@@ -249,8 +254,8 @@ async def test_a_full_spool_drains_as_kafka_takes_the_writes_and_says_so_meanwhi
         for i in range(200):
             store.put(TaskStatus(TaskId("c", i), State.RUNNING, "w:1", 1, "x" * 2000))
         assert store.commit_spool()
-        pages = spool._db.execute("PRAGMA page_count").fetchone()[0]
-        spool._db.execute(f"PRAGMA max_page_count = {pages}")  # the volume is full
+        pages = spool._file.db.execute("PRAGMA page_count").fetchone()[0]
+        spool._file.db.execute(f"PRAGMA max_page_count = {pages}")  # the volume is full
         accepted, i = 200, 200
         while spool.writable:
             assert i < 2000, "the spool never filled"
@@ -282,7 +287,7 @@ def test_a_spool_that_cannot_be_written_tries_again_after_a_growing_wait(tmp_pat
     """Retried every 0.1 s, a failing commit of thousands of rows burnt 10-15% of a core: the wait doubles."""
     spool = Spool(tmp_path / "spool.db")
     try:
-        spool._db.execute("PRAGMA max_page_count = 1")  # no room for the table's next page
+        spool._file.db.execute("PRAGMA max_page_count = 1")  # no room for the table's next page
         spool.on_submitted(StatusUpdate("status-connector-c", encode_status(State.RUNNING, "w:1", 1, "x" * 8000),
                                         UpdateKind.CONNECTOR))
         # Its first try (without an event loop, at once) failed: the next waits twice the first wait.
@@ -314,7 +319,7 @@ async def test_a_spool_file_deleted_while_in_use_is_made_anew_and_a_kill_loses_n
             for name in list(statuses)[:10]:
                 body = {"state": statuses[name], "worker_id": "w:8083", "generation": 1}
                 assert (await http.put(f"/connectors/{name}/status", json=body)).status_code == 202
-            for suffix in ("", "-wal", "-shm"):  # an operator's rm, a cleanup job
+            for suffix in ("", "-wal"):  # an operator's rm, a cleanup job
                 os.unlink(f"{spool}{suffix}")
             for name in list(statuses)[10:]:
                 body = {"state": statuses[name], "worker_id": "w:8083", "generation": 1}
@@ -338,5 +343,65 @@ async def test_a_spool_file_deleted_while_in_use_is_made_anew_and_a_kill_loses_n
                 assert time.monotonic() < deadline, "the replayed statuses were not read back"
                 await asyncio.sleep(0.2)
             assert {name: a.json()["connector"]["state"] for name, a in zip(statuses, answers, strict=True)} == statuses
+    finally:
+        service.stop()
+
+
+async def test_garbage_in_the_live_spools_wal_is_a_loss_said_at_each_start_and_on_ready_until_acknowledged(
+        mock_cluster: FaultyCluster, tmp_path: Path) -> None:
+    """Bytes another process wrote into the WAL of a spool in use: SQLite ignores the WAL from the damage on, and the
+    next start found none of the 1,000 writes accepted, and said nothing."""
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    spool = tmp_path / "spool.db"
+    config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {
+        "status.storage.spool.path": spool, **QUICK, "status.storage.retry.delivery.timeout.ms": "60000",
+        "status.storage.retry.max.retries": "1000"})
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    body = {"state": "RUNNING", "worker_id": "w:8083", "generation": 1}
+    service = Service("--config", str(config), "--port", str(port))
+    try:
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        mock_cluster.broker_down(-1)  # the updates stay pending: their spool rows are what keeps them
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+            for batch in range(10):
+                updates = [{"kind": "connector", "connector": f"c{batch}-{i}", **body} for i in range(100)]
+                assert (await http.post("/statuses", json={"updates": updates})).status_code == 202
+        damage = await asyncio.create_subprocess_exec("dd", "if=/dev/urandom", f"of={spool}-wal", "bs=32", "count=1",
+                                                      "conv=notrunc", stderr=asyncio.subprocess.DEVNULL)
+        assert await damage.wait() == 0
+        service.process.kill()  # SIGKILL: what the files hold is what the next start finds
+        await asyncio.to_thread(service.process.wait, WAIT)
+        mock_cluster.broker_up(-1)
+        for start in range(2):  # a restart before the acknowledgement says it again
+            service = Service("--config", str(config), "--port", str(port))
+            await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+            said = [line for line in service.seen if " ERROR " in line and "lost accepted writes" in line]
+            assert len(said) == 1
+            if start == 0:
+                assert "1000 accepted write(s) lost" in said[0]
+                assert "held 1000 row(s), up to write number 1000; the start found 0, up to write number 0" in said[0]
+            async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+                ready = await http.get("/ready")
+                assert ready.status_code == 200
+                assert ready.json()["status"] == "degraded"
+                assert "1000 accepted write(s) lost" in ready.json()["message"]
+                assert await sample(http, "status_spool_losses_unacknowledged") == 1
+                state = (await http.get("/spool")).json()
+                assert [(loss["lost_at_least"], loss["lost_at_most"]) for loss in state["losses"]] == [(1000, 1000)]
+            service.stop()
+        service = Service("--config", str(config), "--port", str(port))
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+            acknowledged = await http.delete("/spool/loss")
+            assert acknowledged.status_code == 200
+            assert [loss["lost_at_most"] for loss in acknowledged.json()] == [1000]
+            assert (await http.get("/ready")).json()["status"] == "ready"
+            assert await sample(http, "status_spool_losses_unacknowledged") == 0
+            assert (await http.delete("/spool/loss")).status_code == 404
+        service.stop()
+        service = Service("--config", str(config), "--port", str(port))
+        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+        assert not [line for line in service.seen if "lost accepted writes" in line]
     finally:
         service.stop()

@@ -5,6 +5,7 @@ this user cannot write, or one another process uses stops the start with one cle
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import shutil
@@ -21,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from status_store.durable import spool_file
 from status_store.durable.spool import Spool, SpooledUpdate
 from status_store.errors import ConfigError
 from status_store.retry.delivery import Delivery
@@ -122,7 +124,9 @@ def test_what_the_spool_creates_is_private(tmp_path: Path) -> None:
         spool.on_submitted(update)  # the journal files exist from the first write
         created = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-        assert created == {"spool.db": 0o600, "spool.db-wal": 0o600, "spool.db-shm": 0o600, "spool.db.lock": 0o600}
+        # No -shm: SQLite keeps the journal's index in memory (a memory-mapped file could kill the process).
+        assert created == {"spool.db": 0o600, "spool.db-wal": 0o600, "spool.db.lock": 0o600, "spool.db.reserve": 0o600,
+                           "spool.db.tally": 0o600}
         spool.close()
     finally:
         os.umask(old_umask)
@@ -171,7 +175,8 @@ def test_a_read_only_spool_file_is_one_clear_error_and_is_not_moved(shared_dir: 
     path = shared_dir / "spool.db"
     fill(path, 3)
     give_to_child(shared_dir)  # the directory is writable, the file is not
-    (shared_dir / "spool.db.lock").unlink()
+    for beside in ("spool.db.lock", "spool.db.reserve", "spool.db.tally"):
+        (shared_dir / beside).unlink()
     path.chmod(0o444)
     before = path.read_bytes()
     result = open_without_privileges(path)
@@ -271,3 +276,96 @@ def test_the_rows_settled_in_one_commit_go_and_no_other(tmp_path_factory: pytest
     assert [item.key for item in spool.pending()] == [u.key for u, gone in zip(updates, settled, strict=True)
                                                        if not gone]
     spool.close()
+
+
+def test_a_commit_of_more_rows_than_a_part_writes_each_once_and_replaces_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows are inserted in transactions of an eighth of the reserve (the WAL holds what the reserve can make room
+    for); a key's older row goes with the last of them."""
+    monkeypatch.setattr(spool_file, "RESERVE_MAX_BYTES", spool_file.RESERVE_MIN_BYTES)  # parts of 8 KiB
+    spool = Spool(tmp_path / "spool.db")
+
+    async def submit_in_one_turn(first: int, value: bytes) -> list[StatusUpdate]:
+        # On an event loop, as in the store: the changes of one turn are committed together, here about 10 parts.
+        updates = []
+        for number in range(first, first + 500):
+            update = StatusUpdate(f"status-task-c-{number % 500}", value, "task")
+            update.number = number
+            spool.on_submitted(update)
+            updates.append(update)
+        assert spool.commit()
+        return updates
+
+    older = asyncio.run(submit_in_one_turn(1, b"a" * 100))
+    assert [(item.key, item.value) for item in spool.pending()] == [(u.key, u.value) for u in older]
+    newer = asyncio.run(submit_in_one_turn(501, b"b" * 100))  # each key again: the rows above are replaced
+    assert [(item.key, item.value) for item in spool.pending()] == [(u.key, u.value) for u in newer]
+    spool.close()
+    assert [(item.key, item.value) for item in reopened(tmp_path / "spool.db")] == [(u.key, u.value) for u in newer]
+
+
+def test_a_spool_killed_between_commits_reports_no_loss(tmp_path: Path) -> None:
+    """What the tally says is written after the file's commit: a kill between them leaves the file ahead of it,
+    never behind (no false alarm)."""
+    path = tmp_path / "spool.db"
+    code = ("import os, signal, sys\nfrom status_store.durable.spool import Spool\n"
+            "from status_store.retry.delivery import Delivery\n"
+            "from status_store.retry.updates import Outcome, Result, StatusUpdate\n"
+            "spool = Spool(sys.argv[1])\nupdates = []\n"
+            "for number in range(1, 201):\n"
+            "    update = StatusUpdate(f'status-task-c-{number}', b'v', 'task')\n"
+            "    update.number = number\n    spool.on_submitted(update)\n    updates.append(update)\n"
+            "for update in updates[:150]:\n"
+            "    spool.settled(update, Outcome(update.key, Result.WRITTEN, 1, 'written', Delivery(0, update.number)))\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n")
+    killed = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=WAIT,
+                            cwd=ROOT)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    with Spool(path) as spool:
+        assert len(spool.pending()) == 50
+        assert spool.losses == []
+
+
+def test_a_spool_moved_aside_is_a_loss_of_the_rows_it_held(tmp_path: Path,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "spool.db"
+    fill(path, 30)
+    damage_beyond_count(path)
+    with caplog.at_level(logging.ERROR), Spool(path) as spool:
+        [loss] = spool.losses
+    assert (loss.at_least, loss.at_most, loss.found_rows) == (30, 30, 0)
+    assert "moved aside" in loss.reason
+    assert "30 accepted write(s) lost" in caplog.text
+
+
+def test_a_damaged_tally_is_a_loss_that_cannot_be_counted(tmp_path: Path) -> None:
+    path = tmp_path / "spool.db"
+    fill(path, 3)
+    tally = tmp_path / "spool.db.tally"
+    tally.write_bytes(b"\xff" * 28 + tally.read_bytes()[28:])
+    with Spool(path) as spool:
+        [loss] = spool.losses
+        assert (loss.at_least, loss.at_most, loss.found_rows) == (0, None, 3)
+        assert "damaged" in loss.describe()
+        assert len(spool.pending()) == 3
+        spool.acknowledge_losses()
+    with Spool(path) as spool:
+        assert spool.losses == []  # the tally says what the file holds again
+
+
+def test_a_loss_not_acknowledged_is_kept_across_starts_and_a_new_one_is_added(tmp_path: Path) -> None:
+    path = tmp_path / "spool.db"
+    fill(path, 5)
+    path.unlink()  # an operator's rm while the sidecar was stopped: its rows are gone
+    (tmp_path / "spool.db-wal").unlink(missing_ok=True)
+    with Spool(path) as spool:
+        assert [(loss.at_least, loss.at_most) for loss in spool.losses] == [(5, 5)]
+        update = StatusUpdate("status-task-c-1", b"v", "task")
+        update.number = 1
+        spool.on_submitted(update)
+    path.unlink()
+    with Spool(path) as spool:
+        assert [(loss.at_least, loss.at_most) for loss in spool.losses] == [(5, 5), (1, 1)]
+        assert [loss.found_rows for loss in spool.acknowledge_losses()] == [0, 0]
+    with Spool(path) as spool:
+        assert spool.losses == []

@@ -154,7 +154,13 @@ async def test_generation_and_sequence_follow_each_write(store: StatusStore) -> 
     store.put(connector("c", generation=3))
     store.put(task("c", 0, generation=9))
     store.put(task("c", 0, generation=9))
-    assert store.generation == 9
+    other = connector("d", worker="w2:8083", generation=4)
+    store.put(other)
+    store.put(connector("e", worker="w2:8083", generation=5), writer="agent-1")
+    # One generation per writer (Connect keeps one per worker's store), moved only by that writer's writes.
+    assert store.generation_of(None, connector("c")) == 9
+    assert store.generation_of(None, other) == 4
+    assert store.generation_of("agent-1", other) == 5
     await store.read_your_writes(WAIT)
     assert store._cache.task_entry(TaskId("c", 0)).sequence == 2
 

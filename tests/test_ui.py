@@ -6,6 +6,7 @@ Every page of these tests is watched: a request that leaves 127.0.0.1, a script 
 
 from __future__ import annotations
 
+import http.client
 import shutil
 import time
 import uuid
@@ -346,3 +347,39 @@ def test_a_thousand_connectors_render_only_what_is_visible(sidecar: Sidecar, bro
     assert (tmp_path / "status-page-1000.png").stat().st_size > 10_000
     page.evaluate("document.getElementById('list').scrollTop = 1e9")
     wait_for(page, lambda: page.query_selector(row(page, "connector-0999")) is not None, "the last row on scrolling")
+
+
+def test_while_the_stream_is_refused_the_page_shows_the_fleet_and_says_the_stream_waits(
+        sidecar: Sidecar, browser: Browser) -> None:
+    """GET /events refuses a new stream at its bound of clients (one here, held by another client that cannot be
+    displaced in its first minute): the page showed "0 of 0 connectors" for up to 60 s. It reads GET /fleet instead
+    and says the live stream waits; once the stream opens it resumes after what it read, missing nothing."""
+    sidecar.settings["sidecar.events.subscribers.max"] = "1"
+    for name, state in (("kept-running", State.RUNNING), ("kept-failed", State.FAILED)):
+        sidecar.write(connector_key(name), state)
+        sidecar.write(task_key(TaskId(name, 0)), state)
+    sidecar.flush()
+    sidecar.start()
+    holder = http.client.HTTPConnection("127.0.0.1", sidecar.port, timeout=WAIT_MS / 1000)
+    holder.request("GET", "/events", headers={"Accept": "text/event-stream"})
+    held = holder.getresponse()  # kept: the stream lives as long as its answer is open
+    assert held.status == 200
+    try:
+        page = sidecar.open(browser)
+        wait_for(page, lambda: page.inner_text("#stream").startswith("live stream waiting (GET /events: 503)"),
+                 "the page says the live stream waits")
+        page.wait_for_selector(row(page, "kept-failed"), timeout=WAIT_MS)
+        assert state_of(page, "kept-running") == "RUNNING"
+        assert "2 connectors" in page.inner_text("#counts")
+        sidecar.write(connector_key("while-waiting"), State.PAUSED)
+        sidecar.flush()
+    finally:
+        held.close()
+        holder.close()
+    wait_for(page, lambda: page.inner_text("#stream") == "live", "the stream live once a place is free")
+    wait_for(page, lambda: page.query_selector(row(page, "while-waiting")) is not None, "the change made meanwhile")
+    before = changes(page)
+    sidecar.write(connector_key("kept-running"), State.PAUSED, generation=4)
+    sidecar.flush()
+    wait_for(page, lambda: changes(page) == before + 1, "a change applied live, once")
+    assert state_of(page, "kept-running") == "PAUSED"

@@ -19,6 +19,7 @@ from ..fleet.config_topic import ConfigTopic
 from ..fleet.events import EventsCollector, StatusEvents
 from ..logs import RateLimit
 from ..store import StatusStore
+from .credentials import WriteTokens
 from .http_server import ClosedConnections, connection_limit
 from .middleware import ConnectHttp
 from .responses import (
@@ -39,6 +40,7 @@ from .routes import (
     not_served,
     retries,
     server,
+    spool,
     statuses,
     topics,
     ui,
@@ -52,14 +54,16 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 
 
-def create_app(store: StatusStore | None, registry: CollectorRegistry | None = None, token: str | None = None,
+def create_app(store: StatusStore | None, registry: CollectorRegistry | None = None,
+               token: str | WriteTokens | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, config_topic: ConfigTopic | None = None,
                status_events: StatusEvents | None = None, actions: Actions | None = None,
                docs: bool = False) -> FastAPI:
     """The HTTP API over a started store (None only to render the OpenAPI document).
 
-    ``token``: when set, every write needs ``Authorization: Bearer <token>``; reads stay open, as
-    Connect's status endpoints are. ``config_topic``: Connect's config topic, started, when configured.
+    ``token``: when set (a token, or ``WriteTokens`` read from a file), every write needs
+    ``Authorization: Bearer <token>``; reads stay open, as Connect's status endpoints are. ``config_topic``:
+    Connect's config topic, started, when configured.
     ``status_events``: the store's status changes for ``GET /events``, attached before the store started
     (then a client can resume across a restart); without it they are kept from now on. ``actions``: what the
     sidecar acts on (workers gone, auto-restart, health words) for ``/fleet`` and ``/fleet/health``. ``docs``:
@@ -88,7 +92,7 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     app.state.registry.register(app.state.closed_connections)
     app.state.shared_answers = SharedAnswers()
     app.state.registry.register(SharedAnswersCollector(app.state.shared_answers))
-    app.state.token = token
+    app.state.token = token if isinstance(token, WriteTokens) else WriteTokens(token)
     app.state.agents = AgentSessions()
     app.state.registry.register(AgentsCollector(app.state.agents))
     app.state.refused_log = RateLimit(REFUSED_LOG_INTERVAL_S)
@@ -97,7 +101,7 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     # Routes are tried in order: the routers of the hot writes first (no two routers' paths overlap).
     served: tuple[APIRouter, ...] = (connectors.router, statuses.router, agent.router, server.router, topics.router,
                                      retries.router, metrics.router, events.router, ui.router, health.router,
-                                     history.router)
+                                     history.router, spool.router)
     if docs:
         served = (*served, docs_router(app.openapi_url or "/openapi.json"))
     for router in (*served, not_served.router):

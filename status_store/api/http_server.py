@@ -38,6 +38,7 @@ import contextlib
 import logging
 import resource
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -260,6 +261,10 @@ class OneWritePerTurn(asyncio.Transport):
 
     def close(self) -> None:
         self._flush()
+        # A TLS transport whose connection is lost answers nothing more (asyncio's, about its buffer, would raise).
+        if self._transport.is_closing():
+            self._transport.close()
+            return
         self._transport.close()
         if self._transport.get_write_buffer_size():
             # A reset after the connection is lost does nothing.
@@ -313,7 +318,10 @@ def reset(transport: asyncio.Transport) -> None:
     abort, leaves the kernel sending it to a client that may never read it), and the client learns at once.
     Nothing when the connection is gone already (a linger's reset that comes after the client took everything:
     asyncio's transport, closed, would fail in its callback)."""
-    sock = transport.get_extra_info("socket")
+    try:
+        sock = transport.get_extra_info("socket")
+    except AttributeError:  # a TLS transport whose connection is lost already (asyncio's raises then)
+        return
     if sock is not None:
         if sock.fileno() < 0:
             return
@@ -323,16 +331,31 @@ def reset(transport: asyncio.Transport) -> None:
 
 def http_config(app: Any, host: str, port: int, header_timeout_s: float = HEADER_TIMEOUT_S,
                 max_connections: int | None = None, write_stall_timeout_s: float = WRITE_STALL_TIMEOUT_S,
-                ) -> uvicorn.Config:
+                tls: ssl.SSLContext | None = None) -> uvicorn.Config:
     """uvicorn's configuration for the API (``create_app``'s: the connections closed are counted on its
-    ``closed_connections``), with the bounds above."""
+    ``closed_connections``), with the bounds above; ``tls``: serve HTTPS with this context (``ServerTls.context``,
+    which serves each handshake with the files' current content)."""
     limits = {"header_timeout_s": header_timeout_s, "write_stall_timeout_s": write_stall_timeout_s,
               "max_connections": connection_limit() if max_connections is None else max_connections,
               "closed": app.state.closed_connections}
     protocol = type("LimitedH11Protocol", (LimitedH11Protocol,), limits)
-    return uvicorn.Config(app, host=host, port=port, http=protocol, log_config=None, access_log=False,
-                          timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-                          backlog=BACKLOG)
+    return _Config(app, host=host, port=port, http=protocol, log_config=None, access_log=False,
+                   timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+                   backlog=BACKLOG, tls=tls)
+
+
+class _Config(uvicorn.Config):
+    """uvicorn's configuration serving a TLS context of our own: uvicorn builds its own from file names, once, and
+    the certificate could then never change without a restart."""
+
+    def __init__(self, *args: Any, tls: ssl.SSLContext | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tls = tls
+
+    def load(self) -> None:
+        super().load()
+        if self._tls is not None:
+            self.ssl = self._tls
 
 
 @contextlib.contextmanager

@@ -8,7 +8,6 @@ the checks wrap the route's handler, which runs before the body is read.
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -17,6 +16,7 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
 from ..logs import RateLimit
+from .credentials import WriteTokens
 from .responses import ApiError
 
 log = logging.getLogger(__name__)
@@ -94,11 +94,11 @@ class ConnectRoute(APIRoute):
 def authenticate(request: Request) -> None:
     """Writes and configuration reads need ``Authorization: Bearer <token>`` when a token is configured (compared
     in constant time). A refusal is logged, rate-limited."""
-    token: str | None = request.app.state.token
-    if token is None:
+    tokens: WriteTokens = request.app.state.token
+    if not tokens.required:
         return
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+    if scheme.lower() == "bearer" and tokens.accepts(given.strip()):
         return
     limit: RateLimit = request.app.state.refused_log
     client = request.client.host if request.client is not None else "unknown"

@@ -20,8 +20,8 @@ injects for a Service whose name starts with ``status-store`` (``STATUS_STORE_SI
 Values of keys that may hold secrets (``is_secret_key``) and of unknown keys never appear in errors.
 
 The package: ``store`` (``StoreConfig``, every key declared once), ``retry`` (``RetryConfig``, KIP-1278's keys and the
-engine's policy), ``load`` (reading and validating), ``clients`` (the Kafka clients' settings), ``reference`` (the
-generated reference and example file).
+engine's policy), ``load`` (reading and validating), ``clients`` (the Kafka clients' settings), ``security`` (a
+worker file's security settings as librdkafka takes them), ``reference`` (the generated reference and example file).
 """
 
 from .load import build_config, load_config, parse_properties

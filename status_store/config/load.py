@@ -15,9 +15,10 @@ import javaproperties
 from ..errors import ConfigError
 from ..retry.backoff import JitterMode, RetryMode
 from ..settings import INT32_MAX, construct
-from . import act
-from .clients import CLIENT_PREFIXES, KAFKA_PREFIX, kafka_override, worker_client_setting
+from . import act, rest
+from .clients import KAFKA_PREFIX, kafka_override
 from .retry import RetryConfig
+from .security import CLIENT_PREFIXES, worker_security
 from .store import SETTINGS, SETTINGS_BY_KEY, ExhaustedAction, StoreConfig
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ def build_config(properties: Mapping[str, str], embedded_needs_opt_in: bool = Fa
     """
     values: dict[str, Any] = {s.key: s.default for s in SETTINGS}
     topic_configs: dict[str, str] = {}
-    client_configs: dict[str, str] = {}
+    worker_security_settings: dict[str, str] = {}
     overrides: dict[str, str] = {}
     for key, raw in properties.items():
         declared_setting = SETTINGS_BY_KEY.get(key)
@@ -129,9 +130,9 @@ def build_config(properties: Mapping[str, str], embedded_needs_opt_in: bool = Fa
             elif name:
                 topic_configs[name] = raw.strip()
         elif key.startswith(CLIENT_PREFIXES):
-            client_configs.update(worker_client_setting(key, raw))
+            worker_security_settings[key] = raw
     # Explicit sidecar.kafka.* settings win over those taken from a worker file.
-    client_configs.update(overrides)
+    client_configs = {**worker_security(worker_security_settings, overrides), **overrides}
 
     _check_broker_choice(values["bootstrap.servers"], values["sidecar.embedded.broker"], embedded_needs_opt_in)
     if values["bootstrap.servers"] is not None and "status.storage.topic" not in properties:
@@ -157,6 +158,10 @@ def _check(config: StoreConfig) -> None:
                           f"must not exceed status.storage.retry.max.backoff.ms ({retry.max_backoff_ms})")
     _warn_about_retry_settings(retry)
     act.check(config.restart)
+    rest.check(config.rest_tls)
+    if config.rest_token is not None and config.rest_token_file is not None:
+        raise ConfigError("sidecar.rest.token.file", config.rest_token_file,
+                          "cannot be combined with sidecar.rest.token: set one of them")
     if config.exhausted_action is ExhaustedAction.DEAD_LETTER and config.dead_letter_topic is None:
         raise ConfigError("status.storage.retry.dead.letter.topic", None,
                           "required when status.storage.retry.exhausted.action=dead-letter")

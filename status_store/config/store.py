@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ..errors import ConfigError
 from ..settings import INT32_MAX, Setting, boolean, choice, declared, integer, setting, text, topic_name
 from .act import RestartConfig, WorkersConfig
+from .rest import RestTlsConfig
 from .retry import RetryConfig
 
 DEFAULT_TOPIC = "connect-status"
@@ -165,6 +166,13 @@ class StoreConfig:
         "always open, as Connect's are. Prefer the environment (STATUS_STORE_SIDECAR_REST_TOKEN) to a file for the "
         "secret. The examples' placeholder, shown here, is refused at start: generate one (openssl rand -hex 32).",
         example=PLACEHOLDER_TOKEN_PREFIX)
+    rest_token_file: str | None = setting(
+        "sidecar.rest.token.file", None, text,
+        "A file holding the bearer token instead of sidecar.rest.token (a Kubernetes secret mounted as a file): each "
+        "non-empty line is a token accepted, so a rotation can accept the old and the new one for a while. Read again "
+        "when it changes (checked at most once a second, on a request that needs the token), without a restart; a "
+        "file that cannot be read or holds no token keeps the tokens read before, with a warning. Cannot be combined "
+        "with sidecar.rest.token.", example="/etc/status-store/token/token")
     rest_max_body_bytes: int = setting(
         "sidecar.rest.max.body.bytes", 1048576, integer(1, INT32_MAX),
         "Largest request body the API accepts (larger: 413).")
@@ -183,6 +191,7 @@ class StoreConfig:
         "Bound on the whole stop, from SIGTERM to exit: requests in progress, flushing pending writes, closing the "
         "clients and the spool (0.5 s of it); what is still pending then is reported (with a spool, kept for the "
         "next start).")
+    rest_tls: RestTlsConfig = field(default_factory=RestTlsConfig)
     fleet_metrics: FleetMetrics = setting(
         "sidecar.metrics.fleet", FleetMetrics.OBJECTS, choice(FleetMetrics),
         "Series of the fleet's statuses on /metrics, read from the status topic: objects (every connector's and "

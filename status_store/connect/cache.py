@@ -23,6 +23,7 @@ hands such a reader what the cache holds, to read on another thread while the ca
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -155,11 +156,16 @@ class StatusCache:
         self._deleted_at: dict[str, int] = {}
         # Told of each record that changed the cache (not of those discarded or ignored), after it (``subscribe``).
         self._subscribers: list[Applied] = []
+        # Exceptions raised by subscribers, by subscriber name; each cause (subscriber, exception class) logged once.
+        self.subscriber_errors: collections.Counter[str] = collections.Counter()
+        self._logged_causes: set[tuple[str, str]] = set()
         # Changes a reader of the whole fleet can see so far (records applied, types hinted): a number that grows.
         self.version = 0
 
     def subscribe(self, applied: Applied) -> None:
-        """Call ``applied(record, key)`` after each record that changes the cache, in the order read."""
+        """Call ``applied(record, key)`` after each record that changes the cache, in the order read. A subscriber
+        that raises is logged once per cause and counted (``subscriber_errors``), never allowed to stop the reading:
+        the batch is applied whole and the read barriers move on, so read-your-writes and ``?wait=true`` hold."""
         self._subscribers.append(applied)
 
     # ----------------------------------------------------------------------------- reading records
@@ -196,9 +202,23 @@ class StatusCache:
             applied += 1
             if subscribers and changed:
                 for applied_to in subscribers:
-                    applied_to(record, parsed)
+                    try:
+                        applied_to(record, parsed)
+                    except Exception as e:
+                        self._subscriber_failed(applied_to, e)
         self.stats.applied += applied
         self.version += applied
+
+    def _subscriber_failed(self, applied: Applied, error: Exception) -> None:
+        owner = getattr(applied, "__self__", applied)
+        name = type(owner).__name__ if owner is not applied else getattr(applied, "__qualname__", repr(applied))
+        self.subscriber_errors[name] += 1
+        cause = (name, type(error).__name__)
+        if cause not in self._logged_causes:
+            self._logged_causes.add(cause)
+            log.error("A subscriber of the status cache (%s) raised (logged once per cause, counted in "
+                      "status_listener_errors_total{listener=\"cache:%s\"}); the cache goes on", name, name,
+                      exc_info=error)
 
     def _discard(self, counter: str, reason: str, record: StatusRecord) -> None:
         setattr(self.stats, counter, getattr(self.stats, counter) + 1)

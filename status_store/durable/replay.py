@@ -72,6 +72,8 @@ def replay(spool: Spool, read: ReadKeys, send_status: SendStatus, submit: Submit
     if dropped:
         log.warning("%d spooled update(s) were not replayed: the topic has newer records of their keys "
                     "(counted in status_update_superseded_total)", dropped)
+    # On disk before the store serves writes, and what keeps the spool from them (no room for its reserve) found now.
+    spool.commit()
 
 
 def conflict(item: SpooledUpdate, read: ReadKeys) -> str | None:

@@ -1,12 +1,11 @@
 """The durable spool: every status update not yet settled, kept on local disk across crashes.
 
-Optional (``status.storage.spool.path``). A SQLite database in WAL mode (Python's standard library)
-holds the latest unsettled value per key. A row is written when an update is submitted and
-committed before the HTTP API answers (``commit``; otherwise at the end of that turn of the event
-loop: one commit covers every update of a batch or a burst), and removed when the update settles:
-written (Kafka has this value or a newer one) or given up under Connect's rules. A failed update
-leaves it too (the KIP-1278 behaviour), unless it is parked or its dead letter is not written yet.
-On start the store replays what is left, before it serves writes, so a sidecar killed during an
+Optional (``status.storage.spool.path``). A SQLite database in WAL mode (Python's standard library, ``spool_db.py``)
+holds the latest unsettled value per key. A row is written when an update is submitted and committed before the HTTP
+API answers (``commit``; otherwise at the end of that turn of the event loop: one commit covers every update of a
+batch or a burst), and removed when the update settles: written (Kafka has this value or a newer one) or given up
+under Connect's rules. A failed update leaves it too (the KIP-1278 behaviour), unless it is parked or its dead letter
+is not written yet. On start the store replays what is left, before it serves writes, so a sidecar killed during an
 outage loses nothing it accepted.
 
 A replayed update is a retry, and must not overwrite what another writer wrote after it was accepted.
@@ -18,28 +17,20 @@ compares them with the topic at replay (``StatusStore`` start).
 
 Changes are buffered and written per commit, so a listener call never touches the disk; a database another
 process holds locked makes a commit wait at most ``BUSY_TIMEOUT_MS`` and try again on the next turn, never block
-the event loop for seconds or break the retry queue. A commit writes two transactions: first the deletes of the
-rows whose updates settled, alone (they need no room: a full disk drains as Kafka takes the writes), then the new
-rows with the deletes of the rows they replace (a key's row goes only once its newer one is on disk). A change
+the event loop for seconds or break the retry queue. A commit writes first the deletes of the rows whose updates
+settled, alone (on a full volume with the room of the spool's reserve: a full volume drains as Kafka takes the
+writes), then, with the reserve whole, the new rows and the deletes of the rows they replace (a key's row goes only
+once its newer one is on disk). A change
 undone before it was committed is dropped, not written (a row deleted before its insert was committed is never
 inserted). A commit that cannot be written (a full disk, an I/O error, a lock) is tried again after a backoff
-(``RETRY_COMMIT_S``, doubling to ``RETRY_COMMIT_MAX_S``) with the changes kept in memory, never in a tight loop;
-meanwhile the spool is not ``writable``, the store refuses new writes (what it accepted could not be made durable)
-and ``GET /ready`` says why.
+(``spool_health.py``) with the changes kept in memory, never in a tight loop; meanwhile the spool is not
+``writable``, the store refuses new writes (what it accepted could not be made durable) and ``GET /ready`` says why.
+The file is checked before each commit and every ``IDENTITY_CHECK_S``: one deleted or replaced while in use is made
+anew with every row (``spool_db.py``). After each commit the spool's tally says how far the file has taken writes,
+so that a start notices what it lost (``spool_tally.py``).
 
-**A spool file deleted (or replaced) while in use** would go on taking rows that no later start can read: SQLite
-writes to the open, unlinked file. So the spool checks the file's identity (device and inode of the path against
-those of the file it opened) before each commit and every ``IDENTITY_CHECK_S``; when they differ it logs one ERROR,
-creates the file anew and writes into it every row the open one holds, before any answer says accepted. If it
-cannot (the directory gone for good, a full disk), the spool is not ``writable``: writes are refused until it can.
-
-A spool file that fails SQLite's integrity check is moved aside (``<path>.corrupt-<time>``) with an
-error naming both paths, never silently discarded, and a new one is started. Anything else that
-keeps the spool from being used (a directory or a device at the path, a directory or file this user
-cannot write, another process using it) is a configuration error, and nothing is moved. The spool's
-directory is created 0700 and its files 0600: they hold statuses. One process at a time uses a
-spool: it holds an ``flock`` on ``<path>.lock``, which names it (pid and host) and which the kernel
-releases when the process ends, however it ends.
+The spool's directory is created 0700 and its files 0600: they hold statuses. One process at a time uses a spool: it
+holds an ``flock`` on ``<path>.lock`` (``spool_file.py``).
 """
 
 from __future__ import annotations
@@ -47,54 +38,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import sqlite3
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 
 from ..errors import ConfigError
 from ..retry.updates import Outcome, RetryListener, StatusUpdate
-from .spool_file import SPOOL_KEY, SpoolLock, check_path, identity
+from .spool_db import Row, SpoolDatabase
+from .spool_file import SPOOL_KEY, Reserve, SpoolLock, check_path
+from .spool_health import SpoolHealth
+from .spool_tally import SpoolLoss, SpoolTally
 
 log = logging.getLogger(__name__)
 
-# SQLite's primary result codes for a file that is damaged or no database at all.
-_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
-
-# One row per key (the store keeps that so), keyed by its version: a row is appended and deleted by its rowid,
-# with no index on the key to update (a third of the cost of a keyed upsert and delete).
-_COLUMNS = """(
-    version INTEGER PRIMARY KEY,
-    key TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    safe INTEGER NOT NULL,
-    value BLOB,
-    base INTEGER,
-    deleted_base INTEGER,
-    sent BLOB
-)"""
-_SCHEMA = f"CREATE TABLE IF NOT EXISTS pending {_COLUMNS}"
-# Columns added since the first spool format (a spool of an older version is upgraded in place).
-_ADDED_COLUMNS = {"base": "INTEGER", "deleted_base": "INTEGER", "sent": "BLOB"}
-_UPDATE = "UPDATE pending SET base = ?, sent = ? WHERE version = ?"
-# Values bound to one statement at most: a commit writes its rows and deletes in statements of many rows each,
-# because Python's sqlite3 lets go of the GIL at every step of a statement, and each step of an
-# ``executemany`` then waits for the GIL behind the store's other threads (the producer's delivery reports,
-# the reader): many times slower than the row's own work.
-_VALUES_PER_STATEMENT = 2048
-# How long a commit waits for a lock another process holds before it gives up until the next turn.
-BUSY_TIMEOUT_MS = 50
-# A commit that could not be written (the database locked, a full disk) is tried again this much later, twice as
-# late after each failure in a row, up to the most.
-RETRY_COMMIT_S = 0.1
-RETRY_COMMIT_MAX_S = 2.0
 # The spool file's identity is checked this often (and before each commit).
 IDENTITY_CHECK_S = 1.0
-# (base, deleted_base) of a key: what the store had read of it when an update was accepted.
-Tokens = Callable[[str], tuple[int, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +68,10 @@ class SpooledUpdate:
     base: int | None = None
     deleted_base: int | None = None
     sent: bytes | None = None
+
+
+# (base, deleted_base) of a key: what the store had read of it when an update was accepted.
+Tokens = Callable[[str], tuple[int, int]]
 
 
 class _Row:
@@ -134,18 +97,31 @@ class Spool(RetryListener):
         check_path(self.path)
         self._lock = SpoolLock(self.path)
         try:
-            self._db = self._open()
-            self._upgrade()
+            reserve = Reserve(self.path)
+            self._file = SpoolDatabase(self.path, reserve)
+            try:
+                self._tally = SpoolTally(self.path)
+            except BaseException as e:
+                self._file.close()
+                if isinstance(e, OSError):
+                    raise ConfigError(SPOOL_KEY, str(self.path), f"its tally cannot be written: {e}") from None
+                raise
         except BaseException:
             self._lock.release()
             raise
-        # The (device, inode) of the file opened: the path naming another file (or none) means it was deleted.
-        self._identity = identity(self.path)
+        moved = self._file.moved_aside
+        self._tally.check(self._file.high, self._file.held,
+                          f"the file failed its integrity check and was moved aside to {moved}" if moved is not None
+                          else "commits missing from its file: its WAL damaged or lost, or the file replaced by an "
+                               "older copy")
+        with contextlib.suppress(OSError):  # no room for it: the first commit says so, and writes are refused
+            reserve.make()
+        self._health = SpoolHealth(self.path)
         self._watch: asyncio.TimerHandle | None = None
-        row = self._db.execute("SELECT MAX(version) FROM pending").fetchone()
-        self._next_version = (row[0] or 0) + 1
+        # Above every number the file or its tally has seen: a number is never used twice, even after a loss.
+        self._next_version = max(self._file.high, self._tally.high) + 1
         # The versions of the rows earlier runs left, by key, until this run replaces or forgets them.
-        self._earlier: dict[str, int] = dict(self._db.execute("SELECT key, version FROM pending"))
+        self._earlier: dict[str, int] = self._file.versions_by_key()
         # The versions of the rows kept for settled updates (by update number) until they are released.
         self._kept: dict[int, int] = {}
         # Each key's row as this process wrote it last (in the file until it is deleted).
@@ -155,93 +131,20 @@ class Spool(RetryListener):
         # added once, before anything else happens to it; a change to a row whose insert is not committed yet
         # changes the insert instead (or drops it, for a delete).
         self._settled: list[int] = []
-        self._inserts: dict[int, tuple[object, ...]] = {}
+        self._inserts: dict[int, Row] = {}
         self._updates: list[tuple[int | None, bytes | None, int]] = []
         self._replaced: list[int] = []
         self._commit_scheduled = False
-        self._retry: asyncio.TimerHandle | None = None
-        self.retry_delay_s = RETRY_COMMIT_S
-        # Since when commits fail, and why (None: the last commit was written).
-        self._failing_since: float | None = None
-        self.failure: str | None = None
         self._closed = False
-
-    def _open(self) -> sqlite3.Connection:
-        try:
-            return self._connect()
-        except _CorruptSpool as e:
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
-            self.path.rename(aside)
-            for suffix in ("-wal", "-shm"):
-                extra = self.path.with_name(self.path.name + suffix)
-                if extra.exists():
-                    extra.rename(aside.with_name(aside.name + suffix))
-            log.error("The spool %s cannot be read (%s); it was moved aside to %s for inspection, and a new "
-                      "spool was started. Updates it held are not replayed.", self.path, e, aside)
-        try:
-            return self._connect()
-        except _CorruptSpool as e:
-            raise ConfigError(SPOOL_KEY, str(self.path), f"a new spool is unusable too: {e}") from None
-
-    def _connect(self) -> sqlite3.Connection:
-        """Open the spool and check all of it; ``_CorruptSpool`` when the file is damaged, a ``ConfigError``
-        when SQLite cannot use it for another reason."""
-        # Created here, not by SQLite, to be 0600 (its journal files take the same mode).
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        try:
-            # WAL: a committed row survives the process being killed; NORMAL skips an fsync per commit.
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            # Every page, not just what a query touches: damage found later would fail every start.
-            problems = [row[0] for row in db.execute("PRAGMA integrity_check(5)").fetchall()]
-            if problems != ["ok"]:
-                raise _CorruptSpool("integrity check: " + "; ".join(problems))
-            db.execute(_SCHEMA)
-        except sqlite3.DatabaseError as e:
-            db.close()
-            if getattr(e, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
-                raise _CorruptSpool(str(e)) from None
-            raise ConfigError(SPOOL_KEY, str(self.path), f"SQLite cannot use it: {e}") from None
-        except _CorruptSpool:
-            db.close()
-            raise
-        return db
-
-    def _upgrade(self) -> None:
-        """Bring a spool of an older version to this one, keeping its rows in order: add the columns it lacks, and
-        move rows keyed by their key to rows keyed by their version. Waits briefly for another process's lock."""
-        db = self._db
-        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        columns = {row[1]: row[5] for row in db.execute("PRAGMA table_info(pending)")}  # name -> primary key
-        for name, kind in _ADDED_COLUMNS.items():
-            if name not in columns:
-                db.execute(f"ALTER TABLE pending ADD COLUMN {name} {kind}")
-        if columns.get("version"):
-            return
-        names = "key, kind, safe, value, base, deleted_base, sent"
-        db.execute("BEGIN")
-        try:
-            db.execute(f"CREATE TABLE pending_by_version {_COLUMNS}")
-            # Numbered anew in their order: an older file's versions need not be unique.
-            db.execute(f"INSERT INTO pending_by_version ({names}) SELECT {names} FROM pending ORDER BY version")
-            db.execute("DROP TABLE pending")
-            db.execute("ALTER TABLE pending_by_version RENAME TO pending")
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def pending(self) -> list[SpooledUpdate]:
         """What the spool holds, oldest first."""
-        rows = self._db.execute(
-            "SELECT key, kind, safe, value, base, deleted_base, sent FROM pending ORDER BY version").fetchall()
         return [SpooledUpdate(key, kind, bool(safe), value, base, deleted_base, sent)
-                for key, kind, safe, value, base, deleted_base, sent in rows]
+                for key, kind, safe, value, base, deleted_base, sent
+                in self._file.rows("key, kind, safe, value, base, deleted_base, sent")]
 
     def __len__(self) -> int:
-        count: int = self._db.execute("SELECT COUNT(*) FROM pending").fetchone()[0]
-        return count
+        return self._file.count()
 
     def forget(self, key: str) -> None:
         """Drop a key's row (a replayed update that Connect's rules no longer allow, or that the topic has)."""
@@ -262,118 +165,76 @@ class Spool(RetryListener):
         be written now (another process holds the database locked, the disk is full): the changes are kept
         and committed on a later try; the deletes of settled rows may have been written already."""
         self._commit_scheduled = False
-        if self._retry is not None:
-            self._retry.cancel()
-            self._retry = None
+        self._health.cancel()
         if self._closed:
-            return self._failing_since is None
+            return self._health.writable
         try:
-            self._check_identity()
+            self._file.check_identity()
             if self._settled:
-                # Alone first: a delete needs no room, so a full disk drains as the updates settle.
-                self._transaction(lambda db: _DELETE.run(db, self._settled))
-                self._settled = []
+                # Alone first, with the reserve's room when the volume is full: a full volume drains as Kafka takes
+                # the writes.
+                self._file.delete(self._settled)
+            # Never a row added without the reserve whole: the next full volume would not drain.
+            self._file.ensure_reserve()
             if self._inserts or self._updates or self._replaced:
-                self._transaction(self._write_rows)
-                self._inserts, self._updates, self._replaced = {}, [], []
-        except sqlite3.DatabaseError as e:
-            self._unwritable(e)
+                self._file.write(self._inserts, self._updates, self._replaced)
+                self._updates, self._replaced = [], []
+            self._tally.record(self._file.high, self._file.held)
+        except (sqlite3.DatabaseError, OSError) as e:
+            reason = self._file.explain(e) if isinstance(e, sqlite3.DatabaseError) else (
+                f"its tally {self._tally.path} cannot be written: {e.strerror}")
+            with contextlib.suppress(OSError):  # what the transactions that went through hold
+                self._tally.record(self._file.high, self._file.held)
+            # Changes meanwhile wait for the next try.
+            self._commit_scheduled = self._health.failed(reason, self._pending_changes, self.commit)
             return False
-        self.retry_delay_s = RETRY_COMMIT_S
-        if self._failing_since is not None:
-            log.warning("The spool %s takes writes again after %.1f s", self.path,
-                        time.monotonic() - self._failing_since)
-            self._failing_since = self.failure = None
+        self._health.written()
         return True
 
-    def _check_identity(self) -> None:
-        """The file at the path is the one open; else (deleted, or replaced) it is made anew with every row the open
-        one holds (``sqlite3.DatabaseError`` when it cannot be)."""
-        try:
-            if identity(self.path) == self._identity:
-                return
-        except OSError:
-            pass  # gone: made anew below
-        rows = self._db.execute(f"SELECT {_NAMES} FROM pending ORDER BY version").fetchall()
-        if self._failing_since is None or not (self.failure or "").startswith(_DELETED):
-            log.error("The spool file %s was deleted or replaced while in use (the path no longer names the file "
-                      "this process opened): making it anew and writing again the %d row(s) it held; a start with "
-                      "the file as it was would have replayed none of them", self.path, len(rows))
-        try:
-            check_path(self.path)
-            if self.path.exists():
-                # Replaced: what is there now is not ours; it is moved aside, never read as this spool.
-                aside = self.path.with_name(f"{self.path.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}")
-                self.path.rename(aside)
-            for suffix in ("-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    self.path.with_name(self.path.name + suffix).unlink()
-            db = self._connect()
-        except (ConfigError, _CorruptSpool, OSError) as e:
-            raise sqlite3.OperationalError(f"{_DELETED} and cannot be made anew: {e}") from None
-        try:
-            db.execute("BEGIN")
-            _INSERT.run(db, list(chain.from_iterable(rows)))
-            db.execute("COMMIT")
-        except sqlite3.DatabaseError as e:
-            db.close()
-            raise sqlite3.OperationalError(f"{_DELETED} and its rows cannot be written again: {e}") from None
-        old, self._db = self._db, db
-        old.close()
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self._identity = identity(self.path)
-        log.warning("The spool %s was made anew with the %d row(s) it held", self.path, len(rows))
-
     def _watch_identity(self) -> None:
-        """Now and then, whether the spool file is still there (a commit would find out too, but none may come)."""
+        """Now and then, whether the spool file is still there (a commit would find out too, but none may come), and
+        its reserve whole."""
         self._watch = None
         if self._closed:
             return
+        self._file.check_reserve()
         if not self._commit_scheduled:
             self.commit()
         self._watch = asyncio.get_running_loop().call_later(IDENTITY_CHECK_S, self._watch_identity)
 
-    def _write_rows(self, db: sqlite3.Connection) -> None:
-        _INSERT.run(db, list(chain.from_iterable(self._inserts.values())))
-        db.executemany(_UPDATE, self._updates)
-        _DELETE.run(db, self._replaced)
-
-    def _transaction(self, write: Callable[[sqlite3.Connection], None]) -> None:
-        """``write`` in one transaction, committed; rolled back when it fails (``sqlite3.DatabaseError``)."""
-        db = self._db
-        try:
-            db.execute("BEGIN")
-            write(db)
-            db.execute("COMMIT")
-        except sqlite3.DatabaseError:
-            with contextlib.suppress(sqlite3.DatabaseError):  # SQLite may have rolled back already
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-            raise
-
     @property
     def writable(self) -> bool:
         """Whether the last commit was written (False from a failed one until one is written again)."""
-        return self._failing_since is None
+        return self._health.writable
+
+    @property
+    def failure(self) -> str | None:
+        """Why the spool cannot be written (None while it can)."""
+        return self._health.failure
+
+    @property
+    def rows(self) -> int:
+        """How many rows the file holds (kept as its transactions commit)."""
+        return self._file.held
+
+    @property
+    def losses(self) -> list[SpoolLoss]:
+        """Accepted writes found lost at a start, not acknowledged yet (``spool_tally.py``)."""
+        return list(self._tally.losses)
+
+    def acknowledge_losses(self) -> list[SpoolLoss]:
+        """An operator has seen the losses: they are no longer reported; the ones acknowledged."""
+        return self._tally.acknowledge()
+
+    @property
+    def retry_delay_s(self) -> float:
+        """How long after the next failed commit the one after it is tried."""
+        return self._health.retry_delay_s
 
     @property
     def unwritten_changes(self) -> int:
         """Changes kept in memory until a commit writes them (rows added, moved on or deleted)."""
         return self._pending_changes
-
-    def _unwritable(self, error: sqlite3.DatabaseError) -> None:
-        self.failure = str(error)
-        if self._failing_since is None:
-            self._failing_since = time.monotonic()
-            log.error("Cannot write to the spool %s (%s): %d change(s) wait in memory and are tried again from every "
-                      "%.1f s to every %.1f s; until one is written, new writes are refused (a crash now would lose "
-                      "what they hold)", self.path, error, self._pending_changes, RETRY_COMMIT_S, RETRY_COMMIT_MAX_S)
-        delay = self.retry_delay_s
-        self.retry_delay_s = min(RETRY_COMMIT_MAX_S, delay * 2)
-        with contextlib.suppress(RuntimeError):  # no event loop: the next change or close tries again
-            self._retry = asyncio.get_running_loop().call_later(delay, self.commit)
-            # Changes meanwhile wait for this try.
-            self._commit_scheduled = True
 
     @property
     def _pending_changes(self) -> int:
@@ -413,11 +274,19 @@ class Spool(RetryListener):
         if not committed:
             log.error("Closing the spool %s with %d change(s) it could not write", self.path, self._pending_changes)
         self._closed = True
+        self._health.cancel()
         if self._watch is not None:
             self._watch.cancel()
-        self._db.close()
+        self._file.close()
+        self._tally.close()
         self._lock.release()
         return committed
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # ----------------------------------------------------------------------------- RetryListener
 
@@ -480,44 +349,3 @@ class Spool(RetryListener):
 
     def on_unparked(self, update: StatusUpdate, again: StatusUpdate | None, reason: str) -> None:
         self.release(update)
-
-
-class _ManyRows:
-    """A statement over a list of rows (``VALUES (...), (...)`` or ``IN (...)``), run for many rows in a few
-    statements: each of a power of two rows, at most ``_VALUES_PER_STATEMENT`` values, so that few distinct
-    statements exist and SQLite's statement cache keeps them prepared."""
-
-    def __init__(self, head: str, row: str, tail: str, width: int) -> None:
-        self._head, self._row, self._tail, self._width = head, row, tail, width
-        self._texts: dict[int, str] = {}  # by rows
-
-    def run(self, db: sqlite3.Connection, values: Sequence[object]) -> None:
-        """Run the statement for ``values``, ``width`` of them a row."""
-        width = self._width
-        most = min(_VALUES_PER_STATEMENT, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)) // width
-        rows = 1 << (max(1, most).bit_length() - 1)
-        start, end = 0, len(values)
-        while start < end:
-            while rows * width > end - start:
-                rows //= 2
-            db.execute(self._text(rows), values[start:start + rows * width])
-            start += rows * width
-
-    def _text(self, rows: int) -> str:
-        text = self._texts.get(rows)
-        if text is None:
-            text = self._texts[rows] = self._head + ", ".join([self._row] * rows) + self._tail
-        return text
-
-
-_NAMES = "version, key, kind, safe, value, base, deleted_base, sent"
-_INSERT = _ManyRows(f"INSERT INTO pending ({_NAMES}) VALUES ", "(?, ?, ?, ?, ?, ?, ?, ?)", "", 8)
-# How a failure of the spool's file begins.
-_DELETED = "the spool file was deleted or replaced while in use"
-
-
-_DELETE = _ManyRows("DELETE FROM pending WHERE version IN (", "?", ")", 1)
-
-
-class _CorruptSpool(Exception):
-    """The spool file is damaged (SQLite says so): it may be moved aside."""

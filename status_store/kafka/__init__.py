@@ -5,7 +5,8 @@
 - ``reader``: ``TopicReader``, a group-less reader of a whole topic with read-to-end barriers, and
   ``status_records``, its records as the status cache takes them;
 - ``topics``: creating a topic and checking it is safe to use;
-- ``client_log``: where librdkafka's own log lines go.
+- ``client_log``: where librdkafka's own log lines go; ``security_failures``: a refused login or certificate, named
+  once per cause.
 
 May import: ``status_store.connect``, ``status_store.retry`` (the delivery a producer reports), ``status_store.errors``.
 """

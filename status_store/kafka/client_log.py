@@ -1,6 +1,7 @@
 """Where librdkafka's own log lines go: every client (the Python clients through their ``logger`` setting,
 the mock cluster's handle through its log callback) logs through ``ClientLog`` into the
-``status_store.librdkafka`` logger, never raw to stderr."""
+``status_store.librdkafka`` logger, never raw to stderr; a refused login or certificate is ``security_failures``'s
+to name, once."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import re
 import threading
 import time
 from typing import Any
+
+from .security_failures import security_failures
 
 client_log = logging.getLogger("status_store.librdkafka")
 # syslog(3) severities, as librdkafka logs them, as Python levels.
@@ -67,7 +70,8 @@ class ClientLog:
             level = logging.DEBUG if self.embedded else logging.WARNING
         if level >= logging.WARNING:
             self.last_problem = text
-            if self._repeated(facility, client, text):
+            # A refused login or certificate is named once for every client (security_failures), not at each retry.
+            if security_failures.noticed(facility, text) or self._repeated(facility, client, text):
                 level = logging.DEBUG
         client_log.log(level, "%s %s: %s", client, facility, text)
 

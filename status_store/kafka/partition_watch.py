@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from .client_log import client_logging
 from .settings import list_topics

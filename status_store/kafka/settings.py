@@ -11,8 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._metadata import ClusterMetadata
+from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from ..errors import KafkaUnavailableError, TopicSetupError
 from .client_log import client_logging

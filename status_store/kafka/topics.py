@@ -7,15 +7,16 @@ import logging
 from collections.abc import Mapping
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._config import ConfigResource
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from ..errors import KafkaUnavailableError, TopicSetupError
 from .client_log import client_logging, is_embedded
+from .security_failures import security_failures
 from .settings import list_topics
 
 log = logging.getLogger(__name__)
+# How often a client's log lines are served while a first request waits for the brokers.
+LOG_POLL_S = 0.5
 
 
 async def topic_exists(bootstrap_servers: str, client_configs: Mapping[str, str], topic: str, timeout: float) -> bool:
@@ -24,11 +25,17 @@ async def topic_exists(bootstrap_servers: str, client_configs: Mapping[str, str]
     logging_settings = client_logging(bootstrap_servers)
     admin = AdminClient({**client_configs, "bootstrap.servers": bootstrap_servers, "allow.auto.create.topics": False,
                          **logging_settings})
+    request = asyncio.ensure_future(list_topics(admin, topic, timeout))
     try:
-        metadata = await list_topics(admin, topic, timeout)
+        # The client's log lines are served while it waits: a refused login or certificate is named at once.
+        while not (await asyncio.wait((request,), timeout=LOG_POLL_S))[0]:
+            admin.poll(0)
+        metadata = request.result()
     except KafkaException as e:
         admin.poll(0)  # serves the client's log lines: the last one says why (e.g. "Connection refused")
-        reason = logging_settings["logger"].last_problem or e.args[0].str()
+        problem = security_failures.current()
+        reason = (problem.explanation if problem is not None else None) or logging_settings["logger"].last_problem \
+            or e.args[0].str()
         raise KafkaUnavailableError(
             f"cannot reach Kafka at {bootstrap_servers} within {timeout:g} s ({reason})") from None
     found = metadata.topics.get(topic)

@@ -23,10 +23,10 @@ RELEASE_GROWTH = 1.15
 
 class Slot:
     """The updates of one key: at most one in flight, one waiting (and when it goes next) and one parked, the key's
-    value that may still land, and the key's failure streak (per-update mode: the backoff follows the key, so a key
-    that keeps changing is not retried any faster)."""
+    value that may still land (and its copies sent since), and the key's failure streak (per-update mode: the backoff
+    follows the key, so a key that keeps changing is not retried any faster)."""
 
-    __slots__ = ("_streak", "due", "inflight", "key", "parked", "partition", "unsure", "waiting")
+    __slots__ = ("_resends", "_streak", "_unsure", "due", "inflight", "key", "parked", "partition", "waiting")
 
     def __init__(self, key: str, partition: Partition | None) -> None:
         # The key it is coalesced under (the record's key, or a key of its own where updates are not coalesced).
@@ -41,8 +41,9 @@ class Slot:
         self._streak = 0
         # The key's last update whose write may still reach the broker (``errors.may_have_landed``): its value goes
         # again, before any other value of the key, until one copy is acknowledged; else a copy the network held
-        # could land after a newer value.
-        self.unsure: StatusUpdate | None = None
+        # could land after a newer value. Each copy is that value's attempt, counted here, never a newer update's.
+        self._unsure: StatusUpdate | None = None
+        self._resends = 0
 
     @property
     def queued(self) -> bool:
@@ -62,6 +63,28 @@ class Slot:
     def written(self) -> None:
         """An attempt of the key was written: its backoff starts over."""
         self._streak = 0
+
+    @property
+    def unsure(self) -> StatusUpdate | None:
+        """The key's update whose write may still land, if any (its value goes again before any other)."""
+        return self._unsure
+
+    @property
+    def resends(self) -> int:
+        """Copies of the unsure value sent since its write failed."""
+        return self._resends
+
+    def may_land(self, update: StatusUpdate) -> None:
+        """The update's own write failed and may still land: its value goes again before any other of the key."""
+        self._unsure, self._resends = update, 0
+
+    def resent(self) -> None:
+        """A copy of the unsure value went."""
+        self._resends += 1
+
+    def sure(self) -> None:
+        """No value of the key may still land (one was acknowledged), or the unsure one is given up."""
+        self._unsure, self._resends = None, 0
 
     def empty(self) -> bool:
         """Nothing in flight, waiting or parked."""

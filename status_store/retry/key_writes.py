@@ -15,6 +15,10 @@ key on to its next write. An update's time bound is its submission time plus the
   outage; a leader change is retried once at once (KIP-951), later retries back off.
 - **A write that may still land goes again first** (``errors.may_have_landed``: it timed out): the key's next
   attempts re-send its value until a copy is acknowledged, so a copy the network held lands before the newer one.
+  Such a re-send is the older value's attempt, never the newer update's: it uses none of the newer update's retries,
+  the newer update's first send after it is its first attempt (Connect's rules judge it as one), and the newer
+  update is never settled because of its older value. The older value's re-sends are bounded like any value's
+  retries (``max_retries``); after that, or a fatal error, the key gives it up and the newer value goes.
 - **Abandonment** (Connect's rules): before each send the owner of the update may abandon it
   (key deleted, generation changed, a safe write no longer safe).
 """
@@ -96,23 +100,27 @@ class KeyWrites:
         self._ledger.finish(update, result, reason, delivery)
 
     def _attempt(self, slot: Slot, update: StatusUpdate) -> None:
+        """Send the key's next attempt on the update's behalf: the key's value that may still land
+        (``Slot.unsure``), which is no attempt of the update's, else the update's own."""
         slot.inflight = update
-        update.attempts += 1
+        older = _older(slot, update)
+        if older is None:
+            update.attempts += 1
+        else:
+            slot.resent()
         self.attempts_total += 1
         if slot.partition is not None:
             slot.partition.sent()
+        retry = older is not None or update.attempts > 1
         budget = self.policy.budget
         if budget is not None:
-            budget.sent(update.attempts > 1)
-        # A value of the key that may still land goes again first (its copy, on this update's attempt).
-        unsure = slot.unsure
-        value = update.value if unsure is None else unsure.value
-        replay = value != update.value
+            budget.sent(retry)
         try:
-            self._send(update.key.encode(), value, _Attempt(self, slot, update, replay))
+            self._send(update.key.encode(), update.value if older is None else older.value,
+                       _Attempt(self, slot, update, older is not None))
         except StoreClosedError as e:
             if budget is not None:
-                budget.settled(update.attempts > 1, None)
+                budget.settled(retry, None)
             slot.inflight = None
             if slot.partition is not None:
                 slot.partition.returned()
@@ -127,9 +135,9 @@ class KeyWrites:
         if slot.inflight is update:
             slot.inflight = None
         if error is None:
-            slot.unsure = None
+            slot.sure()
         elif not replay and may_have_landed(error):
-            slot.unsure = update
+            slot.may_land(update)
         # A retriable failure: evidence about the partition (a fatal one says nothing either way).
         kind = classify(error) if error is not None else None
         failed = kind is not None and kind is not ErrorKind.FATAL
@@ -142,7 +150,7 @@ class KeyWrites:
                 self._gate.probe_settled(partition, update, failed)
         budget = self.policy.budget
         if budget is not None:
-            budget.settled(update.attempts > 1, True if error is None else (False if failed else None))
+            budget.settled(replay or update.attempts > 1, True if error is None else (False if failed else None))
         if error is None:
             slot.written()
             if replay:
@@ -152,23 +160,72 @@ class KeyWrites:
             if partition is not None and partition.held:
                 self._gate.written(partition)
         elif update.outcome is None:
-            update.last_error = error
             assert kind is not None
-            self._after_failure(slot, update, error, kind, probe)
+            if replay:
+                self._replay_failed(slot, update, error, kind, probe)
+            else:
+                update.last_error = error
+                self._after_failure(slot, update, error, kind, probe)
         if probe and partition is not None:
             self._gate.arm_probe(partition)
         self._gate.settled(partition, update.number, failed)
         self._advance(slot)
 
     def _replayed(self, slot: Slot, update: StatusUpdate) -> None:
-        """The key's unsure value is acknowledged: the update goes next with its own value, unless a newer one
-        waits behind it."""
+        """The key's unsure value is acknowledged: the update goes next with its own value (as its own first attempt
+        if it had none), unless a newer one waits behind it."""
         if update.outcome is not None:
             return
         if slot.waiting is not None:
             self._finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
         else:
             slot.waiting = update  # (no timer: the slot's time was cleared when it went)
+
+    def _replay_failed(self, slot: Slot, update: StatusUpdate, error: WriteFailedError, kind: ErrorKind,
+                       probe: bool) -> None:
+        """A copy of the key's unsure value failed: the key's failure, not the update's, which keeps its attempts and
+        waits for the key's next one (the next copy, or its own value once the older one is given up)."""
+        partition = slot.partition
+        fatal = kind is ErrorKind.FATAL
+        if fatal or slot.resends >= self.policy.max_retries:
+            # The broker refused the copy, or the older value is out of retries: it is given up as any value that
+            # failed for good (a copy the network still holds could land after the newer one: "Known limits").
+            log.debug("Gave up re-sending the value of %s that may still land (%s, after %d copies): its newer value "
+                      "goes now", update.key, error.name, slot.resends)
+            slot.sure()
+        # A retriable failure is evidence about the partition; a fatal one says nothing: a probe is followed at once.
+        holding = partition is not None and (self.policy.mode is RetryMode.PARTITION or probe)
+        due = self._scheduler.now()
+        if fatal:
+            holding = holding and partition is not None and partition.held
+            if probe and partition is not None:
+                self._gate.probe_now(partition)
+        elif holding:
+            assert partition is not None
+            self._gate.hold(partition, error.name)
+        else:
+            slot.failed()
+            due = self._timing.due(slot, update, ErrorKind.RETRIABLE)
+        newer = slot.waiting
+        if newer is not None:
+            self._finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
+            update = newer
+        deadline = self._deadline(update)
+        if holding:
+            if deadline is not None and self._scheduler.now() >= deadline:
+                slot.waiting = None
+                self._finish_timed_out(update)
+                return
+            slot.waiting = update
+            self._enqueue(slot, first=probe)
+        elif deadline is not None and due > deadline:
+            slot.waiting = None
+            self._finish(update, Result.FAILED, f"the next attempt would pass the {self.policy.timeout:g} s bound of "
+                                                "status.storage.retry.timeout.ms")
+        elif fatal:
+            slot.waiting = update  # sent (or lined up) by _advance, after the settling
+        else:
+            self._schedule(slot, update, due)
 
     def _after_failure(self, slot: Slot, update: StatusUpdate, error: WriteFailedError, kind: ErrorKind,
                        probe: bool) -> None:
@@ -284,6 +341,7 @@ class KeyWrites:
         or (``budgeted``) the retry budget holds the retry back. True when it was sent."""
         slot.waiting = None
         slot.due = None
+        # Connect's rules judge the update's own attempts: a copy of the key's older value sent before it is none.
         retry = update.attempts > 0
         reason = update.abandoned(retry)
         if reason is not None:
@@ -295,10 +353,12 @@ class KeyWrites:
             self._finish_timed_out(update)
             self._advance(slot)
             return False
-        if retry and budgeted and not self._admitted(slot, update):
+        older = _older(slot, update)
+        if (retry or older is not None) and budgeted and not self._admitted(slot, update):
             return False
-        if retry:
-            self._ledger.notify("on_retry", update)
+        if older is not None or retry:
+            # The listeners count a retry of the value that goes: the older one's copy, or the update's own.
+            self._ledger.notify("on_retry", older or update)
         self._attempt(slot, update)
         return slot.inflight is update
 
@@ -348,7 +408,7 @@ class KeyWrites:
         parked = self._slots.unpark(slot)
         again = None
         if now is not None:
-            abandoned = parked.abandoned(True)
+            abandoned = parked.abandoned(parked.attempts > 0)
             if abandoned is None:
                 again = parked.again()
                 self._ledger.admit(again, now)
@@ -368,6 +428,12 @@ class KeyWrites:
             # these into failures.
             assert slot.waiting is not None
             self._send_now(slot, slot.waiting, budgeted=False)
+
+
+def _older(slot: Slot, update: StatusUpdate) -> StatusUpdate | None:
+    """The key's older update whose value goes before this update's own (it may still land), if any."""
+    unsure = slot.unsure
+    return unsure if unsure is not None and unsure.value != update.value else None
 
 
 class _Attempt:

@@ -71,6 +71,7 @@ class PartitionGate:
         partition = self._partitions.get(number)
         if partition is None:
             partition = self._partitions[number] = Partition(number)
+            self._arm_stalled()  # (the queue's partitions are no longer all stalled)
         return partition
 
     def find(self, number: int) -> Partition | None:
@@ -141,6 +142,15 @@ class PartitionGate:
         elif partition.probe_due is None:
             partition.probe_due = self._scheduler.aligned(self.probe_backoff, partition.streak)
             self._scheduler.push(partition.probe_due, -partition.number - 1, partition)
+
+    def _arm_stalled(self) -> None:
+        """Every partition is no longer stalled: the cluster's probe stood for the stalled ones, which now each need a
+        probe of their own (else one would wait for a write of its own to be probed, however long Kafka has been
+        back). Called where a partition stops being stalled other than by a write that got through (``_release_line``
+        probes the others at once then)."""
+        for partition in self._partitions.values():
+            if partition.stalled and partition.probe is None:
+                self.arm_probe(partition)
 
     def probe_now(self, partition: Partition) -> None:
         """Probe the stalled partition at once (its last probe proved nothing either way)."""
@@ -320,6 +330,7 @@ class PartitionGate:
 
     def _open(self, partition: Partition) -> None:
         held_at = partition.open()
+        self._arm_stalled()
         if held_at is not None:
             log.info("Partition %d of the %s topic is released after %.1f s: %d probe(s), %d failed attempt(s), "
                      "%d update(s) written since the hold began", partition.number, self.name,

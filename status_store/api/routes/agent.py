@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
-from ...agents import AgentSession, AgentSessions, Pending
+from ...agents import EXPIRED, FORGOTTEN_REASON, AgentSession, AgentSessions, Pending
 from ...connect.model import (
     INT32_MAX,
     INT32_MIN,
@@ -25,7 +26,7 @@ from ...errors import RecordTooLargeError
 from ...retry.updates import StatusUpdate
 from ...store import StatusStore
 from ..deps import StoreDep
-from ..responses import ApiError, ConnectJSONResponse
+from ..responses import ApiError, ConnectJSONResponse, connect_json
 from ..routing import ConnectRoute
 from ..schemas import Text
 
@@ -34,6 +35,8 @@ router = APIRouter(tags=["agent"], route_class=ConnectRoute)
 MAX_UPDATES = 10_000
 # The longest an answer waits for the session's outcomes (``wait_ms``), well inside the agent's read timeout.
 MAX_WAIT_MS = 1_000
+# An answer with more items than this is encoded off the event loop (a thread), not holding every other request.
+OFF_LOOP_ITEMS = 200
 Seq = Annotated[StrictInt, Field(ge=1, le=2**63 - 1)]
 JavaInt = Annotated[StrictInt, Field(ge=INT32_MIN, le=INT32_MAX)]
 
@@ -98,6 +101,10 @@ class AgentRequest(BaseModel):
 
     agent: Annotated[Text, Field(min_length=1, max_length=200)]
     worker_id: Text | None = None
+    instance: Annotated[Text | None, Field(description=(
+        "The sidecar instance the agent hands its writes to (GET /): another instance takes nothing of the request "
+        "(409), so a write meant for an instance that may still be writing its session is not taken by its "
+        "successor"))] = None
     ack: Annotated[StrictInt, Field(ge=0)] = 0
     lease_ms: Annotated[StrictInt, Field(ge=1, le=3_600_000)] = 10_000
     sent_at_ms: StrictInt | None = None
@@ -116,9 +123,12 @@ class AgentAnswer(BaseModel):
 
 
 @router.post("/agent/statuses", response_model=AgentAnswer)
-async def agent_statuses(body: AgentRequest, store: StoreDep, agents: AgentsDep) -> ConnectJSONResponse:
+async def agent_statuses(body: AgentRequest, store: StoreDep, agents: AgentsDep) -> Response:
     """An agent's updates, each judged alone as the worker's own store would (a refused one refuses no other);
-    503 (nothing taken) when the store cannot take them now."""
+    503 (nothing taken) when the store cannot take them now, 409 (nothing taken) when meant for another instance."""
+    if body.instance is not None and body.instance != agents.instance:
+        raise ApiError(409, f"This is sidecar instance {agents.instance}, not {body.instance}: nothing of the request "
+                            "was taken")
     session = agents.session(body.agent)
     session.renew(body.lease_ms, body.sent_at_ms)
     if body.worker_id is not None:
@@ -140,8 +150,12 @@ async def agent_statuses(body: AgentRequest, store: StoreDep, agents: AgentsDep)
     session.acknowledge(body.ack)
     if body.wait_ms:
         await session.settling(body.wait_ms / 1000)
-    session.collect()
-    return ConnectJSONResponse({"instance": agents.instance, "accepted": accepted, "outcomes": session.outcomes()})
+    agents.collect(session)
+    answer = {"instance": agents.instance, "accepted": accepted, "outcomes": session.outcomes()}
+    if len(accepted) + len(answer["outcomes"]) <= OFF_LOOP_ITEMS:
+        return ConnectJSONResponse(answer)
+    # Its items are dictionaries no one changes once made: the thread reads them as they are.
+    return Response(await asyncio.to_thread(lambda: connect_json(answer).encode()), media_type="application/json")
 
 
 def _parse(raw: dict[str, Any]) -> _Item | dict[str, Any]:
@@ -184,10 +198,10 @@ def _accept(store: StatusStore, session: AgentSession, item: _Item | dict[str, A
         return item
     seq = item.seq
     if seq <= session.last_seq:
-        # Sent again after an answer was lost: it was taken in already.
+        # Sent again after an answer was lost: it was taken in already (its outcome, if dropped since, is unknown).
         if seq in session.pending:
             return {"seq": seq, "result": "pending"}
-        return session.settled.get(seq, {"seq": seq, "result": "pending"})
+        return session.settled.get(seq, {"seq": seq, "result": EXPIRED, "reason": FORGOTTEN_REASON})
     session.last_seq = seq
     try:
         update = _submit(store, session, item)
@@ -207,7 +221,9 @@ def _submit(store: StatusStore, session: AgentSession, item: _Item) -> StatusUpd
         status = _status(item)
         if item.kind == "task" and status.state is State.STOPPED:
             raise ValueError(f"task {status_key(status)}: a task cannot be STOPPED")
-        return store.put_safe(status, session.lease) if item.safe else store.put(status, session.lease)
+        if item.safe:
+            return store.put_safe(status, session.lease, writer=session.agent)
+        return store.put(status, session.lease, writer=session.agent)
     if isinstance(item, AgentTopic):
         return store.put_topic(TopicStatus(item.topic, item.connector, item.task, item.discoverTimestamp),
                                session.lease)

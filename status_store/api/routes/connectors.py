@@ -3,7 +3,7 @@ configured) and the sidecar's status write endpoints."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Query, Request, Response
@@ -296,18 +296,22 @@ async def list_connectors(request: Request, store: StoreDep, configs: ConfigsDep
 
 
 async def shared_answer(request: Request, kind: str, key: object, store: StatusStore,
-                        configs: ConnectorConfigs | None, prepare: Prepare, more_version: int = 0) -> Response:
+                        configs: ConnectorConfigs | None, prepare: Prepare,
+                        more_version: Callable[[], int] = lambda: 0) -> Response:
     """An answer about the whole fleet, at the version the cache (and config topic) has now or newer, as
     ``SharedAnswers`` builds and shares it; 503 with Retry-After past its bound on builds. ``more_version``: the
-    version of anything else the answer shows (never decreasing, as the others)."""
+    version of anything else the answer shows, now (never decreasing, as the others)."""
     answers: SharedAnswers = request.app.state.shared_answers
-    version = store.cache.version + (configs.version if configs is not None else 0) + more_version
+
+    def version() -> int:
+        return store.cache.version + (configs.version if configs is not None else 0) + more_version()
+
     try:
         built = await answers.get(kind, key, version, prepare)
     except TooManyBuilds as e:
         raise ApiError(503, f"Not answered, try again in {e.retry_after_s} s: {e}",
                        {"Retry-After": str(e.retry_after_s)}) from None
-    return SharedAnswerResponse(built, accepts_gzip(request))
+    return SharedAnswerResponse(built, accepts_gzip(request), answers.decompressing)
 
 
 @router.get("/connectors/{name}", response_model=ConnectorInfo, responses={**NOT_CONFIGURED, **CONFIG_READ})

@@ -11,6 +11,7 @@ from ...act.actions import Actions
 from ...act.marks import FleetMarks
 from ...connect.cache import FleetView
 from ...connect.codec import json_string
+from ...fleet.text import shown
 from ..deps import StoreDep
 from ..responses import ApiError, ConnectJSONResponse
 from ..routing import ConnectRoute
@@ -28,7 +29,7 @@ async def fleet_health(request: Request, store: StoreDep, connector: Annotated[s
         description="One connector; none: every connector with a status.")] = None) -> Response:
     """Connectors' health words, by name: HEALTHY, DEGRADED, UNHEALTHY, PAUSED or STOPPED (tasks on a worker gone from
     the Connect group count as not running); null for a connector with tasks' statuses only. Every connector's is
-    built off the event loop and shared, as ``GET /fleet`` is."""
+    built off the event loop and shared, as ``GET /fleet`` is, its names cut as ``GET /fleet`` cuts them."""
     actions: Actions | None = request.app.state.actions
     if actions is None:
         raise ApiError(503, "The status store is not running")
@@ -44,14 +45,16 @@ async def fleet_health(request: Request, store: StoreDep, connector: Annotated[s
 
     # Only a change of the group's workers or of their health changes a health word beside the statuses (restarts do
     # not).
-    return await shared_answer(request, "health", None, store, None, prepare, actions.workers_version)
+    return await shared_answer(request, "health", None, store, None, prepare,
+                               lambda: actions.workers_version)
 
 
 def health_text(view: FleetView, marks: FleetMarks) -> Iterator[str]:
-    """``GET /fleet/health``'s answer in pieces of JSON text, by name (on a thread)."""
+    """``GET /fleet/health``'s answer in pieces of JSON text, by name as every view of the fleet shows it (cut to a
+    bound, ``text.shown``: a name may be as long as a record; on a thread)."""
     yield "{"
     separator = ""
     for name, word in marks.healths(view):
-        yield f'{separator}{json_string(name)}:{"null" if word is None else json_string(word.value)}'
+        yield f'{separator}{json_string(shown(name))}:{"null" if word is None else json_string(word.value)}'
         separator = ","
     yield "}"

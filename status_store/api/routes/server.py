@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from ... import __version__
 from ...agents import PROTOCOL
 from ...errors import StoreClosedError
+from ...kafka.security_failures import security_failures
 from ..deps import ConfigTopicDep, StoreDep
 from ..responses import ApiError
 from ..routing import ConnectRoute
@@ -91,7 +92,8 @@ async def health() -> Health:
 @router.get("/ready", response_model=Readiness, responses={503: {"model": ErrorBody}})
 async def ready(store: StoreDep, config_topic: ConfigTopicDep) -> Readiness:
     """Readiness: the spool, when one is configured, takes writes, and a fresh Fetch from every partition shows the
-    cache has caught up with the status topic (and with Connect's config topic, when one is configured)."""
+    cache has caught up with the status topic (and with Connect's config topic, when one is configured). ``degraded``
+    (200) while accepted writes a start found lost in the spool are not acknowledged (``DELETE /spool/loss``)."""
     spool = store.spool
     if spool is not None and not spool.writable:
         raise ApiError(503, f"Not ready: the spool ({spool.path}) cannot be written ({spool.failure}); writes are "
@@ -105,5 +107,15 @@ async def ready(store: StoreDep, config_topic: ConfigTopicDep) -> Readiness:
     except (TimeoutError, StoreClosedError) as e:
         reason = f"the {reader} is stopped" if isinstance(e, StoreClosedError) else (
             f"the {topic} was not read to its end within {READY_TIMEOUT_S:g} s (are the brokers reachable?)")
+        # A refused login or certificate is why, when one is seen now.
+        problem = security_failures.current()
+        if problem is not None and not isinstance(e, StoreClosedError):
+            reason = f"the {topic} was not read to its end within {READY_TIMEOUT_S:g} s: {problem.explanation}"
         raise ApiError(503, f"Not ready: {reason}") from None
+    losses = spool.losses if spool is not None else []
+    if losses:
+        # Ready all the same: taking the pod out of its Service (the Connect worker with it, in a sidecar pod) would
+        # turn a past loss into a present outage and bring nothing back (docs/operations.md, "The spool").
+        return Readiness(status="degraded", message="Ready, but the spool lost accepted writes: " + "; ".join(
+            loss.describe() for loss in losses) + ". Acknowledge with DELETE /spool/loss once handled.")
     return Readiness(status="ready", message="The brokers answer and the cache has caught up with the topics.")

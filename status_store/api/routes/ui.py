@@ -122,7 +122,7 @@ async def fleet(request: Request, store: StoreDep, configs: ConfigsDep) -> Respo
         return lambda: fleet_text(view, class_types, configs, position, heartbeat_ms, marks)
 
     return await shared_answer(request, "fleet", None, store, configs, prepare,
-                               actions.version if actions is not None else 0)
+                               (lambda: actions.version) if actions is not None else (lambda: 0))
 
 
 def fleet_text(view: FleetView, class_types: Mapping[str, str], configs: ConnectorConfigs | None,

@@ -45,6 +45,7 @@
   let changes = 0;         // status changes applied since the page opened (each record once)
   let loaded = false;      // the statuses were read (GET /fleet) since the page opened or the stream fell behind
   let streamAbort = null;
+  let readAt = null;       // when GET /fleet was read while the stream was refused (null: the stream is live)
 
   // ------------------------------------------------------------------------------------------ the data
 
@@ -647,9 +648,11 @@
     }
     if (!response.ok) {
       const retry = Number(response.headers.get("Retry-After"));
-      throw Object.assign(new Error(`GET ${EVENTS}: ${response.status}`), { retryAfterMs: retry > 0 ? retry * 1000 : 0 });
+      throw Object.assign(new Error(`GET ${EVENTS}: ${response.status}`),
+                          { retryAfterMs: retry > 0 ? retry * 1000 : 0, refused: true });
     }
     connected = true;
+    readAt = null;
     lastHeard = Date.now();
     badge("live", "");
     // Subscribed: the statuses read now hold everything before the first event this stream sends.
@@ -707,11 +710,31 @@
         reason = error.message;
         wait = Math.max(backoff, error.retryAfterMs || 0);
         backoff = Math.min(RECONNECT_MAX_MS, backoff * 2);
+        if (error.refused) {
+          await fallback();
+        }
       }
       connected = false;
-      badge(`stream down (${reason}): reconnecting${wait ? ` in ${Math.ceil(wait / 1000)} s` : ""}; no change is lost`,
-            "down");
+      const again = `reconnecting${wait ? ` in ${Math.ceil(wait / 1000)} s` : ""}; no change is lost`;
+      if (readAt !== null) {
+        badge(`live stream waiting (${reason}): showing the statuses as read at ${readAt.toLocaleTimeString()}; `
+              + again, "waiting");
+      } else {
+        badge(`stream down (${reason}): ${again}`, "down");
+      }
       await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+
+  // While GET /events refuses a new stream (at its bound of clients, for up to a minute), the statuses are read from
+  // GET /fleet at each attempt, so the page shows the fleet meanwhile, not an empty list; the stream, once it opens,
+  // resumes after what that read holds (its position), so nothing is lost or applied twice.
+  async function fallback() {
+    try {
+      await snapshot([]);
+      readAt = new Date();
+    } catch (error) {
+      // Not read either: the badge says the stream is down, and the next attempt tries again.
     }
   }
 

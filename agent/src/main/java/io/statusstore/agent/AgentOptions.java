@@ -1,5 +1,7 @@
 package io.statusstore.agent;
 
+import io.statusstore.agent.sidecar.SidecarTls;
+
 import java.io.IOException;
 import java.net.MalformedURLException;
 import java.net.URL;
@@ -25,7 +27,8 @@ public final class AgentOptions {
     private static final Set<String> KEYS = new LinkedHashSet<>(Arrays.asList(
             "url", "token.file", "max.keys", "batch.size", "fallback.after.ms", "lease.ms",
             "connect.timeout.ms", "read.timeout.ms", "poll.interval.ms", "probe.interval.ms",
-            "quiet.timeout.ms", "stop.timeout.ms", "flush.timeout.ms"));
+            "quiet.timeout.ms", "stop.timeout.ms", "flush.timeout.ms", "tls.ca.file", "tls.cert.file",
+            "tls.key.file"));
 
     public final URL url;
     /** The bearer token, or null when none is configured. */
@@ -49,6 +52,8 @@ public final class AgentOptions {
     public final long stopTimeoutMs;
     /** How long the store's flush() waits for the sidecar to settle what it was given. */
     public final long flushTimeoutMs;
+    /** The TLS of an https:// sidecar (its CA, this agent's certificate), or null: the JVM's defaults. */
+    public final SidecarTls tls;
 
     private AgentOptions(Map<String, String> values, String token) throws OptionsException {
         this.url = parseUrl(values.getOrDefault("url", "http://127.0.0.1:8084"));
@@ -64,6 +69,7 @@ public final class AgentOptions {
         this.quietTimeoutMs = number(values, "quiet.timeout.ms", 30_000, 0, Long.MAX_VALUE);
         this.stopTimeoutMs = number(values, "stop.timeout.ms", 5_000, 0, Long.MAX_VALUE);
         this.flushTimeoutMs = number(values, "flush.timeout.ms", 5_000, 0, Long.MAX_VALUE);
+        this.tls = tls(values, url);
         if (leaseMs <= (long) readTimeoutMs + pollIntervalMs) {
             // A healthy agent renews its lease at least every poll interval plus one request: a shorter lease
             // would expire under a sidecar that is merely busy.
@@ -97,7 +103,25 @@ public final class AgentOptions {
     /** One line for the log: every option but the token. */
     public String describe() {
         return "url=" + url + ", token=" + (token == null ? "none" : "set") + ", max.keys=" + maxKeys
-                + ", fallback.after.ms=" + fallbackAfterMs + ", lease.ms=" + leaseMs;
+                + ", fallback.after.ms=" + fallbackAfterMs + ", lease.ms=" + leaseMs
+                + (tls == null ? "" : ", " + tls.describe());
+    }
+
+    private static SidecarTls tls(Map<String, String> values, URL url) throws OptionsException {
+        String ca = values.get("tls.ca.file");
+        String cert = values.get("tls.cert.file");
+        String key = values.get("tls.key.file");
+        if (ca == null && cert == null && key == null) {
+            return null;
+        }
+        if (!url.getProtocol().equals("https")) {
+            throw new OptionsException("tls.* options need an https:// url (url=" + url + ")");
+        }
+        try {
+            return SidecarTls.read(ca, cert, key);
+        } catch (IOException e) {
+            throw new OptionsException(e.getMessage());
+        }
     }
 
     private static String token(String file, Map<String, String> env) throws OptionsException {

@@ -4,12 +4,14 @@ import io.statusstore.agent.AgentLog;
 import io.statusstore.agent.AgentOptions;
 import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.jmx.MetricsMBeans;
+import io.statusstore.agent.path.ReadBack;
 import io.statusstore.agent.path.Router;
 import io.statusstore.agent.path.Sender;
 import io.statusstore.agent.sidecar.SidecarClient;
 import io.statusstore.agent.status.StatusUpdate;
 import org.apache.kafka.connect.runtime.WorkerConfig;
 import org.apache.kafka.connect.storage.StatusBackingStore;
+import org.apache.kafka.connect.util.KafkaBasedLog;
 
 import java.io.InputStream;
 import java.lang.reflect.Field;
@@ -24,11 +26,14 @@ import java.util.concurrent.ExecutorService;
 final class BoundStore {
     /** Room for the fall back's own writes after the fence, when stop() hands everything to Connect's path. */
     private static final long DRAIN_ALLOWANCE_MS = 10_000;
+    /** How long what the worker's store reads of a key is kept after the agent's write of it went out (rule 4). */
+    private static final long READ_BACK_KEEP_MS = 600_000;
 
     final Object store;
     final Object kafkaLog;
     final SendCount sends = new SendCount();
     final AgentMetrics metrics = new AgentMetrics();
+    final ReadBack readBack;
     private final AgentOptions options;
     private final Router router;
     private final Sender sender;
@@ -39,10 +44,13 @@ final class BoundStore {
         this.store = store;
         this.kafkaLog = kafkaLog;
         this.options = options;
-        this.router = new Router(options.maxKeys, metrics);
-        StoreOriginals originals = new StoreOriginals((StatusBackingStore) store, sends, retryExecutor);
+        this.readBack = new ReadBack(2 * options.maxKeys, READ_BACK_KEEP_MS);
+        this.router = new Router(options.maxKeys, metrics, readBack);
+        @SuppressWarnings("unchecked")
+        KafkaBasedLog<String, byte[]> log = (KafkaBasedLog<String, byte[]>) kafkaLog;
+        StoreOriginals originals = new StoreOriginals((StatusBackingStore) store, log, sends, retryExecutor);
         SidecarClient client = new SidecarClient(options.url, options.token, options.connectTimeoutMs,
-                options.readTimeoutMs);
+                options.readTimeoutMs, options.tls);
         this.sender = new Sender(options, router, client, originals, metrics, clusterId, statusTopic);
     }
 
@@ -86,11 +94,15 @@ final class BoundStore {
                 return;
             }
         }
-        long bound = options.stopTimeoutMs + options.leaseMs + 1_000 + DRAIN_ALLOWANCE_MS;
-        int left = router.awaitStopped(bound);
+        // The final request (or the failure that leaves the sidecar), the fence of what the sidecar holds, and the
+        // writes through Connect's path: max(stop.timeout.ms, connect + read timeout, the fence) + DRAIN_ALLOWANCE_MS.
+        long request = Math.max(options.stopTimeoutMs, (long) options.connectTimeoutMs + options.readTimeoutMs);
+        long started = System.nanoTime();
+        int left = router.awaitStopped(request, DRAIN_ALLOWANCE_MS);
         if (left > 0) {
             AgentLog.warn("the status store stops with " + left + " key(s) not yet handed to Connect's own path after "
-                    + bound + " ms; the agent goes on handing them until Connect's producer closes");
+                    + (System.nanoTime() - started) / 1_000_000 + " ms; the agent goes on handing them until Connect's "
+                    + "producer closes");
         }
     }
 

@@ -93,6 +93,17 @@ public final class StoreAdvice {
         }
     }
 
+    /** read(ConsumerRecord): every record Connect's store reads back, before its own read rules. */
+    public static final class Read {
+        private Read() {
+        }
+
+        @Advice.OnMethodEnter(suppress = Throwable.class)
+        static void enter(@Advice.This Object store, @Advice.Argument(0) Object record) {
+            StoreHooks.onRead(store, record);
+        }
+    }
+
     /** KafkaBasedLog.send(key, value, callback): the status store's records are counted until their outcome. */
     public static final class LogSend {
         private LogSend() {

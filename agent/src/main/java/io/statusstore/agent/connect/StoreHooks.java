@@ -3,6 +3,7 @@ package io.statusstore.agent.connect;
 import io.statusstore.agent.AgentLog;
 import io.statusstore.agent.AgentOptions;
 import io.statusstore.agent.status.StatusUpdate;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.connect.runtime.WorkerConfig;
 
@@ -126,6 +127,19 @@ public final class StoreHooks {
             BoundStore b = bound;
             if (b != null && b.store == store && BYPASS.get() == null) {
                 b.flush();
+            }
+        } catch (Throwable t) {
+            fault(t);
+        }
+    }
+
+    /** Connect's store read a record of its topic: the agent checks the sidecar's "written" against it. */
+    public static void onRead(Object store, Object record) {
+        try {
+            BoundStore b = bound;
+            if (b != null && b.store == store) {
+                ConsumerRecord<?, ?> r = (ConsumerRecord<?, ?>) record;
+                b.readBack.read((String) r.key(), (byte[]) r.value());
             }
         } catch (Throwable t) {
             fault(t);

@@ -50,7 +50,8 @@ public final class StoreInterception {
                 .visit(Advice.to(StoreAdvice.Configure.class).on(StoreShape.CONFIGURE))
                 .visit(Advice.to(StoreAdvice.Start.class).on(StoreShape.START))
                 .visit(Advice.to(StoreAdvice.Stop.class).on(StoreShape.STOP))
-                .visit(Advice.to(StoreAdvice.Flush.class).on(StoreShape.FLUSH));
+                .visit(Advice.to(StoreAdvice.Flush.class).on(StoreShape.FLUSH))
+                .visit(Advice.to(StoreAdvice.Read.class).on(StoreShape.READ));
     }
 
     /** The counting of the status store's records, inert for every other KafkaBasedLog. */

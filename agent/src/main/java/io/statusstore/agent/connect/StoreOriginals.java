@@ -6,12 +6,19 @@ import org.apache.kafka.connect.runtime.ConnectorStatus;
 import org.apache.kafka.connect.runtime.TaskStatus;
 import org.apache.kafka.connect.runtime.TopicStatus;
 import org.apache.kafka.connect.storage.StatusBackingStore;
+import org.apache.kafka.connect.util.KafkaBasedLog;
 
+import java.util.Collection;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Connect's own path through the bound store: its original methods, and whether anything it started is still
@@ -21,13 +28,22 @@ import java.util.concurrent.TimeoutException;
  */
 final class StoreOriginals implements ConnectPath {
     private static final Runnable MARKER = () -> { };
+    /** Where the probe records are handed to the producer: its send may block for metadata (max.block.ms). */
+    private static final ExecutorService PROBES = Executors.newSingleThreadExecutor(task -> {
+        Thread thread = new Thread(task, "status-store-agent-probe");
+        thread.setDaemon(true);
+        return thread;
+    });
 
     private final StatusBackingStore store;
+    private final KafkaBasedLog<String, byte[]> log;
     private final SendCount sends;
     private final ExecutorService retryExecutor;
 
-    StoreOriginals(StatusBackingStore store, SendCount sends, ExecutorService retryExecutor) {
+    StoreOriginals(StatusBackingStore store, KafkaBasedLog<String, byte[]> log, SendCount sends,
+                   ExecutorService retryExecutor) {
         this.store = store;
+        this.log = log;
         this.sends = sends;
         this.retryExecutor = retryExecutor;
     }
@@ -83,5 +99,32 @@ final class StoreOriginals implements ConnectPath {
             }
         }
         return StoreHooks.originalsRunning() == 0 && sends.started() == started && sends.completed() == started;
+    }
+
+    @Override
+    public CompletableFuture<Boolean> canWrite(Collection<String> keys) {
+        CompletableFuture<Boolean> wrote = new CompletableFuture<>();
+        PROBES.execute(() -> {
+            try {
+                int partitions = log.partitionCount();
+                Set<Integer> targets = new TreeSet<>();
+                for (String key : keys) {
+                    targets.add(ProbeRecord.partition(key, partitions));
+                }
+                AtomicInteger left = new AtomicInteger(targets.size());
+                for (int partition : targets) {
+                    log.send(ProbeRecord.keyFor(partition, partitions), null, (metadata, error) -> {
+                        if (error != null) {
+                            wrote.complete(false);
+                        } else if (left.decrementAndGet() == 0) {
+                            wrote.complete(true);
+                        }
+                    });
+                }
+            } catch (Throwable t) {
+                wrote.complete(false);
+            }
+        });
+        return wrote;
     }
 }

@@ -10,6 +10,7 @@ import net.bytebuddy.pool.TypePool;
 import java.util.ArrayList;
 import java.util.List;
 
+import static net.bytebuddy.matcher.ElementMatchers.isPackagePrivate;
 import static net.bytebuddy.matcher.ElementMatchers.isPublic;
 import static net.bytebuddy.matcher.ElementMatchers.named;
 import static net.bytebuddy.matcher.ElementMatchers.returns;
@@ -44,6 +45,10 @@ public final class StoreShape {
     public static final ElementMatcher.Junction<MethodDescription> START = method("start", "void");
     public static final ElementMatcher.Junction<MethodDescription> STOP = method("stop", "void");
     public static final ElementMatcher.Junction<MethodDescription> FLUSH = method("flush", "void");
+    /** read(ConsumerRecord), package-private: every record the store reads of its topic. */
+    public static final ElementMatcher.Junction<MethodDescription> READ = named("read").and(isPackagePrivate())
+            .and(returns(named("void"))).and(takesArguments(1))
+            .and(takesArgument(0, named("org.apache.kafka.clients.consumer.ConsumerRecord")));
     /** KafkaBasedLog.send(K, V, Callback), erased: every record the status store hands its producer. */
     public static final ElementMatcher.Junction<MethodDescription> LOG_SEND =
             method("send", "void", "java.lang.Object", "java.lang.Object", CALLBACK);
@@ -67,11 +72,14 @@ public final class StoreShape {
         declares(store, START, "start()", missing);
         declares(store, STOP, "stop()", missing);
         declares(store, FLUSH, "flush()", missing);
+        declares(store, READ, "read(ConsumerRecord)", missing);
         field(store, "kafkaLog", KAFKA_BASED_LOG, missing);
         field(store, "sendRetryExecutor", "java.util.concurrent.ExecutorService", missing);
         TypeDescription log = describe(pool, KAFKA_BASED_LOG, missing);
         if (log != null) {
             declares(log, LOG_SEND, "KafkaBasedLog.send(Object, Object, Callback)", missing);
+            declares(log, named("partitionCount").and(isPublic()).and(takesArguments(0)),
+                    "KafkaBasedLog.partitionCount()", missing);
         }
         TypeDescription status = describe(pool, RUNTIME + "AbstractStatus", missing);
         if (status != null) {

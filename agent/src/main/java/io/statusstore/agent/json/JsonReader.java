@@ -9,10 +9,17 @@ import java.util.Map;
  * A minimal JSON reader for the sidecar's answers: objects become {@code Map<String, Object>} (in order),
  * arrays {@code List<Object>}, numbers {@code Long} (or {@code Double} when they have a fraction or exponent),
  * and {@code true}/{@code false}/{@code null} their Java values.
+ *
+ * <p>It recurses once per level of nesting, so a document nested deeper than {@link #MAX_DEPTH} is refused like
+ * any malformed one: a peer's answer must never overflow the reading thread's stack.
  */
 public final class JsonReader {
+    /** The deepest nesting of objects and arrays read; the sidecar's answers nest three levels. */
+    public static final int MAX_DEPTH = 32;
+
     private final String text;
     private int pos;
+    private int depth;
 
     private JsonReader(String text) {
         this.text = text;
@@ -36,8 +43,8 @@ public final class JsonReader {
         }
         char c = text.charAt(pos);
         switch (c) {
-            case '{': return readObject();
-            case '[': return readArray();
+            case '{': return nested(true);
+            case '[': return nested(false);
             case '"': return readString();
             case 't': return literal("true", Boolean.TRUE);
             case 'f': return literal("false", Boolean.FALSE);
@@ -48,6 +55,15 @@ public final class JsonReader {
                 }
                 throw error("unexpected character '" + c + "'");
         }
+    }
+
+    private Object nested(boolean object) {
+        if (++depth > MAX_DEPTH) {
+            throw error("nested deeper than " + MAX_DEPTH + " levels");
+        }
+        Object value = object ? readObject() : readArray();
+        depth--;
+        return value;
     }
 
     private Map<String, Object> readObject() {

@@ -2,6 +2,9 @@ package io.statusstore.agent.path;
 
 import io.statusstore.agent.status.StatusUpdate;
 
+import java.util.Collection;
+import java.util.concurrent.CompletableFuture;
+
 /** Connect's own status path: the store's original methods, and whether anything of it is still in flight. */
 public interface ConnectPath {
     /** Writes one status through the store's original method (put, putSafe or deleteTopic). */
@@ -12,4 +15,11 @@ public interface ConnectPath {
      * outcome, and no re-send waiting on its retry executor. Once quiet it stays so until the next original write.
      */
     boolean quiet(long timeoutMs);
+
+    /**
+     * Whether the worker's own producer can write to the status topic's partitions that hold {@code keys} (rule 5):
+     * a write that harms nothing goes to each of them through it, and the answer is true once every one was
+     * acknowledged, false as soon as one failed. Never blocks the caller; the caller bounds the wait.
+     */
+    CompletableFuture<Boolean> canWrite(Collection<String> keys);
 }

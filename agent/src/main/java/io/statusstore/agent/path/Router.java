@@ -2,6 +2,7 @@ package io.statusstore.agent.path;
 
 import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.sidecar.AgentAnswer;
+import io.statusstore.agent.sidecar.SidecarException;
 import io.statusstore.agent.status.StatusUpdate;
 
 import java.util.ArrayList;
@@ -11,6 +12,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 
 /**
  * Which path each status write takes, and the table of writes not yet settled: the one lock worker threads
@@ -19,36 +21,46 @@ import java.util.Set;
  * <pre>
  *   CONNECT ---(the right sidecar answers)---> QUIESCING ---(Connect's own path quiet)---> SIDECAR
  *      ^                                           |                                        |
- *      |                       (not quiet in time, | stop, table full)     (away too long,  | table full,
- *      |                                           v                        wrong sidecar,  v refused, stop)
- *      +-------------(table empty)------------ DRAINING <------(the lease ended)------- FENCING
+ *      |                       (not quiet in time, | stop, table full)    (known away, wrong |
+ *      |                                           v                      sidecar, table full, stop)
+ *      +-------------(table empty)------------- FENCING <---------------------------------+
  * </pre>
- * On CONNECT (and STOPPED, once the store stopped) the worker's own methods run. On every other path writes
- * enter the table; a write of a key not in a full table runs the original at once, which is safe because
- * nothing of that key is unsettled at the sidecar (on SIDECAR it starts the fall back, on QUIESCING it ends
- * the quiescing).
+ * On CONNECT (and STOPPED, once the store stopped) the worker's own methods run. On QUIESCING and SIDECAR writes
+ * enter the table. On FENCING (leaving) a write of a key in the table waits there for the key's fence; any other
+ * runs the original at once, which is safe because nothing of its key is at the sidecar; a write of a key not in
+ * a full table starts the leaving, and runs the original at once for the same reason.
  */
 public final class Router {
     /** The paths, as in the diagram above. */
-    public enum Path { CONNECT, QUIESCING, SIDECAR, FENCING, DRAINING, STOPPED }
+    public enum Path { CONNECT, QUIESCING, SIDECAR, FENCING, STOPPED }
 
     private final KeyTable table;
     private final AgentMetrics metrics;
+    private final ReadBack readBack;
     private final int maxKeys;
     private Path path = Path.CONNECT;
     private long lastSeq;
     private String workerId;
     private String leaveReason;
     private boolean stopRequested;
+    /** The sender's thread has ended: nothing moves the path back to the sidecar, and stop needs no one to wait for. */
+    private boolean orphaned;
     private int flushWaiters;
     private long counted;
     private final Set<Long> countedOutcomes = new HashSet<>();
+    /** The key of every seq sent above the last ack: an outcome must name its seq's key. */
+    private final TreeMap<Long, String> sentKeys = new TreeMap<>();
+    /** Until when the sidecar may still write what it took of this session (see {@link #posting}). */
+    private long sidecarFence = Long.MIN_VALUE;
 
-    public Router(int maxKeys, AgentMetrics metrics) {
+    /** {@code readBack}: what the worker's own store reads back of the status topic (rule 4). */
+    public Router(int maxKeys, AgentMetrics metrics, ReadBack readBack) {
         this.table = new KeyTable(maxKeys);
         this.maxKeys = maxKeys;
         this.metrics = metrics;
+        this.readBack = readBack;
         metrics.queuedKeys(this::size);
+        readBack.onWatchedRead(this::readBackArrived);
     }
 
     /**
@@ -62,17 +74,15 @@ public final class Router {
         if (path == Path.CONNECT || path == Path.STOPPED) {
             return false;
         }
-        if (table.offer(update.withSeq(++lastSeq))) {
-            if (path == Path.SIDECAR) {
+        boolean leaving = path == Path.FENCING;
+        if (table.offer(update.withSeq(++lastSeq), !leaving)) {
+            if (path != Path.QUIESCING) {
                 notifyAll();
             }
             return true;
         }
-        if (path == Path.SIDECAR) {
+        if (!leaving) {
             leave("the agent's table is full (max.keys=" + maxKeys + ")");
-        } else if (path == Path.QUIESCING) {
-            path = Path.DRAINING;
-            notifyAll();
         }
         return false;
     }
@@ -93,12 +103,28 @@ public final class Router {
 
     /** Up to {@code max} unsent writes, oldest first, now sending (none unless on the sidecar path). */
     synchronized List<StatusUpdate> takeBatch(int max, long now) {
-        return path == Path.SIDECAR ? table.takeBatch(max, now) : Collections.<StatusUpdate>emptyList();
+        if (path != Path.SIDECAR) {
+            return Collections.emptyList();
+        }
+        List<StatusUpdate> batch = table.takeBatch(max, now);
+        for (StatusUpdate u : batch) {
+            sentKeys.put(u.seq, u.key);
+            readBack.watch(u.key, now);
+        }
+        return batch;
+    }
+
+    /**
+     * A request goes now: until {@code fence} the sidecar may write what it took of this session (its lease runs
+     * from this request, and a write it starts within the lease lands within its write bound, or never).
+     */
+    synchronized void posting(long fence) {
+        sidecarFence = Math.max(sidecarFence, fence);
     }
 
     /** The sidecar is a new instance: what was pending at the old one is sent again from {@code holdUntil}. */
     synchronized void sidecarRestarted(long holdUntil) {
-        table.resendPending(holdUntil);
+        table.resendPending(holdUntil, () -> ++lastSeq);
         notifyAll();
     }
 
@@ -107,28 +133,36 @@ public final class Router {
         return table.nextRelease(now);
     }
 
-    /** A request failed: its writes are unsent again (unless newer writes of their keys are). */
+    /** A request the sidecar surely did not take (never reached it, or refused whole): its writes are unsent again. */
     synchronized void returnBatch(List<StatusUpdate> batch) {
         for (StatusUpdate u : batch) {
             table.returned(u);
         }
     }
 
-    /** Applies the sidecar's answer to a request; returns the writes it refused for good (for one log line each). */
-    synchronized List<AgentAnswer.Item> apply(List<StatusUpdate> batch, AgentAnswer answer) {
+    /**
+     * Applies the sidecar's answer to a request, once it is checked against what the agent sent: an item naming a
+     * seq the request did not carry (or leaving one out), an outcome naming a seq never sent or a key other than its
+     * seq's, make the whole answer a failed request (nothing of it applied). A write it says it wrote is to be read
+     * back by the worker's store by {@code readBackBy}. Returns the writes it refused for good (for one log line
+     * each).
+     */
+    synchronized List<AgentAnswer.Item> apply(List<StatusUpdate> batch, AgentAnswer answer, long now, long readBackBy)
+            throws SidecarException {
+        String wrong = AnswerCheck.inconsistency(batch, answer, sentKeys, counted);
+        if (wrong != null) {
+            throw new SidecarException("answered what the agent did not ask: " + wrong, 200, -1, true, true);
+        }
         Map<Long, StatusUpdate> sent = new HashMap<>();
         for (StatusUpdate u : batch) {
             sent.put(u.seq, u);
         }
         List<AgentAnswer.Item> refused = new ArrayList<>();
         for (AgentAnswer.Item item : answer.accepted) {
-            StatusUpdate u = sent.remove(item.seq);
-            if (u == null) {
-                continue;
-            }
+            StatusUpdate u = sent.get(item.seq);
             switch (item.result) {
                 case "pending":
-                    table.accepted(u);
+                    table.accepted(u, now);
                     metrics.handedOver();
                     break;
                 case "dropped":
@@ -140,21 +174,37 @@ public final class Router {
                     metrics.refused();
                     refused.add(new AgentAnswer.Item(u.seq, u.key, item.result, 0, item.reason));
                     break;
+                case "expired":
+                    table.takeBack(u, u.withSeq(++lastSeq));
+                    break;
                 case "written":
-                case "superseded":
-                case "failed":
-                    table.settledOnArrival(u);
+                    table.written(u.key, u.seq, readBackBy);
+                    readBack.watch(u.key, now);
                     count(item);
                     break;
                 default:
-                    table.returned(u);
+                    table.settledOnArrival(u);
+                    count(item);
             }
         }
-        for (StatusUpdate u : sent.values()) {
-            table.returned(u);
-        }
         for (AgentAnswer.Item outcome : answer.outcomes) {
-            table.settle(outcome.key, outcome.seq);
+            if (outcome.seq <= counted) {
+                continue;
+            }
+            if (outcome.result.equals("expired")) {
+                StatusUpdate u = table.pending(outcome.key, outcome.seq);
+                if (u != null) {
+                    table.takeBack(u, u.withSeq(++lastSeq));
+                }
+                continue;
+            }
+            if (outcome.result.equals("written")) {
+                if (table.written(outcome.key, outcome.seq, readBackBy)) {
+                    readBack.watch(outcome.key, now);
+                }
+            } else {
+                table.settle(outcome.key, outcome.seq);
+            }
             count(outcome);
         }
         notifyAll();
@@ -170,9 +220,33 @@ public final class Router {
         long ack = lowest < 0 ? lastSeq : lowest - 1;
         if (ack > counted) {
             countedOutcomes.removeIf(seq -> seq <= ack);
+            sentKeys.headMap(ack, true).clear();
             counted = ack;
         }
         return ack;
+    }
+
+    /**
+     * Settles the writes the sidecar said it wrote that the worker's store has read back since; returns one not read
+     * back in time (the sidecar said it wrote what it did not), or null.
+     */
+    synchronized StatusUpdate verify(long now) {
+        int before = table.size();
+        StatusUpdate unseen = table.verify(readBack, now);
+        if (table.size() != before) {
+            notifyAll();
+        }
+        return unseen;
+    }
+
+    /** When the next write the sidecar says it wrote must have been read back, or -1. */
+    synchronized long nextVerifyDeadline() {
+        return table.nextVerifyDeadline();
+    }
+
+    /** The worker's store read a watched key: the sender looks whether a write is verified. */
+    synchronized void readBackArrived() {
+        notifyAll();
     }
 
     synchronized boolean hasPending() {
@@ -181,6 +255,11 @@ public final class Router {
 
     synchronized boolean hasUnsent() {
         return table.hasUnsent();
+    }
+
+    /** The pending writes the sidecar accepted at or before {@code since} and has given no outcome for. */
+    synchronized List<StatusUpdate> pendingSince(long since) {
+        return table.pendingSince(since);
     }
 
     synchronized void toQuiescing() {
@@ -199,9 +278,9 @@ public final class Router {
         return true;
     }
 
-    /** Leaves the sidecar (if on it) for the fence, with the reason the sender logs. */
+    /** Leaves the sidecar (or the quiescing) for the fence, with the reason the sender logs. */
     synchronized void toFencing(String reason) {
-        if (path == Path.SIDECAR) {
+        if (path == Path.SIDECAR || path == Path.QUIESCING) {
             leave(reason);
         }
     }
@@ -213,23 +292,27 @@ public final class Router {
         return reason;
     }
 
-    synchronized void toDraining() {
-        if (path == Path.FENCING || path == Path.QUIESCING) {
-            path = Path.DRAINING;
-        }
-    }
-
     /**
-     * The next write Connect's own path must make (the newest of the key whose newest is oldest), or null when
-     * the table is empty: the path is then CONNECT (or STOPPED when the store stops).
+     * The next write Connect's own path must make now (the newest of the key, past its fence, whose newest is
+     * oldest), or null: when the table is empty the path is then CONNECT (or STOPPED when the store stops).
      */
-    synchronized StatusUpdate nextToDrain() {
-        StatusUpdate next = table.takeOldest();
-        if (next == null) {
+    synchronized StatusUpdate takeReady(long now) {
+        StatusUpdate next = table.takeReady(now);
+        if (next == null && table.isEmpty()) {
             path = stopRequested ? Path.STOPPED : Path.CONNECT;
             notifyAll();
         }
         return next;
+    }
+
+    /** Connect's own path took {@code update}, given out by {@link #takeReady}. */
+    synchronized void drained(StatusUpdate update) {
+        table.drained(update);
+    }
+
+    /** The earliest fence still ahead, or -1. */
+    synchronized long nextFence(long now) {
+        return table.nextFence(now);
     }
 
     /** Waits until a write arrives, the path changes, or {@code ms} pass. */
@@ -243,7 +326,15 @@ public final class Router {
 
     public synchronized void requestStop() {
         stopRequested = true;
+        if (orphaned && path == Path.CONNECT) {
+            path = Path.STOPPED;
+        }
         notifyAll();
+    }
+
+    /** The sender's thread ends without the path stopped: it hands over to Connect's path, and nothing comes after. */
+    synchronized void orphan() {
+        orphaned = true;
     }
 
     synchronized boolean stopRequested() {
@@ -256,11 +347,16 @@ public final class Router {
         notifyAll();
     }
 
-    /** Waits up to {@code ms} for {@link Path#STOPPED}; returns the keys still unsettled. */
-    public synchronized int awaitStopped(long ms) throws InterruptedException {
-        long deadline = System.nanoTime() + ms * 1_000_000;
+    /**
+     * Waits for {@link Path#STOPPED}: as long as one request may take ({@code requestMs}: the last request, or the
+     * failure that leaves the sidecar) or until the fence, whichever is later (rule 3: the keys at the sidecar go
+     * through Connect only then), and then {@code drainMs} more for Connect's path to take them. Returns the keys
+     * still unsettled.
+     */
+    public synchronized int awaitStopped(long requestMs, long drainMs) throws InterruptedException {
+        long start = System.nanoTime() / 1_000_000;
         while (path != Path.STOPPED) {
-            long left = (deadline - System.nanoTime()) / 1_000_000;
+            long left = Math.max(start + requestMs, sidecarFence) + drainMs - System.nanoTime() / 1_000_000;
             if (left <= 0) {
                 break;
             }
@@ -292,9 +388,11 @@ public final class Router {
         return flushWaiters > 0;
     }
 
+    /** Leaves for the fence; only leaving the sidecar is a switch of path, logged with its reason. */
     private void leave(String reason) {
+        leaveReason = path == Path.SIDECAR ? reason : null;
         path = Path.FENCING;
-        leaveReason = reason;
+        table.fence(sidecarFence);
         notifyAll();
     }
 

@@ -2,6 +2,7 @@ package io.statusstore.agent.path;
 
 import io.statusstore.agent.AgentLog;
 import io.statusstore.agent.AgentOptions;
+import io.statusstore.agent.Warnings;
 import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.sidecar.AgentAnswer;
 import io.statusstore.agent.sidecar.AgentRequest;
@@ -16,26 +17,36 @@ import java.util.UUID;
 
 /**
  * The agent's one thread: it hands the table's writes to the sidecar in order, and moves the {@link Router}
- * between paths.
+ * between paths (agent/PROTOCOL.md states the rules; the numbers below are theirs).
  *
- * <p>Leaving the sidecar (FENCING, then DRAINING): the agent stops sending, and waits until the sidecar may no
- * longer start a write of this session ({@code lease.ms} after the agent's last request, plus a margin); only
- * then does Connect's own path write the newest unsettled write of each key. Whatever the sidecar wrote before
- * is older than what Connect then writes, so no older status can land over a newer one.
+ * <p>Leaving the sidecar (FENCING) happens at once when the sidecar is known away (rule 3): a refused connection,
+ * no valid answer within the request's deadline, a refusal, a 503. A key with nothing at the sidecar takes
+ * Connect's own path at once; a key with a write there waits until nothing the sidecar took of it can land
+ * ({@link #fenceAfter}: the sidecar starts no write of the session after its lease, and one it started lands
+ * within its write bound, or never), then its newest write goes through Connect. So no older status of the
+ * sidecar's can land over a newer one of Connect's.
  *
  * <p>Coming back (QUIESCING): new writes wait in the table until Connect's own path is quiet — no original
  * running, every record its producer took settled, no re-send queued on its retry executor — because Connect
  * re-sends a failed write from its producer callback, forever. Only then does the sidecar get them.
+ *
+ * <p>A step that throws, or the thread's end, moves the worker to Connect's path through the fence (rule 7).
  */
 public final class Sender implements Runnable {
-    /** Slack added to the lease for the sidecar's last write started before the lease ended, and clock skew. */
+    /** Slack added to the fence for the sidecar's last write started before the lease ended, and clock skew. */
     static final long FENCE_MARGIN_MS = 1_000;
-    private static final long QUIET_CHECK_MS = 1_000;
-    private static final long MIN_BACKOFF_MS = 100;
-    private static final long MAX_BACKOFF_MS = 2_000;
-    private static final long FLUSH_POLL_MS = 50;
+    /**
+     * New writes go only in a request to a sidecar that answered this recently; otherwise a poll goes first. So a
+     * sidecar that hung while the agent was idle is found out by a request that carries no write, and the writes
+     * waiting meanwhile take Connect's path at once, instead of waiting out the fence of a request that may have
+     * reached it.
+     */
+    static final long LIVE_MS = 250;
     /** While Connect flushes, a request's answer waits this long for the sidecar to settle what it holds. */
     static final long FLUSH_WAIT_MS = 500;
+    private static final long QUIET_CHECK_MS = 1_000;
+    private static final long FLUSH_POLL_MS = 50;
+    private static final long FAILED_STEP_PAUSE_MS = 100;
 
     private final AgentOptions options;
     private final Router router;
@@ -45,22 +56,23 @@ public final class Sender implements Runnable {
     private final String clusterId;
     private final String statusTopic;
     private final String agentId = UUID.randomUUID().toString();
+    private final Warnings warnings = new Warnings();
+    private final OverdueCheck overdue;
 
+    /** When the last request that may have reached the sidecar was sent (ms). */
     private long lastPostAt = Long.MIN_VALUE / 2;
-    private long awaySince = -1;
-    private long backoffMs = MIN_BACKOFF_MS;
-    private long nextAttemptAt;
+    private long lastAnswerAt = Long.MIN_VALUE / 2;
     private long nextPollAt;
     private long nextProbeAt;
     private long quiesceDeadline;
-    private long fenceUntil;
     private long stopRequestedAt = -1;
     private long connectSince = -1;
-    private boolean needIdentity = true;
     private boolean finalSent;
     private boolean everOnSidecar;
     private boolean notQuietLogged;
     private String instance;
+    /** An instance that answered what the agent cannot believe (rule 1): not given statuses again. */
+    private String distrusted;
     private String lastConnectLine;
     // The sidecar's write bound (GET /): how long after its lease a write it started may still land.
     private long writeBoundMs = SidecarIdentity.UNKNOWN_WRITE_BOUND_MS;
@@ -74,19 +86,24 @@ public final class Sender implements Runnable {
         this.metrics = metrics;
         this.clusterId = clusterId;
         this.statusTopic = statusTopic;
+        this.overdue = new OverdueCheck(router, connect, warnings);
     }
 
     @Override
     public void run() {
-        while (router.path() != Router.Path.STOPPED) {
-            try {
-                step();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return;
-            } catch (Throwable t) {
-                AgentLog.warn("unexpected error in the sender (it goes on)", t);
-                sleep(1_000);
+        try {
+            while (router.path() != Router.Path.STOPPED) {
+                try {
+                    step();
+                } catch (InterruptedException e) {
+                    return;
+                } catch (Throwable t) {
+                    stepFailed(t);
+                }
+            }
+        } finally {
+            if (router.path() != Router.Path.STOPPED) {
+                ended();
             }
         }
     }
@@ -101,8 +118,36 @@ public final class Sender implements Runnable {
             case QUIESCING: onQuiescing(); break;
             case SIDECAR: onSidecar(); break;
             case FENCING: onFencing(); break;
-            case DRAINING: onDraining(); break;
             default: break;
+        }
+    }
+
+    /** A step threw: whatever it was doing, the worker's statuses take Connect's path through the fence. */
+    private void stepFailed(Throwable t) {
+        warnings.warn("step " + t.getClass().getName(), "a step of the agent's sender failed (" + t
+                + "): statuses go through Connect's own path", t);
+        router.toFencing("a step of the agent's sender failed (" + t + ")");
+        pause(FAILED_STEP_PAUSE_MS);
+    }
+
+    /**
+     * The thread ends with the path not stopped (interrupted, or an error its loop could not catch): it hands every
+     * key to Connect's path through the fence itself, and from then on every write runs Connect's own method.
+     */
+    private void ended() {
+        Thread.interrupted();
+        router.orphan();
+        router.toFencing("the agent's sender thread ends");
+        while (router.path() == Router.Path.FENCING) {
+            try {
+                onFencing();
+            } catch (InterruptedException e) {
+                Thread.interrupted();
+            } catch (Throwable t) {
+                warnings.warn("ended " + t.getClass().getName(), "handing statuses to Connect's own path failed ("
+                        + t + ")", t);
+                pause(FAILED_STEP_PAUSE_MS);
+            }
         }
     }
 
@@ -125,11 +170,18 @@ public final class Sender implements Runnable {
         try {
             SidecarIdentity identity = client.identify();
             why = identity.mismatch(clusterId, statusTopic);
+            if (why == null && identity.instance.equals(distrusted)) {
+                why = "(instance " + distrusted + ") answered what the agent cannot believe: it gets no statuses "
+                        + "until it restarts as a new instance";
+            }
             if (why == null) {
-                // An empty request proves the token and the agent route before anything is handed over.
-                client.post(AgentRequest.encode(agentId, router.workerId(), router.ack(), options.leaseMs,
-                        System.currentTimeMillis(), false, 0, Collections.<StatusUpdate>emptyList()));
+                // Its cache has read the status topic to its end (put_safe is judged against it), and an empty
+                // request proves the token and the agent route, before anything is handed over.
+                client.ready();
                 instance = identity.instance;
+                List<StatusUpdate> none = Collections.emptyList();
+                router.apply(none, checked(client.post(AgentRequest.encode(agentId, router.workerId(), instance,
+                        router.ack(), options.leaseMs, System.currentTimeMillis(), false, 0, none))), now, now);
                 writeBoundMs = identity.writeBoundMs;
                 quiesceDeadline = now + options.quietTimeoutMs;
                 router.toQuiescing();
@@ -137,13 +189,14 @@ public final class Sender implements Runnable {
             }
             line = "the sidecar at " + client.url() + " " + why;
         } catch (SidecarException e) {
-            why = refuses(e) ? "refuses " + e.status : "unreachable";
-            line = "the sidecar at " + client.url() + (refuses(e) ? " refuses the agent: " : " does not answer: ")
-                    + e.getMessage();
+            why = refuses(e) ? "refuses " + e.status : e.status == 503 ? "not ready" : "unreachable";
+            line = "the sidecar at " + client.url() + (refuses(e) ? " refuses the agent: " : " does not take "
+                    + "statuses: ") + e.getMessage();
         }
         if (!why.equals(lastConnectLine)) {
+            // A reason that changes back and forth is still one line a minute per reason.
             lastConnectLine = why;
-            AgentLog.warn(line + "; statuses stay on Connect's own path, checking again every "
+            warnings.warn("probe " + why, line + "; statuses stay on Connect's own path, checking again every "
                     + options.probeIntervalMs + " ms");
         }
     }
@@ -153,9 +206,14 @@ public final class Sender implements Runnable {
         return e.status == 400 || e.status == 401 || e.status == 403 || e.status == 404;
     }
 
-    private void onQuiescing() throws InterruptedException {
+    /** Whether the sidecar refused a whole request, taking nothing of it (PROTOCOL.md: 400, 401, 409, 503). */
+    private static boolean tookNothing(SidecarException e) {
+        return !e.reached || refuses(e) || e.status == 409 || e.status == 503;
+    }
+
+    private void onQuiescing() {
         if (stopRequestedAt >= 0) {
-            router.toDraining();
+            router.toFencing("the worker's status store stops");
             return;
         }
         if (connect.quiet(QUIET_CHECK_MS)) {
@@ -165,18 +223,18 @@ public final class Sender implements Runnable {
             return;
         }
         if (now() >= quiesceDeadline) {
-            router.toDraining();
+            router.toFencing("Connect's own path is not quiet");
             nextProbeAt = now() + options.probeIntervalMs;
             if (notQuietLogged) {
                 return;
             }
             notQuietLogged = true;
-            AgentLog.warn("Connect's own status path still has writes in flight or queued to re-send after "
-                    + options.quietTimeoutMs + " ms (quiet.timeout.ms): statuses stay on it; trying again in "
+            warnings.warn("not quiet", "Connect's own status path still has writes in flight or queued to re-send "
+                    + "after " + options.quietTimeoutMs + " ms (quiet.timeout.ms): statuses stay on it; trying again in "
                     + options.probeIntervalMs + " ms");
             return;
         }
-        sleep(50);
+        pause(50);
     }
 
     private void arrived() {
@@ -191,46 +249,37 @@ public final class Sender implements Runnable {
         notQuietLogged = false;
         connectSince = -1;
         lastConnectLine = null;
-        awaySince = -1;
-        backoffMs = MIN_BACKOFF_MS;
-        needIdentity = false;
-        nextAttemptAt = now;
+        lastAnswerAt = now;
         nextPollAt = now;
     }
 
     private void onSidecar() throws InterruptedException {
         long now = now();
-        if (now < nextAttemptAt) {
-            router.await(nextAttemptAt - now);
-            return;
-        }
         boolean stopping = stopRequestedAt >= 0;
-        if (needIdentity) {
-            SidecarIdentity identity;
-            try {
-                identity = client.identify();
-            } catch (SidecarException e) {
-                away(e);
-                return;
-            }
-            String why = identity.mismatch(clusterId, statusTopic);
-            if (why != null) {
-                router.toFencing("the sidecar at " + client.url() + " now " + why);
-                return;
-            }
-            noteInstance(identity.instance, lastPostAt);
-            writeBoundMs = Math.max(writeBoundMs, identity.writeBoundMs);
-            needIdentity = false;
-        }
         if (stopping && router.size() == 0) {
             router.finish();
+            return;
+        }
+        StatusUpdate unseen = router.verify(now);
+        if (unseen != null) {
+            distrusted = instance;
+            router.toFencing("the sidecar at " + client.url() + " said it wrote the status of " + unseen.key + " (#"
+                    + unseen.seq + ") but the worker's own store has not read it back within " + readBackMs()
+                    + " ms: it is not believed");
+            return;
+        }
+        String overdueWhy = overdue.leave(now, outcomeBoundMs(), readBackMs(), client.url());
+        if (overdueWhy != null) {
+            router.toFencing(overdueWhy);
             return;
         }
         if (router.flushWaiting()) {
             nextPollAt = Math.min(nextPollAt, lastPostAt + FLUSH_POLL_MS);
         }
-        List<StatusUpdate> batch = router.takeBatch(options.batchSize, now);
-        boolean poll = batch.isEmpty() && router.hasPending() && now >= nextPollAt;
+        boolean live = now - lastAnswerAt <= LIVE_MS;
+        List<StatusUpdate> batch = live ? router.takeBatch(options.batchSize, now)
+                : Collections.<StatusUpdate>emptyList();
+        boolean poll = batch.isEmpty() && ((router.hasPending() && now >= nextPollAt) || (!live && router.hasUnsent()));
         if (batch.isEmpty() && !poll && !(stopping && !finalSent)) {
             if (stopping && !router.hasUnsent()) {
                 // The sidecar holds every write, told by the last request that it owns them: nothing to give Connect.
@@ -238,54 +287,106 @@ public final class Sender implements Runnable {
                 return;
             }
             long wait = router.hasPending() ? nextPollAt - now : options.probeIntervalMs;
-            long release = router.nextRelease(now);
-            if (release > 0) {
-                wait = Math.min(wait, release - now);
+            for (long at : new long[] {router.nextRelease(now), router.nextVerifyDeadline()}) {
+                if (at > 0) {
+                    wait = Math.min(wait, at - now + 1);
+                }
             }
             router.await(Math.max(1, wait));
             return;
         }
+        request(batch, stopping);
+    }
+
+    /** One request: its answer applied, or the sidecar left at once (rule 3). */
+    private void request(List<StatusUpdate> batch, boolean stopping) {
+        long now = now();
+        // The lease the request asks for runs from this wall-clock time, the fence from this monotonic one: taken
+        // together, so that the fence never starts earlier than the lease.
+        long sentAtMs = System.currentTimeMillis();
         long previousPostAt = lastPostAt;
         lastPostAt = now;
+        router.posting(fenceAfter(now));
         // Connect's flush waits for every write taken so far: the answer waits for them at the sidecar (an older
         // sidecar answers at once, and the next poll follows FLUSH_POLL_MS after this one).
         long waitMs = router.flushWaiting() && !stopping ? Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2) : 0;
         try {
-            AgentAnswer answer = client.post(AgentRequest.encode(agentId, router.workerId(), router.ack(),
-                    options.leaseMs, System.currentTimeMillis(), stopping, waitMs, batch));
-            noteInstance(answer.instance, previousPostAt);
-            for (AgentAnswer.Item refused : router.apply(batch, answer)) {
-                AgentLog.warn("the sidecar refused the status of " + refused.key + " for good: " + refused.reason);
+            AgentAnswer answer = checked(client.post(AgentRequest.encode(agentId, router.workerId(), instance,
+                    router.ack(), options.leaseMs, sentAtMs, stopping, waitMs, batch)));
+            long answered = now();
+            for (AgentAnswer.Item refused : router.apply(batch, answer, answered, answered + readBackMs())) {
+                warnings.warn("refused " + refused.key, "the sidecar refused the status of " + refused.key
+                        + " for good: " + refused.reason);
             }
             finalSent = stopping;
-            awaySince = -1;
-            backoffMs = MIN_BACKOFF_MS;
-            nextPollAt = router.flushWaiting() ? lastPostAt + FLUSH_POLL_MS : now() + options.pollIntervalMs;
+            lastAnswerAt = now();
+            nextPollAt = router.flushWaiting() ? lastPostAt + FLUSH_POLL_MS : lastAnswerAt + options.pollIntervalMs;
         } catch (SidecarException e) {
-            router.returnBatch(batch);
-            if (!e.reached) {
-                // Refused at connect: this request renewed no lease, so the fence need not wait for it.
+            if (!e.reached || e.status == 409) {
+                // Refused at connect, or by another instance: it renewed no lease, so the fence need not wait for it.
                 lastPostAt = previousPostAt;
+                router.posting(fenceAfter(previousPostAt));
             }
-            if (refuses(e)) {
-                router.toFencing("the sidecar at " + client.url() + " refuses the agent: " + e.getMessage());
-            } else {
-                away(e);
+            if (e.status == 409 && restarted(batch, previousPostAt)) {
+                return;
             }
+            if (tookNothing(e)) {
+                router.returnBatch(batch);
+            }
+            // Otherwise the batch stays "sending": it may have reached the sidecar, and its keys wait for the fence.
+            if (e.malformed) {
+                distrusted = instance;
+            }
+            router.toFencing("the sidecar at " + client.url() + (refuses(e) ? " refuses the agent: "
+                    : e.malformed ? " cannot be believed: " : " is away: ") + e.getMessage());
         }
     }
 
-    /**
-     * A sidecar instance other than the one last spoken to: the old one may live on (a pod still terminating),
-     * writing what it holds of this session until its lease ends, so the keys pending there wait until then.
-     * Learnt from {@code GET /} before any request after a failure; from an answer only when no failure came
-     * between (then that request's items already went to the new instance: see PROTOCOL.md).
-     */
-    private void noteInstance(String seen, long lastPostToOld) {
-        if (instance != null && !instance.equals(seen)) {
-            router.sidecarRestarted(fenceAfter(lastPostToOld));
+    /** An answer from the instance the request named, or a failed request: another one must not have taken it. */
+    private AgentAnswer checked(AgentAnswer answer) throws SidecarException {
+        if (!answer.instance.equals(instance)) {
+            throw new SidecarException("answered as instance " + answer.instance + " a request to instance " + instance,
+                    200, -1, true, true);
         }
-        instance = seen;
+        return answer;
+    }
+
+    /**
+     * Another instance refused the request (409, nothing taken): the sidecar restarted. The old instance may live on
+     * (a pod still terminating), writing what it holds of this session until its lease ends, so the keys pending
+     * there are sent to the new one only after that. Returns false when the new one is not one to hand writes to.
+     */
+    private boolean restarted(List<StatusUpdate> batch, long lastPostToOld) {
+        router.returnBatch(batch);
+        try {
+            SidecarIdentity identity = client.identify();
+            if (identity.mismatch(clusterId, statusTopic) != null || identity.instance.equals(instance)) {
+                return false;
+            }
+            AgentLog.info("the sidecar at " + client.url() + " restarted (instance " + identity.instance + ", was "
+                    + instance + "): what was pending at the old instance goes to the new one once the old one's lease "
+                    + "and write bound have passed");
+            instance = identity.instance;
+            writeBoundMs = Math.max(writeBoundMs, identity.writeBoundMs);
+            router.sidecarRestarted(fenceAfter(lastPostToOld));
+            lastAnswerAt = now();
+            return true;
+        } catch (SidecarException e) {
+            return false;
+        }
+    }
+
+    /** How long a write may be pending at the sidecar without an outcome (rule 5): its write bound, a poll, a margin. */
+    private long outcomeBoundMs() {
+        return writeBoundMs + options.pollIntervalMs + FENCE_MARGIN_MS;
+    }
+
+    /**
+     * How long after the sidecar says it wrote a status the worker's own store must have read it back (rule 4): its
+     * write bound (a write it reports was acknowledged; the margin covers the worker's reading) and the margin.
+     */
+    private long readBackMs() {
+        return writeBoundMs + FENCE_MARGIN_MS;
     }
 
     /**
@@ -296,68 +397,45 @@ public final class Sender implements Runnable {
         return postedAt + options.leaseMs + writeBoundMs + FENCE_MARGIN_MS;
     }
 
-    /** The sidecar did not take a request: retry soon, and fall back once it has been away too long. */
-    private void away(SidecarException e) {
-        long now = now();
-        if (awaySince < 0) {
-            awaySince = now;
-        }
-        needIdentity = true;
-        long away = now - awaySince;
-        if (away >= options.fallbackAfterMs) {
-            router.toFencing("the sidecar at " + client.url() + " has not taken a request for " + away
-                    + " ms (fallback.after.ms=" + options.fallbackAfterMs + "; last: " + e.getMessage() + ")");
-            return;
-        }
-        if (stopRequestedAt >= 0 && now - stopRequestedAt >= options.stopTimeoutMs) {
-            router.toFencing("the worker's status store stops and the sidecar at " + client.url()
-                    + " has not taken a request for " + away + " ms (last: " + e.getMessage() + ")");
-            return;
-        }
-        long delay = e.retryAfterMs > 0 ? Math.min(e.retryAfterMs, MAX_BACKOFF_MS) : backoffMs;
-        backoffMs = Math.min(backoffMs * 2, MAX_BACKOFF_MS);
-        nextAttemptAt = now + delay;
-    }
-
     private void onFencing() throws InterruptedException {
         String reason = router.takeLeaveReason();
         long now = now();
         if (reason != null) {
             metrics.switched(false);
-            fenceUntil = fenceAfter(lastPostAt);
-            int keys = router.size();
-            AgentLog.warn("falling back to Connect's own status path: " + reason + "; " + keys
-                    + " key(s) not yet settled go through Connect's producer"
-                    + (fenceUntil > now ? " once the sidecar's lease ends in " + (fenceUntil - now) + " ms" : ""));
+            long fence = router.nextFence(now);
+            AgentLog.warn("falling back to Connect's own status path: " + reason + "; of " + router.size()
+                    + " key(s) not yet settled, those with nothing at the sidecar go through Connect's producer now"
+                    + (fence > now ? ", the others once nothing the sidecar took of them can land, in "
+                    + (fence - now) + " ms" : ""));
             connectSince = now;
             finalSent = false;
         }
-        if (now >= fenceUntil) {
-            router.toDraining();
+        StatusUpdate next = router.takeReady(now);
+        if (next != null) {
+            try {
+                connect.write(next);
+                metrics.fellBack();
+            } catch (Throwable t) {
+                warnings.warn("connect write " + t.getClass().getName(), "Connect's own store did not take the status "
+                        + "of " + next.key + ": " + t);
+            } finally {
+                router.drained(next);
+            }
             return;
         }
-        sleep(Math.min(100, fenceUntil - now));
-    }
-
-    private void onDraining() {
-        StatusUpdate next = router.nextToDrain();
-        if (next == null) {
-            nextProbeAt = now() + options.probeIntervalMs;
+        if (router.path() != Router.Path.FENCING) {
+            nextProbeAt = now + options.probeIntervalMs;
             return;
         }
-        try {
-            connect.write(next);
-            metrics.fellBack();
-        } catch (Throwable t) {
-            AgentLog.warn("Connect's own store did not take the status of " + next.key + ": " + t);
-        }
+        long fence = router.nextFence(now);
+        router.await(fence < 0 ? FAILED_STEP_PAUSE_MS : Math.min(fence - now, FAILED_STEP_PAUSE_MS));
     }
 
     private static long now() {
         return System.nanoTime() / 1_000_000;
     }
 
-    private static void sleep(long ms) {
+    private static void pause(long ms) {
         try {
             Thread.sleep(ms);
         } catch (InterruptedException e) {

@@ -1,9 +1,11 @@
 package io.statusstore.agent.sidecar;
 
 import java.util.ArrayList;
-import java.util.Collections;
+import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /** The sidecar's 200 answer to {@code POST /agent/statuses}: its instance, how it took each item, outcomes. */
 public final class AgentAnswer {
@@ -17,7 +19,10 @@ public final class AgentAnswer {
         this.outcomes = outcomes;
     }
 
-    /** One item of {@code accepted} (seq, result, reason) or of {@code outcomes} (also key and attempts). */
+    /**
+     * One item of {@code accepted} (seq, result, reason; key and attempts too when the update was settled before)
+     * or of {@code outcomes} (seq, key, result, attempts, reason).
+     */
     public static final class Item {
         public final long seq;
         public final String key;
@@ -34,41 +39,57 @@ public final class AgentAnswer {
         }
     }
 
+    /** Results an update may have in {@code accepted}; an outcome's are the last four. */
+    private static final Set<String> ACCEPTED = new HashSet<>(Arrays.asList(
+            "pending", "dropped", "refused", "written", "superseded", "failed", "expired"));
+    private static final Set<String> OUTCOMES = new HashSet<>(Arrays.asList("written", "superseded", "failed", "expired"));
+
+    /** The answer in {@code json}; an {@link IllegalArgumentException} says what is not of its shape. */
     static AgentAnswer from(Object json) {
         if (!(json instanceof Map)) {
             throw new IllegalArgumentException("the answer is not a JSON object");
         }
         Map<?, ?> map = (Map<?, ?>) json;
         Object instance = map.get("instance");
-        if (!(instance instanceof String)) {
+        if (!(instance instanceof String) || ((String) instance).isEmpty()) {
             throw new IllegalArgumentException("the answer names no instance");
         }
-        return new AgentAnswer((String) instance, items(map.get("accepted"), false), items(map.get("outcomes"), true));
+        return new AgentAnswer((String) instance, items(map.get("accepted"), ACCEPTED, "accepted"),
+                items(map.get("outcomes"), OUTCOMES, "outcomes"));
     }
 
-    private static List<Item> items(Object list, boolean outcomes) {
-        if (list == null) {
-            return Collections.emptyList();
-        }
+    private static List<Item> items(Object list, Set<String> results, String name) {
         if (!(list instanceof List)) {
-            throw new IllegalArgumentException("accepted/outcomes is not a list");
+            throw new IllegalArgumentException(name + " is not a list");
         }
+        boolean outcomes = results == OUTCOMES;
         List<Item> items = new ArrayList<>();
         for (Object o : (List<?>) list) {
             if (!(o instanceof Map)) {
-                throw new IllegalArgumentException("an item is not an object");
+                throw new IllegalArgumentException("an item of " + name + " is not an object");
             }
             Map<?, ?> m = (Map<?, ?>) o;
             Object seq = m.get("seq");
             Object result = m.get("result");
             Object key = m.get("key");
-            if (!(seq instanceof Long) || !(result instanceof String) || (outcomes && !(key instanceof String))) {
-                throw new IllegalArgumentException("an item lacks seq, result" + (outcomes ? " or key" : ""));
-            }
             Object attempts = m.get("attempts");
             Object reason = m.get("reason");
-            items.add(new Item((Long) seq, key instanceof String ? (String) key : null, (String) result,
-                    attempts instanceof Long ? (Long) attempts : 0, reason instanceof String ? (String) reason : null));
+            if (!(seq instanceof Long) || (Long) seq < 1) {
+                throw new IllegalArgumentException("an item of " + name + " has no seq");
+            }
+            if (!results.contains(result)) {
+                throw new IllegalArgumentException("item " + seq + " of " + name + " has no result the agent knows: "
+                        + result);
+            }
+            if ((outcomes && !(key instanceof String)) || (key != null && !(key instanceof String))) {
+                throw new IllegalArgumentException("item " + seq + " of " + name + " has no key");
+            }
+            if ((attempts != null && !(attempts instanceof Long)) || (reason != null && !(reason instanceof String))) {
+                throw new IllegalArgumentException("item " + seq + " of " + name + " has attempts or a reason of "
+                        + "another type");
+            }
+            items.add(new Item((Long) seq, (String) key, (String) result, attempts == null ? 0 : (Long) attempts,
+                    (String) reason));
         }
         return items;
     }

@@ -13,17 +13,19 @@ public final class AgentRequest {
     /**
      * Encodes one request.
      *
+     * @param instance  the sidecar instance the agent hands its writes to: another one takes none of them (409)
      * @param ack       the highest outcome seq the agent has taken in with nothing unsettled below it
      * @param leaseMs   how long after this request the sidecar may still start writing this session's items
      * @param sentAtMs  the agent's wall clock when sending (the lease runs from here, see PROTOCOL.md)
      * @param last      the agent stops: the sidecar owns every pending item of this session, lease or not
      * @param waitMs    the answer may wait this long for every pending item of the session to be settled (0: not)
      */
-    public static String encode(String agentId, String workerId, long ack, long leaseMs, long sentAtMs,
-                                boolean last, long waitMs, List<StatusUpdate> updates) {
+    public static String encode(String agentId, String workerId, String instance, long ack, long leaseMs,
+                                long sentAtMs, boolean last, long waitMs, List<StatusUpdate> updates) {
         JsonWriter w = new JsonWriter().beginObject()
                 .name("agent").value(agentId)
                 .name("worker_id").value(workerId)
+                .name("instance").value(instance)
                 .name("ack").value(ack)
                 .name("lease_ms").value(leaseMs)
                 .name("sent_at_ms").value(sentAtMs);

@@ -13,53 +13,105 @@ import java.net.Proxy;
 import java.net.URL;
 import java.net.UnknownHostException;
 import java.nio.charset.StandardCharsets;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import javax.net.ssl.HttpsURLConnection;
+import javax.net.ssl.SSLHandshakeException;
 
 /**
- * The agent's two calls to the sidecar, over {@link HttpURLConnection} with connect and read timeouts, so a
- * sidecar that is gone or late costs the (single) sender thread a bounded time and never a worker thread.
+ * The agent's calls to the sidecar, over {@link HttpURLConnection}. Nothing it cannot check is believed: any
+ * failure to connect, send, read or parse, of any kind, is a {@link SidecarException}, and so is an answer larger
+ * than {@link #MAX_ANSWER_BYTES}, nested deeper than {@link JsonReader#MAX_DEPTH} or of another shape.
+ *
+ * <p>Every call has a total deadline, {@link #deadlineMs()} (connect.timeout.ms + read.timeout.ms): a watchdog
+ * thread disconnects a call still running then, so a sidecar that trickles its answer a byte at a time, each
+ * within the read timeout, costs the agent's (single) sender thread that long and no longer.
  */
 public final class SidecarClient {
-    private static final int MAX_ANSWER_BYTES = 16 << 20;
+    /** The largest answer read; the sidecar bounds the outcomes it sends per answer (PROTOCOL.md). */
+    static final int MAX_ANSWER_BYTES = 8 << 20;
+    private static final ScheduledExecutorService WATCHDOG = Executors.newSingleThreadScheduledExecutor(task -> {
+        Thread thread = new Thread(task, "status-store-agent-watchdog");
+        thread.setDaemon(true);
+        return thread;
+    });
 
     private final String base;
     private final String token;
     private final int connectTimeoutMs;
     private final int readTimeoutMs;
+    private final SidecarTls tls;
 
     public SidecarClient(URL url, String token, int connectTimeoutMs, int readTimeoutMs) {
+        this(url, token, connectTimeoutMs, readTimeoutMs, null);
+    }
+
+    /** {@code tls}: an https:// sidecar's CA and this agent's certificate (null: the JVM's defaults). */
+    public SidecarClient(URL url, String token, int connectTimeoutMs, int readTimeoutMs, SidecarTls tls) {
         String text = url.toString();
         this.base = text.endsWith("/") ? text.substring(0, text.length() - 1) : text;
         this.token = token;
         this.connectTimeoutMs = connectTimeoutMs;
         this.readTimeoutMs = readTimeoutMs;
+        this.tls = tls;
     }
 
     /** {@code GET /}: which cluster and status topic the sidecar serves. */
     public SidecarIdentity identify() throws SidecarException {
-        return SidecarIdentity.from(parse(call("GET", "/", null)));
+        String answer = call("GET", "/", null);
+        try {
+            return SidecarIdentity.from(JsonReader.parse(answer));
+        } catch (Throwable t) {
+            throw malformed("GET /", t);
+        }
     }
 
-    /** {@code POST /agent/statuses} with an {@link AgentRequest} body. */
+    /** {@code GET /ready}: whether the sidecar reads its topics to their end now (200), else why not. */
+    public void ready() throws SidecarException {
+        call("GET", "/ready", null);
+    }
+
+    /** {@code POST /agent/statuses} with an {@link AgentRequest} body; the answer's shape is checked. */
     public AgentAnswer post(String body) throws SidecarException {
-        return AgentAnswer.from(parse(call("POST", "/agent/statuses", body)));
+        String answer = call("POST", "/agent/statuses", body);
+        try {
+            return AgentAnswer.from(JsonReader.parse(answer));
+        } catch (Throwable t) {
+            throw malformed("POST /agent/statuses", t);
+        }
     }
 
     public String url() {
         return base;
     }
 
-    private static Object parse(String text) throws SidecarException {
-        try {
-            return JsonReader.parse(text);
-        } catch (IllegalArgumentException e) {
-            throw new SidecarException("answered malformed JSON (" + e.getMessage() + ")", 200, -1, true);
-        }
+    /** The longest any call takes before it fails: connect.timeout.ms + read.timeout.ms. */
+    public long deadlineMs() {
+        return (long) connectTimeoutMs + readTimeoutMs;
+    }
+
+    private static SidecarException malformed(String call, Throwable t) {
+        return new SidecarException(call + " answered 200 with what the agent cannot read (" + brief(t) + ")", 200,
+                -1, true, true);
     }
 
     private String call(String method, String path, String body) throws SidecarException {
+        AtomicBoolean expired = new AtomicBoolean();
+        ScheduledFuture<?> watchdog = null;
         try {
             // Streams are read to the end and closed, so the JDK keeps the connection for the next call.
             HttpURLConnection c = (HttpURLConnection) new URL(base + path).openConnection(Proxy.NO_PROXY);
+            if (tls != null && c instanceof HttpsURLConnection) {
+                ((HttpsURLConnection) c).setSSLSocketFactory(tls.socketFactory());
+            }
+            watchdog = WATCHDOG.schedule(() -> {
+                expired.set(true);
+                c.disconnect();
+            }, deadlineMs(), TimeUnit.MILLISECONDS);
             c.setConnectTimeout(connectTimeoutMs);
             c.setReadTimeout(readTimeoutMs);
             c.setUseCaches(false);
@@ -79,15 +131,31 @@ public final class SidecarClient {
             }
             int status = c.getResponseCode();
             String answer = read(status >= 400 ? c.getErrorStream() : c.getInputStream());
+            if (expired.get()) {
+                throw new IOException("no whole answer within " + deadlineMs() + " ms");
+            }
             if (status != 200) {
-                throw new SidecarException(method + " " + path + " answered " + status + brief(answer), status,
+                throw new SidecarException(method + " " + path + " answered " + status + oneLine(answer), status,
                         retryAfterMs(c.getHeaderField("Retry-After")), true);
             }
             return answer;
+        } catch (SidecarException e) {
+            throw e;
         } catch (ConnectException | NoRouteToHostException | UnknownHostException e) {
             throw new SidecarException(method + " " + path + " failed: " + e, 0, -1, false);
-        } catch (IOException | RuntimeException e) {
-            throw new SidecarException(method + " " + path + " failed: " + e, 0, -1, true);
+        } catch (SSLHandshakeException e) {
+            // No request was served: the sidecar refused this agent's certificate, or this agent its certificate.
+            throw new SidecarException(method + " " + path + " failed: the TLS handshake failed (the sidecar's "
+                    + "certificate and tls.ca.file, or this agent's tls.cert.file and the sidecar's "
+                    + "sidecar.rest.tls.ca.file): " + e.getMessage(), 0, -1, false);
+        } catch (Throwable t) {
+            String why = expired.get() ? "no whole answer within " + deadlineMs() + " ms (connect.timeout.ms + "
+                    + "read.timeout.ms)" : brief(t);
+            throw new SidecarException(method + " " + path + " failed: " + why, 0, -1, true);
+        } finally {
+            if (watchdog != null) {
+                watchdog.cancel(false);
+            }
         }
     }
 
@@ -109,7 +177,14 @@ public final class SidecarClient {
         }
     }
 
-    private static String brief(String answer) {
+    /** A throwable in one short line: its class and message, never its stack. */
+    private static String brief(Throwable t) {
+        String message = t.getMessage();
+        String line = t.getClass().getName() + (message == null ? "" : ": " + message);
+        return line.length() > 300 ? line.substring(0, 300) + "..." : line;
+    }
+
+    private static String oneLine(String answer) {
         String oneLine = answer.replaceAll("\\s+", " ").trim();
         if (oneLine.isEmpty()) {
             return "";

@@ -107,10 +107,11 @@ class RealStoreInterceptionTest {
     void theWorkersStoreHandsItsWritesToTheSidecarAndFallsBackToItsOwnMethods() throws Exception {
         Topic topic = new Topic();
         FakeSidecar sidecar = new FakeSidecar(topic).start();
+        java.util.concurrent.ExecutorService reading = java.util.concurrent.Executors.newSingleThreadExecutor();
         try {
-            StoreHooks.arm(AgentOptions.parse("url=" + sidecar.url() + ",fallback.after.ms=300,lease.ms=400,"
-                    + "read.timeout.ms=150,connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,"
-                    + "stop.timeout.ms=200", Collections.<String, String>emptyMap()));
+            StoreHooks.arm(AgentOptions.parse("url=" + sidecar.url() + ",lease.ms=2000,read.timeout.ms=1000,"
+                    + "connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,stop.timeout.ms=200",
+                    Collections.<String, String>emptyMap()));
             JsonConverter converter = new JsonConverter();
             converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
             KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
@@ -118,6 +119,9 @@ class RealStoreInterceptionTest {
 
             store.configure(config);
             assertSame(store, StoreHooks.bound().store, "configure's advice bound the worker's store");
+            // What lands on the topic is read back by the store itself, on a thread of its own, as its KafkaBasedLog's
+            // consumer hands it over.
+            topic.reader((key, value) -> reading.execute(() -> read(store, key, value)));
             // Connect's own KafkaBasedLog would reach for brokers: put a stub in its place, and bind again to it.
             StubLog log = new StubLog();
             setField(store, "kafkaLog", log);
@@ -152,7 +156,7 @@ class RealStoreInterceptionTest {
             assertEquals(5.0, server.getAttribute(own, "handed-over-total"));
             assertEquals(1.0, server.getAttribute(own, "on-sidecar-path"));
 
-            // The sidecar goes away: past fallback.after.ms the agent gives what is unsettled to the store's own methods.
+            // The sidecar goes away: the agent gives what is unsettled to the store's own methods.
             sidecar.stop();
             log.failNext.set(2);
             store.put(new ConnectorStatus("c", AbstractStatus.State.PAUSED, "w:8083", 1));
@@ -165,7 +169,7 @@ class RealStoreInterceptionTest {
                     "the record and Connect's two re-sends counted");
             store.put(new ConnectorStatus("e", AbstractStatus.State.RUNNING, "w:8083", 1));
             assertEquals(2, log.sent.size(), "on Connect's own path the original runs in the worker's thread");
-            assertTrue(new StoreOriginals(store, bound.sends, null).quiet(100));
+            assertTrue(new StoreOriginals(store, log, bound.sends, null).quiet(100));
 
             assertEquals(0.0, server.getAttribute(own, "on-sidecar-path"));
             assertEquals(2.0, server.getAttribute(own, "path-switches-total"));
@@ -173,6 +177,44 @@ class RealStoreInterceptionTest {
 
             store.stop();
             assertEquals(Router.Path.STOPPED, bound.router().path());
+        } finally {
+            sidecar.stop();
+            reading.shutdownNow();
+            StoreHooks.disarm();
+        }
+    }
+
+    @Test
+    void stopWaitsOutTheFenceOfWhatTheSidecarHoldsBeforeConnectStops() throws Exception {
+        // A sidecar whose writes may land 11 s after its lease (its delivery timeout): stop() waited a fixed
+        // stop.timeout.ms + lease.ms + 1 s + 10 s, returned before the fence had passed, and Connect's own stop then
+        // closed its producer with the status not handed to it.
+        Topic topic = new Topic();
+        FakeSidecar sidecar = new FakeSidecar(topic);
+        sidecar.writeBoundMs = 11_000;
+        sidecar.writeAtOnce = false;
+        sidecar.start();
+        try {
+            StoreHooks.arm(AgentOptions.parse("url=" + sidecar.url() + ",lease.ms=2000,read.timeout.ms=1000,"
+                    + "connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,stop.timeout.ms=200",
+                    Collections.<String, String>emptyMap()));
+            JsonConverter converter = new JsonConverter();
+            converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
+            KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
+            DistributedConfig config = workerConfig();
+            store.configure(config);
+            StubLog log = new StubLog();
+            setField(store, "kafkaLog", log);
+            StoreHooks.onConfigure(store, config);
+            BoundStore bound = StoreHooks.bound();
+            store.start();
+            await(() -> bound.router().path() == Router.Path.SIDECAR, 3_000, "handed over");
+            store.put(new ConnectorStatus("c", AbstractStatus.State.RUNNING, "w:8083", 1));
+            await(() -> sidecar.pendingCount() == 1, 3_000, "pending at the sidecar");
+            sidecar.stop();
+            store.stop();
+            assertEquals(1, log.sent.size(), "Connect's path took the status before its own stop went on");
+            assertEquals("status-connector-c", log.sent.get(0).key);
         } finally {
             sidecar.stop();
             StoreHooks.disarm();
@@ -190,6 +232,45 @@ class RealStoreInterceptionTest {
         // Connect's own log was never started: its original put reaches for a producer it has not got.
         assertThrows(IllegalStateException.class,
                 () -> store.put(new ConnectorStatus("c", AbstractStatus.State.RUNNING, "w:8083", 1)));
+    }
+
+    @Test
+    void theWorkersOwnProducerIsAskedWithATombstoneNoOneHoldsOnEachPartitionConcerned() throws Exception {
+        JsonConverter converter = new JsonConverter();
+        converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
+        KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
+        StubLog log = new StubLog();
+        StoreOriginals originals = new StoreOriginals(store, log, new SendCount(), null);
+        List<String> keys = Arrays.asList("status-task-conn-0", "status-connector-conn", "status-task-my-conn-12");
+        assertEquals(Boolean.TRUE, originals.canWrite(keys).get(5, java.util.concurrent.TimeUnit.SECONDS));
+        // Java's partitioner places these on 4, 2 and 2 of 5 partitions (checked against Kafka's own in REFERENCE.md).
+        assertEquals(4, ProbeRecord.partition("status-task-conn-0", 5));
+        assertEquals(2, ProbeRecord.partition("status-connector-conn", 5));
+        assertEquals(2, ProbeRecord.partition("status-task-my-conn-12", 5));
+        List<Integer> partitions = log.sent.stream().map(sent -> ProbeRecord.partition(sent.key, 5)).sorted()
+                .collect(Collectors.toList());
+        assertEquals(Arrays.asList(2, 4), partitions, "one write per partition concerned: " + log.sent.size());
+        for (StubLog.Sent sent : log.sent) {
+            assertEquals(null, sent.value, "a tombstone");
+            assertTrue(sent.key.startsWith("status-topic-status-store agent probe "), sent.key);
+            // Connect's own store reads it as the deletion of a topic status it does not hold: nothing changes.
+            read(store, sent.key, null);
+        }
+        assertTrue(store.getAllTopics("status-store-agent").isEmpty());
+        log.failNext.set(1);
+        assertEquals(Boolean.FALSE, originals.canWrite(keys).get(5, java.util.concurrent.TimeUnit.SECONDS));
+    }
+
+    /** The store reads one record of its topic, as its KafkaBasedLog's consumer hands it (the agent's advice too). */
+    private static void read(KafkaStatusBackingStore store, String key, byte[] value) {
+        try {
+            java.lang.reflect.Method read = KafkaStatusBackingStore.class.getDeclaredMethod("read",
+                    org.apache.kafka.clients.consumer.ConsumerRecord.class);
+            read.setAccessible(true);
+            read.invoke(store, new org.apache.kafka.clients.consumer.ConsumerRecord<>("connect-status", 0, 0L, key, value));
+        } catch (ReflectiveOperationException e) {
+            throw new AssertionError(e);
+        }
     }
 
     private static DistributedConfig workerConfig() throws Exception {

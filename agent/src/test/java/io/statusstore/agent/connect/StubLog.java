@@ -47,6 +47,12 @@ final class StubLog extends KafkaBasedLog<String, byte[]> {
     public void stop() {
     }
 
+    /** The status topic's partitions, Connect's default. */
+    @Override
+    public int partitionCount() {
+        return 5;
+    }
+
     @Override
     public Future<Void> readToEnd() {
         return CompletableFuture.completedFuture(null);

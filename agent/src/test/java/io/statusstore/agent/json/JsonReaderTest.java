@@ -40,4 +40,24 @@ class JsonReaderTest {
             assertThrows(IllegalArgumentException.class, () -> JsonReader.parse(bad), bad);
         }
     }
+
+    @Test
+    void refusesDocumentsNestedDeeperThanItsBound() {
+        // A peer's answer nested 100,000 levels deep overflowed the stack of the thread reading it.
+        StringBuilder deep = new StringBuilder();
+        for (int i = 0; i < 100_000; i++) {
+            deep.append(i % 2 == 0 ? "[" : "{\"a\":");
+        }
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> JsonReader.parse(deep.toString()));
+        assertTrue(e.getMessage().contains("nested deeper than " + JsonReader.MAX_DEPTH), e.getMessage());
+        StringBuilder atBound = new StringBuilder();
+        for (int i = 0; i < JsonReader.MAX_DEPTH; i++) {
+            atBound.append('[');
+        }
+        for (int i = 0; i < JsonReader.MAX_DEPTH; i++) {
+            atBound.append(']');
+        }
+        JsonReader.parse(atBound.toString());
+        assertThrows(IllegalArgumentException.class, () -> JsonReader.parse("[" + atBound + "]"));
+    }
 }

@@ -3,7 +3,9 @@ package io.statusstore.agent.path;
 import io.statusstore.agent.status.StatusUpdate;
 
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * Connect's own path for the tests: writes land on the shared {@link Topic}, at once, or — while
@@ -14,6 +16,11 @@ final class FakeConnect implements ConnectPath {
     private final List<StatusUpdate> inFlight = new ArrayList<>();
     private final List<StatusUpdate> agentWrites = new ArrayList<>();
     volatile boolean holding;
+    /** What {@link #quiet} throws instead of answering (a fault in the agent's own step), or null. */
+    volatile Error quietFails;
+    /** Whether the worker's own producer can write to the status topic (rule 5's question). */
+    volatile boolean canWrite = true;
+    private final List<List<String>> writeChecks = new ArrayList<>();
 
     FakeConnect(Topic topic) {
         this.topic = topic;
@@ -36,7 +43,7 @@ final class FakeConnect implements ConnectPath {
                 return;
             }
         }
-        topic.append(update.key, update.trace, "connect");
+        topic.append(update.key, update.trace, "connect", Topic.value(update));
     }
 
     /** Lands what was in flight, in order (Connect's re-sends finally succeed). */
@@ -48,7 +55,7 @@ final class FakeConnect implements ConnectPath {
             inFlight.clear();
         }
         for (StatusUpdate u : landing) {
-            topic.append(u.key, u.trace, "connect");
+            topic.append(u.key, u.trace, "connect", Topic.value(u));
         }
     }
 
@@ -56,8 +63,24 @@ final class FakeConnect implements ConnectPath {
         return new ArrayList<>(agentWrites);
     }
 
+    /** Answers at once, as a worker's producer whose brokers answer (or refuse) does. */
+    @Override
+    public synchronized CompletableFuture<Boolean> canWrite(Collection<String> keys) {
+        writeChecks.add(new ArrayList<>(keys));
+        return CompletableFuture.completedFuture(canWrite);
+    }
+
+    /** The keys of each question the agent asked about the worker's own producer. */
+    synchronized List<List<String>> writeChecks() {
+        return new ArrayList<>(writeChecks);
+    }
+
     @Override
     public synchronized boolean quiet(long timeoutMs) {
+        Error fault = quietFails;
+        if (fault != null) {
+            throw fault;
+        }
         return inFlight.isEmpty();
     }
 }

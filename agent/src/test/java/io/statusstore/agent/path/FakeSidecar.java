@@ -12,6 +12,8 @@ import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -19,44 +21,88 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.UUID;
+import java.util.concurrent.Executors;
 
 /**
- * A sidecar for the tests, answering per PROTOCOL.md (its lease too): it takes items as
- * pending and writes them to a shared {@link Topic} at once or when released, never after this agent session's
- * lease has ended (unless the agent sent "final").
+ * A sidecar for the tests that answers {@code POST /agent/statuses} as the real one does (status_store/agents.py and
+ * api/routes/agent.py; protocol-transcript.json holds the two together, TranscriptTest checks this one against it):
+ * sessions by agent, each write judged alone (a task STOPPED refused, a putSafe Connect's rules drop dropped), an
+ * update sent again taken once, the lease, "final", acknowledgements, 400, 401, 409 and 503 as the sidecar words them.
+ * Writes land on a shared {@link Topic} at once, or — while {@link #writeAtOnce} is false, Kafka away from it — wait
+ * for {@link #release}, a newer write of a key superseding the one waiting; a write not started before its session's
+ * lease ended is "expired". Knobs make it a faulty peer too ({@link Answering}, {@link #lying}).
  */
 public final class FakeSidecar {
-    enum Answering { OK, UNAVAILABLE, LATE }
+    /**
+     * How it answers {@code POST /agent/statuses}: as PROTOCOL.md says (OK), 503, late, or as a faulty peer does:
+     * 200 with another shape, with JSON nested 100,000 deep, naming a seq never sent, or naming another key for a
+     * seq it took. (A {@link TrickleProxy} in front of it hands answers back a byte at a time.)
+     */
+    enum Answering { OK, UNAVAILABLE, LATE, WRONG_SHAPE, DEEP, UNKNOWN_SEQ, WRONG_KEY }
+
+    // The sidecar's own words (agents.py, the route, the store), where the agent or a test reads them.
+    static final String EXPIRED = "not written by this sidecar instance and never will be (the agent's lease ended "
+            + "before it was sent): the write is the agent's again";
+    static final String FORGOTTEN = "its outcome is no longer kept (a session keeps a bounded number): the write is "
+            + "the agent's again";
+    static final String DROPPED = "another worker's newer status is in the topic (put_safe, as Connect's store drops it)";
+    static final String NEWER = "a newer write for the key was submitted";
+    private static final Set<String> STATES = new HashSet<>(Arrays.asList(
+            "UNASSIGNED", "RUNNING", "PAUSED", "FAILED", "DESTROYED", "RESTARTING", "STOPPED"));
+    private static final int MAX_OUTCOMES_SENT = 1_000;
 
     final Topic topic;
     public volatile String clusterId = "cluster-1";
     volatile String statusTopic = "connect-status";
     volatile long protocol = 1;
     /** What it says a write it started may take to land (GET /): none here, its writes are instant. */
-    volatile long writeBoundMs = 0;
+    public volatile long writeBoundMs = 0;
     volatile Answering answering = Answering.OK;
     volatile long lateMs = 400;
+    /** Whether {@code GET /ready} answers 200 (else 503). */
+    volatile boolean ready = true;
     /** The bearer token requests must carry (401 otherwise), or null for none. */
     volatile String token;
+    /** status.storage.retry.max.pending: keys with writes pending past which a request is refused (503). */
+    volatile int maxPending = Integer.MAX_VALUE;
+    /** Says "written" of what it takes without writing it (rule 4's liar). */
+    volatile boolean lying;
     /** Write each item as soon as it is taken; when false items wait for {@link #release}. */
     public volatile boolean writeAtOnce = true;
+    /** Keys whose writes it refuses (413: too large even with the trace cut). */
     final Set<String> refuse = new HashSet<>();
+    /** Keys whose putSafe it drops, as over another worker's newer status it has read. */
     final Set<String> drop = new HashSet<>();
+    /** The attempts a key's writes take (KIP-1278's counters), 1 when not given. */
     final Map<String, Long> attempts = new LinkedHashMap<>();
 
     private HttpServer server;
     private int port;
     private String instance;
     private final List<Map<?, ?>> posts = new ArrayList<>();
-    private final Map<String, Map<?, ?>> pending = new LinkedHashMap<>();
-    private final TreeMap<Long, Map<String, Object>> outcomes = new TreeMap<>();
-    private long leaseUntil = Long.MAX_VALUE;
+    private final Map<String, Session> sessions = new HashMap<>();
+    /** What it has read of the topic per key, for putSafe: the worker and generation of the last status. */
+    private final Map<String, Object[]> cache = new HashMap<>();
     private final Map<String, Map<?, ?>> oldPending = new LinkedHashMap<>();
     private long oldLeaseUntil = -1;
     /** Each request's arrival and the lease end it granted. */
     private final List<long[]> leases = new ArrayList<>();
+    private long leaseUntil = Long.MAX_VALUE;
     private boolean finalSeen;
     private int gets;
+
+    /** One agent's session: its writes by seq, pending and settled, its lease (agents.AgentSession). */
+    private static final class Session {
+        final TreeMap<Long, Map<?, ?>> pending = new TreeMap<>();
+        final TreeMap<Long, Map<String, Object>> settled = new TreeMap<>();
+        long lastSeq;
+        long leaseUntil = Long.MIN_VALUE;
+        boolean isFinal;
+
+        boolean leaseEnded() {
+            return !isFinal && now() > leaseUntil;
+        }
+    }
 
     public FakeSidecar(Topic topic) {
         this.topic = topic;
@@ -67,11 +113,16 @@ public final class FakeSidecar {
         server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 0);
         port = server.getAddress().getPort();
         instance = UUID.randomUUID().toString();
-        pending.clear();
-        outcomes.clear();
+        sessions.clear();
         leaseUntil = Long.MAX_VALUE;
         finalSeen = false;
         server.createContext("/", this::handle);
+        // A handler that answers late holds no other request.
+        server.setExecutor(Executors.newCachedThreadPool(task -> {
+            Thread thread = new Thread(task, "fake-sidecar");
+            thread.setDaemon(true);
+            return thread;
+        }));
         server.start();
         return this;
     }
@@ -82,10 +133,13 @@ public final class FakeSidecar {
      */
     synchronized void replaceKeepingOld() {
         oldPending.clear();
-        oldPending.putAll(pending);
+        for (Session session : sessions.values()) {
+            for (Map<?, ?> item : session.pending.values()) {
+                oldPending.put(key(item), item);
+            }
+        }
         oldLeaseUntil = leaseUntil;
-        pending.clear();
-        outcomes.clear();
+        sessions.clear();
         leaseUntil = Long.MAX_VALUE;
         instance = UUID.randomUUID().toString();
     }
@@ -96,7 +150,7 @@ public final class FakeSidecar {
             return 0;
         }
         for (Map<?, ?> item : oldPending.values()) {
-            topic.append(key(item), (String) item.get("trace"), "old sidecar");
+            land(item, "old sidecar");
         }
         return oldPending.size();
     }
@@ -116,6 +170,14 @@ public final class FakeSidecar {
         }
     }
 
+    synchronized boolean started() {
+        return server != null;
+    }
+
+    public int port() {
+        return port;
+    }
+
     public String url() {
         return "http://127.0.0.1:" + port;
     }
@@ -128,8 +190,12 @@ public final class FakeSidecar {
         return new ArrayList<>(posts);
     }
 
-    synchronized int pendingCount() {
-        return pending.size();
+    public synchronized int pendingCount() {
+        int count = 0;
+        for (Session session : sessions.values()) {
+            count += session.pending.size();
+        }
+        return count;
     }
 
     synchronized int gets() {
@@ -156,35 +222,56 @@ public final class FakeSidecar {
         return finalSeen;
     }
 
-    /** Writes what waits, as a sidecar whose brokers came back would: only while the agent's lease runs. */
+    /** Kafka is back: it writes what waits, or settles "expired" what its session's lease no longer lets it send. */
     synchronized int release() {
         int written = 0;
-        boolean leaseValid = finalSeen || now() <= leaseUntil;
-        for (Map<?, ?> item : pending.values()) {
-            if (leaseValid) {
-                write(item);
-                written++;
-            } else {
-                outcome(item, "failed", "the agent's lease ended");
+        for (Session session : sessions.values()) {
+            for (Map<?, ?> item : session.pending.values()) {
+                if (session.leaseEnded()) {
+                    settle(session, item, "expired", EXPIRED);
+                } else {
+                    write(session, item);
+                    written++;
+                }
             }
+            session.pending.clear();
         }
-        pending.clear();
         return written;
+    }
+
+    /**
+     * Settles what waits as a sidecar that was stopped past the agent's lease does when it runs again, its probes
+     * before the agent's next request: "expired", never written. Returns how many.
+     */
+    synchronized int expire() {
+        int expired = 0;
+        for (Session session : sessions.values()) {
+            for (Map<?, ?> item : session.pending.values()) {
+                settle(session, item, "expired", EXPIRED);
+                expired++;
+            }
+            session.pending.clear();
+        }
+        return expired;
     }
 
     /** Gives up on what waits (its retries ran out): each becomes a "failed" outcome. */
     synchronized int fail() {
-        int failed = pending.size();
-        for (Map<?, ?> item : pending.values()) {
-            outcome(item, "failed", "retries exhausted");
+        int failed = 0;
+        for (Session session : sessions.values()) {
+            for (Map<?, ?> item : session.pending.values()) {
+                settle(session, item, "failed", "no retries left after " + attemptsOf(key(item)) + " attempt(s)");
+                failed++;
+            }
+            session.pending.clear();
         }
-        pending.clear();
         return failed;
     }
 
     private void handle(HttpExchange exchange) throws IOException {
         try {
-            if (exchange.getRequestMethod().equals("GET") && exchange.getRequestURI().getPath().equals("/")) {
+            String path = exchange.getRequestURI().getPath();
+            if (exchange.getRequestMethod().equals("GET") && path.equals("/")) {
                 synchronized (this) {
                     gets++;
                 }
@@ -195,101 +282,302 @@ public final class FakeSidecar {
                         .endObject().toString());
                 return;
             }
-            if (!exchange.getRequestMethod().equals("POST") || !exchange.getRequestURI().getPath().equals("/agent/statuses")) {
-                answer(exchange, 404, "{}");
+            if (exchange.getRequestMethod().equals("GET") && path.equals("/ready")) {
+                if (ready) {
+                    answer(exchange, 200, "{\"status\":\"ready\",\"message\":\"The brokers answer.\"}");
+                } else {
+                    error(exchange, 503, "Not ready: the brokers");
+                }
+                return;
+            }
+            if (!exchange.getRequestMethod().equals("POST") || !path.equals("/agent/statuses")) {
+                error(exchange, 404, "HTTP 404 Not Found");
                 return;
             }
             String expected = token;
             if (expected != null && !("Bearer " + expected).equals(exchange.getRequestHeaders().getFirst("Authorization"))) {
-                answer(exchange, 401, "{\"detail\":\"bad token\"}");
+                exchange.getResponseHeaders().add("WWW-Authenticate", "Bearer");
+                error(exchange, 401, "A valid bearer token is required for writes and configuration reads");
                 return;
             }
             Map<?, ?> body = (Map<?, ?>) JsonReader.parse(read(exchange.getRequestBody()));
             Answering how = answering;
             if (how == Answering.UNAVAILABLE) {
-                exchange.getResponseHeaders().add("Retry-After", "0.05");
-                answer(exchange, 503, "{\"detail\":\"not ready\"}");
+                exchange.getResponseHeaders().add("Retry-After", "1");
+                error(exchange, 503, "Not accepted, try again in 1 s: the test's sidecar is unavailable");
                 return;
             }
             if (how == Answering.LATE) {
                 Thread.sleep(lateMs);
             }
-            answer(exchange, 200, take(body));
+            if (how == Answering.WRONG_SHAPE || how == Answering.DEEP) {
+                // Something else answers in the sidecar's place: nothing is taken.
+                answer(exchange, 200, how == Answering.DEEP ? deep() : "{\"instance\":7,\"accepted\":{}}");
+                return;
+            }
+            String taken;
+            try {
+                taken = take(body);
+            } catch (Refusal r) {
+                if (r.status == 503) {
+                    exchange.getResponseHeaders().add("Retry-After", "1");
+                }
+                error(exchange, r.status, r.getMessage());
+                return;
+            }
+            switch (how) {
+                case UNKNOWN_SEQ:
+                    String never = "{\"seq\":999999,\"key\":\"status-task-x-0\",\"result\":\"written\",\"attempts\":1}";
+                    answer(exchange, 200, taken.replace("\"outcomes\":[]", "\"outcomes\":[" + never + "]")
+                            .replace("\"outcomes\":[{\"seq\"", "\"outcomes\":[" + never + ",{\"seq\""));
+                    break;
+                case WRONG_KEY:
+                    answer(exchange, 200, taken.replaceAll("\"key\":\"status-task-[^\"]*\"",
+                            "\"key\":\"status-task-other-9\""));
+                    break;
+                default:
+                    answer(exchange, 200, taken);
+            }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } catch (RuntimeException e) {
-            answer(exchange, 400, "{\"detail\":\"" + e + "\"}");
+            error(exchange, 400, String.valueOf(e));
         }
     }
 
-    private synchronized String take(Map<?, ?> body) {
+    /** A whole request refused, nothing of it taken. */
+    private static final class Refusal extends Exception {
+        private static final long serialVersionUID = 1L;
+        final int status;
+
+        Refusal(int status, String message) {
+            super(message);
+            this.status = status;
+        }
+    }
+
+    /** The route's agent_statuses, step by step as it takes them. */
+    private synchronized String take(Map<?, ?> body) throws Refusal {
+        Object to = body.get("instance");
+        if (to != null && !to.equals(instance)) {
+            throw new Refusal(409, "This is sidecar instance " + instance + ", not " + to + ": nothing of the request "
+                    + "was taken");
+        }
         posts.add(body);
+        String agent = (String) body.get("agent");
+        Session session = sessions.computeIfAbsent(agent, a -> new Session());
+        expireLapsed();
         // PROTOCOL.md: the lease ends lease_ms after the request was sent (the agent's wall clock, the same
         // machine's here) or after it arrived, whichever is earlier.
-        long lease = (Long) body.get("lease_ms");
-        long sentAgo = System.currentTimeMillis() - (Long) body.get("sent_at_ms");
-        leaseUntil = now() + lease - Math.max(0, sentAgo);
+        long lease = body.containsKey("lease_ms") ? (Long) body.get("lease_ms") : 10_000;
+        Object sentAt = body.get("sent_at_ms");
+        long sentAgo = sentAt instanceof Long ? System.currentTimeMillis() - (Long) sentAt : 0;
+        session.leaseUntil = now() + lease - Math.max(0, sentAgo);
+        leaseUntil = session.leaseUntil;
         leases.add(new long[] {now(), leaseUntil});
+        List<?> updates = body.containsKey("updates") ? (List<?>) body.get("updates") : new ArrayList<>();
+        Set<String> fresh = new HashSet<>();
+        for (Object o : updates) {
+            Map<?, ?> item = (Map<?, ?>) o;
+            if (!(item.get("seq") instanceof Long)) {
+                throw new Refusal(400, "Every update needs its seq (a positive integer)");
+            }
+            if ((Long) item.get("seq") > session.lastSeq && item.get("kind") != null) {
+                fresh.add(key(item));
+            }
+        }
+        checkRoom(fresh);
+        JsonWriter w = new JsonWriter().beginObject().name("instance").value(instance).name("accepted").beginArray();
+        for (Object o : updates) {
+            accept(w, session, (Map<?, ?>) o);
+        }
         if (Boolean.TRUE.equals(body.get("final"))) {
+            session.isFinal = true;
             finalSeen = true;
         }
-        JsonWriter w = new JsonWriter().beginObject().name("instance").value(instance).name("accepted").beginArray();
-        for (Object o : (List<?>) body.get("updates")) {
-            Map<?, ?> item = (Map<?, ?>) o;
-            String key = key(item);
-            long seq = (Long) item.get("seq");
-            w.beginObject().name("seq").value(seq);
-            if (refuse.contains(key)) {
-                w.name("result").value("refused").name("error_code").value(413).name("reason").value("too large");
-            } else if (drop.contains(key) && Boolean.TRUE.equals(item.get("safe"))) {
-                w.name("result").value("dropped").name("reason").value("another worker's newer status");
-            } else {
-                w.name("result").value("pending");
-                pending.put(key, item);
-                if (writeAtOnce) {
-                    pending.remove(key);
-                    write(item);
-                }
-            }
-            w.endObject();
-        }
+        long ack = body.containsKey("ack") ? (Long) body.get("ack") : 0;
+        session.settled.headMap(ack, true).clear();
         w.endArray().name("outcomes").beginArray();
-        long ack = (Long) body.get("ack");
-        outcomes.headMap(ack, true).clear();
-        for (Map<String, Object> outcome : outcomes.values()) {
-            w.beginObject().name("seq").value((Long) outcome.get("seq")).name("key").value((String) outcome.get("key"))
-                    .name("result").value((String) outcome.get("result"))
-                    .name("attempts").value((Long) outcome.get("attempts")).endObject();
+        int sent = 0;
+        for (Map<String, Object> outcome : session.settled.values()) {
+            if (sent++ == MAX_OUTCOMES_SENT) {
+                break;
+            }
+            outcomeBody(w, outcome);
         }
         return w.endArray().endObject().toString();
     }
 
-    private void write(Map<?, ?> item) {
-        topic.append(key(item), (String) item.get("trace"), "sidecar");
-        outcome(item, "written", null);
+    /** The store's check_room: 503 when the request's new keys would pass max.pending keys with writes pending. */
+    private void checkRoom(Set<String> fresh) throws Refusal {
+        Set<String> pendingKeys = new HashSet<>();
+        for (Session session : sessions.values()) {
+            for (Map<?, ?> item : session.pending.values()) {
+                pendingKeys.add(key(item));
+            }
+        }
+        Set<String> growth = new HashSet<>(fresh);
+        growth.removeAll(pendingKeys);
+        if (pendingKeys.size() + growth.size() > maxPending) {
+            throw new Refusal(503, "Not accepted, try again in 1 s: status updates of " + maxPending + " keys are "
+                    + "pending (status.storage.retry.max.pending): Kafka is not taking writes as fast as they come; "
+                    + "try again later");
+        }
     }
 
-    private void outcome(Map<?, ?> item, String result, String reason) {
+    /** One update: taken once, judged alone (the route's _accept). */
+    private void accept(JsonWriter w, Session session, Map<?, ?> item) {
+        long seq = (Long) item.get("seq");
+        w.beginObject().name("seq").value(seq);
+        if (seq <= session.lastSeq) {
+            Map<String, Object> settled = session.settled.get(seq);
+            if (session.pending.containsKey(seq)) {
+                w.name("result").value("pending");
+            } else if (settled != null) {
+                outcomeFields(w, settled);
+            } else {
+                w.name("result").value("expired").name("reason").value(FORGOTTEN);
+            }
+            w.endObject();
+            return;
+        }
+        session.lastSeq = seq;
+        String kind = (String) item.get("kind");
         String key = key(item);
-        outcomes.values().removeIf(o -> o.get("key").equals(key));
+        String state = (String) item.get("state");
+        boolean status = "task".equals(kind) || "connector".equals(kind);
+        if (status && !STATES.contains(state)) {
+            w.name("result").value("refused").name("error_code").value(422)
+                    .name("reason").value("state: not a status state: " + state);
+        } else if ("task".equals(kind) && "STOPPED".equals(state)) {
+            w.name("result").value("refused").name("error_code").value(422)
+                    .name("reason").value("task " + key + ": a task cannot be STOPPED");
+        } else if (refuse.contains(key)) {
+            w.name("result").value("refused").name("error_code").value(413).name("reason").value("too large");
+        } else if (status && Boolean.TRUE.equals(item.get("safe")) && (drop.contains(key) || unsafe(key, item))) {
+            w.name("result").value("dropped").name("reason").value(DROPPED);
+        } else {
+            w.name("result").value("pending");
+            Map<?, ?> older = null;
+            for (Map<?, ?> p : session.pending.values()) {
+                if (key(p).equals(key)) {
+                    older = p;
+                }
+            }
+            if (older != null) {
+                session.pending.remove((Long) older.get("seq"));
+                settle(session, older, "superseded", NEWER);
+            }
+            session.pending.put(seq, item);
+            if (writeAtOnce) {
+                session.pending.remove(seq);
+                write(session, item);
+            }
+        }
+        w.endObject();
+    }
+
+    /** Connect's safe-write rule against what it has read: another worker's status of a newer generation. */
+    private boolean unsafe(String key, Map<?, ?> item) {
+        Object[] cached = cache.get(key);
+        return cached != null && !cached[0].equals(item.get("worker_id")) && (Long) cached[1] > (Long) item.get("generation");
+    }
+
+    /** A session's pending write whose lease ended is not sent any more: at its next probe it expires. */
+    private void expireLapsed() {
+        if (writeAtOnce) {
+            return;
+        }
+        for (Session session : sessions.values()) {
+            if (session.leaseEnded()) {
+                for (Map<?, ?> item : session.pending.values()) {
+                    settle(session, item, "expired", EXPIRED);
+                }
+                session.pending.clear();
+            }
+        }
+    }
+
+    private void write(Session session, Map<?, ?> item) {
+        if (!lying) {
+            land(item, "sidecar");
+        }
+        settle(session, item, "written", null);
+    }
+
+    private void land(Map<?, ?> item, String via) {
+        String key = key(item);
+        byte[] value = value(item);
+        if (value != null && item.get("generation") instanceof Long) {
+            cache.put(key, new Object[] {item.get("worker_id"), item.get("generation")});
+        } else {
+            cache.remove(key);
+        }
+        topic.append(key, (String) item.get("trace"), via, value);
+    }
+
+    private void settle(Session session, Map<?, ?> item, String result, String reason) {
         Map<String, Object> outcome = new LinkedHashMap<>();
         outcome.put("seq", item.get("seq"));
-        outcome.put("key", key);
+        outcome.put("key", key(item));
         outcome.put("result", result);
-        outcome.put("attempts", attempts.getOrDefault(key, 1L));
+        outcome.put("attempts", attemptsOf(key(item)));
         outcome.put("reason", reason);
-        outcomes.put((Long) item.get("seq"), outcome);
+        session.settled.put((Long) item.get("seq"), outcome);
+    }
+
+    private long attemptsOf(String key) {
+        return attempts.getOrDefault(key, 1L);
+    }
+
+    private static void outcomeBody(JsonWriter w, Map<String, Object> outcome) {
+        w.beginObject();
+        outcomeFields(w, outcome);
+        w.endObject();
+    }
+
+    /** As agents.outcome_body: a written write's outcome carries no reason. */
+    private static void outcomeFields(JsonWriter w, Map<String, Object> outcome) {
+        w.name("seq").value((Long) outcome.get("seq")).name("key").value((String) outcome.get("key"))
+                .name("result").value((String) outcome.get("result"))
+                .name("attempts").value((Long) outcome.get("attempts"));
+        if (outcome.get("reason") != null) {
+            w.name("reason").value((String) outcome.get("reason"));
+        }
+    }
+
+    private static byte[] value(Map<?, ?> item) {
+        return Topic.value((String) item.get("kind"), (String) item.get("state"), (String) item.get("trace"),
+                (String) item.get("worker_id"), number(item.get("generation")), (String) item.get("topic"),
+                (String) item.get("connector"), number(item.get("task")), number(item.get("discoverTimestamp")));
+    }
+
+    private static long number(Object value) {
+        return value instanceof Long ? (Long) value : 0;
     }
 
     private static String key(Map<?, ?> item) {
         String kind = (String) item.get("kind");
-        if (kind.equals("task")) {
+        if ("task".equals(kind)) {
             return "status-task-" + item.get("connector") + "-" + item.get("task");
         }
-        if (kind.equals("connector")) {
+        if ("connector".equals(kind)) {
             return "status-connector-" + item.get("connector");
         }
         return "status-topic-" + item.get("topic") + ":connector-" + item.get("connector");
+    }
+
+    private static String deep() {
+        StringBuilder deep = new StringBuilder("{\"instance\":\"i\",\"accepted\":");
+        for (int i = 0; i < 100_000; i++) {
+            deep.append('[');
+        }
+        return deep.toString();
+    }
+
+    private static void error(HttpExchange exchange, int status, String message) throws IOException {
+        answer(exchange, status, new JsonWriter().beginObject().name("error_code").value(status)
+                .name("message").value(message).endObject().toString());
     }
 
     private static void answer(HttpExchange exchange, int status, String body) throws IOException {

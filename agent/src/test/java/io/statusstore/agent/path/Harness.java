@@ -34,26 +34,41 @@ final class Harness implements AutoCloseable {
     Router router;
     /** The token the agent sends (as STATUS_STORE_SIDECAR_REST_TOKEN), or null. */
     String token;
+    /** Where the agent reaches the sidecar (a proxy in front of it), or null for the sidecar itself. */
+    String url;
     private Thread thread;
     private int version;
 
     /** Starts the sidecar, then the agent with the test timings and {@code extra} options. */
     Harness start(String extra) throws Exception {
-        sidecar.start();
+        if (!sidecar.started()) {
+            sidecar.start();
+        }
         Map<String, String> given = new LinkedHashMap<>();
         for (String option : (TIMINGS + (extra.isEmpty() ? "" : "," + extra)).split(",")) {
             given.put(option.substring(0, option.indexOf('=')), option);
         }
-        options = AgentOptions.parse("url=" + sidecar.url() + "," + String.join(",", given.values()),
+        options = AgentOptions.parse("url=" + (url != null ? url : sidecar.url()) + "," + String.join(",", given.values()),
                 token == null ? Collections.<String, String>emptyMap()
                         : Collections.singletonMap(AgentOptions.TOKEN_ENV, token));
-        router = new Router(options.maxKeys, metrics);
+        ReadBack readBack = new ReadBack(2 * options.maxKeys, 60_000);
+        topic.reader(readBack::read);
+        router = new Router(options.maxKeys, metrics, readBack);
         Sender sender = new Sender(options, router, new SidecarClient(options.url, options.token, options.connectTimeoutMs,
                 options.readTimeoutMs), connect, metrics, "cluster-1", "connect-status");
         thread = new Thread(sender, "test-sender");
         thread.setDaemon(true);
         thread.start();
         return this;
+    }
+
+    /** Interrupts the sender's thread, as nothing in the worker ever should: it ends. */
+    void interruptSender() {
+        thread.interrupt();
+    }
+
+    boolean senderAlive() {
+        return thread.isAlive();
     }
 
     StatusUpdate task(String connector, int task, String state, boolean safe) {
@@ -120,7 +135,7 @@ final class Harness implements AutoCloseable {
     long stop(long boundMs) throws InterruptedException {
         long start = System.nanoTime();
         router.requestStop();
-        assertEquals(0, router.awaitStopped(boundMs), "keys left unsettled at stop");
+        assertEquals(0, router.awaitStopped(boundMs, 0), "keys left unsettled at stop");
         return (System.nanoTime() - start) / 1_000_000;
     }
 

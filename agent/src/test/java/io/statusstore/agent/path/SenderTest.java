@@ -58,27 +58,59 @@ class SenderTest {
     }
 
     @Test
-    void aShortAbsenceCostsNothing() throws Exception {
-        // Away for a quarter of a second, against a bound of five: nothing goes to Connect's own path.
-        try (Harness h = new Harness().start("fallback.after.ms=5000,lease.ms=4000")) {
+    void aSidecarKnownAwayIsLeftAtOnceKeyByKey() throws Exception {
+        // A key with nothing at the sidecar takes Connect's path as soon as the sidecar is known away (here a 503);
+        // a key with a write there waits until nothing the sidecar took of it can land (rule 3).
+        try (Harness h = new Harness().start("")) {
             h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
             h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "c-0 pending at the sidecar");
             h.sidecar.answering = FakeSidecar.Answering.UNAVAILABLE;
-            for (int i = 1; i < 6; i++) {
-                assertTrue(h.write("c", i, "RUNNING"));
-            }
             h.write("c", 0, "PAUSED");
-            Thread.sleep(250);
+            h.write("d", 0, "RUNNING");
+            Harness.await(() -> h.topic.latest().containsKey("status-task-d-0"), 2_000, "d-0 through Connect");
+            long dAt = h.connectWrites().get(0).at;
+            assertTrue(dAt < h.sidecar.leaseEnd(), "d-0, never at the sidecar, went before the lease even ended");
+            assertFalse(h.topic.latest().containsKey("status-task-c-0"), "c-0 waits for its fence");
+            h.awaitNewestLanded(4_000);
+            h.assertInvariants();
+            Topic.Record c0 = h.connectWrites().get(1);
+            assertEquals("status-task-c-0", c0.key);
+            assertTrue(c0.at > h.sidecar.leaseEndBefore(c0.at),
+                    "c-0 through Connect only once the lease ended");
+            assertEquals(0, h.sidecar.release(), "the sidecar's lease ended: it writes nothing more");
             h.sidecar.answering = FakeSidecar.Answering.OK;
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            assertTrue(h.write("c", 0, "RUNNING"));
+            h.sidecar.writeAtOnce = true;
             h.awaitNewestLanded(2_000);
             h.assertInvariants();
-            assertTrue(h.connectWrites().isEmpty());
-            assertEquals(1, h.metrics.switchesTotal());
+            assertEquals(3, h.metrics.switchesTotal(), "to the sidecar, away at once, back");
         }
     }
 
     @Test
-    void aRestartedSidecarGetsWhatWasPendingAgain() throws Exception {
+    void aWriteTheSidecarSaysExpiredIsSentAgain() throws Exception {
+        // The sidecar stopped past the lease (the brokers away too) settles the session's writes "expired" when it
+        // runs again: not written. Taken as done, they were lost (16 of 21 keys kept their older status).
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "RUNNING");
+            h.write("c", 1, "RUNNING");
+            Harness.await(() -> h.sidecar.pendingCount() == 2, 2_000, "pending at the sidecar");
+            h.sidecar.writeAtOnce = true;
+            assertEquals(2, h.sidecar.expire());
+            h.awaitNewestLanded(2_000);
+            h.assertInvariants();
+            assertTrue(h.connectWrites().isEmpty(), "sent again to the sidecar, which is up");
+            Harness.await(() -> h.router.size() == 0, 2_000, "settled once written");
+        }
+    }
+
+    @Test
+    void aRestartedSidecarGetsWhatWasPendingAgainOnceTheOldOneCannotWriteIt() throws Exception {
         try (Harness h = new Harness().start("")) {
             h.awaitPath(Router.Path.SIDECAR, 2_000);
             h.sidecar.writeAtOnce = false;
@@ -87,13 +119,15 @@ class SenderTest {
             }
             Harness.await(() -> h.sidecar.pendingCount() == 3, 2_000, "three pending at the sidecar");
             String before = h.sidecar.instance();
-            h.sidecar.stop();
+            // Between two polls a new instance answers; the old one, terminating, still holds what it took.
             h.sidecar.writeAtOnce = true;
-            h.sidecar.start();
+            h.sidecar.replaceKeepingOld();
             assertFalse(before.equals(h.sidecar.instance()));
             h.awaitNewestLanded(4_000);
             h.assertInvariants();
             assertTrue(h.connectWrites().isEmpty());
+            assertTrue(h.sidecarWrites().get(0).at >= h.sidecar.oldLeaseEnd(),
+                    "sent to the new instance only once the old one's lease ended");
             assertEquals(Router.Path.SIDECAR, h.router.path());
         }
     }
@@ -106,13 +140,10 @@ class SenderTest {
             h.write("c", 0, "RUNNING");
             Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "pending at the old instance");
             // A new instance answers; the old one, terminating, still holds c-0 RUNNING and writes it late in its lease.
-            h.sidecar.answering = FakeSidecar.Answering.UNAVAILABLE;
-            h.write("c", 0, "PAUSED");
-            h.write("d", 0, "RUNNING");
-            Thread.sleep(100);
             h.sidecar.replaceKeepingOld();
             h.sidecar.writeAtOnce = true;
-            h.sidecar.answering = FakeSidecar.Answering.OK;
+            h.write("c", 0, "PAUSED");
+            h.write("d", 0, "RUNNING");
             Harness.await(() -> h.topic.latest().containsKey("status-task-d-0"), 2_000, "a key not held goes at once");
             long left = h.sidecar.oldLeaseEnd() - FakeSidecar.now();
             Thread.sleep(Math.max(0, left - 50));
@@ -194,8 +225,11 @@ class SenderTest {
             h.awaitNewestLanded(2_000);
             h.assertInvariants();
             assertEquals(3, h.metrics.switchesTotal());
-            assertEquals(2, h.metrics.fallenBackTotal(), "a0 PAUSED, b0 RUNNING by the fall back; b0 FAILED direct: "
-                    + h.connectWrites());
+            // a0 PAUSED by the fall back; b0 RUNNING too, or directly if the agent had left by the time it came (it
+            // leaves at once, so which depends on the timing); b0 FAILED direct.
+            long fellBack = h.metrics.fallenBackTotal();
+            assertTrue(fellBack >= 1 && fellBack <= 2, fellBack + ": " + h.connectWrites());
+            assertEquals(3, h.connectWrites().size(), h.connectWrites().toString());
         }
     }
 
@@ -253,6 +287,7 @@ class SenderTest {
             for (int i = 0; i < 3; i++) {
                 assertTrue(h.write("c", i, "RUNNING"));
             }
+            Harness.await(() -> h.sidecar.pendingCount() == 3, 2_000, "three pending at the sidecar");
             assertFalse(h.write("c", 3, "RUNNING"), "a fourth key runs the original at once");
             assertEquals(Router.Path.FENCING, h.router.path());
             assertTrue(h.write("c", 0, "PAUSED"), "a key in the table still coalesces there");

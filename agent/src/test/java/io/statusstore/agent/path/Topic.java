@@ -1,13 +1,28 @@
 package io.statusstore.agent.path;
 
+import io.statusstore.agent.json.JsonWriter;
+import io.statusstore.agent.status.StatusUpdate;
+
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.BiConsumer;
 
-/** The status topic as the tests see it: every write of either path, in the order it landed. */
+/**
+ * The status topic as the tests see it: every write of either path, in the order it landed, each also handed to
+ * its {@link #reader} as Connect's store would read it (key and value bytes, null for a tombstone).
+ */
 public final class Topic {
+    private volatile BiConsumer<String, byte[]> reader = (key, value) -> { };
+
     public Topic() {
+    }
+
+    /** Who reads every record as it lands (the worker's store, feeding the agent's {@link ReadBack}). */
+    public void reader(BiConsumer<String, byte[]> read) {
+        reader = read;
     }
 
     /** One landed write: its key, its marker (the test puts "v<n>" in the trace), which path, when. */
@@ -32,8 +47,34 @@ public final class Topic {
 
     private final List<Record> records = new ArrayList<>();
 
-    synchronized void append(String key, String marker, String via) {
-        records.add(new Record(key, marker, via, FakeSidecar.now()));
+    /** A write lands: its key, its marker, which path, and its value bytes as Connect would read them. */
+    void append(String key, String marker, String via, byte[] value) {
+        synchronized (this) {
+            records.add(new Record(key, marker, via, FakeSidecar.now()));
+        }
+        reader.accept(key, value);
+    }
+
+    /** The record value Connect writes for a status (null: a tombstone), with the test's marker as its trace. */
+    static byte[] value(StatusUpdate u) {
+        return value(u.kind.wire, u.state, u.trace, u.workerId, u.generation, u.topic, u.connector, u.task,
+                u.discoverTimestamp);
+    }
+
+    static byte[] value(String kind, String state, String trace, String workerId, long generation, String topic,
+                        String connector, long task, long discoverTimestamp) {
+        if (kind.equals("delete_topic") || "DESTROYED".equals(state)) {
+            return null;
+        }
+        JsonWriter w = new JsonWriter().beginObject();
+        if (kind.equals("topic")) {
+            w.name("topic").beginObject().name("name").value(topic).name("connector").value(connector)
+                    .name("task").value(task).name("discoverTimestamp").value(discoverTimestamp).endObject();
+        } else {
+            w.name("state").value(state).name("trace").value(trace).name("worker_id").value(workerId)
+                    .name("generation").value(generation);
+        }
+        return w.endObject().toString().getBytes(StandardCharsets.UTF_8);
     }
 
     public synchronized List<Record> records() {

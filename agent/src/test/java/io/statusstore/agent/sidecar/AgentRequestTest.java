@@ -74,9 +74,10 @@ class AgentRequestTest {
         List<StatusUpdate> updates = Arrays.asList(
                 StatusUpdate.connector("a", "RUNNING", null, "w", 1, false, null, false, null).withSeq(5),
                 StatusUpdate.deleteTopic("a", "t").withSeq(6));
-        Map<?, ?> json = (Map<?, ?>) JsonReader.parse(AgentRequest.encode("agent-1", "w", 4, 10000, 123, false, 0, updates));
+        Map<?, ?> json = (Map<?, ?>) JsonReader.parse(AgentRequest.encode("agent-1", "w", "i-1", 4, 10000, 123, false, 0, updates));
         assertEquals("agent-1", json.get("agent"));
         assertEquals("w", json.get("worker_id"));
+        assertEquals("i-1", json.get("instance"));
         assertEquals(4L, json.get("ack"));
         assertEquals(10000L, json.get("lease_ms"));
         assertEquals(123L, json.get("sent_at_ms"));
@@ -84,7 +85,7 @@ class AgentRequestTest {
         List<?> sent = (List<?>) json.get("updates");
         assertEquals(5L, ((Map<?, ?>) sent.get(0)).get("seq"));
         assertEquals(6L, ((Map<?, ?>) sent.get(1)).get("seq"));
-        Map<?, ?> last = (Map<?, ?>) JsonReader.parse(AgentRequest.encode("a", null, 0, 1, 2, true, 300,
+        Map<?, ?> last = (Map<?, ?>) JsonReader.parse(AgentRequest.encode("a", null, "i-1", 0, 1, 2, true, 300,
                 Collections.<StatusUpdate>emptyList()));
         assertEquals(true, last.get("final"));
         assertFalse(json.containsKey("wait_ms"));

@@ -1,0 +1,84 @@
+package io.statusstore.agent.path;
+
+import org.junit.jupiter.api.Test;
+
+import java.util.Arrays;
+import java.util.List;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * What the sidecar says of a write is checked against what the worker itself sees (rules 4 and 5): a "written" the
+ * worker's own store never reads back, and a "pending" that never ends while the worker's own producer can write.
+ * Before, both were believed: 10 statuses lost without a line, keys pending for the worker's life.
+ */
+class OutcomeCheckTest {
+    @Test
+    void aSidecarThatSaysWrittenOfWhatItDidNotWriteIsLeftAndConnectWritesIt() throws Exception {
+        AgentLines log = new AgentLines();
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.write("c", 0, "RUNNING");
+            h.awaitNewestLanded(2_000);
+            h.sidecar.lying = true;
+            for (int i = 0; i < 10; i++) {
+                h.write("c", i, "PAUSED");
+            }
+            // Read back within the sidecar's write bound (0 here) and a margin of 1 s, else the sidecar is not
+            // believed; then each key is written through Connect once nothing the sidecar took can land.
+            h.awaitNewestLanded(6_000);
+            h.assertInvariants();
+            assertEquals(10, h.connectWrites().size(), "Connect's own path wrote the ten statuses");
+            assertTrue(h.sidecarWrites().size() == 1, "the sidecar wrote only the first: " + h.topic.records());
+            Harness.await(() -> h.router.path() == Router.Path.CONNECT, 2_000, "on Connect's own path");
+            Thread.sleep(300);
+            List<String> lines = log.lines();
+            assertTrue(lines.stream().anyMatch(l -> l.contains("has not read it back")), lines.toString());
+            assertFalse(lines.stream().anyMatch(l -> l.contains("back on the sidecar")),
+                    "a sidecar caught saying what is not is not given statuses again: " + lines);
+        }
+    }
+
+    @Test
+    void aWritePendingPastTheWriteBoundWhileTheWorkersProducerWritesLeavesTheSidecar() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            // Kafka away for the sidecar only: it takes writes and never gives an outcome.
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "RUNNING");
+            h.write("d", 1, "RUNNING");
+            h.awaitNewestLanded(8_000);
+            h.assertInvariants();
+            assertEquals(2, h.connectWrites().size());
+            // One question to the worker's own producer, about the writes overdue then (both, or the first only when
+            // the second was accepted a request later).
+            List<List<String>> asked = h.connect.writeChecks();
+            assertEquals(1, asked.size(), "one question to the worker's own producer: " + asked);
+            assertEquals("status-task-c-0", asked.get(0).get(0));
+            assertTrue(Arrays.asList("status-task-c-0", "status-task-d-1").containsAll(asked.get(0)), asked.toString());
+            assertEquals(0, h.sidecar.release(), "past its lease the sidecar writes nothing more");
+        }
+    }
+
+    @Test
+    void withKafkaAwayForEveryoneTheStatusesStayWithTheSidecar() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.connect.canWrite = false;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.connect.writeChecks().size() >= 2, 6_000, "asked, and asked again after a bound");
+            assertEquals(Router.Path.SIDECAR, h.router.path(), "falling back would be the stock worker's storm");
+            assertTrue(h.connectWrites().isEmpty());
+            // Kafka back: the sidecar writes what it held.
+            h.connect.canWrite = true;
+            h.sidecar.writeAtOnce = true;
+            assertEquals(1, h.sidecar.release());
+            Harness.await(() -> h.router.size() == 0, 2_000, "settled, and read back");
+            h.assertInvariants();
+            assertEquals(Router.Path.SIDECAR, h.router.path());
+        }
+    }
+}

@@ -1,0 +1,72 @@
+package io.statusstore.agent.path;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+import java.util.List;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * A sidecar whose answers cannot be checked is left (PROTOCOL.md, rule 1): 200 of another shape, JSON nested too
+ * deep, an item naming a seq never sent or a key not its seq's, an answer trickled a byte at a time (each byte
+ * within the read timeout). Each wedged the agent before (the batch stayed "sending", nothing went to Connect's
+ * path, a stack trace a second, or the sender's one thread held for as long as the sidecar liked): now the
+ * statuses land through Connect's own path after their fence, in a few lines.
+ */
+class UncheckedAnswerTest {
+    @ParameterizedTest
+    @EnumSource(value = FakeSidecar.Answering.class, names = {"WRONG_SHAPE", "DEEP", "UNKNOWN_SEQ", "WRONG_KEY"})
+    void aSidecarWhoseAnswerCannotBeCheckedIsLeftForGood(FakeSidecar.Answering fault) throws Exception {
+        AgentLines log = new AgentLines();
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.write("c", 0, "RUNNING");
+            h.awaitNewestLanded(2_000);
+            int before = log.lines().size();
+            h.sidecar.answering = fault;
+            leftWithConnectWritingTheNewest(h, log, before);
+        }
+    }
+
+    @Test
+    void aSidecarThatTricklesItsAnswerIsLeftAtTheRequestsDeadline() throws Exception {
+        AgentLines log = new AgentLines();
+        Harness h = new Harness();
+        h.sidecar.start();
+        try (TrickleProxy proxy = new TrickleProxy(h.sidecar.port())) {
+            h.url = proxy.url();
+            h.start("");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.write("c", 0, "RUNNING");
+            h.awaitNewestLanded(2_000);
+            int before = log.lines().size();
+            // A byte each 100 ms, within the read timeout (150 ms); the request's deadline is 350 ms.
+            proxy.trickling = true;
+            leftWithConnectWritingTheNewest(h, log, before);
+        } finally {
+            h.close();
+        }
+    }
+
+    private static void leftWithConnectWritingTheNewest(Harness h, AgentLines log, int before) throws Exception {
+        h.write("c", 0, "PAUSED");
+        h.write("d", 0, "RUNNING");
+        // The fence: the lease (400 ms), the sidecar's write bound (0 here) and a margin of 1 s after the request.
+        h.awaitNewestLanded(6_000);
+        h.assertInvariants();
+        Harness.await(() -> h.router.path() == Router.Path.CONNECT, 2_000, "on Connect's own path");
+        Thread.sleep(500);
+        List<String> all = log.lines();
+        List<String> lines = all.subList(before, all.size());
+        assertTrue(lines.size() <= 3, "a few lines, not a stream: " + lines);
+        assertTrue(log.allLines() < 20, "no stack traces: " + log.allLines() + " lines");
+        assertTrue(lines.get(0).contains("falling back to Connect's own status path"), lines.toString());
+        assertFalse(lines.stream().anyMatch(l -> l.contains("back on the sidecar")),
+                "a sidecar that cannot be believed, or answers this way, is not given statuses again: " + lines);
+        assertEquals(2, h.metrics.switchesTotal(), "to the sidecar, then away from it for good");
+    }
+}

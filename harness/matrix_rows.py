@@ -1,0 +1,195 @@
+"""One row of the fault matrix: fresh connectors set up on both sides of the bed, the workload's steps sent to both at
+the same moments while the fault runs, then every key the workload touched judged in every view on each side until
+it is right and the topic is quiet, or the bound passes.
+
+For each side: the keys lost and stale at the end, the seconds from the fault's end until every key was right (for
+good: the start of the last stretch in which all were), and each timed step's seconds until every worker's REST API
+showed it. The matrix's module ``bench/fault_matrix.py`` prints the rows; tests/test_fault_matrix.py asserts them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .java_process import wait_until
+from .matrix_bed import Bed, Side, together
+from .matrix_faults import Fault, Profile
+from .matrix_views import LatencyWatch, Verdict, judge, rest_found
+from .matrix_workload import REST_BOUND_S, Step, Workload, call
+
+# The steps go this far into the fault, and no further than 80 % of it, at most this far apart; before a fault that
+# takes Kafka from everyone, this far apart.
+LEAD_S, MAX_SPACING_S, BEFORE_SPACING_S = 0.5, 1.0, 0.3
+SETUP_BOUND_S = 120.0
+LOOK_INTERVAL_S = 0.5
+
+
+@dataclass
+class SideResult:
+    """What one side ended with."""
+
+    lost: dict[str, list[str]]
+    stale: dict[str, list[str]]
+    unanswered: list[str]
+    right_after_s: float | None
+    shown_s: dict[str, float | None]
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def right(self) -> bool:
+        """Every key right in every view, each view answering, every step made."""
+        return not (self.lost or self.stale or self.unanswered or self.errors)
+
+
+@dataclass
+class Row:
+    """One fault, both sides."""
+
+    fault: Fault
+    line: str
+    keys: int
+    sides: dict[str, SideResult]
+    notes: list[str]
+    # The machine's load average over a minute as the row began (other work shares the cores).
+    load: float
+
+
+def set_up(side: Side, workload: Workload) -> None:
+    """The workload's connectors in their state before the fault, shown by every worker of the side."""
+    for method, path, body in workload.setup():
+        call(side.connect, method, path, body)
+
+    def shown() -> bool:
+        return all(rest_found(worker.request, [name]) == before.by_key(name)
+                   for worker in side.connect.running() for name, before in workload.before().items())
+
+    wait_until(shown, SETUP_BOUND_S, f"{side.name}: the workload's connectors set up", interval=0.5)
+
+
+def tear_down(side: Side, workload: Workload) -> list[str]:
+    """Every connector of the row deleted (what fails is noted, never raised)."""
+    failed = []
+    for name in workload.names.values():
+        try:
+            call(side.connect, "DELETE", f"/connectors/{name}", None)
+        except (AssertionError, OSError) as e:
+            if "404" not in str(e):
+                failed.append(f"{side.name}: deleting {name}: {e}")
+    return failed
+
+
+class Driver:
+    """The steps sent to both sides at the same moments: each side's calls to a connector in order, on a thread per
+    connector and side, so a slow answer holds up no other connector and no other side."""
+
+    def __init__(self, bed: Bed, watches: dict[str, LatencyWatch]) -> None:
+        self.bed, self.watches = bed, watches
+        self._pools = {name: ThreadPoolExecutor(len(Workload.ROLES), thread_name_prefix=f"steps-{name}")
+                       for name in bed.sides}
+        self._lanes: dict[tuple[str, str], threading.Lock] = {}
+        self.calls: list[tuple[str, Step, Future[None]]] = []
+
+    def send(self, step: Step) -> None:
+        for name, side in self.bed.sides.items():
+            lane = self._lanes.setdefault((name, step.connector), threading.Lock())
+            self.calls.append((name, step, self._pools[name].submit(self._call, lane, side, step)))
+
+    def _call(self, lane: threading.Lock, side: Side, step: Step) -> None:
+        with lane:
+            at = time.monotonic()
+            call(side.connect, step.method, step.path, step.body)
+            if step.timed:
+                self.watches[side.name].called(step, at)
+
+    def finish(self) -> dict[str, list[str]]:
+        """Wait for every call; each side's calls that failed."""
+        errors: dict[str, list[str]] = {name: [] for name in self.bed.sides}
+        for name, step, future in self.calls:
+            try:
+                future.result(REST_BOUND_S * len(self.calls))
+            except AssertionError as e:
+                errors[name].append(f"step {step.role}: {e}")
+        for pool in self._pools.values():
+            pool.shutdown()
+        return errors
+
+
+def at(moment: float, action: Callable[[], None]) -> None:
+    """Run ``action`` at ``moment`` (monotonic), or now if it has passed."""
+    time.sleep(max(0.0, moment - time.monotonic()))
+    action()
+
+
+def send_steps(driver: Driver, steps: list[Step], began: float, lead: float, spacing: float) -> None:
+    """Step ``n`` sent at ``began + lead + n * spacing``."""
+    for number, step in enumerate(steps):
+        at(began + lead + number * spacing, functools.partial(driver.send, step))
+
+
+def run_faults(bed: Bed, fault: Fault, scale: float, began: float) -> float:
+    """The fault's actions at their offsets from ``began``; when the fault ended (monotonic)."""
+    for offset, action in fault.actions:
+        at(began + scale * offset, functools.partial(action, bed))
+    return max(time.monotonic(), began + fault.span(scale))
+
+
+def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str) -> Row:
+    """One row: the fault with the workload on both sides, then the verdict."""
+    notes = bed.ready(profile.ready_s)
+    load = os.getloadavg()[0]
+    workload = Workload(prefix)
+    together(functools.partial(set_up, side, workload) for side in bed.sides.values())
+    watches = {name: LatencyWatch(side.running_apis) for name, side in bed.sides.items()}
+    driver = Driver(bed, watches)
+    steps = workload.steps()
+    try:
+        if fault.steps_before:
+            if fault.prepare is not None:
+                fault.prepare(bed)
+            send_steps(driver, steps, time.monotonic(), 0.0, BEFORE_SPACING_S)
+            step_errors = driver.finish()
+            fault_end = run_faults(bed, fault, profile.scale, time.monotonic())
+        else:
+            spacing = min(MAX_SPACING_S, max(0.0, 0.8 * fault.span(profile.scale) - LEAD_S) / (len(steps) - 1))
+            began = time.monotonic()
+            sender = threading.Thread(target=send_steps, args=(driver, steps, began, LEAD_S, spacing), name="steps")
+            sender.start()
+            fault_end = run_faults(bed, fault, profile.scale, began)
+            sender.join()
+            step_errors = driver.finish()
+        verdicts, right_since = settle(bed, workload, profile, fault_end)
+    finally:
+        shown = {name: watch.stop() for name, watch in watches.items()}
+        bed.heal()
+    for side in bed.sides.values():
+        notes += tear_down(side, workload)
+    results = {name: SideResult(verdict.lost, verdict.stale, verdict.unanswered,
+                                None if (since := right_since[name]) is None else max(0.0, since - fault_end),
+                                shown[name], step_errors[name])
+               for name, verdict in verdicts.items()}
+    return Row(fault, bed.line.version, len(workload.expected()), results, notes, load)
+
+
+def settle(bed: Bed, workload: Workload, profile: Profile, fault_end: float
+           ) -> tuple[dict[str, Verdict], dict[str, float | None]]:
+    """Look at every view of both sides until every key is right on both and no record of them has arrived for
+    ``quiet_s``, or ``settle_s`` after the fault's end: the last verdicts, and since when each side was right."""
+    expected = workload.expected()
+    connectors = list(workload.names.values())
+    right_since: dict[str, float | None] = {name: None for name in bed.sides}
+    while True:
+        now = time.monotonic()
+        verdicts = {name: judge(expected, side.views(expected, connectors)) for name, side in bed.sides.items()}
+        for name, verdict in verdicts.items():
+            right_since[name] = (right_since[name] or now) if verdict.right else None
+        quiet = all(side.tail is not None and now - side.tail.last_arrival(expected) >= profile.quiet_s
+                    for side in bed.sides.values())
+        if (all(verdict.right for verdict in verdicts.values()) and quiet) or now > fault_end + profile.settle_s:
+            return verdicts, right_since
+        time.sleep(LOOK_INTERVAL_S)
