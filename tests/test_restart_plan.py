@@ -171,15 +171,40 @@ def test_rate_cap_alone() -> None:
 def test_a_restart_the_worker_does_not_confirm_is_dropped_without_pausing_the_worker() -> None:
     p = plan()
     p.failed(T0, W, "boom", 0.0)
-    (due,) = p.due(10.0)
-    p.sent(due, Result.NOT_FAILED, 10.1)
+    checked = []
+    while (at := p.next_time()) is not None:
+        (due,) = p.due(at)
+        checked.append(at)
+        p.sent(due, Result.NOT_FAILED, at + 0.1)
+    # Asked again at the worker's backoff (a worker that has not read its own FAILED yet), REFUTALS times in all.
+    assert checked == pytest.approx([10.0, 11.1, 13.2, 17.3])
+    assert len(checked) == 4
     assert p.targets[T0].phase is Phase.IDLE
     assert p.targets[T0].attempts == 0  # nothing was restarted
     assert p.workers[W].paused_until == 0.0
     assert p.next_time() is None
     # Others of the same worker go at once: a refuted failure never delays one that is confirmed.
-    p.failed(Target("c", 1), W, "boom", 10.0)
-    assert [d.target for d in p.due(20.0)] == [Target("c", 1)]
+    p.failed(Target("c", 1), W, "boom", 20.0)
+    assert [d.target for d in p.due(30.0)] == [Target("c", 1)]
+
+
+def test_a_worker_that_has_not_read_its_own_failure_yet_confirms_it_when_asked_again() -> None:
+    p = plan()
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    p.sent(due, Result.NOT_FAILED, 10.1)  # the worker still says RUNNING: its read of the topic lags the sidecar's
+    assert p.targets[T0].phase is Phase.WAITING
+    (due,) = p.due(11.1)
+    assert due.attempt == 1
+    p.sent(due, Result.RESTARTED, 11.2)
+    assert p.attempts(T0, 11.2) == 1
+    # A refutal read together with RUNNING is believed at once: the failure is over.
+    p.failed(T0, W, "boom", 20.0)
+    (due,) = p.due(40.0)
+    p.running(T0, 40.05)
+    p.sent(due, Result.NOT_FAILED, 40.1)
+    assert p.targets[T0].phase is Phase.IDLE
+    assert p.next_time() is None
 
 
 def test_a_worker_that_does_not_answer_backs_off_and_the_restart_waits_for_it() -> None:

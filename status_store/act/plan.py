@@ -27,7 +27,10 @@ connector or task (``Target``):
 - **Act only on what is true**: a due restart is first checked with the worker (the sender asks it, and only what
   it confirms FAILED on itself is restarted); a check takes no turn of the rate cap, so failures the worker refutes
   (statuses written into the topic by anyone else) never delay those it confirms. ``not-failed``: the worker did
-  not confirm, nothing planned (no pause of the worker: it answered).
+  not confirm. A worker answers from the status topic as it has read it, and it does not read its own write at
+  once (Connect's store updates its view when the record comes back from Kafka), so a worker that has not read its
+  own FAILED yet says RUNNING: the check is made again at the worker's backoff (1 s, 2 s, 4 s) while the sidecar
+  still reads FAILED, and only ``REFUTALS`` refutals in a row drop the restart (no pause of the worker: it answered).
 - **A worker's REST API down or refusing**: a request without a 2xx (409 during a rebalance, no answer, 5xx, 4xx) is
   no restart: its worker backs off (``worker_backoff``: 1 s doubling to 60 s, reset by a 2xx), and the restart waits
   for it; at most ``MAX_IN_FLIGHT`` requests go to one worker at once. A 404 (the connector or task is gone) drops it.
@@ -45,6 +48,9 @@ from dataclasses import dataclass, field
 from ..connect.failures import Failure, FailureClass, classify
 from ..retry.backoff import Backoff
 
+# Checks the worker refutes in a row before a restart is dropped: over 7 s (the worker's backoff, 1 s doubling), well
+# past the time a loaded worker takes to read its own status back.
+REFUTALS = 4
 # Requests to one worker in flight at most (one while it is backing off): a REST API that hangs holds a few, never the
 # whole storm.
 MAX_IN_FLIGHT = 8
@@ -116,6 +122,8 @@ class TargetState:
     running_since: float | None = None
     # While a request is in flight: the last state read meanwhile ("RUNNING" or "FAILED").
     seen_meanwhile: str | None = None
+    # Checks of this failure the worker refuted in a row (``REFUTALS`` drop it).
+    refutals: int = 0
 
 
 @dataclass(slots=True)
@@ -221,7 +229,7 @@ class RestartPlan:
         if state.phase is Phase.LAST or state.attempts >= self.max_restarts:
             state.phase, state.skipped = Phase.GAVE_UP, Skip.MAX_RESTARTS
             return Skip.MAX_RESTARTS
-        state.skipped = None
+        state.skipped, state.refutals = None, 0
         return self._plan(target, state, now + self.backoff.delay(state.attempts))
 
     def running(self, target: Target, now: float) -> None:
@@ -325,8 +333,12 @@ class RestartPlan:
             return  # forgotten or dropped meanwhile
         state.last_result = result
         seen, state.seen_meanwhile = state.seen_meanwhile, None
-        if result in (Result.NOT_FOUND, Result.NOT_FAILED):
-            state.phase = Phase.IDLE
+        if result is Result.NOT_FAILED and seen != "RUNNING" and state.refutals + 1 < REFUTALS:
+            # Perhaps a worker that has not read its own FAILED yet: asked again, at its backoff.
+            state.refutals += 1
+            self._plan(due.target, state, now + self.worker_backoff.delay(state.refutals - 1))
+        elif result in (Result.NOT_FOUND, Result.NOT_FAILED):
+            state.phase, state.refutals = Phase.IDLE, 0
         elif result is not Result.RESTARTED:
             # No restart: the same one again once the worker's pause is over (unless it ran meanwhile).
             if seen == "RUNNING":
@@ -335,7 +347,7 @@ class RestartPlan:
                 self._plan(due.target, state, worker.paused_until)
         else:
             state.attempts += 1
-            state.last_restart = now
+            state.last_restart, state.refutals = now, 0
             if seen == "RUNNING":
                 state.phase = Phase.IDLE
             elif state.attempts >= self.max_restarts:

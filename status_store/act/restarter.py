@@ -11,10 +11,12 @@ are planned again once the connector is read RUNNING and they are still FAILED.
 **The worker is asked first.** Anyone who can write the status topic can write a FAILED status naming a worker: before
 a restart, the worker is asked (``GET /connectors/{c}/status``) and must say FAILED on itself, and Connect's
 configuration must hold the connector and task (``GET /connectors/{c}``, read from the config topic, which the status
-topic's writers cannot forge). Otherwise nothing is restarted (``not-failed``, ``not-found``). What this cannot tell
-(measured on Connect 4.4.0, tests/test_autorestart_live.py): Connect's REST API answers statuses from the status topic
-it reads, as the sidecar does, so a forged FAILED of a connector and task that exist, naming the worker that runs
-them, is confirmed by that worker too. The checks take no turn of the rate cap: refuted ones never hold up the rest.
+topic's writers cannot forge). Otherwise nothing is restarted (``not-failed``: asked again at the worker's backoff
+first, ``plan.REFUTALS`` times, as a worker reads its own write back later than the sidecar may; ``not-found``).
+What this cannot tell (measured on Connect 4.4.0,
+tests/test_autorestart_live.py): Connect's REST API answers statuses from the status topic it reads, as the sidecar
+does, so a forged FAILED of a connector and task that exist, naming the worker that runs them, is confirmed by that
+worker too. The checks take no turn of the rate cap: refuted ones never hold up the rest.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from ..connect.model import ConnectorKey, Key, State, TaskKey
 from ..logs import RateLimit
 from ..retry.backoff import AdditiveJitter, Random
 from .events import Restart, Skipped
-from .plan import Due, Exclusions, RateCap, RestartPlan, Result, Skip, Target
+from .plan import Due, Exclusions, Phase, RateCap, RestartPlan, Result, Skip, Target
 from .worker_rest import TROUBLE_PAUSE_S, Reply, Trouble, WorkerRest
 
 log = logging.getLogger(__name__)
@@ -212,6 +214,9 @@ class AutoRestart:
         self.plan.sent(due, result, now)
         self._wake.set()  # the next restart (or the same, after the worker's backoff) may be planned now
         self.requests[result] += 1
+        state = self.plan.targets.get(target)
+        if result is Result.NOT_FAILED and state is not None and state.phase is Phase.WAITING:
+            return  # the worker is asked again (``plan.REFUTALS``): told when it confirms or refutes for good
         if result is Result.RESTARTED:
             log.info("Restarted %s %s on %s (restart %d, after: %s)", _what(target), target, due.worker, due.attempt,
                      due.reason)
