@@ -165,6 +165,8 @@ def storm(pod: RestartPod, tasks: int, poll_s: float, rng: random.Random) -> lis
 
         try:
             recovered = seen(connect, name, restarted, fail_at - time.time() + poll_s * 2 + 120.0)
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}; {not_restarted(pod, name, sent)}") from None
         finally:
             if poller is not None:
                 poller.stop()
@@ -181,6 +183,31 @@ def storm(pod: RestartPod, tasks: int, poll_s: float, rng: random.Random) -> lis
                      f"{times[-1] - times[0]:.1f} s | {most} | {took:.1f} s |")
         connect.call("DELETE", f"/connectors/{name}")
     return lines
+
+
+def not_restarted(pod: RestartPod, name: str, sent: list[float] | None) -> str:
+    """What a storm that did not recover shows: each task not RUNNING as Connect's REST API and the sidecar beside its
+    worker say it, and the restart requests the workers received (the poller's sent), so that a failure names its
+    cause."""
+    status = pod.connect.request("GET", f"/connectors/{name}/status")
+    if status.status != 200:
+        return f"GET /connectors/{name}/status answered {status.status}"
+    requests = pod.restarts(name)
+    said = []
+    for task in status.json()["tasks"]:
+        if task["state"] == "RUNNING":
+            continue
+        restarts = None
+        if sent is None and task.get("worker_id") in [w.worker_id for w in pod.connect.workers]:
+            sidecar, _ = pod.of(task["worker_id"])
+            entry = next((c for c in sidecar.call("GET", "/fleet")["connectors"] if c["name"] == name), None)
+            found = next((t for t in entry["tasks"] if t["id"] == task["id"]), None) if entry is not None else None
+            restarts = found["restarts"] if found is not None else "not in its /fleet"
+        requested = sum(1 for _, _, n in requests if n == str(task["id"]))
+        said.append(f"task {task['id']} {task['state']} on {task.get('worker_id')}, {requested} restart requests, "
+                    f"its sidecar's restarts: {restarts}")
+    counted = len(sent) if sent is not None else len(requests)
+    return f"{counted} restart requests in all; " + ("; ".join(said) or "every task RUNNING")
 
 
 def table_row(label: str, values: list[float]) -> str:
