@@ -20,7 +20,7 @@ from confluent_kafka import Producer
 from playwright.sync_api import Browser, Page, Request, Route, sync_playwright
 
 from harness import free_port
-from harness.real_connect import http
+from harness.real_connect import http as http_request
 from harness.real_kafka import KafkaCluster
 from harness.service import Service, sidecar_config
 from status_store.connect.codec import encode_status
@@ -219,7 +219,7 @@ def test_a_connectors_record_opens_from_its_row(sidecar: Sidecar, browser: Brows
     sidecar.start()
     for path, state in (("/connectors/billing/status", "RUNNING"), ("/connectors/billing/tasks/0/status", "RUNNING"),
                         ("/connectors/billing/tasks/0/status", "FAILED")):
-        answer = http("PUT", f"{sidecar.url}{path}?wait=true", {"state": state, "worker_id": "10.0.0.7:8083",
+        answer = http_request("PUT", f"{sidecar.url}{path}?wait=true", {"state": state, "worker_id": "10.0.0.7:8083",
                                                                  "generation": 1})
         assert answer.status in (200, 202), answer
     page = sidecar.open(browser)
