@@ -213,10 +213,10 @@ class AutoRestart:
         now = self._clock()
         self.plan.sent(due, result, now)
         self._wake.set()  # the next restart (or the same, after the worker's backoff) may be planned now
-        self.requests[result] += 1
         state = self.plan.targets.get(target)
         if result is Result.NOT_FAILED and state is not None and state.phase is Phase.WAITING:
-            return  # the worker is asked again (``plan.REFUTALS``): told when it confirms or refutes for good
+            return  # the worker is asked again (``plan.REFUTALS``): told and counted once it is final
+        self.requests[result] += 1
         if result is Result.RESTARTED:
             log.info("Restarted %s %s on %s (restart %d, after: %s)", _what(target), target, due.worker, due.attempt,
                      due.reason)
