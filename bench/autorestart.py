@@ -360,6 +360,15 @@ def hung(pod: RestartPod, block_s: float) -> tuple[float, str]:
         wait_until(lambda: (marked() or {}).get("health") == "unhealthy", 30.0, "its 500", interval=0.5)
         return took, str((marked() or {}).get("health_message"))
     finally:
+        # The connector is deleted once the herders answer again (until the block ends a request waits on them).
+        def answering() -> bool:
+            try:
+                return all(w.request("GET", "/health").status == 200 for w in connect.workers)
+            except OSError:  # no answer within the request's 30 s
+                return False
+
+        wait_until(answering, max(0.0, start + block_s - time.monotonic()) + 60.0,
+                   "the workers' herders answering again", interval=1.0)
         connect.call("DELETE", "/connectors/blocker")
 
 
