@@ -25,15 +25,18 @@ Run a benchmark from the repository's root as a module, ``.venv/bin/python -m be
 - ``spark_class_data``: a local Spark start and a small run with the class-data-sharing archive and without.
 
 Every benchmark's ``--quick`` runs the same code on small sizes, in seconds, and writes nothing under docs/:
-a check that it all still runs (the test suite runs each one), not a measurement to quote.
+a check that it all still runs (the test suite runs each one), not a measurement to quote. ``--json FILE`` (where a
+benchmark prints tables: ``soak``, ``events_storm``, ``fleet_scale``) also writes what the run found to FILE, each
+table's rows as objects keyed by the table's column names, so a reader (tests/test_bench.py) reads figures by name.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,8 @@ class BenchParser(argparse.ArgumentParser):
         super().__init__(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
         self.add_argument("--quick", action="store_true",
                           help="small sizes, in seconds: a check that it all runs, not a measurement")
+        self.add_argument("--json", type=Path, metavar="FILE",
+                          help="also write what the run found to FILE as JSON (each table's rows by column name)")
         self._sizes: dict[str, tuple[Any, Any]] = {}
 
     def add_size(self, *flags: str, full: Any, quick: Any, help: str, **kwargs: Any) -> None:
@@ -63,6 +68,13 @@ class BenchParser(argparse.ArgumentParser):
             if getattr(args, name) is None:
                 setattr(args, name, quick if args.quick else full)
         return args
+
+
+def write_json(path: Path | None, found: Mapping[str, Any]) -> None:
+    """What a run found, to ``path`` as JSON (``--json``; nothing when None): each table a list of rows, each row an
+    object keyed by the table's column names, its figures as numbers."""
+    if path is not None:
+        path.write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
 
 
 def quick_spark_settings(java_options: str = "") -> dict[str, str]:

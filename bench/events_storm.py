@@ -38,8 +38,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
-from bench import BenchParser
+from bench import BenchParser, write_json
 from harness import ROOT, free_port, stop
 from harness.events_storm import (
     SIDECAR_COUNTS,
@@ -158,43 +159,64 @@ def main() -> None:
 
 
 def print_table(args: argparse.Namespace, rounds: list[Round], peak_mb: float) -> None:
-    """The Markdown table of the run: medians of the rounds, the probes of every round together."""
+    """The Markdown table of the run: medians of the rounds, the probes of every round together (and the same by
+    column name to ``--json``)."""
     print(f"{args.streams:,} clients of GET /events (every other one never reads), a write batch of {args.updates:,} "
           f"task statuses in POST /statuses?wait=true requests of {args.batch}; {len(rounds)} round(s), medians\n")
     print("| phase | write batch (s) | ratio | sidecar CPU (s) | ratio | writes not 2xx | /health p50 (ms) | p99 (ms) "
           "| max (ms) | /health not 200 | sidecar RSS after (MB) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
-    def probes(phase: list[Probes]) -> str:
+    def probes(phase: list[Probes]) -> dict[str, float]:
         merged = Probes(sorted(s for p in phase for s in p.seconds), sum(p.not_ok for p in phase))
-        return (f"{merged.quantile_ms(0.5):.1f} | {merged.quantile_ms(0.99):.1f} | {merged.quantile_ms(1.0):.1f} | "
-                f"{merged.not_ok} of {len(merged.seconds)}")
+        return {"/health p50 (ms)": merged.quantile_ms(0.5), "/health p99 (ms)": merged.quantile_ms(0.99),
+                "/health max (ms)": merged.quantile_ms(1.0), "/health not 200": merged.not_ok,
+                "/health probes": len(merged.seconds)}
 
-    def writes(batches: list[WriteBatch], baseline: list[WriteBatch]) -> str:
+    def writes(batches: list[WriteBatch], baseline: list[WriteBatch]) -> dict[str, float]:
         seconds = statistics.median(b.seconds for b in batches)
         cpu = statistics.median(b.cpu_seconds for b in batches)
-        ratio = seconds / statistics.median(b.seconds for b in baseline)
-        cpu_ratio = cpu / statistics.median(b.cpu_seconds for b in baseline)
-        failed = sum(1 for b in batches for status in b.statuses if not 200 <= status < 300)
-        return f"{seconds:.2f} | {ratio:.2f} | {cpu:.2f} | {cpu_ratio:.2f} | {failed}"
+        return {"write batch (s)": seconds,
+                "write batch ratio": seconds / statistics.median(b.seconds for b in baseline),
+                "sidecar CPU (s)": cpu, "sidecar CPU ratio": cpu / statistics.median(b.cpu_seconds for b in baseline),
+                "writes not 2xx": sum(1 for b in batches for status in b.statuses if not 200 <= status < 300)}
+
+    def probe_cells(row: dict[str, Any]) -> str:
+        return (f"{row['/health p50 (ms)']:.1f} | {row['/health p99 (ms)']:.1f} | {row['/health max (ms)']:.1f} | "
+                f"{row['/health not 200']} of {row['/health probes']}")
+
+    def write_cells(row: dict[str, Any]) -> str:
+        return (f"{row['write batch (s)']:.2f} | {row['write batch ratio']:.2f} | {row['sidecar CPU (s)']:.2f} | "
+                f"{row['sidecar CPU ratio']:.2f} | {row['writes not 2xx']}")
 
     baselines = [r.baseline for r in rounds]
-    connecting_cpu = statistics.median(r.storm.connecting_cpu_seconds for r in rounds)
-    print(f"| baseline: no subscriber | {writes(baselines, baselines)} | {probes([r.baseline_probes for r in rounds])} "
-          f"| {statistics.median(r.baseline_rss for r in rounds):.0f} |")
-    print(f"| storm: {args.streams:,} clients connecting | | | {connecting_cpu:.2f} | | | "
-          f"{probes([r.connecting_probes for r in rounds])} | |")
-    print(f"| storm: write batch, the subscribed clients there | {writes([r.storm.writes for r in rounds], baselines)} "
-          f"| {probes([r.writing_probes for r in rounds])} | {statistics.median(r.storm_rss for r in rounds):.0f} |")
+    baseline = {"phase": "baseline: no subscriber", **writes(baselines, baselines),
+                **probes([r.baseline_probes for r in rounds]),
+                "sidecar RSS after (MB)": statistics.median(r.baseline_rss for r in rounds)}
+    connecting = {"phase": f"storm: {args.streams:,} clients connecting",
+                  "sidecar CPU (s)": statistics.median(r.storm.connecting_cpu_seconds for r in rounds),
+                  **probes([r.connecting_probes for r in rounds])}
+    storm = {"phase": "storm: write batch, the subscribed clients there",
+             **writes([r.storm.writes for r in rounds], baselines), **probes([r.writing_probes for r in rounds]),
+             "sidecar RSS after (MB)": statistics.median(r.storm_rss for r in rounds)}
+    print(f"| {baseline['phase']} | {write_cells(baseline)} | {probe_cells(baseline)} "
+          f"| {baseline['sidecar RSS after (MB)']:.0f} |")
+    print(f"| {connecting['phase']} | | | {connecting['sidecar CPU (s)']:.2f} | | | {probe_cells(connecting)} | |")
+    print(f"| {storm['phase']} | {write_cells(storm)} | {probe_cells(storm)} | {storm['sidecar RSS after (MB)']:.0f} |")
     last = rounds[-1].storm
     readers = [s for s in last.streams if s.status == 200 and s.reading]
-    print(f"\nclients (last round): subscribed {last.count(200)}, refused (503) {last.count(503)} "
-          f"(with Retry-After: {sum(1 for s in last.streams if s.status == 503 and s.retry_after)}), "
+    clients = {"subscribed": last.count(200), "refused (503)": last.count(503),
+               "refused with Retry-After": sum(1 for s in last.streams if s.status == 503 and s.retry_after),
+               "closed without an answer": len(last.streams) - last.count(200) - last.count(503)}
+    print(f"\nclients (last round): subscribed {clients['subscribed']}, refused (503) {clients['refused (503)']} "
+          f"(with Retry-After: {clients['refused with Retry-After']}), "
           f"closed without an answer (shed at the connection limit) or none in time "
-          f"{len(last.streams) - last.count(200) - last.count(503)}")
+          f"{clients['closed without an answer']}")
     events = statistics.median(s.frames - 1 for s in readers) if readers else 0  # less the ": subscribed" line
     print(f"events per reading subscriber (last round): {events:,.0f} median, of {args.updates:,} written")
     print(f"sidecar peak RSS (VmHWM): {peak_mb:.0f} MB")
+    write_json(args.json, {"phases": [baseline, connecting, storm], "clients (last round)": clients,
+                           "events per reading subscriber": events, "sidecar peak RSS (MB)": peak_mb})
 
 if __name__ == "__main__":
     main()

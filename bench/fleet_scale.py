@@ -43,7 +43,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from bench import BenchParser, load_average
+from bench import BenchParser, load_average, write_json
 from bench.core import produce_all
 from harness import free_port, stop
 from harness.faulty_cluster import FaultyCluster
@@ -272,7 +272,8 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def report(connectors: int, tasks: int, records: int, clients: int, empty: Sidecar, full: Sidecar,
-           steady: int, empty_rss: int, answers: list[Runs]) -> None:
+           steady: int, empty_rss: int, answers: list[Runs], json_path: Path | None = None) -> None:
+    """The run's tables (and the same by column name to ``json_path``, ``--json``)."""
     statuses_count = connectors * (1 + tasks)
     print(f"\n{connectors:,} connectors x {tasks} tasks: {statuses_count:,} statuses ({records:,} records, a tenth "
           f"FAILED with a {len(TRACE):,}-byte trace), {PARTITIONS} partitions\n")
@@ -288,6 +289,7 @@ def report(connectors: int, tasks: int, records: int, clients: int, empty: Sidec
     print(f"| answer | bytes (gzip) | one client (s) | {clients} at once: median, slowest (s) | slowest / one | "
           "builds for the clients at once | /health p50, p99, max (ms) | peak RSS / steady |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    found = []
     for runs in answers:
         alone = statistics.median(runs.alone)
         slowest = statistics.median(max(together) for together in runs.together)
@@ -296,7 +298,14 @@ def report(connectors: int, tasks: int, records: int, clients: int, empty: Sidec
         print(f"| `{runs.path}` | {runs.size:,} | {alone:.2f} | {middle:.2f}, {slowest:.2f} | {slowest / alone:.1f} | "
               f"{', '.join(map(str, runs.builds_together))} | {percentile(health, 0.5):.1f}, "
               f"{percentile(health, 0.99):.1f}, {max(health):.1f} | {runs.peak_rss / steady:.2f} |")
+        found.append({"answer": runs.path, "bytes (gzip)": runs.size, "one client (s)": alone,
+                      "at once: median (s)": middle, "at once: slowest (s)": slowest, "slowest / one": slowest / alone,
+                      "builds for the clients at once": runs.builds_together,
+                      "/health p50 (ms)": percentile(health, 0.5), "/health p99 (ms)": percentile(health, 0.99),
+                      "/health max (ms)": max(health), "peak RSS / steady": runs.peak_rss / steady})
     print("\ntargets: slowest / one <= 3; /health p99 < 100 ms; peak RSS / steady < 1.5")
+    write_json(json_path, {"clients at once": clients, "memory per status (bytes)": per_status,
+                           "cold start over an empty topic (s)": more, "answers": found})
 
 
 def main() -> None:
@@ -324,7 +333,7 @@ def main() -> None:
                 answers = [run(full, bootstrap, "fleet-status", path, answer, args.clients, args.rounds)
                            for path, answer in (("/fleet", "fleet"),
                                                 ("/connectors?expand=status", "expand=status"))]
-    report(args.connectors, args.tasks, records, args.clients, empty, full, steady, empty_rss, answers)
+    report(args.connectors, args.tasks, records, args.clients, empty, full, steady, empty_rss, answers, args.json)
     print(f"\nload average at the end: {load_average()}")
 
 

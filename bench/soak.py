@@ -39,7 +39,7 @@ from pathlib import Path
 from confluent_kafka import KafkaError
 from prometheus_client import CollectorRegistry
 
-from bench import BenchParser
+from bench import BenchParser, write_json
 from harness.faulty_cluster import FaultyCluster
 from status_store.config import build_config
 from status_store.connect.codec import encode_status
@@ -282,6 +282,7 @@ async def main() -> None:
           "| parked | dead-lettered | dead letter failed | counters add up | lost | lost: refused (fatal) "
           "| lost: dead-lettered | lost: failed | lost: silent |")
     print("|---|" + "---:|" * 8 + "---|" + "---:|" * 5)
+    policies = []
     for run in runs:
         c = {name: run.counter(f"status_update_{name}_total") for name in (
             "submitted", "success", "superseded", "failure", "parked", "dead_lettered", "dead_letter_failed")}
@@ -293,6 +294,13 @@ async def main() -> None:
               + f" | {'yes' if adds_up else 'NO'} | {sum(gone.values()):,} | "
               + " | ".join(f"{gone[name]:,}" for name in ("refused (fatal)", "dead-lettered", "failed", "silent"))
               + " |")
+        policies.append({"policy": run.policy, "submitted by the caller": run.submitted,
+                         **dict(zip(("submitted to the queue", "written (durable)", "superseded", "failed", "parked",
+                                     "dead-lettered", "dead letter failed"), figures, strict=True)),
+                         "counters add up": adds_up, "lost": sum(gone.values()),
+                         **{f"lost: {name}": gone[name] for name in ("refused (fatal)", "dead-lettered", "failed",
+                                                                      "silent")}})
+    write_json(args.json, {"settled": not unsettled, "recovery_s": recovered, "policies": policies})
 
 
 if __name__ == "__main__":

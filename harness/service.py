@@ -26,19 +26,23 @@ def sidecar_config(directory: Path, bootstrap_servers: str, topic: str, settings
 
 
 class Service:
-    """A `status-store serve` process whose output lines are collected by background threads."""
+    """A `status-store serve` process whose output lines are collected by background threads; a context manager
+    that always reaps it (``with Service(...) as service:``)."""
 
-    def __init__(self, *args: str, nofile: int | None = None, wrap: Sequence[str] = ()) -> None:
+    def __init__(self, *args: str, nofile: int | None = None, wrap: Sequence[str] = (),
+                 stop_wait: float = SERVICE_WAIT) -> None:
         """``nofile``: the process's limit of open file descriptors (RLIMIT_NOFILE), when given. ``wrap``: a command
         that runs the service by ``exec`` (e.g. ``unshare -m sh -c '... && exec "$@"' sh``), so that the process is
-        still the service's."""
+        still the service's. ``stop_wait``: how long a stop waits for the process to exit after each signal."""
+        self.stop_wait = stop_wait
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
         def limit_files() -> None:
             if nofile is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        self.process = subprocess.Popen([*wrap, sys.executable, "-m", "status_store.cli", "serve", *args],
+        self.command = [*wrap, sys.executable, "-m", "status_store.cli", "serve", *args]
+        self.process = subprocess.Popen(self.command,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                         preexec_fn=limit_files)
         self.lines: queue.Queue[str] = queue.Queue()
@@ -70,11 +74,52 @@ class Service:
             except queue.Empty:
                 return self.seen
 
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.reap()
+
     def stop(self) -> int:
-        if self.process.poll() is None:
+        """SIGTERM, then the exit code; fails (after killing and reaping the process) if it does not exit within
+        ``stop_wait`` seconds."""
+        if self.process.poll() is None and self._is_running_service():
             self.process.send_signal(signal.SIGTERM)
         try:
-            return self.process.wait(SERVICE_WAIT)
+            return self.process.wait(self.stop_wait)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            self._kill()
             raise AssertionError("status-store did not stop within the bound after SIGTERM") from None
+
+    def reap(self) -> None:
+        """However the test went: the process asked to stop (SIGTERM), killed if it has not exited within
+        ``stop_wait`` seconds, and waited for, so that no process and no zombie is left. A signal goes to the pid only
+        while it is still this service (its command line checked); an exited one is only waited for."""
+        if self.process.poll() is not None:
+            return
+        if self._is_running_service():
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(self.stop_wait)
+        except subprocess.TimeoutExpired:
+            self._kill()
+
+    def _kill(self) -> None:
+        """SIGKILL (while the pid is still this service) and wait for the process to be gone."""
+        if self._is_running_service():
+            self.process.kill()
+        try:
+            self.process.wait(self.stop_wait)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"status-store (pid {self.process.pid}) did not exit within {self.stop_wait} s of "
+                                 f"SIGKILL") from None
+
+    def _is_running_service(self) -> bool:
+        """Whether the pid is still this service: its command line is the one started (or, before a wrapper's
+        ``exec``, the wrapper's); an exited process not yet waited for has none."""
+        try:
+            command = Path(f"/proc/{self.process.pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        started = [os.fsencode(part) for part in self.command]
+        return command[:len(started)] == started or b"status_store.cli" in command

@@ -131,9 +131,8 @@ async def store(broker: Broker, store_factory: StoreFactory) -> AsyncIterator[St
 @pytest.fixture
 def service() -> Iterator[Service]:
     """``status-store serve`` as a real process on the embedded broker, on a free port."""
-    running = Service("--port", str(free_port()))
-    yield running
-    running.stop()
+    with Service("--port", str(free_port())) as running:
+        yield running
 
 
 # Apache Kafka's own broker and Connect's worker (harness/real_kafka.py, harness/real_connect.py): started once per

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,9 +31,17 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
     return [row for row in found if row[0].startswith(first_cell)]
 
 
+def quick_json(script: str, tmp_path: Path, *arguments: str) -> tuple[str, dict[str, Any]]:
+    """A quick run with ``--json``: its output, and what it found by name."""
+    found = tmp_path / f"{script}.json"
+    output = run_quick(script, tmp_path, *arguments, "--json", str(found), timeout=RUN_BOUND_S)
+    return output, json.loads(found.read_text())
+
+
 def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
-    assert {name for name in scripts() if f'run_quick("{name}"' in tests} == scripts()
+    runs = ("run_quick", "quick_json")
+    assert {name for name in scripts() if any(f'{run}("{name}"' in tests for run in runs)} == scripts()
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
@@ -100,11 +109,11 @@ def test_fleet_quick_run(tmp_path: Path) -> None:
 
 
 def test_soak_quick_run(tmp_path: Path) -> None:
-    output = run_quick("soak", tmp_path, timeout=RUN_BOUND_S)
-    policies = [row for name in ("drop", "park + spool", "dead-letter") for row in rows(output, name)]
-    assert len(policies) == 3
+    _, found = quick_json("soak", tmp_path)
+    policies = found["policies"]
+    assert sorted(policy["policy"] for policy in policies) == ["dead-letter", "drop", "park + spool"]
     # The counters add up, and no update was lost without its failure being counted.
-    assert [(row[9], row[14]) for row in policies] == [("yes", "0")] * 3
+    assert [(policy["counters add up"], policy["lost: silent"]) for policy in policies] == [(True, 0)] * 3
 
 
 def test_rest_api_quick_run(tmp_path: Path) -> None:
@@ -146,14 +155,16 @@ def test_events_fanout_quick_run(tmp_path: Path) -> None:
 
 
 def test_events_storm_quick_run(tmp_path: Path) -> None:
-    output = run_quick("events_storm", tmp_path, timeout=RUN_BOUND_S)
-    phases = rows(output, "baseline") + rows(output, "storm")
-    assert [row[0] for row in phases] == ["baseline: no subscriber", "storm: 150 clients connecting",
-                                          "storm: write batch, the subscribed clients there"]
+    _, found = quick_json("events_storm", tmp_path)
+    phases = found["phases"]
+    assert [phase["phase"] for phase in phases] == ["baseline: no subscriber", "storm: 150 clients connecting",
+                                                    "storm: write batch, the subscribed clients there"]
     # Every write and every probe answered; the clients past the bound refused with a time to come back.
-    assert [phases[0][5], phases[2][5]] == ["0", "0"]
-    assert all(row[9].startswith("0 of ") for row in phases)
-    assert "subscribed 100, refused (503) 50 (with Retry-After: 50)" in output
+    assert [phases[0]["writes not 2xx"], phases[2]["writes not 2xx"]] == [0, 0]
+    assert [phase["/health not 200"] for phase in phases] == [0, 0, 0]
+    assert all(phase["/health probes"] > 0 for phase in phases)
+    clients = found["clients (last round)"]
+    assert (clients["subscribed"], clients["refused (503)"], clients["refused with Retry-After"]) == (100, 50, 50)
 
 
 def test_ui_quick_run(tmp_path: Path) -> None:
@@ -194,9 +205,9 @@ def test_autorestart_quick_run(tmp_path: Path) -> None:
 
 
 def test_fleet_scale_quick_run(tmp_path: Path) -> None:
-    output = run_quick("fleet_scale", tmp_path, timeout=RUN_BOUND_S)
-    answers = rows(output, "`/")
-    assert [row[0] for row in answers] == ["`/fleet`", "`/connectors?expand=status`"]
-    # Each client at once shared one build.
-    assert [row[5] for row in answers] == ["1", "1"]
-    assert "memory per status:" in output
+    _, found = quick_json("fleet_scale", tmp_path)
+    answers = found["answers"]
+    assert [answer["answer"] for answer in answers] == ["/fleet", "/connectors?expand=status"]
+    # Each client at once shared one build (one round in a quick run).
+    assert [answer["builds for the clients at once"] for answer in answers] == [[1], [1]]
+    assert found["memory per status (bytes)"] > 0

@@ -208,8 +208,7 @@ def test_the_first_seconds_of_the_readmes_first_command_look_right() -> None:
     first_command = readme.split("```sh", 1)[1].split("```", 1)[0].strip()
     assert first_command.endswith(".venv/bin/status-store serve")
     # As the README runs it, on a free port rather than 8084 so that it cannot clash with another run.
-    service = Service("--port", str(free_port()))
-    try:
+    with Service("--port", str(free_port())) as service:
         service.wait_for("Uvicorn running on")
         url = service.seen[-1].split("Uvicorn running on ", 1)[1].split()[0]
         with httpx.Client(base_url=url, timeout=WAIT) as http:
@@ -219,8 +218,6 @@ def test_the_first_seconds_of_the_readmes_first_command_look_right() -> None:
             assert http.get("/connectors/my-conn/status").status_code == 200
         new_lines(service, 3.0)
         lines = service.seen  # every line so far, the new ones included
-    finally:
-        service.stop()
     banner = lines[0]
     assert re.fullmatch(r"Embedded Kafka broker \(in-memory, NOT durable: .*\): bootstrap\.servers=127\.0\.0\.1:\d+\n",
                         banner), banner
@@ -236,8 +233,7 @@ def test_the_embedded_broker_holds_every_topic_the_configuration_needs(monkeypat
     monkeypatch.setenv("STATUS_STORE_STATUS_STORAGE_HISTORY_TOPIC", "connect-status-history")
     monkeypatch.setenv("STATUS_STORE_STATUS_STORAGE_RETRY_EXHAUSTED_ACTION", "dead-letter")
     monkeypatch.setenv("STATUS_STORE_STATUS_STORAGE_RETRY_DEAD_LETTER_TOPIC", "connect-status-dead-letters")
-    service = Service("--port", str(free_port()))
-    try:
+    with Service("--port", str(free_port())) as service:
         bootstrap = service.wait_for("Embedded Kafka broker").strip().rsplit("bootstrap.servers=", 1)[1]
         url = service.wait_for("Uvicorn running on").split("Uvicorn running on ", 1)[1].split()[0]
         with httpx.Client(base_url=url, timeout=WAIT) as http:
@@ -247,21 +243,18 @@ def test_the_embedded_broker_holds_every_topic_the_configuration_needs(monkeypat
         history = [key for key, _ in read_topic(bootstrap, "connect-status-history")]
         assert b"status-connector-conn" in history
         assert read_topic(bootstrap, "connect-status-dead-letters") == []
-    finally:
         assert service.stop() == 0
 
 
 def test_a_second_service_on_the_same_spool_is_refused_naming_the_first(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STATUS_STORE_STATUS_STORAGE_SPOOL_PATH", str(tmp_path / "spool.db"))
-    first = Service("--port", str(free_port()))
-    try:
+    with Service("--port", str(free_port())) as first:
         first.wait_for("Uvicorn running on")
         second = run_serve("--port", str(free_port()))
         assert second.returncode == 2, second.stderr
         assert f"in use by another status-store (pid {first.process.pid} on host " in second.stderr
         assert second.stderr.startswith("status-store: ")
-    finally:
         assert first.stop() == 0
 
 
@@ -276,8 +269,7 @@ def test_the_version_and_python_dash_m() -> None:
 
 
 def test_json_logs_are_one_object_per_line() -> None:
-    service = Service("--port", str(free_port()), "--log-format", "json")
-    try:
+    with Service("--port", str(free_port()), "--log-format", "json") as service:
         line = service.wait_for("Status store ready")
         entry = json.loads(line)
         assert entry["level"] == "INFO"
@@ -285,7 +277,6 @@ def test_json_logs_are_one_object_per_line() -> None:
         assert entry["message"].startswith("Status store ready")
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry["time"])
         json.loads(service.wait_for("Uvicorn running on"))  # uvicorn's lines too
-    finally:
         assert service.stop() == 0
 
 

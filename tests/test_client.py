@@ -256,39 +256,38 @@ async def test_watch_ends_when_the_service_stops_and_resumes_after_a_restart_fro
     config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {})
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    service = Service("--config", str(config), "--port", str(port))
     watchers: list[subprocess.Popen[str]] = []
     try:
-        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
-        watchers.append(start_watch(url))
-        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
-            await eventually(lambda: "status_events_subscribers 1.0" in httpx.get(f"{url}/metrics").text)
-            written = await http.put("/connectors/a/status", params={"wait": "true"},
-                                     json={"state": "RUNNING", "worker_id": "w:1", "generation": 1})
-            assert written.status_code == 200
-        first = watchers[0]
-        assert first.stdout is not None
-        assert first.stderr is not None
-        assert "connector a  RUNNING" in await asyncio.wait_for(asyncio.to_thread(first.stdout.readline), WAIT)
-        assert service.stop() == 0
-        assert await asyncio.to_thread(first.wait, WAIT) == 0
-        hint = first.stderr.read().splitlines()[-1]
-        assert hint.startswith("status-store: to resume where this stopped: status-store watch --last-event-id ")
-        # While the service is down, a Connect worker writes on.
-        producer = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "partitioner": "murmur2_random"})
-        producer.produce(topic, status("PAUSED"), b"status-connector-b")
-        assert producer.flush(WAIT) == 0
-        service = Service("--config", str(config), "--port", str(port))
-        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
-        watchers.append(start_watch(url, "--last-event-id", hint.rsplit(" ", 1)[1]))
-        second = watchers[1]
-        assert second.stdout is not None
-        assert "connector b  PAUSED" in await asyncio.wait_for(asyncio.to_thread(second.stdout.readline), WAIT)
-        assert service.stop() == 0
-        assert await asyncio.to_thread(second.wait, WAIT) == 0
-        assert second.stdout.read() == ""  # a's change came before the id: not printed again
+        with Service("--config", str(config), "--port", str(port)) as service:
+            await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+            watchers.append(start_watch(url))
+            async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+                await eventually(lambda: "status_events_subscribers 1.0" in httpx.get(f"{url}/metrics").text)
+                written = await http.put("/connectors/a/status", params={"wait": "true"},
+                                         json={"state": "RUNNING", "worker_id": "w:1", "generation": 1})
+                assert written.status_code == 200
+            first = watchers[0]
+            assert first.stdout is not None
+            assert first.stderr is not None
+            assert "connector a  RUNNING" in await asyncio.wait_for(asyncio.to_thread(first.stdout.readline), WAIT)
+            assert service.stop() == 0
+            assert await asyncio.to_thread(first.wait, WAIT) == 0
+            hint = first.stderr.read().splitlines()[-1]
+            assert hint.startswith("status-store: to resume where this stopped: status-store watch --last-event-id ")
+            # While the service is down, a Connect worker writes on.
+            producer = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "partitioner": "murmur2_random"})
+            producer.produce(topic, status("PAUSED"), b"status-connector-b")
+            assert producer.flush(WAIT) == 0
+        with Service("--config", str(config), "--port", str(port)) as service:
+            await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+            watchers.append(start_watch(url, "--last-event-id", hint.rsplit(" ", 1)[1]))
+            second = watchers[1]
+            assert second.stdout is not None
+            assert "connector b  PAUSED" in await asyncio.wait_for(asyncio.to_thread(second.stdout.readline), WAIT)
+            assert service.stop() == 0
+            assert await asyncio.to_thread(second.wait, WAIT) == 0
+            assert second.stdout.read() == ""  # a's change came before the id: not printed again
     finally:
-        service.stop()
         for watcher in watchers:
             if watcher.poll() is None:
                 watcher.kill()

@@ -72,16 +72,13 @@ class Sidecar:
 def sidecar(tmp_path: Path) -> Iterator[Sidecar]:
     config = tmp_path / "status-store.properties"
     config.write_text(f"sidecar.embedded.broker=true\nconfig.storage.topic={CONFIG_TOPIC}\n")
-    service = Service("--config", str(config), "--port", str(free_port()))
-    try:
+    with Service("--config", str(config), "--port", str(free_port())) as service:
         started = Sidecar(service)
         started.write_configs()
         started.write_statuses(("connector-orders-sink", "RUNNING", None), ("task-orders-sink-0", "RUNNING", None),
                                ("task-orders-sink-1", "RUNNING", None), ("connector-logs", "RUNNING", None),
                                ("task-logs-0", "RUNNING", None))
         yield started
-    finally:
-        service.stop()
 
 
 def health_verdict(connect_url: str, worker_id: str | None = None) -> tuple[int, dict[str, Any]]:

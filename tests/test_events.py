@@ -633,34 +633,34 @@ def test_event_ids_and_trace_excerpts() -> None:
 def test_watch_prints_each_change_and_the_service_stops_with_streams_open() -> None:
     """``status-store watch`` against ``status-store serve``: a line per change of its connector; SIGTERM ends the
     streams (uvicorn would wait for them forever), the service and the watch exit."""
-    service = Service("--port", str(free_port()))
     watcher: subprocess.Popen[str] | None = None
-    try:
-        running = service.wait_for("Uvicorn running on")
-        url = running.split("Uvicorn running on ", 1)[1].split()[0]
-        watcher = subprocess.Popen([sys.executable, "-m", "status_store.cli", "watch", "sink", "--url", url],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        with httpx.Client(base_url=url, timeout=WAIT) as http:
-            deadline = time.monotonic() + WAIT
-            while "status_events_subscribers 1.0" not in http.get("/metrics").text:
-                assert time.monotonic() < deadline, "the watch did not subscribe"
-                time.sleep(0.05)
-            for path, body in (("/connectors/other/status", {"state": "RUNNING", "worker_id": "w:1", "generation": 1}),
-                               ("/connectors/sink/tasks/0/status",
-                                {"state": "FAILED", "worker_id": "w:2", "generation": 4, "trace": "Boom\n\tat x"})):
-                assert http.put(path, params={"wait": "true"}, json=body).status_code == 200
-        assert watcher.stdout is not None
-        line = watcher.stdout.readline()
-        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  task sink/0  FAILED  worker w:2  generation 4  Boom…\n",
-                            line), line
-        assert service.stop() == 0
-        assert watcher.wait(WAIT) == 0
-        assert watcher.stdout.read() == ""
-        assert "the server is stopping" in (watcher.stderr.read() if watcher.stderr else "")
-    finally:
-        service.stop()
-        if watcher is not None and watcher.poll() is None:
-            watcher.kill()
+    with Service("--port", str(free_port())) as service:
+        try:
+            running = service.wait_for("Uvicorn running on")
+            url = running.split("Uvicorn running on ", 1)[1].split()[0]
+            watcher = subprocess.Popen([sys.executable, "-m", "status_store.cli", "watch", "sink", "--url", url],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            with httpx.Client(base_url=url, timeout=WAIT) as http:
+                deadline = time.monotonic() + WAIT
+                while "status_events_subscribers 1.0" not in http.get("/metrics").text:
+                    assert time.monotonic() < deadline, "the watch did not subscribe"
+                    time.sleep(0.05)
+                for path, body in (("/connectors/other/status",
+                                    {"state": "RUNNING", "worker_id": "w:1", "generation": 1}),
+                                   ("/connectors/sink/tasks/0/status",
+                                    {"state": "FAILED", "worker_id": "w:2", "generation": 4, "trace": "Boom\n\tat x"})):
+                    assert http.put(path, params={"wait": "true"}, json=body).status_code == 200
+            assert watcher.stdout is not None
+            line = watcher.stdout.readline()
+            assert re.fullmatch(
+                r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  task sink/0  FAILED  worker w:2  generation 4  Boom…\n", line), line
+            assert service.stop() == 0
+            assert watcher.wait(WAIT) == 0
+            assert watcher.stdout.read() == ""
+            assert "the server is stopping" in (watcher.stderr.read() if watcher.stderr else "")
+        finally:
+            if watcher is not None and watcher.poll() is None:
+                watcher.kill()
 
 
 async def test_a_client_that_goes_away_is_unsubscribed(serve: ServedFactory) -> None:
@@ -687,19 +687,19 @@ def test_two_thousand_event_streams_leave_the_probes_and_the_writes_answered() -
     if hard != resource.RLIM_INFINITY and hard < needed:
         pytest.skip(f"this process may open {hard} files at most; the test needs {needed}")
     raise_open_files(needed)
-    service = Service("--port", str(free_port()), nofile=STORM_NOFILE)
-    try:
-        url = service.wait_for("Uvicorn running on").split("Uvicorn running on ", 1)[1].split()[0]
-        port = int(url.rsplit(":", 1)[1])
-        probe = Probe(port)
+    with Service("--port", str(free_port()), nofile=STORM_NOFILE) as service:
         try:
-            result = asyncio.run(storm(port, STORM_STREAMS, updates=2000, batch=200, generation=1))
+            url = service.wait_for("Uvicorn running on").split("Uvicorn running on ", 1)[1].split()[0]
+            port = int(url.rsplit(":", 1)[1])
+            probe = Probe(port)
+            try:
+                result = asyncio.run(storm(port, STORM_STREAMS, updates=2000, batch=200, generation=1))
+            finally:
+                probes = probe.stop()
+            counted = asyncio.run(sidecar_metrics(port))
+            assert service.stop() == 0
         finally:
-            probes = probe.stop()
-        counted = asyncio.run(sidecar_metrics(port))
-    finally:
-        assert service.stop() == 0
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     # /health answered throughout, the writes accepted and durable.
     assert len(probes) > 10
     assert [status for _, status, _ in probes if status != 200] == []

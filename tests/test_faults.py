@@ -160,8 +160,7 @@ async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_lo
         assert response.status_code == (200 if wait else 202), response.text
         accepted.update(record(status) for status in statuses)
 
-    service = Service("--config", str(config), "--port", str(port))
-    try:
+    with Service("--config", str(config), "--port", str(port)) as service:
         await asyncio.to_thread(service.wait_for, "Uvicorn running on")
         async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
             await post(http, KEYS, 0, wait=True)
@@ -178,13 +177,11 @@ async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_lo
         assert len(kept) == len(KEYS)  # every key had an update that was not durable when the sidecar died
         kept.close()
         mock_cluster.broker_up(-1)
-        service = Service("--config", str(config), "--port", str(port))
-        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
-        assert any(f"Replaying {len(KEYS)} status update(s)" in line for line in service.seen)
-        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
-            assert_accounted(await settled(http))
-    finally:
-        service.stop()
+        with Service("--config", str(config), "--port", str(port)) as service:
+            await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+            assert any(f"Replaying {len(KEYS)} status update(s)" in line for line in service.seen)
+            async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+                assert_accounted(await settled(http))
     assert len(Spool(spool)) == 0
     async with store_factory(mock_cluster.bootstrap_servers, topic) as reader:
         values = last_values(reader)
@@ -201,8 +198,7 @@ async def test_sigterm_during_an_outage_exits_within_its_bound_and_the_next_star
         "status.storage.retry.delivery.timeout.ms": 300, "sidecar.shutdown.timeout.ms": SHUTDOWN_MS})
     port = free_port()
     statuses = [task_status(key, 1) for key in range(300)]
-    service = Service("--config", str(config), "--port", str(port))
-    try:
+    with Service("--config", str(config), "--port", str(port)) as service:
         await asyncio.to_thread(service.wait_for, "Uvicorn running on")
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
             mock_cluster.broker_down(-1)
@@ -227,13 +223,11 @@ async def test_sigterm_during_an_outage_exits_within_its_bound_and_the_next_star
         assert len(kept) == len(statuses)
         kept.close()
         mock_cluster.broker_up(-1)
-        service = Service("--config", str(config), "--port", str(port))
-        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
-        assert any(f"Replaying {len(statuses)} status update(s)" in line for line in service.seen)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
-            await settled(http)
-    finally:
-        service.stop()
+        with Service("--config", str(config), "--port", str(port)) as service:
+            await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+            assert any(f"Replaying {len(statuses)} status update(s)" in line for line in service.seen)
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
+                await settled(http)
     async with store_factory(mock_cluster.bootstrap_servers, topic) as reader:
         values = last_values(reader)
     assert all(values.get(key) == value for key, value in map(record, statuses))
@@ -250,8 +244,7 @@ async def test_the_whole_stop_keeps_to_the_shutdown_bound_with_writes_waiting_an
         "status.storage.partitions": PARTITIONS, "status.storage.spool.path": tmp_path / "spool.db",
         "status.storage.retry.delivery.timeout.ms": 300, "sidecar.shutdown.timeout.ms": int(bound_s * 1000)})
     port = free_port()
-    service = Service("--config", str(config), "--port", str(port))
-    try:
+    with Service("--config", str(config), "--port", str(port)) as service:
         await asyncio.to_thread(service.wait_for, "Uvicorn running on")
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
             mock_cluster.broker_down(-1)
@@ -274,8 +267,6 @@ async def test_the_whole_stop_keeps_to_the_shutdown_bound_with_writes_waiting_an
         assert answered.status_code == 503  # answered at once: the store is stopping
         assert code == 0  # the spool keeps what was pending
         assert stopped_after < bound_s + EXIT_MARGIN_S, f"exited {stopped_after:.1f} s after SIGTERM"
-    finally:
-        service.stop()
 
 
 async def eventually_held(http: httpx.AsyncClient) -> None:

@@ -351,8 +351,7 @@ def half_sent_requests(port: int, count: int) -> Iterator[int]:
 
 
 def test_half_sent_requests_do_not_stop_the_probes_and_the_log_stays_bounded() -> None:
-    service = Service("--port", str(free_port()), nofile=NOFILE)
-    try:
+    with Service("--port", str(free_port()), nofile=NOFILE) as service:
         url = service.wait_for("Uvicorn running on").split("Uvicorn running on ", 1)[1].split()[0]
         limits = Path(f"/proc/{service.process.pid}/limits").read_text()
         assert re.search(rf"Max open files +{NOFILE} +{NOFILE}", limits), limits
@@ -364,7 +363,6 @@ def test_half_sent_requests_do_not_stop_the_probes_and_the_log_stays_bounded() -
                 except httpx.TimeoutException:
                     pytest.fail(f"{probe} was not answered while half-sent requests were open")
                 assert response.status_code == 200, response.text
-    finally:
         assert service.stop() == 0
     output = [*service.seen, *iter_queue(service)]
     assert any("The HTTP connection limit" in line for line in output), output
@@ -382,14 +380,11 @@ def iter_queue(service: Service) -> list[str]:
 
 def test_the_service_escapes_names_in_its_log(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STATUS_STORE_SIDECAR_REST_TOKEN", "s3cret-token-for-the-test")
-    service = Service("--port", str(free_port()))
-    try:
+    with Service("--port", str(free_port())) as service:
         url = service.wait_for("Uvicorn running on").split("Uvicorn running on ", 1)[1].split()[0]
         response = httpx.put(url + "/connectors/evil%E2%80%A8%0AINFO%20forged%E2%80%AE/status", json={})
         assert response.status_code == 401
         line = service.wait_for("Refused PUT")
-    finally:
-        service.stop()
     assert "/connectors/evil\\u2028\\u000aINFO forged\\u202e/status" in line
     assert not any(c in line for c in "\u2028\u202e")
 

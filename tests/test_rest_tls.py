@@ -4,6 +4,7 @@ a rotated secret replace them), and the CLI over HTTPS. The agent over HTTPS: te
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import shutil
@@ -98,9 +99,10 @@ def ca(tmp_path_factory: pytest.TempPathFactory) -> TestCA:
 def started() -> Iterator[list[Service]]:
     """The services a test starts, stopped at its end."""
     services: list[Service] = []
-    yield services
-    for service in services:
-        service.stop()
+    with contextlib.ExitStack() as stack:
+        yield services
+        for service in services:
+            stack.push(service)  # each reaped, even when another's reaping fails
 
 
 def serve(started: list[Service], config: Path) -> int:

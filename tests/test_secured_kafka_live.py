@@ -193,8 +193,7 @@ def test_ready_says_why_when_the_broker_refuses_a_rotated_password(secured: Secu
     config.write_text("".join(f"{key}={value}\n" for key, value in {
         "status.storage.topic": "rotated-status", "status.storage.replication.factor": "1",
         **secured.worker_scram("p12", user=ROTATED_USER, password=ROTATED_PASSWORD)}.items()))
-    service = Service("--config", str(config), "--port", str(port))
-    try:
+    with Service("--config", str(config), "--port", str(port)) as service:
         service.wait_for("Uvicorn running on")
         url = f"http://127.0.0.1:{port}/ready"
         wait_until(lambda: _ready(url)[0] == 200, READY_WAIT, "ready")
@@ -207,8 +206,6 @@ def test_ready_says_why_when_the_broker_refuses_a_rotated_password(secured: Secu
         finally:
             secured.set_password(ROTATED_USER, ROTATED_PASSWORD)
         wait_until(lambda: _ready(url)[0] == 200, READY_WAIT, "ready again")
-    finally:
-        service.stop()
     named = [line for line in service.output() if "status_store.kafka.security_failures" in line]
     assert len(named) == 1, named
 

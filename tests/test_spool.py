@@ -106,34 +106,33 @@ def test_a_sidecar_killed_during_an_outage_loses_nothing_it_accepted(tmp_path: P
         "status.storage.retry.delivery.timeout.ms=500", "status.storage.retry.initial.backoff.ms=100",
         "status.storage.retry.max.backoff.ms=300", "sidecar.startup.timeout.ms=20000",
     ]) + "\n")
-    service = Service("--config", str(config), "--port", str(port))
     url = f"http://127.0.0.1:{port}"
     try:
-        service.wait_for("Uvicorn running on")
-        broker.kill()  # the outage
-        body = {"worker_id": "w:8083", "generation": 1}
-        with httpx.Client(base_url=url, timeout=WAIT) as http:
-            for i in range(10):
-                for state in ("RUNNING", "FAILED"):
-                    response = http.put(f"/connectors/c{i}/status", json={"state": state, **body})
-                    assert response.status_code == 202
-        service.process.kill()  # SIGKILL: no flush, no goodbye
-        service.process.wait(WAIT)
-        broker.start()  # the broker is back (in-memory: the topic is created again)
-        service = Service("--config", str(config), "--port", str(port))
-        service.wait_for("Uvicorn running on")
-        with httpx.Client(base_url=url, timeout=WAIT) as http:
-            deadline = time.monotonic() + WAIT
-            while time.monotonic() < deadline:
-                states = [http.get(f"/connectors/c{i}/status") for i in range(10)]
-                if all(r.status_code == 200 and r.json()["connector"]["state"] == "FAILED" for r in states):
-                    break
-                time.sleep(0.2)
-            assert [r.json()["connector"]["state"] for r in states] == ["FAILED"] * 10
-        # Logged during start, before the HTTP server: among the lines already seen.
-        assert any("Replaying 10 status update(s)" in line for line in service.seen)
+        with Service("--config", str(config), "--port", str(port)) as service:
+            service.wait_for("Uvicorn running on")
+            broker.kill()  # the outage
+            body = {"worker_id": "w:8083", "generation": 1}
+            with httpx.Client(base_url=url, timeout=WAIT) as http:
+                for i in range(10):
+                    for state in ("RUNNING", "FAILED"):
+                        response = http.put(f"/connectors/c{i}/status", json={"state": state, **body})
+                        assert response.status_code == 202
+            service.process.kill()  # SIGKILL: no flush, no goodbye
+            service.process.wait(WAIT)
+            broker.start()  # the broker is back (in-memory: the topic is created again)
+            with Service("--config", str(config), "--port", str(port)) as service:
+                service.wait_for("Uvicorn running on")
+                with httpx.Client(base_url=url, timeout=WAIT) as http:
+                    deadline = time.monotonic() + WAIT
+                    while time.monotonic() < deadline:
+                        states = [http.get(f"/connectors/c{i}/status") for i in range(10)]
+                        if all(r.status_code == 200 and r.json()["connector"]["state"] == "FAILED" for r in states):
+                            break
+                        time.sleep(0.2)
+                    assert [r.json()["connector"]["state"] for r in states] == ["FAILED"] * 10
+                # Logged during start, before the HTTP server: among the lines already seen.
+                assert any("Replaying 10 status update(s)" in line for line in service.seen)
     finally:
-        service.stop()
         broker.stop()
 
 
@@ -157,8 +156,7 @@ async def test_a_spool_that_cannot_be_written_refuses_writes_and_says_so_until_i
                             {"status.storage.spool.path": spool, **QUICK})
     port = free_port()
     body = {"state": "RUNNING", "worker_id": "w:8083", "generation": 1}
-    service = Service("--config", str(config), "--port", str(port))
-    try:
+    with Service("--config", str(config), "--port", str(port)) as service:
         await asyncio.to_thread(service.wait_for, "Uvicorn running on")
         mock_cluster.broker_down(-1)  # the updates stay pending: their spool rows are what keeps them
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
@@ -188,8 +186,6 @@ async def test_a_spool_that_cannot_be_written_refuses_writes_and_says_so_until_i
             assert (await http.put("/connectors/c2/status", json=body)).status_code == 202
         service.process.kill()  # SIGKILL: what the spool holds is what a crash leaves
         await asyncio.to_thread(service.process.wait, WAIT)
-    finally:
-        service.stop()
     kept = Spool(spool)
     assert sorted(update.key for update in kept.pending()) == [f"status-connector-c{i}" for i in range(3)]
     kept.close()
@@ -311,8 +307,7 @@ async def test_a_spool_file_deleted_while_in_use_is_made_anew_and_a_kill_loses_n
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     statuses = {f"c{i}": "FAILED" if i % 2 else "PAUSED" for i in range(20)}
-    service = Service("--config", str(config), "--port", str(port))
-    try:
+    with Service("--config", str(config), "--port", str(port)) as service:
         await asyncio.to_thread(service.wait_for, "Uvicorn running on")
         mock_cluster.broker_down(-1)  # the updates stay pending: their spool rows are what keeps them
         async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
@@ -328,23 +323,22 @@ async def test_a_spool_file_deleted_while_in_use_is_made_anew_and_a_kill_loses_n
         await asyncio.to_thread(service.process.wait, WAIT)
         killed = service
         mock_cluster.broker_up(-1)
-        service = Service("--config", str(config), "--port", str(port))
-        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
-        assert any(f"Replaying {len(statuses)} status update(s)" in seen for seen in service.seen)
-        said = [line for line in killed.output() if "was deleted or replaced while in use" in line]
-        assert len(said) == 1
-        assert " ERROR " in said[0]
-        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
-            deadline = time.monotonic() + WAIT
-            while True:
-                answers = [await http.get(f"/connectors/{name}/status") for name in statuses]
-                if all(a.status_code == 200 for a in answers):
-                    break
-                assert time.monotonic() < deadline, "the replayed statuses were not read back"
-                await asyncio.sleep(0.2)
-            assert {name: a.json()["connector"]["state"] for name, a in zip(statuses, answers, strict=True)} == statuses
-    finally:
-        service.stop()
+        with Service("--config", str(config), "--port", str(port)) as service:
+            await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+            assert any(f"Replaying {len(statuses)} status update(s)" in seen for seen in service.seen)
+            said = [line for line in killed.output() if "was deleted or replaced while in use" in line]
+            assert len(said) == 1
+            assert " ERROR " in said[0]
+            async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+                deadline = time.monotonic() + WAIT
+                while True:
+                    answers = [await http.get(f"/connectors/{name}/status") for name in statuses]
+                    if all(a.status_code == 200 for a in answers):
+                        break
+                    assert time.monotonic() < deadline, "the replayed statuses were not read back"
+                    await asyncio.sleep(0.2)
+                shown = {name: a.json()["connector"]["state"] for name, a in zip(statuses, answers, strict=True)}
+                assert shown == statuses
 
 
 async def test_garbage_in_the_live_spools_wal_is_a_loss_said_at_each_start_and_on_ready_until_acknowledged(
@@ -359,8 +353,7 @@ async def test_garbage_in_the_live_spools_wal_is_a_loss_said_at_each_start_and_o
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     body = {"state": "RUNNING", "worker_id": "w:8083", "generation": 1}
-    service = Service("--config", str(config), "--port", str(port))
-    try:
+    with Service("--config", str(config), "--port", str(port)) as service:
         await asyncio.to_thread(service.wait_for, "Uvicorn running on")
         mock_cluster.broker_down(-1)  # the updates stay pending: their spool rows are what keeps them
         async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
@@ -374,34 +367,33 @@ async def test_garbage_in_the_live_spools_wal_is_a_loss_said_at_each_start_and_o
         await asyncio.to_thread(service.process.wait, WAIT)
         mock_cluster.broker_up(-1)
         for start in range(2):  # a restart before the acknowledgement says it again
-            service = Service("--config", str(config), "--port", str(port))
+            with Service("--config", str(config), "--port", str(port)) as service:
+                await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+                said = [line for line in service.seen if " ERROR " in line and "lost accepted writes" in line]
+                assert len(said) == 1
+                if start == 0:
+                    assert "1000 accepted write(s) lost" in said[0]
+                    assert ("held 1000 row(s), up to write number 1000; the start found 0, up to write number 0"
+                            in said[0])
+                async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
+                    ready = await http.get("/ready")
+                    assert ready.status_code == 200
+                    assert ready.json()["status"] == "degraded"
+                    assert "1000 accepted write(s) lost" in ready.json()["message"]
+                    assert await sample(http, "status_spool_losses_unacknowledged") == 1
+                    state = (await http.get("/spool")).json()
+                    assert [(loss["lost_at_least"], loss["lost_at_most"]) for loss in state["losses"]] == [(1000, 1000)]
+                service.stop()
+        with Service("--config", str(config), "--port", str(port)) as service:
             await asyncio.to_thread(service.wait_for, "Uvicorn running on")
-            said = [line for line in service.seen if " ERROR " in line and "lost accepted writes" in line]
-            assert len(said) == 1
-            if start == 0:
-                assert "1000 accepted write(s) lost" in said[0]
-                assert "held 1000 row(s), up to write number 1000; the start found 0, up to write number 0" in said[0]
             async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
-                ready = await http.get("/ready")
-                assert ready.status_code == 200
-                assert ready.json()["status"] == "degraded"
-                assert "1000 accepted write(s) lost" in ready.json()["message"]
-                assert await sample(http, "status_spool_losses_unacknowledged") == 1
-                state = (await http.get("/spool")).json()
-                assert [(loss["lost_at_least"], loss["lost_at_most"]) for loss in state["losses"]] == [(1000, 1000)]
+                acknowledged = await http.delete("/spool/loss")
+                assert acknowledged.status_code == 200
+                assert [loss["lost_at_most"] for loss in acknowledged.json()] == [1000]
+                assert (await http.get("/ready")).json()["status"] == "ready"
+                assert await sample(http, "status_spool_losses_unacknowledged") == 0
+                assert (await http.delete("/spool/loss")).status_code == 404
             service.stop()
-        service = Service("--config", str(config), "--port", str(port))
-        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
-        async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
-            acknowledged = await http.delete("/spool/loss")
-            assert acknowledged.status_code == 200
-            assert [loss["lost_at_most"] for loss in acknowledged.json()] == [1000]
-            assert (await http.get("/ready")).json()["status"] == "ready"
-            assert await sample(http, "status_spool_losses_unacknowledged") == 0
-            assert (await http.delete("/spool/loss")).status_code == 404
-        service.stop()
-        service = Service("--config", str(config), "--port", str(port))
-        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
-        assert not [line for line in service.seen if "lost accepted writes" in line]
-    finally:
-        service.stop()
+        with Service("--config", str(config), "--port", str(port)) as service:
+            await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+            assert not [line for line in service.seen if "lost accepted writes" in line]

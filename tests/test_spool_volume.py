@@ -156,36 +156,35 @@ async def test_a_spool_whose_files_are_made_immutable_refuses_writes_and_says_wh
     config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {"status.storage.spool.path": spool,
                                                                               **QUICK})
     port = free_port()
-    service = serve_on(volume, config, port)
-    try:
-        await asyncio.to_thread(service.wait_for, "Uvicorn running on")
-        mock_cluster.broker_down(-1)  # the updates stay pending: their spool rows are what keeps them
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
-            for i in range(3):
-                assert (await put(http, f"c{i}")).status_code == 202
-            os.sync()  # the pages written back: the next change of one asks the file system first
-            in_namespace(service, "sh", "-c", f"chattr +i {spool}*")
-            refused = await put(http, "c3")
-            assert refused.status_code == 503
-            assert "Operation not permitted" in refused.json()["message"]
-            ready = await http.get("/ready")
-            assert ready.status_code == 503
-            assert "Operation not permitted" in ready.json()["message"]
+    with serve_on(volume, config, port) as service:
+        try:
+            await asyncio.to_thread(service.wait_for, "Uvicorn running on")
+            mock_cluster.broker_down(-1)  # the updates stay pending: their spool rows are what keeps them
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
+                for i in range(3):
+                    assert (await put(http, f"c{i}")).status_code == 202
+                os.sync()  # the pages written back: the next change of one asks the file system first
+                in_namespace(service, "sh", "-c", f"chattr +i {spool}*")
+                refused = await put(http, "c3")
+                assert refused.status_code == 503
+                assert "Operation not permitted" in refused.json()["message"]
+                ready = await http.get("/ready")
+                assert ready.status_code == 503
+                assert "Operation not permitted" in ready.json()["message"]
+                assert len(spool_errors(service)) == 1
+                in_namespace(service, "sh", "-c", f"chattr -i {spool}*")
+                mock_cluster.broker_up(-1)
+
+                async def writable_again() -> bool:
+                    return (await put(http, "c4")).status_code == 202
+
+                await until(writable_again, "writes accepted once the files can be written")
+                await until(lambda: ready_status(http, 200), "ready once the files can be written")
+            assert service.process.poll() is None
             assert len(spool_errors(service)) == 1
-            in_namespace(service, "sh", "-c", f"chattr -i {spool}*")
-            mock_cluster.broker_up(-1)
-
-            async def writable_again() -> bool:
-                return (await put(http, "c4")).status_code == 202
-
-            await until(writable_again, "writes accepted once the files can be written")
-            await until(lambda: ready_status(http, 200), "ready once the files can be written")
-        assert service.process.poll() is None
-        assert len(spool_errors(service)) == 1
-    finally:
-        if service.process.poll() is None:  # best effort: the image is deleted with the test's folder anyway
-            _run("nsenter", "-t", str(service.process.pid), "-m", "sh", "-c", f"chattr -i {spool}*")
-        service.stop()
+        finally:
+            if service.process.poll() is None:  # best effort: the image is deleted with the test's folder anyway
+                _run("nsenter", "-t", str(service.process.pid), "-m", "sh", "-c", f"chattr -i {spool}*")
 
 
 async def test_a_spool_whose_volume_the_kernel_remounts_read_only_refuses_writes_and_says_why(
@@ -198,8 +197,7 @@ async def test_a_spool_whose_volume_the_kernel_remounts_read_only_refuses_writes
     config = sidecar_config(tmp_path, mock_cluster.bootstrap_servers, topic, {"status.storage.spool.path": spool,
                                                                               **QUICK})
     port = free_port()
-    service = serve_on(volume, config, port)
-    try:
+    with serve_on(volume, config, port) as service:
         await asyncio.to_thread(service.wait_for, "Uvicorn running on")
         mock_cluster.broker_down(-1)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
@@ -219,8 +217,6 @@ async def test_a_spool_whose_volume_the_kernel_remounts_read_only_refuses_writes
             assert "Read-only file system" in ready.json()["message"]
         assert service.process.poll() is None
         assert len(spool_errors(service)) == 1
-    finally:
-        service.stop()
 
 
 async def test_a_full_volume_drains_as_kafka_takes_the_writes_without_a_restart(mock_cluster: FaultyCluster,
@@ -234,8 +230,7 @@ async def test_a_full_volume_drains_as_kafka_takes_the_writes_without_a_restart(
         "status.storage.spool.path": volume.directory / "spool.db", **QUICK,
         "status.storage.retry.delivery.timeout.ms": "60000"})
     port = free_port()
-    service = serve_on(volume, config, port)
-    try:
+    with serve_on(volume, config, port) as service:
         await asyncio.to_thread(service.wait_for, "Uvicorn running on")
         mock_cluster.broker_down(-1)
         taken: list[tuple[str, int]] = []  # accepted, or taken but not durable: written once Kafka is back
@@ -271,5 +266,3 @@ async def test_a_full_volume_drains_as_kafka_takes_the_writes_without_a_restart(
         assert sum("its reserve" in line and "is given back" in line for line in said) == 1
         assert sum("The reserve of the spool" in line and "is whole again" in line for line in said) == 1
         assert sum("takes writes again" in line for line in said) == 1
-    finally:
-        service.stop()

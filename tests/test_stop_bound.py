@@ -86,8 +86,7 @@ async def test_the_whole_stop_keeps_to_its_bound_on_a_starved_cpu(mock_cluster: 
         "status.storage.partitions": 5, "sidecar.shutdown.timeout.ms": int(BOUND_S * 1000),
         **({"status.storage.spool.path": tmp_path / "spool.db"} if spool else {})})
     port = free_port()
-    service = Service("--config", str(config), "--port", str(port))
-    try:
+    with Service("--config", str(config), "--port", str(port)) as service:
         await asyncio.to_thread(service.wait_for, "Uvicorn running on")
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
             mock_cluster.broker_down(-1)
@@ -99,8 +98,6 @@ async def test_the_whole_stop_keeps_to_its_bound_on_a_starved_cpu(mock_cluster: 
             service.process.send_signal(signal.SIGTERM)
             code = await asyncio.to_thread(service.process.wait, WAIT)
             stopped_after = time.monotonic() - started
-    finally:
-        service.stop()
     assert stopped_after < BOUND_S, f"exited {stopped_after:.2f} s after SIGTERM"
     assert code == (0 if spool else 1)  # with a spool, what was pending is kept; without one, it is lost
     summary = [line for line in service.output() if "Stopped with 3000 status update(s)" in line]

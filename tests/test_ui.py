@@ -78,8 +78,9 @@ class Sidecar:
 
     def stop(self) -> None:
         if self.service is not None:
-            assert self.service.stop() == 0
-            self.service = None
+            service, self.service = self.service, None
+            with service:  # reaped even when it does not stop cleanly
+                assert service.stop() == 0
 
     def write(self, key: str, state: State | None, worker: str = "10.0.0.7:8083", trace: str | None = None,
               generation: int = 3) -> None:

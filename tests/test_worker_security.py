@@ -5,7 +5,6 @@ key and what to set instead. The same settings against a real secured broker: te
 from __future__ import annotations
 
 import logging
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -135,12 +134,8 @@ def test_java_names_librdkafka_spells_otherwise(ca: TestCA, caplog: pytest.LogCa
 def test_serve_refuses_a_jks_truststore_with_one_line_and_exit_code_2(ca: TestCA, tmp_path: Path) -> None:
     """The process as a user starts it on a worker file: one line naming the key, exit code 2, nothing served."""
     config = sidecar_config(tmp_path, "127.0.0.1:9", "connect-status", {**SCRAM, **truststore(ca, ca.truststore_jks)})
-    service = Service("--config", str(config), "--port", "0")
-    try:
+    with Service("--config", str(config), "--port", "0") as service:
         code = service.process.wait(30)
-    except subprocess.TimeoutExpired:
-        service.stop()
-        raise
     lines = [line for line in service.output() if line.strip()]
     assert code == 2
     assert len(lines) == 1, lines

@@ -17,11 +17,12 @@ underscores (``STATUS_STORE_BOOTSTRAP_SERVERS`` -> ``bootstrap.servers``). The v
 injects for a Service whose name starts with ``status-store`` (``STATUS_STORE_SIDECAR_PORT=tcp://...``,
 ``..._SERVICE_HOST``, ...) are not settings and are ignored.
 
-Values of keys that may hold secrets (``is_secret_key``) and of unknown keys never appear in errors.
+Values of keys that may hold secrets (``errors.is_secret_key``) and of unknown keys never appear in errors.
 
 The package: ``store`` (``StoreConfig``, every key declared once), ``retry`` (``RetryConfig``, KIP-1278's keys and the
 engine's policy), ``load`` (reading and validating), ``clients`` (the Kafka clients' settings), ``security`` (a
-worker file's security settings as librdkafka takes them), ``reference`` (the generated reference and example file).
+worker file's security settings as librdkafka takes them), ``rest`` (the REST API's TLS), ``act`` (auto-restart and
+the workers' REST API), ``reference`` (the generated reference and example file).
 """
 
 from .load import build_config, load_config, parse_properties

@@ -17,7 +17,8 @@ from pyspark.sql import SparkSession
 from status_store.act.events import Restart
 from status_store.act.plan import Due, Result, Target
 from status_store.analytics.analysis import analyze
-from status_store.analytics.report import FAILURE_COLOR, write_report
+from status_store.analytics.report import write_report
+from status_store.analytics.report_sections import FAILURE_COLOR
 
 D = 1_763_769_600_000  # 2025-11-22T00:00:00Z
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\">"
