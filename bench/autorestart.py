@@ -3,6 +3,7 @@ a sidecar beside each (harness/restart_pod.py: each worker's REST API behind a p
 
     .venv/bin/python -m bench.autorestart [--runs 3] [--poll-seconds 60] [--storm-tasks 100]
                                           [--rebalance-delay-ms 300000] [--sidecar KEY=VALUE ...] [--quick]
+                                          [--parts transient,storm,killed,downstream,user,hung]
 
 1. **A transient failure, FAILED to RUNNING.** A task that fails its first run and runs once restarted (the scripted
    connector's ``fail-once``). With auto-restart: the sidecar beside its worker restarts it (the defaults: 10 s, up to
@@ -20,6 +21,18 @@ a sidecar beside each (harness/restart_pod.py: each worker's REST API behind a p
    beside the other marks the dead worker's tasks gone (``GET /fleet``'s ``worker_gone_since``), against seconds until
    Connect's own REST API stops saying they run on it (at the delayed rebalance, ``scheduled.rebalance.max.delay.ms``:
    Connect's 5 minutes unless ``--rebalance-delay-ms``).
+4. **A transient fault: a sink whose downstream is away** for ``--away-seconds`` (20): the scripted sink fails on
+   the refused TCP connection (a ``transient`` failure), the downstream comes back. Seconds from FAILED to RUNNING
+   with the sidecar's auto-restart; against the stock worker (a connector the sidecars leave alone, ``stock-``: nothing
+   restarts it, it stays FAILED); and against Strimzi's rule simulated on the same timeline (its first restart at its
+   next reconcile, every 2 minutes at a random phase, then ``min(n*n + n, 60)`` minutes after restart n: the first of
+   its restarts after the downstream is back, plus the time a restart took to reach RUNNING in the sidecar's run;
+   ``--strimzi-phases`` phases per run).
+5. **A user fault never restarted.** A sink whose converter cannot read its record (Connect's JsonConverter on a
+   record that is not JSON): the restart requests the workers receive in ``--user-watch-seconds`` (0), and why.
+6. **A hung worker.** A connector whose ``taskConfigs()`` blocks the worker's herder thread: seconds from its creation
+   until the sidecar marks the worker stuck (``GET /fleet``'s ``stuck_since``, with the sidecars'
+   ``sidecar.workers.stuck.after.ms``), and what its ``GET /health`` said.
 """
 
 from __future__ import annotations
@@ -29,12 +42,15 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Producer
+
 from bench import BenchParser, load_average
-from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
+from harness.downstream import Downstream
+from harness.java_process import SINK_CONNECTOR, SOURCE_CONNECTOR, kafka_line, wait_until
 from harness.real_connect import ConnectCluster, all_in
 from harness.real_kafka import KafkaCluster
 from harness.restart_pod import RestartPod
@@ -42,6 +58,10 @@ from harness.restart_pod import RestartPod
 # Connect's REST API is asked this often while a figure is timed.
 ASK_INTERVAL_S = 0.1
 POLLED = "poll-"
+# Connectors the sidecars leave alone: the stock worker's baseline (nothing restarts them).
+STOCK = "stock-"
+STRIMZI_RECONCILE_S = 120.0
+PARTS = ("transient", "downstream", "user", "hung", "storm", "killed")
 
 
 def source(tasks: int, settings: dict[str, str]) -> dict[str, str]:
@@ -145,6 +165,8 @@ def storm(pod: RestartPod, tasks: int, poll_s: float, rng: random.Random) -> lis
 
         try:
             recovered = seen(connect, name, restarted, fail_at - time.time() + poll_s * 2 + 120.0)
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}; {not_restarted(pod, name, sent)}") from None
         finally:
             if poller is not None:
                 poller.stop()
@@ -161,6 +183,37 @@ def storm(pod: RestartPod, tasks: int, poll_s: float, rng: random.Random) -> lis
                      f"{times[-1] - times[0]:.1f} s | {most} | {took:.1f} s |")
         connect.call("DELETE", f"/connectors/{name}")
     return lines
+
+
+def not_restarted(pod: RestartPod, name: str, sent: list[float] | None) -> str:
+    """What a storm that did not recover shows: each task not RUNNING as Connect's REST API and the sidecar beside its
+    worker say it, and the restart requests the workers received (the poller's sent), so that a failure names its
+    cause."""
+    status = pod.connect.request("GET", f"/connectors/{name}/status")
+    if status.status != 200:
+        return f"GET /connectors/{name}/status answered {status.status}"
+    requests = pod.restarts(name)
+    said = []
+    for task in status.json()["tasks"]:
+        if task["state"] == "RUNNING":
+            continue
+        restarts = None
+        if sent is None and task.get("worker_id") in [w.worker_id for w in pod.connect.workers]:
+            sidecar, _ = pod.of(task["worker_id"])
+            entry = next((c for c in sidecar.call("GET", "/fleet")["connectors"] if c["name"] == name), None)
+            found = next((t for t in entry["tasks"] if t["id"] == task["id"]), None) if entry is not None else None
+            restarts = found["restarts"] if found is not None else "not in its /fleet"
+        requested = sum(1 for _, _, n in requests if n == str(task["id"]))
+        said.append(f"task {task['id']} {task['state']} on {task.get('worker_id')}, {requested} restart requests, "
+                    f"its sidecar's restarts: {restarts}")
+    counted = len(sent) if sent is not None else len(requests)
+    return f"{counted} restart requests in all; " + ("; ".join(said) or "every task RUNNING")
+
+
+def table_row(label: str, values: list[float]) -> str:
+    """A row of figures: median, min, max and (up to 10 of) each."""
+    return (f"| {label} | {statistics.median(values):.1f} | {min(values):.1f} | {max(values):.1f} | "
+            + ", ".join(f"{v:.1f}" for v in values[:10]) + " |")
 
 
 def busiest(times: list[float]) -> int:
@@ -199,6 +252,199 @@ def killed(pod: RestartPod, delay_ms: int) -> tuple[float, float]:
     return flagged, time.monotonic() - killed_at
 
 
+def strimzi_restarts(failed_at: float, phase: float) -> Iterator[float]:
+    """Strimzi's auto-restarts of a failure at ``failed_at``: the first at its next reconcile (every
+    ``STRIMZI_RECONCILE_S``, ``phase`` seconds into the interval when it failed), then ``min(n*n + n, 60)`` minutes
+    after restart n (its backoff; the count reset once it has run for it: a recovered failure is not restarted
+    again)."""
+    at = failed_at + (STRIMZI_RECONCILE_S - phase)
+    n = 1
+    while True:
+        yield at
+        at += min(n * n + n, 60) * 60.0
+        n += 1
+
+
+def downstream_away(pod: RestartPod, kafka: KafkaCluster, runs: int, away_s: float, phases: int,
+                    rng: random.Random) -> tuple[dict[str, list[float]], list[str]]:
+    """Seconds from FAILED to RUNNING of a sink whose downstream is away for ``away_s``: restarted by the sidecar, by
+    Strimzi's rule on the same timeline, and by nobody (the stock worker)."""
+    connect = pod.connect
+    figures: dict[str, list[float]] = {"auto-restart (sidecar)": [], "Strimzi's rule (simulated)": []}
+    notes = []
+    topic = f"downstream-input-{rng.randrange(1 << 30)}"
+    kafka.create_topic(topic, 1, 1)
+    for run in range(runs):
+        for name in (f"away-{run}", f"{STOCK}away-{run}"):
+            downstream = Downstream()
+            connect.call("PUT", f"/connectors/{name}/config", {
+                "connector.class": SINK_CONNECTOR, "tasks.max": "1", "topics": topic,
+                "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+                "scripted.downstream": downstream.address})
+            try:
+                failed = seen(connect, name, any_failed, 60.0)
+                failed_wall = time.time() - (time.monotonic() - failed)
+                back = threading.Timer(max(0.0, away_s - (time.monotonic() - failed)), downstream.open)
+                back.start()
+                if name.startswith(STOCK):
+                    # Nobody restarts it: FAILED still, well after the downstream is back.
+                    watch = away_s + 60.0
+                    time.sleep(max(0.0, failed + watch - time.monotonic()))
+                    answer = connect.request("GET", f"/connectors/{name}/status").json()
+                    notes.append(f"stock worker, run {run + 1}: {answer['tasks'][0]['state']} {watch:.0f} s after the "
+                                 f"failure ({away_s:.0f} s after it the downstream was back), no restart sent")
+                else:
+                    running = seen(connect, name, all_in("RUNNING", 1), away_s + 600.0)
+                    figures["auto-restart (sidecar)"].append(running - failed)
+                    restarts = [at for at, _, _ in pod.restarts(name)]
+                    # A restart reaches RUNNING this long after its request, measured in this run.
+                    took = (running - failed) - (restarts[-1] - failed_wall) if restarts else 0.0
+                    for _ in range(phases):
+                        first_after = next(at for at in strimzi_restarts(0.0, rng.uniform(0, STRIMZI_RECONCILE_S))
+                                           if at >= away_s)
+                        figures["Strimzi's rule (simulated)"].append(first_after + max(0.0, took))
+                    notes.append(f"sidecar, run {run + 1}: {len(restarts)} restart requests, the last "
+                                 f"{max(0.0, took):.1f} s before RUNNING")
+                back.join()
+            finally:
+                downstream.close()
+                connect.call("DELETE", f"/connectors/{name}")
+    return figures, notes
+
+
+def user_fault(pod: RestartPod, kafka: KafkaCluster, watch_s: float) -> list[str]:
+    """A sink whose converter cannot read its record: the restart requests its worker received in ``watch_s``."""
+    connect = pod.connect
+    topic = f"not-json-{random.randrange(1 << 30)}"
+    kafka.create_topic(topic, 1, 1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 0})
+    producer.produce(topic, b"hello, not JSON")
+    producer.flush(15)
+    connect.call("PUT", "/connectors/unreadable/config", {
+        "connector.class": SINK_CONNECTOR, "tasks.max": "1", "topics": topic,
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "true"})
+    try:
+        seen(connect, "unreadable", any_failed, 60.0)
+        time.sleep(watch_s)
+        worker = connect.request("GET", "/connectors/unreadable/status").json()["tasks"][0]["worker_id"]
+        sidecar, _ = pod.of(worker)
+        entry = next(c for c in sidecar.call("GET", "/fleet")["connectors"] if c["name"] == "unreadable")
+        failure, restarts = entry["tasks"][0]["failure"], entry["tasks"][0]["restarts"] or {}
+        return [f"| {len(pod.restarts('unreadable'))} | {watch_s:.0f} s | {failure['class']} ({failure['family']}) | "
+                f"{restarts.get('skipped')} | {failure['cause'][:80]} |"]
+    finally:
+        connect.call("DELETE", "/connectors/unreadable")
+
+
+def hung(pod: RestartPod, block_s: float) -> tuple[float, str]:
+    """Seconds from the creation of a connector whose taskConfigs() blocks the herder until the sidecar marks its
+    worker stuck, and what the worker's GET /health said."""
+    connect = pod.connect
+    start = time.monotonic()
+    connect.call("PUT", "/connectors/blocker/config", {
+        "connector.class": SOURCE_CONNECTOR, "tasks.max": "1", "scripted.block": "task-configs",
+        "scripted.block.ms": str(int(block_s * 1000))})
+    try:
+        status = connect.wait_for_status("blocker", lambda s: s["connector"]["state"] == "RUNNING", "running",
+                                         timeout=60.0)
+        worker = status["connector"]["worker_id"]
+        sidecar = pod.sidecars[1 - pod.sidecars.index(pod.of(worker)[0])]  # the other worker's sidecar sees it too
+
+        def marked() -> dict[str, Any] | None:
+            workers = {w["id"]: w for w in sidecar.call("GET", "/fleet")["workers"] or []}
+            found = workers.get(worker)
+            return found if found is not None and found["stuck_since"] is not None else None
+
+        wait_until(lambda: marked() is not None, block_s, "the worker marked stuck", interval=ASK_INTERVAL_S)
+        took = time.monotonic() - start
+        wait_until(lambda: (marked() or {}).get("health") == "unhealthy", 30.0, "its 500", interval=0.5)
+        return took, str((marked() or {}).get("health_message"))
+    finally:
+        # The connector is deleted once the herders answer again (until the block ends a request waits on them).
+        def answering() -> bool:
+            try:
+                return all(w.request("GET", "/health").status == 200 for w in connect.workers)
+            except OSError:  # no answer within the request's 30 s
+                return False
+
+        wait_until(answering, max(0.0, start + block_s - time.monotonic()) + 60.0,
+                   "the workers' herders answering again", interval=1.0)
+        connect.call("DELETE", "/connectors/blocker")
+
+
+Report = Callable[[RestartPod, KafkaCluster, Any, dict[str, str], random.Random], None]
+
+
+def report_transient(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
+                     rng: random.Random) -> None:
+    print(f"\n### A transient failure: seconds from FAILED to RUNNING ({args.runs} runs each)\n")
+    print("| restarted by | median | min | max | each |")
+    print("|---|---|---|---|---|")
+    for label, values in transient(pod, args.runs, args.poll_seconds, rng).items():
+        print(table_row(label, values))
+
+
+def report_downstream(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
+                      rng: random.Random) -> None:
+    figures, notes = downstream_away(pod, kafka, args.downstream_runs, args.away_seconds, args.strimzi_phases, rng)
+    print(f"\n### A sink whose downstream is away for {args.away_seconds:.0f} s: seconds from FAILED to "
+          f"RUNNING\n")
+    print("| restarted by | median | min | max | each (up to 10) |")
+    print("|---|---|---|---|---|")
+    for label, values in figures.items():
+        print(table_row(label, values))
+    print("| the stock worker (nothing restarts it) | never | | | stays FAILED |")
+    print()
+    for note in notes:
+        print(f"- {note}")
+
+
+def report_user(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
+                rng: random.Random) -> None:
+    print("\n### A user failure (a converter that cannot read its record)\n")
+    print("| restart requests received | watched | class | not restarted because | cause |")
+    print("|---|---|---|---|---|")
+    for line in user_fault(pod, kafka, args.user_watch_seconds):
+        print(line)
+
+
+def report_hung(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
+                rng: random.Random) -> None:
+    took, said = hung(pod, args.block_seconds)
+    stuck_after = sidecar.get("sidecar.workers.stuck.after.ms", "30000")
+    print(f"\n### A hung worker (taskConfigs() blocks its herder; sidecar.workers.stuck.after.ms={stuck_after})"
+          "\n")
+    print("| flagged by | seconds after the connector was created | its GET /health said |")
+    print("|---|---|---|")
+    print(f"| the sidecar (worker stuck) | {took:.1f} | {said[:120]} |")
+    print("| Connect's REST API | never (the worker is in its group; its tasks read RUNNING) | |")
+
+
+def report_storm(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
+                 rng: random.Random) -> None:
+    rate = sidecar.get("sidecar.restart.max.per.second", "5")
+    print(f"\n### {args.storm_tasks} tasks failing at once (sidecar.restart.max.per.second {rate} per sidecar)\n")
+    print("| restarted by | requests | tasks restarted | first after the failure | spread | most in a second "
+          "(each sender) | all RUNNING after |")
+    print("|---|---|---|---|---|---|---|")
+    for line in storm(pod, args.storm_tasks, args.poll_seconds, rng):
+        print(line)
+
+
+def report_killed(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
+                  rng: random.Random) -> None:
+    flagged, moved = killed(pod, args.rebalance_delay_ms)
+    print(f"\n### A killed worker (scheduled.rebalance.max.delay.ms={args.rebalance_delay_ms})\n")
+    print("| flagged by | seconds after SIGKILL |")
+    print("|---|---|")
+    print(f"| the sidecar (worker gone) | {flagged:.1f} |")
+    print(f"| Connect's REST API (no longer RUNNING on it) | {moved:.1f} |")
+
+
+REPORTS: dict[str, Report] = {"transient": report_transient, "downstream": report_downstream, "user": report_user,
+                              "hung": report_hung, "storm": report_storm, "killed": report_killed}
+
+
 def main() -> None:
     parser = BenchParser(__doc__)
     parser.add_size("--runs", full=3, quick=1, type=int, help="transient failures timed per side")
@@ -211,10 +457,20 @@ def main() -> None:
     parser.add_argument("--sidecar", action="append", default=[], metavar="KEY=VALUE",
                         help="another setting of the sidecars")
     parser.add_argument("--seed", type=int, default=1, help="the poller's phases")
+    parser.add_size("--away-seconds", full=20.0, quick=6.0, type=float, help="how long the downstream is away")
+    parser.add_size("--downstream-runs", full=3, quick=1, type=int, help="downstream faults timed")
+    parser.add_size("--strimzi-phases", full=50, quick=5, type=int, help="Strimzi reconcile phases per run")
+    parser.add_size("--user-watch-seconds", full=60.0, quick=10.0, type=float,
+                    help="how long a user failure is watched for restarts")
+    parser.add_size("--block-seconds", full=90.0, quick=20.0, type=float, help="how long taskConfigs() blocks")
+    parser.add_size("--stuck-after-ms", full=30000, quick=5000, type=int, help="sidecar.workers.stuck.after.ms")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"what to measure, of {','.join(PARTS)}")
     args = parser.parse()
     rng = random.Random(args.seed)
+    parts = set(args.parts.split(","))
     sidecar = {"sidecar.restart.enable": "true", "sidecar.restart.initial.backoff.ms": str(args.initial_backoff_ms),
-               "sidecar.restart.exclude.connector.pattern": f"{POLLED}.*", "sidecar.workers.check.interval.ms": "1000",
+               "sidecar.restart.exclude.connector.pattern": f"{POLLED}.*|{STOCK}.*",
+               "sidecar.workers.check.interval.ms": "1000", "sidecar.workers.stuck.after.ms": str(args.stuck_after_ms),
                **dict(item.split("=", 1) for item in args.sidecar)}
     print(f"load before: {load_average()}")
     with tempfile.TemporaryDirectory(prefix="bench-autorestart-") as scratch, \
@@ -222,25 +478,9 @@ def main() -> None:
             RestartPod(kafka, Path(scratch), "bench-restart", sidecar,
                        worker_settings={"scheduled.rebalance.max.delay.ms": str(args.rebalance_delay_ms)},
                        full_jit=not args.quick) as pod:
-        print(f"\n### A transient failure: seconds from FAILED to RUNNING ({args.runs} runs each)\n")
-        print("| restarted by | median | min | max | each |")
-        print("|---|---|---|---|---|")
-        for label, values in transient(pod, args.runs, args.poll_seconds, rng).items():
-            print(f"| {label} | {statistics.median(values):.1f} | {min(values):.1f} | {max(values):.1f} | "
-                  + ", ".join(f"{v:.1f}" for v in values) + " |")
-        print(f"\n### {args.storm_tasks} tasks failing at once "
-              f"(sidecar.restart.max.per.second {sidecar.get('sidecar.restart.max.per.second', '5')} per sidecar)\n")
-        print("| restarted by | requests | tasks restarted | first after the failure | spread | most in a second (each "
-              "sender) | all RUNNING after |")
-        print("|---|---|---|---|---|---|---|")
-        for line in storm(pod, args.storm_tasks, args.poll_seconds, rng):
-            print(line)
-        flagged, moved = killed(pod, args.rebalance_delay_ms)
-        print(f"\n### A killed worker (scheduled.rebalance.max.delay.ms={args.rebalance_delay_ms})\n")
-        print("| flagged by | seconds after SIGKILL |")
-        print("|---|---|")
-        print(f"| the sidecar (worker gone) | {flagged:.1f} |")
-        print(f"| Connect's REST API (no longer RUNNING on it) | {moved:.1f} |")
+        for part in PARTS:
+            if part in parts:
+                REPORTS[part](pod, kafka, args, sidecar, rng)
     print(f"\nload after: {load_average()}")
 
 

@@ -85,7 +85,8 @@ select partition, "offset", event, cast(time_text as bigint) as time, key, kind,
         and ((event = 'status' and (state in ({STATES}) or (kind = 'topic' and state is null)))
              or (event = 'outcome' and result in ('written', 'failed', 'superseded') and coalesce(attempts, 0) >= 0)
              or (event = 'restart' and kind in ('connector', 'task')
-                 and result in ('restarted', 'rebalancing', 'unreachable', 'refused', 'not-found')
+                 and result in ('restarted', 'rebalancing', 'unreachable', 'refused', 'not-found', 'unauthorized',
+                                'tls-failed')
                  and coalesce(attempt, 1) >= 1)),
         false) as valid
 from fields

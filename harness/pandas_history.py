@@ -39,7 +39,7 @@ STATES = ("UNASSIGNED", "RUNNING", "PAUSED", "FAILED", "DESTROYED", "RESTARTING"
 KINDS = ("connector", "task", "topic")
 RESULTS = ("written", "failed", "superseded")
 # The sidecar's restarts are read (not garbled) but this baseline computes none of their outputs (DuckDB's does).
-RESTART_RESULTS = ("restarted", "rebalancing", "unreachable", "refused", "not-found")
+RESTART_RESULTS = ("restarted", "rebalancing", "unreachable", "refused", "not-found", "unauthorized", "tls-failed")
 DEFAULT_FLAP_TRANSITIONS = 5
 DEFAULT_FLAP_WINDOW_MS = 600_000
 DAY_MS = 86_400_000

@@ -1,4 +1,5 @@
-"""Command line: ``status-store [--version] serve | status | watch | analyze | openapi | config-docs | config-example``
+"""Command line: ``status-store [--version] serve | status | watch | history | analyze | openapi | config-docs |
+config-example``
 (also ``python -m status_store``)."""
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     watch.add_argument("connector", nargs="?", help="only this connector's changes (default: every connector's)")
     watch.add_argument("--last-event-id", metavar="ID", help="resume after this event (the id an earlier watch "
                        "named when the service stopped)")
-    for client_command, bound in ((status, "the whole command"), (watch, "the stream's first answer")):
+    history = commands.add_parser("history", help="a connector's record over the last hour, day and week, from a "
+                                                  "running status-store (its history topic)")
+    history.add_argument("name", help="the connector")
+    for client_command, bound in ((status, "the whole command"), (watch, "the stream's first answer"),
+                                  (history, "the whole command")):
         _client_arguments(client_command, bound)
     analyze = commands.add_parser("analyze", help="status analytics with Spark (needs the spark extra and Java 17+)",
                                   description="Read the status and history topics (or exported files), compute the "
@@ -64,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
 
         print(reference_markdown() if args.command == "config-docs" else example_properties(), end="")
         return 0
+
+    if args.command == "history":
+        from .client import Tls
+        from .record_client import show_history
+
+        return show_history(args.url, args.name, tls=Tls(args.cacert, args.cert, args.key), timeout_s=args.timeout)
 
     if args.command in ("status", "watch"):
         from .client import Tls, show_status

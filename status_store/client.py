@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, NamedTuple, TextIO
 
+from .connect.failures import FailureClass, classify
 from .fleet.text import shown
 from .logs import escape_text
 from .retry.backoff import JitterMode, Random, backoff_policy
@@ -272,8 +273,12 @@ def _row(what: str, status: object, kind: str) -> tuple[str, str, str, str]:
     # null for a status its writer left without a worker id, as Connect shows it.
     worker = field(status, "worker_id", (str, type(None)), kind)
     trace = field(status, "trace", (str, type(None)), kind)
-    return (what, escape_text(state), escape_text(worker) if worker is not None else "-",
-            escape_text(trace.splitlines()[0]) if trace else "")
+    line = escape_text(trace.splitlines()[0]) if trace else ""
+    failure = classify(trace) if trace and state == "FAILED" else None
+    if failure is not None and failure.failure_class is not FailureClass.UNKNOWN:
+        # Whether a restart can help, before the trace's line (docs/operations.md "Failure classes").
+        line = f"[{failure.failure_class.value}" + (f", {failure.family.value}" if failure.family else "") + f"] {line}"
+    return (what, escape_text(state), escape_text(worker) if worker is not None else "-", line)
 
 
 def show_status(base_url: str, name: str | None, out: TextIO = sys.stdout, tls: Tls | None = None,
@@ -483,6 +488,10 @@ def change_line(name: str, data: object) -> str:
     kind = field(data, "kind", str, "the event")
     if name == "worker":
         member = escape_text(field(data, "worker_id", str, "the event"))
+        assert isinstance(data, dict)
+        if isinstance(data.get("stuck"), bool):
+            return (f"{when}  worker {member}  stuck in the Connect group: {_text(data.get('probe'))}: "
+                    f"{_text(data.get('message'))}" if data["stuck"] else f"{when}  worker {member}  answers again")
         back = field(data, "up", bool, "the event")
         return f"{when}  worker {member}  {'back in the Connect group' if back else 'gone from the Connect group'}"
     if kind not in _KINDS:
@@ -493,6 +502,9 @@ def change_line(name: str, data: object) -> str:
             "topic": f"topic {_text(data.get('topic'))} of {connector}"}[kind]
     if name == "deleted":
         return f"{when}  {what}  deleted"
+    if name == "restart" and data.get("result") == "skipped":
+        return (f"{when}  {what}  not restarted by the sidecar ({_text(data.get('skipped'))}): "
+                f"{_text(data.get('reason'))}  worker {_text(data.get('worker_id'))}")
     if name == "restart":
         return (f"{when}  {what}  restart {_text(data.get('attempt'))} by the sidecar: {_text(data.get('result'))}  "
                 f"worker {_text(data.get('worker_id'))}")
@@ -501,8 +513,11 @@ def change_line(name: str, data: object) -> str:
     state = escape_text(field(data, "state", str, "the event"))
     worker = data.get("worker_id")
     trace = data.get("trace")
+    failure = data.get("failure")
+    why = (f"  ({_text(failure.get('class'))} failure)" if isinstance(failure, dict) and failure.get("class")
+           in ("transient", "user") else "")
     return (f"{when}  {what}  {state}  worker {_text(worker) if worker is not None else '-'}  "
-            f"generation {_text(data.get('generation'))}" + (f"  {_text(trace)}" if trace else ""))
+            f"generation {_text(data.get('generation'))}" + (f"  {_text(trace)}" if trace else "") + why)
 
 
 def _text(value: object) -> str:

@@ -163,12 +163,14 @@ def comment(doc: str, width: int = 100) -> list[str]:
 
 
 def shown(value: Any) -> str:
-    """A default as a properties value (an enum by its value, a mapping as ``k:v,...``, a regular expression as
-    its text)."""
+    """A default as a properties value (an enum by its value, a mapping as ``k:v,...``, a tuple as ``a,b``, a regular
+    expression as its text)."""
     if isinstance(value, enum.Enum):
         return str(value.value)
     if isinstance(value, Mapping):
         return ",".join(f"{k}:{v}" for k, v in value.items())
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
     if isinstance(value, re.Pattern):
         return str(value.pattern)
     return str(value)

@@ -3,7 +3,9 @@ each worker (``sidecar.restart.workers`` naming it), each worker's REST API reac
 the time of every request (so that the restarts are measured where Connect receives them) and can refuse them.
 
 The scripted connector's ``fail-once`` tasks fail their first run and run once restarted through Connect's REST API;
-``fail-on-start`` fails on every start; ``scripted.error=config`` fails with Kafka's ConfigException (excluded)."""
+``fail-on-start`` fails on every start; ``scripted.error=config`` fails with Kafka's ConfigException (a user failure);
+its sink with ``scripted.downstream`` fails while nothing accepts its TCP connection (a transient failure); Connect's
+JsonConverter fails on a record that is not JSON (a user failure)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,16 @@ import json
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
+from harness.downstream import Downstream
 from harness.http_proxy import Refusal
-from harness.java_process import SOURCE_CONNECTOR, wait_until
+from harness.java_process import SINK_CONNECTOR, SOURCE_CONNECTOR, wait_until
 from harness.real_connect import ConnectCluster, all_in
 from harness.real_kafka import KafkaCluster
 from harness.restart_pod import RestartPod
@@ -188,8 +193,123 @@ def test_a_configuration_error_is_never_restarted(pod: RestartPod) -> None:
     entry = fleet_entry(sidecar, "config-error")
     assert entry is not None
     assert entry["tasks"][0]["restarts"]["state"] == "excluded"
+    assert entry["tasks"][0]["restarts"]["skipped"] == "failure_class"
+    assert entry["tasks"][0]["failure"]["family"] == "configuration"
     assert entry["health"] == "UNHEALTHY"
     connect.call("DELETE", "/connectors/config-error")
+
+
+def test_a_user_failure_is_never_restarted_and_a_transient_one_is_restarted_until_it_runs(
+        pod: RestartPod, kafka: KafkaCluster) -> None:
+    connect = pod.connect
+    plain, empty = f"plain-{uuid.uuid4().hex[:6]}", f"empty-{uuid.uuid4().hex[:6]}"
+    for topic in (plain, empty):
+        kafka.create_topic(topic, 1, 1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 0})
+    producer.produce(plain, b"hello, not JSON")
+    assert producer.flush(15) == 0
+    downstream = Downstream()  # away: nothing listens on its port yet
+    readers = [EventReader(sidecar) for sidecar in pod.sidecars]
+    try:
+        connect.call("PUT", "/connectors/unreadable/config", {
+            "connector.class": SINK_CONNECTOR, "tasks.max": "1", "topics": plain,
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "true"})
+        connect.call("PUT", "/connectors/away/config", {
+            "connector.class": SINK_CONNECTOR, "tasks.max": "1", "topics": empty,
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "scripted.downstream": downstream.address})
+        wait_for(lambda: task_status(connect, "unreadable").get("state") == "FAILED", "unreadable FAILED")
+        # The transient one is restarted (and fails again while its downstream is away), then runs once it is back.
+        wait_for(lambda: len(pod.restarts("away")) >= 1, "a restart of the transient failure")
+        downstream.open()
+        connect.wait_for_status("away", all_in("RUNNING", 1), "back to RUNNING once the downstream is", timeout=60.0)
+        wait_for(lambda: any(e["result"] == "restarted" for e in pod.history("away")), "its restart in the history")
+        assert {e["reason"] for e in pod.history("away")} == {
+            f"org.apache.kafka.connect.errors.ConnectException: cannot write to the downstream system at "
+            f"127.0.0.1:{downstream.port}"}
+        # The user one never, whatever the time.
+        assert pod.restarts("unreadable") == []
+        worker = task_status(connect, "unreadable")["worker_id"]
+        sidecar, _ = pod.of(worker)
+        entry = fleet_entry(sidecar, "unreadable")
+        assert entry is not None
+        task = entry["tasks"][0]
+        assert (task["failure"]["class"], task["failure"]["family"]) == ("user", "data")
+        assert task["failure"]["cause"].startswith("JsonParseException: Unrecognized token 'hello'")
+        assert (task["restarts"]["state"], task["restarts"]["skipped"]) == ("excluded", "failure_class")
+        assert task_status(connect, "unreadable")["state"] == "FAILED"
+        index = pod.sidecars.index(sidecar)
+        wait_for(lambda: any(e["connector"] == "unreadable" for e in readers[index].of("restart")),
+                 "the skip in GET /events")
+        (said,) = [e for e in readers[index].of("restart") if e["connector"] == "unreadable"]
+        assert (said["result"], said["skipped"], said["failure"]["class"]) == ("skipped", "failure_class", "user")
+        assert pod.restarts("unreadable") == []
+    finally:
+        for reader in readers:
+            reader.close()
+        downstream.close()
+        for name in ("unreadable", "away"):
+            connect.request("DELETE", f"/connectors/{name}")
+
+
+def forge(kafka: KafkaCluster, topic: str, records: dict[str, bytes | None]) -> None:
+    """Status records written into the topic by someone else than a worker (a plain producer, Connect's bytes; None:
+    a tombstone)."""
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "partitioner": "murmur2_random",
+                         "log_level": 0})
+    for key, value in records.items():
+        producer.produce(topic, value, key.encode())
+    assert producer.flush(15) == 0
+
+
+def failed_value(worker: str, trace: str) -> bytes:
+    return json.dumps({"state": "FAILED", "trace": trace, "worker_id": worker, "generation": 1},
+                      separators=(",", ":")).encode()
+
+
+def test_forged_failures_are_checked_with_the_worker_and_never_delay_a_genuine_restart(
+        pod: RestartPod, kafka: KafkaCluster) -> None:
+    connect = pod.connect
+    connect.call("PUT", "/connectors/honest/config", source(**{"tasks.max": "4"}))
+    status = connect.wait_for_status("honest", all_in("RUNNING", 4), "running")
+    worker = status["tasks"][0]["worker_id"]
+    _, proxy = pod.of(worker)
+    mine = [t["id"] for t in status["tasks"] if t["worker_id"] == worker]
+    trace = "org.apache.kafka.connect.errors.ConnectException: forged"
+    # The worker's tasks of a connector fail for real at fail_at; a second before, 100 FAILED statuses naming the worker
+    # are written, of connectors Connect has no configuration of, and one of a task the running connector lacks.
+    fail_at = time.time() + 12.0
+    connect.call("PUT", "/connectors/genuine/config", source(**{
+        "tasks.max": "4", "scripted.task": "fail-once", "scripted.fail.at.ms": str(int(fail_at * 1000))}))
+    forged: dict[str, bytes | None] = {f"status-task-forged-{n}-0": failed_value(worker, trace) for n in range(100)}
+    forged["status-task-honest-9"] = failed_value(worker, trace)
+    try:
+        before = connect.wait_for_status("genuine", all_in("RUNNING", 4), "running before the failure")
+        genuine = [t["id"] for t in before["tasks"] if t["worker_id"] == worker]
+        assert genuine, before  # Connect spreads the four tasks over both workers
+        assert time.time() < fail_at - 1.0, "the connector took too long to start"
+        time.sleep(fail_at - 1.0 - time.time())
+        forge(kafka, connect.status_topic, forged)
+        index = [w.worker_id for w in connect.workers].index(worker)
+        wait_for(lambda: len([r for r in pod.restarts("genuine") if r[1] == index]) >= len(genuine),
+                 "the worker's genuine failures restarted")
+        connect.wait_for_status("genuine", all_in("RUNNING", 4), "genuine running again after its restarts")
+        on_worker = [at for at, i, _ in pod.restarts("genuine") if i == index]
+        # Each at its backoff after the failure (2 s, up to half more), not behind 101 refuted ones (5 s at 20/s).
+        assert max(on_worker) - fail_at <= INITIAL_S * (1 + JITTER) + 1.5, (fail_at, on_worker)
+        wait_for(lambda: sum(1 for _, line in list(proxy.seen) if line.startswith("GET /connectors/forged-")) >= 100,
+                 "each forged failure checked with the worker")
+        assert all(pod.restarts(f"forged-{n}") == [] for n in range(100))
+        assert [r for r in pod.restarts("honest") if r[2] == "9"] == []
+        assert pod.history("honest") == []  # refuted when asked: no restart, nothing in the history
+        # The limit, as Connect's REST API has it: the worker reads the same topic, so a forged FAILED of a task that
+        # exists, naming the worker that runs it, is what the worker says too (the check cannot refute it).
+        forge(kafka, connect.status_topic, {f"status-task-honest-{mine[0]}": failed_value(worker, trace)})
+        wait_for(lambda: task_status(connect, "honest", mine[0]).get("trace") == trace, "the worker says FAILED")
+    finally:
+        for name in ("genuine", "honest"):
+            connect.request("DELETE", f"/connectors/{name}")
+        forge(kafka, connect.status_topic, dict.fromkeys(forged))
 
 
 def test_a_worker_whose_rest_api_refuses_is_asked_again_after_a_backoff(pod: RestartPod) -> None:
@@ -201,8 +321,15 @@ def test_a_worker_whose_rest_api_refuses_is_asked_again_after_a_backoff(pod: Res
         # deleted, Connect may move and so restart a new task: a fail-once task then ran before any restart was
         # asked) leaves it FAILED still.
         connect.call("PUT", "/connectors/refused/config", source(**{"scripted.task": "fail-on-start"}))
-        wait_for(lambda: len(pod.restarts("refused")) >= 4, "four refused requests", timeout=60.0)
-        times = [at for at, _, _ in pod.restarts("refused")]
+
+        def asked() -> list[float]:
+            """When the worker was asked (its status first, before any restart: each answered 503 by the proxy)."""
+            return sorted(at for proxy in pod.proxies for at, line in list(proxy.seen)
+                          if line.startswith("GET /connectors/refused/status"))
+
+        wait_for(lambda: len(asked()) >= 4, "four refused requests", timeout=60.0)
+        assert pod.restarts("refused") == []  # nothing confirmed, nothing restarted
+        times = asked()
         gaps = [b - a for a, b in itertools.pairwise(times)]
         # The worker's backoff: 1 s, 2 s, 4 s (with up to half more), never a tight loop.
         for gap, backoff in zip(gaps, (1.0, 2.0, 4.0), strict=False):

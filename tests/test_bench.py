@@ -200,12 +200,20 @@ def test_fleet_release_tuning_changes_the_held_partitions_release(tmp_path: Path
 @pytest.mark.timeout(480)
 def test_autorestart_quick_run(tmp_path: Path) -> None:
     output = run_quick("autorestart", tmp_path, timeout=420.0)  # two Connect workers start: longer than the others
-    assert [row[0] for row in rows(output, "auto-restart")] == ["auto-restart (sidecar)"]
+    # A fail-once task, then a sink whose downstream is away: the sidecar restarted each.
+    assert [row[0] for row in rows(output, "auto-restart")] == ["auto-restart (sidecar)"] * 2
     assert [row[0] for row in rows(output, "poll every")][:1] == ["poll every 6 s (baseline)"]
+    assert [row[0] for row in rows(output, "Strimzi's rule")] == ["Strimzi's rule (simulated)"]
+    assert [row[1] for row in rows(output, "the stock worker")] == ["never"]
+    # The user failure: no restart request.
+    (user,) = [row for row in rows(output, "") if row[2:4] == ["user (data)", "failure_class"]]
+    assert user[0] == "0"
     # Each task of the storm restarted once, by one sidecar, and by the poller.
     assert [row[2] for row in rows(output, "sidecars")] == ["20 of 20"]
-    assert [row[0] for row in rows(output, "the sidecar")] == ["the sidecar (worker gone)"]
-    assert [row[0] for row in rows(output, "Connect's REST API")] == ["Connect's REST API (no longer RUNNING on it)"]
+    assert [row[0] for row in rows(output, "the sidecar")] == ["the sidecar (worker stuck)",
+                                                               "the sidecar (worker gone)"]
+    assert [row[0] for row in rows(output, "Connect's REST API")] == [
+        "Connect's REST API", "Connect's REST API (no longer RUNNING on it)"]
 
 
 def test_fleet_scale_quick_run(tmp_path: Path) -> None:

@@ -145,7 +145,11 @@ async def test_changes_arrive_as_they_are_read(serve: ServedFactory) -> None:
         assert event.name == "status"
         assert {k: v for k, v in event.data.items() if k not in ("partition", "offset", "timestamp")} == {
             "connector": "sink", "kind": "task", "task": 0, "state": "FAILED", "worker_id": "w2:8083",
-            "generation": 3, "trace": "org.apache.kafka.connect.errors.ConnectException: boom…"}
+            "generation": 3, "trace": "org.apache.kafka.connect.errors.ConnectException: boom…",
+            # Why it failed, from the whole trace (docs/operations.md "Failure classes"): nothing in it says.
+            "failure": {"class": "unknown", "family": None, "cause": "ConnectException: boom",
+                        "action": "Not a failure status-store knows: read the whole trace "
+                                  "(GET /connectors/{name}/status). Restarted by default (sidecar.restart.classes)."}}
         assert event.id == f"{event.data['partition']}:{event.data['offset']}"
         await served.store.put(ConnectorStatus("sink", State.RUNNING, "w1:8083", 3)).result(WAIT)
         connector = await sse.next_event()

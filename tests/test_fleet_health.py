@@ -14,13 +14,14 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from harness import free_port
 from harness.faulty_cluster import FaultyCluster
 from status_store.act.actions import Actions
 from status_store.act.events import Restart, RestartEvent, WorkerEvent
 from status_store.act.plan import Due, Result, Target
+from status_store.act.workers import Member
 from status_store.api import create_app
 from status_store.api.http_server import http_config
 from status_store.client import change_line, show_status
@@ -29,6 +30,7 @@ from status_store.fleet.text import MAX_SHOWN_CHARS, shown
 from .conftest import Broker, StoreFactory
 from .helpers import eventually, write_raw
 from .test_events import status
+from .test_workers import metadata
 
 WAIT = 20.0
 FLEET = {
@@ -125,3 +127,23 @@ def test_the_sidecars_own_events_show_names_and_worker_ids_as_every_view_of_the_
     assert len(restarted["connector"]) == len(gone["worker_id"]) == MAX_SHOWN_CHARS
     # The history topic keeps them whole (its readers join them with the status events, which are whole too).
     assert json.loads(restart.history_event("sidecar"))["connector"] == name
+
+
+async def test_forged_worker_ids_get_no_series_of_their_own(mock_cluster: FaultyCluster,
+                                                              store_factory: StoreFactory) -> None:
+    """Statuses naming 500 worker ids no group read ever listed: one count, not 500 status_worker_up series."""
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    registry = CollectorRegistry()
+    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=registry,
+                             **{"group.id": "connect-cluster"}) as store:
+        actions = Actions(store.config, store, None)  # its group is read here, not by its watch (never started)
+        registry.register(actions.collector())
+        write_raw(store, *[(f"status-task-c-{n}".encode(), status("FAILED", f"forged-{n}:8083"))
+                           for n in range(500)], (b"status-task-c-500", status("RUNNING", "a:8083")))
+        await store.read_to_end(WAIT)
+        actions.liveness.read([Member("m-a", metadata("http://a:8083/"))], 1.0)
+        registry_text = generate_latest(registry).decode()
+    up = [line for line in registry_text.splitlines() if line.startswith("status_worker_up{")]
+    assert up == ['status_worker_up{worker="a:8083"} 1.0']
+    assert "status_workers_never_in_group 500.0" in registry_text
+    assert 'status_gone_worker_statuses{kind="task",state="FAILED"} 500.0' in registry_text

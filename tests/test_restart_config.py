@@ -9,12 +9,19 @@ from status_store.config import build_config
 from status_store.errors import ConfigError
 
 
-def test_off_by_default_with_configuration_errors_excluded() -> None:
+def test_off_by_default_restarting_transient_and_unknown_failures() -> None:
     config = build_config({})
     assert config.restart.enabled is False
     assert config.workers.group_id is None
-    assert config.restart.exclude_trace is not None
-    assert config.restart.exclude_trace.search("Caused by: org.apache.kafka.common.config.ConfigException: x")
+    # Configuration errors are user failures (act/failures.py): no pattern is needed to keep them from restarts.
+    assert config.restart.classes == ("transient", "unknown")
+    assert config.restart.exclude_trace is None
+
+
+def test_the_classes_restarted_may_be_widened_or_narrowed() -> None:
+    assert build_config({"sidecar.restart.classes": "user, transient,unknown"}).restart.classes == (
+        "transient", "user", "unknown")
+    assert build_config({"sidecar.restart.classes": "transient"}).restart.classes == ("transient",)
 
 
 def test_workers_with_and_without_ids() -> None:
@@ -40,6 +47,7 @@ def test_workers_with_and_without_ids() -> None:
     ({"sidecar.restart.jitter.factor": "2"}, "sidecar.restart.jitter.factor"),
     ({"sidecar.workers.check.interval.ms": "10"}, "sidecar.workers.check.interval.ms"),
     ({"sidecar.restart.enabled": "true"}, "sidecar.restart.enabled"),
+    ({"sidecar.restart.classes": "transient,fatal"}, "sidecar.restart.classes"),
 ])
 def test_a_bad_setting_names_its_key(settings: dict[str, str], key: str) -> None:
     with pytest.raises(ConfigError) as raised:

@@ -147,9 +147,10 @@ def test_the_rate_cap_spaces_a_storm_and_the_jitter_spreads_it() -> None:
     sent: list[float] = []
     while (now := p.next_time()) is not None:
         for due in p.due(now):
-            sent.append(now)
-            p.sent(due, Result.RESTARTED, now)
-            p.running(due.target, now)
+            at = p.rate.reserve(now)  # the sender waits for its turn
+            sent.append(at)
+            p.sent(due, Result.RESTARTED, at)
+            p.running(due.target, at)
     assert len(sent) == 100
     # Spread over the jitter window (10 s to 15 s), never two within 1/20 s.
     assert sent[0] >= 10.0
@@ -160,11 +161,50 @@ def test_the_rate_cap_spaces_a_storm_and_the_jitter_spreads_it() -> None:
 
 def test_rate_cap_alone() -> None:
     cap = RateCap(4.0)
-    assert cap.take(0.0)
-    assert not cap.take(0.2)
-    assert cap.take(0.25)
-    assert cap.take(10.0)  # idle time is not saved up
-    assert not cap.take(10.1)
+    assert cap.reserve(0.0) == 0.0
+    assert cap.reserve(0.2) == 0.25  # its turn
+    assert cap.reserve(0.25) == 0.5
+    assert cap.reserve(10.0) == 10.0  # idle time is not saved up
+    assert cap.reserve(10.1) == 10.25
+
+
+def test_a_restart_the_worker_does_not_confirm_is_dropped_without_pausing_the_worker() -> None:
+    p = plan()
+    p.failed(T0, W, "boom", 0.0)
+    checked = []
+    while (at := p.next_time()) is not None:
+        (due,) = p.due(at)
+        checked.append(at)
+        p.sent(due, Result.NOT_FAILED, at + 0.1)
+    # Asked again at the worker's backoff (a worker that has not read its own FAILED yet), REFUTALS times in all.
+    assert checked == pytest.approx([10.0, 11.1, 13.2, 17.3])
+    assert len(checked) == 4
+    assert p.targets[T0].phase is Phase.IDLE
+    assert p.targets[T0].attempts == 0  # nothing was restarted
+    assert p.workers[W].paused_until == 0.0
+    assert p.next_time() is None
+    # Others of the same worker go at once: a refuted failure never delays one that is confirmed.
+    p.failed(Target("c", 1), W, "boom", 20.0)
+    assert [d.target for d in p.due(30.0)] == [Target("c", 1)]
+
+
+def test_a_worker_that_has_not_read_its_own_failure_yet_confirms_it_when_asked_again() -> None:
+    p = plan()
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    p.sent(due, Result.NOT_FAILED, 10.1)  # the worker still says RUNNING: its read of the topic lags the sidecar's
+    assert p.targets[T0].phase is Phase.WAITING
+    (due,) = p.due(11.1)
+    assert due.attempt == 1
+    p.sent(due, Result.RESTARTED, 11.2)
+    assert p.attempts(T0, 11.2) == 1
+    # A refutal read together with RUNNING is believed at once: the failure is over.
+    p.failed(T0, W, "boom", 20.0)
+    (due,) = p.due(40.0)
+    p.running(T0, 40.05)
+    p.sent(due, Result.NOT_FAILED, 40.1)
+    assert p.targets[T0].phase is Phase.IDLE
+    assert p.next_time() is None
 
 
 def test_a_worker_that_does_not_answer_backs_off_and_the_restart_waits_for_it() -> None:
@@ -237,3 +277,16 @@ def test_forgotten_and_unsent_restarts() -> None:
 @pytest.mark.parametrize(("trace", "line"), [(None, None), ("a\r\nb", "a"), ("x" * 300, "x" * 200 + "…")])
 def test_first_line(trace: str | None, line: str | None) -> None:
     assert first_line(trace) == line
+
+
+@pytest.mark.parametrize("result", [Result.UNAUTHORIZED, Result.TLS_FAILED])
+def test_refused_credentials_or_a_failed_handshake_pause_the_worker_at_once(result: Result) -> None:
+    p = plan()
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    p.sent(due, result, 10.0)
+    # Not the backoff from a second: a pause as long as the trouble's, for every restart of that worker.
+    assert p.workers[W].paused_until == 10.0 + p.trouble_pause_s
+    assert p.targets[T0].phase is Phase.WAITING
+    assert p.targets[T0].due == 10.0 + p.trouble_pause_s
+    assert p.targets[T0].attempts == 0

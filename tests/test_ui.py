@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 from playwright.sync_api import Browser, Page, Request, Route, sync_playwright
 
 from harness import free_port
+from harness.real_connect import http as http_request
 from harness.real_kafka import KafkaCluster
 from harness.service import Service, sidecar_config
 from status_store.connect.codec import encode_status
@@ -183,6 +184,55 @@ def test_a_failed_task_shows_its_worker_and_its_traces_first_line_and_the_whole_
     page.click('.row.trace[data-connector="orders-sink"][data-task="1"] button')
     wait_for(page, lambda: page.inner_text("#trace-text") == TRACE, "the whole trace, from GET .../status")
     assert page.inner_text("#trace-title") == "orders-sink, task 1"
+
+
+def test_a_failed_task_says_its_failure_class_and_what_it_needs_read_at_the_start_and_as_it_happens(
+        sidecar: Sidecar, browser: Browser) -> None:
+    refused = ("org.apache.kafka.connect.errors.ConnectException: cannot write\n\tat a.b(C.java:1)\n"
+               "Caused by: java.net.ConnectException: Connection refused\n\tat d.e(F.java:2)\n")
+    password = ("org.apache.kafka.connect.errors.ConnectException: java.sql.SQLException: login\n\tat a.b(C.java:1)\n"
+                "Caused by: java.sql.SQLException: FATAL: password authentication failed for user \"connect\"\n")
+    sidecar.write(connector_key("jdbc"), State.RUNNING)
+    sidecar.write(task_key(TaskId("jdbc", 0)), State.FAILED, trace=password)
+    sidecar.write(task_key(TaskId("jdbc", 1)), State.RUNNING)
+    sidecar.flush()
+    sidecar.start()
+    page = sidecar.open(browser)
+    page.click(row(page, "jdbc"), timeout=WAIT_MS)
+    page.wait_for_selector(row(page, "jdbc", 0), timeout=WAIT_MS)
+    # Read from GET /fleet: the state says FAILED (its class beside it, not in its text), the trace's line says why.
+    assert state_of(page, "jdbc", 0) == "FAILED"
+    assert page.get_attribute(row(page, "jdbc", 0) + " .state", "data-failure") == "user"
+    failure = page.inner_text('.row.trace[data-connector="jdbc"][data-task="0"] .failure')
+    assert failure.startswith("user failure (credentials): Fix the credentials")
+    # From GET /events as it happens: task 1 fails on a refused connection, a transient failure.
+    sidecar.write(task_key(TaskId("jdbc", 1)), State.FAILED, trace=refused)
+    sidecar.flush()
+    wait_for(page, lambda: page.get_attribute(row(page, "jdbc", 1) + " .state", "data-failure") == "transient",
+             "task 1's failure class from its event")
+    title = page.get_attribute(row(page, "jdbc", 1) + " .state", "title") or ""
+    assert title.startswith("transient failure (network): ConnectException: Connection refused")
+
+
+def test_a_connectors_record_opens_from_its_row(sidecar: Sidecar, browser: Browser) -> None:
+    """The record (GET /connectors/{name}/history): statuses written through the sidecar are in its history topic."""
+    sidecar.settings["status.storage.history.topic"] = f"{sidecar.topic}-history"
+    sidecar.start()
+    for path, state in (("/connectors/billing/status", "RUNNING"), ("/connectors/billing/tasks/0/status", "RUNNING"),
+                        ("/connectors/billing/tasks/0/status", "FAILED")):
+        answer = http_request("PUT", f"{sidecar.url}{path}?wait=true", {"state": state, "worker_id": "10.0.0.7:8083",
+                                                                 "generation": 1})
+        assert answer.status in (200, 202), answer
+    page = sidecar.open(browser)
+    page.click(row(page, "billing"), timeout=WAIT_MS)
+    page.click('.row.record[data-connector="billing"] button', timeout=WAIT_MS)
+    wait_for(page, lambda: page.eval_on_selector_all("#record-body tr", "rows => rows.length") >= 9,
+             "the record's rows: three windows, each the connector, its tasks together and task 0")
+    cells = page.eval_on_selector_all("#record-body tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+    assert cells[0][:3] == ["1h", "connector", "100.00 %"]
+    task = next(c for c in cells if c[:2] == ["1h", "task 0"])
+    assert task[3] == "1"  # one failure, in the last hour
+    assert "history topic" in page.inner_text("#record-note")
 
 
 def test_the_whole_trace_opens_for_names_no_path_can_address(sidecar: Sidecar, browser: Browser) -> None:

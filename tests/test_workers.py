@@ -94,3 +94,32 @@ def test_workers_that_left_are_forgotten_once_no_status_names_them() -> None:
     live.read([Member("m-a", metadata(A))], 2.0)
     live.forget(["a:8083"])
     assert [v.worker_id for v in live.workers([])] == ["a:8083"]
+
+
+def test_a_group_never_seen_with_members_marks_no_worker_gone() -> None:
+    """A group.id naming no group (a typo) reads as a group without members: nothing is gone until one is listed."""
+    live = Liveness()
+    live.read([], 10.0)
+    live.read([], 15.0)
+    assert live.first_read == 10.0
+    assert live.seen_since is None
+    assert live.gone("a:8083") is False
+    assert live.gone_since("a:8083") is None
+    assert [(v.worker_id, v.up, v.gone_since) for v in live.workers(["a:8083"])] == [("a:8083", False, None)]
+    # Once the group is seen with members, what statuses name and it does not list is gone since then.
+    live.read([Member("m-b", metadata(B))], 20.0)
+    assert live.seen_since == 20.0
+    assert live.gone_since("a:8083") == 20.0
+    # A group that loses every member later (the whole cluster down) marks them all gone, as it should.
+    assert live.read([], 30.0) == (["b:8083"], [])
+    assert live.gone_since("b:8083") == 30.0
+
+
+def test_the_workers_of_the_group_are_bounded_by_the_group_not_by_the_ids_statuses_name() -> None:
+    live = Liveness()
+    live.read([Member("m-a", metadata(A)), Member("m-b", metadata(B))], 1.0)
+    live.read([Member("m-a", metadata(A))], 2.0)
+    forged = [f"forged-{n}:8083" for n in range(5000)]
+    assert [v.worker_id for v in live.workers()] == ["a:8083", "b:8083"]
+    assert live.never_members([*forged, "a:8083", "b:8083"]) == 5000
+    assert live.gone_since("forged-7:8083") == 1.0  # their statuses still count as on gone workers

@@ -1,33 +1,37 @@
 """``Actions``: what the sidecar does about what the topic shows, composed for one store: the group's membership read
-(``group.id``), auto-restart (``sidecar.restart.enable``), the health words; and what the HTTP API (``/fleet``,
-``/fleet/health``), ``GET /events`` and ``/metrics`` show of them."""
+and its workers' health (``group.id``), auto-restart (``sidecar.restart.enable``), the health words, the record (the
+history topic); and what the HTTP API (``/fleet``, ``/fleet/health``, ``/connectors/{name}/history``), ``GET /events``
+and ``/metrics`` (``series``) show of them."""
 
 from __future__ import annotations
 
 import random
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..config import StoreConfig
 from ..connect.cache import FleetView
 from ..connect.codec import StatusValue
-from ..connect.model import ConnectorKey, State, TaskKey
+from ..connect.model import ConnectorKey, TaskKey
 from ..fleet.events import StatusEvents
-from ..fleet.series import DeferredFamilies, LabelValues, deferred_fleet
 from ..retry.backoff import Random
 from ..retry.updates import UpdateKind
 from ..store import StatusStore
-from .events import Restart, RestartEvent, WorkerEvent
+from .events import Restart, RestartEvent, Skipped, WorkerEvent, WorkerStuckEvent
 from .group import GroupWatch
 from .health import Health, health
+from .health_watch import HealthWatch
 from .marks import FleetMarks
-from .plan import Phase, Result, Skip, Target
+from .plan import Target
+from .record import Record
+from .record_reader import HistoryTail
 from .restarter import AutoRestart
+from .series import ActionsCollector
+from .stuck import SLOW_S, Stuck, WorkerHealth
+from .worker_rest import WorkerRest
 from .workers import Liveness
 
 
@@ -47,27 +51,52 @@ class Actions:
                                  config.workers.check_interval_ms / 1000, self.liveness, self._workers_changed,
                                  self._named_workers, clock)
                       if group is not None else None)
-        self.restarter = (AutoRestart(config.restart, self._cache, self._restarted, rng, clock)
+        # One client of the workers' REST APIs (TLS, credentials, a pause for a worker that refuses them).
+        self.rest = WorkerRest(config.restart.request_timeout_ms / 1000, config.workers.rest_ca_location,
+                               config.workers.rest_credentials_file)
+        self.restarter = (AutoRestart(config.restart, self._cache, self._restarted, rng, self.rest, clock)
                           if config.restart.enabled else None)
+        workers = config.workers
+        self.health_watch = (HealthWatch(self.liveness, self.rest, WorkerHealth(workers.stuck_after_ms / 1000, SLOW_S),
+                                         workers.check_interval_ms / 1000, workers.health_timeout_ms / 1000,
+                                         self._stuck_changed, clock)
+                             if self.group is not None else None)
         self._history = next((log for log in store.event_logs if log.kind is UpdateKind.HISTORY), None)
+        # The record (GET /connectors/{name}/history): the history topic, read back from a week ago.
+        self.record = Record() if config.history_topic is not None else None
+        self.history_tail = (HistoryTail(config.history_topic, store.bootstrap_servers, config.client_configs,
+                                         self.record, config.startup_timeout_s, clock)
+                             if self.record is not None and config.history_topic is not None else None)
 
     async def start(self) -> None:
-        """Read the group, and send restarts as they come due."""
+        """Read the group, the history topic, and send restarts as they come due."""
+        self.rest.start()
+        if self.history_tail is not None:
+            await self.history_tail.start()
         if self.group is not None:
             self.group.start()
+        if self.health_watch is not None:
+            self.health_watch.start()
         if self.restarter is not None:
             self.restarter.start()
 
     async def stop(self) -> None:
         if self.restarter is not None:
             await self.restarter.stop()
+        if self.health_watch is not None:
+            await self.health_watch.stop()
         if self.group is not None:
             await self.group.stop()
+        if self.history_tail is not None:
+            await self.history_tail.stop()
+        await self.rest.stop()
 
     # ----------------------------------------------------------------------------- what happened
 
-    def _restarted(self, restart: Restart) -> None:
-        if self._history is not None:
+    def _restarted(self, restart: Restart | Skipped) -> None:
+        # A failure not restarted, or one the worker refuted when asked, sent no restart: the history topic holds the
+        # restart attempts only.
+        if self._history is not None and isinstance(restart, Restart) and not restart.refuted:
             self._history.append(restart.key, restart.history_event(self.config.name))
         if self._events is not None:
             self._events.publish(RestartEvent(restart, self._events.position))
@@ -79,6 +108,13 @@ class Actions:
             for worker in came:
                 self._events.publish(WorkerEvent(worker, True, at, self._events.position))
 
+    def _stuck_changed(self, became: dict[str, Stuck], cleared: list[str], at: float) -> None:
+        if self._events is not None:
+            for worker, why in became.items():
+                self._events.publish(WorkerStuckEvent(worker, why, at, self._events.position))
+            for worker in cleared:
+                self._events.publish(WorkerStuckEvent(worker, None, at, self._events.position))
+
     def _named_workers(self) -> Callable[[], set[str]]:
         view = self._cache.view()
         return lambda: {item.value.worker_id for item in view.fleet() if item.value.worker_id is not None}
@@ -87,18 +123,27 @@ class Actions:
         """The fleet's statuses now, for a thread to read (``StatusCache.view``)."""
         return self._cache.view()
 
+    def now(self) -> float:
+        """The actions' clock: seconds since the epoch."""
+        return self._clock()
+
     # ----------------------------------------------------------------------------- what they show
 
     def gone(self, worker: str | None) -> bool:
         """Whether the worker is gone from the group (False while the group is not read)."""
         return self.liveness.gone(worker)
 
+    def down(self, worker: str | None) -> bool:
+        """Whether the worker runs nothing: gone from the group, or stuck in it."""
+        stuck = self.health_watch.stuck if self.health_watch is not None else {}
+        return self.gone(worker) or (worker is not None and worker in stuck)
+
     def health_of(self, connector: str) -> Health | None:
         """The connector's health word (None: it has no status)."""
         own = self._cache.value_of(ConnectorKey(connector))
         tasks = [self._cache.value_of(TaskKey(connector, n)) for n in self._cache.task_numbers(connector)]
         return health(own if isinstance(own, StatusValue) else None,
-                      [t for t in tasks if isinstance(t, StatusValue)], self.gone)
+                      [t for t in tasks if isinstance(t, StatusValue)], self.down)
 
     def restarts(self, target: Target) -> dict[str, Any] | None:
         """A connector's or task's restarts: how many are counted now, the last one (when, how it went), where it
@@ -111,13 +156,21 @@ class Actions:
             return None
         return {"count": plan.attempts(target, self._clock()), "last": state.last_restart,
                 "result": state.last_result.value if state.last_result is not None else None,
-                "state": state.phase.value, "next": state.due, "reason": state.reason}
+                "state": state.phase.value, "next": state.due, "reason": state.reason,
+                "skipped": state.skipped.value if state.skipped is not None else None}
 
     @property
     def version(self) -> int:
-        """Counts the changes of what the views of the fleet show of the actions (the group's workers, the restarts
-        planned): with the cache's version, when an answer about the whole fleet is out of date."""
-        return self.liveness.changes + (self.restarter.plan.changes if self.restarter is not None else 0)
+        """Counts the changes of what the views of the fleet show of the actions (the group's workers, their health,
+        the restarts planned): with the cache's version, when an answer about the whole fleet is out of date."""
+        return self.workers_version + (self.restarter.plan.changes if self.restarter is not None else 0)
+
+    @property
+    def workers_version(self) -> int:
+        """Counts the changes of the group's workers and of their health: what the health words depend on beside the
+        statuses."""
+        watch = self.health_watch
+        return self.liveness.changes + (watch.changes + watch.health.changes if watch is not None else 0)
 
     def marks(self, restarts: bool = True) -> FleetMarks:
         """What the views of the whole fleet add to the statuses, as it is now, for a thread to read (``FleetMarks``;
@@ -130,87 +183,11 @@ class Actions:
                 found = self.restarts(target)
                 if found is not None:
                     planned[target.connector, target.task] = found
-        return FleetMarks(liveness, planned)
+        watch = self.health_watch
+        if watch is None:
+            return FleetMarks(liveness, planned)
+        return FleetMarks(liveness, planned, dict(watch.stuck), watch.health.views())
 
     def collector(self) -> Collector:
         """The metrics of what the sidecar acts on (docs/metrics.md)."""
         return ActionsCollector(self)
-
-
-class ActionsCollector(Collector):
-    """Health words, workers up or gone, restarts: read at each scrape. No connector label: the health words and the
-    statuses on gone workers are counts, the restarts counted by outcome; workers are few."""
-
-    def __init__(self, actions: Actions) -> None:
-        self._actions = actions
-
-    def collect(self) -> Iterator[Metric]:
-        actions = self._actions
-        # Taken on the event loop; the series of every status made from them on a thread when the route defers
-        # them (``deferred_fleet``), at once otherwise.
-        view, marks = actions.view(), actions.marks(restarts=False)
-        read_failures = actions.group.read_failures if actions.group is not None else None
-        if deferred_fleet.get():
-            yield DeferredFamilies(lambda: list(self._fleet(view, marks, read_failures)))
-        else:
-            yield from self._fleet(view, marks, read_failures)
-        if actions.restarter is not None:
-            yield from self._restarts(actions.restarter)
-
-    @staticmethod
-    def _fleet(view: FleetView, marks: FleetMarks, read_failures: int | None) -> Iterator[Metric]:
-        """The health words' series and, when the group is read (``read_failures`` not None), the workers'."""
-        words = Counter(word for _, word in marks.healths(view))
-        by_health = GaugeMetricFamily("status_connector_health", "Connectors by health word (docs/operations.md: "
-                                      "HEALTHY, DEGRADED, UNHEALTHY, PAUSED, STOPPED; tasks on gone workers count as "
-                                      "not running).", labels=["health"])
-        for word in Health:
-            by_health.add_metric([word.value], words[word])
-        yield by_health
-        if read_failures is None:
-            return
-        yield CounterMetricFamily("status_worker_group_read_failures", "Reads of the Connect group (group.id) that "
-                                  "failed; the workers stay as the last read said.", value=read_failures)
-        if marks.liveness is None:
-            return
-        up = GaugeMetricFamily("status_worker_up", "1 while the worker is a member of the Connect group (group.id), 0 "
-                               "once it is gone (statuses still name it); every worker in the group or named by a "
-                               "status.", labels=["worker"])
-        named: set[str] = set()
-        held: Counter[tuple[str, State]] = Counter()
-        for item in view.fleet():
-            worker_id = item.value.worker_id
-            if worker_id is not None:
-                named.add(worker_id)
-                if marks.gone(worker_id):
-                    held["connector" if item.task is None else "task", item.value.state] += 1
-        label = LabelValues()
-        for worker in marks.liveness.workers(named):
-            up.add_metric([label(worker.worker_id)], int(worker.up))
-        yield up
-        gone = GaugeMetricFamily("status_gone_worker_statuses", "Connector and task statuses that name a worker no "
-                                 "longer in the Connect group, by kind and state (RUNNING ones run nowhere).",
-                                 labels=["kind", "state"])
-        for kind in ("connector", "task"):
-            for state in (State.RUNNING, State.FAILED, State.PAUSED, State.UNASSIGNED):
-                gone.add_metric([kind, state.value], held[kind, state])
-        yield gone
-
-    @staticmethod
-    def _restarts(restarter: AutoRestart) -> Iterator[Metric]:
-        sent = CounterMetricFamily("status_restarts", "Restart requests sent to the workers' REST APIs, by outcome "
-                                   "(restarted: accepted; rebalancing: 409; unreachable: no answer or 5xx; refused: "
-                                   "another 4xx; not-found: 404).", labels=["outcome"])
-        for result in Result:
-            sent.add_metric([result.value], restarter.requests[result])
-        yield sent
-        skipped = CounterMetricFamily("status_restarts_skipped", "FAILED statuses not restarted, by reason "
-                                      "(excluded_trace, excluded_connector, max_restarts).", labels=["reason"])
-        for reason in Skip:
-            skipped.add_metric([reason.value], restarter.skipped[reason])
-        yield skipped
-        phases = Counter(state.phase for state in restarter.plan.targets.values())
-        yield GaugeMetricFamily("status_restarts_waiting", "Restarts planned, waiting for their backoff.",
-                                value=phases[Phase.WAITING])
-        yield GaugeMetricFamily("status_restarts_given_up", "Connectors and tasks left FAILED after "
-                                "sidecar.restart.max.restarts restarts.", value=phases[Phase.GAVE_UP])

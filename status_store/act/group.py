@@ -41,6 +41,7 @@ class GroupWatch:
         self._task: asyncio.Task[None] | None = None
         self._failure_log = RateLimit(READ_FAILURE_LOG_INTERVAL_S)
         self._warned_protocol = False
+        self._warned_empty = False
 
     def start(self) -> None:
         """Read the group now, then every interval."""
@@ -79,6 +80,13 @@ class GroupWatch:
         if first:
             log.info("Connect group %s: %d worker(s) in it (%s)", self.group, len(self.liveness.present),
                      ", ".join(sorted(self.liveness.present)) or "none")
+        if self.liveness.seen_since is None and not self._warned_empty:
+            named = await asyncio.to_thread(self._named())
+            if named:
+                self._warned_empty = True
+                log.warning("The Connect group %s (group.id) has no member while statuses name %d worker(s) (%s): is "
+                            "group.id the workers' own? No worker is marked gone until the group is seen with "
+                            "members", self.group, len(set(named)), ", ".join(sorted(set(named))[:5]))
         for worker in left:
             log.warning("Worker %s left the Connect group %s: its statuses are marked 'worker gone' until Connect "
                         "reassigns them", worker, self.group)

@@ -1,15 +1,16 @@
 """One health word per connector, from its status and its tasks' (pure: no event loop, no Kafka, no HTTP).
 
 A connector RUNNING with a FAILED task is the commonest confusion of Connect's REST answers: this says it in one
-word. An instance (the connector's own, or a task) *runs* when its state is RUNNING on a worker that is not gone
-(a worker no longer in the Connect group: its tasks say RUNNING until the delayed rebalance, but nothing runs them).
+word. An instance (the connector's own, or a task) *runs* when its state is RUNNING on a worker that is not down: gone
+(no longer in the Connect group: its tasks say RUNNING until the delayed rebalance, but nothing runs them) or stuck
+(in the group, but its ``GET /health`` has answered 500, or nothing, for ``sidecar.workers.stuck.after.ms``).
 
 - ``STOPPED``: the connector is STOPPED (KIP-875: it has no tasks);
 - ``PAUSED``: the connector is PAUSED;
 - ``HEALTHY``: the connector runs and every task runs (a connector without tasks too);
 - ``UNHEALTHY``: the connector is FAILED; or it has tasks and none runs; or it has none and does not run itself;
 - ``DEGRADED``: anything between: the connector runs and some task does not, or some task runs and the connector
-  does not (UNASSIGNED, RESTARTING, or on a gone worker).
+  does not (UNASSIGNED, RESTARTING, or on a gone or stuck worker).
 
 A connector without a status of its own (its tasks only, or only configured) has no word (None).
 """
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterable
 from ..connect.codec import StatusValue
 from ..connect.model import State
 
-# Whether a worker id names a worker that is gone (False while nothing is known).
+# Whether a worker id names a worker that runs nothing: gone or stuck (False while nothing is known).
 Gone = Callable[[str | None], bool]
 
 
@@ -40,7 +41,7 @@ ORDER = tuple(Health)
 
 
 def runs(status: StatusValue, gone: Gone) -> bool:
-    """Whether the instance runs: RUNNING on a worker that is not gone."""
+    """Whether the instance runs: RUNNING on a worker that is neither gone nor stuck."""
     return status.state is State.RUNNING and not gone(status.worker_id)
 
 

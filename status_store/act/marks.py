@@ -17,8 +17,11 @@ from typing import Any
 
 from ..connect.cache import FleetObject, FleetView
 from ..connect.codec import StatusValue
+from ..connect.failures import failure_json
+from ..connect.model import State
 from ..fleet.text import shown
 from .health import Health, health
+from .stuck import Stuck, WorkerProbes
 from .workers import Liveness
 
 # A restart's figures by (connector, task): None for the connector's own.
@@ -27,19 +30,26 @@ Restarts = Mapping[tuple[str, int | None], dict[str, Any]]
 
 @dataclass(frozen=True, slots=True)
 class FleetMarks:
-    """The group's members as last read (``liveness``, a copy; None: the group is not read, no worker is gone) and
-    the restarts planned (``restarts``), as they were when taken; read on any thread."""
+    """The group's members as last read (``liveness``, a copy; None: the group is not read, no worker is gone), the
+    workers stuck in it and every worker's last probe of ``GET /health`` (``stuck``, ``probes``), and the restarts
+    planned (``restarts``), as they were when taken; read on any thread."""
 
     liveness: Liveness | None = None
     restarts: Restarts = field(default_factory=dict)
+    stuck: Mapping[str, Stuck] = field(default_factory=dict)
+    probes: Mapping[str, WorkerProbes] = field(default_factory=dict)
 
     def gone(self, worker: str | None) -> bool:
         """Whether the worker is gone from the group."""
         return self.liveness is not None and self.liveness.gone(worker)
 
+    def down(self, worker: str | None) -> bool:
+        """Whether the worker runs nothing: gone from the group, or stuck in it."""
+        return self.gone(worker) or (worker is not None and worker in self.stuck)
+
     def health(self, connector: StatusValue | None, tasks: Iterable[StatusValue]) -> Health | None:
         """A connector's health word from its own status and its tasks' (None: it has no status of its own)."""
-        return health(connector, tasks, self.gone)
+        return health(connector, tasks, self.down)
 
     def healths(self, view: FleetView) -> Iterator[tuple[str, Health | None]]:
         """Every connector with a status (its own or a task's) and its health word, by name."""
@@ -49,13 +59,19 @@ class FleetMarks:
                 yield name, self.health(own, [value for _, value in tasks])
 
     def fields(self, item: FleetObject) -> str:
-        """A status's ``worker_gone_since`` and ``restarts`` fields in ``GET /fleet``, as JSON text."""
-        since = self.liveness.gone_since(item.value.worker_id) if self.liveness is not None else None
+        """A status's ``worker_gone_since``, ``worker_stuck_since``, ``restarts`` and ``failure`` fields in
+        ``GET /fleet``, as JSON text."""
+        worker = item.value.worker_id
+        since = self.liveness.gone_since(worker) if self.liveness is not None else None
+        stuck = self.stuck.get(worker) if worker is not None else None
         restarts = self.restarts.get((item.connector, item.task))
-        if since is None and restarts is None:
+        failure = failure_json(item.value.trace) if item.value.state is State.FAILED else "null"
+        if since is None and stuck is None and restarts is None and failure == "null":
             return NO_FIELDS
         return (f'"worker_gone_since":{"null" if since is None else repr(since)},'
-                f'"restarts":{"null" if restarts is None else json.dumps(restarts, allow_nan=False)}')
+                f'"worker_stuck_since":{"null" if stuck is None else repr(stuck.since)},'
+                f'"restarts":{"null" if restarts is None else json.dumps(restarts, allow_nan=False)},'
+                f'"failure":{failure}')
 
     def workers(self, named: Iterable[str]) -> list[dict[str, Any]] | None:
         """The workers of the group and those the statuses name (``named``), as ``GET /fleet`` lists them (names as
@@ -63,9 +79,17 @@ class FleetMarks:
         if self.liveness is None:
             return None
         return [{"id": shown(w.worker_id), "url": None if w.url is None else shown(w.url), "up": w.up,
-                 "gone_since": w.gone_since} for w in self.liveness.workers(named)]
+                 "gone_since": w.gone_since, **self._health(w.worker_id)} for w in self.liveness.workers(named)]
+
+    def _health(self, worker: str) -> dict[str, Any]:
+        """A worker's last probe of ``GET /health`` and since when it is stuck, as ``GET /fleet`` lists them."""
+        probe, stuck = self.probes.get(worker), self.stuck.get(worker)
+        return {"health": probe.probe.value if probe is not None and probe.probe is not None else None,
+                "health_message": probe.message if probe is not None else None,
+                "health_latency_s": probe.latency_s if probe is not None else None,
+                "stuck_since": stuck.since if stuck is not None else None}
 
 
 # What GET /fleet says of a status without anything to add.
-NO_FIELDS = '"worker_gone_since":null,"restarts":null'
+NO_FIELDS = '"worker_gone_since":null,"worker_stuck_since":null,"restarts":null,"failure":null'
 NO_MARKS = FleetMarks()

@@ -5,8 +5,8 @@
 connector or task (``Target``):
 
 ```
-             failed (not excluded,          due, within the rate         2xx: the next one is planned
-             under the maximum)             and the worker's pause       (a RUNNING read cancels it)
+             failed (not excluded,          due, within the worker's     2xx: the next one is planned
+             under the maximum)             pause                        (a RUNNING read cancels it)
    idle ──────────────────────────▶ waiting ─────────────────▶ sending ─────────────────────────▶ waiting
     ▲  ▲                              │  ▲                        │  409, no answer, 5xx: the worker backs
     │  └────── running ───────────────┘  └────────────────────────┘  off, the same restart waits for it
@@ -18,13 +18,24 @@ connector or task (``Target``):
   the failure was read, or after restart n-1 was accepted: a task that fails on every start is restarted at those
   spacings until ``max_restarts``, then left FAILED ("gave up"). A RUNNING read cancels what is planned, and a
   target that has run for ``stable_s`` has its count reset at its next failure.
-- **Exclusions**: a connector whose name matches ``exclude_connectors`` (whole name), or a failure whose trace holds
-  a match of ``exclude_trace``, is never restarted.
-- **Storms**: the jitter spreads restarts of failures read together; the rate cap (``RateCap``) spaces every request
-  at least ``1 / max_per_second`` apart, whatever is due.
+- **Exclusions**: a failure whose class (``failures.classify``: ``transient``, ``user``, ``unknown``) is not one of
+  ``classes`` (by default a ``user`` failure: a restart fails the same way), a connector whose name matches
+  ``exclude_connectors`` (whole name), or a failure whose trace holds a match of ``exclude_trace``, is never
+  restarted.
+- **Storms**: the jitter spreads restarts of failures read together; the rate cap (``RateCap``) spaces every restart
+  request at least ``1 / max_per_second`` apart, whatever is due (``reserve``: the sender waits for its turn).
+- **Act only on what is true**: a due restart is first checked with the worker (the sender asks it, and only what
+  it confirms FAILED on itself is restarted); a check takes no turn of the rate cap, so failures the worker refutes
+  (statuses written into the topic by anyone else) never delay those it confirms. ``not-failed``: the worker did
+  not confirm. A worker answers from the status topic as it has read it, and it does not read its own write at
+  once (Connect's store updates its view when the record comes back from Kafka), so a worker that has not read its
+  own FAILED yet says RUNNING: the check is made again at the worker's backoff (1 s, 2 s, 4 s) while the sidecar
+  still reads FAILED, and only ``REFUTALS`` refutals in a row drop the restart (no pause of the worker: it answered).
 - **A worker's REST API down or refusing**: a request without a 2xx (409 during a rebalance, no answer, 5xx, 4xx) is
   no restart: its worker backs off (``worker_backoff``: 1 s doubling to 60 s, reset by a 2xx), and the restart waits
   for it; at most ``MAX_IN_FLIGHT`` requests go to one worker at once. A 404 (the connector or task is gone) drops it.
+  A 401 or 403 (the credentials) or a failed TLS handshake pauses the worker for ``trouble_pause_s`` at once: no
+  backoff from a second will change them.
 """
 
 from __future__ import annotations
@@ -34,8 +45,12 @@ import heapq
 import re
 from dataclasses import dataclass, field
 
+from ..connect.failures import Failure, FailureClass, classify
 from ..retry.backoff import Backoff
 
+# Checks the worker refutes in a row before a restart is dropped: over 7 s (the worker's backoff, 1 s doubling), well
+# past the time a loaded worker takes to read its own status back.
+REFUTALS = 4
 # Requests to one worker in flight at most (one while it is backing off): a REST API that hangs holds a few, never the
 # whole storm.
 MAX_IN_FLIGHT = 8
@@ -72,11 +87,18 @@ class Result(enum.StrEnum):
     UNREACHABLE = "unreachable"
     REFUSED = "refused"
     NOT_FOUND = "not-found"
+    # Asked first, the worker did not say FAILED on itself: nothing was restarted.
+    NOT_FAILED = "not-failed"
+    # The worker refused the sidecar's credentials (401, 403), or the TLS handshake with it failed: its trouble, not
+    # the network's (the worker is paused for ``trouble_pause_s``).
+    UNAUTHORIZED = "unauthorized"
+    TLS_FAILED = "tls-failed"
 
 
 class Skip(enum.StrEnum):
     """Why a failure is not restarted."""
 
+    FAILURE_CLASS = "failure_class"
     EXCLUDED_TRACE = "excluded_trace"
     EXCLUDED_CONNECTOR = "excluded_connector"
     MAX_RESTARTS = "max_restarts"
@@ -94,9 +116,14 @@ class TargetState:
     last_restart: float | None = None
     last_result: Result | None = None
     failed_at: float | None = None
+    # Why the last failure read failed, and why it is not restarted (None: it is, or nothing was read).
+    failure: Failure | None = None
+    skipped: Skip | None = None
     running_since: float | None = None
     # While a request is in flight: the last state read meanwhile ("RUNNING" or "FAILED").
     seen_meanwhile: str | None = None
+    # Checks of this failure the worker refuted in a row (``REFUTALS`` drop it).
+    refutals: int = 0
 
 
 @dataclass(slots=True)
@@ -127,25 +154,28 @@ class RateCap:
         self._spacing = 1.0 / per_second
         self.next_free = 0.0
 
-    def take(self, now: float) -> bool:
-        """Whether a request may go now (and if so, it is counted)."""
-        if now < self.next_free:
-            return False
-        self.next_free = max(now, self.next_free) + self._spacing
-        return True
+    def reserve(self, now: float) -> float:
+        """When a request asked for now may go (now, or its turn after those reserved before it); it is counted."""
+        at = max(now, self.next_free)
+        self.next_free = at + self._spacing
+        return at
 
 
 @dataclass(frozen=True, slots=True)
 class Exclusions:
-    """What is never restarted: connectors by name, failures by trace."""
+    """What is never restarted: failures by class (``classes``: those restarted; None: every class), connectors by
+    name, failures by trace."""
 
     trace: re.Pattern[str] | None = None
     connectors: re.Pattern[str] | None = None
+    classes: frozenset[FailureClass] | None = None
 
-    def reason(self, target: Target, trace: str | None) -> Skip | None:
+    def reason(self, target: Target, trace: str | None, failure: Failure) -> Skip | None:
         """Why this failure is excluded, or None."""
         if self.connectors is not None and self.connectors.fullmatch(target.connector):
             return Skip.EXCLUDED_CONNECTOR
+        if self.classes is not None and failure.failure_class not in self.classes:
+            return Skip.FAILURE_CLASS
         if self.trace is not None and trace is not None and self.trace.search(trace):
             return Skip.EXCLUDED_TRACE
         return None
@@ -161,6 +191,8 @@ class RestartPlan:
     stable_s: float
     exclusions: Exclusions
     rate: RateCap
+    # A worker that refuses the credentials or fails the TLS handshake is not asked again for this long.
+    trouble_pause_s: float = 60.0
     targets: dict[Target, TargetState] = field(default_factory=dict)
     workers: dict[str, WorkerState] = field(default_factory=dict)
     _heap: list[tuple[float, Target]] = field(default_factory=list)
@@ -178,22 +210,26 @@ class RestartPlan:
         if state is None or state.worker != worker:
             state = self.targets[target] = TargetState(worker)
         state.reason = first_line(trace)
+        state.failure = classify(trace)
         if state.phase is Phase.SENDING:
             state.seen_meanwhile = "FAILED"
             return None
-        if state.phase in (Phase.WAITING, Phase.GAVE_UP, Phase.EXCLUDED):
+        if state.phase in (Phase.WAITING, Phase.GAVE_UP):
             return None
+        if state.phase is Phase.EXCLUDED and self.exclusions.reason(target, trace, state.failure) is not None:
+            return None  # told when it was first read; a failure of another class since is planned below
         if state.running_since is not None and now - state.running_since >= self.stable_s:
             state.attempts = 0
         state.running_since = None
         state.failed_at = now
-        excluded = self.exclusions.reason(target, trace)
+        excluded = self.exclusions.reason(target, trace, state.failure)
         if excluded is not None:
-            state.phase = Phase.EXCLUDED
+            state.phase, state.skipped = Phase.EXCLUDED, excluded
             return excluded
         if state.phase is Phase.LAST or state.attempts >= self.max_restarts:
-            state.phase = Phase.GAVE_UP
+            state.phase, state.skipped = Phase.GAVE_UP, Skip.MAX_RESTARTS
             return Skip.MAX_RESTARTS
+        state.skipped, state.refutals = None, 0
         return self._plan(target, state, now + self.backoff.delay(state.attempts))
 
     def running(self, target: Target, now: float) -> None:
@@ -207,7 +243,7 @@ class RestartPlan:
         if state.phase is Phase.SENDING:
             state.seen_meanwhile = "RUNNING"
         elif state.phase is not Phase.IDLE:
-            state.phase, state.due = Phase.IDLE, None
+            state.phase, state.due, state.skipped = Phase.IDLE, None, None
 
     def not_running(self, target: Target) -> None:
         """The target was read in another state (UNASSIGNED, RESTARTING, PAUSED...): not running, nothing changes
@@ -242,9 +278,9 @@ class RestartPlan:
     # ----------------------------------------------------------------------------- sending
 
     def due(self, now: float) -> list[Due]:
-        """The restarts to send now, in the order they came due, each moved to ``sending``: within the rate cap, each
+        """The restarts to check and send now, in the order they came due, each moved to ``sending``: within each
         worker's pause and its bound on requests in flight (what waits for a paused worker is planned for the end
-        of its pause)."""
+        of its pause). The rate cap applies to the restart requests once checked (``rate.reserve``)."""
         sending: list[Due] = []
         heap = self._heap
         while heap and heap[0][0] <= now:
@@ -262,8 +298,6 @@ class RestartPlan:
                 heapq.heappop(heap)
                 self._plan(target, state, now + self.worker_backoff.shortest(0))
                 continue
-            if not self.rate.take(now):
-                break
             heapq.heappop(heap)
             self.changes += 1
             worker.in_flight += 1
@@ -277,7 +311,7 @@ class RestartPlan:
             when, target = self._heap[0]
             state = self.targets.get(target)
             if state is not None and state.phase is Phase.WAITING and state.due == when:
-                return max(when, self.rate.next_free)
+                return when
             heapq.heappop(self._heap)
         return None
 
@@ -287,8 +321,11 @@ class RestartPlan:
         worker = self._worker(due.worker)
         worker.in_flight = max(0, worker.in_flight - 1)
         state = self.targets.get(due.target)
-        if result is Result.RESTARTED:
+        if result in (Result.RESTARTED, Result.NOT_FAILED):
             worker.failures, worker.paused_until = 0, 0.0
+        elif result in (Result.UNAUTHORIZED, Result.TLS_FAILED):
+            worker.failures += 1
+            worker.paused_until = max(worker.paused_until, now + self.trouble_pause_s)
         elif result is not Result.NOT_FOUND:
             worker.failures += 1
             worker.paused_until = max(worker.paused_until, now + self.worker_backoff.delay(worker.failures - 1))
@@ -296,8 +333,12 @@ class RestartPlan:
             return  # forgotten or dropped meanwhile
         state.last_result = result
         seen, state.seen_meanwhile = state.seen_meanwhile, None
-        if result is Result.NOT_FOUND:
-            state.phase = Phase.IDLE
+        if result is Result.NOT_FAILED and seen != "RUNNING" and state.refutals + 1 < REFUTALS:
+            # Perhaps a worker that has not read its own FAILED yet: asked again, at its backoff.
+            state.refutals += 1
+            self._plan(due.target, state, now + self.worker_backoff.delay(state.refutals - 1))
+        elif result in (Result.NOT_FOUND, Result.NOT_FAILED):
+            state.phase, state.refutals = Phase.IDLE, 0
         elif result is not Result.RESTARTED:
             # No restart: the same one again once the worker's pause is over (unless it ran meanwhile).
             if seen == "RUNNING":
@@ -306,11 +347,12 @@ class RestartPlan:
                 self._plan(due.target, state, worker.paused_until)
         else:
             state.attempts += 1
-            state.last_restart = now
+            state.last_restart, state.refutals = now, 0
             if seen == "RUNNING":
                 state.phase = Phase.IDLE
             elif state.attempts >= self.max_restarts:
                 state.phase = Phase.GAVE_UP if seen == "FAILED" else Phase.LAST
+                state.skipped = Skip.MAX_RESTARTS if seen == "FAILED" else None
             else:
                 # The next restart, should it still fail then (a RUNNING read cancels it).
                 self._plan(due.target, state, now + self.backoff.delay(state.attempts))

@@ -7,6 +7,16 @@ failure is planned for the moment it is read (no polling). Only the statuses of 
 the status must still be FAILED on the same worker. A FAILED connector is restarted with KIP-745's
 ``includeTasks=true&onlyFailed=true``, which restarts its FAILED tasks too (on every worker): its tasks wait for it, and
 are planned again once the connector is read RUNNING and they are still FAILED.
+
+**The worker is asked first.** Anyone who can write the status topic can write a FAILED status naming a worker: before
+a restart, the worker is asked (``GET /connectors/{c}/status``) and must say FAILED on itself, and Connect's
+configuration must hold the connector and task (``GET /connectors/{c}``, read from the config topic, which the status
+topic's writers cannot forge). Otherwise nothing is restarted (``not-failed``: asked again at the worker's backoff
+first, ``plan.REFUTALS`` times, as a worker reads its own write back later than the sidecar may; ``not-found``).
+What this cannot tell (measured on Connect 4.4.0,
+tests/test_autorestart_live.py): Connect's REST API answers statuses from the status topic it reads, as the sidecar
+does, so a forged FAILED of a connector and task that exist, naming the worker that runs them, is confirmed by that
+worker too. The checks take no turn of the rate cap: refuted ones never hold up the rest.
 """
 
 from __future__ import annotations
@@ -18,17 +28,18 @@ import time
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Mapping
+from typing import Any
 
-import httpx
-
-from ..config.act import RestartConfig
+from ..config.act import RestartConfig, redacted
 from ..connect.cache import StatusCache, StatusRecord
 from ..connect.codec import StatusValue
+from ..connect.failures import FailureClass
 from ..connect.model import ConnectorKey, Key, State, TaskKey
 from ..logs import RateLimit
 from ..retry.backoff import AdditiveJitter, Random
-from .events import Restart
-from .plan import Due, Exclusions, RateCap, RestartPlan, Result, Skip, Target
+from .events import Restart, Skipped
+from .plan import Due, Exclusions, Phase, RateCap, RestartPlan, Result, Skip, Target
+from .worker_rest import TROUBLE_PAUSE_S, Reply, Trouble, WorkerRest
 
 log = logging.getLogger(__name__)
 
@@ -36,15 +47,16 @@ log = logging.getLogger(__name__)
 WORKER_BACKOFF_INITIAL_MS = 1000
 WORKER_BACKOFF_MAX_MS = 60000
 FAILURE_LOG_INTERVAL_S = 30.0
-# Told of each request and how it went (history, events).
-Restarted = Callable[[Restart], None]
+# Told of each request and how it went (history, events), and of each failure not restarted and why (events).
+Restarted = Callable[[Restart | Skipped], None]
 
 
 class AutoRestart:
     """Restarts the FAILED connectors and tasks of this sidecar's workers (see the module's docstring)."""
 
-    def __init__(self, config: RestartConfig, cache: StatusCache, restarted: Restarted, rng: Random,
+    def __init__(self, config: RestartConfig, cache: StatusCache, restarted: Restarted, rng: Random, rest: WorkerRest,
                  clock: Callable[[], float] = time.time) -> None:
+        """``rest``: the client of the workers' REST APIs (started and stopped by its owner)."""
         self.config = config
         self.workers: Mapping[str, str] = config.workers
         self.skipped: Counter[Skip] = Counter()
@@ -53,27 +65,30 @@ class AutoRestart:
                                 AdditiveJitter(WORKER_BACKOFF_INITIAL_MS, WORKER_BACKOFF_MAX_MS, 2.0,
                                                config.jitter_factor, rng),
                                 config.max_restarts, config.stable_ms / 1000,
-                                Exclusions(config.exclude_trace, config.exclude_connectors),
-                                RateCap(config.max_per_second))
+                                Exclusions(config.exclude_trace, config.exclude_connectors,
+                                           frozenset(FailureClass(name) for name in config.classes)),
+                                RateCap(config.max_per_second), TROUBLE_PAUSE_S)
         self._cache = cache
         self._restarted = restarted
         self._clock = clock
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
-        self._client: httpx.AsyncClient | None = None
+        self._rest = rest
+        self._timeout_s = config.request_timeout_ms / 1000
         self._failure_log = RateLimit(FAILURE_LOG_INTERVAL_S)
+        self._refuted_log = RateLimit(FAILURE_LOG_INTERVAL_S)
+        # A storm of failures not restarted (a downstream's credentials revoked under a hundred tasks): one line per
+        # reason per interval, with a count.
+        self._skip_logs = {skip: RateLimit(FAILURE_LOG_INTERVAL_S) for skip in Skip}
         cache.subscribe(self._applied)
 
     # ----------------------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
         """Send the restarts as they come due (those planned while the topic was read at start too)."""
-        # Each request is logged once, by this module, with why it was sent: not again by httpx.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-        self._client = httpx.AsyncClient(timeout=self.config.request_timeout_ms / 1000, follow_redirects=False)
         self._task = asyncio.create_task(self._run(), name="status-store-auto-restart")
-        workers = ", ".join(f"{worker} ({url})" for worker, url in self.workers.items())
+        workers = ", ".join(f"{worker} ({redacted(url)})" for worker, url in self.workers.items())
         log.info("Auto-restart on for the connectors and tasks of %s", workers)
 
     async def stop(self) -> None:
@@ -86,8 +101,6 @@ class AutoRestart:
             request.cancel()
         if self._requests:
             await asyncio.gather(*self._requests, return_exceptions=True)
-        if self._client is not None:
-            await self._client.aclose()
 
     # ----------------------------------------------------------------------------- what is read
 
@@ -118,11 +131,20 @@ class AutoRestart:
         planned = self.plan.failed(target, value.worker_id, value.trace, now)
         if isinstance(planned, Skip):
             self.skipped[planned] += 1
-            log.warning("Not restarting %s %s: %s", _what(target), target, {
+            failure = self.plan.targets[target].failure
+            assert failure is not None
+            why = {
+                Skip.FAILURE_CLASS: f"its failure is of class {failure.failure_class.value}"
+                                    + (f" ({failure.family.value})" if failure.family is not None else "")
+                                    + f", which sidecar.restart.classes does not restart: {failure.cause}. "
+                                      f"{failure.action}",
                 Skip.EXCLUDED_TRACE: "its trace matches sidecar.restart.exclude.trace.pattern",
                 Skip.EXCLUDED_CONNECTOR: "its connector matches sidecar.restart.exclude.connector.pattern",
                 Skip.MAX_RESTARTS: f"restarted {self.plan.attempts(target, now)} times already "
-                                   f"(sidecar.restart.max.restarts); it is left FAILED"}[planned])
+                                   f"(sidecar.restart.max.restarts); it is left FAILED"}[planned]
+            self._skip_logs[planned].log(log, logging.WARNING, "Not restarting %s %s on %s: %s", _what(target), target,
+                                         value.worker_id, why)
+            self._restarted(Skipped(target, value.worker_id, planned, failure, now))
         elif planned is not None:
             log.info("%s %s FAILED on %s: restart planned in %.1f s", _what(target).capitalize(), target,
                      value.worker_id, max(0.0, planned - now))
@@ -170,33 +192,113 @@ class AutoRestart:
 
     async def _send(self, due: Due) -> None:
         target = due.target
-        path = f"/connectors/{urllib.parse.quote(target.connector, safe='')}"
-        path += "/restart?includeTasks=true&onlyFailed=true" if target.task is None else f"/tasks/{target.task}/restart"
-        url = self.workers[due.worker] + path
-        status: int | None = None
-        error: str | None = None
-        assert self._client is not None
-        try:
-            answer = await self._client.post(url)
-            status = answer.status_code
-        except httpx.HTTPError as e:
-            error = f"{type(e).__name__}: {e}"[:300]
-        result = _result(status)
+        base = self.workers[due.worker] + f"/connectors/{urllib.parse.quote(target.connector, safe='')}"
+        checked = await self._check(due, base)
+        if checked is None:
+            # Confirmed: the request waits for its turn of the rate cap, and is still wanted then.
+            now = self._clock()
+            at = self.plan.rate.reserve(now)
+            if at > now:
+                await asyncio.sleep(at - now)
+            if not self._failed_on(due):
+                self.plan.unsent(due)
+                self._wake.set()
+                return
+            path = "/restart?includeTasks=true&onlyFailed=true" if target.task is None else (
+                f"/tasks/{target.task}/restart")
+            reply = await self._rest.post(due.worker, base + path, self._timeout_s)
+            result = _result(reply)
+        else:
+            result, reply = checked
         now = self._clock()
         self.plan.sent(due, result, now)
         self._wake.set()  # the next restart (or the same, after the worker's backoff) may be planned now
+        state = self.plan.targets.get(target)
+        if result is Result.NOT_FAILED and state is not None and state.phase is Phase.WAITING:
+            return  # the worker is asked again (``plan.REFUTALS``): told and counted once it is final
         self.requests[result] += 1
         if result is Result.RESTARTED:
             log.info("Restarted %s %s on %s (restart %d, after: %s)", _what(target), target, due.worker, due.attempt,
                      due.reason)
-        else:
+        elif result in (Result.NOT_FAILED, Result.NOT_FOUND) and reply.status is not None:
+            self._refuted_log.log(log, logging.INFO, "Not restarting %s %s on %s: %s", _what(target), target,
+                                  due.worker, reply.error)
+        elif reply.trouble is None:  # a worker's own trouble is said by the client, once
             self._failure_log.log(log, logging.WARNING, "Restart of %s %s on %s not done: %s; %s", _what(target),
-                                  target, due.worker, error or f"HTTP {status}",
+                                  target, due.worker, reply.error or f"HTTP {reply.status}",
                                   "dropped" if result is Result.NOT_FOUND else "asking again after a backoff")
-        self._restarted(Restart(due, result, now, status, error))
+        refuted = result in (Result.NOT_FAILED, Result.NOT_FOUND) and checked is not None
+        self._restarted(Restart(due, result, now, reply.status, reply.error if reply.status is None else None,
+                                refuted))
+
+    async def _check(self, due: Due, base: str) -> tuple[Result, Reply] | None:
+        """Asks the worker whether the restart is right (see the module's docstring): None when it is, else the
+        result and the reply that says why not (its ``error`` saying it, for a worker that answered)."""
+        target = due.target
+        status = await self._rest.get(due.worker, base + "/status", self._timeout_s)
+        if not status.ok:
+            return _result(status), status
+        said = _said(status.json, target)
+        if said is None:
+            return Result.UNREACHABLE, Reply(None, None, "the worker's answer is not a status of Connect's")
+        if said != ("FAILED", due.worker):
+            state, worker = said
+            return Result.NOT_FAILED, Reply(status.status, None, f"the worker says {state or 'nothing'} on "
+                                                                 f"{worker or 'no worker'}, not FAILED on itself")
+        info = await self._rest.get(due.worker, base, self._timeout_s)
+        if info.status == 404:
+            return Result.NOT_FOUND, Reply(404, None, "Connect's configuration has no such connector")
+        if not info.ok:
+            return _result(info), info
+        tasks = _configured_tasks(info.json)
+        if tasks is None:
+            return Result.UNREACHABLE, Reply(None, None, "the worker's answer is not a connector of Connect's")
+        if target.task is not None and target.task not in tasks:
+            return Result.NOT_FOUND, Reply(404, None, f"Connect's configuration of {target.connector} has no task "
+                                                      f"{target.task}")
+        return None
+
+    def _failed_on(self, due: Due) -> bool:
+        """Whether the cache still reads the status FAILED on the worker the restart is for."""
+        target = due.target
+        key: Key = ConnectorKey(target.connector) if target.task is None else TaskKey(target.connector, target.task)
+        value = self._cache.value_of(key)
+        return isinstance(value, StatusValue) and value.state is State.FAILED and value.worker_id == due.worker
 
 
-def _result(status: int | None) -> Result:
+def _said(answer: Any, target: Target) -> tuple[str | None, str | None] | None:
+    """What a worker's ``GET /connectors/{c}/status`` says of the target: (state, worker id), (None, None) when it
+    lists no such task; None when the answer is not Connect's shape."""
+    if not isinstance(answer, dict):
+        return None
+    if target.task is None:
+        entry = answer.get("connector")
+    else:
+        tasks = answer.get("tasks")
+        if not isinstance(tasks, list):
+            return None
+        entry = next((t for t in tasks if isinstance(t, dict) and t.get("id") == target.task), {})
+    if not isinstance(entry, dict):
+        return None
+    state, worker = entry.get("state"), entry.get("worker_id")
+    return (state if isinstance(state, str) else None), (worker if isinstance(worker, str) else None)
+
+
+def _configured_tasks(answer: Any) -> set[int] | None:
+    """The task numbers of a worker's ``GET /connectors/{c}`` (ConnectorInfo); None when it is not that shape."""
+    tasks = answer.get("tasks") if isinstance(answer, dict) else None
+    if not isinstance(tasks, list):
+        return None
+    numbers = {t.get("task") for t in tasks if isinstance(t, dict)}
+    return {n for n in numbers if isinstance(n, int)}
+
+
+def _result(reply: Reply) -> Result:
+    if reply.trouble is Trouble.TLS:
+        return Result.TLS_FAILED
+    if reply.trouble is Trouble.UNAUTHORIZED:
+        return Result.UNAUTHORIZED
+    status = reply.status
     if status is None or status >= 500:
         return Result.UNREACHABLE
     if 200 <= status < 300:

@@ -10,7 +10,8 @@ statuses is its advertised ``host:port``: the URL's.
 A member that dies leaves the group after its ``session.timeout.ms``, but Connect reassigns its tasks only at the
 delayed rebalance (``scheduled.rebalance.max.delay.ms``, 5 minutes by default): until then its statuses say RUNNING.
 A worker that statuses name and that is not in the group is *gone*: since the first read without it (for one never
-seen in the group, since the first read at all).
+seen in the group, since the first read that listed members). Until a read has listed members nothing is gone: a
+``group.id`` that names no group (a typo) would otherwise mark every worker gone.
 
 The group answers a member's metadata only while it is Stable (during a rebalance it is empty): a member's URL is
 remembered by its member id, which a worker keeps across rebalances.
@@ -78,12 +79,14 @@ class Liveness:
     """The group's members read on an interval: which workers are in it, which left and when.
 
     ``read(members, now)`` takes one read of the group (``now``: seconds since the epoch); ``failed(now)`` says a read
-    failed (nothing changes: a worker is marked gone only on the group's word). Until the first read nothing is
-    gone.
+    failed (nothing changes: a worker is marked gone only on the group's word). Until a read lists members nothing is
+    gone (``seen_since``).
     """
 
     def __init__(self) -> None:
         self.first_read: float | None = None
+        # The first read that listed members: the group exists (None: not yet, nothing is gone).
+        self.seen_since: float | None = None
         self.last_read: float | None = None
         self.last_failure: float | None = None
         # Each member's URL, by member id, as long as it is listed (its metadata is empty during a rebalance).
@@ -120,8 +123,10 @@ class Liveness:
         if self.first_read is None:
             # Those named before the first read and not in the group are gone since it (``gone_since``).
             came = []
-        if self.first_read is None or present != self._present:
+        if self.first_read is None or present != self._present or (present and self.seen_since is None):
             self.changes += 1
+        if present and self.seen_since is None:
+            self.seen_since = now
         for worker in left:
             self._left[worker] = (self._present[worker], now)
         for worker in present:
@@ -143,11 +148,11 @@ class Liveness:
         return worker in self._present
 
     def gone_since(self, worker: str | None) -> float | None:
-        """Since when a worker is gone (None: it is a member, or nothing is known yet)."""
-        if self.first_read is None or worker is None or worker in self._present:
+        """Since when a worker is gone (None: it is a member, or nothing is known yet: no read has listed members)."""
+        if self.seen_since is None or worker is None or worker in self._present:
             return None
         left = self._left.get(worker)
-        return left[1] if left is not None else self.first_read
+        return left[1] if left is not None else self.seen_since
 
     def gone(self, worker: str | None) -> bool:
         """Whether the worker is gone."""
@@ -164,15 +169,21 @@ class Liveness:
         """What this holds now, to read on another thread while this goes on changing."""
         copied = Liveness()
         copied.first_read, copied.last_read, copied.last_failure = self.first_read, self.last_read, self.last_failure
+        copied.seen_since = self.seen_since
         copied._urls, copied._present, copied._left = self._urls.copy(), self._present.copy(), self._left.copy()
         copied.unknown_members, copied.changes = self.unknown_members, self.changes
         return copied
 
-    def workers(self, named: Iterable[str]) -> list[WorkerView]:
-        """Every worker in the group or named by a status (``named``), by id."""
-        ids = dict.fromkeys([*self._present, *named])
+    def workers(self, named: Iterable[str] = ()) -> list[WorkerView]:
+        """Every worker in the group, that left it and is still remembered, or named by a status (``named``), by id."""
+        ids = dict.fromkeys([*self._present, *self._left, *named])
         return [WorkerView(w, self._present.get(w) or self._left.get(w, (None, 0.0))[0], w in self._present,
                            self.gone_since(w)) for w in sorted(ids)]
+
+    def never_members(self, named: Iterable[str]) -> int:
+        """How many of the worker ids statuses name (``named``) no read of the group has listed (nor its last read's
+        leavers): a worker gone before the first read, or an id nobody's worker has."""
+        return sum(1 for w in set(named) if w not in self._present and w not in self._left)
 
     @property
     def remembered(self) -> frozenset[str]:

@@ -18,7 +18,7 @@ OUTCOME_RESULTS = ["written", "failed", "superseded"]
 
 
 #: How a restart request went (``status_store.act.plan.Result``, which the analytics may not import).
-RESTART_RESULTS = ["restarted", "rebalancing", "unreachable", "refused", "not-found"]
+RESTART_RESULTS = ["restarted", "rebalancing", "unreachable", "refused", "not-found", "unauthorized", "tls-failed"]
 
 
 MTTR_PERCENTILES = (0.5, 0.9, 0.99)

@@ -30,7 +30,21 @@ from .responses import (
     validation_error_handler,
     write_rejected_handler,
 )
-from .routes import agent, connectors, events, health, metrics, not_served, retries, server, spool, statuses, topics, ui
+from .routes import (
+    agent,
+    connectors,
+    events,
+    health,
+    history,
+    metrics,
+    not_served,
+    retries,
+    server,
+    spool,
+    statuses,
+    topics,
+    ui,
+)
 from .routes.docs import docs_router
 from .routing import REFUSED_LOG_INTERVAL_S
 from .shared_answers import SharedAnswers, SharedAnswersCollector
@@ -87,7 +101,7 @@ def create_app(store: StatusStore | None, registry: CollectorRegistry | None = N
     # Routes are tried in order: the routers of the hot writes first (no two routers' paths overlap).
     served: tuple[APIRouter, ...] = (connectors.router, statuses.router, agent.router, server.router, topics.router,
                                      retries.router, metrics.router, events.router, ui.router, health.router,
-                                     spool.router)
+                                     history.router, spool.router)
     if docs:
         served = (*served, docs_router(app.openapi_url or "/openapi.json"))
     for router in (*served, not_served.router):

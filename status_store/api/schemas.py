@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
@@ -128,6 +128,22 @@ class WriteResponse(BaseModel):
     results: list[WriteResult]
 
 
+class Failure(BaseModel):
+    """Why a connector or task FAILED, from its trace (docs/operations.md, "Failure classes"): a field of status-store's
+    own, outside Connect's shapes."""
+
+    class_: str = Field(alias="class", description="transient (the network, a timeout, 'not now': a restart helps), "
+                                                   "user (configuration, credentials, permissions, something "
+                                                   "missing, data or schemas: a restart fails the same way) or "
+                                                   "unknown.")
+    family: str | None = Field(description="What kind of cause: network, timeout, unavailable, configuration, "
+                                           "credentials, permission, missing, data, schema, plugin; null when "
+                                           "unknown.")
+    cause: str | None = Field(description="The innermost exception of the trace with its message, in one line of "
+                                          "200 characters at most.")
+    action: str = Field(description="What the failure needs of the operator.")
+
+
 class ConnectorState(BaseModel):
     """A connector's state in Connect 4.x's status shape: ``worker_id`` null for a status its writer left without
     one; ``version`` (KIP-891) null when the status has none, left out when it is ``undefined``; ``trace`` only
@@ -137,6 +153,8 @@ class ConnectorState(BaseModel):
     worker_id: str | None
     version: str | None = None
     trace: str | None = None
+    failure: Failure | None = Field(None, description="Only with ?expand=failure (status-store's own): why it "
+                                                      "FAILED, null when it is not FAILED.")
 
 
 class TaskState(BaseModel):
@@ -147,6 +165,8 @@ class TaskState(BaseModel):
     worker_id: str | None
     version: str | None = None
     trace: str | None = None
+    failure: Failure | None = Field(None, description="Only with ?expand=failure (status-store's own): why it "
+                                                      "FAILED, null when it is not FAILED.")
 
 
 class ConnectorStateInfo(BaseModel):
@@ -238,7 +258,12 @@ class FleetTask(BaseModel):
     worker_gone_since: float | None = Field(None, description="When the worker the status names left the Connect "
                                                               "group (group.id), in seconds since the epoch; null "
                                                               "while it is a member or the group is not read.")
+    worker_stuck_since: float | None = Field(None, description="Since when the worker the status names, in the "
+                                                               "Connect group, is stuck (its GET /health answers "
+                                                               "500 or nothing), in seconds since the epoch; null "
+                                                               "while it is not.")
     restarts: FleetRestarts | None = Field(None, description="Auto-restart of it (null: never planned, or off).")
+    failure: Failure | None = Field(None, description="Why it FAILED, from its trace (null unless FAILED).")
 
 
 class FleetRestarts(BaseModel):
@@ -246,12 +271,17 @@ class FleetRestarts(BaseModel):
 
     count: int = Field(description="Restarts counted now (reset once it has run for sidecar.restart.stable.ms).")
     last: float | None = Field(description="When the last restart was accepted, in seconds since the epoch.")
-    result: str | None = Field(description="How the last request went: restarted, rebalancing, unreachable, refused "
-                                           "or not-found.")
+    result: str | None = Field(description="How the last request went: restarted, rebalancing, unreachable, refused, "
+                                           "not-found, not-failed (the worker, asked first, did not say FAILED "
+                                           "on itself: nothing was restarted), unauthorized (401 or 403) or "
+                                           "tls-failed.")
     state: str = Field(description="idle, waiting (a restart planned), sending, last (the last allowed one was "
                                    "sent), gave-up (sidecar.restart.max.restarts reached) or excluded.")
     next: float | None = Field(description="When the planned restart is due, in seconds since the epoch.")
     reason: str | None = Field(description="The first line of the trace of the last failure.")
+    skipped: str | None = Field(None, description="Why the last failure is not restarted: failure_class (of a class "
+                                                  "sidecar.restart.classes does not restart), excluded_trace, "
+                                                  "excluded_connector or max_restarts; null when it is.")
 
 
 class FleetWorker(BaseModel):
@@ -262,6 +292,14 @@ class FleetWorker(BaseModel):
     up: bool = Field(description="Whether it is a member of the Connect group now.")
     gone_since: float | None = Field(description="When it left the group (or the first read of the group, for a "
                                                  "worker never seen in it), in seconds since the epoch.")
+    health: str | None = Field(None, description="Its last GET /health (KIP-1017): healthy, slow (200, after more "
+                                                 "than 5 s), starting, unhealthy (500), no-answer, unreachable, "
+                                                 "unsupported (no /health), unauthorized or tls-failed; null: not "
+                                                 "asked (not in the group).")
+    health_message: str | None = Field(None, description="What the worker's GET /health said (its message), or why "
+                                                         "there was no answer.")
+    health_latency_s: float | None = Field(None, description="How long the last GET /health took.")
+    stuck_since: float | None = Field(None, description="Since when it is stuck in the group (null: it is not).")
 
 
 class FleetConnector(BaseModel):
@@ -277,7 +315,9 @@ class FleetConnector(BaseModel):
     health: str | None = Field(None, description="HEALTHY, DEGRADED, UNHEALTHY, PAUSED or STOPPED "
                                                  "(docs/operations.md); null without a status of its own.")
     worker_gone_since: float | None = None
+    worker_stuck_since: float | None = None
     restarts: FleetRestarts | None = None
+    failure: Failure | None = None
     tasks: list[FleetTask]
 
 
@@ -291,3 +331,47 @@ class Fleet(BaseModel):
     connectors: list[FleetConnector]
     workers: list[FleetWorker] | None = Field(None, description="The workers in the Connect group or named by a "
                                                                 "status (null: the group is not read, no group.id).")
+
+
+class RecoveryFigures(BaseModel):
+    """Recovered FAILED episodes and their mean time to recovery."""
+
+    episodes: int
+    mean_ms: float | None
+
+
+class HistoryFigures(BaseModel):
+    """A connector's or task's record over a window: as ``status-store analyze`` computes it on the same history."""
+
+    start: int = Field(description="The window's start (ms since the epoch; later than as_of minus the window when "
+                                   "less history is kept).")
+    as_of: int
+    durations_ms: dict[str, int] = Field(description="Time in each state within the window.")
+    availability: float | None = Field(description="The share of that time RUNNING (null: no time in any state).")
+    failures: int = Field(description="FAILED episodes that began in the window.")
+    recovered: int
+    unrecovered: int
+    restarts: dict[str, int] = Field(description="The sidecar's restart requests in the window, by result.")
+    recovery_with_restart: RecoveryFigures
+    recovery_without_restart: RecoveryFigures
+
+
+class WindowHistory(BaseModel):
+    """One window of a connector's record: its own status's, each task's, its tasks' together."""
+
+    connector: HistoryFigures | None
+    tasks: dict[str, HistoryFigures]
+    all_tasks: HistoryFigures | None
+
+
+class ConnectorHistory(BaseModel):
+    """``GET /connectors/{name}/history``."""
+
+    name: str
+    as_of: int
+    history_topic: str | None
+    windows: dict[str, WindowHistory] = Field(description="By window: 1h, 1d, 7d.")
+    events: list[dict[str, Any]] = Field(description="State changes ({time, kind, task, state}) and the sidecar's "
+                                                     "restarts ({time, kind, task, restart, failed_at}), newest "
+                                                     "first.")
+    next_before: int | None = Field(description="Pass as before for the next page (null: no more).")

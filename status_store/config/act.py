@@ -5,6 +5,7 @@ workers that are gone (``group.id``, Connect's own key, and ``sidecar.workers.*`
 from __future__ import annotations
 
 import re
+import ssl
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,7 +14,8 @@ from ..errors import ConfigError
 from ..retry.backoff import Backoff, JitterMode, Random, backoff_policy
 from ..settings import INT32_MAX, INT64_MAX, boolean, integer, number, setting, text
 
-CONFIG_ERROR_TRACES = r"org\.apache\.kafka\.common\.config\.ConfigException"
+# The failure classes (status_store/act/failures.py: the configuration may not import the act wing).
+FAILURE_CLASSES = ("transient", "user", "unknown")
 
 
 def pattern(key: str, raw: str) -> re.Pattern[str]:
@@ -23,6 +25,35 @@ def pattern(key: str, raw: str) -> re.Pattern[str]:
         return re.compile(value)
     except re.error as e:
         raise ConfigError(key, raw, f"not a regular expression: {e}") from None
+
+
+def failure_classes(key: str, raw: str) -> tuple[str, ...]:
+    """A comma-separated list of failure classes (in ``FAILURE_CLASSES``' order, each once)."""
+    names = {name.strip() for name in raw.split(",") if name.strip()}
+    unknown = sorted(names - set(FAILURE_CLASSES))
+    if unknown:
+        raise ConfigError(key, raw, f"{', '.join(map(repr, unknown))}: not a failure class "
+                                    f"({', '.join(FAILURE_CLASSES)})")
+    return tuple(name for name in FAILURE_CLASSES if name in names)
+
+
+# The password of a URL's user information: masked wherever a URL is shown.
+_PASSWORD_IN_URL = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):[^/@\s]*@")
+
+
+def redacted(text: str) -> str:
+    """``text`` with the password of every URL in it masked (``https://user:***@host``)."""
+    return _PASSWORD_IN_URL.sub(r"\g<head>:***@", text)
+
+
+def ca_file(key: str, raw: str) -> str:
+    """A PEM file of CA certificates the TLS library can load."""
+    path = text(key, raw)
+    try:
+        ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, OSError, ValueError) as e:
+        raise ConfigError(key, raw, f"not a readable PEM file of CA certificates ({e})") from None
+    return path
 
 
 def worker_urls(key: str, raw: str) -> Mapping[str, str]:
@@ -41,13 +72,14 @@ def worker_urls(key: str, raw: str) -> Mapping[str, str]:
         except ValueError:
             port = -1
         if parsed.scheme not in ("http", "https") or not parsed.hostname or port == -1 or parsed.query:
-            raise ConfigError(key, raw, f"{item!r} is not [<worker id>=]<http or https URL of a worker's REST API>")
+            raise ConfigError(key, redacted(raw), f"{redacted(item)!r} is not [<worker id>=]<http or https URL of a "
+                                                  "worker's REST API>")
         host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
         worker = named.strip() if separator else f"{host}:{port or (443 if parsed.scheme == 'https' else 80)}"
         if not worker:
-            raise ConfigError(key, raw, f"{item!r} names an empty worker id")
+            raise ConfigError(key, redacted(raw), f"{redacted(item)!r} names an empty worker id")
         if worker in workers:
-            raise ConfigError(key, raw, f"worker {worker!r} is named twice")
+            raise ConfigError(key, redacted(raw), f"worker {worker!r} is named twice")
         workers[worker] = url
     return workers
 
@@ -67,7 +99,9 @@ class RestartConfig:
         "sidecar.restart.workers", {}, worker_urls,
         "The workers this sidecar acts for: [<worker id>=]<REST URL>,... (the worker id is what Connect writes in "
         "statuses, its advertised host:port; by default the URL's host:port). Several for a sidecar that serves "
-        "several workers (Strimzi). Required with sidecar.restart.enable=true.",
+        "several workers (Strimzi). Required with sidecar.restart.enable=true. An https URL is trusted through "
+        "sidecar.workers.rest.ssl.ca.location; a URL may hold user:password@ for basic authentication (never "
+        "logged), or take sidecar.workers.rest.credentials.file.",
         example="http://127.0.0.1:8083")
     initial_backoff_ms: int = setting(
         "sidecar.restart.initial.backoff.ms", 10000, integer(0, INT64_MAX),
@@ -89,10 +123,17 @@ class RestartConfig:
         "sidecar.restart.stable.ms", 300000, integer(0, INT64_MAX),
         "A connector or task that has been RUNNING this long has its count of restarts reset: its next failure "
         "starts the backoff anew.")
+    classes: tuple[str, ...] = setting(
+        "sidecar.restart.classes", ("transient", "unknown"), failure_classes,
+        "The failure classes restarted (docs/operations.md, 'Failure classes'), comma-separated: transient (the "
+        "network, a timeout, a system that says 'not now'), unknown (nothing in the trace says), user "
+        "(configuration, credentials, permissions, something missing, data or a schema that does not match: a "
+        "restart fails the same way). A failure of another class is left FAILED, logged once with what it needs "
+        "of the operator. Add user to restart those too.")
     exclude_trace: re.Pattern[str] | None = setting(
-        "sidecar.restart.exclude.trace.pattern", re.compile(CONFIG_ERROR_TRACES), pattern,
-        "A FAILED status whose trace holds a match of this regular expression is never restarted (a restart cannot "
-        "fix a configuration error). Alternatives with |.")
+        "sidecar.restart.exclude.trace.pattern", None, pattern,
+        "A FAILED status whose trace holds a match of this regular expression is never restarted, whatever its "
+        "failure class. Alternatives with |. Unset: none.", example=r"MyConnectorFatalException")
     exclude_connectors: re.Pattern[str] | None = setting(
         "sidecar.restart.exclude.connector.pattern", None, pattern,
         "Connectors whose whole name matches this regular expression are never restarted, nor their tasks. Unset: "
@@ -127,6 +168,30 @@ class WorkersConfig:
         "sidecar.workers.check.interval.ms", 5000, integer(100, INT32_MAX),
         "How often the group's members are read. A worker that dies is gone from the group after its "
         "session.timeout.ms (10 s by default), and marked within one more interval.")
+    health_timeout_ms: int = setting(
+        "sidecar.workers.health.timeout.ms", 15000, integer(100, INT32_MAX),
+        "With group.id: each worker in the group is asked for Connect's GET /health (KIP-1017) every "
+        "sidecar.workers.check.interval.ms, each probe bounded by this (more than the 10 s Connect takes to answer "
+        "500 when its herder thread is stuck).")
+    stuck_after_ms: int = setting(
+        "sidecar.workers.stuck.after.ms", 30000, integer(1, INT32_MAX),
+        "A worker in the group whose GET /health answers 500 (its herder thread stuck), or nothing at all, for this "
+        "long is stuck: its statuses are marked (worker_stuck_since in /fleet, the status page, /metrics: "
+        "status_worker_stuck), its tasks count as not running in the health words, until it answers 200.")
+    rest_ca_location: str | None = setting(
+        "sidecar.workers.rest.ssl.ca.location", None, ca_file,
+        "A PEM file of the CA certificates that signed the workers' REST certificates (Connect's "
+        "listeners=https://..., rest.advertised.listener=https), for auto-restart's requests to https worker URLs. "
+        "Unset: the system's trust store. A worker whose certificate it does not trust is one WARNING line naming "
+        "the TLS failure, and is not asked again for 60 s.", example="/etc/status-store/connect-ca.pem",
+        section="The workers' REST APIs")
+    rest_credentials_file: str | None = setting(
+        "sidecar.workers.rest.credentials.file", None, text,
+        "A file holding user:password (its first line that is not blank or #...), sent as basic authentication to "
+        "every worker's REST API (Connect's BasicAuthSecurityRestExtension); read again when it changes. A URL's own "
+        "user:password@ takes precedence. A worker that answers 401 or 403 is one WARNING line saying the "
+        "credentials are missing or wrong, and is not asked again for 60 s.",
+        example="/etc/status-store/connect-rest.credentials")
 
 
 def check(restart: RestartConfig) -> None:

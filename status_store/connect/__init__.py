@@ -2,8 +2,9 @@
 
 Owns what a Connect worker would say is right: the status values and keys (``model``), their bytes as
 Jackson writes them (``codec``, ``jackson``), the largest record the topic takes (``record_limit``), connector and
-task configurations as the config topic holds them (``configs``), and the status topic materialized with Connect's
-read rules (``cache``). Everything else in the package builds on it.
+task configurations as the config topic holds them (``configs``), the status topic materialized with Connect's read
+rules (``cache``), and why a FAILED status failed, from the Java trace Connect writes in it (``failures``). Everything
+else in the package builds on it.
 
 May import: ``status_store.errors`` and the standard library. Nothing else of the package.
 """

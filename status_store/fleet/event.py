@@ -12,7 +12,8 @@ import re
 
 from ..connect import codec
 from ..connect.codec import StatusValue
-from ..connect.model import Key, TaskKey, TopicKey, TopicStatus
+from ..connect.failures import failure_json
+from ..connect.model import Key, State, TaskKey, TopicKey, TopicStatus
 from .text import shown
 
 # A trace is cut to its first line, and to this many characters: the whole trace is in GET .../status.
@@ -31,17 +32,23 @@ class EventIdTooOld(Exception):
 
 
 class StatusEvent:
-    """One record applied, as its event sends it: its key and status (the trace cut to its excerpt), where it was
-    read, and the id of the stream after it. Nothing else of the record is kept: a value may be a megabyte.
+    """One record applied, as its event sends it: its key and status (the trace cut to its excerpt; a FAILED one's
+    failure, from the whole trace), where it was read, and the id of the stream after it. Nothing else of the record
+    is kept: a value may be a megabyte.
 
     ``size``: the bytes it holds, estimated (its text twice, as fields and in its frame once built).
     """
 
-    __slots__ = ("_frame", "_offsets", "_partitions", "key", "offset", "partition", "size", "status", "timestamp")
+    __slots__ = ("_frame", "_offsets", "_partitions", "failure", "key", "offset", "partition", "size", "status",
+                 "timestamp")
 
     def __init__(self, key: Key, status: StatusValue | TopicStatus | None, partition: int, offset: int,
                  timestamp: float | None, partitions: tuple[int, ...], offsets: tuple[int, ...]) -> None:
         self.key = key
+        # A FAILED status's failure as JSON text (None for any other).
+        self.failure: str | None = None
+        if isinstance(status, StatusValue) and status.state is State.FAILED:
+            self.failure = failure_json(status.trace)
         if isinstance(status, StatusValue) and status.trace is not None:
             status = status._replace(trace=trace_excerpt(status.trace))
         # None: a tombstone.
@@ -54,6 +61,7 @@ class StatusEvent:
         text = len(key.connector)
         if isinstance(status, StatusValue):
             text += len(status.worker_id or "") + len(status.trace or "")
+            text += len(self.failure or "")
         elif status is not None:
             text += len(status.topic) + len(status.connector)
         elif isinstance(key, TopicKey):
@@ -96,6 +104,8 @@ class StatusEvent:
             worker = status.worker_id
             text += (f',"state":"{status.state.value}","worker_id":{codec.json_scalar(worker and shown(worker))},'
                      f'"generation":{status.generation},"trace":{codec.json_scalar(status.trace)}')
+            if self.failure is not None:
+                text += ',"failure":' + self.failure
         return text + (f',"partition":{self.partition},"offset":{self.offset},'
                        f'"timestamp":{codec.json_scalar(self.timestamp)}}}')
 

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request, Response
 from ...connect.cache import StatusReads
 from ...connect.codec import ConnectJSON, json_scalar, json_string
 from ...connect.configs import ConnectorConfigs, connector_type
+from ...connect.failures import failure_json
 from ...connect.model import ConnectorStatus, PluginVersion, State, Status, TaskId, TaskStatus, status_key
 from ...retry.updates import StatusUpdate
 from ...store import StatusStore
@@ -88,16 +89,19 @@ class Shown(Protocol):
     def version(self) -> PluginVersion: ...
 
 
-def state(status: Shown) -> ConnectJSON:
+def state(status: Shown, failure: bool = False) -> ConnectJSON:
     """A status in Connect 4.x's shape (``ConnectorStateInfo.AbstractState``), as Connect's JSON text: state,
     worker_id, version (KIP-891: null when the status has none, left out when it is ``undefined``, PluginDesc's word
-    for a plugin without one), and trace only when there is one. Written directly (a fleet's answer has a million)."""
+    for a plugin without one), and trace only when there is one. Written directly (a fleet's answer has a million).
+    ``failure``: with status-store's own ``failure`` field (``?expand=failure``: why a FAILED one failed, else null)."""
     text = f'{{"state":"{status.state.value}","worker_id":{json_scalar(status.worker_id)}'
     version = status.version
     if version != UNDEFINED_VERSION:
         text += ',"version":' + (json_string(version) if isinstance(version, str) else "null")
     if status.trace:
         text += ',"trace":' + json_string(status.trace)
+    if failure:
+        text += ',"failure":' + (failure_json(status.trace) if status.state is State.FAILED else "null")
     return ConnectJSON(text + "}")
 
 
@@ -105,9 +109,9 @@ def state(status: Shown) -> ConnectJSON:
 UNDEFINED_VERSION = "undefined"
 
 
-def task_state(task: int, status: Shown) -> ConnectJSON:
-    """A task's status in Connect's shape."""
-    return ConnectJSON(f'{{"id":{task:d},' + state(status)[1:])
+def task_state(task: int, status: Shown, failure: bool = False) -> ConnectJSON:
+    """A task's status in Connect's shape (``failure``: with status-store's ``failure`` field)."""
+    return ConnectJSON(f'{{"id":{task:d},' + state(status, failure)[1:])
 
 
 def type_of(reads: StatusReads, class_types: Mapping[str, str], configs: ConnectorConfigs | None, name: str) -> str:
@@ -118,14 +122,14 @@ def type_of(reads: StatusReads, class_types: Mapping[str, str], configs: Connect
 
 
 def connector_state_info(reads: StatusReads, class_types: Mapping[str, str], configs: ConnectorConfigs | None,
-                         name: str) -> ConnectJSON | None:
+                         name: str, failures: bool = False) -> ConnectJSON | None:
     """Connect's ``ConnectorStateInfo`` (every stored state shown, DESTROYED too, as Connect shows it) as its JSON
-    text; None when the connector has no status."""
+    text; None when the connector has no status. ``failures``: each status with status-store's ``failure`` field."""
     status = reads.connector_value(name)
     if status is None:
         return None
-    tasks = ",".join([task_state(task, value) for task, value in reads.task_values(name)])
-    return ConnectJSON(f'{{"name":{json_string(name)},"connector":{state(status)},"tasks":[{tasks}],'
+    tasks = ",".join([task_state(task, value, failures) for task, value in reads.task_values(name)])
+    return ConnectJSON(f'{{"name":{json_string(name)},"connector":{state(status, failures)},"tasks":[{tasks}],'
                        f'"type":{json_string(type_of(reads, class_types, configs, name))}}}')
 
 
@@ -139,16 +143,19 @@ def connector_info(reads: StatusReads, class_types: Mapping[str, str], configs: 
     return {"name": name, "config": config, "tasks": tasks, "type": type_of(reads, class_types, configs, name)}
 
 
-# What ?expand= may ask; any other value asks nothing.
+# What ?expand= may ask; any other value asks nothing. ``failure`` (status-store's own) adds to ``status`` why each
+# FAILED status failed.
 EXPANSIONS = ("status", "info")
+FAILURE_EXPANSION = "failure"
 
 
 def expanded(reads: StatusReads, class_types: Mapping[str, str], configs: ConnectorConfigs | None,
-             expand: tuple[str, ...]) -> Iterator[str]:
+             expand: tuple[str, ...], failures: bool = False) -> Iterator[str]:
     """``GET /connectors?expand=...``'s answer, in pieces of JSON text: each connector (configured, else with a status)
     and what ``expand`` (of ``EXPANSIONS``, each once, in the order asked) asks of it, as Connect builds it:
     ``status``, ``info`` (null without a configuration); a connector is left out when ``status`` is asked and it has
-    none. Reads ``reads`` and ``configs`` only (a view, on a thread)."""
+    none. ``failures``: its statuses with status-store's ``failure`` field. Reads ``reads`` and ``configs`` only (a
+    view, on a thread)."""
     names = configs.connectors() if configs is not None else reads.connectors()
     yield "{"
     separator = ""
@@ -156,7 +163,7 @@ def expanded(reads: StatusReads, class_types: Mapping[str, str], configs: Connec
         found = []
         for expansion in expand:
             if expansion == "status":
-                status = connector_state_info(reads, class_types, configs, name)
+                status = connector_state_info(reads, class_types, configs, name, failures)
                 if status is None:
                     break
                 found.append('"status":' + status)
@@ -173,22 +180,32 @@ def not_found(name: str) -> ApiError:
     return ApiError(404, f"Connector {name} not found")
 
 
+FailureExpansion = Annotated[list[str] | None, Query(
+    description="`failure` (status-store's own, outside Connect's shapes): each status with a `failure` field, why a "
+                "FAILED one failed (class, family, cause, action; docs/operations.md), null for the others. Any "
+                "other value is ignored, as Connect ignores this parameter.")]
+
+
 @router.get("/connectors/{name}/status", response_model=ConnectorStateInfo, responses=NOT_FOUND)
-async def connector_status(name: str, store: StoreDep, configs: ConfigsDep) -> ConnectJSONResponse:
-    """The connector's status and its tasks', as Connect answers it."""
-    info = connector_state_info(store.cache, store.config.connector_types, configs, name)
+async def connector_status(name: str, store: StoreDep, configs: ConfigsDep,
+                           expand: FailureExpansion = None) -> ConnectJSONResponse:
+    """The connector's status and its tasks', as Connect answers it (``?expand=failure``: with why each FAILED one
+    failed)."""
+    failures = expand is not None and FAILURE_EXPANSION in expand
+    info = connector_state_info(store.cache, store.config.connector_types, configs, name, failures)
     if info is None:
         raise ApiError(404, f"No status found for connector {name}")
     return ConnectJSONResponse(info)
 
 
 @router.get("/connectors/{name}/tasks/{task}/status", response_model=TaskState, responses=NOT_FOUND)
-async def task_status(name: str, task: TaskToReadDep, store: StoreDep) -> ConnectJSONResponse:
-    """One task's status, as Connect answers it."""
+async def task_status(name: str, task: TaskToReadDep, store: StoreDep,
+                      expand: FailureExpansion = None) -> ConnectJSONResponse:
+    """One task's status, as Connect answers it (``?expand=failure``: with why it failed)."""
     status = store.cache.get_task(TaskId(name, task))
     if status is None:
         raise ApiError(404, f"No status found for task {name}-{task}")
-    return ConnectJSONResponse(task_state(task, status))
+    return ConnectJSONResponse(task_state(task, status, expand is not None and FAILURE_EXPANSION in expand))
 
 
 def submit(store: StatusStore, status: Status, safe: bool, connector_type: str | None = None) -> StatusUpdate | None:
@@ -256,7 +273,8 @@ async def list_connectors(request: Request, store: StoreDep, configs: ConfigsDep
                           expand: Annotated[list[str] | None, Query(
         description="Any number of times: `status`, `info`; any other value (an empty one too) is ignored. "
                     "With `expand` present the answer is a map of connector to expansions, without it a list. "
-                    "`info` holds configurations: it needs the bearer token when one is set.")]
+                    "`info` holds configurations: it needs the bearer token when one is set. `failure` "
+                    "(status-store's own) adds to each status of `status` why a FAILED one failed.")]
         = None) -> Response:
     """The connectors, sorted: Connect's configured connectors when the config topic is configured, otherwise the
     connectors with a status. With ``expand`` present (even empty), a map of each to its expansions, built off the
@@ -266,13 +284,15 @@ async def list_connectors(request: Request, store: StoreDep, configs: ConfigsDep
     if expand is None:
         return ConnectJSONResponse(configs.connectors() if configs is not None else store.cache.connectors())
     asked = tuple(dict.fromkeys(e for e in expand if e in EXPANSIONS))
+    failures = FAILURE_EXPANSION in expand and "status" in asked
     class_types = store.config.connector_types
 
     def prepare() -> Render:
         view = store.cache.view()
-        return lambda: expanded(view, class_types, configs, asked)
+        return lambda: expanded(view, class_types, configs, asked, failures)
 
-    return await shared_answer(request, "expand=" + ",".join(asked), asked, store, configs, prepare)
+    kind = "expand=" + ",".join(asked) + (",failure" if failures else "")
+    return await shared_answer(request, kind, (asked, failures), store, configs, prepare)
 
 
 async def shared_answer(request: Request, kind: str, key: object, store: StatusStore,

@@ -43,8 +43,10 @@ async def fleet_health(request: Request, store: StoreDep, connector: Annotated[s
         view, marks = store.cache.view(), actions.marks(restarts=False)
         return lambda: health_text(view, marks)
 
-    # Only a change of the group's workers changes a health word beside the statuses (restarts do not).
-    return await shared_answer(request, "health", None, store, None, prepare, lambda: actions.liveness.changes)
+    # Only a change of the group's workers or of their health changes a health word beside the statuses (restarts do
+    # not).
+    return await shared_answer(request, "health", None, store, None, prepare,
+                               lambda: actions.workers_version)
 
 
 def health_text(view: FleetView, marks: FleetMarks) -> Iterator[str]:

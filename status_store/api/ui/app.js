@@ -65,16 +65,18 @@
       found.type = c.type;
       found.configured = c.configured;
       found.status = c.state === null ? null
-        : { state: c.state, worker_id: c.worker_id, since: c.since, trace: c.trace, restarts: c.restarts || null };
+        : { state: c.state, worker_id: c.worker_id, since: c.since, trace: c.trace, restarts: c.restarts || null,
+            failure: c.failure || null };
       for (const t of c.tasks) {
         found.tasks.set(t.id, { state: t.state, worker_id: t.worker_id, since: t.since, trace: t.trace,
-                                restarts: t.restarts || null });
+                                restarts: t.restarts || null, failure: t.failure || null });
       }
     }
     workers.clear();
     groupRead = Array.isArray(snapshot.workers);
     for (const w of snapshot.workers || []) {
-      workers.set(w.id, { up: w.up, gone_since: w.gone_since, url: w.url });
+      workers.set(w.id, { up: w.up, gone_since: w.gone_since, url: w.url, stuck_since: w.stuck_since || null,
+                          health: w.health || null, health_message: w.health_message || null });
     }
     heartbeatMs = snapshot.heartbeat_ms;
     dirty = true;
@@ -88,6 +90,7 @@
       since: changed ? event.timestamp : previous.since,
       trace: event.trace,
       restarts: previous ? previous.restarts : null,
+      failure: event.failure || null,
     };
   }
 
@@ -99,19 +102,42 @@
       return;
     }
     const previous = status.restarts || { count: 0, last: null, result: null, state: "idle", next: null };
-    status.restarts = event.result === "restarted"
-      ? { ...previous, count: event.attempt, last: event.timestamp, result: event.result, state: "idle" }
-      : { ...previous, result: event.result };
+    if (event.result === "skipped") {
+      // Not restarted (a user failure, an exclusion, the maximum): no request was sent.
+      status.restarts = { ...previous, state: event.skipped === "max_restarts" ? "gave-up" : "excluded",
+                          skipped: event.skipped };
+    } else {
+      status.restarts = event.result === "restarted"
+        ? { ...previous, count: event.attempt, last: event.timestamp, result: event.result, state: "idle" }
+        : { ...previous, result: event.result };
+    }
     found.changedAt = performance.now();
     dirty = true;
   }
 
-  // A worker that left the Connect group or came back (event: worker).
+  // A worker that left the Connect group or came back, or hangs in it or answers again (event: worker).
   function applyWorker(event) {
     groupRead = true;
-    const known = workers.get(event.worker_id) || { url: null };
-    workers.set(event.worker_id, { ...known, up: event.up, gone_since: event.up ? null : event.since });
+    const known = workers.get(event.worker_id) || { url: null, stuck_since: null };
+    if (event.stuck !== undefined) {
+      workers.set(event.worker_id, { ...known, stuck_since: event.stuck ? event.since : null,
+                                     health: event.stuck ? event.probe : "healthy",
+                                     health_message: event.stuck ? event.message : null });
+    } else {
+      workers.set(event.worker_id, { ...known, up: event.up, gone_since: event.up ? null : event.since });
+    }
     dirty = true;
+  }
+
+  // A worker in the Connect group whose GET /health has answered 500, or nothing, for the sidecar's bound.
+  function stuck(worker) {
+    const w = worker === null || worker === undefined ? null : workers.get(worker);
+    return Boolean(w && w.stuck_since);
+  }
+
+  // A worker that runs nothing: gone from the group, or stuck in it.
+  function down(worker) {
+    return gone(worker) || stuck(worker);
   }
 
   function gone(worker) {
@@ -131,7 +157,7 @@
     if (!s) { return null; }
     if (s.state === "STOPPED" || s.state === "PAUSED") { return s.state; }
     if (s.state === "FAILED") { return "UNHEALTHY"; }
-    const runs = (x) => x.state === "RUNNING" && !gone(x.worker_id);
+    const runs = (x) => x.state === "RUNNING" && !down(x.worker_id);
     let running = 0;
     for (const t of c.tasks.values()) { if (runs(t)) { running += 1; } }
     const itself = runs(s);
@@ -236,6 +262,7 @@
         if (c.status && c.status.state === "FAILED" && c.status.trace) {
           lines.push({ kind: "trace", connector: c, task: null });
         }
+        lines.push({ kind: "record", connector: c, task: null });
       }
     }
     $("shown").textContent = `${shown.length} of ${connectors.size} connectors shown`;
@@ -323,14 +350,18 @@
         if (t.worker_id !== null) { count(row(t.worker_id).tasks, t.state); }
       }
     }
-    const sorted = [...rows.values()].sort((a, b) => (gone(b.id) - gone(a.id)) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const sorted = [...rows.values()].sort((a, b) => (down(b.id) - down(a.id)) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const body = $("workers-body");
     body.replaceChildren();
     for (const w of sorted) {
       const tr = document.createElement("tr");
-      tr.className = gone(w.id) ? "worker gone" : "worker";
+      tr.className = down(w.id) ? "worker gone" : "worker";
       tr.dataset.worker = w.id;
-      const cells = [w.id, !groupRead ? "?" : gone(w.id) ? `gone since ${when(goneSince(w.id)) || "the first read"}` : "in the group",
+      const known = workers.get(w.id);
+      const place = !groupRead ? "?" : gone(w.id) ? `gone since ${when(goneSince(w.id)) || "the first read"}`
+        : stuck(w.id) ? `stuck since ${when(known.stuck_since)} (${known.health}: ${known.health_message || ""})`
+        : "in the group";
+      const cells = [w.id, place,
                      byState(w.connectors), byState(w.tasks)];
       for (const text of cells) {
         const td = document.createElement("td");
@@ -390,6 +421,7 @@
       cell(row, 1, "type").textContent = c.type;
       const state = cell(row, 2, `state state-${s ? s.state : "none"}`);
       state.textContent = s ? s.state : "no status";
+      failureMark(state, s);
       const word = c.health === undefined ? healthOf(c) : c.health;
       cell(row, 3, `health health-${word || "none"}`).textContent = word || "";
       const since = cell(row, 4, "since");
@@ -402,9 +434,9 @@
       for (const id of ids.slice(0, 24)) {
         const t = c.tasks.get(id);
         const pill = document.createElement("span");
-        pill.className = `pill state-${t.state}${gone(t.worker_id) ? " gone" : ""}`;
+        pill.className = `pill state-${t.state}${down(t.worker_id) ? " gone" : ""}`;
         pill.textContent = String(id);
-        pill.title = `task ${id}: ${t.state}${gone(t.worker_id) ? " (its worker is gone)" : ""}`;
+        pill.title = `task ${id}: ${t.state}${gone(t.worker_id) ? " (its worker is gone)" : stuck(t.worker_id) ? " (its worker is stuck)" : ""}`;
         pills.append(pill);
       }
       if (ids.length > 24) { pills.append(`+${ids.length - 24}`); }
@@ -415,6 +447,7 @@
       cell(row, 1, "type").textContent = "";
       const state = cell(row, 2, `state state-${t.state}`);
       state.textContent = t.state;
+      failureMark(state, t);
       cell(row, 3, "health").textContent = "";
       const since = cell(row, 4, "since");
       since.textContent = ago(t.since);
@@ -423,6 +456,16 @@
       const restarts = cell(row, 6, "tasks restarts");
       restarts.textContent = restartsText(t.restarts);
       restarts.title = t.restarts && t.restarts.last ? `last restart: ${when(t.restarts.last)}` : "";
+    } else if (line.kind === "record") {
+      row.dataset.task = "";
+      const open = cell(row, 0, "name");
+      open.replaceChildren();
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = "record: the last hour, day and week";
+      button.dataset.record = "1";
+      open.append(button);
+      for (let i = 1; i < 7; i++) { cell(row, i, "").textContent = ""; }
     } else {
       const s = line.task === null ? c.status : c.tasks.get(line.task);
       row.dataset.task = line.task === null ? "" : String(line.task);
@@ -434,23 +477,44 @@
       button.textContent = "whole trace";
       button.dataset.trace = line.task === null ? "connector" : String(line.task);
       more.append(button);
-      for (let i = 2; i < 7; i++) { cell(row, i, "").textContent = ""; }
+      // Why it failed, in a sentence: its class, then what it needs of the operator.
+      const f = s && s.state === "FAILED" ? s.failure : null;
+      cell(row, 2, "failure").textContent = f ? `${failureText(f)}: ${f.action}` : "";
+      row.classList.toggle("with-failure", f !== null);
+      for (let i = 3; i < 7; i++) { cell(row, i, "").textContent = ""; }
     }
   }
 
   // A worker id, marked when the worker is gone from the Connect group.
   function workerCell(span, worker) {
     const isGone = gone(worker);
-    span.textContent = worker === null || worker === undefined ? "" : isGone ? `${worker} (gone ${ago(goneSince(worker))})` : worker;
-    span.title = isGone ? `worker gone from the Connect group since ${when(goneSince(worker)) || "the first read"}` : "";
-    span.classList.toggle("gone", isGone);
+    const isStuck = !isGone && stuck(worker);
+    const w = isStuck ? workers.get(worker) : null;
+    span.textContent = worker === null || worker === undefined ? "" : isGone ? `${worker} (gone ${ago(goneSince(worker))})`
+      : isStuck ? `${worker} (stuck ${ago(w.stuck_since)})` : worker;
+    span.title = isGone ? `worker gone from the Connect group since ${when(goneSince(worker)) || "the first read"}`
+      : isStuck ? `worker stuck in the Connect group since ${when(w.stuck_since)}: ${w.health}${w.health_message ? `: ${w.health_message}` : ""}` : "";
+    span.classList.toggle("gone", isGone || isStuck);
+  }
+
+  // A FAILED status's failure class (docs/operations.md "Failure classes"), marked on its state and said in its title.
+  function failureMark(span, s) {
+    const f = s && s.state === "FAILED" ? s.failure : null;
+    span.dataset.failure = f ? f["class"] : "";
+    span.title = f ? `${failureText(f)}: ${f.cause || ""}\n${f.action}` : "";
+  }
+
+  function failureText(f) {
+    return `${f["class"]} failure${f.family ? ` (${f.family})` : ""}`;
   }
 
   // A task's auto-restarts in a few words.
   function restartsText(r) {
     if (!r) { return ""; }
     const last = r.last ? `, last ${ago(r.last)}` : "";
-    if (r.state === "excluded") { return "not restarted (excluded)"; }
+    if (r.state === "excluded") {
+      return r.skipped === "failure_class" ? "not restarted (a restart cannot fix it)" : "not restarted (excluded)";
+    }
     if (r.state === "gave-up") { return `gave up after ${r.count} restart${r.count === 1 ? "" : "s"}${last}`; }
     if (r.state === "waiting" && r.next) {
       const wait = Math.max(0, Math.round(r.next - Date.now() / 1000));
@@ -699,6 +763,47 @@
 
   // By query parameters: a path cannot address every name (the browser resolves ".." before sending it, and an
   // encoded "/" is refused).
+  // A connector's record (GET /connectors/{name}/history): availability, failures, restarts and time to recovery over
+  // the last hour, day and week, its own status's, its tasks' together and each task's. Every text goes in as text.
+  async function showRecord(connector) {
+    $("record-title").textContent = `${connector}: the record`;
+    const body = $("record-body");
+    body.replaceChildren();
+    $("record-note").textContent = "loading…";
+    $("record-dialog").showModal();
+    try {
+      const path = `/connectors/${encodeURIComponent(connector)}/history?limit=1`;
+      const response = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
+      const answer = await response.json();
+      if (!response.ok) {
+        $("record-note").textContent = answer.message;
+        return;
+      }
+      const percent = (v) => (v === null || v === undefined ? "-" : `${(v * 100).toFixed(2)} %`);
+      const recovery = (r) => (!r || !r.episodes ? "-" : `${r.episodes} in ${(r.mean_ms / 1000).toFixed(1)} s`);
+      const restarts = (r) => Object.entries(r || {}).map(([k, v]) => `${k} ${v}`).join(", ") || "-";
+      for (const [window, found] of Object.entries(answer.windows)) {
+        const rows = [["connector", found.connector], ["tasks together", found.all_tasks],
+                      ...Object.entries(found.tasks).map(([n, f]) => [`task ${n}`, f])];
+        for (const [what, f] of rows) {
+          if (!f) { continue; }
+          const tr = document.createElement("tr");
+          for (const text of [window, what, percent(f.availability), String(f.failures), String(f.recovered),
+                              restarts(f.restarts), recovery(f.recovery_with_restart),
+                              recovery(f.recovery_without_restart)]) {
+            const td = document.createElement("td");
+            td.textContent = text;
+            tr.append(td);
+          }
+          body.append(tr);
+        }
+      }
+      $("record-note").textContent = `from the history topic ${answer.history_topic}, as of ${when(answer.as_of / 1000)}`;
+    } catch (error) {
+      $("record-note").textContent = String(error);
+    }
+  }
+
   async function showTrace(connector, task) {
     const query = new URLSearchParams({ connector });
     if (task !== "connector") { query.set("task", task); }
@@ -721,13 +826,17 @@
       $(id).addEventListener("input", onFilter);
     }
     $("trace-close").addEventListener("click", () => $("trace-dialog").close());
+    $("record-close").addEventListener("click", () => $("record-dialog").close());
     list.addEventListener("scroll", () => render(), { passive: true });
     window.addEventListener("resize", () => render());
     spacer.addEventListener("click", (e) => {
       const button = e.target.closest("button[data-trace]");
+      const record = e.target.closest("button[data-record]");
       const row = e.target.closest(".row");
       if (button && row) {
         showTrace(row.dataset.connector, button.dataset.trace);
+      } else if (record && row) {
+        showRecord(row.dataset.connector);
       } else if (row && row.classList.contains("connector")) {
         const name = row.dataset.connector;
         if (expanded.has(name)) { expanded.delete(name); } else { expanded.add(name); }

@@ -21,6 +21,12 @@ import java.util.concurrent.ConcurrentHashMap;
  *                                 put() (default: none, the first start() throws)
  *   scripted.error                connect | config: the failure is a ConnectException (default) or Kafka's
  *                                 ConfigException (a configuration error)
+ *   scripted.block                task-configs | validate: the connector's taskConfigs() (on the worker's herder
+ *                                 thread) or validate() blocks, the first time it is called in this worker
+ *   scripted.block.ms             how long it blocks (default 60000): a bound, never for ever
+ *   scripted.downstream           host:port of the system a sink task writes to: its start() and every put()
+ *                                 open a TCP connection there (1 s at most) and fail with a ConnectException,
+ *                                 caused by the JDK's, when none is accepted (a downstream that is away)
  * </pre>
  *
  * {@code fail} fails after a successful start: the connector through {@code ConnectorContext.raiseError},

@@ -2,11 +2,12 @@ package statusstore.connect;
 
 import java.util.List;
 import java.util.Map;
+import org.apache.kafka.common.config.Config;
 import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.connect.connector.Task;
 import org.apache.kafka.connect.source.SourceConnector;
 
-/** A source connector that runs, fails or fails on start as its configuration says ({@link Script}). */
+/** A source connector that runs, fails, fails on start or blocks as its configuration says ({@link Script}). */
 public class ScriptedSourceConnector extends SourceConnector {
     private final Lifecycle lifecycle = new Lifecycle();
 
@@ -22,12 +23,19 @@ public class ScriptedSourceConnector extends SourceConnector {
 
     @Override
     public List<Map<String, String>> taskConfigs(int maxTasks) {
+        Blocking.maybeBlock(lifecycle.config(), "task-configs");
         return Tasks.configs(lifecycle.config(), maxTasks);
     }
 
     @Override
     public void stop() {
         lifecycle.stop();
+    }
+
+    @Override
+    public Config validate(Map<String, String> connectorConfigs) {
+        Blocking.maybeBlock(connectorConfigs, "validate");
+        return super.validate(connectorConfigs);
     }
 
     @Override

@@ -1,0 +1,125 @@
+"""Workers that hang in the group (``act/stuck.py``), on a clock of the test's own, the probes' answers as a real
+Connect 4.4.0 worker gives them (tests/test_stuck_workers_live.py: a 500 with its message after 10 s while its herder
+is blocked, no answer at all while SIGSTOPped, 200 otherwise); and what a reply of ``GET /health`` says
+(``health_watch._probe``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from status_store.act.health_watch import _probe
+from status_store.act.stuck import Probe, WorkerHealth
+from status_store.act.worker_rest import Reply, Trouble
+from status_store.client import change_line
+
+W = "w1:8083"
+BLOCKED = ("Worker was unable to handle this request and may be unable to handle other requests. The worker is "
+           "currently generating task configs for connector blocker, which began at 2026-11-29T00:16:15.882Z.")
+
+
+def health() -> WorkerHealth:
+    return WorkerHealth(bound_s=5.0, slow_s=2.0)
+
+
+def test_a_herder_that_answers_500_is_stuck_from_the_first_bad_probe_until_a_200() -> None:
+    h = health()
+    h.asking(W, 0.0)
+    h.answered(W, Probe.HEALTHY, 0.01, "ready", 0.01)
+    # Blocked at 1: Connect answers 500 after 10 s, to each probe.
+    h.asking(W, 1.0)
+    assert h.stuck(W, 5.9) is None
+    stuck = h.stuck(W, 6.0)  # no answer for the bound: stuck already, before the 500
+    assert stuck is not None
+    assert (stuck.since, stuck.probe) == (1.0, Probe.NO_ANSWER)
+    h.answered(W, Probe.UNHEALTHY, 10.0, BLOCKED, 11.0)
+    stuck = h.stuck(W, 11.0)
+    assert stuck is not None
+    assert (stuck.since, stuck.probe, stuck.message) == (1.0, Probe.UNHEALTHY, BLOCKED)
+    h.asking(W, 12.0)
+    h.answered(W, Probe.UNHEALTHY, 10.0, BLOCKED, 22.0)
+    assert h.stuck_workers(22.0)[W].since == 1.0
+    h.asking(W, 23.0)
+    h.answered(W, Probe.HEALTHY, 0.01, "ready", 23.01)
+    assert h.stuck(W, 23.01) is None
+    assert h.stuck_workers(100.0) == {}
+
+
+def test_a_worker_that_answers_nothing_is_stuck_once_its_probe_waits_for_the_bound() -> None:
+    h = health()
+    h.asking(W, 10.0)
+    assert h.in_flight(W)
+    assert h.stuck(W, 14.9) is None
+    stuck = h.stuck(W, 15.0)
+    assert stuck is not None
+    assert (stuck.since, stuck.probe, stuck.message) == (10.0, Probe.NO_ANSWER, "no answer for 5 s")
+    # Its timeout: still stuck, since the same probe's start.
+    h.answered(W, Probe.NO_ANSWER, 15.0, "ReadTimeout: timed out", 25.0)
+    stuck = h.stuck(W, 25.0)
+    assert stuck is not None
+    assert (stuck.since, stuck.probe) == (10.0, Probe.NO_ANSWER)
+
+
+def test_a_refused_connection_shorter_than_the_bound_is_not_a_hang() -> None:
+    h = health()
+    h.asking(W, 0.0)
+    h.answered(W, Probe.UNREACHABLE, 0.001, "ConnectError: refused", 0.001)
+    h.asking(W, 1.0)
+    h.answered(W, Probe.UNREACHABLE, 0.001, "ConnectError: refused", 1.001)
+    assert h.stuck(W, 4.9) is None
+    h.asking(W, 2.0)
+    h.answered(W, Probe.STARTING, 0.01, "starting", 2.01)  # a restarted worker: its REST API up before its herder
+    assert h.stuck(W, 100.0) is None
+
+
+@pytest.mark.parametrize("probe", [Probe.STARTING, Probe.UNSUPPORTED, Probe.UNAUTHORIZED, Probe.TLS_FAILED])
+def test_what_is_no_evidence_of_a_hang_never_makes_a_worker_stuck(probe: Probe) -> None:
+    h = health()
+    for second in range(0, 60, 5):
+        h.asking(W, float(second))
+        h.answered(W, probe, 0.01, None, second + 0.01)
+    assert h.stuck_workers(60.0) == {}
+
+
+def test_a_slow_answer_is_shown_slow_and_is_not_stuck() -> None:
+    h = health()
+    h.asking(W, 0.0)
+    h.answered(W, Probe.HEALTHY, 3.0, "ready", 3.0)
+    assert h.views()[W].probe is Probe.SLOW
+    assert h.stuck(W, 100.0) is None
+
+
+def test_workers_that_left_the_group_are_forgotten() -> None:
+    h = health()
+    h.asking(W, 0.0)
+    h.asking("w2:8083", 0.0)
+    changes = h.changes
+    h.keep(["w2:8083"])
+    assert list(h.workers) == ["w2:8083"]
+    assert h.changes == changes + 1
+
+
+@pytest.mark.parametrize(("reply", "probe", "message"), [
+    (Reply(200, {"status": "healthy", "message": "Worker has completed startup"}), Probe.HEALTHY,
+     "Worker has completed startup"),
+    (Reply(503, {"status": "starting", "message": "Worker is still starting up."}), Probe.STARTING,
+     "Worker is still starting up."),
+    (Reply(500, {"status": "unhealthy", "message": BLOCKED}), Probe.UNHEALTHY, BLOCKED),
+    (Reply(502, None), Probe.UNHEALTHY, "HTTP 502"),
+    (Reply(404, {"error_code": 404, "message": "HTTP 404 Not Found"}), Probe.UNSUPPORTED, "HTTP 404"),
+    (Reply(None, None, "ReadTimeout: timed out", timed_out=True), Probe.NO_ANSWER, "ReadTimeout: timed out"),
+    (Reply(None, None, "ConnectError: [Errno 111] Connection refused"), Probe.UNREACHABLE,
+     "ConnectError: [Errno 111] Connection refused"),
+    (Reply(401, None, "HTTP 401", Trouble.UNAUTHORIZED), Probe.UNAUTHORIZED, "HTTP 401"),
+    (Reply(None, None, "TLS handshake failed: x", Trouble.TLS), Probe.TLS_FAILED, "TLS handshake failed: x"),
+])
+def test_what_a_reply_of_get_health_says(reply: Reply, probe: Probe, message: str | None) -> None:
+    assert _probe(reply) == (probe, message)
+
+
+def test_watch_says_when_a_worker_is_stuck_and_when_it_answers_again() -> None:
+    stuck = {"kind": "worker", "worker_id": W, "up": True, "stuck": True, "since": 0.0, "probe": "unhealthy",
+             "message": "generating task configs for connector c", "timestamp": 0}
+    assert change_line("worker", stuck) == ("1970-01-01T00:00:00Z  worker w1:8083  stuck in the Connect group: "
+                                            "unhealthy: generating task configs for connector c")
+    back = {**stuck, "stuck": False, "since": None, "probe": None, "message": None}
+    assert change_line("worker", back) == "1970-01-01T00:00:00Z  worker w1:8083  answers again"
