@@ -40,10 +40,11 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaError, murmur2
 
-from bench import BenchParser
+from bench import BenchParser, write_json
 from status_store.errors import WriteFailedError
 from status_store.retry import holds
 from status_store.retry.backoff import Backoff, JitterMode, RetryMode, backoff_policy
@@ -251,6 +252,16 @@ def ratio(value: int, baseline: int) -> str:
     return f"{value / baseline:.2f}x" if baseline else "-"
 
 
+def rows(results: list[Result_]) -> list[dict[str, Any]]:
+    """Each variant's figures by the table's column names (``--json``); "all written" is None when never."""
+    baseline = next((r for r in results if r.variant.name.endswith("no jitter")), results[0])
+    return [{"variant": r.variant.name, "peak attempts / 100 ms after recovery": r.peak_after,
+             "peak vs no jitter": r.peak_after / baseline.peak_after if baseline.peak_after else None,
+             "total attempts": r.total, "total vs no jitter": r.total / baseline.total if baseline.total else None,
+             "attempts after recovery": r.after, "all written (s after recovery)": r.written_s,
+             "updates failed": r.failed, "retries throttled": r.throttled} for r in results]
+
+
 def table(results: list[Result_], args: argparse.Namespace) -> str:
     baseline = next((r for r in results if r.variant.name.endswith("no jitter")), results[0])
     lines = [
@@ -328,6 +339,7 @@ def main() -> None:
         results.append(run(variant, args))
         print(f"done: {variant.name}", file=sys.stderr)
     print(table(results, args))
+    write_json(args.json, {"variants": rows(results)})
     if args.chart is not None:
         chart(results, args, args.chart)
 

@@ -52,10 +52,11 @@ import time
 import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import KafkaError, murmur2
 
-from bench import BenchParser
+from bench import BenchParser, write_json
 from bench.mock_faults import BenchCluster
 from bench.writers import (
     ConnectPolicy,
@@ -218,19 +219,26 @@ def seconds(value: float | None) -> str:
     return "never" if value is None else f"{value:.2f}"
 
 
-def report_pressure(summaries: list[PressureSummary], keys: int, fault_s: int) -> None:
-    """Print scenario (a) and (b)'s tables."""
+def report_pressure(summaries: list[PressureSummary], keys: int, fault_s: int) -> list[dict[str, Any]]:
+    """Print scenario (a) and (b)'s tables; returns the first one's rows by column name."""
     runs = len(summaries[0].runs)
     print(f"(a) broker pressure and (b) recovery: {keys:,} keys updated every second, {fault_s} s of "
           f"NOT_ENOUGH_REPLICAS on every Produce request; medians of {runs} run(s)\n")
     print("| writer | Produce requests during the fault | records sent per key | recovery (s) | recovery, each run (s) "
           "| keys left stale | latest values given up | log lines (WARNING+) |")
     print("|---|---:|---:|---:|---|---:|---:|---:|")
+    found = []
     for s in summaries:
+        row = {"writer": s.name, "Produce requests during the fault": s.requests,
+               "records sent per key": statistics.median(r.attempts_per_key for r in s.runs),
+               "recovery (s)": s.recovery, "recovery, each run (s)": [r.recovery_s for r in s.runs],
+               "keys left stale": max(r.stale for r in s.runs),
+               "latest values given up": max(r.lost for r in s.runs),
+               "log lines (WARNING+)": statistics.median(r.log_lines for r in s.runs)}
+        found.append(row)
         each = ", ".join(seconds(r.recovery_s) for r in s.runs)
-        print(f"| {s.name} | {s.requests:,.0f} | {statistics.median(r.attempts_per_key for r in s.runs):,.1f} | "
-              f"{seconds(s.recovery)} | {each} | {max(r.stale for r in s.runs)} | {max(r.lost for r in s.runs)} | "
-              f"{statistics.median(r.log_lines for r in s.runs):,.0f} |")
+        print(f"| {s.name} | {s.requests:,.0f} | {row['records sent per key']:,.1f} | {seconds(s.recovery)} | {each} "
+              f"| {row['keys left stale']} | {row['latest values given up']} | {row['log lines (WARNING+)']:,.0f} |")
     by_name = {s.name: s for s in summaries}
     print("\nProduce requests of each baseline per request of status-store (target in brackets), and recovery "
           "against the static backoff's in the same runs:\n")
@@ -243,6 +251,7 @@ def report_pressure(summaries: list[PressureSummary], keys: int, fault_s: int) -
         ratios = " | ".join(f"{by_name[name].requests / max(s.requests, 1):,.1f}x" for name, _ in REQUEST_TARGETS)
         print(f"| {s.name} | {ratios} | {seconds(s.recovery)} | {seconds(by_name[STATIC].recovery)} |")
     print()
+    return found
 
 
 # ----------------------------------------------------------------------------- (c) partial outage
@@ -316,8 +325,8 @@ class PartialSummary:
     outage: list[PartialRun] = field(default_factory=list)
 
 
-def report_partial(summaries: list[PartialSummary], keys: int, outage_s: int) -> None:
-    """Print scenario (c)'s table."""
+def report_partial(summaries: list[PartialSummary], keys: int, outage_s: int) -> list[dict[str, Any]]:
+    """Print scenario (c)'s table; returns its rows by column name."""
     held = sorted({p for p in range(PARTITIONS) if leader_of(p) == DOWN_BROKER})
     runs = len(summaries[0].outage)
     print(f"(c) partial outage: {keys:,} keys updated every second, broker {DOWN_BROKER} of {PARTIAL_BROKERS} "
@@ -326,13 +335,19 @@ def report_partial(summaries: list[PartialSummary], keys: int, outage_s: int) ->
     print("| writer | healthy partitions: p99 submit-to-durable, no outage (ms) | with the outage (ms) | ratio "
           "| down broker's partitions: durable after its return (s) | each run (s) |")
     print("|---|---:|---:|---:|---:|---|")
+    found = []
     for s in summaries:
         calm = statistics.median(r.healthy_p99_ms for r in s.calm)
         outage = statistics.median(r.healthy_p99_ms for r in s.outage)
         recovery = [r.held_recovery_s for r in s.outage]
+        found.append({"writer": s.name, "healthy partitions: p99 submit-to-durable, no outage (ms)": calm,
+                      "with the outage (ms)": outage, "ratio": outage / calm,
+                      "down broker's partitions: durable after its return (s)": median_seconds(recovery),
+                      "each run (s)": recovery})
         print(f"| {s.name} | {calm:.1f} | {outage:.1f} | {outage / calm:.2f}x | {seconds(median_seconds(recovery))} "
               f"| {', '.join(seconds(t) for t in recovery)} |")
     print()
+    return found
 
 
 # ----------------------------------------------------------------------------- (e) memory
@@ -410,9 +425,9 @@ def child_result(child: subprocess.Popen[str]) -> dict[str, float]:
     return result
 
 
-def report_memory(variants: list[dict[str, str]], pending: int, seconds: float) -> None:
+def report_memory(variants: list[dict[str, str]], pending: int, seconds: float) -> list[dict[str, Any]]:
     """Run and print scenario (e): the RSS and tracemalloc processes of every variant run side by side (memory,
-    unlike time, does not suffer from sharing the cores)."""
+    unlike time, does not suffer from sharing the cores). Returns the table's rows by column name."""
     children = [(run_memory(v, pending, seconds, False), run_memory(v, pending, seconds, True)) for v in variants]
     print(f"(e) memory: {pending:,} distinct keys written with every broker down, then {seconds:g} s of the outage; "
           f"attempts time out after {MEMORY_DELIVERY_TIMEOUT_MS} ms; a fresh process each\n")
@@ -421,13 +436,22 @@ def report_memory(variants: list[dict[str, str]], pending: int, seconds: float) 
           "| log lines (WARNING+) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     mib = 2**20
+    found = []
     for settings, (plain, traced) in zip(variants, children, strict=True):
         r, t = child_result(plain), child_result(traced)
+        found.append({"status-store variant": store_label(settings), "pending": r["unsettled"], "parked": r["parked"],
+                      "RSS growth, peak (MiB)": r["rss_peak"] / mib, "RSS growth, end (MiB)": r["rss_end"] / mib,
+                      "bytes per update (RSS peak)": r["rss_peak"] / pending,
+                      "traced Python memory, peak (MiB)": t["traced_peak"] / mib,
+                      "traced Python memory, end (MiB)": t["traced_end"] / mib,
+                      "bytes per update (traced peak)": t["traced_peak"] / pending,
+                      "log lines (WARNING+)": r["log_lines"]})
         print(f"| {store_label(settings)} | {r['unsettled']:,.0f} / {r['parked']:,.0f} "
               f"| {r['rss_peak'] / mib:.1f} / {r['rss_end'] / mib:.1f} | {r['rss_peak'] / pending:,.0f} "
               f"| {t['traced_peak'] / mib:.1f} / {t['traced_end'] / mib:.1f} | {t['traced_peak'] / pending:,.0f} "
               f"| {r['log_lines']:,.0f} |")
     print()
+    return found
 
 
 # ----------------------------------------------------------------------------- (f) scheduler scale
@@ -493,18 +517,23 @@ def scale_tenacity(pending: int) -> None:
     asyncio.run(main())
 
 
-def report_scale(pending: int) -> None:
-    """Run and print scenario (f), a fresh process each, one after the other."""
+def report_scale(pending: int) -> list[dict[str, Any]]:
+    """Run and print scenario (f), a fresh process each, one after the other; returns the table's rows by column
+    name."""
     scale = {name: child_result(fresh_process("--scale-child", name, "--pending", str(pending)))
              for name in ("ours", "tenacity")}
     print(f"(f) scheduler scale: {pending:,} pending retries\n")
     print("| scheduler | peak traced memory (MiB) | CPU to schedule (s) | CPU idle for 2 s (s) |")
     print("|---|---:|---:|---:|")
+    found = []
     for name, label in (("ours", "status-store RetryQueue"), ("tenacity", "tenacity AsyncRetrying, a task each")):
         r = scale[name]
+        found.append({"scheduler": label, "peak traced memory (MiB)": r["peak_mib"],
+                      "CPU to schedule (s)": r["setup_cpu_s"], "CPU idle for 2 s (s)": r["idle_cpu_s"]})
         print(f"| {label} | {r['peak_mib']:.1f} | {r['setup_cpu_s']:.2f} | {r['idle_cpu_s']:.3f} |")
     print(f"\nratios tenacity/ours: memory {scale['tenacity']['peak_mib'] / scale['ours']['peak_mib']:.1f}x, "
           f"CPU {scale['tenacity']['setup_cpu_s'] / scale['ours']['setup_cpu_s']:.1f}x\n")
+    return found
 
 
 # ----------------------------------------------------------------------------- command line
@@ -545,12 +574,13 @@ async def main(args: argparse.Namespace) -> None:
     contenders: list[Contender] = [*BASELINES, *variants]
     logs = count_store_logs()
     print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
+    found: dict[str, Any] = {"load average at the start": os.getloadavg()}
     if "a" in scenarios:
         summaries = [PressureSummary(contender_name(c)) for c in contenders]
         for _ in range(args.runs):
             for contender, summary in zip(contenders, summaries, strict=True):
                 summary.runs.append(await pressure(contender, args.keys, args.fault_seconds, logs))
-        report_pressure(summaries, args.keys, args.fault_seconds)
+        found["pressure"] = report_pressure(summaries, args.keys, args.fault_seconds)
     if "c" in scenarios:
         # Quick: one baseline, since each writer takes two runs of a few seconds.
         quick_contenders: list[Contender] = [BASELINES[0], *variants]
@@ -562,12 +592,13 @@ async def main(args: argparse.Namespace) -> None:
                                                                  with_outage=False))
                 partial_summary.outage.append(await partial(contender, args.keys, args.partial_seconds,
                                                                    with_outage=True))
-        report_partial(partials, args.keys, args.partial_seconds)
+        found["partial outage"] = report_partial(partials, args.keys, args.partial_seconds)
     if "e" in scenarios:
-        report_memory(variants, args.pending, args.memory_seconds)
+        found["memory"] = report_memory(variants, args.pending, args.memory_seconds)
     if "f" in scenarios:
-        report_scale(args.scale_pending)
+        found["scheduler scale"] = report_scale(args.scale_pending)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    write_json(args.json, {**found, "load average at the end": os.getloadavg()})
 
 
 def cli(argv: Sequence[str] | None = None) -> None:

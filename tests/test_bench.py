@@ -101,22 +101,21 @@ def test_connect_store_quick_run(tmp_path: Path) -> None:
 
 
 def test_retry_quick_run(tmp_path: Path) -> None:
-    output = run_quick("retry", tmp_path, timeout=RUN_BOUND_S)
-    for scenario in ("(a) broker pressure", "(c) partial outage", "(e) memory", "(f) scheduler scale"):
-        assert scenario in output
-    pressure = [row for row in rows(output, "status-store,") if len(row) == 8]
+    _, found = quick_json("retry", tmp_path)
+    assert {"pressure", "partial outage", "memory", "scheduler scale"} <= set(found)
+    pressure = [row for row in found["pressure"] if row["writer"].startswith("status-store,")]
     assert len(pressure) == 2
     # No stale retry landed after a newer value, and no latest value was given up.
-    assert [(row[5], row[6]) for row in pressure] == [("0", "0"), ("0", "0")]
+    assert [(row["keys left stale"], row["latest values given up"]) for row in pressure] == [(0, 0), (0, 0)]
 
 
 def test_fleet_quick_run(tmp_path: Path) -> None:
     chart = tmp_path / "fleet.png"
-    output = run_quick("fleet", tmp_path, "--chart", str(chart), timeout=RUN_BOUND_S)
-    variants = rows(output, "per update") + rows(output, "held partitions")
+    _, found = quick_json("fleet", tmp_path, "--chart", str(chart))
+    variants = [row for row in found["variants"] if row["variant"].startswith(("per update", "held partitions"))]
     assert len(variants) == 9
     # Parked updates are sent again when the broker takes writes: every key is written in the end.
-    assert all(row[6] != "never" for row in variants)
+    assert all(row["all written (s after recovery)"] is not None for row in variants)
     assert chart.read_bytes().startswith(b"\x89PNG")
 
 
