@@ -17,11 +17,13 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from status_store.connect.model import TaskId, task_key
+
 from .java_process import wait_until
 from .matrix_bed import Bed, Side, together
 from .matrix_faults import Fault, Profile
 from .matrix_views import LatencyWatch, Verdict, judge, rest_found
-from .matrix_workload import REST_BOUND_S, Step, Workload, call
+from .matrix_workload import REST_BOUND_S, TASKS, Step, Workload, call
 
 # The steps go this far into the fault, and no further than 80 % of it, at most this far apart; before a fault that
 # takes Kafka from everyone, this far apart.
@@ -167,6 +169,8 @@ def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str) -> Row:
     finally:
         shown = {name: watch.stop() for name, watch in watches.items()}
         bed.heal()
+    for name, verdict in verdicts.items():
+        notes += connect_logged(bed.sides[name], workload, [*verdict.lost, *verdict.stale])
     for side in bed.sides.values():
         notes += tear_down(side, workload)
     results = {name: SideResult(verdict.lost, verdict.stale, verdict.unanswered,
@@ -174,6 +178,28 @@ def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str) -> Row:
                                 shown[name], step_errors[name])
                for name, verdict in verdicts.items()}
     return Row(fault, bed.line.version, len(workload.expected()), results, notes, load)
+
+
+def connect_logged(side: Side, workload: Workload, wrong: list[str]) -> list[str]:
+    """For each connector with a task key wrong at the end: what each of the side's workers logged of it, which
+    tells a status Connect dropped (the task started) from one it never got as far as writing (the task never
+    started; Connect still retrying its connector's task configs, ``matrix_faults.CONNECT_RETRY_MAX_S``)."""
+    said = []
+    for index, worker in enumerate(side.connect.workers):
+        try:
+            log = worker.process.log_file.read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            said.append(f"{side.name} worker {index}: its log unread ({e})")
+            continue
+        for name in workload.names.values():
+            tasks = [str(task) for number in range(TASKS) if task_key(task := TaskId(name, number)) in wrong]
+            if tasks:
+                started = [task for task in tasks if f"Creating task {task} (" in log]
+                retries = log.count(f"Failed to reconfigure connector's tasks ({name})")
+                said.append(f"{side.name} worker {index}: of {', '.join(tasks)} (wrong) started "
+                            f"{', '.join(started) or 'none'}; \"Failed to reconfigure connector's tasks ({name})\" "
+                            f"logged {retries} times")
+    return said
 
 
 def settle(bed: Bed, workload: Workload, profile: Profile, fault_end: float
