@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,23 +165,25 @@ async def stream(fleet: Sequence[Subject], keys: Iterable[int], rounds: Iterable
     for round_ in rounds:
         for subject in fleet:
             subject.put_round(keys, round_)
-        await asyncio.sleep(interval)
+        await asyncio.sleep(interval)  # the stream's pace: the traffic under the fault, not a wait for a state
 
 
 async def stream_until_written(fleet: Sequence[Subject], keys: Iterable[int], first_round: int,
                                interval: float, timeout: float = SETTLE) -> int:
     """Keep streaming until every store has had a write acknowledged since this call (Kafka takes writes
     again); bounded. Returns the next round number."""
-    keys = list(keys)
     before = [subject.written() for subject in fleet]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    round_ = first_round
-    while any(subject.written() <= seen for subject, seen in zip(fleet, before, strict=True)):
-        assert loop.time() < deadline, "Kafka did not take writes again in time"
-        await stream(fleet, keys, [round_], interval)
-        round_ += 1
-    return round_
+    rounds = itertools.count(first_round)
+    # The stream is cancelled only between rounds (in its pause), so the next number of ``rounds`` was never put.
+    streaming = asyncio.create_task(stream(fleet, keys, rounds, interval))
+    try:
+        await eventually(lambda: all(subject.written() > seen for subject, seen in zip(fleet, before, strict=True)),
+                         timeout)
+    finally:
+        streaming.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await streaming
+    return next(rounds)
 
 
 async def settle(fleet: Sequence[Subject], timeout: float = SETTLE) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from confluent_kafka import Producer
 
@@ -12,6 +13,7 @@ from status_store.kafka.reading import read_to_end
 from status_store.store import StatusStore
 
 WAIT = 15.0
+T = TypeVar("T")
 
 
 def raw_producer(store: StatusStore) -> Producer:
@@ -47,3 +49,27 @@ async def eventually(condition: Callable[[], bool], timeout: float = WAIT) -> No
         await asyncio.sleep(0.01)
 
 
+def eventually_value(probe: Callable[[], T], accept: Callable[[T], bool], timeout: float = WAIT,
+                     interval: float = 0.2, what: str = "the answer") -> T:
+    """``eventually`` for a test's own thread (no event loop): ask ``probe()`` again, bounded, until
+    ``accept`` takes its answer; returns that answer, or fails naming ``what`` and the last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if accept(value):
+            return value
+        assert time.monotonic() < deadline, f"{what} still {value!r} after {timeout:g} s"
+        time.sleep(interval)
+
+
+async def eventually_awaited(probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], timeout: float = WAIT,
+                             interval: float = 0.05, what: str = "the answer") -> T:
+    """``eventually_value`` for an answer that is awaited (a scrape, a request): ask again, bounded, until
+    ``accept`` takes it; returns that answer, or fails naming ``what`` and the last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await probe()
+        if accept(value):
+            return value
+        assert time.monotonic() < deadline, f"{what} still {value!r} after {timeout:g} s"
+        await asyncio.sleep(interval)

@@ -82,7 +82,7 @@ async def test_the_number_of_sessions_is_a_bound_that_holds(
             agent = Agent(http, store, f"agent-{n}")
             await agent.send(agent.item(**task("c", n)), lease_ms=60_000)
             kept.append(agent)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # sessions of distinct ages (last seen): eviction goes oldest first
         metrics = (await http.get("/metrics")).text
         assert "status_agent_sessions 3.0" in metrics
         assert "status_agent_sessions_evicted_total 3.0" in metrics

@@ -20,6 +20,7 @@ from harness.faulty_cluster import FaultyCluster
 from status_store.api import create_app
 
 from .conftest import Broker, StoreFactory
+from .helpers import eventually_awaited
 
 TRANSCRIPT = Path(__file__).parent.parent / "agent" / "src" / "test" / "resources" / "protocol-transcript.json"
 CASES: list[dict[str, Any]] = json.loads(TRANSCRIPT.read_text())["cases"]
@@ -77,7 +78,7 @@ async def test_the_sidecar_answers_as_the_transcript_says(case: dict[str, Any], 
                     else:
                         mock_cluster.clear_request_errors(FaultyCluster.PRODUCE)
                     continue
-                if "sleep_ms" in step:
+                if "sleep_ms" in step:  # a pause the transcript holds (a lease running out): the step itself
                     await asyncio.sleep(step["sleep_ms"] / 1000)
                     continue
                 await answered_as_written(http, step, instance, f"step {number}")
@@ -87,15 +88,17 @@ async def answered_as_written(http: httpx.AsyncClient, step: dict[str, Any], ins
     """Post the step's body (again, while "until" and the answer differs) and compare the answer."""
     headers = {"Authorization": f"Bearer {step['token']}"} if "token" in step else {}
     expect = step["expect"]
-    deadline = time.monotonic() + UNTIL_S
-    while True:
+
+    async def found() -> list[str]:
         response = await http.post("/agent/statuses", json=filled(step["post"], instance), headers=headers)
-        found = differences(expect["status"], response.status_code, instance, "status")
-        found += differences(expect["body"], response.json(), instance, "body")
+        differ = differences(expect["status"], response.status_code, instance, "status")
+        differ += differences(expect["body"], response.json(), instance, "body")
         for name, value in expect.get("headers", {}).items():
             if name not in response.headers or (value != "*" and response.headers[name] != value):
-                found.append(f"header {name}: {response.headers.get(name)!r}, not {value!r}")
-        if not found or not step.get("until") or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.05)
-    assert not found, f"{where}: {found}"
+                differ.append(f"header {name}: {response.headers.get(name)!r}, not {value!r}")
+        return differ
+
+    if step.get("until"):
+        await eventually_awaited(found, lambda differ: not differ, UNTIL_S, what=where)
+    else:
+        assert not (differ := await found()), f"{where}: {differ}"

@@ -189,7 +189,8 @@ def test_a_shipped_placeholder_token_is_refused_at_start() -> None:
 
 
 def new_lines(service: Service, seconds: float) -> list[str]:
-    """Every output line the service prints within ``seconds``."""
+    """Every output line the service prints within ``seconds`` (the window is what the callers test: nothing more
+    is printed in it, so it is held, not waited out)."""
     lines, deadline = [], time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
         try:

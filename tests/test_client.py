@@ -321,6 +321,7 @@ class DrippingServer:
         with connection, contextlib.suppress(OSError):
             connection.recv(65536)
             connection.sendall(self.head)
+            # The trickle is the fault: a byte per interval for DRIP_S (bounded), whatever the client does.
             ends = time.monotonic() + self.DRIP_S
             while time.monotonic() < ends and not self._stop.is_set():
                 connection.sendall(b"x" if self.head else b"HTTP/1.1 200 OK\r\n"[:1])

@@ -22,6 +22,8 @@ from harness.java_process import SCRIPTED_VERSION, SINK_CONNECTOR, SOURCE_CONNEC
 from harness.real_connect import Answer, ConnectCluster, all_in, states
 from harness.sidecar import AgentPod, LiveSidecar
 
+from .helpers import eventually_value
+
 # Both variants share the suite's real Kafka processes (tests/conftest.py groups the tests that do).
 pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("real-kafka")]
 
@@ -102,17 +104,20 @@ class Scenario:
 
     def agree(self, step: str) -> None:
         """Wait, bounded, until both sides answer every route alike; fail with what differs."""
-        deadline = time.monotonic() + AGREE_WAIT
-        while True:
-            differences = self.differences()
-            if not differences:
-                self.steps += 1
-                return
-            if time.monotonic() > deadline:
-                shown = "\n".join(f"  {route}\n    Connect:      {theirs}\n    status-store: {ours}"
-                                  for route, (theirs, ours) in list(differences.items())[:8])
-                pytest.fail(f"after step {step!r}, {len(differences)} route(s) differ:\n{shown}")
-            time.sleep(0.3)
+        seen: list[dict[str, tuple[Any, Any]]] = []
+
+        def differences_now() -> dict[str, tuple[Any, Any]]:
+            seen.append(self.differences())
+            return seen[-1]
+
+        try:
+            eventually_value(differences_now, lambda found: not found, AGREE_WAIT, 0.3)
+        except AssertionError:
+            differences = seen[-1]
+            shown = "\n".join(f"  {route}\n    Connect:      {theirs}\n    status-store: {ours}"
+                              for route, (theirs, ours) in list(differences.items())[:8])
+            pytest.fail(f"after step {step!r}, {len(differences)} route(s) differ:\n{shown}")
+        self.steps += 1
 
     def step(self, name: str, action: Callable[[], object], settle: Callable[[], object]) -> None:
         """Do ``action`` through Connect's REST API, wait until Connect shows its effect, then compare."""
@@ -135,19 +140,14 @@ class Scenario:
 
     def until_gone(self, connector: str) -> Callable[[], object]:
         def gone() -> None:
-            deadline = time.monotonic() + STEP_WAIT
-            while self.connect.request("GET", f"/connectors/{connector}/status").status != 404:
-                assert time.monotonic() < deadline, f"{connector} still has a status"
-                time.sleep(0.2)
+            eventually_value(lambda: self.connect.request("GET", f"/connectors/{connector}/status").status,
+                             lambda status: status == 404, STEP_WAIT, what=f"{connector}'s status answer")
         return gone
 
     def until_topics(self, connector: str, expected: list[str]) -> Callable[[], object]:
         def listed() -> None:
-            deadline = time.monotonic() + STEP_WAIT
-            while (topics := self.connect.call("GET", f"/connectors/{connector}/topics")[connector]["topics"]) \
-                    != expected:
-                assert time.monotonic() < deadline, f"{connector}'s topics: {topics}, not {expected}"
-                time.sleep(0.2)
+            eventually_value(lambda: self.connect.call("GET", f"/connectors/{connector}/topics")[connector]["topics"],
+                             lambda topics: topics == expected, STEP_WAIT, what=f"{connector}'s topics")
         return listed
 
 
@@ -309,10 +309,7 @@ def _statuses(connect: ConnectCluster) -> dict[str, Any]:
 
 
 def _wait(connect: ConnectCluster, holds: Callable[[dict[str, Any]], bool], what: str) -> None:
-    deadline = time.monotonic() + STEP_WAIT
-    while not holds(statuses := _statuses(connect)):
-        assert time.monotonic() < deadline, f"not {what} within {STEP_WAIT} s: {statuses}"
-        time.sleep(0.3)
+    eventually_value(lambda: _statuses(connect), holds, STEP_WAIT, 0.3, what=f"not {what}: the statuses")
 
 
 def _any_connector(connect: ConnectCluster, condition: Callable[[dict[str, Any]], bool], what: str) -> None:

@@ -43,7 +43,7 @@ from .faults_support import (
     subjects,
     task_status,
 )
-from .helpers import last_values
+from .helpers import eventually_awaited, last_values
 from .test_exhausted import counts
 
 NOT_LEADER_OR_FOLLOWER = KafkaError.NOT_LEADER_FOR_PARTITION
@@ -168,7 +168,7 @@ async def test_a_sidecar_killed_during_an_outage_and_restarted_with_its_spool_lo
             mock_cluster.broker_down(-1)
             await post(http, KEYS, 2)
             for round_ in range(3, 6):
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(0.3)  # rounds spread over the outage: the traffic under the fault
                 await post(http, AFTER_TAIL, round_)
             assert_accounted(await scrape(http))  # what is not settled yet is pending: nothing unaccounted
         service.process.kill()  # SIGKILL: no flush, no goodbye
@@ -207,10 +207,8 @@ async def test_sigterm_during_an_outage_exits_within_its_bound_and_the_next_star
             # Writes failed and their partitions are held; the failures started a check that the status topic
             # still exists, a Metadata request that waits for brokers that are gone.
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + WAIT
-            while (await scrape(http)).get("status_partitions_held", 0) == 0:
-                assert loop.time() < deadline, "no partition was held"
-                await asyncio.sleep(0.05)
+            await eventually_awaited(lambda: scrape(http), lambda totals: totals.get("status_partitions_held", 0) > 0,
+                                     WAIT)
         started = loop.time()
         service.process.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(service.process.wait, WAIT)
@@ -251,10 +249,8 @@ async def test_the_whole_stop_keeps_to_the_shutdown_bound_with_writes_waiting_an
             batch = {"updates": [batch_item(task_status(key, 1)) for key in range(3000)]}
             assert (await http.post("/statuses", json=batch)).status_code == 202
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + WAIT
-            while (await scrape(http)).get("status_partitions_held", 0) == 0:
-                assert loop.time() < deadline, "no partition was held"
-                await asyncio.sleep(0.05)
+            await eventually_awaited(lambda: scrape(http), lambda totals: totals.get("status_partitions_held", 0) > 0,
+                                     WAIT)
             waiting = asyncio.ensure_future(http.put("/connectors/w/status", params={"wait": "true",
                                                                                      "timeout_ms": "60000"},
                                                      json={"state": "RUNNING", "worker_id": "w:1", "generation": 1}))
@@ -271,11 +267,8 @@ async def test_the_whole_stop_keeps_to_the_shutdown_bound_with_writes_waiting_an
 
 async def eventually_held(http: httpx.AsyncClient) -> None:
     """Until the service has taken the write just sent (one more update pending); bounded."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT
-    while (await scrape(http)).get("status_retry_queue_pending", 0) < 3001:
-        assert loop.time() < deadline, "the write was not taken"
-        await asyncio.sleep(0.05)
+    await eventually_awaited(lambda: scrape(http), lambda totals: totals.get("status_retry_queue_pending", 0) >= 3001,
+                             WAIT)
 
 
 async def scrape(http: httpx.AsyncClient) -> dict[str, float]:
@@ -289,14 +282,10 @@ async def scrape(http: httpx.AsyncClient) -> dict[str, float]:
 
 async def settled(http: httpx.AsyncClient, timeout: float = 60.0) -> dict[str, float]:
     """The service's metrics once nothing is pending or parked; bounded."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        totals = await scrape(http)
-        if totals["status_retry_queue_pending"] == 0 and totals["status_parked_updates"] == 0:
-            return totals
-        assert loop.time() < deadline, f"the service did not settle in time: {totals}"
-        await asyncio.sleep(0.2)
+    return await eventually_awaited(
+        lambda: scrape(http),
+        lambda totals: totals["status_retry_queue_pending"] == 0 and totals["status_parked_updates"] == 0,
+        timeout, 0.2)
 
 
 def assert_accounted(totals: dict[str, float]) -> None:

@@ -8,7 +8,6 @@ import asyncio
 import json
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -32,7 +31,7 @@ from status_store.metrics import StoreMetrics
 from status_store.store import StatusStore
 
 from .conftest import Broker, StoreFactory
-from .helpers import write_raw
+from .helpers import eventually_value, write_raw
 from .test_events import ServedFactory, serve  # noqa: F401  (serve: the fixture)
 
 WAIT = 20.0
@@ -218,10 +217,7 @@ async def test_clients_asking_at_once_share_one_build_and_the_same_bytes(
 
 def wait_until(condition: Callable[[], bool]) -> None:
     """Bounded: WAIT seconds at most."""
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, "not in time"
-        time.sleep(0.01)
+    eventually_value(condition, bool, WAIT, 0.01, what="the condition")
 
 
 async def test_clients_waiting_while_statuses_change_join_one_next_build(

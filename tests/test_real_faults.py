@@ -13,6 +13,7 @@ dropped); and the sidecar answers the status routes of every connector written a
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import json
 import re
@@ -36,6 +37,7 @@ from harness.sidecar import LiveSidecar
 from status_store.connect.codec import encode_status
 from status_store.connect.model import State, connector_key
 
+from .helpers import eventually_value
 from .test_connect_live import same_answers
 
 pytestmark = pytest.mark.timeout(600)
@@ -102,17 +104,20 @@ class Faults:
         self.connector_state = "PAUSED" if self.connector_state == "RUNNING" else "RUNNING"
         path = f"/connectors/{CONNECTOR}/{'pause' if self.connector_state == 'PAUSED' else 'resume'}"
 
+        answers: list[Answer | None] = []
+
+        def put() -> Answer | None:
+            try:
+                answers.append(self.connect.request("PUT", path))
+            except OSError:  # no answer in time (a worker whose brokers all restart), a refused connection
+                answers.append(None)
+            return answers[-1]
+
         def ask() -> None:
-            deadline = time.monotonic() + TOGGLE_S
-            answer: Answer | None = None
-            while time.monotonic() < deadline:
-                try:
-                    answer = self.connect.request("PUT", path)
-                except OSError:  # no answer in time (a worker whose brokers all restart), a refused connection
-                    answer = None
-                if answer is not None and answer.status < 500:
-                    break
-                time.sleep(1)
+            # A failure here is recorded for the test's thread to report (this thread's assertion would be lost).
+            with contextlib.suppress(AssertionError):
+                eventually_value(put, lambda answer: answer is not None and answer.status < 500, TOGGLE_S, 1.0)
+            answer = answers[-1] if answers else None
             if answer is None or answer.status >= 300:
                 got = "no answer" if answer is None else f"{answer.status} {answer.body[:300]!r}"
                 self._toggle_errors.append(f"PUT {path} -> {got}")

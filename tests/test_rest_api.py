@@ -8,8 +8,9 @@ import json
 import logging
 import sys
 import unicodedata
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -26,7 +27,7 @@ from status_store.logs import RateLimit
 from status_store.store import StatusStore
 
 from .conftest import Broker, StoreFactory
-from .helpers import eventually, read_raw, write_raw
+from .helpers import eventually, eventually_awaited, read_raw, write_raw
 
 WAIT = 15.0
 TOPIC_AUTHORIZATION_FAILED = KafkaError.TOPIC_AUTHORIZATION_FAILED
@@ -66,6 +67,14 @@ def api_factory(mock_cluster: FaultyCluster, store_factory: StoreFactory) -> Api
 async def api(api_factory: ApiFactory) -> AsyncIterator[Api]:
     async with api_factory() as started:
         yield started
+
+
+def retries(api: Api, path: str) -> Callable[[], Awaitable[list[dict[str, Any]]]]:
+    """A probe of one of the /retries lists."""
+    async def listed() -> list[dict[str, Any]]:
+        answer: list[dict[str, Any]] = (await api.http.get(path)).json()
+        return answer
+    return listed
 
 
 async def test_connector_status_is_byte_for_byte_connects(api: Api) -> None:
@@ -288,11 +297,7 @@ async def test_retries_lists_pending_updates(api_factory: ApiFactory) -> None:
     async with api_factory(**settings) as api:
         api.cluster.broker_down(-1)
         await api.http.put("/connectors/c/status", json=RUNNING)
-        for _ in range(100):
-            pending = (await api.http.get("/retries")).json()
-            if pending:
-                break
-            await asyncio.sleep(0.05)
+        pending = await eventually_awaited(retries(api, "/retries"), bool, WAIT, what="the retries")
         assert pending[0]["key"] == "status-connector-c"
         assert pending[0]["attempts"] == 1
         assert 0 < pending[0]["next_attempt_in_seconds"] <= 6.25
@@ -307,11 +312,7 @@ async def test_parked_lists_updates_out_of_retries_and_metrics_count_them(api_fa
         assert (await api.http.get("/retries/parked")).json() == []
         api.cluster.broker_down(-1)
         await api.http.put("/connectors/c/status", json=RUNNING)
-        for _ in range(100):
-            parked = (await api.http.get("/retries/parked")).json()
-            if parked:
-                break
-            await asyncio.sleep(0.05)
+        parked = await eventually_awaited(retries(api, "/retries/parked"), bool, WAIT, what="the parked updates")
         assert [(p["key"], p["kind"], p["attempts"]) for p in parked] == [("status-connector-c", "connector", 1)]
         assert "_MSG_TIMED_OUT" in parked[0]["last_error"]
         text = (await api.http.get("/metrics")).text

@@ -91,7 +91,7 @@ def test_after_recovery_each_key_holds_its_last_put(ops: list[tuple[Any, ...]]) 
                 cluster.broker_down(-1)
             elif op[0] == "up":
                 cluster.broker_up(-1)
-            else:
+            else:  # a pause the program drew: time between its steps is what the property is about
                 await asyncio.sleep(op[1] / 1000)
         cluster.broker_up(-1)
         await store.flush(WAIT)
@@ -185,7 +185,7 @@ def test_through_restarts_with_a_spool_each_key_ends_with_its_last_put(ops: list
                     cluster.broker_down(-1)
                 elif op[0] == "up":
                     cluster.broker_up(-1)
-                else:
+                else:  # a pause the program drew: time between its steps is what the property is about
                     await asyncio.sleep(op[1] / 1000)
             cluster.broker_up(-1)
             await store.flush(WAIT)

@@ -158,7 +158,7 @@ async def test_a_newer_write_supersedes_a_pending_retry_and_is_never_overwritten
     # One write in flight, one waiting: the second was superseded by the third before it was sent.
     assert second.outcome is not None
     assert second.outcome.result is Result.SUPERSEDED
-    await asyncio.sleep(0.5)  # the first attempt times out while brokers are down
+    await eventually(lambda: first.last_error is not None, WAIT)  # the first attempt times out: brokers are down
     faulty.cluster.broker_up(-1)
     outcomes = [await u.result(WAIT) for u in (first, third)]
     assert outcomes[1].result is Result.WRITTEN
@@ -171,7 +171,7 @@ async def test_a_newer_write_supersedes_a_pending_retry_and_is_never_overwritten
 async def test_a_retry_is_abandoned_when_the_generation_changes(faulty: Faulty) -> None:
     faulty.cluster.push_request_errors(FaultyCluster.PRODUCE, NOT_ENOUGH_REPLICAS)
     old = faulty.store.put(connector("a", generation=1))
-    await asyncio.sleep(0.02)
+    await eventually(lambda: old.last_error is not None, WAIT)  # its first attempt failed: a retry waits
     faulty.store.put(connector("b", generation=2))
     outcome = await old.result(WAIT)
     assert outcome.result is Result.SUPERSEDED

@@ -7,7 +7,6 @@ import asyncio
 import logging
 import os
 import resource
-import time
 from pathlib import Path
 
 import httpx
@@ -26,7 +25,7 @@ from status_store.errors import WriteRejectedError
 from status_store.retry.updates import StatusUpdate, UpdateKind
 
 from .conftest import Broker, StoreFactory
-from .helpers import last_values
+from .helpers import eventually, eventually_awaited, eventually_value, last_values
 
 WAIT = 20.0
 QUICK = {"status.storage.retry.delivery.timeout.ms": "300", "status.storage.retry.initial.backoff.ms": "100",
@@ -123,12 +122,10 @@ def test_a_sidecar_killed_during_an_outage_loses_nothing_it_accepted(tmp_path: P
             with Service("--config", str(config), "--port", str(port)) as service:
                 service.wait_for("Uvicorn running on")
                 with httpx.Client(base_url=url, timeout=WAIT) as http:
-                    deadline = time.monotonic() + WAIT
-                    while time.monotonic() < deadline:
-                        states = [http.get(f"/connectors/c{i}/status") for i in range(10)]
-                        if all(r.status_code == 200 and r.json()["connector"]["state"] == "FAILED" for r in states):
-                            break
-                        time.sleep(0.2)
+                    states = eventually_value(
+                        lambda: [http.get(f"/connectors/c{i}/status") for i in range(10)],
+                        lambda answers: all(r.status_code == 200 and r.json()["connector"]["state"] == "FAILED"
+                                            for r in answers), WAIT)
                     assert [r.json()["connector"]["state"] for r in states] == ["FAILED"] * 10
                 # Logged during start, before the HTTP server: among the lines already seen.
                 assert any("Replaying 10 status update(s)" in line for line in service.seen)
@@ -179,10 +176,8 @@ async def test_a_spool_that_cannot_be_written_refuses_writes_and_says_so_until_i
             assert (await sample(http, "status_spool_unwritten_changes") or 0) > 0
             resource.prlimit(service.process.pid, resource.RLIMIT_FSIZE,
                              (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-            deadline = time.monotonic() + WAIT
-            while await sample(http, "status_spool_writable") != 1:
-                assert time.monotonic() < deadline, "the spool did not take writes again"
-                await asyncio.sleep(0.05)
+            await eventually_awaited(lambda: sample(http, "status_spool_writable"), lambda writable: writable == 1,
+                                     WAIT)
             assert (await http.put("/connectors/c2/status", json=body)).status_code == 202
         service.process.kill()  # SIGKILL: what the spool holds is what a crash leaves
         await asyncio.to_thread(service.process.wait, WAIT)
@@ -225,7 +220,8 @@ async def test_a_stop_with_a_spool_says_once_what_becomes_of_what_was_pending(
             mock_cluster.broker_down(-1)
             for i in range(20):
                 store.put(TaskStatus(TaskId("c", i), State.RUNNING, "w:1", 1))
-            await asyncio.sleep(0.1)  # sent: in the producer's queue, unacknowledged
+            # sent: in the producer's queue, unacknowledged (no public state says so; 0.1 s is many turns of the loop)
+            await asyncio.sleep(0.1)
     ours = [r for r in caplog.records if r.name.startswith("status_store") and r.name != "status_store.librdkafka"]
     assert [r.getMessage()[:60] for r in ours if r.levelno >= logging.ERROR] == []
     kept = [r.getMessage() for r in ours if "the spool keeps them" in r.getMessage()]
@@ -269,10 +265,7 @@ async def test_a_full_spool_drains_as_kafka_takes_the_writes_and_says_so_meanwhi
             # Kafka takes the writes: their rows go, alone, and the room they leave takes what waited.
             mock_cluster.broker_up(-1)
             await store.flush(WAIT)
-            deadline = time.monotonic() + WAIT
-            while not spool.writable or spool.unwritten_changes:
-                assert time.monotonic() < deadline, f"the spool did not drain: {spool.failure}"
-                await asyncio.sleep(0.05)
+            await eventually(lambda: spool.writable and not spool.unwritten_changes, WAIT)
             assert len(spool) == 0
             assert (await http.get("/ready")).status_code == 200
             assert (await store.put(ConnectorStatus("after", State.RUNNING, "w:1", 1)).result(WAIT)).ok
@@ -330,13 +323,11 @@ async def test_a_spool_file_deleted_while_in_use_is_made_anew_and_a_kill_loses_n
             assert len(said) == 1
             assert " ERROR " in said[0]
             async with httpx.AsyncClient(base_url=url, timeout=WAIT) as http:
-                deadline = time.monotonic() + WAIT
-                while True:
-                    answers = [await http.get(f"/connectors/{name}/status") for name in statuses]
-                    if all(a.status_code == 200 for a in answers):
-                        break
-                    assert time.monotonic() < deadline, "the replayed statuses were not read back"
-                    await asyncio.sleep(0.2)
+                async def read_back() -> list[httpx.Response]:
+                    return [await http.get(f"/connectors/{name}/status") for name in statuses]
+
+                answers = await eventually_awaited(read_back, lambda got: all(a.status_code == 200 for a in got),
+                                                   WAIT, 0.2)
                 shown = {name: a.json()["connector"]["state"] for name, a in zip(statuses, answers, strict=True)}
                 assert shown == statuses
 

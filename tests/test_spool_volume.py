@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from harness.faulty_cluster import FaultyCluster
 from harness.service import Service, sidecar_config
 
 from .conftest import Broker
+from .helpers import eventually_awaited
 
 WAIT = 20.0
 QUICK = {"status.storage.retry.delivery.timeout.ms": "300", "status.storage.retry.initial.backoff.ms": "100",
@@ -132,10 +132,7 @@ async def put(http: httpx.AsyncClient, connector: str, state: str = "RUNNING") -
 
 async def until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = WAIT) -> None:
     """Wait, bounded, until ``check()`` holds."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
-        await asyncio.sleep(0.1)
+    await eventually_awaited(check, bool, timeout, 0.1, what=what)
 
 
 async def ready_status(http: httpx.AsyncClient, status: int) -> bool:

@@ -22,6 +22,7 @@ from harness.faulty_cluster import FaultyCluster
 from harness.service import Service, sidecar_config
 
 from .conftest import Broker
+from .helpers import eventually_value
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -56,14 +57,14 @@ def cpu_limited(pid: int) -> Iterator[None]:
         (group / "cgroup.procs").write_text(str(pid))
         yield
     finally:
-        deadline = time.monotonic() + WAIT
-        while True:
+        def removed() -> bool:
             try:
                 group.rmdir()
-                break
             except OSError:  # the process is still in it
-                assert time.monotonic() < deadline, f"cgroup {group} still busy"
-                time.sleep(0.1)
+                return False
+            return True
+
+        eventually_value(removed, bool, WAIT, 0.1, what=f"cgroup {group} removed")
 
 
 def _read(path: Path) -> str:

@@ -1,0 +1,81 @@
+"""Tests wait through one helper (``eventually``/``eventually_value`` in tests/helpers.py), not by sleeping a
+fixed time or by a deadline loop of their own (issue 46, item 4): a sleep guesses how long a state takes to come
+(too short on a loaded machine: a flaky test; too long: a slow suite), a hand-written loop is one more place to
+get the bound wrong. What is left is counted here against named exceptions, each with why."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).parent
+HELPER = TESTS / "helpers.py"
+
+# Files of branches in flight this round (agent, heal, operator): their sleeps are theirs to change, so any count
+# passes for now; the coordinator sets their counts (or takes them off) after the merge.
+IN_FLIGHT = "owned by a branch in flight this round (any count until the coordinator's merge)"
+
+# file (relative to tests/) -> (how many sleeps and deadline loops it keeps, or None for any; why)
+EXCEPTIONS: dict[str, tuple[int | None, str]] = {
+    "faults_support.py": (1, "stream(): the pace of the traffic under a fault, not a wait for a state"),
+    "test_agent_sessions.py": (1, "sessions of distinct ages: eviction goes oldest first"),
+    "test_agent_transcript.py": (1, "a transcript's sleep_ms step: a pause the transcript holds (a lease ending)"),
+    "test_cli.py": (1, "new_lines(): every line printed within a window (the window is the test: nothing more)"),
+    "test_faults.py": (1, "rounds of writes spread over an outage: the traffic under the fault"),
+    "test_http_server.py": (3, "a trickled head and a request pace (the fault); a hold past the linger"),
+    "test_spool.py": (1, "writes in librdkafka's queue, unacknowledged: no public state says so"),
+    "test_client.py": (2, "DrippingServer: the trickle (a byte per interval for a bounded time) is the fault"),
+    "test_rest_tls.py": (1, "an unusable TLS file held over three check intervals: still served, one warning"),
+    "test_retry_properties.py": (2, "a pause the generated program drew: time between its steps is the property"),
+    "test_agent_live.py": (None, IN_FLIGHT),
+    "test_agent_route.py": (None, IN_FLIGHT),
+    "test_autorestart_live.py": (None, IN_FLIGHT),
+    "test_bench.py": (None, IN_FLIGHT),
+    "test_deploy.py": (None, IN_FLIGHT),
+    "test_events.py": (None, IN_FLIGHT),
+    "test_ui.py": (None, IN_FLIGHT),
+}
+
+
+def _is_clock(node: ast.expr) -> bool:
+    """``time.monotonic()``, ``time.time()``, ``loop.time()``: a reading of a clock."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {"monotonic", "time", "perf_counter"})
+
+
+def _waits(source: str) -> list[int]:
+    """Line numbers of the sleeps of a non-zero time and of the hand-written deadlines (a clock plus a time)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            zero = bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == 0
+            if name == "sleep" and not zero:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _is_clock(node.left):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_scan_finds_sleeps_and_deadline_loops() -> None:
+    source = ("import asyncio, time\n"
+              "async def f(loop):\n"
+              "    await asyncio.sleep(0)\n"
+              "    time.sleep(0.2)\n"
+              "    deadline = loop.time() + 5\n"
+              "    ends = time.monotonic() + 1.0\n"
+              "    await asyncio.sleep(interval)\n"
+              "    spent = time.monotonic() - start\n")
+    assert _waits(source) == [4, 5, 6, 7]
+
+
+def test_tests_wait_through_the_helper_but_for_named_exceptions() -> None:
+    found = {str(path.relative_to(TESTS)): _waits(path.read_text())
+             for path in sorted(TESTS.rglob("*.py")) if path != HELPER}
+    wrong = []
+    for name, lines in found.items():
+        allowed, _ = EXCEPTIONS.get(name, (0, ""))
+        if allowed is not None and len(lines) != allowed:
+            wrong.append(f"{name}: {len(lines)} sleeps or deadline loops (lines {lines}), {allowed} named")
+    assert not wrong, "wait with tests/helpers.py's eventually, or name the exception and why:\n" + "\n".join(wrong)
+    assert set(EXCEPTIONS) <= set(found), f"exceptions naming no file: {set(EXCEPTIONS) - set(found)}"
