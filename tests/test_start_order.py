@@ -6,7 +6,6 @@ cannot); then a stock Connect 4.4.0 worker with the agent, started after its sid
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
@@ -20,6 +19,8 @@ from harness.real_kafka import KafkaCluster
 from harness.service import Service, sidecar_config
 from harness.sidecar import LiveSidecar, javaagent
 
+from .helpers import eventually_value
+
 WAIT = 30.0
 
 
@@ -30,14 +31,9 @@ def answer_of(http: httpx.Client, path: str) -> tuple[int, str]:
 
 def until(http: httpx.Client, path: str, status: int, words: str) -> str:
     """Ask until ``path`` answers ``status`` with ``words`` in its message; the message."""
-    deadline = time.monotonic() + WAIT
-    seen: tuple[int, str] = (0, "")
-    while time.monotonic() < deadline:
-        seen = answer_of(http, path)
-        if seen[0] == status and words in seen[1]:
-            return seen[1]
-        time.sleep(0.1)
-    raise AssertionError(f"GET {path}: not {status} with {words!r} within {WAIT} s; last {seen}")
+    seen = eventually_value(lambda: answer_of(http, path), lambda a: a[0] == status and words in a[1], WAIT,
+                            0.1, f"GET {path} (wanted {status} with {words!r})")
+    return seen[1]
 
 
 def test_a_sidecar_started_before_its_worker_waits_for_the_topics_and_says_so(mock_cluster: FaultyCluster,

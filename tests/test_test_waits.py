@@ -11,9 +11,9 @@ from pathlib import Path
 TESTS = Path(__file__).parent
 HELPER = TESTS / "helpers.py"
 
-# Files of branches in flight this round (agent, heal, operator): their sleeps are theirs to change, so any count
-# passes for now; the coordinator sets their counts (or takes them off) after the merge.
-IN_FLIGHT = "owned by a branch in flight this round (any count until the coordinator's merge)"
+# Files other branches changed while the waits were converted: their counts are held here so none is added, and
+# converting them is what is left of issue 46 item 4.
+NOT_YET = "not converted yet (merged after the conversion): the count is held exactly"
 
 # file (relative to tests/) -> (how many sleeps and deadline loops it keeps, or None for any; why)
 EXCEPTIONS: dict[str, tuple[int | None, str]] = {
@@ -27,13 +27,17 @@ EXCEPTIONS: dict[str, tuple[int | None, str]] = {
     "test_client.py": (2, "DrippingServer: the trickle (a byte per interval for a bounded time) is the fault"),
     "test_rest_tls.py": (1, "an unusable TLS file held over three check intervals: still served, one warning"),
     "test_retry_properties.py": (2, "a pause the generated program drew: time between its steps is the property"),
-    "test_agent_live.py": (None, IN_FLIGHT),
-    "test_agent_route.py": (None, IN_FLIGHT),
-    "test_autorestart_live.py": (None, IN_FLIGHT),
-    "test_bench.py": (None, IN_FLIGHT),
-    "test_deploy.py": (None, IN_FLIGHT),
-    "test_events.py": (None, IN_FLIGHT),
-    "test_ui.py": (None, IN_FLIGHT),
+    "test_failures_live.py": (1, "past the backoff a restart would have waited: nothing may happen in that time"),
+    "test_record_route.py": (1, "each state lasts a while: the record's durations are what is tested"),
+    "test_secured_workers_live.py": (1, "past the initial backoff again and again: a storm of requests would show"),
+    "test_stuck_workers_live.py": (2, "a worker held stopped for its pause; a rolling restart's quiet after: no "
+                                      "false mark may appear in that time"),
+    "test_agent_live.py": (3, NOT_YET),
+    "test_agent_route.py": (6, NOT_YET),
+    "test_autorestart_live.py": (6, NOT_YET),
+    "test_deploy.py": (2, NOT_YET),
+    "test_events.py": (4, NOT_YET),
+    "test_ui.py": (1, NOT_YET),
 }
 
 
