@@ -81,4 +81,26 @@ class OutcomeCheckTest {
             assertEquals(Router.Path.SIDECAR, h.router.path());
         }
     }
+
+    @Test
+    void aWriteTheSidecarGivesBackAgainAndAgainWhileTheWorkersProducerWritesLeavesTheSidecar() throws Exception {
+        // Issue 42, kafka-cut-20s-black-holed: the sidecar cut off from Kafka fails each attempt and, its worker's
+        // generation moved, gives the write back ("expired"); sent again, each time a pending write of a new seq. Its
+        // time pending began anew each time, so rule 5 never asked the worker's producer, which could write: the pause
+        // never landed. The key's time pending counts from the first write the sidecar took and did not write.
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "PAUSED");
+            long until = System.nanoTime() / 1_000_000 + 8_000;
+            while (h.connectWrites().isEmpty() && System.nanoTime() / 1_000_000 < until) {
+                Thread.sleep(200);
+                h.sidecar.expire();
+            }
+            h.awaitNewestLanded(2_000);
+            h.assertInvariants();
+            assertEquals(1, h.connectWrites().size(), "the worker's own producer wrote the pause: " + h.topic.records());
+            assertEquals(1, h.connect.writeChecks().size(), "one question to the worker's own producer");
+        }
+    }
 }
