@@ -103,4 +103,30 @@ class OutcomeCheckTest {
             assertEquals(1, h.connect.writeChecks().size(), "one question to the worker's own producer");
         }
     }
+
+    @Test
+    void aQuestionAskedBeforeTheAgentLeftIsNotJudgedAfterItCameBack() throws Exception {
+        // Issue 42, sidecar-stopped-12s-kafka-away: rule 5's question to the worker's producer was out when the
+        // sidecar stopped (the agent left, read timed out); its answer, judged once the agent was back 15 s later,
+        // made it leave again at once, about a write long since written through Connect: a switch and a fence for
+        // nothing.
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.connect.answer = new java.util.concurrent.CompletableFuture<>();
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.connect.writeChecks().size() == 1, 4_000, "rule 5 asks the worker's producer");
+            h.sidecar.answering = FakeSidecar.Answering.UNAVAILABLE;
+            Harness.await(() -> h.router.path() != Router.Path.SIDECAR, 2_000, "the sidecar left");
+            h.connect.answer.complete(true);
+            h.connect.answer = null;
+            h.awaitNewestLanded(4_000);
+            h.sidecar.writeAtOnce = true;
+            h.sidecar.answering = FakeSidecar.Answering.OK;
+            h.awaitPath(Router.Path.SIDECAR, 4_000);
+            Thread.sleep(500);
+            assertEquals(Router.Path.SIDECAR, h.router.path(), "left again on the old question's answer");
+            assertEquals(3, h.metrics.switchesTotal(), "to the sidecar, away, back");
+        }
+    }
 }
