@@ -42,6 +42,7 @@ from prometheus_client.registry import Collector
 
 from .logs import RateLimit
 from .retry.updates import Outcome, Result, StatusUpdate
+from .store import GENERATION_MOVED
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ LEASE_ENDED = "the agent's lease ended: its worker writes through Connect's own 
 EXPIRED = "expired"
 EXPIRED_REASON = ("not written by this sidecar instance and never will be (the agent's lease ended before it was "
                   "sent): the write is the agent's again")
+NEVER_SENT_AGAIN_REASON = ("not written by this sidecar instance and never will be (its attempt failed and Connect's "
+                           "retry rule keeps it from being sent again: {reason}): the write is the agent's again")
 FORGOTTEN_REASON = ("its outcome is no longer kept (a session keeps a bounded number): the write is the agent's "
                     "again")
 # Dropped outcomes and evicted sessions are logged at most this often, with a count.
@@ -136,6 +139,11 @@ def outcome_body(seq: int, key: str, outcome: Outcome) -> dict[str, Any]:
     """An outcome as an answer carries it: a write the session's lease kept from being sent is ``expired``."""
     if outcome.result is Result.SUPERSEDED and outcome.reason == LEASE_ENDED:
         return {"seq": seq, "key": key, "result": EXPIRED, "attempts": outcome.attempts, "reason": EXPIRED_REASON}
+    if outcome.result is Result.SUPERSEDED and outcome.reason.startswith(GENERATION_MOVED):
+        # Connect's store drops a retry once its worker's generation moved, but only after its own attempt failed:
+        # the worker's producer may reach Kafka where this sidecar did not. The agent takes it back (rule 5).
+        return {"seq": seq, "key": key, "result": EXPIRED, "attempts": outcome.attempts,
+                "reason": NEVER_SENT_AGAIN_REASON.format(reason=outcome.reason)}
     body: dict[str, Any] = {"seq": seq, "key": key, "result": outcome.result.value, "attempts": outcome.attempts}
     if not outcome.ok:
         body["reason"] = outcome.reason

@@ -379,6 +379,10 @@ def _writer_key(writer: str | None, status: Status) -> tuple[str, str | None]:
     return ("writer", writer) if writer is not None else ("worker", status.worker_id)
 
 
+# How a retry abandoned by Connect's generation rule begins its reason (``agents.outcome_body`` reads it).
+GENERATION_MOVED = "its writer's generation moved"
+
+
 class _Writer:
     """One writer's generation, as Connect's store of one worker keeps it: moved by that writer's writes only. Kept
     alive by its pending writes' rules (``StatusStore._writers`` holds it weakly)."""
@@ -406,7 +410,7 @@ class _ConnectRules:
         if retry and self.entry.deleted:
             return "the key was deleted (a tombstone was read)"
         if retry and self.status.generation != self.writer.generation:
-            return f"its writer's generation moved from {self.status.generation} to {self.writer.generation}"
+            return f"{GENERATION_MOVED} from {self.status.generation} to {self.writer.generation}"
         if self.safe and not self.entry.can_write_safely(self.status):
             return "another worker's newer status was read"
         return None

@@ -70,15 +70,16 @@ ROWS = ["sidecar-stopped-12s-kafka-away", "kafka-cut-20s-black-holed", "answers-
         "answers-wrong-shape"]
 
 
-# Each marked row failed with the agent's rules 1-8 and the engine's fixes in (2 of 2 quick runs), the stock side
-# right: what each left wrong is in the reason. The wrong shape goes last: it wedged the agents before their rules (the
-# next row would restart the pod's workers first). The sidecar killed and restarted is left to the full matrix.
+# A row the pod still fails is marked with ``finding`` (what it left wrong in the reason). The wrong shape goes last:
+# it wedged the agents before their rules (the next row would restart the pod's workers first). The sidecar killed and
+# restarted is left to the full matrix.
 @pytest.mark.parametrize("row", [
-    finding("sidecar-stopped-12s-kafka-away", "the statuses at the sidecars when they stopped (pause, resume, the "
-            "flip's last pause) never land: the older state in every view; the agents fell back, the keys with writes "
-            "at the sidecar fenced (4.7 s) while the broker was away"),
-    finding("kafka-cut-20s-black-holed", "the pause's and the resume's statuses never land (the older state in every "
-            "view); the agents never left their sidecars (rule 5 not met)"),
+    # Held in 4 of 4 quick runs once main held every branch (05:13-05:44 UTC, load 5-22); its earlier failures
+    # (fenced keys written through Connect while the broker was still away) were not seen again.
+    "sidecar-stopped-12s-kafka-away",
+    # Held since a write whose attempt failed and whose session's generation then moved is the agent's again
+    # (expired), and rule 5 counts it from the first write the sidecar took.
+    "kafka-cut-20s-black-holed",
     "answers-written-untruly",
     "answers-wrong-shape",
 ])

@@ -30,8 +30,13 @@ final class KeyEntry {
      * writes them all the same (one in flight ahead of the newer), and their outcomes are counted (KIP-1278).
      */
     final List<Long> replaced = new ArrayList<>(1);
-    /** When the sidecar accepted the pending write (ms). */
+    /**
+     * Since when (ms) the sidecar has held a write of this key without writing it: when it accepted the pending write,
+     * or, for a write it gave back and took again, when it accepted the first of them (rule 5 counts from then).
+     */
     long pendingSince;
+    /** The pending time of a write the sidecar gave back (expired), for the write sent again; -1 when none. */
+    long givenBackSince = -1;
     /** By when the verifying write must have been read back (ms). */
     long verifyUntil;
     /** Not sent before this time (ms): an old sidecar instance may still write this key until then. */

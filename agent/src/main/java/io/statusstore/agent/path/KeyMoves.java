@@ -97,6 +97,7 @@ final class KeyMoves {
         ready.sending = null;
         ready.pending = null;
         ready.verifying = null;
+        ready.givenBackSince = -1;
         orders.forgetReplaced(ready);
         ready.draining = true;
         orders.attach(ready);

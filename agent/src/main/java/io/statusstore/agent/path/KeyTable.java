@@ -101,7 +101,10 @@ final class KeyTable {
             }
             entry.sending = null;
             entry.pending = update;
-            entry.pendingSince = now;
+            // A write given back and taken again has been held since the first was taken: sent again and again (a
+            // sidecar that cannot reach Kafka), it must not put rule 5's question off for ever.
+            entry.pendingSince = entry.givenBackSince >= 0 ? entry.givenBackSince : now;
+            entry.givenBackSince = -1;
             orders.attach(entry);
         }
     }
@@ -145,6 +148,8 @@ final class KeyTable {
             entry.sending = null;
         } else {
             entry.pending = null;
+            entry.givenBackSince = entry.givenBackSince >= 0 ? Math.min(entry.givenBackSince, entry.pendingSince)
+                    : entry.pendingSince;
         }
         if (entry.unsent == null && entry.sending == null) {
             entry.unsent = again;

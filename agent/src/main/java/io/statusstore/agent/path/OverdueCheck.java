@@ -32,6 +32,16 @@ final class OverdueCheck {
     }
 
     /**
+     * The agent is on the sidecar again: a question asked before it left is about writes since settled through
+     * Connect, and its answer is not judged.
+     */
+    void reset() {
+        asked = null;
+        nextAt = 0;
+        overdue = Collections.emptyList();
+    }
+
+    /**
      * Why the sidecar is to be left (its pending writes overdue by {@code outcomeBoundMs} while the worker's producer
      * wrote within {@code answerBoundMs}), or null; {@code sidecar} names it in the lines.
      */

@@ -171,6 +171,7 @@ public final class Sender implements Runnable {
             return;
         }
         if (handover.onQuiescing()) {
+            overdue.reset();
             lastAnswerAt = now();
             nextPollAt = lastAnswerAt;
         }

@@ -20,6 +20,8 @@ final class FakeConnect implements ConnectPath {
     volatile Error quietFails;
     /** Whether the worker's own producer can write to the status topic (rule 5's question). */
     volatile boolean canWrite = true;
+    /** The answer to rule 5's questions while not null: one the test completes when it will (a slow producer). */
+    volatile CompletableFuture<Boolean> answer;
     private final List<List<String>> writeChecks = new ArrayList<>();
 
     FakeConnect(Topic topic) {
@@ -63,11 +65,12 @@ final class FakeConnect implements ConnectPath {
         return new ArrayList<>(agentWrites);
     }
 
-    /** Answers at once, as a worker's producer whose brokers answer (or refuse) does. */
+    /** Answers at once, as a worker's producer whose brokers answer (or refuse) does, unless {@link #answer} is set. */
     @Override
     public synchronized CompletableFuture<Boolean> canWrite(Collection<String> keys) {
         writeChecks.add(new ArrayList<>(keys));
-        return CompletableFuture.completedFuture(canWrite);
+        CompletableFuture<Boolean> held = answer;
+        return held != null ? held : CompletableFuture.completedFuture(canWrite);
     }
 
     /** The keys of each question the agent asked about the worker's own producer. */

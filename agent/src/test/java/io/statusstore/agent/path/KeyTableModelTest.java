@@ -30,6 +30,8 @@ class KeyTableModelTest {
         StatusUpdate pending;
         StatusUpdate verifying;
         long pendingSince;
+        /** A pending write given back: its write taken again counts its time pending from then (rule 5). */
+        long givenBackSince = -1;
         long verifyUntil;
         long heldUntil;
         long fenceUntil;
@@ -139,7 +141,8 @@ class KeyTableModelTest {
         }
         s.sending = null;
         s.pending = u;
-        s.pendingSince = now;
+        s.pendingSince = s.givenBackSince >= 0 ? s.givenBackSince : now;
+        s.givenBackSince = -1;
     }
 
     private void takeBack(String where) {
@@ -163,6 +166,7 @@ class KeyTableModelTest {
             s.sending = null;
         } else {
             s.pending = null;
+            s.givenBackSince = s.givenBackSince >= 0 ? Math.min(s.givenBackSince, s.pendingSince) : s.pendingSince;
         }
         if (s.unsent == null && s.sending == null) {
             s.unsent = again;
@@ -294,6 +298,7 @@ class KeyTableModelTest {
             ready.sending = null;
             ready.pending = null;
             ready.verifying = null;
+            ready.givenBackSince = -1;
             ready.replaced.clear();
             ready.draining = true;
         }

@@ -81,4 +81,52 @@ class OutcomeCheckTest {
             assertEquals(Router.Path.SIDECAR, h.router.path());
         }
     }
+
+    @Test
+    void aWriteTheSidecarGivesBackAgainAndAgainWhileTheWorkersProducerWritesLeavesTheSidecar() throws Exception {
+        // Issue 42, kafka-cut-20s-black-holed: the sidecar cut off from Kafka fails each attempt and, its worker's
+        // generation moved, gives the write back ("expired"); sent again, each time a pending write of a new seq. Its
+        // time pending began anew each time, so rule 5 never asked the worker's producer, which could write: the pause
+        // never landed. The key's time pending counts from the first write the sidecar took and did not write.
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "PAUSED");
+            long until = System.nanoTime() / 1_000_000 + 8_000;
+            while (h.connectWrites().isEmpty() && System.nanoTime() / 1_000_000 < until) {
+                Thread.sleep(200);
+                h.sidecar.expire();
+            }
+            h.awaitNewestLanded(2_000);
+            h.assertInvariants();
+            assertEquals(1, h.connectWrites().size(), "the worker's own producer wrote the pause: " + h.topic.records());
+            assertEquals(1, h.connect.writeChecks().size(), "one question to the worker's own producer");
+        }
+    }
+
+    @Test
+    void aQuestionAskedBeforeTheAgentLeftIsNotJudgedAfterItCameBack() throws Exception {
+        // Issue 42, sidecar-stopped-12s-kafka-away: rule 5's question to the worker's producer was out when the
+        // sidecar stopped (the agent left, read timed out); its answer, judged once the agent was back 15 s later,
+        // made it leave again at once, about a write long since written through Connect: a switch and a fence for
+        // nothing.
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.connect.answer = new java.util.concurrent.CompletableFuture<>();
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.connect.writeChecks().size() == 1, 4_000, "rule 5 asks the worker's producer");
+            h.sidecar.answering = FakeSidecar.Answering.UNAVAILABLE;
+            Harness.await(() -> h.router.path() != Router.Path.SIDECAR, 2_000, "the sidecar left");
+            h.connect.answer.complete(true);
+            h.connect.answer = null;
+            h.awaitNewestLanded(4_000);
+            h.sidecar.writeAtOnce = true;
+            h.sidecar.answering = FakeSidecar.Answering.OK;
+            h.awaitPath(Router.Path.SIDECAR, 4_000);
+            Thread.sleep(500);
+            assertEquals(Router.Path.SIDECAR, h.router.path(), "left again on the old question's answer");
+            assertEquals(3, h.metrics.switchesTotal(), "to the sidecar, away, back");
+        }
+    }
 }
