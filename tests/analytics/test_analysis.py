@@ -147,7 +147,9 @@ def test_garbled_history_records_are_skipped_and_counted(analysis: Analysis) -> 
 
 
 def test_the_restart_results_are_the_sidecars() -> None:
-    assert [result.value for result in Result] == RESTART_RESULTS
+    # not-failed is the worker refuting a restart when asked: no restart was sent, and none is written to the
+    # history topic (act/restarter.py), so the history never holds it.
+    assert [result.value for result in Result if result is not Result.NOT_FAILED] == RESTART_RESULTS
 
 
 def test_restarts_per_connector_and_task_and_result(analysis: Analysis) -> None:
