@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -282,11 +284,18 @@ def test_a_sidecar_away_costs_a_status_little_more_than_a_stock_worker_takes(
         cluster.wait_for_status(name, all_in("RUNNING", 2), "running", STEP_WAIT)
     stock_s = pause_shows_after(stock, "cheap-stock")
     returns = worker_log(connect).count("back on the sidecar")
+    fence_line = re.compile(r"the others once nothing the sidecar took of them can land, in (\d+) ms")
+    fences_before = Counter(fence_line.findall(worker_log(connect)))
     pod.sidecar.kill()
     try:
         killed_s = pause_shows_after(connect, "cheap-killed")
     finally:
         pod.sidecar.start()
+    # A request the sidecar may have taken before it died (a kept-alive connection's end-of-file after the request
+    # was sent: the agent cannot tell it from a crash after the sidecar started the write) holds its keys to their
+    # fence (PROTOCOL.md, rule 3): the agent's switch line names that wait, and the pause may take it.
+    fenced = list((Counter(fence_line.findall(worker_log(connect))) - fences_before).elements())
+    killed_bound = stock_s + 2.0 + max((int(ms) / 1000 for ms in fenced), default=0.0)
     wait_until(lambda: worker_log(connect).count("back on the sidecar") > returns, STEP_WAIT,
                "the agent is back on the sidecar")
     time.sleep(1.0)  # idle: the next write finds out whether the sidecar still answers
@@ -297,7 +306,7 @@ def test_a_sidecar_away_costs_a_status_little_more_than_a_stock_worker_takes(
         stop_process(pod.sidecar, signal.SIGCONT)
     print(f"pause shown in Connect's REST: stock {stock_s:.2f} s, sidecar killed {killed_s:.2f} s, "
           f"hung {hung_s:.2f} s (request deadline {DEADLINE_S} s)")
-    assert killed_s <= stock_s + 2.0, (stock_s, killed_s)
+    assert killed_s <= killed_bound, (stock_s, killed_s, fenced)
     assert hung_s <= stock_s + DEADLINE_S + 2.0, (stock_s, hung_s)
     # The sidecar, running again, lands nothing older over the pause.
     stays(connect, "cheap-hung", all_in("PAUSED", 2))
