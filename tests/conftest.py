@@ -135,19 +135,23 @@ def service() -> Iterator[Service]:
         yield running
 
 
-# Apache Kafka's own broker and Connect's worker (harness/real_kafka.py, harness/real_connect.py) are session
-# fixtures: they start once in each test process that runs a test using them (at most three). Their tests are not
-# one group: 62 tests in 16 modules run one after another in one process took longer than the rest of the suite
-# beside them, while the others waited.
+# Apache Kafka's own broker and Connect's worker (harness/real_kafka.py, harness/real_connect.py): started once per
+# test process, and every test that uses them runs in the same process (the xdist group below), so each JVM starts
+# once per run.
+REAL_KAFKA_FIXTURES = frozenset({"kafka", "kafka_cluster", "connect_cluster", "connect3_worker", "agent_pod",
+                                 "agent3_pod"})
+REAL_KAFKA_GROUP = "real-kafka"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group tests for ``--dist loadgroup``: a module's tests together, so its module-scoped fixtures (a bed of
-    brokers and workers of its own, a service) start once."""
+    """Group tests for ``--dist loadgroup``: a module's tests together (module-scoped fixtures start once), and
+    every test on the real Kafka processes in one group."""
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue
-        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        uses_real_kafka = REAL_KAFKA_FIXTURES & set(getattr(item, "fixturenames", ()))
+        group = REAL_KAFKA_GROUP if uses_real_kafka else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(wrapper=True)
