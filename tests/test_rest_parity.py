@@ -224,8 +224,8 @@ async def test_fleet_holds_every_connector_and_task_with_since_when_and_the_even
     assert list(by_name) == ["logs", "orders-sink", "status-only"]
     # Configured without a status: listed, its status fields null.
     assert by_name["logs"] == {"name": "logs", "type": "source", "configured": True, "state": None, "worker_id": None,
-                               "since": None, "trace": None, "worker_gone_since": None, "restarts": None,
-                               "health": None, "tasks": []}
+                               "since": None, "trace": None, "worker_gone_since": None, "worker_stuck_since": None,
+                               "restarts": None, "failure": None, "health": None, "tasks": []}
     orders = by_name["orders-sink"]
     assert (orders["type"], orders["configured"], orders["state"]) == ("sink", True, "RUNNING")
     [task] = orders["tasks"]
