@@ -76,8 +76,9 @@ def test_a_filestream_sink_into_a_missing_directory_is_a_user_failure_never_rest
         # Nothing was sent to the worker, which still says FAILED.
         metrics = sidecar.request("GET", "/metrics").body.decode()
         assert 'status_restarts_skipped_total{reason="failure_class"} 1.0' in metrics
-        assert not [line for line in metrics.splitlines()
-                    if line.startswith("status_restarts_total{") and not line.endswith(" 0.0")]
+        # (status_restarts_total has no connector label, and the session's workers hold other modules' connectors,
+        # whose failures this sidecar may restart: the entry's state above and the worker's FAILED below say that
+        # none was sent for this one.)
         assert 'status_failed{class="user",kind="task"} 1.0' in metrics
         assert any(line.startswith('status_task_failure{') and 'connector="file-missing"' in line
                    and 'class="user"' in line for line in metrics.splitlines())
