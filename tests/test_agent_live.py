@@ -119,8 +119,8 @@ def test_every_status_of_a_stock_worker_is_written_by_the_sidecar(pod: AgentPod)
         [kip] = jmx_attributes(connect.line, JMX_PORT, "kafka.connect:type=status-backing-store-metrics,*").values()
         return float(kip["status-update-success-total"]) >= 6 and "status-update-retry-total" in kip
     wait_until(counted, STEP_WAIT, "KIP-1278's counters in the worker's JMX")
-    # Issue 43 item 9: the worker's counter says what the sidecar wrote for it (a write replaced in flight by a newer
-    # one of its key is counted too; before, its outcome was dropped: 112 counted of 119 written).
+    # KIP-1278's counters: the worker's counter says what the sidecar wrote for it (a write replaced in flight by a
+    # newer one of its key is counted too; before, its outcome was dropped: 112 counted of 119 written).
     deltas: list[tuple[float, float]] = []
 
     def equal() -> bool:
@@ -371,7 +371,7 @@ def test_the_agents_probe_record_changes_nothing_for_connect_or_the_sidecar(
 
 def test_a_worker_stopping_beside_a_hung_sidecar_is_done_within_10_s_and_loses_nothing(
         kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
-    """With the agent's and the sidecar's defaults (issue 43 item 3), a worker stopped (SIGTERM) while its sidecar
+    """With the agent's and the sidecar's defaults (agent/README.md), a worker stopped (SIGTERM) while its sidecar
     hangs (SIGSTOP) with the worker's last statuses pending there: the worker waits out their fence (last request +
     lease 4 s + write bound 3 s + 1 s), writes its statuses through its own store, and exits within 10 s; every status
     it wrote is the newest in the topic, also after the sidecar runs again. Before: 21 s (lease 10 s, write bound
@@ -381,9 +381,10 @@ def test_a_worker_stopping_beside_a_hung_sidecar_is_done_within_10_s_and_loses_n
         connect.call("PUT", "/connectors/h/config", source())
         connect.wait_for_status("h", all_in("RUNNING", 2), "running", STEP_WAIT)
         worker = connect.workers[0]
-        # Issue 43 item 1: a worker starting with its connector configured writes its first statuses at once, before
-        # its agent's first exchange with the sidecar; they wait for it (a bound) and go through the sidecar too.
-        # Before: the first took Connect's own path (a fresh store wrote 31 statuses, the sidecar 30).
+        # The first status through the sidecar: a worker starting with its connector configured writes its first
+        # statuses at once, before its agent's first exchange with the sidecar; they wait for it (a bound) and go
+        # through the sidecar too. Before: the first took Connect's own path (a fresh store wrote 31 statuses, the
+        # sidecar 30).
         worker.stop()
         for proxy in kafka.proxies:
             proxy.reset_counts()

@@ -298,11 +298,12 @@ async def test_a_sessions_expired_writes_hold_back_no_other_write(served: tuple[
 
 async def test_a_write_whose_attempt_failed_and_whose_generation_moved_is_the_agents_again(
         served: tuple[StatusStore, httpx.AsyncClient], mock_cluster: FaultyCluster) -> None:
-    # Issue 42, the fault matrix's kafka-cut-20s-black-holed: a pause's PAUSED (generation 15) failed its first attempt
-    # (the sidecar cut off from Kafka), a rebalance moved the worker to generation 16 meanwhile, and Connect's retry
-    # rule (per writer) abandoned it: "superseded", which the agent took as done, and the connector stayed RUNNING in
-    # every view while the worker's own producer could write it. Connect's store drops it only when its own attempt
-    # failed too: for the agent it was never written, and is its again (rule 5 asks the worker's producer).
+    # The fault matrix's kafka-cut-20s-black-holed row (bench/fault_matrix.py): a pause's PAUSED (generation 15) failed
+    # its first attempt (the sidecar cut off from Kafka), a rebalance moved the worker to generation 16 meanwhile, and
+    # Connect's retry rule (per writer) abandoned it: "superseded", which the agent took as done, and the connector
+    # stayed RUNNING in every view while the worker's own producer could write it. Connect's store drops it only when
+    # its own attempt failed too: for the agent it was never written, and is its again (rule 5 asks the worker's
+    # producer).
     store, http = served
     agent = Agent(http, store)
     mock_cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * 3)

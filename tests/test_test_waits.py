@@ -1,5 +1,5 @@
 """Tests wait through one helper (``eventually``/``eventually_value`` in tests/helpers.py), not by sleeping a
-fixed time or by a deadline loop of their own (issue 46, item 4): a sleep guesses how long a state takes to come
+fixed time or by a deadline loop of their own: a sleep guesses how long a state takes to come
 (too short on a loaded machine: a flaky test; too long: a slow suite), a hand-written loop is one more place to
 get the bound wrong. What is left is counted here against named exceptions, each with why."""
 
@@ -12,7 +12,7 @@ TESTS = Path(__file__).parent
 HELPER = TESTS / "helpers.py"
 
 # Files other branches changed while the waits were converted: their counts are held here so none is added, and
-# converting them is what is left of issue 46 item 4.
+# converting them is work left to do.
 NOT_YET = "not converted yet (merged after the conversion): the count is held exactly"
 
 # file (relative to tests/) -> (how many sleeps and deadline loops it keeps, or None for any; why)

@@ -84,10 +84,11 @@ class OutcomeCheckTest {
 
     @Test
     void aWriteTheSidecarGivesBackAgainAndAgainWhileTheWorkersProducerWritesLeavesTheSidecar() throws Exception {
-        // Issue 42, kafka-cut-20s-black-holed: the sidecar cut off from Kafka fails each attempt and, its worker's
-        // generation moved, gives the write back ("expired"); sent again, each time a pending write of a new seq. Its
-        // time pending began anew each time, so rule 5 never asked the worker's producer, which could write: the pause
-        // never landed. The key's time pending counts from the first write the sidecar took and did not write.
+        // The fault matrix's kafka-cut-20s-black-holed row (bench/fault_matrix.py): the sidecar cut off from Kafka
+        // fails each attempt and, its worker's generation moved, gives the write back ("expired"); sent again, each
+        // time a pending write of a new seq. Its time pending began anew each time, so rule 5 never asked the worker's
+        // producer, which could write: the pause never landed. The key's time pending counts from the first write the
+        // sidecar took and did not write.
         try (Harness h = new Harness().start("")) {
             h.awaitPath(Router.Path.SIDECAR, 2_000);
             h.sidecar.writeAtOnce = false;
@@ -106,10 +107,10 @@ class OutcomeCheckTest {
 
     @Test
     void aQuestionAskedBeforeTheAgentLeftIsNotJudgedAfterItCameBack() throws Exception {
-        // Issue 42, sidecar-stopped-12s-kafka-away: rule 5's question to the worker's producer was out when the
-        // sidecar stopped (the agent left, read timed out); its answer, judged once the agent was back 15 s later,
-        // made it leave again at once, about a write long since written through Connect: a switch and a fence for
-        // nothing.
+        // The fault matrix's sidecar-stopped-12s-kafka-away row (bench/fault_matrix.py): rule 5's question to the
+        // worker's producer was out when the sidecar stopped (the agent left, read timed out); its answer, judged once
+        // the agent was back 15 s later, made it leave again at once, about a write long since written through Connect:
+        // a switch and a fence for nothing.
         try (Harness h = new Harness().start("")) {
             h.awaitPath(Router.Path.SIDECAR, 2_000);
             h.connect.answer = new java.util.concurrent.CompletableFuture<>();

@@ -16,7 +16,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * The work the agent does under the lock worker threads take in {@code Router.offer} (issue 43, item 4), measured
+ * The work the agent does under the lock worker threads take in {@code Router.offer}, measured
  * without I/O: the sender's steps are made as {@link Sender} makes them, the sidecar's answers built in memory, the
  * worker's store reading back through {@link ReadBack} as Connect's reader does.
  *
