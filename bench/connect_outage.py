@@ -62,7 +62,6 @@ for after a click: the status written (through the sidecar, for the pod), read b
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import functools
 import json
@@ -70,13 +69,10 @@ import statistics
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -91,9 +87,9 @@ from harness.kafka_proxy import PRODUCE
 from harness.real_connect import ConnectCluster, ConnectError, all_in
 from harness.real_kafka import KafkaCluster
 from harness.sidecar import AgentPod
+from harness.topic_tail import PARTITIONS, TopicTail
 from status_store.connect.model import TaskId, connector_key, task_key
 
-PARTITIONS = 5
 GROUP = "outage"
 POD_GROUP = "outage-pod"
 CONNECT = "Connect worker"
@@ -146,51 +142,6 @@ class Connectors:
         if action == "restart":
             return "POST", f"/connectors/{name}/restart?includeTasks=true", None
         return "PUT", f"/connectors/{name}/config", self.config(failing=action == "fail")
-
-
-class TopicTail:
-    """Every record of a topic with the time a consumer read it (a consumer reads a record once every in-sync
-    replica has it); on a thread of its own until ``stop()``."""
-
-    def __init__(self, bootstrap_servers: str, topic: str) -> None:
-        self._consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"tail-{uuid.uuid4()}",
-                                   "enable.auto.commit": False, "fetch.wait.max.ms": 10, "log_level": 2})
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        self._lock = threading.Lock()
-        self._last: dict[str, tuple[float, bytes | None]] = {}
-        self._arrivals: collections.Counter[str] = collections.Counter()
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"tail-{topic}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            for message in self._consumer.consume(500, 0.1):
-                if message.error() is None:
-                    key = (message.key() or b"").decode()
-                    with self._lock:
-                        self._last[key] = (time.monotonic(), message.value())
-                        self._arrivals[key] += 1
-
-    def last(self, key: str) -> tuple[float, bytes | None] | None:
-        """When the key's last record so far was read, and its value."""
-        with self._lock:
-            return self._last.get(key)
-
-    def arrivals(self, keys: Iterable[str]) -> int:
-        """Records of these keys read so far."""
-        with self._lock:
-            return sum(self._arrivals[key] for key in keys)
-
-    def latest_arrival(self, keys: Iterable[str]) -> float:
-        """When the last record of these keys was read (0 for none)."""
-        with self._lock:
-            return max((self._last[key][0] for key in keys if key in self._last), default=0.0)
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._thread.join(10)
-        self._consumer.close()
 
 
 @dataclass

@@ -19,10 +19,11 @@ from pathlib import Path
 from .http_proxy import AnswerFault, Refusal
 from .java_process import KafkaLine, wait_until
 from .kafka_proxy import Fault as KafkaFault
-from .matrix_views import Ask, Found, TopicTail, rest_found
+from .matrix_views import Ask, Found, rest_found
 from .real_connect import ConnectCluster, ConnectWorker
 from .real_kafka import KafkaCluster, Started
 from .sidecar import LiveSidecar
+from .topic_tail import TopicTail
 from .worker_pods import SIDECARS, WorkerPod, WorkerPods
 
 WORKERS = 2

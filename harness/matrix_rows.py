@@ -214,7 +214,7 @@ def settle(bed: Bed, workload: Workload, profile: Profile, fault_end: float
         verdicts = {name: judge(expected, side.views(expected, connectors)) for name, side in bed.sides.items()}
         for name, verdict in verdicts.items():
             right_since[name] = (right_since[name] or now) if verdict.right else None
-        quiet = all(side.tail is not None and now - side.tail.last_arrival(expected) >= profile.quiet_s
+        quiet = all(side.tail is not None and now - side.tail.latest_arrival(expected) >= profile.quiet_s
                     for side in bed.sides.values())
         if (all(verdict.right for verdict in verdicts.values()) and quiet) or now > fault_end + profile.settle_s:
             return verdicts, right_since

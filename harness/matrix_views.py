@@ -1,7 +1,7 @@
 """Where the fault matrix looks for a key's status, and how it judges what it finds against the workload's oracle
 (``matrix_workload.Workload.expected``):
 
-- the status topic's last record per key (``TopicTail``: a consumer tailing the topic from its start);
+- the status topic's last record per key (``topic_tail.TopicTail``: a consumer tailing the topic from its start);
 - Connect's own REST API, each running worker's (``GET /connectors/{c}/status``: what its store read);
 - the sidecar's REST API, each sidecar's (the pod only; the same route, from what the sidecar read).
 
@@ -12,63 +12,19 @@ one of them shows another state than the steps left it in (a status where none i
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from .matrix_workload import GONE, Step, is_right, shown_by
 from .real_connect import Answer
 
-PARTITIONS = 5
 # How often the watch asks each worker while a timed step is not shown everywhere.
 WATCH_INTERVAL_S = 0.25
 # A view's answer: each key's state (None: no status), or None when the view did not answer.
 Found = dict[str, str | None] | None
 Ask = Callable[[str, str], Answer]
-
-
-class TopicTail:
-    """Every status topic record's key and value as a consumer reads them (from the start), on a thread of its own
-    until ``stop()``: each key's last value, and when a record of a key last arrived."""
-
-    def __init__(self, bootstrap_servers: str, topic: str) -> None:
-        self._consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": f"matrix-{uuid.uuid4()}",
-                                   "enable.auto.commit": False, "fetch.wait.max.ms": 50, "log_level": 2})
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        self._lock = threading.Lock()
-        self._last: dict[str, tuple[float, bytes | None]] = {}
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"tail-{topic}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stopping.is_set():
-            for message in self._consumer.consume(500, 0.1):
-                if message.error() is None:
-                    with self._lock:
-                        self._last[(message.key() or b"").decode()] = (time.monotonic(), message.value())
-
-    def found(self, keys: Iterable[str]) -> dict[str, str | None]:
-        """Each key's state in its last record so far (None: no record, or a tombstone)."""
-        with self._lock:
-            last = {key: self._last.get(key) for key in keys}
-        return {key: json.loads(record[1])["state"] if record is not None and record[1] else None
-                for key, record in last.items()}
-
-    def last_arrival(self, keys: Iterable[str]) -> float:
-        """When the last record of these keys arrived (monotonic; 0 for none)."""
-        with self._lock:
-            return max((self._last[key][0] for key in keys if key in self._last), default=0.0)
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._thread.join(10)
-        self._consumer.close()
 
 
 def rest_found(ask: Ask, connectors: Iterable[str]) -> Found:
