@@ -26,7 +26,7 @@ from status_store.retry.updates import Outcome, Result, RetryListener, StatusUpd
 from status_store.store import StatusStore
 
 from .conftest import StoreFactory
-from .helpers import eventually, last_values, write_raw
+from .helpers import eventually, eventually_awaited, last_values, write_raw
 
 WAIT = 20.0
 NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
@@ -390,6 +390,7 @@ async def test_at_the_pending_bound_writes_that_only_replace_waiting_updates_are
                                         b"status-topic-orders:connector-c1")] == [None, None, None]
 
 
+@pytest.mark.timeout(240)  # above the sum of its bounds: the start's 20 s, WAIT, 3 * WAIT and the stop's 3 s
 @pytest.mark.parametrize("mode", ["partition", "per-update"])
 async def test_a_ten_thousand_key_outage_writes_a_bounded_number_of_log_lines(
         held_factory: HeldFactory, caplog: pytest.LogCaptureFixture, mode: str) -> None:
@@ -401,7 +402,14 @@ async def test_a_ten_thousand_key_outage_writes_a_bounded_number_of_log_lines(
             updates = [held.store.put(TaskStatus(TaskId("c", i), State.FAILED, "w1:8083", 1)) for i in range(10_000)]
             await eventually(lambda: held.store.queue.probes_total >= 10 or all(u.done() for u in updates), WAIT)
             held.cluster.clear_request_errors(FaultyCluster.PRODUCE)
-            await asyncio.wait_for(asyncio.gather(*(u.result() for u in updates)), 3 * WAIT)
+
+            async def left() -> tuple[int, list[int], int]:
+                queue = held.store.queue
+                return sum(not u.done() for u in updates), queue.held_partitions, queue.probes_total
+
+            await eventually_awaited(left, lambda now: now[0] == 0, 3 * WAIT, interval=0.2,
+                                     what="(updates not ended, partitions held, probes sent)")
+            await asyncio.gather(*(u.result() for u in updates))
         lines = [r for r in caplog.records if r.name.startswith("status_store")]
         # One line per partition held and released, the first failure and a summary: never one per key.
         assert len(lines) <= 30, "\n".join(r.getMessage()[:120] for r in lines[:40])
