@@ -1,7 +1,7 @@
 """A large fleet read back by one sidecar: GET /fleet and GET /connectors?expand=status for one client and for many
 at once, /health meanwhile, memory, and the cold start.
 
-    .venv/bin/python -m bench.fleet_scale [--connectors 100000] [--tasks 10] [--clients 20] [--rounds 3]
+    .venv/bin/python -m bench.fleet_scale [--connectors 100000] [--tasks 10] [--clients 20] [--rounds 3] [--plain]
     .venv/bin/python -m bench.fleet_scale --quick    # 300 connectors of 3 tasks on the mock cluster: it all runs
 
 The fleet (connectors of --tasks tasks each; every tenth connector and its tasks FAILED with a 2 KB trace, the rest
@@ -14,7 +14,8 @@ in this process). Then ``status-store serve`` starts on it as a process of its o
 - memory: the process's RSS once started (steady), against the same process on an empty topic: per status;
 - for each answer (``/fleet``, ``/connectors?expand=status``) and each round: one client alone (after a change, so
   that the answer is built for it), then --clients clients at once (after another change), each client reading
-  the whole answer as a browser does (``Accept-Encoding: gzip``); the time each client waited for its whole
+  the whole answer as a browser does (``Accept-Encoding: gzip``; with ``--plain`` as curl does by default, not
+  asking for gzip, so the sidecar sends its answer decompressed); the time each client waited for its whole
   answer, the builds the sidecar made (``status_fleet_answer_builds_total``), and meanwhile ``GET /health`` asked
   every 20 ms on a connection of its own, from a process of its own (its latencies: p50, p99, max), and the
   process's peak RSS (VmHWM, reset before each answer's runs) against its steady RSS.
@@ -197,13 +198,14 @@ class HealthProbe:
         self.latencies = json.loads(out)
 
 
-def fetch(url: str) -> tuple[float, int]:
-    """One client's GET, as a browser reads it (gzip taken, the whole body read): seconds, and the bytes sent."""
+def fetch(url: str, plain: bool = False) -> tuple[float, int]:
+    """One client's GET, as a browser reads it (gzip taken; ``plain``: as curl does by default, gzip not asked
+    for), the whole body read: seconds, and the bytes sent."""
     host, _, rest = url.removeprefix("http://").partition("/")
     name, port = host.split(":")
     connection = http.client.HTTPConnection(name, int(port), timeout=WAIT_S)
     start = time.perf_counter()
-    connection.request("GET", "/" + rest, headers={"Accept-Encoding": "gzip"})
+    connection.request("GET", "/" + rest, headers={} if plain else {"Accept-Encoding": "gzip"})
     answer = connection.getresponse()
     body = answer.read()
     seconds = time.perf_counter() - start
@@ -236,7 +238,8 @@ class Runs:
     peak_rss: int = 0
 
 
-def run(sidecar: Sidecar, bootstrap: str, topic: str, path: str, answer: str, clients: int, rounds: int) -> Runs:
+def run(sidecar: Sidecar, bootstrap: str, topic: str, path: str, answer: str, clients: int, rounds: int,
+        plain: bool = False) -> Runs:
     """Each round: a change, one client alone; another change, ``clients`` at once; /health asked throughout."""
     runs = Runs(path, answer)
     producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "log_level": 0})
@@ -255,11 +258,12 @@ def run(sidecar: Sidecar, bootstrap: str, topic: str, path: str, answer: str, cl
     with HealthProbe(sidecar.port) as probe, ThreadPoolExecutor(clients) as pool:
         for _ in range(rounds):
             changed()
-            seconds, runs.size = fetch(sidecar.url + path)
+            seconds, runs.size = fetch(sidecar.url + path, plain)
             runs.alone.append(seconds)
             changed()
             before = builds(sidecar, answer)
-            runs.together.append([seconds for seconds, _ in pool.map(fetch, [sidecar.url + path] * clients)])
+            runs.together.append([seconds for seconds, _ in pool.map(fetch, [sidecar.url + path] * clients,
+                                                                     [plain] * clients)])
             runs.builds_together.append(builds(sidecar, answer) - before)
     runs.health = probe.latencies
     runs.peak_rss = sidecar.memory("VmHWM")
@@ -272,9 +276,11 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def report(connectors: int, tasks: int, records: int, clients: int, empty: Sidecar, full: Sidecar,
-           steady: int, empty_rss: int, answers: list[Runs], json_path: Path | None = None) -> None:
+           steady: int, empty_rss: int, answers: list[Runs], json_path: Path | None = None,
+           plain: bool = False) -> None:
     """The run's tables (and the same by column name to ``json_path``, ``--json``)."""
     statuses_count = connectors * (1 + tasks)
+    sent = "bytes (plain)" if plain else "bytes (gzip)"
     print(f"\n{connectors:,} connectors x {tasks} tasks: {statuses_count:,} statuses ({records:,} records, a tenth "
           f"FAILED with a {len(TRACE):,}-byte trace), {PARTITIONS} partitions\n")
     print("| sidecar | store ready (s) | HTTP answering (s) | RSS (MiB) |")
@@ -286,7 +292,7 @@ def report(connectors: int, tasks: int, records: int, clients: int, empty: Sidec
     print(f"\nmemory per status: {per_status:,.0f} bytes (RSS over the empty topic's, / statuses)")
     more = full.marks["Status store ready"] - empty.marks["Status store ready"]
     print(f"cold start of the fleet's topic: {more:.2f} s more than an empty topic's\n")
-    print(f"| answer | bytes (gzip) | one client (s) | {clients} at once: median, slowest (s) | slowest / one | "
+    print(f"| answer | {sent} | one client (s) | {clients} at once: median, slowest (s) | slowest / one | "
           "builds for the clients at once | /health p50, p99, max (ms) | peak RSS / steady |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     found = []
@@ -298,13 +304,14 @@ def report(connectors: int, tasks: int, records: int, clients: int, empty: Sidec
         print(f"| `{runs.path}` | {runs.size:,} | {alone:.2f} | {middle:.2f}, {slowest:.2f} | {slowest / alone:.1f} | "
               f"{', '.join(map(str, runs.builds_together))} | {percentile(health, 0.5):.1f}, "
               f"{percentile(health, 0.99):.1f}, {max(health):.1f} | {runs.peak_rss / steady:.2f} |")
-        found.append({"answer": runs.path, "bytes (gzip)": runs.size, "one client (s)": alone,
+        found.append({"answer": runs.path, sent: runs.size, "one client (s)": alone,
                       "at once: median (s)": middle, "at once: slowest (s)": slowest, "slowest / one": slowest / alone,
                       "builds for the clients at once": runs.builds_together,
                       "/health p50 (ms)": percentile(health, 0.5), "/health p99 (ms)": percentile(health, 0.99),
                       "/health max (ms)": max(health), "peak RSS / steady": runs.peak_rss / steady})
     print("\ntargets: slowest / one <= 3; /health p99 < 100 ms; peak RSS / steady < 1.5")
-    write_json(json_path, {"clients at once": clients, "memory per status (bytes)": per_status,
+    write_json(json_path, {"clients at once": clients, "clients ask for gzip": not plain,
+                           "memory per status (bytes)": per_status,
                            "cold start over an empty topic (s)": more, "answers": found})
 
 
@@ -314,6 +321,8 @@ def main() -> None:
     parser.add_size("--tasks", type=int, full=10, quick=3, help="tasks per connector")
     parser.add_size("--clients", type=int, full=20, quick=4, help="clients at once")
     parser.add_size("--rounds", type=int, full=3, quick=1, help="rounds per answer")
+    parser.add_argument("--plain", action="store_true",
+                        help="clients do not ask for gzip (curl's default): the sidecar sends each answer decompressed")
     args = parser.parse()
     print(f"load average at the start: {load_average()}")
     with tempfile.TemporaryDirectory(prefix="bench-fleet-scale-") as scratch:
@@ -330,10 +339,11 @@ def main() -> None:
             (workdir / "fleet").mkdir()
             with serve(bootstrap, "fleet-status", workdir / "fleet") as full:
                 steady = full.memory()
-                answers = [run(full, bootstrap, "fleet-status", path, answer, args.clients, args.rounds)
+                answers = [run(full, bootstrap, "fleet-status", path, answer, args.clients, args.rounds, args.plain)
                            for path, answer in (("/fleet", "fleet"),
                                                 ("/connectors?expand=status", "expand=status"))]
-    report(args.connectors, args.tasks, records, args.clients, empty, full, steady, empty_rss, answers, args.json)
+    report(args.connectors, args.tasks, records, args.clients, empty, full, steady, empty_rss, answers, args.json,
+           args.plain)
     print(f"\nload average at the end: {load_average()}")
 
 
