@@ -28,9 +28,9 @@ Run a benchmark from the repository's root as a module, ``.venv/bin/python -m be
 
 Every benchmark's ``--quick`` runs the same code on small sizes, in seconds, and writes nothing under docs/:
 a check that it all still runs (the test suite runs each one), not a measurement to quote. ``--json FILE`` (where a
-benchmark prints tables: ``soak``, ``events_storm``, ``fleet_scale``, ``retry``, ``fleet``) also writes what the run
-found to FILE, each table's rows as objects keyed by the table's column names, so a reader (tests/test_bench.py)
-reads figures by name.
+benchmark prints tables: ``soak``, ``events_storm``, ``fleet_scale``, ``retry``, ``fleet``, ``connect_outage``,
+``autorestart``) also writes what the run found to FILE, each table's rows as objects keyed by the table's column
+names, so a reader (tests/test_bench.py) reads figures by name.
 """
 
 from __future__ import annotations

@@ -37,18 +37,20 @@ a sidecar beside each (harness/restart_pod.py: each worker's REST API behind a p
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
 
-from bench import BenchParser, load_average
+from bench import BenchParser, load_average, write_json
+from bench.restart_baselines import POLLED, STRIMZI_RECONCILE_S, Poller, strimzi_restarts
 from harness.downstream import Downstream
 from harness.java_process import SINK_CONNECTOR, SOURCE_CONNECTOR, kafka_line, wait_until
 from harness.real_connect import ConnectCluster, all_in
@@ -57,51 +59,13 @@ from harness.restart_pod import RestartPod
 
 # Connect's REST API is asked this often while a figure is timed.
 ASK_INTERVAL_S = 0.1
-POLLED = "poll-"
 # Connectors the sidecars leave alone: the stock worker's baseline (nothing restarts them).
 STOCK = "stock-"
-STRIMZI_RECONCILE_S = 120.0
 PARTS = ("transient", "downstream", "user", "hung", "storm", "killed")
 
 
 def source(tasks: int, settings: dict[str, str]) -> dict[str, str]:
     return {"connector.class": SOURCE_CONNECTOR, "tasks.max": str(tasks), **settings}
-
-
-class Poller:
-    """An operator's auto-restart: every ``interval_s`` it reads every connector's status and restarts each FAILED
-    task of the connectors it handles (names starting ``poll-``), one request after another. Its first check comes at
-    a random phase."""
-
-    def __init__(self, connect: ConnectCluster, interval_s: float, rng: random.Random) -> None:
-        self.connect, self.interval_s = connect, interval_s
-        self.sent: list[float] = []
-        self._stop = threading.Event()
-        self._phase = rng.uniform(0, interval_s)
-        self._thread = threading.Thread(target=self._run, name="poller", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        if self._stop.wait(self._phase):
-            return
-        while True:
-            answer = self.connect.request("GET", "/connectors?expand=status")
-            statuses = answer.json() if answer.status == 200 else {}
-            for name, entry in sorted(statuses.items()):
-                if not name.startswith(POLLED):
-                    continue
-                for task in entry["status"]["tasks"]:
-                    if task["state"] == "FAILED":
-                        self.sent.append(time.time())
-                        self.connect.request("POST", f"/connectors/{name}/tasks/{task['id']}/restart")
-            if self._stop.wait(self.interval_s):
-                return
 
 
 def seen(connect: ConnectCluster, connector: str, condition: Callable[[dict[str, Any]], bool], timeout: float
@@ -145,9 +109,10 @@ def transient(pod: RestartPod, runs: int, poll_s: float, rng: random.Random) -> 
     return figures
 
 
-def storm(pod: RestartPod, tasks: int, poll_s: float, rng: random.Random) -> list[str]:
-    """The restart requests of ``tasks`` tasks failing at once: the sidecars', then the poller's."""
-    lines = []
+def storm(pod: RestartPod, tasks: int, poll_s: float, rng: random.Random) -> list[dict[str, Any]]:
+    """The restart requests of ``tasks`` tasks failing at once: the sidecars', then the poller's (a row of the table
+    each)."""
+    rows = []
     connect = pod.connect
     for name in ("storm", f"{POLLED}storm"):
         fail_at = time.time() + 10 + tasks / 10
@@ -174,15 +139,16 @@ def storm(pod: RestartPod, tasks: int, poll_s: float, rng: random.Random) -> lis
         if poller is None:
             requests = pod.restarts(name)
             times = [at for at, _, _ in requests]
-            most = ", ".join(str(busiest([at for at, i, _ in requests if i == index])) for index in range(2))
+            most = [busiest([at for at, i, _ in requests if i == index]) for index in range(2)]
             who, restarted_tasks = "sidecars (2), auto-restart", len({task for _, _, task in requests})
         else:
             times = poller.sent
-            most, who, restarted_tasks = str(busiest(times)), f"poll every {poll_s:g} s (baseline)", len(times)
-        lines.append(f"| {who} | {len(times)} | {restarted_tasks} of {tasks} | {times[0] - fail_at:.1f} s | "
-                     f"{times[-1] - times[0]:.1f} s | {most} | {took:.1f} s |")
+            most, who, restarted_tasks = [busiest(times)], f"poll every {poll_s:g} s (baseline)", len(times)
+        rows.append({"restarted by": who, "requests": len(times), "tasks restarted": restarted_tasks, "tasks": tasks,
+                     "first after the failure (s)": times[0] - fail_at, "spread (s)": times[-1] - times[0],
+                     "most in a second (each sender)": most, "all RUNNING after (s)": took})
         connect.call("DELETE", f"/connectors/{name}")
-    return lines
+    return rows
 
 
 def not_restarted(pod: RestartPod, name: str, sent: list[float] | None) -> str:
@@ -210,10 +176,13 @@ def not_restarted(pod: RestartPod, name: str, sent: list[float] | None) -> str:
     return f"{counted} restart requests in all; " + ("; ".join(said) or "every task RUNNING")
 
 
-def table_row(label: str, values: list[float]) -> str:
-    """A row of figures: median, min, max and (up to 10 of) each."""
-    return (f"| {label} | {statistics.median(values):.1f} | {min(values):.1f} | {max(values):.1f} | "
-            + ", ".join(f"{v:.1f}" for v in values[:10]) + " |")
+def figures_row(label: str, values: list[float]) -> dict[str, Any]:
+    """A row of figures in seconds: median, min, max and each; printed with up to 10 of each."""
+    row = {"restarted by": label, "median": statistics.median(values), "min": min(values), "max": max(values),
+           "each": values}
+    print(f"| {label} | {row['median']:.1f} | {row['min']:.1f} | {row['max']:.1f} | "
+          + ", ".join(f"{v:.1f}" for v in values[:10]) + " |")
+    return row
 
 
 def busiest(times: list[float]) -> int:
@@ -250,19 +219,6 @@ def killed(pod: RestartPod, delay_ms: int) -> tuple[float, float]:
     wait_until(moved, delay_ms / 1000 + 120.0, "Connect's REST API no longer says RUNNING on the dead worker",
                interval=ASK_INTERVAL_S * 5)
     return flagged, time.monotonic() - killed_at
-
-
-def strimzi_restarts(failed_at: float, phase: float) -> Iterator[float]:
-    """Strimzi's auto-restarts of a failure at ``failed_at``: the first at its next reconcile (every
-    ``STRIMZI_RECONCILE_S``, ``phase`` seconds into the interval when it failed), then ``min(n*n + n, 60)`` minutes
-    after restart n (its backoff; the count reset once it has run for it: a recovered failure is not restarted
-    again)."""
-    at = failed_at + (STRIMZI_RECONCILE_S - phase)
-    n = 1
-    while True:
-        yield at
-        at += min(n * n + n, 60) * 60.0
-        n += 1
 
 
 def downstream_away(pod: RestartPod, kafka: KafkaCluster, runs: int, away_s: float, phases: int,
@@ -312,8 +268,9 @@ def downstream_away(pod: RestartPod, kafka: KafkaCluster, runs: int, away_s: flo
     return figures, notes
 
 
-def user_fault(pod: RestartPod, kafka: KafkaCluster, watch_s: float) -> list[str]:
-    """A sink whose converter cannot read its record: the restart requests its worker received in ``watch_s``."""
+def user_fault(pod: RestartPod, kafka: KafkaCluster, watch_s: float) -> dict[str, Any]:
+    """A sink whose converter cannot read its record: the restart requests its worker received in ``watch_s``, and
+    why none was sent (a row of the table)."""
     connect = pod.connect
     topic = f"not-json-{random.randrange(1 << 30)}"
     kafka.create_topic(topic, 1, 1)
@@ -330,8 +287,9 @@ def user_fault(pod: RestartPod, kafka: KafkaCluster, watch_s: float) -> list[str
         sidecar, _ = pod.of(worker)
         entry = next(c for c in sidecar.call("GET", "/fleet")["connectors"] if c["name"] == "unreadable")
         failure, restarts = entry["tasks"][0]["failure"], entry["tasks"][0]["restarts"] or {}
-        return [f"| {len(pod.restarts('unreadable'))} | {watch_s:.0f} s | {failure['class']} ({failure['family']}) | "
-                f"{restarts.get('skipped')} | {failure['cause'][:80]} |"]
+        return {"restart requests received": len(pod.restarts("unreadable")), "watched (s)": watch_s,
+                "class": failure["class"], "family": failure["family"],
+                "not restarted because": restarts.get("skipped"), "cause": failure["cause"][:80]}
     finally:
         connect.call("DELETE", "/connectors/unreadable")
 
@@ -372,44 +330,48 @@ def hung(pod: RestartPod, block_s: float) -> tuple[float, str]:
         connect.call("DELETE", "/connectors/blocker")
 
 
-Report = Callable[[RestartPod, KafkaCluster, Any, dict[str, str], random.Random], None]
+# Each part prints its table and returns the table's rows by column name (``--json``).
+Report = Callable[[RestartPod, KafkaCluster, Any, dict[str, str], random.Random], list[dict[str, Any]]]
 
 
 def report_transient(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
-                     rng: random.Random) -> None:
+                     rng: random.Random) -> list[dict[str, Any]]:
     print(f"\n### A transient failure: seconds from FAILED to RUNNING ({args.runs} runs each)\n")
     print("| restarted by | median | min | max | each |")
     print("|---|---|---|---|---|")
-    for label, values in transient(pod, args.runs, args.poll_seconds, rng).items():
-        print(table_row(label, values))
+    return [figures_row(label, values) for label, values in transient(pod, args.runs, args.poll_seconds, rng).items()]
 
 
 def report_downstream(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
-                      rng: random.Random) -> None:
+                      rng: random.Random) -> list[dict[str, Any]]:
     figures, notes = downstream_away(pod, kafka, args.downstream_runs, args.away_seconds, args.strimzi_phases, rng)
     print(f"\n### A sink whose downstream is away for {args.away_seconds:.0f} s: seconds from FAILED to "
           f"RUNNING\n")
     print("| restarted by | median | min | max | each (up to 10) |")
     print("|---|---|---|---|---|")
-    for label, values in figures.items():
-        print(table_row(label, values))
+    rows = [figures_row(label, values) for label, values in figures.items()]
     print("| the stock worker (nothing restarts it) | never | | | stays FAILED |")
+    rows.append({"restarted by": "the stock worker (nothing restarts it)", "median": None, "min": None, "max": None,
+                 "each": []})
     print()
     for note in notes:
         print(f"- {note}")
+    return rows
 
 
 def report_user(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
-                rng: random.Random) -> None:
+                rng: random.Random) -> list[dict[str, Any]]:
     print("\n### A user failure (a converter that cannot read its record)\n")
     print("| restart requests received | watched | class | not restarted because | cause |")
     print("|---|---|---|---|---|")
-    for line in user_fault(pod, kafka, args.user_watch_seconds):
-        print(line)
+    row = user_fault(pod, kafka, args.user_watch_seconds)
+    print(f"| {row['restart requests received']} | {row['watched (s)']:.0f} s | {row['class']} ({row['family']}) | "
+          f"{row['not restarted because']} | {row['cause']} |")
+    return [row]
 
 
 def report_hung(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
-                rng: random.Random) -> None:
+                rng: random.Random) -> list[dict[str, Any]]:
     took, said = hung(pod, args.block_seconds)
     stuck_after = sidecar.get("sidecar.workers.stuck.after.ms", "30000")
     print(f"\n### A hung worker (taskConfigs() blocks its herder; sidecar.workers.stuck.after.ms={stuck_after})"
@@ -418,27 +380,38 @@ def report_hung(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[s
     print("|---|---|---|")
     print(f"| the sidecar (worker stuck) | {took:.1f} | {said[:120]} |")
     print("| Connect's REST API | never (the worker is in its group; its tasks read RUNNING) | |")
+    return [{"flagged by": "the sidecar (worker stuck)", "seconds after the connector was created": took,
+             "its GET /health said": said},
+            {"flagged by": "Connect's REST API", "seconds after the connector was created": None,
+             "its GET /health said": None}]
 
 
 def report_storm(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
-                 rng: random.Random) -> None:
+                 rng: random.Random) -> list[dict[str, Any]]:
     rate = sidecar.get("sidecar.restart.max.per.second", "5")
     print(f"\n### {args.storm_tasks} tasks failing at once (sidecar.restart.max.per.second {rate} per sidecar)\n")
     print("| restarted by | requests | tasks restarted | first after the failure | spread | most in a second "
           "(each sender) | all RUNNING after |")
     print("|---|---|---|---|---|---|---|")
-    for line in storm(pod, args.storm_tasks, args.poll_seconds, rng):
-        print(line)
+    rows = storm(pod, args.storm_tasks, args.poll_seconds, rng)
+    for row in rows:
+        print(f"| {row['restarted by']} | {row['requests']} | {row['tasks restarted']} of {row['tasks']} | "
+              f"{row['first after the failure (s)']:.1f} s | {row['spread (s)']:.1f} s | "
+              f"{', '.join(str(most) for most in row['most in a second (each sender)'])} | "
+              f"{row['all RUNNING after (s)']:.1f} s |")
+    return rows
 
 
 def report_killed(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
-                  rng: random.Random) -> None:
+                  rng: random.Random) -> list[dict[str, Any]]:
     flagged, moved = killed(pod, args.rebalance_delay_ms)
     print(f"\n### A killed worker (scheduled.rebalance.max.delay.ms={args.rebalance_delay_ms})\n")
     print("| flagged by | seconds after SIGKILL |")
     print("|---|---|")
     print(f"| the sidecar (worker gone) | {flagged:.1f} |")
     print(f"| Connect's REST API (no longer RUNNING on it) | {moved:.1f} |")
+    return [{"flagged by": "the sidecar (worker gone)", "seconds after SIGKILL": flagged},
+            {"flagged by": "Connect's REST API (no longer RUNNING on it)", "seconds after SIGKILL": moved}]
 
 
 REPORTS: dict[str, Report] = {"transient": report_transient, "downstream": report_downstream, "user": report_user,
@@ -478,10 +451,12 @@ def main() -> None:
             RestartPod(kafka, Path(scratch), "bench-restart", sidecar,
                        worker_settings={"scheduled.rebalance.max.delay.ms": str(args.rebalance_delay_ms)},
                        full_jit=not args.quick) as pod:
+        found: dict[str, Any] = {"load average at the start": os.getloadavg(), "sidecar settings": sidecar}
         for part in PARTS:
             if part in parts:
-                REPORTS[part](pod, kafka, args, sidecar, rng)
+                found[part] = REPORTS[part](pod, kafka, args, sidecar, rng)
     print(f"\nload after: {load_average()}")
+    write_json(args.json, {**found, "load average at the end": os.getloadavg()})
 
 
 if __name__ == "__main__":

@@ -65,12 +65,11 @@ import asyncio
 import contextlib
 import functools
 import json
-import statistics
+import os
 import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka.admin import (
@@ -80,20 +79,19 @@ from confluent_kafka.admin import (
     ConfigResource,
 )
 
-from bench import BenchParser, load_average
-from bench.status_changes import report_changes, status_changes
+from bench import BenchParser, load_average, write_json
+from bench.outage_report import CONNECT, POD, Burst, Run, WorkerRun, report
+from bench.status_changes import status_changes
 from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
 from harness.kafka_proxy import PRODUCE
 from harness.real_connect import ConnectCluster, ConnectError, all_in
 from harness.real_kafka import KafkaCluster
 from harness.sidecar import AgentPod
-from harness.topic_tail import PARTITIONS, TopicTail
+from harness.topic_tail import TopicTail
 from status_store.connect.model import TaskId, connector_key, task_key
 
 GROUP = "outage"
 POD_GROUP = "outage-pod"
-CONNECT = "Connect worker"
-POD = "the pod (agent + sidecar)"
 POD_SIDECAR_CLIENT = "outage-pod-sidecar"
 CLIENT_IDS = {CONNECT: [f"{GROUP}-statuses"], POD: [f"{POD_GROUP}-statuses", POD_SIDECAR_CLIENT]}
 # The steps start this long after the outage begins, and the last one comes this long before its end.
@@ -142,44 +140,6 @@ class Connectors:
         if action == "restart":
             return "POST", f"/connectors/{name}/restart?includeTasks=true", None
         return "PUT", f"/connectors/{name}/config", self.config(failing=action == "fail")
-
-
-@dataclass
-class WorkerRun:
-    """One worker through one run."""
-
-    produce_requests: int
-    records: int  # records of the run's keys read from its topic since the outage began
-    durable_s: float | None  # every latest status durable, after recovery (None: some key stale)
-    rest_durable_s: float | None  # the keys that are not stale
-    stale: list[str]  # each key whose last record is not in its latest state, with that record's state
-    kept: list[str]  # each key whose last record, older than the outage, is in its latest state
-    shown_stale: list[str]  # what the worker's own REST API shows in another state than the steps left it in
-    rest_p99_s: float  # the worker's REST API during the outage
-    rest_max_s: float
-    answered_in_outage: int  # steps answered before the outage ended
-    last_answered_s: float
-
-
-@dataclass
-class Run:
-    """One outage."""
-
-    keys: int
-    steps: int
-    # How long the recovering AlterConfigs request took (its answer comes once the controller has the change).
-    alter_s: float
-    workers: dict[str, WorkerRun] = field(default_factory=dict)
-
-
-@dataclass
-class Burst:
-    """One worker's burst: its connectors created, then deleted (a revocation: Connect flushes its status store
-    before that rebalance goes on)."""
-
-    seconds: float
-    records: int
-    delete_s: float
 
 
 def gone(connect: ConnectCluster, connector: str) -> bool:
@@ -412,89 +372,6 @@ class Bench:
         self.kafka.close()
 
 
-def seconds(value: float | None) -> str:
-    return "never" if value is None else f"{value:.2f}"
-
-
-def report(runs: list[Run], bursts: list[dict[str, Burst]], changes: dict[str, dict[str, list[float]]] | None,
-           brokers: int, connectors: int, tasks: int, outage_s: float, burst_connectors: int,
-           sidecar_settings: dict[str, str]) -> None:
-    """Print the tables and the ratios."""
-    settings = ", ".join(f"{key}={value}" for key, value in sidecar_settings.items()) or "its defaults"
-    print(f"\nthe pod's sidecar with {settings}")
-    if runs:
-        report_outages(runs, brokers, connectors, tasks, outage_s)
-    if bursts:
-        report_bursts(bursts, burst_connectors, tasks)
-    if changes:
-        report_changes(changes, POD, CONNECT, tasks)
-
-
-def report_outages(runs: list[Run], brokers: int, connectors: int, tasks: int, outage_s: float) -> None:
-    """The outages' table and ratios."""
-    first = runs[0]
-    print(f"{brokers} brokers (broker {brokers} stopped), status topics of {PARTITIONS} partitions and replication "
-          f"factor {brokers}; {outage_s:g} s of min.insync.replicas={brokers} on both status topics; {connectors} "
-          f"connectors x {tasks} tasks ({first.keys} status keys) on each worker, {first.steps} steps during the "
-          f"outage\n")
-    print("| run | worker | Produce requests during the outage | per second | records written since the outage "
-          "began | every latest status durable after recovery (s) | keys not stale: durable after (s) | "
-          "keys left stale (the topic) | stale as its REST API shows them | REST p99 / max in the outage (s) | "
-          "steps answered in the outage (the last at s) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    for number, run in enumerate(runs, 1):
-        for name, worker in run.workers.items():
-            print(f"| {number} | {name} | {worker.produce_requests:,} | {worker.produce_requests / outage_s:,.1f} | "
-                  f"{worker.records:,} | {seconds(worker.durable_s)} | {seconds(worker.rest_durable_s)} | "
-                  f"{len(worker.stale)} of {run.keys} | {len(worker.shown_stale)} | {worker.rest_p99_s:.3f} / "
-                  f"{worker.rest_max_s:.3f} | {worker.answered_in_outage} of {run.steps} "
-                  f"({worker.last_answered_s:.1f}) |")
-    print("\nKeys left stale (the state of their last record, and of their latest status):")
-    for number, run in enumerate(runs, 1):
-        for name, worker in run.workers.items():
-            if worker.shown_stale:
-                print(f"- run {number}, as {name}'s own REST API shows them: {', '.join(worker.shown_stale)}")
-            if worker.stale:
-                print(f"- run {number}, {name}'s topic: {', '.join(worker.stale)}")
-            if worker.kept:
-                print(f"- run {number}, {name}'s topic, not stale: the last record older than the outage, in the "
-                      f"latest state (no write of the outage reached the topic for it): {', '.join(worker.kept)}")
-    ratios = [run.workers[CONNECT].produce_requests / max(1, run.workers[POD].produce_requests) for run in runs]
-    durable = [run.workers[POD].durable_s for run in runs]
-    print(f"\nProduce requests of the Connect worker per request of the pod: "
-          f"{', '.join(f'{r:,.1f}x' for r in ratios)} (median {statistics.median(ratios):,.1f}x; target >= 50x)")
-    print(f"the pod: every latest status durable after recovery: {', '.join(seconds(d) for d in durable)} s (target "
-          f"<= 1 s each, median <= 0.5 s); stale as its REST API shows them: "
-          f"{', '.join(str(len(run.workers[POD].shown_stale)) for run in runs)} (target 0)")
-    print(f"REST p99 in the outage, the pod against the Connect worker: "
-          f"{', '.join(f'{run.workers[POD].rest_p99_s:.3f} / {run.workers[CONNECT].rest_p99_s:.3f}' for run in runs)}"
-          f" s (target: no slower)")
-    print(f"the recovering AlterConfigs request took {', '.join(f'{run.alter_s:.2f}' for run in runs)} s (the "
-          f"time from recovery counts from its sending)")
-
-
-def report_bursts(bursts: list[dict[str, Burst]], burst_connectors: int, tasks: int) -> None:
-    """Each burst, and the medians of both workers'."""
-    print(f"\nthe burst: {burst_connectors} connectors x {tasks} tasks created at once on each worker, then all "
-          f"deleted; the workers take turns at going first\n")
-    print("| burst | worker | until every one RUNNING in its REST API (s) | status records written | per second | "
-          "deleted until every one 404 (s) |")
-    print("|---|---|---:|---:|---:|---:|")
-    for number, burst in enumerate(bursts, 1):
-        for name, one in burst.items():
-            print(f"| {number} | {name} | {one.seconds:.2f} | {one.records:,} | {one.records / one.seconds:,.1f} | "
-                  f"{one.delete_s:.2f} |")
-    for name in bursts[0]:
-        created = statistics.median(burst[name].seconds for burst in bursts)
-        deleted = statistics.median(burst[name].delete_s for burst in bursts)
-        print(f"{name}: median {created:.2f} s until RUNNING, {deleted:.2f} s until deleted")
-    ratio = [burst[POD].seconds / burst[CONNECT].seconds for burst in bursts]
-    deleted_ratio = [burst[POD].delete_s / burst[CONNECT].delete_s for burst in bursts]
-    print(f"the pod against the Connect worker: until RUNNING {', '.join(f'{r:.2f}x' for r in ratio)} (median "
-          f"{statistics.median(ratio):.2f}x), until deleted {', '.join(f'{r:.2f}x' for r in deleted_ratio)} (median "
-          f"{statistics.median(deleted_ratio):.2f}x)")
-
-
 async def main() -> None:
     """Start the cluster and the workers, run the outages and the burst, print the tables."""
     parser = BenchParser(__doc__)
@@ -524,9 +401,10 @@ async def main() -> None:
                        if args.changes else None)
         finally:
             bench.stop()
-    report(runs, bursts, changes, args.brokers, args.connectors, args.tasks, args.outage_seconds, args.burst_connectors,
-           sidecar_settings)
+    found = report(runs, bursts, changes, args.brokers, args.connectors, args.tasks, args.outage_seconds,
+                   args.burst_connectors, sidecar_settings)
     print(f"\nload average at the end: {load_average()}")
+    write_json(args.json, {**found, "load average at the end": os.getloadavg()})
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from harness.java_process import SOURCE_CONNECTOR
 from harness.real_connect import ConnectCluster, ConnectError, all_in, states
@@ -70,16 +71,24 @@ def quantile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))]
 
 
-def report_changes(took: Took, ours: str, theirs: str, tasks: int) -> None:
-    """Each change's p50 and p99 on both workers, and ``ours`` against ``theirs``."""
+def report_changes(took: Took, ours: str, theirs: str, tasks: int) -> list[dict[str, Any]]:
+    """Each change's p50 and p99 on both workers, and ``ours`` against ``theirs``; returns the table's rows (a cell
+    of two figures as two columns)."""
     print(f"\nstatus changes: a connector of {tasks} tasks on each worker, each change until the worker's own REST API "
           f"shows it (ms)\n")
     print(f"| change | times | {theirs}: p50 / p99 | {ours}: p50 / p99 | ratio at p50 | ratio at p99 |")
     print("|---|---:|---:|---:|---:|---:|")
     every = {worker: [s for seconds in by_change.values() for s in seconds] for worker, by_change in took.items()}
     lines = [(change, {worker: took[worker][change] for worker in took}) for change in CHANGES]
+    rows = []
     for change, seconds in [*lines, ("every change", every)]:
         a, b = sorted(seconds[theirs]), sorted(seconds[ours])
+        rows.append({"change": change, "times": len(b), f"{theirs}: p50 (ms)": 1000 * quantile(a, 0.5),
+                     f"{theirs}: p99 (ms)": 1000 * quantile(a, 0.99), f"{ours}: p50 (ms)": 1000 * quantile(b, 0.5),
+                     f"{ours}: p99 (ms)": 1000 * quantile(b, 0.99),
+                     "ratio at p50": quantile(b, 0.5) / quantile(a, 0.5),
+                     "ratio at p99": quantile(b, 0.99) / quantile(a, 0.99)})
         print(f"| {change} | {len(b)} | {1000 * quantile(a, 0.5):.0f} / {1000 * quantile(a, 0.99):.0f} | "
               f"{1000 * quantile(b, 0.5):.0f} / {1000 * quantile(b, 0.99):.0f} | "
               f"{quantile(b, 0.5) / quantile(a, 0.5):.2f}x | {quantile(b, 0.99) / quantile(a, 0.99):.2f}x |")
+    return rows

@@ -50,16 +50,18 @@ async def eventually(condition: Callable[[], bool], timeout: float = WAIT) -> No
 
 
 def eventually_value(probe: Callable[[], T], accept: Callable[[T], bool], timeout: float = WAIT,
-                     interval: float = 0.2, what: str = "the answer") -> T:
+                     interval: float = 0.2, what: str = "the answer",
+                     pause: Callable[[float], object] = time.sleep) -> T:
     """``eventually`` for a test's own thread (no event loop): ask ``probe()`` again, bounded, until
-    ``accept`` takes its answer; returns that answer, or fails naming ``what`` and the last answer."""
+    ``accept`` takes its answer; returns that answer, or fails naming ``what`` and the last answer. ``pause``
+    waits between the asks (a browser page's own wait, which keeps handling the page's events meanwhile)."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
         if accept(value):
             return value
         assert time.monotonic() < deadline, f"{what} still {value!r} after {timeout:g} s"
-        time.sleep(interval)
+        pause(interval)
 
 
 async def eventually_awaited(probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], timeout: float = WAIT,

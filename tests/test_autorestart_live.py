@@ -9,10 +9,12 @@ JsonConverter fails on a record that is not JSON (a user failure)."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import http.client
 import itertools
 import json
+import math
 import socket
 import threading
 import time
@@ -30,16 +32,20 @@ from harness.real_connect import ConnectCluster, all_in
 from harness.real_kafka import KafkaCluster
 from harness.restart_pod import RestartPod
 from harness.sidecar import LiveSidecar
+from status_store.act.plan import MAX_IN_FLIGHT
+from status_store.act.restarter import WORKER_BACKOFF_INITIAL_MS
 
 pytestmark = pytest.mark.timeout(600)
 
 # Short bounds: the first restart 2 s after the failure (jitter up to half of it more), doubling to 8 s; three
 # restarts at most; 20 restart requests a second at most; the group read every second.
 INITIAL_S, JITTER, MAX_RESTARTS, RATE = 2.0, 0.5, 3, 20.0
+REQUEST_TIMEOUT_S = 10.0
 SIDECAR = {"sidecar.restart.enable": "true", "sidecar.restart.initial.backoff.ms": str(int(INITIAL_S * 1000)),
            "sidecar.restart.max.backoff.ms": "8000", "sidecar.restart.jitter.factor": str(JITTER),
            "sidecar.restart.max.restarts": str(MAX_RESTARTS), "sidecar.restart.max.per.second": str(RATE),
-           "sidecar.restart.request.timeout.ms": "10000", "sidecar.workers.check.interval.ms": "1000"}
+           "sidecar.restart.request.timeout.ms": str(int(REQUEST_TIMEOUT_S * 1000)),
+           "sidecar.workers.check.interval.ms": "1000"}
 SESSION_TIMEOUT_S = 6.0
 # A worker that leaves gives its tasks up after this (Connect's 5 minutes, shortened): meanwhile Connect says RUNNING.
 REBALANCE_DELAY_MS = 20000
@@ -343,17 +349,56 @@ def test_a_worker_whose_rest_api_refuses_is_asked_again_after_a_backoff(pod: Res
     connect.call("DELETE", "/connectors/refused")
 
 
+def restart_bound_s(failures: int) -> float:
+    """The longest the settings allow from a failure read by a sidecar to its restart request reaching the worker,
+    for ``failures`` failures of its worker read at once, the worker confirming each at its first check and answering
+    each call within the request timeout (status_store/act/plan.py): the first restart's backoff with all of its
+    jitter; then the requests in rounds of at most ``MAX_IN_FLIGHT`` to the worker at once, each holding its place
+    for its three calls (the status, the connector, the restart) and its turn of the rate cap behind the others in
+    flight, a restart that finds every place taken asked again after the worker's initial backoff; then the last
+    one's own calls."""
+    hold = 3 * REQUEST_TIMEOUT_S + MAX_IN_FLIGHT / RATE
+    rounds = math.ceil(failures / MAX_IN_FLIGHT)
+    return INITIAL_S * (1 + JITTER) + rounds * (hold + WORKER_BACKOFF_INITIAL_MS / 1000) + hold
+
+
+def not_restarted(pod: RestartPod, connector: str, tasks: int) -> str:
+    """The tasks without a restart request, each with what its worker's sidecar says of its restarts."""
+    asked = {int(task) for _, _, task in pod.restarts(connector) if task is not None}
+    said = {}
+    for sidecar in pod.sidecars:
+        entry = fleet_entry(sidecar, connector)
+        for task in entry["tasks"] if entry is not None else []:
+            if task["id"] not in asked and task["restarts"] is not None:
+                said[task["id"]] = f"{task['state']} on {task['worker_id']}: {task['restarts']}"
+    return "not restarted: " + "; ".join(f"{n} ({said.get(n, 'nothing planned')})"
+                                         for n in range(tasks) if n not in asked)
+
+
 def test_a_storm_of_failures_is_spread_by_the_jitter_and_capped_by_the_rate(pod: RestartPod) -> None:
     connect = pod.connect
     tasks = 100
     fail_at = int((time.time() + 25) * 1000)
     connect.call("PUT", "/connectors/storm/config", source(**{
         "tasks.max": str(tasks), "scripted.task": "fail-once", "scripted.fail.at.ms": str(fail_at)}))
-    connect.wait_for_status("storm", all_in("RUNNING", tasks), "100 tasks running", timeout=60.0)
-    wait_for(lambda: len(pod.restarts("storm")) >= tasks, "a restart of each", timeout=60.0)
+    running = connect.wait_for_status("storm", all_in("RUNNING", tasks), "100 tasks running", timeout=60.0)
+    on_worker = collections.Counter(t["worker_id"] for t in running["tasks"])
+    bound = restart_bound_s(max(on_worker.values()))
+    # Until the failure, a step for the workers to write it and the sidecars to read it, then what the settings allow.
+    try:
+        wait_for(lambda: len(pod.restarts("storm")) >= tasks, "a restart of each",
+                 timeout=max(0.0, fail_at / 1000 - time.time()) + STEP_WAIT + bound)
+    except TimeoutError as timeout:
+        raise AssertionError(f"{timeout}; {not_restarted(pod, 'storm', tasks)}") from None
     connect.wait_for_status("storm", all_in("RUNNING", tasks), "all running again", timeout=60.0)
     restarts = pod.restarts("storm")
     assert sorted(int(task or -1) for _, _, task in restarts) == list(range(tasks))  # each once, by one sidecar
+    # Each within what the settings allow after its sidecar read the failure (the history's failed_at).
+    wait_for(lambda: len(pod.history("storm")) == tasks, "every restart in the history")
+    read = {event["task"]: event["failed_at"] / 1000 for event in pod.history("storm")}
+    late = [(task, round(at - read[int(task)], 1)) for at, _, task in restarts
+            if task is not None and at - read[int(task)] > bound]
+    assert not late, f"restarts later than {bound:.1f} s after the failure was read: {late}"
     for index in range(len(pod.proxies)):
         times = [at for at, i, _ in restarts if i == index]
         # Not before the initial backoff after the failure; within the rate cap (20 in any second, a little

@@ -31,10 +31,11 @@ def rows(output: str, first_cell: str) -> list[list[str]]:
     return [row for row in found if row[0].startswith(first_cell)]
 
 
-def quick_json(script: str, tmp_path: Path, *arguments: str) -> tuple[str, dict[str, Any]]:
+def quick_json(script: str, tmp_path: Path, *arguments: str, timeout: float = RUN_BOUND_S
+               ) -> tuple[str, dict[str, Any]]:
     """A quick run with ``--json``: its output, and what it found by name."""
     found = tmp_path / f"{script}.json"
-    output = run_quick(script, tmp_path, *arguments, "--json", str(found), timeout=RUN_BOUND_S)
+    output = run_quick(script, tmp_path, *arguments, "--json", str(found), timeout=timeout)
     return output, json.loads(found.read_text())
 
 
@@ -69,21 +70,21 @@ def test_spool_quick_run(tmp_path: Path) -> None:
 
 
 def test_connect_outage_quick_run(tmp_path: Path) -> None:
-    output = run_quick("connect_outage", tmp_path, timeout=RUN_BOUND_S)
-    outages, burst = output.split("\nthe burst: ")
-    runs = rows(outages, "1")
-    assert [row[1] for row in runs] == ["Connect worker", "the pod (agent + sidecar)"], output
+    output, found = quick_json("connect_outage", tmp_path)
+    workers = ["Connect worker", "the pod (agent + sidecar)"]
+    runs = found["outages"]
+    assert [run["worker"] for run in runs] == workers, output
     # Every connector went through all five steps (2 connectors) on both workers.
-    assert all(row[10].split(" (")[0].endswith(" of 10") for row in runs), output
+    assert [run["steps"] for run in runs] == [10, 10], output
     # The pod leaves no key stale, in its topic or as its REST API shows them (the output names any).
-    assert runs[1][7:9] == ["0 of 6", "0"], output
+    stale = ("keys left stale (the topic)", "keys", "stale as its REST API shows them")
+    assert [runs[1][column] for column in stale] == [0, 6, 0], output
     # The burst: both workers brought every connector up and deleted every one.
-    assert [row[1] for row in rows(burst, "1")] == ["Connect worker", "the pod (agent + sidecar)"]
-    assert "the pod against the Connect worker: until RUNNING" in burst
+    assert [burst["worker"] for burst in found["bursts"]] == workers
+    assert "the pod against the Connect worker: until RUNNING" in output
     # A round of status changes on each, each shown by its worker's own REST API.
-    changes = burst.split("\nstatus changes: ")[1]
-    assert [(row[0], row[1]) for row in rows(changes, "")][2:] == [
-        ("pause", "1"), ("resume", "1"), ("restart", "1"), ("every change", "3")], output
+    assert [(change["change"], change["times"]) for change in found["status changes"]] == [
+        ("pause", 1), ("resume", 1), ("restart", 1), ("every change", 3)], output
 
 
 def test_connect_store_quick_run(tmp_path: Path) -> None:
@@ -198,21 +199,27 @@ def test_fleet_release_tuning_changes_the_held_partitions_release(tmp_path: Path
 
 @pytest.mark.timeout(480)
 def test_autorestart_quick_run(tmp_path: Path) -> None:
-    output = run_quick("autorestart", tmp_path, timeout=420.0)  # two Connect workers start: longer than the others
+    # Two Connect workers start: longer than the others.
+    output, found = quick_json("autorestart", tmp_path, timeout=420.0)
     # A fail-once task, then a sink whose downstream is away: the sidecar restarted each.
-    assert [row[0] for row in rows(output, "auto-restart")] == ["auto-restart (sidecar)"] * 2
-    assert [row[0] for row in rows(output, "poll every")][:1] == ["poll every 6 s (baseline)"]
-    assert [row[0] for row in rows(output, "Strimzi's rule")] == ["Strimzi's rule (simulated)"]
-    assert [row[1] for row in rows(output, "the stock worker")] == ["never"]
+    assert [row["restarted by"] for row in found["transient"]] == ["auto-restart (sidecar)",
+                                                                  "poll every 6 s (baseline)"], output
+    downstream = {row["restarted by"]: row for row in found["downstream"]}
+    assert list(downstream) == ["auto-restart (sidecar)", "Strimzi's rule (simulated)",
+                                "the stock worker (nothing restarts it)"], output
+    assert downstream["the stock worker (nothing restarts it)"]["median"] is None  # never
     # The user failure: no restart request.
-    (user,) = [row for row in rows(output, "") if row[2:4] == ["user (data)", "failure_class"]]
-    assert user[0] == "0"
+    (user,) = found["user"]
+    assert (user["restart requests received"], user["class"], user["family"], user["not restarted because"]) == (
+        0, "user", "data", "failure_class"), output
     # Each task of the storm restarted once, by one sidecar, and by the poller.
-    assert [row[2] for row in rows(output, "sidecars")] == ["20 of 20"]
-    assert [row[0] for row in rows(output, "the sidecar")] == ["the sidecar (worker stuck)",
-                                                               "the sidecar (worker gone)"]
-    assert [row[0] for row in rows(output, "Connect's REST API")] == [
-        "Connect's REST API", "Connect's REST API (no longer RUNNING on it)"]
+    sidecars, poller = found["storm"]
+    assert (sidecars["restarted by"], sidecars["tasks restarted"], sidecars["tasks"]) == (
+        "sidecars (2), auto-restart", 20, 20), output
+    assert poller["restarted by"] == "poll every 6 s (baseline)"
+    assert [row["flagged by"] for row in found["hung"]] == ["the sidecar (worker stuck)", "Connect's REST API"]
+    assert [row["flagged by"] for row in found["killed"]] == ["the sidecar (worker gone)",
+                                                              "Connect's REST API (no longer RUNNING on it)"]
 
 
 def test_fleet_scale_quick_run(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from status_store.connect.model import ConnectorStatus, State
 from status_store.errors import ConfigError
 
 from .conftest import Broker, StoreFactory
-from .helpers import eventually, write_raw
+from .helpers import eventually, eventually_awaited, write_raw
 
 ROOT = Path(__file__).parent.parent
 DEPLOY = ROOT / "deploy"
@@ -318,13 +318,13 @@ async def test_a_real_prometheus_sees_the_kip_counters_move(served_store: tuple[
         assert not (await store.put(ConnectorStatus("c", State.RUNNING, "w:1", 1)).result(WAIT)).ok
         expected = {"status_update_success_total": 2.0, "status_update_retry_total": 1.0,
                     "status_update_failure_total": 1.0}
-        seen: dict[str, float | None] = {}
-        for _ in range(int(WAIT / 0.5)):
-            seen = {name: await prometheus.value(f'{name}{{kind="connector"}}') for name in expected}
-            if seen == expected:
-                break
-            await asyncio.sleep(0.5)
-        assert seen == expected
+
+        async def seen() -> dict[str, float | None]:
+            return {name: await prometheus.value(f'{name}{{kind="connector"}}') for name in expected}
+
+        # Prometheus scrapes every second: the counters come within a few scrapes.
+        await eventually_awaited(seen, lambda found: found == expected, timeout=WAIT, interval=0.5,
+                                 what="what Prometheus holds")
     finally:
         prometheus.stop()
 
@@ -349,30 +349,26 @@ async def test_a_real_prometheus_sees_a_workers_status_change(served_store: tupl
     task = {"connector": "sink", "task": "0"}
     try:
         write_raw(store, (b"status-task-sink-0", connect_status("RUNNING", "w1:8083", 1)))
-        assert await prometheus_answers(prometheus, "status_task_state", {
+        await prometheus_answers(prometheus, "status_task_state", {
             series(__name__="status_task_state", **instance, **task, state="RUNNING", worker_id="w1:8083"): 1.0})
         write_raw(store, (b"status-task-sink-0", connect_status("FAILED", "w2:8083", 2, "java.lang.Boom")))
-        assert await prometheus_answers(prometheus, "status_task_state", {
+        await prometheus_answers(prometheus, "status_task_state", {
             series(__name__="status_task_state", **instance, **task, state="FAILED", worker_id="w2:8083"): 1.0})
-        assert await prometheus_answers(prometheus, 'status_tasks{state="FAILED"}', {
+        await prometheus_answers(prometheus, 'status_tasks{state="FAILED"}', {
             series(__name__="status_tasks", **instance, state="FAILED"): 1.0})
-        assert await prometheus_answers(prometheus, "status_task_state_changes_total", {
+        await prometheus_answers(prometheus, "status_task_state_changes_total", {
             series(__name__="status_task_state_changes_total", **instance, **task): 1.0})
-        assert await prometheus_answers(prometheus, "kafka_connect_connector_tasks_state", {
+        await prometheus_answers(prometheus, "kafka_connect_connector_tasks_state", {
             series(__name__="kafka_connect_connector_tasks_state", connector="sink", id="0", state="failed",
                    worker_id="w2:8083"): 0.0})
     finally:
         prometheus.stop()
 
 
-async def prometheus_answers(prometheus: Prometheus, query: str, expected: Samples) -> bool:
-    """Whether the query's result becomes what is expected within WAIT (Prometheus scrapes every second)."""
-    for _ in range(int(WAIT / 0.5)):
-        if await prometheus.samples(query) == expected:
-            return True
-        await asyncio.sleep(0.5)
-    print(f"{query}: {await prometheus.samples(query)}, not {expected}")
-    return False
+async def prometheus_answers(prometheus: Prometheus, query: str, expected: Samples) -> None:
+    """Wait until the query's result is what is expected (Prometheus scrapes every second; bounded by WAIT)."""
+    await eventually_awaited(lambda: prometheus.samples(query), lambda found: found == expected, timeout=WAIT,
+                             interval=0.5, what=f"{query}'s result (expected {expected})")
 
 
 def test_the_repository_tracks_no_file_it_ignores() -> None:

@@ -11,7 +11,6 @@ import resource
 import socket
 import subprocess
 import sys
-import time
 import tracemalloc
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from status_store.fleet.events import FANOUT_PER_TURN, Ended, StatusEvents
 from status_store.store import StatusStore
 
 from .conftest import Broker, StoreFactory
-from .helpers import eventually, write_raw
+from .helpers import eventually, eventually_awaited, eventually_value, write_raw
 
 WAIT = 20.0
 
@@ -404,15 +403,17 @@ async def test_clients_that_never_read_give_their_slots_to_a_new_client_and_end_
         idle = [client_that_does_not_read(int(served.url.rsplit(":", 1)[1])) for _ in range(3)]
         try:
             await eventually(lambda: served.hub.subscribers == 3)
-            deadline = time.monotonic() + WAIT
-            while True:
+
+            async def new_client() -> str | Event | int:
+                """A new client's first event, or the status it was refused with."""
                 async with served.stream(http) as response:
                     if response.status_code == 200:
-                        first = await SseClient(response).next_item()
-                        break
-                assert response.status_code == 503
-                assert time.monotonic() < deadline, "no slot for a new client"
-                await asyncio.sleep(0.1)
+                        return await SseClient(response).next_item()
+                    return response.status_code
+
+            # Refused (503) until the longest connected has had a fifth of a stream's life.
+            first = await eventually_awaited(new_client, lambda answer: answer != 503, timeout=WAIT, interval=0.1,
+                                             what="a new client's answer")
             assert first == "subscribed"
             assert served.hub.replaced == 1
             # The other two end at their bound; each connection is closed after its last event.
@@ -630,6 +631,11 @@ def test_event_ids_and_trace_excerpts() -> None:
 # ------------------------------------------------------------------------------------------------ the service
 
 
+def subscribers(metrics: str) -> list[str]:
+    """The value of ``status_events_subscribers`` in a scrape (as many as the scrape has lines of it)."""
+    return [line.split()[-1] for line in metrics.splitlines() if line.startswith("status_events_subscribers ")]
+
+
 def test_watch_prints_each_change_and_the_service_stops_with_streams_open() -> None:
     """``status-store watch`` against ``status-store serve``: a line per change of its connector; SIGTERM ends the
     streams (uvicorn would wait for them forever), the service and the watch exit."""
@@ -641,10 +647,8 @@ def test_watch_prints_each_change_and_the_service_stops_with_streams_open() -> N
             watcher = subprocess.Popen([sys.executable, "-m", "status_store.cli", "watch", "sink", "--url", url],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             with httpx.Client(base_url=url, timeout=WAIT) as http:
-                deadline = time.monotonic() + WAIT
-                while "status_events_subscribers 1.0" not in http.get("/metrics").text:
-                    assert time.monotonic() < deadline, "the watch did not subscribe"
-                    time.sleep(0.05)
+                eventually_value(lambda: subscribers(http.get("/metrics").text), lambda count: count == ["1.0"],
+                                 timeout=WAIT, interval=0.05, what="the subscribers the service counts (the watch's)")
                 for path, body in (("/connectors/other/status",
                                     {"state": "RUNNING", "worker_id": "w:1", "generation": 1}),
                                    ("/connectors/sink/tasks/0/status",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.client
 import shutil
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,6 +24,8 @@ from harness.real_kafka import KafkaCluster
 from harness.service import Service, sidecar_config
 from status_store.connect.codec import encode_status
 from status_store.connect.model import State, TaskId, connector_key, task_key
+
+from .helpers import eventually_value
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -130,10 +131,9 @@ def state_of(page: Page, connector: str, task: int | None = None) -> str:
 
 
 def wait_for(page: Page, condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_MS / 1000
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {WAIT_MS} ms: {what}"
-        page.wait_for_timeout(50)
+    """Wait, bounded, until ``condition()`` holds, the page handling its events meanwhile."""
+    eventually_value(condition, bool, timeout=WAIT_MS / 1000, interval=0.05, what=what,
+                     pause=lambda seconds: page.wait_for_timeout(seconds * 1000))
 
 
 def changes(page: Page) -> int:
