@@ -86,8 +86,9 @@ ROWS = ["sidecar-stopped-12s-kafka-away", "kafka-cut-20s-black-holed", "answers-
     # Held since a write whose attempt failed and whose session's generation then moved is the agent's again
     # (expired), and rule 5 counts it from the first write the sidecar took.
     "kafka-cut-20s-black-holed",
-    intermittent("answers-written-untruly", "held in 3 of 4 quick runs and failed in the whole suite at load (issue "
-                 "42): a key the proxy said 'written' for, untruly, left stale; its cause is not found yet"),
+    # Held since a write the agent holds past its fence is not written through Connect once its key was deleted
+    # meanwhile (the deleted connector's UNASSIGNED, said written untruly, landed after the leader's tombstone).
+    "answers-written-untruly",
     "answers-wrong-shape",
 ])
 def test_the_pod_loses_no_key_and_leaves_none_stale(bed: Bed, rows: dict[str, Row], row: str) -> None:
