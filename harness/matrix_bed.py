@@ -29,6 +29,11 @@ from .worker_pods import SIDECARS, WorkerPod, WorkerPods
 WORKERS = 2
 BROKER = 1
 POD, STOCK = "pod", "stock"
+# The note of a row whose pod's workers had to be restarted before it (``Bed.ready``).
+RESTARTED_FIRST = "the pod's workers restarted first"
+# Answers an agent cannot believe (agent/PROTOCOL.md, rules 1 and 4): it gives that sidecar instance no statuses again
+# until it restarts as a new one, so healing such a fault restarts the sidecars, as an operator would.
+DISTRUSTED = frozenset({AnswerFault.WRONG_SHAPE, AnswerFault.DEEP_JSON, AnswerFault.WRITTEN_UNTRULY})
 
 
 class Side:
@@ -82,6 +87,8 @@ class Bed(Started):
                                sidecar_settings, full_jit)
         self.stock = ConnectCluster(line, workdir / "stock", kafka, f"{prefix}-stock", WORKERS, full_jit=full_jit)
         self.sides = {POD: Side(POD, self.pods.connect, self.pods.sidecars), STOCK: Side(STOCK, self.stock)}
+        # Whether the agents met an answer they distrust their sidecar's instance for (DISTRUSTED) since the last heal.
+        self.distrusted = False
 
     def start(self) -> None:
         together([self.pods.start, self.stock.start])
@@ -139,6 +146,12 @@ class Bed(Started):
         """Every agent's writes answered wrongly (``http_proxy.AnswerFault``)."""
         for proxy in self.pods.proxies:
             proxy.answer_fault = fault
+        self.distrusted |= fault in DISTRUSTED
+
+    def restart_sidecars(self) -> None:
+        """Every sidecar stopped (SIGTERM, its clean shutdown) and started again: a new instance each."""
+        together(pod.sidecar.close for pod in self.pods.pods)
+        together(pod.sidecar.start for pod in self.pods.pods)
 
     def refuse(self, refusal: Refusal) -> None:
         for proxy in self.pods.proxies:
@@ -161,7 +174,8 @@ class Bed(Started):
     # ----------------------------------------------------------------------------- between rows
 
     def heal(self) -> None:
-        """Every fault undone: the broker, the sidecars' listener, the sidecars and their proxies, the workers."""
+        """Every fault undone: the broker, the sidecars' listener, the sidecars and their proxies (sidecars the agents
+        no longer believe restarted), the workers."""
         if not any(node.process is not None and node.process.alive() for node in self.kafka.brokers):
             self.start_broker()
         self.cut_sidecars(KafkaFault.NONE)
@@ -169,6 +183,9 @@ class Bed(Started):
         self.refuse(Refusal.NONE)
         self.resume_sidecars()
         self.start_sidecars()
+        if self.distrusted:
+            self.restart_sidecars()
+            self.distrusted = False
         down = [worker for side in self.sides.values() for worker in side.connect.workers
                 if not worker.process.alive()]
         together(worker.start for worker in down)
@@ -189,5 +206,5 @@ class Bed(Started):
         together(worker.stop for worker in self.pods.connect.workers)
         together(worker.start for worker in self.pods.connect.workers)
         wait_until(on_sidecars, bound_s, "every pod's agent on its sidecar after a restart", interval=1.0)
-        return [f"the pod's workers restarted first: their agents were not all on their sidecars with nothing queued "
-                f"within {bound_s:g} s ({figures})"]
+        return [f"{RESTARTED_FIRST}: their agents were not all on their sidecars with nothing queued within "
+                f"{bound_s:g} s ({figures})"]

@@ -19,7 +19,7 @@ import pytest
 
 from harness.http_proxy import DEEP_JSON_LEVELS, AnswerFault, HttpFaultProxy
 from harness.java_process import kafka_line
-from harness.matrix_bed import POD, STOCK, Bed
+from harness.matrix_bed import POD, RESTARTED_FIRST, STOCK, Bed
 from harness.matrix_faults import BY_NAME, QUICK
 from harness.matrix_rows import Row, run_row
 from harness.real_kafka import KafkaCluster
@@ -86,8 +86,9 @@ ROWS = ["sidecar-stopped-12s-kafka-away", "kafka-cut-20s-black-holed", "answers-
     # Held since a write whose attempt failed and whose session's generation then moved is the agent's again
     # (expired), and rule 5 counts it from the first write the sidecar took.
     "kafka-cut-20s-black-holed",
-    intermittent("answers-written-untruly", "held in 3 of 4 quick runs and failed in the whole suite at load (issue "
-                 "42): a key the proxy said 'written' for, untruly, left stale; its cause is not found yet"),
+    # Held since a write the agent holds past its fence is not written through Connect once its key was deleted
+    # meanwhile (the deleted connector's UNASSIGNED, said written untruly, landed after the leader's tombstone).
+    "answers-written-untruly",
     "answers-wrong-shape",
 ])
 def test_the_pod_loses_no_key_and_leaves_none_stale(bed: Bed, rows: dict[str, Row], row: str) -> None:
@@ -95,6 +96,9 @@ def test_the_pod_loses_no_key_and_leaves_none_stale(bed: Bed, rows: dict[str, Ro
     # The pod's side alone decides: the stock side of the same run is the next test's.
     if not result.sides[POD].right:
         raise PodWrong(described(result))
+    # And the row began with every agent on its sidecar, no worker restarted for it: an agent not back after the
+    # previous row's fault was healed is a finding of its own (a sidecar it distrusts is restarted by the heal).
+    assert not [note for note in result.notes if note.startswith(RESTARTED_FIRST)], described(result)
 
 
 @pytest.mark.parametrize("row", ROWS)

@@ -51,6 +51,14 @@ final class KeyEntry {
     boolean pastFence;
     /** Connect's own path is being handed this key's newest write. */
     boolean draining;
+    /**
+     * The worker's store read a tombstone of this key (or of its connector) since the key's newest write was taken,
+     * one the agent did not write: Connect abandons a retry of such a write (its cache entry is deleted), and so does
+     * the agent, rather than write it through Connect after its fence, over the deletion.
+     */
+    boolean deleted;
+    /** A tombstone of this key (DESTROYED) was taken while the entry lives: a tombstone read may be the agent's own. */
+    boolean tookTombstone;
 
     KeyEntry(String key) {
         this.key = key;

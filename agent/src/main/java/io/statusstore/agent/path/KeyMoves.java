@@ -3,6 +3,7 @@ package io.statusstore.agent.path;
 import io.statusstore.agent.status.StatusUpdate;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
@@ -16,6 +17,7 @@ import java.util.function.LongSupplier;
 final class KeyMoves {
     private final Map<String, KeyEntry> entries;
     private final KeyOrders orders;
+    private final List<StatusUpdate> abandoned = new ArrayList<>();
 
     KeyMoves(Map<String, KeyEntry> entries, KeyOrders orders) {
         this.entries = entries;
@@ -82,26 +84,43 @@ final class KeyMoves {
      * The newest write of the key, among those past their fence, whose newest write is the oldest: what Connect's
      * own path must write for it now (made unconditional if an older unconditional write of the key is unsettled),
      * or null. The key stays in the table, empty, until {@link #drained}: a write of it meanwhile waits there, so
-     * that it cannot reach Connect's producer before this one.
+     * that it cannot reach Connect's producer before this one. A key deleted since its newest write was taken
+     * ({@link KeyEntry#deleted}) leaves the table instead, its write abandoned ({@link #takeAbandoned}).
      */
     StatusUpdate takeReady(long now) {
         orders.passFences(now);
-        if (orders.drainable.isEmpty()) {
-            return null;
+        while (!orders.drainable.isEmpty()) {
+            KeyEntry ready = orders.drainable.firstEntry().getValue();
+            orders.detach(ready);
+            StatusUpdate newest = ready.newest();
+            boolean unconditional = ready.holdsUnconditional();
+            ready.unsent = null;
+            ready.sending = null;
+            ready.pending = null;
+            ready.verifying = null;
+            ready.givenBackSince = -1;
+            orders.forgetReplaced(ready);
+            if (ready.deleted) {
+                // Its key deleted since it was taken: late, it would land over the tombstone (KeyEntry.deleted).
+                entries.remove(ready.key);
+                abandoned.add(newest);
+                continue;
+            }
+            ready.draining = true;
+            orders.attach(ready);
+            return newest.safe && unconditional ? newest.unconditional() : newest;
         }
-        KeyEntry ready = orders.drainable.firstEntry().getValue();
-        orders.detach(ready);
-        StatusUpdate newest = ready.newest();
-        boolean unconditional = ready.holdsUnconditional();
-        ready.unsent = null;
-        ready.sending = null;
-        ready.pending = null;
-        ready.verifying = null;
-        ready.givenBackSince = -1;
-        orders.forgetReplaced(ready);
-        ready.draining = true;
-        orders.attach(ready);
-        return newest.safe && unconditional ? newest.unconditional() : newest;
+        return null;
+    }
+
+    /** The writes {@link #takeReady} abandoned since the last call (their keys deleted meanwhile), for a log line. */
+    List<StatusUpdate> takeAbandoned() {
+        if (abandoned.isEmpty()) {
+            return Collections.emptyList();
+        }
+        List<StatusUpdate> taken = new ArrayList<>(abandoned);
+        abandoned.clear();
+        return taken;
     }
 
     /** Connect's own path took the write {@link #takeReady} gave out: its key leaves the table unless written again. */

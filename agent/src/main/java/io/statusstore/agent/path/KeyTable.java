@@ -27,6 +27,7 @@ import java.util.Map;
  */
 final class KeyTable {
     private static final Comparator<StatusUpdate> BY_SEQ = Comparator.comparingLong(u -> u.seq);
+    private static final String CONNECTOR_PREFIX = "status-connector-";
 
     private final Map<String, KeyEntry> entries = new HashMap<>();
     private final KeyOrders orders = new KeyOrders();
@@ -62,8 +63,41 @@ final class KeyTable {
         }
         orders.detach(entry);
         entry.unsent = update.safe && entry.holdsUnconditional() ? update.unconditional() : update;
+        // A write taken after a tombstone was read is a new status of the key, as in Connect's new cache entry.
+        entry.deleted = false;
+        entry.tookTombstone |= tombstone(update);
         orders.attach(entry);
         return true;
+    }
+
+    /**
+     * The worker's store read a tombstone of {@code key}: the writes of that key, and for a connector's key those of
+     * its tasks, taken before it are deleted (Connect deletes the cache entries of the connector and its tasks), unless
+     * the agent took a tombstone of the key itself. Visits every key for a connector's tombstone (a deletion is rare).
+     */
+    void tombstoneRead(String key) {
+        markDeleted(entries.get(key));
+        if (key.startsWith(CONNECTOR_PREFIX)) {
+            String connector = key.substring(CONNECTOR_PREFIX.length());
+            for (KeyEntry entry : entries.values()) {
+                StatusUpdate newest = entry.newest();
+                if (newest != null && newest.kind == StatusUpdate.Kind.TASK && newest.connector.equals(connector)) {
+                    markDeleted(entry);
+                }
+            }
+        }
+    }
+
+    private static void markDeleted(KeyEntry entry) {
+        if (entry != null && !entry.tookTombstone) {
+            entry.deleted = true;
+        }
+    }
+
+    /** Whether the write is a tombstone of a connector's or a task's status, as Connect writes DESTROYED. */
+    private static boolean tombstone(StatusUpdate update) {
+        return update.kind != StatusUpdate.Kind.TOPIC && update.kind != StatusUpdate.Kind.DELETE_TOPIC
+                && "DESTROYED".equals(update.state);
     }
 
     /**

@@ -13,6 +13,7 @@ import java.util.LinkedHashSet;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import java.util.function.Consumer;
 
 /**
  * What the worker's own status store reads back from the status topic, for the keys whose writes the sidecar was
@@ -34,6 +35,8 @@ public final class ReadBack {
     private Set<String> readSince = new LinkedHashSet<>();
     /** Told (outside this object's lock) when a watched key was read. */
     private volatile Runnable onWatchedRead = () -> { };
+    /** Told (outside this object's lock) of every tombstone read, watched or not. */
+    private volatile Consumer<String> onTombstone = key -> { };
 
     /**
      * A key's values are kept {@code keepMs} after its last watch began, then forgotten, and at most {@code capacity}
@@ -47,6 +50,11 @@ public final class ReadBack {
     /** Whom to tell when a watched key was read (the router, whose sender then looks). */
     void onWatchedRead(Runnable listener) {
         onWatchedRead = listener;
+    }
+
+    /** Whom to tell of each tombstone read (the router: a key deleted meanwhile is not written late). */
+    void onTombstone(Consumer<String> listener) {
+        onTombstone = listener;
     }
 
     /**
@@ -73,6 +81,9 @@ public final class ReadBack {
     public void read(String key, byte[] value) {
         if (key == null) {
             return;
+        }
+        if (value == null) {
+            onTombstone.accept(key);
         }
         synchronized (this) {
             Watch w = watched.get(key);

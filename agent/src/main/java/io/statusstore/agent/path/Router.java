@@ -60,6 +60,7 @@ public final class Router {
         this.outcomes = new Outcomes(table, metrics, readBack, () -> ++lastSeq);
         metrics.queuedKeys(this::size);
         readBack.onWatchedRead(this::readBackArrived);
+        readBack.onTombstone(this::tombstoneRead);
     }
 
     /**
@@ -182,6 +183,16 @@ public final class Router {
     /** When the next write the sidecar says it wrote must have been read back, or -1. */
     synchronized long nextVerifyDeadline() {
         return table.nextVerifyDeadline();
+    }
+
+    /** The worker's store read a tombstone of {@code key}: the writes of it held so far are not written late. */
+    synchronized void tombstoneRead(String key) {
+        table.tombstoneRead(key);
+    }
+
+    /** The writes the drain to Connect's path abandoned since the last call, their keys deleted meanwhile. */
+    synchronized List<StatusUpdate> takeAbandoned() {
+        return table.moves().takeAbandoned();
     }
 
     /** The worker's store read a watched key: the sender looks whether a write is verified. */

@@ -285,6 +285,12 @@ public final class Sender implements Runnable {
             finalSent = false;
         }
         StatusUpdate next = router.takeReady(now);
+        List<StatusUpdate> abandoned = router.takeAbandoned();
+        if (!abandoned.isEmpty()) {
+            warnings.warn("deleted meanwhile", "not writing through Connect " + abandoned.size() + " status(es) held "
+                    + "past their fence whose key the worker's store read a tombstone of since (the first "
+                    + abandoned.get(0) + "): as Connect abandons such a retry, so that a deleted status stays deleted");
+        }
         if (next != null) {
             try {
                 connect.write(next);
