@@ -282,6 +282,10 @@ public final class Sender implements Runnable {
      * requests stands (this one cannot lengthen the lease). Its answer's outcomes are applied as any answer's.
      */
     private void endLease() {
+        if (finalSent) {
+            // A final request made the session the sidecar's, written whatever the lease: nothing ends it.
+            return;
+        }
         long now = now();
         long sentAtMs = System.currentTimeMillis();
         List<StatusUpdate> none = Collections.emptyList();
