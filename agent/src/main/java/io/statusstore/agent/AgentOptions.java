@@ -37,6 +37,8 @@ public final class AgentOptions {
     public final URL url;
     /** The bearer token, or null when none is configured. */
     public final String token;
+    /** The file the token was read from (read again when it changes: sidecar.Token), or null. */
+    public final String tokenFile;
     /** The most keys the agent holds unsettled before it falls back to Connect's own path. */
     public final int maxKeys;
     public final int batchSize;
@@ -68,6 +70,7 @@ public final class AgentOptions {
         this.enabledOrigin = values.origin("enabled");
         this.url = parseUrl(values.get("url") == null ? "http://127.0.0.1:8084" : values.get("url"));
         this.token = token;
+        this.tokenFile = token == null ? null : values.get("token.file");
         this.maxKeys = (int) number(values, "max.keys", 10_000, 1, Integer.MAX_VALUE);
         this.batchSize = (int) number(values, "batch.size", 500, 1, 100_000);
         this.fallbackAfterMs = number(values, "fallback.after.ms", 15_000, 0, Long.MAX_VALUE);

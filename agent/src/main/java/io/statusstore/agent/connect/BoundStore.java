@@ -8,6 +8,7 @@ import io.statusstore.agent.path.ReadBack;
 import io.statusstore.agent.path.Router;
 import io.statusstore.agent.path.Sender;
 import io.statusstore.agent.sidecar.SidecarClient;
+import io.statusstore.agent.sidecar.Token;
 import io.statusstore.agent.status.StatusUpdate;
 import org.apache.kafka.connect.runtime.WorkerConfig;
 import org.apache.kafka.connect.storage.StatusBackingStore;
@@ -47,8 +48,8 @@ final class BoundStore {
         @SuppressWarnings("unchecked")
         KafkaBasedLog<String, byte[]> log = (KafkaBasedLog<String, byte[]>) kafkaLog;
         StoreOriginals originals = new StoreOriginals((StatusBackingStore) store, log, sends, retryExecutor);
-        SidecarClient client = new SidecarClient(options.url, options.token, options.connectTimeoutMs,
-                options.readTimeoutMs, options.tls);
+        SidecarClient client = new SidecarClient(options.url, Token.from(options.tokenFile, options.token),
+                options.connectTimeoutMs, options.readTimeoutMs, options.tls);
         this.sender = new Sender(options, router, client, originals, metrics, clusterId, statusTopic);
     }
 

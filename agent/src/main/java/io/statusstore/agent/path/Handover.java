@@ -225,7 +225,12 @@ final class Handover {
      * after the session's lease, and one it started lands within its write bound (or never).
      */
     long fenceAfter(long postedAt) {
-        return postedAt + options.leaseMs + writeBoundMs + Sender.FENCE_MARGIN_MS;
+        return fenceAfterLease(postedAt, options.leaseMs);
+    }
+
+    /** As {@link #fenceAfter}, for a request that asked for a lease of {@code leaseMs}. */
+    long fenceAfterLease(long postedAt, long leaseMs) {
+        return postedAt + leaseMs + writeBoundMs + Sender.FENCE_MARGIN_MS;
     }
 
     private static long now() {

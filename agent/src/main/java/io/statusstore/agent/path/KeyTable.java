@@ -304,6 +304,11 @@ final class KeyTable {
         return !orders.pending.isEmpty();
     }
 
+    /** When the longest pending write was accepted, or -1 when none is pending. */
+    long oldestPendingSince() {
+        return orders.pending.isEmpty() ? -1 : orders.pending.first().pendingSince;
+    }
+
     /** The pending writes accepted at or before {@code since}, oldest first. */
     List<StatusUpdate> pendingSince(long since) {
         if (orders.pending.isEmpty() || orders.pending.first().pendingSince > since) {

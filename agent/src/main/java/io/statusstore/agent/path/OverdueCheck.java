@@ -42,6 +42,19 @@ final class OverdueCheck {
     }
 
     /**
+     * When {@link #leave} may next find something to do (the sender waits no longer than that), or -1: the oldest
+     * pending write's bound, or, while the worker's producer is asked, the end of the wait for its answer (its answer
+     * wakes the sender sooner).
+     */
+    long nextAt(long outcomeBoundMs, long answerBoundMs) {
+        if (asked != null) {
+            return askedAt + answerBoundMs;
+        }
+        long oldest = router.oldestPendingSince();
+        return oldest < 0 ? -1 : Math.max(nextAt, oldest + outcomeBoundMs);
+    }
+
+    /**
      * Why the sidecar is to be left (its pending writes overdue by {@code outcomeBoundMs} while the worker's producer
      * wrote within {@code answerBoundMs}), or null; {@code sidecar} names it in the lines.
      */
@@ -60,6 +73,8 @@ final class OverdueCheck {
             }
             asked = connect.canWrite(keys);
             askedAt = now;
+            // Its answer is judged as soon as it comes, not at the next poll.
+            asked.whenComplete((wrote, failed) -> router.wake());
         }
         boolean late = now - askedAt >= answerBoundMs;
         if (!asked.isDone() && !late) {

@@ -124,6 +124,15 @@ public final class Router {
         sidecarFence = Math.max(sidecarFence, fence);
     }
 
+    /**
+     * The sidecar answered a request that ended the session's lease (sent at {@code fence}'s start): it starts no write
+     * of the session after it, so nothing it took can land after {@code fence}, which may be sooner than the fence the
+     * earlier requests' leases set. Every earlier request was answered, so none of them can renew the lease later.
+     */
+    synchronized void leaseEnded(long fence) {
+        sidecarFence = fence;
+    }
+
     /** The sidecar is a new instance: what was pending at the old one is sent again from {@code holdUntil}. */
     synchronized void sidecarRestarted(long holdUntil) {
         table.moves().resendPending(holdUntil, () -> ++lastSeq);
@@ -211,6 +220,16 @@ public final class Router {
     /** The pending writes the sidecar accepted at or before {@code since} and has given no outcome for. */
     synchronized List<StatusUpdate> pendingSince(long since) {
         return table.pendingSince(since);
+    }
+
+    /** When the longest pending write was accepted (ms), or -1 when none is pending. */
+    synchronized long oldestPendingSince() {
+        return table.oldestPendingSince();
+    }
+
+    /** Wakes the sender (an answer it waits for has come). */
+    synchronized void wake() {
+        notifyAll();
     }
 
     /** The sender starts: writes on STARTING wait for its first exchange until {@code until} (ms), no longer. */

@@ -43,6 +43,8 @@ public final class Sender implements Runnable {
     static final long LIVE_MS = 250;
     /** While Connect flushes, a request's answer waits this long for the sidecar to settle what it holds. */
     static final long FLUSH_WAIT_MS = 500;
+    /** The lease of the request that ends the session's lease on leaving a sidecar that still answers (1 ms). */
+    static final long LEASE_ENDED_MS = 1;
     private static final long FLUSH_POLL_MS = 50;
     private static final long FAILED_STEP_PAUSE_MS = 100;
 
@@ -194,6 +196,7 @@ public final class Sender implements Runnable {
         }
         String overdueWhy = overdue.leave(now, handover.outcomeBoundMs(), handover.readBackMs(), client.url());
         if (overdueWhy != null) {
+            endLease();
             router.toFencing(overdueWhy);
             return;
         }
@@ -212,7 +215,8 @@ public final class Sender implements Runnable {
                 return;
             }
             long wait = router.hasPending() ? nextPollAt - now : options.probeIntervalMs;
-            for (long at : new long[] {router.nextRelease(now), router.nextVerifyDeadline()}) {
+            for (long at : new long[] {router.nextRelease(now), router.nextVerifyDeadline(),
+                    overdue.nextAt(handover.outcomeBoundMs(), handover.readBackMs())}) {
                 if (at > 0) {
                     wait = Math.min(wait, at - now + 1);
                 }
@@ -268,6 +272,31 @@ public final class Sender implements Runnable {
             }
             router.toFencing("the sidecar at " + client.url() + (Handover.refuses(e) ? " refuses the agent: "
                     : e.malformed ? " cannot be believed: " : " is away: ") + e.getMessage());
+        }
+    }
+
+    /**
+     * Leaving a sidecar that still answers (rule 5): one more request, whose lease ends a millisecond after it was
+     * sent, so that the sidecar starts no write of the session from then on. Answered, the keys there wait only the
+     * sidecar's write bound (and the margin) from it, not a whole lease more; not answered, the fence of the earlier
+     * requests stands (this one cannot lengthen the lease). Its answer's outcomes are applied as any answer's.
+     */
+    private void endLease() {
+        if (finalSent) {
+            // A final request made the session the sidecar's, written whatever the lease: nothing ends it.
+            return;
+        }
+        long now = now();
+        long sentAtMs = System.currentTimeMillis();
+        List<StatusUpdate> none = Collections.emptyList();
+        try {
+            AgentAnswer answer = handover.checked(client.post(AgentRequest.encode(agentId, router.workerId(),
+                    handover.instance(), router.ack(), LEASE_ENDED_MS, sentAtMs, false, 0, none)));
+            long answered = now();
+            router.apply(none, answer, answered, answered + handover.readBackMs());
+            router.leaseEnded(handover.fenceAfterLease(now, LEASE_ENDED_MS));
+        } catch (SidecarException e) {
+            // The fence of the requests before it stands.
         }
     }
 

@@ -41,20 +41,23 @@ public final class SidecarClient {
     });
 
     private final String base;
-    private final String token;
+    private final Token token;
     private final int connectTimeoutMs;
     private final int readTimeoutMs;
     private final SidecarTls tls;
 
     public SidecarClient(URL url, String token, int connectTimeoutMs, int readTimeoutMs) {
-        this(url, token, connectTimeoutMs, readTimeoutMs, null);
+        this(url, Token.from(null, token), connectTimeoutMs, readTimeoutMs, null);
     }
 
-    /** {@code tls}: an https:// sidecar's CA and this agent's certificate (null: the JVM's defaults). */
-    public SidecarClient(URL url, String token, int connectTimeoutMs, int readTimeoutMs, SidecarTls tls) {
+    /**
+     * {@code token}: the bearer token to send, read again from its file when that changes (null: none). {@code tls}:
+     * an https:// sidecar's CA and this agent's certificate (null: the JVM's defaults).
+     */
+    public SidecarClient(URL url, Token token, int connectTimeoutMs, int readTimeoutMs, SidecarTls tls) {
         String text = url.toString();
         this.base = text.endsWith("/") ? text.substring(0, text.length() - 1) : text;
-        this.token = token;
+        this.token = token == null ? Token.from(null, null) : token;
         this.connectTimeoutMs = connectTimeoutMs;
         this.readTimeoutMs = readTimeoutMs;
         this.tls = tls;
@@ -117,8 +120,9 @@ public final class SidecarClient {
             c.setUseCaches(false);
             c.setRequestMethod(method);
             c.setRequestProperty("Accept", "application/json");
-            if (token != null) {
-                c.setRequestProperty("Authorization", "Bearer " + token);
+            String bearer = token.current();
+            if (bearer != null) {
+                c.setRequestProperty("Authorization", "Bearer " + bearer);
             }
             if (body != null) {
                 byte[] bytes = body.getBytes(StandardCharsets.UTF_8);

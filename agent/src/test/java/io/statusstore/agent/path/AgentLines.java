@@ -12,12 +12,12 @@ import java.util.List;
  * The agent's log lines written while a test runs: SLF4J's simple logger, the tests' binding, writes them to
  * target/agent-tests.log (test resources' simplelogger.properties); this reads what was added since it was made.
  */
-final class AgentLines {
+public final class AgentLines {
     private static final String FILE = "target/agent-tests.log";
 
     private final long start;
 
-    AgentLines() throws IOException {
+    public AgentLines() throws IOException {
         // The logger opens (and empties) its file when first used: before the length is taken.
         LoggerFactory.getLogger("io.statusstore.agent");
         try (RandomAccessFile file = new RandomAccessFile(FILE, "rw")) {
@@ -26,7 +26,7 @@ final class AgentLines {
     }
 
     /** The agent's lines so far (each with "status-store agent:"); the lines of stack traces are not among them. */
-    List<String> lines() throws IOException {
+    public List<String> lines() throws IOException {
         List<String> lines = new ArrayList<>();
         for (String line : text().split("\n")) {
             if (line.contains("status-store agent:")) {

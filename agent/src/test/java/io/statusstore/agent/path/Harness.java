@@ -3,6 +3,7 @@ package io.statusstore.agent.path;
 import io.statusstore.agent.AgentOptions;
 import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.sidecar.SidecarClient;
+import io.statusstore.agent.sidecar.Token;
 import io.statusstore.agent.status.StatusUpdate;
 
 import java.util.Collections;
@@ -54,8 +55,8 @@ final class Harness implements AutoCloseable {
         ReadBack readBack = new ReadBack(2 * options.maxKeys, 60_000);
         topic.reader(readBack::read);
         router = new Router(options.maxKeys, metrics, readBack);
-        Sender sender = new Sender(options, router, new SidecarClient(options.url, options.token, options.connectTimeoutMs,
-                options.readTimeoutMs), connect, metrics, "cluster-1", "connect-status");
+        Sender sender = new Sender(options, router, new SidecarClient(options.url, Token.from(options.tokenFile, options.token),
+                options.connectTimeoutMs, options.readTimeoutMs, null), connect, metrics, "cluster-1", "connect-status");
         thread = new Thread(sender, "test-sender");
         thread.setDaemon(true);
         thread.start();

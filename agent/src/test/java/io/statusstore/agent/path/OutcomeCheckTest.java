@@ -4,6 +4,7 @@ import org.junit.jupiter.api.Test;
 
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -58,6 +59,26 @@ class OutcomeCheckTest {
             assertEquals(1, asked.size(), "one question to the worker's own producer: " + asked);
             assertEquals("status-task-c-0", asked.get(0).get(0));
             assertTrue(Arrays.asList("status-task-c-0", "status-task-d-1").containsAll(asked.get(0)), asked.toString());
+            assertEquals(0, h.sidecar.release(), "past its lease the sidecar writes nothing more");
+        }
+    }
+
+    @Test
+    void aSidecarLeftByRule5IsToldItsLeaseEndedAndItsKeysWaitItsWriteBoundNotALeaseMore() throws Exception {
+        // The fault matrix's answers-pending-forever row (bench/fault_matrix.py): the sidecar answers and never gives an
+        // outcome; rule 5 left it, and its keys then waited the whole fence of its last request (lease 4 s + write bound
+        // 3 s + 1 s, after rule 5's 5 s): a pause showed in Connect's REST 10.9 s after a stock worker's 0.28 s. The
+        // agent now ends the session's lease as it leaves (a request whose lease is 1 ms): nothing the sidecar took can
+        // land past its write bound from then. A lease of 20 s here: before, nothing went through Connect for 21 s.
+        try (Harness h = new Harness().start("lease.ms=20000")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "PAUSED");
+            h.awaitNewestLanded(10_000);
+            h.assertInvariants();
+            assertEquals(1, h.connectWrites().size(), "the worker's own producer wrote the pause: " + h.topic.records());
+            Map<?, ?> last = h.sidecar.posts().get(h.sidecar.posts().size() - 1);
+            assertEquals(1L, last.get("lease_ms"), "the last request ends the lease: " + last);
             assertEquals(0, h.sidecar.release(), "past its lease the sidecar writes nothing more");
         }
     }

@@ -2,10 +2,16 @@ package io.statusstore.agent.path;
 
 import io.statusstore.agent.status.StatusUpdate;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.Collectors;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -307,6 +313,35 @@ class SenderTest {
             h.awaitNewestLanded(1_000);
             h.assertInvariants();
             assertEquals(1, h.connectWrites().size());
+        }
+    }
+
+    @Test
+    void aRotatedTokenFileIsReadAgainWithoutARestart(@TempDir Path dir) throws Exception {
+        // token.file was read once, at the worker's start: a token rotated in place (a Kubernetes secret) was refused
+        // (401) and the worker stayed on Connect's own path until it restarted.
+        Path file = Files.write(dir.resolve("token"), "right\n".getBytes(StandardCharsets.UTF_8));
+        Files.setLastModifiedTime(file, FileTime.fromMillis(System.currentTimeMillis() - 60_000));
+        try (Harness h = new Harness()) {
+            h.sidecar.token = "right";
+            h.start("token.file=" + file);
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.write("c", 0, "RUNNING");
+            h.awaitNewestLanded(2_000);
+            // The secret rotated: the sidecar takes only the new token, and the file holds it (written a while ago).
+            h.sidecar.token = "rotated";
+            Files.write(file, "rotated\n".getBytes(StandardCharsets.UTF_8));
+            Files.setLastModifiedTime(file, FileTime.fromMillis(System.currentTimeMillis() - 5_000));
+            h.write("c", 0, "PAUSED");
+            h.awaitNewestLanded(4_000);
+            h.awaitPath(Router.Path.SIDECAR, 6_000);
+            h.write("d", 0, "RUNNING");
+            h.awaitNewestLanded(4_000);
+            h.assertInvariants();
+            List<Topic.Record> d = h.topic.records().stream().filter(r -> r.key.equals("status-task-d-0"))
+                    .collect(Collectors.toList());
+            assertEquals(1, d.size(), d.toString());
+            assertEquals("sidecar", d.get(0).via, "the sidecar took the new token: " + h.topic.records());
         }
     }
 
