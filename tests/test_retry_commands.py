@@ -12,6 +12,7 @@ from status_store.errors import StoreClosedError, WriteFailedError
 from status_store.retry.backoff import RetryMode
 from status_store.retry.commands import Send
 from status_store.retry.delivery import Delivery, DoneCallback
+from status_store.retry.holds import Slot
 from status_store.retry.key_slots import KeySlots
 from status_store.retry.key_writes import KeyWrites
 from status_store.retry.ledger import Ledger
@@ -57,10 +58,13 @@ def parts() -> Parts:
         else:
             gate.fire(due, item)
 
+    def send_from_line(slot: Slot) -> StatusUpdate | None:
+        assert keys is not None
+        return keys.send_from_line(slot)
+
     scheduler: Scheduler[StatusUpdate | GateTimer] = Scheduler(fire, clock)
     ledger = Ledger("status", (), scheduler)
-    gate = PartitionGate("status", scheduler, policy.mode, BACKOFF, lambda slot: keys.send_from_line(slot)
-                         if keys is not None else None)
+    gate = PartitionGate("status", scheduler, policy.mode, BACKOFF, send_from_line)
     slots = KeySlots(True, lambda key: int(key[-1]), gate, scheduler)
     keys = KeyWrites(policy, slots, scheduler, gate, ledger, RetryTiming(policy, scheduler))
     return Parts(clock, keys)
@@ -74,7 +78,8 @@ def test_the_outbox_holds_each_record_once_in_the_order_decided() -> None:
     sends = p.taken()
     assert [(s.key, s.value) for s in sends] == [(b"k0", b"v1"), (b"k1", b"w1")]
     assert p.taken() == []
-    # k0's report: written; its newer value is the next record, and nothing is sent until the report is handed in.
+    assert newer.attempts == 0
+    # k0's report: written; its newer value is the next record (its first attempt).
     p.keys.settled(sends[0].attempt, Delivery(0, 1), None)
     assert first.outcome is not None
     assert first.outcome.result is Result.WRITTEN
@@ -151,7 +156,8 @@ def test_a_probe_the_producer_refuses_is_no_probe_and_the_next_goes_at_once() ->
     assert a0.outcome is not None
     assert a0.outcome.reason == "not sent: the producer of status is not running"
     # The refused probe counts as none; b0 went as the probe at once, not a backoff step later.
-    assert [(s.key, s.at) for s in kafka.unsettled] == [("b0", pytest.approx(1000.1))]
+    assert [s.key for s in kafka.unsettled] == ["b0"]
+    assert kafka.unsettled[0].at == pytest.approx(1000.1)
     assert queue.probes_total == 1
     kafka.write_all()
     assert b0.outcome is not None
