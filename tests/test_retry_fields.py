@@ -47,7 +47,7 @@ def foreign_writes(source: str) -> list[tuple[int, str]]:
                 target = target.value
             if isinstance(target, ast.Attribute) and not (isinstance(target.value, ast.Name)
                                                           and target.value.id in {"self", "cls"}):
-                found.append((node.lineno, ast.unparse(target)))
+                found.append((target.lineno, ast.unparse(target)))
     return sorted(found)
 
 
