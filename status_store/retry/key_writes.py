@@ -29,7 +29,8 @@ import logging
 
 from ..errors import ErrorKind, StoreClosedError, WriteFailedError, classify, may_have_landed
 from .backoff import RetryMode
-from .delivery import Delivery, Send
+from .commands import Attempt, Send
+from .delivery import Delivery
 from .holds import Slot
 from .key_slots import KeySlots
 from .ledger import Ledger
@@ -46,9 +47,8 @@ class KeyWrites:
     """Every attempt of the keys' updates, moved through their slots; the gate decides when a held partition's keys
     go."""
 
-    def __init__(self, send: Send, policy: RetryPolicy, slots: KeySlots, scheduler: Scheduler[StatusUpdate | GateTimer],
+    def __init__(self, policy: RetryPolicy, slots: KeySlots, scheduler: Scheduler[StatusUpdate | GateTimer],
                  gate: PartitionGate, ledger: Ledger, timing: RetryTiming) -> None:
-        self._send = send
         self.policy = policy
         self._slots = slots
         self._scheduler = scheduler
@@ -56,6 +56,15 @@ class KeyWrites:
         self._ledger = ledger
         self._timing = timing
         self.attempts_total = 0
+        # The records decided since the queue last took them (``take_sends``), in the order they are to go.
+        self._outbox: list[Send] = []
+
+    def take_sends(self) -> list[Send]:
+        """The records to hand to Kafka, in order, since the last call (each attempt is in flight already in the
+        keys' and partitions' eyes); the queue sends them and hands back each one's delivery report (``settled``)
+        or the producer's refusal (``not_sent``)."""
+        sends, self._outbox = self._outbox, []
+        return sends
 
     # ----------------------------------------------------------------------------- taking writes
 
@@ -100,8 +109,8 @@ class KeyWrites:
         self._ledger.finish(update, result, reason, delivery)
 
     def _attempt(self, slot: Slot, update: StatusUpdate) -> None:
-        """Send the key's next attempt on the update's behalf: the key's value that may still land
-        (``Slot.unsure``), which is no attempt of the update's, else the update's own."""
+        """Send the key's next attempt on the update's behalf (a ``Send`` in the outbox): the key's value that may
+        still land (``Slot.unsure``), which is no attempt of the update's, else the update's own."""
         slot.inflight = update
         older = _older(slot, update)
         if older is None:
@@ -115,23 +124,33 @@ class KeyWrites:
         budget = self.policy.budget
         if budget is not None:
             budget.sent(retry)
-        try:
-            self._send(update.key.encode(), update.value if older is None else older.value,
-                       _Attempt(self, slot, update, older is not None))
-        except StoreClosedError as e:
-            if budget is not None:
-                budget.settled(retry, None)
-            slot.inflight = None
-            if slot.partition is not None:
-                slot.partition.returned()
-            self._finish(update, Result.FAILED, f"not sent: {e}")
+        self._outbox.append(Send(update.key.encode(), update.value if older is None else older.value,
+                                 Attempt(slot, update, older is not None)))
 
     # ----------------------------------------------------------------------------- settling
 
-    def settled(self, slot: Slot, update: StatusUpdate, delivery: Delivery | None,
-                error: WriteFailedError | None, replay: bool = False) -> None:
-        """An attempt settled: written, or failed (then retried, held, or failed for good). ``replay``: the attempt
-        sent the key's unsure value (``Slot.unsure``), not the update's."""
+    def not_sent(self, attempt: Attempt, error: StoreClosedError) -> None:
+        """The producer refused an attempt's record (it is closed): the update fails, the attempt counted; a probe
+        that did not go is followed by the next at once, and the key moves on."""
+        slot, update = attempt.slot, attempt.update
+        budget = self.policy.budget
+        if budget is not None:
+            budget.settled(attempt.replay or update.attempts > 1, None)
+        if slot.inflight is update:
+            slot.inflight = None
+        partition = slot.partition
+        if partition is not None:
+            partition.returned()
+            if partition.probe is update:
+                self._gate.probe_not_sent(partition, update)
+        self._finish(update, Result.FAILED, f"not sent: {error}")
+        self._gate.settled(partition, update.number, False)
+        self._advance(slot)
+
+    def settled(self, attempt: Attempt, delivery: Delivery | None, error: WriteFailedError | None) -> None:
+        """An attempt settled: written, or failed (then retried, held, or failed for good). ``attempt.replay``: the
+        attempt sent the key's unsure value (``Slot.unsure``), not the update's."""
+        slot, update, replay = attempt.slot, attempt.update, attempt.replay
         if slot.inflight is update:
             slot.inflight = None
         if error is None:
@@ -338,7 +357,7 @@ class KeyWrites:
     def _send_now(self, slot: Slot, update: StatusUpdate, budgeted: bool = True) -> bool:
         """Send a waiting update now, unless its owner abandons it (Connect's rules: on a retry, the key
         deleted or the generation moved on; always, a safe write no longer safe), its bound has passed,
-        or (``budgeted``) the retry budget holds the retry back. True when it was sent."""
+        or (``budgeted``) the retry budget holds the retry back. True when it was sent (its record in the outbox)."""
         slot.waiting = None
         slot.due = None
         # Connect's rules judge the update's own attempts: a copy of the key's older value sent before it is none.
@@ -435,15 +454,3 @@ def _older(slot: Slot, update: StatusUpdate) -> StatusUpdate | None:
     unsure = slot.unsure
     return unsure if unsure is not None and unsure.value != update.value else None
 
-
-class _Attempt:
-    """The completion callback of one attempt: one small object per write in flight (a partial of a bound method
-    would be three, and every object a pending write holds is traversed by each full garbage collection)."""
-
-    __slots__ = ("keys", "replay", "slot", "update")
-
-    def __init__(self, keys: KeyWrites, slot: Slot, update: StatusUpdate, replay: bool) -> None:
-        self.keys, self.slot, self.update, self.replay = keys, slot, update, replay
-
-    def __call__(self, delivery: Delivery | None, error: WriteFailedError | None) -> None:
-        self.keys.settled(self.slot, self.update, delivery, error, self.replay)

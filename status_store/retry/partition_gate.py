@@ -238,6 +238,15 @@ class PartitionGate:
         elif failed:
             partition.streak += 1  # the next probe backs off one step further
 
+    def probe_not_sent(self, partition: Partition, update: StatusUpdate) -> None:
+        """The producer refused the partition's probe (it is closed): no probe went, and the next goes at once."""
+        partition.probe = None
+        partition.probes -= 1
+        self.probes_total -= 1
+        if self._cluster.probe is update:
+            self._cluster.probe = None
+        self.probe_now(partition)
+
     def written(self, partition: Partition) -> None:
         """A write to the held partition succeeded: if it is stalled, its line goes out."""
         partition.written += 1

@@ -29,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ..errors import StoreClosedError, WriteRejectedError
-from .delivery import Send
+from ..errors import StoreClosedError, WriteFailedError, WriteRejectedError
+from .commands import Attempt
+from .delivery import Delivery, Send
 from .holds import Slot
 from .key_slots import KeySlots
 from .key_writes import KeyWrites
@@ -41,6 +42,9 @@ from .partition_gate import GateTimer, PartitionGate
 from .scheduler import Clock, Scheduler
 from .timing import RetryTiming
 from .updates import Result, RetryListener, RetryPolicy, Route, StatusUpdate
+
+# The queue's handling of one attempt's delivery report.
+Report = Callable[[Attempt, Delivery | None, WriteFailedError | None], None]
 
 
 class RetryQueue:
@@ -61,7 +65,10 @@ class RetryQueue:
                                    self._send_from_line)
         self._slots = KeySlots(coalesce, route, self._gate, self._scheduler)
         self._timing = RetryTiming(policy, self._scheduler)
-        self._keys = KeyWrites(send, policy, self._slots, self._scheduler, self._gate, self._ledger, self._timing)
+        self._keys = KeyWrites(policy, self._slots, self._scheduler, self._gate, self._ledger, self._timing)
+        self._send = send
+        # One bound method for every attempt's delivery report (not one per write).
+        self._report = self._delivered
         # Writes refused because max_pending keys had updates pending.
         self.rejected_total = 0
         # Stopping: no new submissions.
@@ -72,9 +79,28 @@ class RetryQueue:
             self._keys.fire(due, item)
         else:
             self._gate.fire(due, item)
+        self._send_out()
 
     def _send_from_line(self, slot: Slot) -> StatusUpdate | None:
         return self._keys.send_from_line(slot)
+
+    def _send_out(self) -> None:
+        """Hand the records the engine decided on to Kafka, in order; a record the producer refuses (it is closed)
+        goes back to the engine, which fails its update and may decide the key's next (each round fails one
+        update at least, so the rounds end)."""
+        sends = self._keys.take_sends()
+        while sends:
+            for send in sends:
+                try:
+                    self._send(send.key, send.value, _Delivered(self._report, send.attempt))
+                except StoreClosedError as e:
+                    self._keys.not_sent(send.attempt, e)
+            sends = self._keys.take_sends()
+
+    def _delivered(self, attempt: Attempt, delivery: Delivery | None, error: WriteFailedError | None) -> None:
+        """An attempt's delivery report: the engine settles it, and what it decides next goes out."""
+        self._keys.settled(attempt, delivery, error)
+        self._send_out()
 
     def subscribe(self, listener: RetryListener) -> None:
         """Tell ``listener`` of the queue's events from now on (after the listeners before it), each in its own
@@ -115,6 +141,7 @@ class RetryQueue:
             self.check_room((update.key,))
         clock = self._scheduler.clock or self._scheduler.start(asyncio.get_running_loop())
         self._keys.submit(update, clock.time())
+        self._send_out()
         return update
 
     def writable_again(self, partition: int) -> bool:
@@ -127,7 +154,9 @@ class RetryQueue:
         """Keep a failed update's value in its partition, held like an outage, until the partition takes writes
         again; then it is submitted again (unless its owner abandons it then). False when the key has a newer
         value already, or keys have no partitions here."""
-        return self._keys.park(update)
+        parked = self._keys.park(update)
+        self._send_out()
+        return parked
 
     # ----------------------------------------------------------------------------- observing
 
@@ -215,6 +244,7 @@ class RetryQueue:
         self._keys.retry_waiting_once()
         # One probe each: if it gets through, the release sends the rest within the bound.
         self._gate.probe_stalled()
+        self._send_out()
         self._stopped = True
         with contextlib.suppress(TimeoutError):
             await self.flush(timeout)
@@ -225,3 +255,17 @@ class RetryQueue:
                                 stopped=True)
         self._slots.keep_parked()
         return lost
+
+
+class _Delivered:
+    """The producer's callback for one attempt: two small objects per write in flight, the engine's ``Attempt`` and
+    this one (a partial of a bound method would make three of this one, and every object a pending write holds is
+    traversed by each full garbage collection)."""
+
+    __slots__ = ("attempt", "report")
+
+    def __init__(self, report: Report, attempt: Attempt) -> None:
+        self.report, self.attempt = report, attempt
+
+    def __call__(self, delivery: Delivery | None, error: WriteFailedError | None) -> None:
+        self.report(self.attempt, delivery, error)

@@ -1,0 +1,35 @@
+"""What the retry engine asks of the layer that does its I/O (pure: no clock, no event loop, no Kafka).
+
+The engine decides and records; the queue (``queue.RetryQueue``) does: after each event it hands the engine (a
+submission, a timer, a delivery report, a park, a stop) it takes the commands the event left and carries them out,
+in order, then hands back what came of them as new events (``key_writes.KeyWrites.settled`` and ``not_sent``).
+Today the commands are the records to send; the timers, the outcomes and the listeners' events follow
+(docs/design/retry-engine.md).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .holds import Slot
+from .updates import StatusUpdate
+
+
+class Attempt:
+    """One attempt in flight, as the engine knows it: the key's slot, the update it is made for, and whether it
+    sends the key's older value that may still land (``replay``) rather than the update's own. Opaque to the queue,
+    which hands it back with the attempt's delivery report."""
+
+    __slots__ = ("replay", "slot", "update")
+
+    def __init__(self, slot: Slot, update: StatusUpdate, replay: bool) -> None:
+        self.slot, self.update, self.replay = slot, update, replay
+
+
+class Send(NamedTuple):
+    """Hand this record to Kafka; its delivery report (or the producer's refusal) goes back to the engine with
+    ``attempt``."""
+
+    key: bytes
+    value: bytes | None
+    attempt: Attempt

@@ -1,0 +1,165 @@
+"""The retry engine sends nothing itself: its parts decide a record to send (``commands.Send``) and record the attempt
+as in flight; the queue hands the records to the producer after each event, and each delivery report, or the
+producer's refusal, back to the engine. On a clock of the test's own, with plain lists: no event loop, no Kafka."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from status_store.errors import StoreClosedError, WriteFailedError
+from status_store.retry.backoff import RetryMode
+from status_store.retry.commands import Send
+from status_store.retry.delivery import Delivery, DoneCallback
+from status_store.retry.holds import Slot
+from status_store.retry.key_slots import KeySlots
+from status_store.retry.key_writes import KeyWrites
+from status_store.retry.ledger import Ledger
+from status_store.retry.partition_gate import GateTimer, PartitionGate
+from status_store.retry.queue import RetryQueue
+from status_store.retry.scheduler import Scheduler
+from status_store.retry.timing import RetryTiming
+from status_store.retry.updates import Result, RetryPolicy, StatusUpdate, UpdateKind
+
+from .test_partition_gate import BACKOFF, FakeClock, ScriptedKafka
+
+
+@dataclasses.dataclass
+class Parts:
+    """The engine's parts as the queue wires them, without the queue: the test takes the records they decide."""
+
+    clock: FakeClock
+    keys: KeyWrites
+
+    def put(self, key: str, value: str) -> StatusUpdate:
+        update = StatusUpdate(key, value.encode(), UpdateKind.CONNECTOR)
+        self.keys.submit(update, self.clock.now)
+        return update
+
+    def taken(self) -> list[Send]:
+        """The records decided since the last call."""
+        return self.keys.take_sends()
+
+    def sends(self) -> list[tuple[bytes, bytes | None]]:
+        """The same, as (key, value)."""
+        return [(send.key, send.value) for send in self.taken()]
+
+
+def parts() -> Parts:
+    clock = FakeClock()
+    policy = RetryPolicy(BACKOFF, 100, mode=RetryMode.PARTITION)
+    keys: KeyWrites | None = None
+
+    def fire(due: float, item: StatusUpdate | GateTimer) -> None:
+        assert keys is not None
+        if isinstance(item, StatusUpdate):
+            keys.fire(due, item)
+        else:
+            gate.fire(due, item)
+
+    def send_from_line(slot: Slot) -> StatusUpdate | None:
+        assert keys is not None
+        return keys.send_from_line(slot)
+
+    scheduler: Scheduler[StatusUpdate | GateTimer] = Scheduler(fire, clock)
+    ledger = Ledger("status", (), scheduler)
+    gate = PartitionGate("status", scheduler, policy.mode, BACKOFF, send_from_line)
+    slots = KeySlots(True, lambda key: int(key[-1]), gate, scheduler)
+    keys = KeyWrites(policy, slots, scheduler, gate, ledger, RetryTiming(policy, scheduler))
+    return Parts(clock, keys)
+
+
+def test_the_outbox_holds_each_record_once_in_the_order_decided() -> None:
+    p = parts()
+    first = p.put("k0", "v1")
+    p.put("k1", "w1")
+    newer = p.put("k0", "v2")  # behind k0's write in flight: no record yet
+    sends = p.taken()
+    assert [(s.key, s.value) for s in sends] == [(b"k0", b"v1"), (b"k1", b"w1")]
+    assert p.taken() == []
+    assert newer.attempts == 0
+    # k0's report: written; its newer value is the next record (its first attempt).
+    p.keys.settled(sends[0].attempt, Delivery(0, 1), None)
+    assert first.outcome is not None
+    assert first.outcome.result is Result.WRITTEN
+    assert p.sends() == [(b"k0", b"v2")]
+    assert newer.attempts == 1
+
+
+def test_a_held_partitions_probe_is_a_record_decided_when_its_time_comes() -> None:
+    p = parts()
+    p.put("a1", "x")
+    written = p.taken()
+    p.keys.settled(written[0].attempt, Delivery(1, 1), None)
+    update = p.put("a0", "v")
+    p.keys.settled(p.taken()[0].attempt, None, WriteFailedError("a0", 1, "NOT_ENOUGH_REPLICAS", "scripted"))
+    # Held: nothing to send until the probe's time (100 ms, no jitter), then the waiting value as the probe.
+    assert p.taken() == []
+    p.clock.advance(0.05)
+    assert p.taken() == []
+    p.clock.advance(0.1)
+    probe = p.taken()
+    assert [(s.key, s.value) for s in probe] == [(b"a0", b"v")]
+    p.keys.settled(probe[0].attempt, Delivery(0, 1), None)
+    assert update.outcome is not None
+    assert update.outcome.result is Result.WRITTEN
+    assert update.attempts == 2
+
+
+class ClosingKafka(ScriptedKafka):
+    """A producer that refuses the next ``refusals`` records as a closed producer does (``StoreClosedError``)."""
+
+    def __init__(self, clock: FakeClock, refusals: int) -> None:
+        super().__init__(clock)
+        self.refusals = refusals
+
+    def send(self, key: bytes, value: bytes | None, done: DoneCallback) -> None:
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise StoreClosedError("the producer of status is not running")
+        super().send(key, value, done)
+
+
+def test_a_record_the_producer_refuses_fails_its_update_and_the_key_moves_on() -> None:
+    clock = FakeClock()
+    kafka = ClosingKafka(clock, refusals=1)
+    queue = RetryQueue(kafka.send, RetryPolicy(BACKOFF, 100), route=lambda key: int(key[-1]), clock=clock)
+    refused = queue.submit(StatusUpdate("k0", b"v1", UpdateKind.CONNECTOR))
+    assert refused.outcome is not None
+    assert (refused.outcome.result, refused.outcome.attempts) == (Result.FAILED, 1)
+    assert refused.outcome.reason == "not sent: the producer of status is not running"
+    # Nothing of the refused write is left in flight: the key's next write goes at once.
+    newer = queue.submit(StatusUpdate("k0", b"v2", UpdateKind.CONNECTOR))
+    assert [(s.key, s.value) for s in kafka.unsettled] == [("k0", b"v2")]
+    kafka.write_all()
+    assert newer.outcome is not None
+    assert newer.outcome.result is Result.WRITTEN
+    assert queue.unsettled == 0
+    assert queue.attempts_total == 2
+
+
+def test_a_probe_the_producer_refuses_is_no_probe_and_the_next_goes_at_once() -> None:
+    clock = FakeClock()
+    kafka = ClosingKafka(clock, refusals=0)
+    queue = RetryQueue(kafka.send, RetryPolicy(BACKOFF, 100), route=lambda key: int(key[-1]), clock=clock)
+    queue.submit(StatusUpdate("a1", b"x", UpdateKind.CONNECTOR))
+    kafka.write_all()
+    a0 = queue.submit(StatusUpdate("a0", b"v", UpdateKind.CONNECTOR))
+    kafka.fail(kafka.only_unsettled())
+    b0 = queue.submit(StatusUpdate("b0", b"w", UpdateKind.CONNECTOR))
+    assert queue.held_partitions == [0]
+    assert kafka.unsettled == []
+    # The producer closes as the probe (a0, the oldest in line) is due: 100 ms later, no jitter.
+    kafka.refusals = 1
+    clock.advance(0.1)
+    assert a0.outcome is not None
+    assert a0.outcome.reason == "not sent: the producer of status is not running"
+    # The refused probe counts as none; b0 went as the probe at once, not a backoff step later.
+    assert [s.key for s in kafka.unsettled] == ["b0"]
+    assert kafka.unsettled[0].at == pytest.approx(1000.1)
+    assert queue.probes_total == 1
+    kafka.write_all()
+    assert b0.outcome is not None
+    assert b0.outcome.result is Result.WRITTEN
+    assert queue.held_partitions == []
