@@ -9,7 +9,9 @@ Each agent session (one worker's store, from its start to its stop) sends its st
   (a new ``instance``) does not replay them: the agent sends what is still pending again.
 - **A lease fences the switch of path.** Every request renews the session's lease (``lease_ms``); once it has
   ended, no write of the session is started any more (``store.Lease``): the agent writes through Connect's own
-  store from then on, and an older status of ours must not land after its newer one.
+  store from then on, and an older status of ours must not land after its newer one. A lease that ended stays ended
+  for the writes taken before: a later request of the session (its agent back on the sidecar) starts a new term
+  (``LeaseTerm``), which lets only the writes taken from then on be sent.
 - **A final request hands over for good** (the worker's store stops while the sidecar is up): from then on the
   session's pending writes are the sidecar's: written whatever the lease, and spooled.
 - **A request may wait for outcomes** (``wait_ms``, the agent's flush before a rebalance): its answer comes once
@@ -53,7 +55,7 @@ MAX_SESSIONS = 1024
 # The outcomes a session keeps until acknowledged, and sends per answer (a few hundred KB).
 MAX_OUTCOMES_KEPT = 10_000
 MAX_OUTCOMES_SENT = 1_000
-# Why the store does not send a session's write any more (``AgentSession.lease``): its outcome is then ``expired``.
+# Why the store does not send a session's write any more (``LeaseTerm``): its outcome is then ``expired``.
 LEASE_ENDED = "the agent's lease ended: its worker writes through Connect's own store"
 EXPIRED = "expired"
 EXPIRED_REASON = ("not written by this sidecar instance and never will be (the agent's lease ended before it was "
@@ -66,12 +68,33 @@ FORGOTTEN_REASON = ("its outcome is no longer kept (a session keeps a bounded nu
 DROP_LOG_INTERVAL_S = 60.0
 
 
+class LeaseTerm:
+    """The lease of the writes a session took in one term: from a request to the end of the lease it renewed, as long
+    as later requests keep renewing it in time (``store.Lease``). A term that ended never runs again: its writes not
+    yet sent were the agent's from then on (it wrote their keys through Connect after their fence), so a request that
+    comes after the end (the agent back on this sidecar, under the same session) starts a new term, never reviving a
+    write that waited all along (behind a held partition, a key's retry) to land over the newer status."""
+
+    __slots__ = ("ended", "session")
+
+    def __init__(self, session: AgentSession) -> None:
+        self.session = session
+        self.ended = False
+
+    def __call__(self) -> str | None:
+        """Why the term's writes must not be sent any more (its lease ended), or None."""
+        if self.ended:
+            return LEASE_ENDED
+        return self.session.lease()
+
+
 @dataclass(slots=True)
 class Pending:
-    """One accepted write of a session, until its outcome is acknowledged."""
+    """One accepted write of a session, until its outcome is acknowledged, and the lease term it was taken in."""
 
     key: str
     update: StatusUpdate
+    term: LeaseTerm
 
 
 @dataclass(slots=True)
@@ -88,6 +111,11 @@ class AgentSession:
     last_seen: float = 0.0
     # The highest seq taken in: a seq at or below it again (an answer the agent lost) is not written twice.
     last_seq: int = 0
+    # The term the session's new writes are taken in (``LeaseTerm``).
+    term: LeaseTerm = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.term = LeaseTerm(self)
 
     def lease(self) -> str | None:
         """Why the session's writes must not be sent any more (its lease ended), or None."""
@@ -95,9 +123,16 @@ class AgentSession:
             return None
         return LEASE_ENDED
 
+    def end_term(self) -> None:
+        """The lease ended: the writes taken so far are never sent any more; a new term takes the next ones."""
+        self.term.ended = True
+        self.term = LeaseTerm(self)
+
     def renew(self, lease_ms: int, sent_at_ms: int | None) -> None:
         """A request of the session arrived: its lease runs ``lease_ms`` from now, or from when the agent sent it
-        (its wall clock) if that is earlier."""
+        (its wall clock) if that is earlier. If it had ended, it stays ended for the writes taken before."""
+        if self.lease() is not None:
+            self.end_term()
         now = time.monotonic()
         self.last_seen = now
         until = now + lease_ms / 1000
@@ -208,7 +243,7 @@ class AgentSessions:
         oldest = sorted(self._sessions.values(), key=lambda s: (bool(s.pending), s.last_seen))[:excess]
         for session in oldest:
             if not session.final:
-                session.lease_until = float("-inf")
+                session.end_term()
             del self._sessions[session.agent]
         self.sessions_evicted += excess
         self._evicted_unlogged += excess

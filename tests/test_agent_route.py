@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, murmur2
 from prometheus_client import CollectorRegistry
 
 from harness.faulty_cluster import FaultyCluster
@@ -21,8 +21,8 @@ from status_store.connect.codec import encode_status, encode_topic_status
 from status_store.connect.model import UNVERSIONED, State, TopicStatus
 from status_store.store import StatusStore
 
-from .conftest import Broker, StoreFactory
-from .helpers import last_values
+from .conftest import PARTITIONS, Broker, StoreFactory
+from .helpers import eventually, last_values
 
 WAIT = 15.0
 NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
@@ -165,6 +165,47 @@ async def test_a_write_of_a_session_not_sent_before_its_lease_ended_expires(
     outcome = (await agent.settled(1))[1]
     assert outcome["result"] == "expired"
     assert "lease ended" in outcome["reason"]
+    assert "the agent's again" in outcome["reason"]
+
+
+@pytest.mark.parametrize("then_final", [False, True], ids=["back", "back-then-final"])
+async def test_a_write_held_past_its_lease_stays_expired_when_the_same_session_comes_back(
+        served: tuple[StatusStore, httpx.AsyncClient], mock_cluster: FaultyCluster, then_final: bool) -> None:
+    # The agent leaves (a request whose lease_ms is 1, rule 5's leaving) while its write waits in a held partition's
+    # line behind another agent's write, the partition's probe; after its key's fence it writes the key through
+    # Connect. Coming back, it sends its probe under the same session id, which renews the lease: the held write must
+    # not land then, over the newer status the worker wrote meanwhile. Before, the lease was asked only as a write went
+    # out: the renewal handed the write back to the sidecar, and it was written once the partition opened. Nor does
+    # the worker's final request, when its store stops, hand that write over to the sidecar's spool.
+    store, http = served
+    assert store.spool is not None
+    leaving, staying = Agent(http, store, "leaving"), Agent(http, store, "staying")
+    partition = murmur2(b"status-connector-c", PARTITIONS)
+    same_partition = next(name for name in (f"other-{n}" for n in range(1000))
+                          if murmur2(f"status-connector-{name}".encode(), PARTITIONS) == partition)
+    mock_cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * 10_000)
+    try:
+        await staying.send(staying.item(**connector(same_partition)), lease_ms=60_000)
+        await eventually(lambda: partition in store.queue.held_partitions)  # its attempt failed: the partition is held
+        await leaving.send(leaving.item(**connector("c", "PAUSED")), lease_ms=60_000)  # in the line, behind it
+        left_at = int(time.time() * 1000)
+        await leaving.send(lease_ms=1, sent_at_ms=left_at)
+        await eventually(lambda: time.time() * 1000 > left_at + 5)  # the lease has ended
+        # Back: GET / matches, and the probe (an empty request, as the agent sends it) renews the same session.
+        assert (await http.get("/")).status_code == 200
+        await leaving.send(lease_ms=10_000, sent_at_ms=int(time.time() * 1000))
+        if then_final:
+            await leaving.send(final=True, lease_ms=10_000, sent_at_ms=int(time.time() * 1000))
+            assert store.commit_spool()
+            assert store.spool.pending() == []
+    finally:
+        mock_cluster.clear_request_errors(FaultyCluster.PRODUCE)
+    assert (await staying.settled(1))[1]["result"] == "written"
+    outcome = (await leaving.settled(1))[1]
+    await store.flush(WAIT)
+    await store.read_your_writes(WAIT)
+    assert b"status-connector-c" not in last_values(store)
+    assert outcome["result"] == "expired", outcome
     assert "the agent's again" in outcome["reason"]
 
 

@@ -147,8 +147,10 @@ async def agent_statuses(body: AgentRequest, store: StoreDep, agents: AgentsDep)
     if body.final and not session.final and session.lease() is None:
         session.final = True
         if store.spool is not None:
+            # Not the writes of a term that ended: those are the agent's, never sent by this sidecar again.
             for pending in session.pending.values():
-                store.spool.adopt(pending.update)
+                if not pending.term.ended:
+                    store.spool.adopt(pending.update)
     session.acknowledge(body.ack)
     if body.wait_ms:
         await session.settling(body.wait_ms / 1000)
@@ -214,7 +216,7 @@ def _accept(store: StatusStore, session: AgentSession, item: _Item | dict[str, A
     if update is None:
         return {"seq": seq, "result": "dropped",
                 "reason": "another worker's newer status is in the topic (put_safe, as Connect's store drops it)"}
-    session.pending[seq] = Pending(update.key, update)
+    session.pending[seq] = Pending(update.key, update, session.term)
     return {"seq": seq, "result": "pending"}
 
 
@@ -224,11 +226,11 @@ def _submit(store: StatusStore, session: AgentSession, item: _Item) -> StatusUpd
         if item.kind == "task" and status.state is State.STOPPED:
             raise ValueError(f"task {status_key(status)}: a task cannot be STOPPED")
         if item.safe:
-            return store.put_safe(status, session.lease, writer=session.agent)
-        return store.put(status, session.lease, writer=session.agent)
+            return store.put_safe(status, session.term, writer=session.agent)
+        return store.put(status, session.term, writer=session.agent)
     if isinstance(item, AgentTopic):
         return store.put_topic(TopicStatus(item.topic, item.connector, item.task, item.discoverTimestamp),
-                               session.lease)
+                               session.term)
     assert isinstance(item, AgentTopicDeletion)
-    return store.delete_topic(item.connector, item.topic, session.lease)
+    return store.delete_topic(item.connector, item.topic, session.term)
 
