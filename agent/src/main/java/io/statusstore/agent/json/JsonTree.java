@@ -47,7 +47,10 @@ public final class JsonTree {
                 throw error(parser, "more after the value");
             }
             return value;
-        } catch (IOException e) {
+        } catch (IllegalArgumentException e) {
+            throw e;
+        } catch (IOException | RuntimeException e) {
+            // Whatever Jackson throws on a peer's bytes (its own limits included) is a document refused.
             throw new IllegalArgumentException("JSON: " + e.getMessage(), e);
         }
     }

@@ -70,6 +70,9 @@ class JsonTreeTest {
         assertEquals(1e3, JsonTree.parse("1e3"));
         assertThrows(IllegalArgumentException.class, () -> JsonTree.parse("9223372036854775808"));
         assertThrows(IllegalArgumentException.class, () -> JsonTree.parse("[-9223372036854775809]"));
+        String longNumber = new String(new char[5000]).replace('\0', '1');
+        assertThrows(IllegalArgumentException.class, () -> JsonTree.parse(longNumber));
+        assertThrows(IllegalArgumentException.class, () -> JsonTree.parse("[" + longNumber + ".5e1]"));
     }
 
     @Test
