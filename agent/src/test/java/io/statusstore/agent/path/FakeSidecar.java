@@ -2,8 +2,8 @@ package io.statusstore.agent.path;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
-import io.statusstore.agent.json.JsonTree;
 import io.statusstore.agent.json.JsonOut;
+import io.statusstore.agent.json.JsonTree;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;

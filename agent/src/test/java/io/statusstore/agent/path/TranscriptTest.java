@@ -1,7 +1,7 @@
 package io.statusstore.agent.path;
 
-import io.statusstore.agent.json.JsonTree;
 import io.statusstore.agent.json.JsonOut;
+import io.statusstore.agent.json.JsonTree;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.TestFactory;
 

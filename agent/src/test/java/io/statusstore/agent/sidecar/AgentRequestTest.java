@@ -1,7 +1,7 @@
 package io.statusstore.agent.sidecar;
 
-import io.statusstore.agent.json.JsonTree;
 import io.statusstore.agent.json.JsonOut;
+import io.statusstore.agent.json.JsonTree;
 import io.statusstore.agent.status.StatusUpdate;
 import org.junit.jupiter.api.Test;
 
