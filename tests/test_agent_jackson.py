@@ -40,7 +40,6 @@ def run_main(tmp_path: Path, java_options: list[str], env: dict[str, str]) -> tu
 
 
 def test_the_agent_jar_carries_no_jackson() -> None:
-    kafka_line("kafka-4")  # skips where the JVM parts (and so the built jar) are missing
     with zipfile.ZipFile(agent_jar()) as jar:
         names = jar.namelist()
     assert any(name.startswith("io/statusstore/agent/json/") for name in names), names[:20]
@@ -48,7 +47,6 @@ def test_the_agent_jar_carries_no_jackson() -> None:
 
 
 def test_on_a_class_path_without_jackson_the_agent_stays_out_in_one_line_and_the_jvm_runs(tmp_path: Path) -> None:
-    kafka_line("kafka-4")
     # The class path holds the agent's jar alone (-javaagent appends it): no Jackson.
     env = {name: value for name, value in os.environ.items() if name != "JAVA_TOOL_OPTIONS"}
     lines, stderr = run_main(tmp_path, [javaagent("http://127.0.0.1:9")], env)
