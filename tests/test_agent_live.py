@@ -415,6 +415,8 @@ def test_a_worker_stopping_beside_a_hung_sidecar_is_done_within_10_s_and_loses_n
         for proxy in kafka.proxies:
             proxy.reset_counts()
         worker.start()
+        # Connect's REST answers before its herder has read the config topic (then "Unknown connector h", 404).
+        wait_until(lambda: "h" in connect.call("GET", "/connectors"), STEP_WAIT, "the restarted worker knows h")
         connect.call("PUT", "/connectors/h/pause")
         connect.wait_for_status("h", all_in("PAUSED", 2), "paused after the restart", STEP_WAIT)
         connect.call("PUT", "/connectors/h/resume")
