@@ -251,6 +251,32 @@ def test_a_connect_3_9_worker_writes_through_the_sidecar_without_versions(agent3
     connect.call("DELETE", "/connectors/v3")
 
 
+def test_each_line_s_agent_speaks_json_with_its_worker_s_own_jackson(pod: AgentPod, agent3_pod: AgentPod) -> None:
+    """The agent carries no Jackson: on each line it reads and writes its JSON with the jackson-core of the worker's
+    class path (2.21.7 in 4.4.0, 2.16.2 in 3.9.2), and the sidecar writes the worker's statuses through it."""
+    for running, connector in ((pod, "jackson-4"), (agent3_pod, "jackson-3")):
+        connect = running.connect
+        [jar] = sorted(connect.line.directory.glob("jackson-core-*.jar"))
+        version = jar.name.removeprefix("jackson-core-").removesuffix(".jar")
+        [attached] = [line for line in agent_lines(connect) if "attached (" in line]
+        assert f", jackson-core {version};" in attached, attached
+        before = sidecar_written(running)
+        connect.call("PUT", f"/connectors/{connector}/config", source())
+        connect.wait_for_status(connector, all_in("RUNNING", 2), "running", STEP_WAIT)
+
+        def wrote_them(given: AgentPod = running, since: float = before) -> bool:
+            return sidecar_written(given) >= since + 3
+        wait_until(wrote_them, STEP_WAIT, f"{connect.line.name}: the sidecar wrote the connector's and tasks' statuses")
+        connect.call("DELETE", f"/connectors/{connector}")
+
+
+def sidecar_written(pod: AgentPod) -> float:
+    """Statuses the pod's sidecar wrote (``status_update_success_total``, every kind)."""
+    metrics = pod.sidecar.request("GET", "/metrics").body.decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("status_update_success_total"))
+
+
 def pause_shows_after(connect: ConnectCluster, connector: str, tasks: int = 2) -> float:
     """Seconds from the pause's request until Connect's own REST API shows the connector and its tasks PAUSED."""
     began = time.monotonic()
@@ -389,6 +415,8 @@ def test_a_worker_stopping_beside_a_hung_sidecar_is_done_within_10_s_and_loses_n
         for proxy in kafka.proxies:
             proxy.reset_counts()
         worker.start()
+        # Connect's REST answers before its herder has read the config topic (then "Unknown connector h", 404).
+        wait_until(lambda: "h" in connect.call("GET", "/connectors"), STEP_WAIT, "the restarted worker knows h")
         connect.call("PUT", "/connectors/h/pause")
         connect.wait_for_status("h", all_in("PAUSED", 2), "paused after the restart", STEP_WAIT)
         connect.call("PUT", "/connectors/h/resume")
