@@ -331,9 +331,8 @@ class KeyWrites:
     # ----------------------------------------------------------------------------- sending what waits
 
     def due(self, now: float) -> WakeAt | None:
-        """The time the engine asked to be woken at came (or a later one): every timer due by ``now`` fires, in time
-        order (a timer set for ``now`` on the way too), then every summary line's window closed by then. Returns when
-        to wake the engine next (``wake``)."""
+        """The time the engine asked to be woken at came: every timer due by ``now`` fires in time order (one set for
+        ``now`` on the way too), then every summary window closed by then; returns when to wake it next."""
         scheduler = self._scheduler
         scheduler.at(now)
         while (timer := scheduler.pop(now)) is not None:
@@ -352,6 +351,11 @@ class KeyWrites:
         summary line; None when nothing waits."""
         at = self._scheduler.wake()
         return None if at is None else WakeAt(at)
+
+    def writable_again(self, number: int, now: float) -> bool:
+        """The cluster says this partition can take writes again: a held one is probed now (``RetryQueue``)."""
+        self._scheduler.at(now)
+        return self._gate.writable_again(number)
 
     def _fire(self, due: float, update: StatusUpdate) -> None:
         """An update's time came: its next attempt, or (waiting in a held partition's line) its bound."""
@@ -468,11 +472,6 @@ class KeyWrites:
         return again
 
     # ----------------------------------------------------------------------------- stopping
-
-    def writable_again(self, number: int, now: float) -> bool:
-        """The cluster says this partition can take writes again: a held one is probed now (``RetryQueue``)."""
-        self._scheduler.at(now)
-        return self._gate.writable_again(number)
 
     def stop(self, now: float) -> None:
         """The queue stops: no timer fires until a new one is set, no summary lines of held partitions; each update
