@@ -2,7 +2,7 @@
 woken (``WakeAt``) and fires what is due only when handed ``due``. Its timers are one heap: the retries, probes and
 release batches, and the windows of its summary lines (the failures', the held partitions'). A stop holds back
 every timer set before it until a new one is set. On a time the test moves itself, with plain lists: no event loop,
-no clock, no Kafka."""
+no clock, no Kafka; the views read between events (``/retries``, the metrics) on the queue's clock."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import pytest
 from status_store.errors import WriteFailedError
 from status_store.retry.commands import WakeAt
 from status_store.retry.delivery import Delivery
-from status_store.retry.updates import Result, StatusUpdate
+from status_store.retry.queue import RetryQueue
+from status_store.retry.updates import Result, RetryPolicy, StatusUpdate, UpdateKind
 
-from .test_partition_gate import OUTAGE
-from .test_retry_commands import Parts, parts
+from .test_partition_gate import BACKOFF, OUTAGE, FakeClock, ScriptedKafka
+from .test_retry_commands import Parts, partition_of, parts
 
 
 def held(p: Parts) -> StatusUpdate:
@@ -101,3 +102,22 @@ def test_a_held_partition_is_summed_up_once_a_minute_until_it_is_released(caplog
     p.advance(60.0)
     assert sum("held, the longest" in r.getMessage() for r in caplog.records) == 1
     assert p.keys.wake() is None
+
+
+def test_the_views_read_between_events_take_the_queues_clock() -> None:
+    clock = FakeClock()
+    kafka = ScriptedKafka(clock)
+    queue = RetryQueue(kafka.send, RetryPolicy(BACKOFF, 100), route=partition_of, clock=clock)
+    queue.submit(StatusUpdate("a1", b"x", UpdateKind.CONNECTOR))
+    kafka.write_all()
+    a0 = queue.submit(StatusUpdate("a0", b"v", UpdateKind.CONNECTOR))
+    kafka.fail(kafka.only_unsettled())
+    clock.advance(0.1)  # the probe (a0) goes
+    b0 = queue.submit(StatusUpdate("b0", b"w", UpdateKind.CONNECTOR))  # in line behind it: the last event
+    clock.advance(2.0)
+    assert [s.key for s in kafka.unsettled] == ["a0"]
+    # Two seconds after the last event: the views say so (not the time of the event the engine last saw).
+    assert queue.oldest_unsettled_age() == pytest.approx(2.1)
+    assert queue.waiting_retries() == [b0]
+    assert queue.next_attempt(b0) == pytest.approx(1002.1)  # no probe scheduled (one is out): it may go now
+    assert a0.outcome is None
