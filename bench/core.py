@@ -223,7 +223,8 @@ async def lean_sketch(bootstrap: str, topic: str, items: list[TaskStatus], loop_
                 break
             except BufferError:
                 await asyncio.sleep(0.001)
-    await asyncio.wait_for(asyncio.gather(all_read, all_settled), 600)
+    async with asyncio.timeout(600):
+        await asyncio.gather(all_read, all_settled)
     elapsed = time.perf_counter() - start
     loop_cpu.append(time.thread_time() - cpu)
     stopping.set()

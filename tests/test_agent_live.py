@@ -78,11 +78,13 @@ def converge(connect: ConnectCluster, connector: str, condition: Callable[[dict[
     wait_until(holds, STEP_WAIT, f"{connector}: {what}", interval=0.3)
 
 
-def stays(connect: ConnectCluster, connector: str, condition: Callable[[dict[str, Any]], bool]) -> None:
-    """Past every fence, no older status landed over the newest: Connect still answers ``condition``."""
+def stays(connect: ConnectCluster, conditions: dict[str, Callable[[dict[str, Any]], bool]]) -> None:
+    """Past every fence, no older status landed over the newest: Connect still answers each connector's condition.
+    The time is the test (nothing may land in it), so it passes once for every connector."""
     time.sleep(FENCE_S)
-    status = connect.call("GET", f"/connectors/{connector}/status")
-    assert condition(status), f"{connector} went back to {status}"
+    for connector, condition in conditions.items():
+        status = connect.call("GET", f"/connectors/{connector}/status")
+        assert condition(status), f"{connector} went back to {status}"
 
 
 def kip1278_successes(pod: AgentPod) -> tuple[float, float]:
@@ -156,7 +158,7 @@ def test_the_sidecar_killed_then_restarted_loses_no_status(pod: AgentPod) -> Non
     connect.call("PUT", "/connectors/k/pause")
     converge(connect, "k", all_in("PAUSED", 2), "paused", answered)
     assert produce_requests(kafka, f"{connect.name}-statuses") == 0
-    stays(connect, "k", all_in("PAUSED", 2))
+    stays(connect, {"k": all_in("PAUSED", 2)})
     assert max(answered) < 10, f"the worker's REST API was slow: {max(answered):.1f} s"
     connect.call("DELETE", "/connectors/k")
 
@@ -180,7 +182,7 @@ def test_a_sidecar_that_refuses_or_answers_late_costs_no_status(pod: AgentPod, f
         converge(connect, name, all_in("RUNNING", 2), "resumed", answered)
     finally:
         proxy.refusal, proxy.delay_s = Refusal.NONE, 0.0
-    stays(connect, name, all_in("RUNNING", 2))
+    stays(connect, {name: all_in("RUNNING", 2)})
     assert max(answered) < 10, f"the worker's REST API was slow: {max(answered):.1f} s"
     connect.call("DELETE", f"/connectors/{name}")
 
@@ -251,6 +253,32 @@ def test_a_connect_3_9_worker_writes_through_the_sidecar_without_versions(agent3
     connect.call("DELETE", "/connectors/v3")
 
 
+def test_each_line_s_agent_speaks_json_with_its_worker_s_own_jackson(pod: AgentPod, agent3_pod: AgentPod) -> None:
+    """The agent carries no Jackson: on each line it reads and writes its JSON with the jackson-core of the worker's
+    class path (2.21.7 in 4.4.0, 2.16.2 in 3.9.2), and the sidecar writes the worker's statuses through it."""
+    for running, connector in ((pod, "jackson-4"), (agent3_pod, "jackson-3")):
+        connect = running.connect
+        [jar] = sorted(connect.line.directory.glob("jackson-core-*.jar"))
+        version = jar.name.removeprefix("jackson-core-").removesuffix(".jar")
+        [attached] = [line for line in agent_lines(connect) if "attached (" in line]
+        assert f", jackson-core {version};" in attached, attached
+        before = sidecar_written(running)
+        connect.call("PUT", f"/connectors/{connector}/config", source())
+        connect.wait_for_status(connector, all_in("RUNNING", 2), "running", STEP_WAIT)
+
+        def wrote_them(given: AgentPod = running, since: float = before) -> bool:
+            return sidecar_written(given) >= since + 3
+        wait_until(wrote_them, STEP_WAIT, f"{connect.line.name}: the sidecar wrote the connector's and tasks' statuses")
+        connect.call("DELETE", f"/connectors/{connector}")
+
+
+def sidecar_written(pod: AgentPod) -> float:
+    """Statuses the pod's sidecar wrote (``status_update_success_total``, every kind)."""
+    metrics = pod.sidecar.request("GET", "/metrics").body.decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("status_update_success_total"))
+
+
 def pause_shows_after(connect: ConnectCluster, connector: str, tasks: int = 2) -> float:
     """Seconds from the pause's request until Connect's own REST API shows the connector and its tasks PAUSED."""
     began = time.monotonic()
@@ -298,7 +326,9 @@ def test_a_sidecar_away_costs_a_status_little_more_than_a_stock_worker_takes(
     killed_bound = stock_s + 2.0 + max((int(ms) / 1000 for ms in fenced), default=0.0)
     wait_until(lambda: worker_log(connect).count("back on the sidecar") > returns, STEP_WAIT,
                "the agent is back on the sidecar")
-    time.sleep(1.0)  # idle: the next write finds out whether the sidecar still answers
+    # Idle past the agent's liveness window (Sender.LIVE_MS, 250 ms without an answer): its next write first asks
+    # whether the sidecar still answers. Only the agent's own clock knows the window passed: time passes.
+    time.sleep(1.0)
     stop_process(pod.sidecar, signal.SIGSTOP)
     try:
         hung_s = pause_shows_after(connect, "cheap-hung")
@@ -309,8 +339,7 @@ def test_a_sidecar_away_costs_a_status_little_more_than_a_stock_worker_takes(
     assert killed_s <= killed_bound, (stock_s, killed_s, fenced)
     assert hung_s <= stock_s + DEADLINE_S + 2.0, (stock_s, hung_s)
     # The sidecar, running again, lands nothing older over the pause.
-    stays(connect, "cheap-hung", all_in("PAUSED", 2))
-    stays(connect, "cheap-killed", all_in("PAUSED", 2))
+    stays(connect, {"cheap-hung": all_in("PAUSED", 2), "cheap-killed": all_in("PAUSED", 2)})
     for cluster, name in ((stock, "cheap-stock"), (connect, "cheap-killed"), (connect, "cheap-hung")):
         cluster.call("DELETE", f"/connectors/{name}")
 
@@ -389,6 +418,8 @@ def test_a_worker_stopping_beside_a_hung_sidecar_is_done_within_10_s_and_loses_n
         for proxy in kafka.proxies:
             proxy.reset_counts()
         worker.start()
+        # Connect's REST answers before its herder has read the config topic (then "Unknown connector h", 404).
+        wait_until(lambda: "h" in connect.call("GET", "/connectors"), STEP_WAIT, "the restarted worker knows h")
         connect.call("PUT", "/connectors/h/pause")
         connect.wait_for_status("h", all_in("PAUSED", 2), "paused after the restart", STEP_WAIT)
         connect.call("PUT", "/connectors/h/resume")

@@ -22,7 +22,7 @@ from status_store.connect.model import UNVERSIONED, State, TopicStatus
 from status_store.store import StatusStore
 
 from .conftest import PARTITIONS, Broker, StoreFactory
-from .helpers import eventually, last_values
+from .helpers import eventually, eventually_awaited, last_values
 
 WAIT = 15.0
 NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
@@ -52,16 +52,13 @@ class Agent:
             self.ack = max(self.outcomes)
         return answer
 
-    async def settled(self, *seqs: int) -> dict[int, dict[str, Any]]:
+    async def settled(self, *seqs: int, timeout: float = WAIT) -> dict[int, dict[str, Any]]:
         """Poll until these seqs have their outcomes."""
-        async def told() -> bool:
+        async def untold() -> list[int]:
             await self.send()
-            return all(seq in self.outcomes for seq in seqs)
-        for _ in range(int(WAIT / 0.05)):
-            if await told():
-                return {seq: self.outcomes[seq] for seq in seqs}
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"no outcome for {[s for s in seqs if s not in self.outcomes]} in {WAIT} s")
+            return [seq for seq in seqs if seq not in self.outcomes]
+        await eventually_awaited(untold, lambda missing: not missing, timeout, what="the seqs without an outcome")
+        return {seq: self.outcomes[seq] for seq in seqs}
 
 
 def task(connector: str, number: int, state: str = "RUNNING", **fields: Any) -> dict[str, Any]:
@@ -157,7 +154,7 @@ async def test_a_write_of_a_session_not_sent_before_its_lease_ended_expires(
     # The first attempt fails; its partition is held, and the probe would go after the lease ended.
     mock_cluster.push_request_errors(FaultyCluster.PRODUCE, *[NOT_ENOUGH_REPLICAS] * 3)
     await agent.send(agent.item(**connector("c")), lease_ms=200)
-    await asyncio.sleep(1.0)  # the lease ends: the agent writes through Connect now
+    # The lease ends (the agent writes through Connect now): the write settles, unsent.
     await store.flush(WAIT)
     await store.read_your_writes(WAIT)
     assert b"status-connector-c" not in last_values(store)
@@ -224,7 +221,8 @@ async def test_a_final_request_hands_pending_writes_over_for_good(served: tuple[
         # ... until it hands them over: then they are written whatever the lease, and kept across a crash.
         assert store.commit_spool()
         assert [row.key for row in store.spool.pending()] == ["status-connector-c"]
-        await asyncio.sleep(1.0)
+        # Past its lease (300 ms) with the broker still down: no state announces a lease's end, time passes.
+        await asyncio.sleep(0.5)
     finally:
         mock_cluster.broker_up(1)
     assert (await agent.settled(1))[1]["result"] == "written"
@@ -243,8 +241,7 @@ async def test_a_final_request_that_arrives_after_its_lease_hands_nothing_over(
     await agent.send(final=True, lease_ms=300, sent_at_ms=int(time.time() * 1000) - 5_000)
     assert store.commit_spool()
     assert store.spool.pending() == []
-    await asyncio.sleep(1.0)
-    await store.flush(WAIT)
+    await store.flush(WAIT)  # the held partition's probes go, and the write settles, unsent
     await store.read_your_writes(WAIT)
     assert b"status-connector-c" not in last_values(store)
     assert (await agent.settled(1))[1]["result"] == "expired"
@@ -325,13 +322,10 @@ async def test_a_sessions_expired_writes_hold_back_no_other_write(served: tuple[
     leaving, staying = Agent(http, store, "leaving"), Agent(http, store, "staying")
     await leaving.send(*[leaving.item(**task("a", n)) for n in range(3)], lease_ms=100)
     await staying.send(*[staying.item(**task("b", n)) for n in range(3)], lease_ms=60_000)
-    await asyncio.sleep(0.5)  # the first agent's lease ends: it writes through Connect now
+    # The first agent's lease ends (it writes through Connect now): no state announces it, time passes.
+    await asyncio.sleep(0.5)
     mock_cluster.clear_request_errors(FaultyCluster.PRODUCE)
-    for _ in range(int(5.0 / 0.05)):
-        await staying.send()
-        if len(staying.outcomes) == 3:
-            break
-        await asyncio.sleep(0.05)
+    await staying.settled(1, 2, 3, timeout=5.0)
     assert {o["result"] for o in staying.outcomes.values()} == {"written"}, staying.outcomes
     assert len(staying.outcomes) == 3
     assert {o["result"] for o in (await leaving.settled(1, 2, 3)).values()} == {"expired"}

@@ -377,9 +377,9 @@ def not_restarted(pod: RestartPod, connector: str, tasks: int) -> str:
     for sidecar in pod.sidecars:
         entry = fleet_entry(sidecar, connector)
         for task in entry["tasks"] if entry is not None else []:
-            if task["id"] not in asked and task["restarts"] is not None:
-                said[task["id"]] = f"{task['state']} on {task['worker_id']}: {task['restarts']}"
-    return "not restarted: " + "; ".join(f"{n} ({said.get(n, 'nothing planned')})"
+            if task["id"] not in asked and (task["restarts"] is not None or task["id"] not in said):
+                said[task["id"]] = f"{task['state']} on {task['worker_id']}: {task['restarts'] or 'nothing planned'}"
+    return "not restarted: " + "; ".join(f"{n} ({said.get(n, 'no sidecar has it')})"
                                          for n in range(tasks) if n not in asked)
 
 

@@ -222,9 +222,13 @@ async def test_heartbeats_come_while_nothing_changes(serve: ServedFactory) -> No
         assert sse.comments[0] == "subscribed"
 
 
-# Events of long names fill a connection's buffers (megabytes) within a few batches.
+# Events of a long name (shown cut, as every view shows it: a few hundred bytes each). A connection's buffers hold
+# megabytes: thousands of events. Each batch is read back before the next (about 0.2 s), so batches are large; but
+# within a subscriber's queue bound, which a client that keeps up must never pass.
 LARGE_EVENTS_CONNECTOR = "c" * 30000
-LARGE_EVENTS_PER_BATCH = 20
+LARGE_EVENTS_PER_BATCH = 200
+# At most this many events are written (the default sidecar.events.subscriber.queue.max).
+LARGE_EVENTS_MAX = 20_000
 
 
 def client_that_does_not_read(port: int) -> socket.socket:
@@ -237,11 +241,11 @@ def client_that_does_not_read(port: int) -> socket.socket:
 
 
 async def write_large_events_until(served: Served, done: Callable[[], bool], what: str) -> int:
-    """Batches of large task statuses (generation: the batch's number), each read back, until ``done()``; at most
-    400 batches (failing with ``what``). The batches written."""
+    """Batches of ``LARGE_EVENTS_PER_BATCH`` task statuses (generation: the batch's number), each read back, until
+    ``done()``; at most ``LARGE_EVENTS_MAX`` events (failing with ``what``). The batches written."""
     batch = 0
     while not done():
-        assert batch < 400, what
+        assert batch * LARGE_EVENTS_PER_BATCH < LARGE_EVENTS_MAX, what
         # In a thread: the event loop (the reader, the streams) goes on while the producer flushes.
         await asyncio.to_thread(write_raw, served.store, *(
             (f"status-task-{LARGE_EVENTS_CONNECTOR}-{n}".encode(), status("FAILED", generation=batch))
@@ -253,7 +257,9 @@ async def write_large_events_until(served: Served, done: Callable[[], bool], wha
 
 async def test_a_slow_subscriber_is_dropped_while_the_store_and_the_others_go_on(serve: ServedFactory) -> None:
     connector, per_batch = LARGE_EVENTS_CONNECTOR, LARGE_EVENTS_PER_BATCH
-    async with serve(**{"sidecar.events.subscriber.queue.max": "100"}) as served, http_client() as http:
+    # Room for a few batches: the client that keeps up stays within it, the one that does not read soon passes it.
+    queue_max = 5 * per_batch
+    async with serve(**{"sidecar.events.subscriber.queue.max": str(queue_max)}) as served, http_client() as http:
         slow = client_that_does_not_read(int(served.url.rsplit(":", 1)[1]))
         try:
             await eventually(lambda: served.hub.subscribers == 1)
@@ -715,6 +721,6 @@ def test_two_thousand_event_streams_leave_the_probes_and_the_writes_answered() -
     assert {s.status for s in result.streams} <= {200, 503, 0}
     assert all(s.retry_after for s in result.streams if s.status == 503)
     assert result.count(503) == counted["status_events_refused_total"]
-    assert result.count(0) <= counted['http_connections_closed_total{reason="connection_limit"}']
+    assert result.count(0) <= counted['http_connections_closed_total{reason="connection_limit"}'], counted
     # The subscribers that read got the write batch's events.
     assert all(s.frames > 1 for s in result.streams if s.status == 200 and s.reading)

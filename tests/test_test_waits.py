@@ -11,10 +11,6 @@ from pathlib import Path
 TESTS = Path(__file__).parent
 HELPER = TESTS / "helpers.py"
 
-# Files other branches changed while the waits were converted: their counts are held here so none is added, and
-# converting them is work left to do.
-NOT_YET = "not converted yet (merged after the conversion): the count is held exactly"
-
 # file (relative to tests/) -> (how many sleeps and deadline loops it keeps, or None for any; why)
 EXCEPTIONS: dict[str, tuple[int | None, str]] = {
     "faults_support.py": (1, "stream(): the pace of the traffic under a fault, not a wait for a state"),
@@ -36,8 +32,10 @@ EXCEPTIONS: dict[str, tuple[int | None, str]] = {
                                     "only, none after giving up, none of a configuration error); the failures' "
                                     "schedule: tasks failing at a moment of the clock (twice), forged statuses "
                                     "written a second before"),
-    "test_agent_live.py": (3, NOT_YET),
-    "test_agent_route.py": (6, NOT_YET),
+    "test_agent_live.py": (3, "past every fence (twice): nothing older may land in that time; idle past the agent's "
+                              "liveness window, which only its own clock knows"),
+    "test_agent_route.py": (2, "a session's lease lapses (no state announces it): past it, a final request's "
+                               "write is still written; an expired session's writes hold back no other write"),
 }
 
 

@@ -172,7 +172,8 @@ class AutoRestart:
             self._wake.clear()
             timeout = None if after is None else max(0.0, after - self._clock())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
 
     def _still_wanted(self, due: Due) -> bool:
         """Whether the status is still FAILED on the same worker (and, for a task, its connector not FAILED: the

@@ -130,7 +130,8 @@ class PartitionWatch:
         resource = ConfigResource("TOPIC", self.topic)
         try:
             future = self._admin.describe_configs([resource], request_timeout=READ_TIMEOUT_S)[resource]
-            entries = await asyncio.wait_for(asyncio.wrap_future(future), READ_TIMEOUT_S + 1)
+            async with asyncio.timeout(READ_TIMEOUT_S + 1):
+                entries = await asyncio.wrap_future(future)
             entry = entries.get("min.insync.replicas")
             return int(entry.value) if entry is not None and entry.value is not None else None
         except Exception as e:

@@ -125,7 +125,8 @@ class TopicReader:
                                         name="status-store-reader", daemon=True)
         self._thread.start()
         try:
-            await asyncio.wait_for(first_round, max(0.0, deadline - time.monotonic()))
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                await first_round
         except TimeoutError:
             await self.stop()
             raise TimeoutError(f"could not read topic {self.topic!r} to its end within {timeout:g} s "
@@ -162,7 +163,8 @@ class TopicReader:
             raise StoreClosedError(f"the reader of {self.topic} is not running")
         future: Barrier = self._loop.create_future()
         self._barrier_requests.append(future)
-        await asyncio.wait_for(future, timeout)
+        async with asyncio.timeout(timeout):
+            await future
 
     async def wait_applied(self, targets: Mapping[int, int], timeout: float | None = None) -> None:
         """Wait until the reader has applied every record below ``targets[partition]``."""
@@ -171,7 +173,8 @@ class TopicReader:
         waiter = _Waiter(dict(targets), self._loop.create_future())
         if not self._satisfies(waiter):
             self._waiters.append(waiter)
-            await asyncio.wait_for(waiter.future, timeout)
+            async with asyncio.timeout(timeout):
+                await waiter.future
 
     # ----------------------------------------------------------------------------- the reader thread
 

@@ -127,7 +127,8 @@ class Ledger:
         future: asyncio.Future[None] = loop.create_future()
         self._flushes.append((next(self._numbers), future))
         self._release_flushes()
-        await asyncio.wait_for(future, timeout)
+        async with asyncio.timeout(timeout):
+            await future
 
     def _release_flushes(self) -> None:
         self._flush_check_scheduled = False

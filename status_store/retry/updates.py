@@ -90,7 +90,8 @@ class StatusUpdate:
         """Wait for the outcome (it never raises for a failed write: see ``Outcome.result``)."""
         if self.outcome is not None:
             return self.outcome
-        return await asyncio.wait_for(asyncio.shield(self.settled()), timeout)
+        async with asyncio.timeout(timeout):
+            return await asyncio.shield(self.settled())
 
     def settled(self) -> asyncio.Future[Outcome]:
         """A future done with the outcome (to wait on many with ``asyncio.wait``; never cancel it)."""

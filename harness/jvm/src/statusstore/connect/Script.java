@@ -1,6 +1,7 @@
 package statusstore.connect;
 
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
@@ -31,9 +32,10 @@ import java.util.concurrent.ConcurrentHashMap;
  *
  * {@code fail} fails after a successful start: the connector through {@code ConnectorContext.raiseError},
  * a source task from {@code poll()}, a sink task from {@code put()}. {@code fail-on-start} throws from
- * {@code start()}. {@code fail-once} fails its first run only (its first start, or at {@code scripted.fail.at.ms}) and
- * runs once restarted: the starts of each connector's task are counted in this JVM (a static map), so that a restart
- * through Connect's REST API recovers it. Every message reaches the status's trace as written, characters above
+ * {@code start()}. {@code fail-once} fails once in this worker (a static set per JVM), in the first run that reaches
+ * its time (its start, or {@code scripted.fail.at.ms}), and runs once restarted, so that a restart through Connect's
+ * REST API recovers it. A run stopped before its time (a rebalance moved or restarted it) does not use the failure
+ * up: counting starts instead left a task started twice before its time RUNNING for good. Every message reaches the status's trace as written, characters above
  * U+FFFF included.
  */
 final class Script {
@@ -41,16 +43,16 @@ final class Script {
 
     enum Mode { RUN, FAIL, FAIL_ON_START, FAIL_ONCE }
 
-    // Starts of each connector's task in this worker ("<connector>/<task>"), for fail-once.
-    private static final Map<String, Integer> STARTS = new ConcurrentHashMap<>();
+    // The connectors and tasks ("<connector>/<task>") that have failed in this worker, for fail-once.
+    private static final Set<String> FAILED = ConcurrentHashMap.newKeySet();
 
     final Mode mode;
     final String message;
     final long startDelayMs;
     final boolean configError;
     final long failAtMs;
-    // fail-once: whether this run is the one that fails.
-    final boolean firstRun;
+    // fail-once: the key of what runs, in FAILED once it has failed.
+    private final String runKey;
 
     private Script(Mode mode, String message, long startDelayMs, Map<String, String> config, String runKey) {
         this.mode = mode;
@@ -58,7 +60,7 @@ final class Script {
         this.startDelayMs = startDelayMs;
         this.configError = "config".equals(config.get("scripted.error"));
         this.failAtMs = Long.parseLong(config.getOrDefault("scripted.fail.at.ms", "-1"));
-        this.firstRun = runKey != null && STARTS.merge(runKey, 1, Integer::sum) == 1;
+        this.runKey = runKey;
     }
 
     static Script forConnector(Map<String, String> config) {
@@ -80,10 +82,11 @@ final class Script {
                 : new org.apache.kafka.connect.errors.ConnectException(message);
     }
 
-    /** Whether the task fails now, after its start: {@code fail}, or {@code fail-once}'s first run at its time. */
+    /** Whether the task fails now, after its start: {@code fail}, or {@code fail-once} at its time, once. */
     boolean failsNow() {
         return mode == Mode.FAIL
-                || (mode == Mode.FAIL_ONCE && firstRun && failAtMs >= 0 && System.currentTimeMillis() >= failAtMs);
+                || (mode == Mode.FAIL_ONCE && failAtMs >= 0 && System.currentTimeMillis() >= failAtMs
+                    && FAILED.add(runKey));
     }
 
     /** Sleeps for the start delay, then throws when the script says to fail on start. */
@@ -95,7 +98,7 @@ final class Script {
                 Thread.currentThread().interrupt();
             }
         }
-        if (mode == Mode.FAIL_ON_START || (mode == Mode.FAIL_ONCE && firstRun && failAtMs < 0)) {
+        if (mode == Mode.FAIL_ON_START || (mode == Mode.FAIL_ONCE && failAtMs < 0 && FAILED.add(runKey))) {
             throw failure();
         }
     }

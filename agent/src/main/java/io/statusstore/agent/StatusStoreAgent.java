@@ -2,6 +2,7 @@ package io.statusstore.agent;
 
 import io.statusstore.agent.connect.StoreHooks;
 import io.statusstore.agent.connect.StoreInterception;
+import io.statusstore.agent.json.Jackson;
 
 import java.lang.instrument.Instrumentation;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -41,9 +42,17 @@ public final class StatusStoreAgent {
                 AgentLog.info("disabled (" + options.disabledBy() + "); the worker runs on its own status store");
                 return;
             }
+            // The agent's JSON is the worker's Jackson: where the agent's loader has none, nothing of the agent that
+            // speaks to the sidecar could run, so it stays out before touching Connect.
+            ClassLoader loader = StatusStoreAgent.class.getClassLoader();
+            String noJackson = Jackson.missing(loader);
+            if (noJackson != null) {
+                AgentLog.warn("not attached: " + noJackson + "; the worker runs on its own status store");
+                return;
+            }
             StoreHooks.arm(options);
             StoreInterception.install(instrumentation);
-            AgentLog.info("attached (" + version() + "; " + options.describe() + ")");
+            AgentLog.info("attached (" + version() + ", " + Jackson.version(loader) + "; " + options.describe() + ")");
         } catch (AgentOptions.OptionsException e) {
             AgentLog.warn("not attached: " + e.getMessage() + "; the worker runs on its own status store");
         } catch (Throwable t) {

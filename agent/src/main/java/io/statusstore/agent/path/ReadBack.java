@@ -1,9 +1,8 @@
 package io.statusstore.agent.path;
 
-import io.statusstore.agent.json.JsonReader;
+import io.statusstore.agent.json.JsonTree;
 import io.statusstore.agent.status.StatusUpdate;
 
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.Collections;
 import java.util.Deque;
@@ -136,7 +135,7 @@ public final class ReadBack {
         }
         Object json;
         try {
-            json = JsonReader.parse(new String(value, StandardCharsets.UTF_8));
+            json = JsonTree.parse(value);
         } catch (IllegalArgumentException e) {
             return false;
         }

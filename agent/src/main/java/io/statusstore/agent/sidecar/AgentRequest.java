@@ -1,6 +1,6 @@
 package io.statusstore.agent.sidecar;
 
-import io.statusstore.agent.json.JsonWriter;
+import io.statusstore.agent.json.JsonOut;
 import io.statusstore.agent.status.StatusUpdate;
 
 import java.util.List;
@@ -22,7 +22,7 @@ public final class AgentRequest {
      */
     public static String encode(String agentId, String workerId, String instance, long ack, long leaseMs,
                                 long sentAtMs, boolean last, long waitMs, List<StatusUpdate> updates) {
-        JsonWriter w = new JsonWriter().beginObject()
+        JsonOut w = new JsonOut().beginObject()
                 .name("agent").value(agentId)
                 .name("worker_id").value(workerId)
                 .name("instance").value(instance)
@@ -43,7 +43,7 @@ public final class AgentRequest {
     }
 
     /** One update, with the fields its kind carries in the protocol. */
-    public static void encode(JsonWriter w, StatusUpdate u) {
+    public static void encode(JsonOut w, StatusUpdate u) {
         w.beginObject().name("seq").value(u.seq).name("kind").value(u.kind.wire).name("connector").value(u.connector);
         switch (u.kind) {
             case TASK:

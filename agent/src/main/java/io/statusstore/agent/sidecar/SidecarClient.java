@@ -1,6 +1,6 @@
 package io.statusstore.agent.sidecar;
 
-import io.statusstore.agent.json.JsonReader;
+import io.statusstore.agent.json.JsonTree;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -25,7 +25,7 @@ import javax.net.ssl.SSLHandshakeException;
 /**
  * The agent's calls to the sidecar, over {@link HttpURLConnection}. Nothing it cannot check is believed: any
  * failure to connect, send, read or parse, of any kind, is a {@link SidecarException}, and so is an answer larger
- * than {@link #MAX_ANSWER_BYTES}, nested deeper than {@link JsonReader#MAX_DEPTH} or of another shape.
+ * than {@link #MAX_ANSWER_BYTES}, nested deeper than {@link JsonTree#MAX_DEPTH} or of another shape.
  *
  * <p>Every call has a total deadline, {@link #deadlineMs()} (connect.timeout.ms + read.timeout.ms): a watchdog
  * thread disconnects a call still running then, so a sidecar that trickles its answer a byte at a time, each
@@ -67,7 +67,7 @@ public final class SidecarClient {
     public SidecarIdentity identify() throws SidecarException {
         String answer = call("GET", "/", null);
         try {
-            return SidecarIdentity.from(JsonReader.parse(answer));
+            return SidecarIdentity.from(JsonTree.parse(answer));
         } catch (Throwable t) {
             throw malformed("GET /", t);
         }
@@ -82,7 +82,7 @@ public final class SidecarClient {
     public AgentAnswer post(String body) throws SidecarException {
         String answer = call("POST", "/agent/statuses", body);
         try {
-            return AgentAnswer.from(JsonReader.parse(answer));
+            return AgentAnswer.from(JsonTree.parse(answer));
         } catch (Throwable t) {
             throw malformed("POST /agent/statuses", t);
         }

@@ -2,8 +2,8 @@ package io.statusstore.agent.path;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
-import io.statusstore.agent.json.JsonReader;
-import io.statusstore.agent.json.JsonWriter;
+import io.statusstore.agent.json.JsonOut;
+import io.statusstore.agent.json.JsonTree;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -281,7 +281,7 @@ public final class FakeSidecar {
                 synchronized (this) {
                     gets++;
                 }
-                answer(exchange, 200, new JsonWriter().beginObject()
+                answer(exchange, 200, new JsonOut().beginObject()
                         .name("version").value("test").name("kafka_cluster_id").value(clusterId)
                         .name("status_topic").value(statusTopic).name("instance").value(instance())
                         .name("agent_protocol").value(protocol).name("write_bound_ms").value(writeBoundMs)
@@ -306,7 +306,7 @@ public final class FakeSidecar {
                 error(exchange, 401, "A valid bearer token is required for writes and configuration reads");
                 return;
             }
-            Map<?, ?> body = (Map<?, ?>) JsonReader.parse(read(exchange.getRequestBody()));
+            Map<?, ?> body = (Map<?, ?>) JsonTree.parse(read(exchange.getRequestBody()));
             Answering how = answering;
             if (how == Answering.UNAVAILABLE) {
                 exchange.getResponseHeaders().add("Retry-After", "1");
@@ -393,7 +393,7 @@ public final class FakeSidecar {
             }
         }
         checkRoom(fresh);
-        JsonWriter w = new JsonWriter().beginObject().name("instance").value(instance).name("accepted").beginArray();
+        JsonOut w = new JsonOut().beginObject().name("instance").value(instance).name("accepted").beginArray();
         for (Object o : updates) {
             accept(w, session, (Map<?, ?>) o);
         }
@@ -432,7 +432,7 @@ public final class FakeSidecar {
     }
 
     /** One update: taken once, judged alone (the route's _accept). */
-    private void accept(JsonWriter w, Session session, Map<?, ?> item) {
+    private void accept(JsonOut w, Session session, Map<?, ?> item) {
         long seq = (Long) item.get("seq");
         w.beginObject().name("seq").value(seq);
         if (seq <= session.lastSeq) {
@@ -539,14 +539,14 @@ public final class FakeSidecar {
         return attempts.getOrDefault(key, 1L);
     }
 
-    private static void outcomeBody(JsonWriter w, Map<String, Object> outcome) {
+    private static void outcomeBody(JsonOut w, Map<String, Object> outcome) {
         w.beginObject();
         outcomeFields(w, outcome);
         w.endObject();
     }
 
     /** As agents.outcome_body: a written write's outcome carries no reason. */
-    private static void outcomeFields(JsonWriter w, Map<String, Object> outcome) {
+    private static void outcomeFields(JsonOut w, Map<String, Object> outcome) {
         w.name("seq").value((Long) outcome.get("seq")).name("key").value((String) outcome.get("key"))
                 .name("result").value((String) outcome.get("result"))
                 .name("attempts").value((Long) outcome.get("attempts"));
@@ -585,7 +585,7 @@ public final class FakeSidecar {
     }
 
     private static void error(HttpExchange exchange, int status, String message) throws IOException {
-        answer(exchange, status, new JsonWriter().beginObject().name("error_code").value(status)
+        answer(exchange, status, new JsonOut().beginObject().name("error_code").value(status)
                 .name("message").value(message).endObject().toString());
     }
 

@@ -1,6 +1,6 @@
 package io.statusstore.agent.path;
 
-import io.statusstore.agent.json.JsonWriter;
+import io.statusstore.agent.json.JsonOut;
 import io.statusstore.agent.status.StatusUpdate;
 
 import java.nio.charset.StandardCharsets;
@@ -66,7 +66,7 @@ public final class Topic {
         if (kind.equals("delete_topic") || "DESTROYED".equals(state)) {
             return null;
         }
-        JsonWriter w = new JsonWriter().beginObject();
+        JsonOut w = new JsonOut().beginObject();
         if (kind.equals("topic")) {
             w.name("topic").beginObject().name("name").value(topic).name("connector").value(connector)
                     .name("task").value(task).name("discoverTimestamp").value(discoverTimestamp).endObject();

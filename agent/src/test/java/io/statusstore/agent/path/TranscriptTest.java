@@ -1,7 +1,7 @@
 package io.statusstore.agent.path;
 
-import io.statusstore.agent.json.JsonReader;
-import io.statusstore.agent.json.JsonWriter;
+import io.statusstore.agent.json.JsonOut;
+import io.statusstore.agent.json.JsonTree;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.TestFactory;
 
@@ -33,7 +33,7 @@ class TranscriptTest {
     Collection<DynamicTest> theFakeSidecarAnswersAsTheTranscriptSays() throws IOException {
         Map<?, ?> transcript;
         try (InputStream in = TranscriptTest.class.getResourceAsStream("/protocol-transcript.json")) {
-            transcript = (Map<?, ?>) JsonReader.parse(text(in));
+            transcript = (Map<?, ?>) JsonTree.parse(text(in));
         }
         List<DynamicTest> tests = new ArrayList<>();
         for (Object c : (List<?>) transcript.get("cases")) {
@@ -52,7 +52,7 @@ class TranscriptTest {
         }
         sidecar.start();
         try {
-            String instance = (String) ((Map<?, ?>) JsonReader.parse(call(sidecar, "GET", "/", null, null).body))
+            String instance = (String) ((Map<?, ?>) JsonTree.parse(call(sidecar, "GET", "/", null, null).body))
                     .get("instance");
             int number = 0;
             for (Object s : (List<?>) replay.get("steps")) {
@@ -86,7 +86,7 @@ class TranscriptTest {
                     (String) step.get("token"));
             found = new ArrayList<>();
             differences(expect.get("status"), (long) answer.status, instance, "status", found);
-            differences(expect.get("body"), JsonReader.parse(answer.body), instance, "body", found);
+            differences(expect.get("body"), JsonTree.parse(answer.body), instance, "body", found);
             Map<?, ?> headers = expect.containsKey("headers") ? (Map<?, ?>) expect.get("headers") : new LinkedHashMap<>();
             for (Map.Entry<?, ?> header : headers.entrySet()) {
                 String value = answer.headers.get((String) header.getKey());
@@ -104,12 +104,12 @@ class TranscriptTest {
 
     /** A request body with "$now" and "$instance" filled in. */
     private static String filled(Object template, String instance) {
-        JsonWriter w = new JsonWriter();
+        JsonOut w = new JsonOut();
         write(w, template, instance);
         return w.toString();
     }
 
-    private static void write(JsonWriter w, Object value, String instance) {
+    private static void write(JsonOut w, Object value, String instance) {
         if ("$now".equals(value)) {
             w.value(System.currentTimeMillis());
         } else if ("$instance".equals(value)) {

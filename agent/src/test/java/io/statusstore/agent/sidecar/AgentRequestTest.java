@@ -1,7 +1,7 @@
 package io.statusstore.agent.sidecar;
 
-import io.statusstore.agent.json.JsonReader;
-import io.statusstore.agent.json.JsonWriter;
+import io.statusstore.agent.json.JsonOut;
+import io.statusstore.agent.json.JsonTree;
 import io.statusstore.agent.status.StatusUpdate;
 import org.junit.jupiter.api.Test;
 
@@ -17,7 +17,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
  * status-topic-<topic>:connector-<name>; value state, trace, worker_id, generation). */
 class AgentRequestTest {
     private static String encode(StatusUpdate u) {
-        JsonWriter w = new JsonWriter();
+        JsonOut w = new JsonOut();
         AgentRequest.encode(w, u);
         return w.toString();
     }
@@ -43,14 +43,14 @@ class AgentRequestTest {
                 + "\"trace\":\"java.lang.RuntimeException: boom\\n\\tat Foo.bar(Foo.java:1)\\n\","
                 + "\"worker_id\":\"10.0.0.7:8083\",\"generation\":7,\"version\":\"1.0\",\"safe\":true}", encode(u));
         StatusUpdate unknownVersion = StatusUpdate.task("c", 0, "RUNNING", null, "w", 1, true, null, false, null);
-        assertEquals(null, ((Map<?, ?>) JsonReader.parse(encode(unknownVersion))).get("version"));
-        assertEquals(true, ((Map<?, ?>) JsonReader.parse(encode(unknownVersion))).containsKey("version"));
+        assertEquals(null, ((Map<?, ?>) JsonTree.parse(encode(unknownVersion))).get("version"));
+        assertEquals(true, ((Map<?, ?>) JsonTree.parse(encode(unknownVersion))).containsKey("version"));
     }
 
     @Test
     void destroyedIsSentAsItsStateATombstoneOfThatKey() {
         StatusUpdate u = StatusUpdate.connector("c", "DESTROYED", null, "w:1", 3, true, null, false, null).withSeq(18);
-        Map<?, ?> json = (Map<?, ?>) JsonReader.parse(encode(u));
+        Map<?, ?> json = (Map<?, ?>) JsonTree.parse(encode(u));
         assertEquals("DESTROYED", json.get("state"));
         assertEquals("status-connector-c", u.key);
     }
@@ -74,7 +74,7 @@ class AgentRequestTest {
         List<StatusUpdate> updates = Arrays.asList(
                 StatusUpdate.connector("a", "RUNNING", null, "w", 1, false, null, false, null).withSeq(5),
                 StatusUpdate.deleteTopic("a", "t").withSeq(6));
-        Map<?, ?> json = (Map<?, ?>) JsonReader.parse(AgentRequest.encode("agent-1", "w", "i-1", 4, 10000, 123, false, 0, updates));
+        Map<?, ?> json = (Map<?, ?>) JsonTree.parse(AgentRequest.encode("agent-1", "w", "i-1", 4, 10000, 123, false, 0, updates));
         assertEquals("agent-1", json.get("agent"));
         assertEquals("w", json.get("worker_id"));
         assertEquals("i-1", json.get("instance"));
@@ -85,7 +85,7 @@ class AgentRequestTest {
         List<?> sent = (List<?>) json.get("updates");
         assertEquals(5L, ((Map<?, ?>) sent.get(0)).get("seq"));
         assertEquals(6L, ((Map<?, ?>) sent.get(1)).get("seq"));
-        Map<?, ?> last = (Map<?, ?>) JsonReader.parse(AgentRequest.encode("a", null, "i-1", 0, 1, 2, true, 300,
+        Map<?, ?> last = (Map<?, ?>) JsonTree.parse(AgentRequest.encode("a", null, "i-1", 0, 1, 2, true, 300,
                 Collections.<StatusUpdate>emptyList()));
         assertEquals(true, last.get("final"));
         assertFalse(json.containsKey("wait_ms"));
@@ -95,7 +95,7 @@ class AgentRequestTest {
 
     @Test
     void readsAnAnswerAndRefusesAMalformedOne() {
-        AgentAnswer a = AgentAnswer.from(JsonReader.parse("{\"instance\":\"i\",\"accepted\":[{\"seq\":17,\"result\":"
+        AgentAnswer a = AgentAnswer.from(JsonTree.parse("{\"instance\":\"i\",\"accepted\":[{\"seq\":17,\"result\":"
                 + "\"pending\"},{\"seq\":19,\"result\":\"refused\",\"error_code\":413,\"reason\":\"too large\"}],"
                 + "\"outcomes\":[{\"seq\":12,\"key\":\"status-task-c-0\",\"result\":\"written\",\"attempts\":3}]}"));
         assertEquals("i", a.instance);
@@ -106,7 +106,7 @@ class AgentRequestTest {
         for (String bad : new String[] {"[]", "{}", "{\"instance\":\"i\",\"accepted\":{}}",
                 "{\"instance\":\"i\",\"outcomes\":[{\"seq\":1,\"result\":\"written\"}]}"}) {
             org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
-                    () -> AgentAnswer.from(JsonReader.parse(bad)), bad);
+                    () -> AgentAnswer.from(JsonTree.parse(bad)), bad);
         }
     }
 }

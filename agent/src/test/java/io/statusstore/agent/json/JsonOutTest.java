@@ -2,11 +2,14 @@ package io.statusstore.agent.json;
 
 import org.junit.jupiter.api.Test;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
+import java.nio.charset.StandardCharsets;
 
-class JsonWriterTest {
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+class JsonOutTest {
     private static String quoted(String s) {
-        return new JsonWriter().value(s).toString();
+        return new JsonOut().value(s).toString();
     }
 
     @Test
@@ -20,19 +23,21 @@ class JsonWriterTest {
     }
 
     @Test
-    void writesNonAsciiRaw() {
+    void writesNonAsciiAsRawUtf8() {
         assertEquals("\"é中\u2028\u007f\"", quoted("é中\u2028\u007f"));
-        assertEquals("\"\uD83D\uDE00\"", quoted("\uD83D\uDE00"));
+        assertEquals("\"é中\"", new String(new JsonOut().value("é中").toBytes(), StandardCharsets.UTF_8));
     }
 
     @Test
-    void escapesLoneSurrogates() {
+    void escapesSurrogatesLoneOnesIncludedSoUtf8CarriesThem() {
         assertEquals("\"a\\uD83Db\\uDE00\"", quoted("a\uD83Db\uDE00"));
+        String pair = "\uD83D\uDE00";
+        assertEquals(pair, JsonTree.parse(quoted(pair)));
     }
 
     @Test
     void writesNestedStructuresCompactly() {
-        String json = new JsonWriter().beginObject()
+        String json = new JsonOut().beginObject()
                 .name("a").value(1)
                 .name("b").beginArray().value("x").nullValue().beginObject().endObject().value(true).endArray()
                 .name("c").beginObject().name("d").value(-2).endObject()
@@ -42,8 +47,13 @@ class JsonWriterTest {
     }
 
     @Test
+    void refusesAValueWhereANameBelongs() {
+        assertThrows(IllegalStateException.class, () -> new JsonOut().beginObject().value("no name"));
+    }
+
+    @Test
     void roundTripsThroughTheReader() {
-        String text = "q\"\\\u0001\n\té中\uD83D\uDE00";
-        assertEquals(text, JsonReader.parse(quoted(text)));
+        String text = "q\"\\\u0001\n\té中\uD83D\uDE00\uDE00";
+        assertEquals(text, JsonTree.parse(quoted(text)));
     }
 }
