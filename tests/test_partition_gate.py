@@ -50,9 +50,6 @@ class FakeClock:
         self._timers.append(timer)
         return timer
 
-    def call_later(self, delay: float, callback: Callable[[], object], /) -> FakeTimer:
-        return self.call_at(self.now + delay, callback)
-
     def advance(self, seconds: float) -> None:
         """Move time on by ``seconds``, running each callback due on the way at its time."""
         end = self.now + seconds

@@ -25,17 +25,37 @@ from status_store.retry.updates import Result, RetryPolicy, StatusUpdate, Update
 from .test_partition_gate import BACKOFF, FakeClock, ScriptedKafka
 
 
+def partition_of(key: str) -> int:
+    """The test's partitioner: a key's last digit."""
+    return int(key[-1])
+
+
+class Wiring:
+    """What the queue wires between the parts: the gate's sends from a line go to the keys' writes."""
+
+    keys: KeyWrites | None = None
+
+    def send_from_line(self, slot: Slot) -> StatusUpdate | None:
+        assert self.keys is not None
+        return self.keys.send_from_line(slot)
+
+
 @dataclasses.dataclass
 class Parts:
-    """The engine's parts as the queue wires them, without the queue: the test takes the records they decide."""
+    """The engine's parts as the queue wires them, without the queue: the test hands them each event with its time
+    (a number it moves itself) and takes the records they decide."""
 
-    clock: FakeClock
     keys: KeyWrites
+    now: float = 1000.0
 
     def put(self, key: str, value: str) -> StatusUpdate:
         update = StatusUpdate(key, value.encode(), UpdateKind.CONNECTOR)
-        self.keys.submit(update, self.clock.now)
+        self.keys.submit(update, self.now)
         return update
+
+    def settle(self, send: Send, delivery: Delivery | None, error: WriteFailedError | None = None) -> None:
+        """The record's delivery report, now."""
+        self.keys.settled(send.attempt, delivery, error, self.now)
 
     def taken(self) -> list[Send]:
         """The records decided since the last call."""
@@ -45,29 +65,30 @@ class Parts:
         """The same, as (key, value)."""
         return [(send.key, send.value) for send in self.taken()]
 
-
-def parts() -> Parts:
-    clock = FakeClock()
-    policy = RetryPolicy(BACKOFF, 100, mode=RetryMode.PARTITION)
-    keys: KeyWrites | None = None
-
-    def fire(due: float, item: StatusUpdate | GateTimer) -> None:
-        assert keys is not None
-        if isinstance(item, StatusUpdate):
-            keys.fire(due, item)
+    def advance(self, seconds: float) -> None:
+        """Move time on by ``seconds``, handing the engine ``due`` at each time it asked to be woken on the way."""
+        end = self.now + seconds
+        wake = self.keys.wake()
+        for _ in range(10_000):
+            if wake is None or wake.at > end:
+                break
+            self.now = max(self.now, wake.at)
+            wake = self.keys.due(self.now)
         else:
-            gate.fire(due, item)
+            raise AssertionError("the engine kept asking to be woken")
+        self.now = end
 
-    def send_from_line(slot: Slot) -> StatusUpdate | None:
-        assert keys is not None
-        return keys.send_from_line(slot)
 
-    scheduler: Scheduler[StatusUpdate | GateTimer] = Scheduler(fire, clock)
+def parts(timeout: float | None = None) -> Parts:
+    """The parts on a partitioner by a key's last digit; ``timeout``: each update's time bound (seconds)."""
+    policy = RetryPolicy(BACKOFF, 100, timeout, mode=RetryMode.PARTITION)
+    wiring = Wiring()
+    scheduler: Scheduler[StatusUpdate | GateTimer] = Scheduler()
     ledger = Ledger("status", (), scheduler)
-    gate = PartitionGate("status", scheduler, policy.mode, BACKOFF, send_from_line)
-    slots = KeySlots(True, lambda key: int(key[-1]), gate, scheduler)
-    keys = KeyWrites(policy, slots, scheduler, gate, ledger, RetryTiming(policy, scheduler))
-    return Parts(clock, keys)
+    gate = PartitionGate("status", scheduler, policy.mode, BACKOFF, wiring.send_from_line)
+    slots = KeySlots(True, partition_of, gate)
+    wiring.keys = KeyWrites(policy, slots, scheduler, gate, ledger, RetryTiming(policy, scheduler))
+    return Parts(wiring.keys)
 
 
 def test_the_outbox_holds_each_record_once_in_the_order_decided() -> None:
@@ -80,7 +101,7 @@ def test_the_outbox_holds_each_record_once_in_the_order_decided() -> None:
     assert p.taken() == []
     assert newer.attempts == 0
     # k0's report: written; its newer value is the next record (its first attempt).
-    p.keys.settled(sends[0].attempt, Delivery(0, 1), None)
+    p.settle(sends[0], Delivery(0, 1), None)
     assert first.outcome is not None
     assert first.outcome.result is Result.WRITTEN
     assert p.sends() == [(b"k0", b"v2")]
@@ -91,17 +112,17 @@ def test_a_held_partitions_probe_is_a_record_decided_when_its_time_comes() -> No
     p = parts()
     p.put("a1", "x")
     written = p.taken()
-    p.keys.settled(written[0].attempt, Delivery(1, 1), None)
+    p.settle(written[0], Delivery(1, 1), None)
     update = p.put("a0", "v")
-    p.keys.settled(p.taken()[0].attempt, None, WriteFailedError("a0", 1, "NOT_ENOUGH_REPLICAS", "scripted"))
+    p.settle(p.taken()[0], None, WriteFailedError("a0", 1, "NOT_ENOUGH_REPLICAS", "scripted"))
     # Held: nothing to send until the probe's time (100 ms, no jitter), then the waiting value as the probe.
     assert p.taken() == []
-    p.clock.advance(0.05)
+    p.advance(0.05)
     assert p.taken() == []
-    p.clock.advance(0.1)
+    p.advance(0.1)
     probe = p.taken()
     assert [(s.key, s.value) for s in probe] == [(b"a0", b"v")]
-    p.keys.settled(probe[0].attempt, Delivery(0, 1), None)
+    p.settle(probe[0], Delivery(0, 1), None)
     assert update.outcome is not None
     assert update.outcome.result is Result.WRITTEN
     assert update.attempts == 2

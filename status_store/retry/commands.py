@@ -1,9 +1,10 @@
 """What the retry engine asks of the layer that does its I/O (pure: no clock, no event loop, no Kafka).
 
 The engine decides and records; the queue (``queue.RetryQueue``) does: after each event it hands the engine (a
-submission, a timer, a delivery report, a park, a stop) it takes the commands the event left and carries them out,
-in order, then hands back what came of them as new events (``key_writes.KeyWrites.settled`` and ``not_sent``).
-Today the commands are the records to send; the timers, the outcomes and the listeners' events follow
+submission, a timer, a delivery report, a park, a partition writable again, a stop), each given the time it came, it
+takes the commands the event left and carries them out, in order (the records to send), hands back what came of them
+as new events (``key_writes.KeyWrites.settled`` and ``not_sent``), and keeps its one loop timer at the time the engine
+asks to be woken (``WakeAt``, handed back as ``KeyWrites.due``). The outcomes and the listeners' events follow
 (docs/design/retry-engine.md).
 """
 
@@ -33,3 +34,10 @@ class Send(NamedTuple):
     key: bytes
     value: bytes | None
     attempt: Attempt
+
+
+class WakeAt(NamedTuple):
+    """Hand the engine ``due`` at ``at`` (the queue's clock), or at once if that time has passed: one timer, moved
+    only earlier (a wake-up with nothing due costs one look at the heap)."""
+
+    at: float

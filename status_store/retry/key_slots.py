@@ -13,18 +13,16 @@ from collections.abc import Iterator, Sequence
 
 from .holds import Slot
 from .partition_gate import PartitionGate
-from .scheduler import Ticks
 from .updates import Route, StatusUpdate
 
 
 class KeySlots:
     """The slots of the keys with an update in flight, waiting or parked, each in its partition (with a route)."""
 
-    def __init__(self, coalesce: bool, route: Route | None, gate: PartitionGate, ticks: Ticks) -> None:
+    def __init__(self, coalesce: bool, route: Route | None, gate: PartitionGate) -> None:
         self._coalesce = coalesce
         self._route = route
         self._gate = gate
-        self._ticks = ticks
         self._slots: dict[str, Slot] = {}
         # The slots holding a parked update, by slot key.
         self._parked: dict[str, Slot] = {}
@@ -117,10 +115,10 @@ class KeySlots:
         return [slot for slot in self._slots.values()
                 if slot.waiting is not None and slot.due is not None and slot.inflight is None]
 
-    def next_attempt(self, update: StatusUpdate) -> float:
-        """When a waiting update may go next: its timer, or its partition's next probe (else now)."""
+    def next_attempt(self, update: StatusUpdate, now: float) -> float:
+        """When a waiting update may go next: its timer, or its partition's next probe (else ``now``)."""
         slot = self._slots.get(self.key_of(update))
         if slot is not None and slot.waiting is update and slot.due is not None:
             return slot.due
         probe = self._gate.next_probe(slot.partition) if slot is not None and slot.partition is not None else None
-        return probe if probe is not None else self._ticks.now()
+        return probe if probe is not None else now

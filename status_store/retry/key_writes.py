@@ -29,7 +29,7 @@ import logging
 
 from ..errors import ErrorKind, StoreClosedError, WriteFailedError, classify, may_have_landed
 from .backoff import RetryMode
-from .commands import Attempt, Send
+from .commands import Attempt, Send, WakeAt
 from .delivery import Delivery
 from .holds import Slot
 from .key_slots import KeySlots
@@ -70,11 +70,13 @@ class KeyWrites:
 
     def supersede(self, update: StatusUpdate, reason: str, now: float) -> None:
         """Take an update that is not to be sent after all: settled as superseded at once."""
+        self._scheduler.at(now)
         self._ledger.admit(update, now)
         self._finish(update, Result.SUPERSEDED, reason)
 
     def submit(self, update: StatusUpdate, now: float) -> None:
         """Take an update: sent now, or waiting behind the key's write in flight or for its partition's release."""
+        self._scheduler.at(now)
         self._ledger.admit(update, now)
         slot = self._slots.slot(update)
         if slot.parked is not None:
@@ -129,9 +131,10 @@ class KeyWrites:
 
     # ----------------------------------------------------------------------------- settling
 
-    def not_sent(self, attempt: Attempt, error: StoreClosedError) -> None:
+    def not_sent(self, attempt: Attempt, error: StoreClosedError, now: float) -> None:
         """The producer refused an attempt's record (it is closed): the update fails, the attempt counted; a probe
         that did not go is followed by the next at once, and the key moves on."""
+        self._scheduler.at(now)
         slot, update = attempt.slot, attempt.update
         budget = self.policy.budget
         if budget is not None:
@@ -147,9 +150,11 @@ class KeyWrites:
         self._gate.settled(partition, update.number, False)
         self._advance(slot)
 
-    def settled(self, attempt: Attempt, delivery: Delivery | None, error: WriteFailedError | None) -> None:
+    def settled(self, attempt: Attempt, delivery: Delivery | None, error: WriteFailedError | None,
+                now: float) -> None:
         """An attempt settled: written, or failed (then retried, held, or failed for good). ``attempt.replay``: the
         attempt sent the key's unsure value (``Slot.unsure``), not the update's."""
+        self._scheduler.at(now)
         slot, update, replay = attempt.slot, attempt.update, attempt.replay
         if slot.inflight is update:
             slot.inflight = None
@@ -325,7 +330,34 @@ class KeyWrites:
 
     # ----------------------------------------------------------------------------- sending what waits
 
-    def fire(self, due: float, update: StatusUpdate) -> None:
+    def due(self, now: float) -> WakeAt | None:
+        """The time the engine asked to be woken at came: every timer due by ``now`` fires in time order (one set for
+        ``now`` on the way too), then every summary window closed by then; returns when to wake it next."""
+        scheduler = self._scheduler
+        scheduler.at(now)
+        while (timer := scheduler.pop(now)) is not None:
+            due, item = timer
+            if isinstance(item, StatusUpdate):
+                self._fire(due, item)
+            else:
+                self._gate.fire(due, item)
+        while (closed := scheduler.pop_window(now)) is not None:
+            self._gate.window_closed(*closed)
+            self._ledger.window_closed(*closed)
+        return self.wake()
+
+    def wake(self) -> WakeAt | None:
+        """When the engine next wants ``due``: its earliest timer (held back from a stop until the next one is set) or
+        summary line; None when nothing waits."""
+        at = self._scheduler.wake()
+        return None if at is None else WakeAt(at)
+
+    def writable_again(self, number: int, now: float) -> bool:
+        """The cluster says this partition can take writes again: a held one is probed now (``RetryQueue``)."""
+        self._scheduler.at(now)
+        return self._gate.writable_again(number)
+
+    def _fire(self, due: float, update: StatusUpdate) -> None:
         """An update's time came: its next attempt, or (waiting in a held partition's line) its bound."""
         slot = self._slots.find(update)
         # Entries of superseded, rescheduled or sent updates are left in the heap and skipped here.
@@ -410,9 +442,10 @@ class KeyWrites:
 
     # ----------------------------------------------------------------------------- parking
 
-    def park(self, update: StatusUpdate) -> bool:
+    def park(self, update: StatusUpdate, now: float) -> bool:
         """Park a failed update in its partition (see ``RetryQueue.park``); False when the key has a newer value
         already, or keys have no partitions here."""
+        self._scheduler.at(now)
         slot = self._slots.find(update)
         if not self._slots.routed or self._scheduler.closed or (slot is not None and not slot.empty()):
             return False
@@ -440,13 +473,24 @@ class KeyWrites:
 
     # ----------------------------------------------------------------------------- stopping
 
-    def retry_waiting_once(self) -> None:
-        """Send each update waiting on a timer now, once, outside the budget (the queue stops)."""
+    def stop(self, now: float) -> None:
+        """The queue stops: no timer fires until a new one is set, no summary lines of held partitions; each update
+        waiting on a timer goes now, once, outside the budget, and each stalled partition sends one probe (if it gets
+        through, the release sends the rest within the stop's bound)."""
+        scheduler = self._scheduler
+        scheduler.at(now)
+        scheduler.pause()
+        self._gate.stop_summary()
         for slot in self._slots.on_timers():
             # One last attempt each, bounded by the number of keys: the budget would only turn
             # these into failures.
             assert slot.waiting is not None
             self._send_now(slot, slot.waiting, budgeted=False)
+        self._gate.probe_stalled()
+
+    def close(self) -> None:
+        """The queue has stopped: no timer fires any more (the summary lines' windows still close)."""
+        self._scheduler.close()
 
 
 def _older(slot: Slot, update: StatusUpdate) -> StatusUpdate | None:

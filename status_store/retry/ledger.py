@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from ..connect.model import new_tuple
 from .delivery import Delivery
-from .scheduler import Ticks, Timer
+from .scheduler import LogWindow, Windows
 from .updates import Outcome, Result, RetryListener, StatusUpdate
 
 # The retry queue's parts all log under its name (what an operator's logging configuration names).
@@ -32,12 +32,11 @@ EVENTS = ("on_submitted", "on_retry", "on_finished", "on_unparked")
 class Ledger:
     """Numbers updates, settles them (telling the listeners), and releases the flushes waiting for them."""
 
-    def __init__(self, name: str, listeners: Sequence[RetryListener], ticks: Ticks) -> None:
+    def __init__(self, name: str, listeners: Sequence[RetryListener], windows: Windows) -> None:
         self.name = name
         # Per event, the listeners' handlers, found once; a handler inherited from RetryListener does nothing
         # and is left out (every write passes through on_submitted and on_finished).
         self._handlers = {event: _handlers(listeners, event) for event in EVENTS}
-        self._ticks = ticks
         self._numbers = itertools.count(1)
         # Unsettled updates by number, and a pointer that only moves forward to the oldest of them
         # (a dict's first key is slow to find after many removals from its front).
@@ -48,7 +47,7 @@ class Ledger:
         # Exceptions raised by listeners, by listener class name.
         self.listener_errors: collections.Counter[str] = collections.Counter()
         self._logged_causes: set[tuple[str, str]] = set()
-        self._failures = _FailureLog(name, ticks)
+        self._failures = _FailureLog(name, windows)
 
     def subscribe(self, listener: RetryListener) -> None:
         """Tell ``listener`` of every event from now on, after the listeners before it."""
@@ -104,13 +103,16 @@ class Ledger:
         """The updates without an outcome yet, oldest first."""
         return list(self._unsettled.values())
 
-    def oldest_unsettled_age(self) -> float:
-        """Seconds since the oldest update without an outcome was submitted (0 when none)."""
+    def oldest_unsettled_age(self, now: float) -> float:
+        """Seconds since the oldest update without an outcome was submitted, at ``now`` (0 when none)."""
         number = self._oldest_unsettled()
-        clock = self._ticks.clock
-        if number is None or clock is None:
+        if number is None:
             return 0.0
-        return clock.time() - self._unsettled[number].submitted_at
+        return now - self._unsettled[number].submitted_at
+
+    def window_closed(self, closes: float, window: LogWindow) -> None:
+        """A summary line's window closed (the failure log's, if it is that one)."""
+        self._failures.window_closed(closes, window)
 
     def _oldest_unsettled(self) -> int | None:
         if not self._unsettled:
@@ -160,37 +162,42 @@ class _FailureLog:
     """Failed updates, logged without flooding: the first of a burst at once at ERROR, then at most one line per
     interval with how many more failed and a few of their keys; every one at DEBUG."""
 
-    def __init__(self, name: str, ticks: Ticks, interval: float = FAILURE_SUMMARY_S) -> None:
+    def __init__(self, name: str, windows: Windows, interval: float = FAILURE_SUMMARY_S) -> None:
         self._name = name
-        self._ticks = ticks
+        self._windows = windows
         self._interval = interval
-        self._window: Timer | None = None
+        # The summary line's window on the scheduler, and when it closes (None: no burst is being summed up).
+        self._window = LogWindow()
+        self._closes: float | None = None
         self._count = 0
         self._keys: list[str] = []
 
     def note(self, update: StatusUpdate, reason: str) -> None:
         log.debug("Status update of %s failed after %d attempt(s): %s; last error: %s",
                   update.key, update.attempts, reason, update.last_error)
-        if self._window is None:
+        if self._closes is None:
             log.error("Status update of %s to the %s topic failed after %d attempt(s): %s; last error: %s. Further "
                       "failures are summed up in one line per %.0f s", update.key, self._name, update.attempts,
                       reason, update.last_error, self._interval)
-            self._window = self._call_later(self._close)
+            self._open()
             return
         self._count += 1
         if len(self._keys) < 5:
             self._keys.append(update.key)
 
-    def _call_later(self, callback: Callable[[], None]) -> Timer:
-        clock = self._ticks.clock
-        assert clock is not None  # an update fails only after one was submitted
-        return clock.call_later(self._interval, callback)
+    def _open(self) -> None:
+        self._closes = self._windows.now() + self._interval
+        self._windows.open_window(self._closes, self._window)
 
-    def _close(self) -> None:
+    def window_closed(self, closes: float, window: LogWindow) -> None:
+        """The window closed: the failures since its first are summed up in one line, and the next window opens;
+        none failed, the next failure is logged at once again."""
+        if window is not self._window or closes != self._closes:
+            return
         if not self._count:
-            self._window = None
+            self._closes = None
             return
         log.error("%d more status update(s) to the %s topic failed in the last %.0f s, e.g. %s", self._count,
                   self._name, self._interval, ", ".join(self._keys))
         self._count, self._keys = 0, []
-        self._window = self._call_later(self._close)
+        self._open()

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from .backoff import Backoff, RetryMode
 from .holds import ClusterProbe, Partition, Release, Slot
-from .scheduler import Scheduler, Timer
+from .scheduler import LogWindow, Scheduler
 from .updates import StatusUpdate
 
 # The retry queue's parts all log under its name (what an operator's logging configuration names).
@@ -62,7 +62,9 @@ class PartitionGate:
         self._cluster = ClusterProbe()
         self._release = Release()
         self.probes_total = 0
-        self._summary: Timer | None = None
+        # The summary line's window on the scheduler, and when it closes (None: no line is due).
+        self._summary = LogWindow()
+        self._summary_due: float | None = None
 
     # ----------------------------------------------------------------------------- partitions and views
 
@@ -361,18 +363,20 @@ class PartitionGate:
     # ----------------------------------------------------------------------------- logging an outage
 
     def stop_summary(self) -> None:
-        """No more summary lines."""
-        if self._summary is not None:
-            self._summary.cancel()
-            self._summary = None
+        """No more summary lines (until a partition is held again)."""
+        self._summary_due = None
 
     def _arm_summary(self) -> None:
-        clock = self._scheduler.clock
-        if self._summary is None and clock is not None and not self._scheduler.closed:
-            self._summary = clock.call_later(SUMMARY_INTERVAL_S, self._log_summary)
+        if self._summary_due is None and not self._scheduler.closed:
+            self._summary_due = self._scheduler.now() + SUMMARY_INTERVAL_S
+            self._scheduler.open_window(self._summary_due, self._summary)
 
-    def _log_summary(self) -> None:
-        self._summary = None
+    def window_closed(self, closes: float, window: LogWindow) -> None:
+        """A summary line's window closed: if it is the gate's, the held partitions are summed up in one line (and
+        the next window opens while any is held)."""
+        if window is not self._summary or closes != self._summary_due:
+            return
+        self._summary_due = None
         held = [p for p in self._partitions.values() if p.held]
         if not held or self._scheduler.closed:
             return

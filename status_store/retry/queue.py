@@ -3,8 +3,8 @@
 ``RetryQueue`` is the queue's only public face (submit, results, flush, stop, the read-only views of
 ``/retries`` and the metrics); it composes six parts, each readable alone, imported one way:
 
-- ``scheduler.Scheduler``: the timer heap on the clock, and the tick retries and probes move to. Why one
-  heap and not a sleeping coroutine per retry is said there.
+- ``scheduler.Scheduler``: the timer heap (without a clock: every event carries its time), and the tick retries
+  and probes move to. Why one heap and not a sleeping coroutine per retry is said there.
 - ``ledger.Ledger``: every update from its submission to its outcome: numbers, listeners, the failure
   log, flush barriers. A listener never breaks the queue.
 - ``partition_gate.PartitionGate``: the outage state machine: held partitions, probes (a partition's and
@@ -14,6 +14,10 @@
 - ``key_writes.KeyWrites``: each key's writes: per-key coalescing, attempts and their settling,
   bounded retries, error classes, Connect's abandonment rules.
 - ``timing.RetryTiming``: when a key is retried on its own (per-update backoff, KIP-951, the retry budget).
+
+The queue is the one layer with a clock and an event loop: it hands the engine each event with its time, carries
+out the commands the event left (``commands``: the records to send), and keeps one loop timer at the time the engine
+asks to be woken.
 
 And the queue's own promises:
 
@@ -30,21 +34,47 @@ import asyncio
 import collections
 import contextlib
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from ..errors import StoreClosedError, WriteFailedError, WriteRejectedError
-from .commands import Attempt
+from .commands import Attempt, WakeAt
 from .delivery import Delivery, Send
 from .holds import Slot
 from .key_slots import KeySlots
 from .key_writes import KeyWrites
 from .ledger import Ledger
 from .partition_gate import GateTimer, PartitionGate
-from .scheduler import Clock, Scheduler
+from .scheduler import Scheduler
 from .timing import RetryTiming
 from .updates import Result, RetryListener, RetryPolicy, Route, StatusUpdate
 
 # The queue's handling of one attempt's delivery report.
 Report = Callable[[Attempt, Delivery | None, WriteFailedError | None], None]
+
+
+class Timer(Protocol):
+    """A callback scheduled on a clock (``asyncio.TimerHandle`` is one)."""
+
+    def when(self) -> float:
+        """The clock time it is due."""
+        ...
+
+    def cancel(self) -> None:
+        """Do not call it."""
+        ...
+
+
+class Clock(Protocol):
+    """What the retry queue needs of the event loop (``asyncio.AbstractEventLoop`` is one; a test may drive a
+    queue on a clock of its own, with no event loop)."""
+
+    def time(self) -> float:
+        """Now, in seconds (monotonic)."""
+        ...
+
+    def call_at(self, when: float, callback: Callable[[], object], /) -> Timer:
+        """Call ``callback`` at ``when`` (clock time)."""
+        ...
 
 
 class RetryQueue:
@@ -59,13 +89,16 @@ class RetryQueue:
         ``clock``: default, the running event loop of the first submission."""
         self.policy = policy
         self.name = name
-        self._scheduler: Scheduler[StatusUpdate | GateTimer] = Scheduler(self._fire, clock)
-        self._ledger = Ledger(name, listeners, self._scheduler)
-        self._gate = PartitionGate(name, self._scheduler, policy.mode, policy.probe_backoff or policy.backoff,
+        scheduler: Scheduler[StatusUpdate | GateTimer] = Scheduler()
+        self._ledger = Ledger(name, listeners, scheduler)
+        self._gate = PartitionGate(name, scheduler, policy.mode, policy.probe_backoff or policy.backoff,
                                    self._send_from_line)
-        self._slots = KeySlots(coalesce, route, self._gate, self._scheduler)
-        self._timing = RetryTiming(policy, self._scheduler)
-        self._keys = KeyWrites(policy, self._slots, self._scheduler, self._gate, self._ledger, self._timing)
+        self._slots = KeySlots(coalesce, route, self._gate)
+        self._timing = RetryTiming(policy, scheduler)
+        self._keys = KeyWrites(policy, self._slots, scheduler, self._gate, self._ledger, self._timing)
+        self._clock = clock
+        # The one loop timer: set for the time the engine asked to be woken at, moved only earlier.
+        self._timer: Timer | None = None
         self._send = send
         # One bound method for every attempt's delivery report (not one per write).
         self._report = self._delivered
@@ -74,33 +107,55 @@ class RetryQueue:
         # Stopping: no new submissions.
         self._stopped = False
 
-    def _fire(self, due: float, item: StatusUpdate | GateTimer) -> None:
-        if isinstance(item, StatusUpdate):
-            self._keys.fire(due, item)
-        else:
-            self._gate.fire(due, item)
-        self._send_out()
+    def _started(self) -> Clock:
+        """The clock, started on the running event loop by the first event that needs one."""
+        if self._clock is None:
+            self._clock = asyncio.get_running_loop()
+        return self._clock
+
+    def _woken(self) -> None:
+        """The loop timer fired: the engine's timers due by now fire."""
+        self._timer = None
+        clock = self._started()
+        self._carry_out(self._keys.due(clock.time()))
+
+    def _carry_out(self, wake: WakeAt | None) -> None:
+        """After an event: the records it decided go to Kafka, and the loop timer is set for when the engine next
+        wants to be woken (if sooner than it is set for)."""
+        if self._send_out():
+            wake = self._keys.wake()  # (a record refused is an event: it may have set a timer)
+        if wake is None:
+            return
+        timer = self._timer
+        if timer is not None:
+            if timer.when() <= wake.at:
+                return
+            timer.cancel()
+        self._timer = self._started().call_at(wake.at, self._woken)
 
     def _send_from_line(self, slot: Slot) -> StatusUpdate | None:
         return self._keys.send_from_line(slot)
 
-    def _send_out(self) -> None:
+    def _send_out(self) -> bool:
         """Hand the records the engine decided on to Kafka, in order; a record the producer refuses (it is closed)
         goes back to the engine, which fails its update and may decide the key's next (each round fails one
-        update at least, so the rounds end)."""
+        update at least, so the rounds end). True when one was refused."""
+        refused = False
         sends = self._keys.take_sends()
         while sends:
             for send in sends:
                 try:
                     self._send(send.key, send.value, _Delivered(self._report, send.attempt))
                 except StoreClosedError as e:
-                    self._keys.not_sent(send.attempt, e)
+                    self._keys.not_sent(send.attempt, e, self._started().time())
+                    refused = True
             sends = self._keys.take_sends()
+        return refused
 
     def _delivered(self, attempt: Attempt, delivery: Delivery | None, error: WriteFailedError | None) -> None:
         """An attempt's delivery report: the engine settles it, and what it decides next goes out."""
-        self._keys.settled(attempt, delivery, error)
-        self._send_out()
+        self._keys.settled(attempt, delivery, error, self._started().time())
+        self._carry_out(self._keys.wake())
 
     def subscribe(self, listener: RetryListener) -> None:
         """Tell ``listener`` of the queue's events from now on (after the listeners before it), each in its own
@@ -127,7 +182,7 @@ class RetryQueue:
     def supersede(self, update: StatusUpdate, reason: str) -> StatusUpdate:
         """Take an update that is not to be sent after all (a replayed update that the topic made obsolete): it
         is settled as superseded and reported to the listeners like any other."""
-        clock = self._scheduler.clock or asyncio.get_running_loop()
+        clock = self._clock or asyncio.get_running_loop()
         self._keys.supersede(update, reason, clock.time())
         return update
 
@@ -139,23 +194,24 @@ class RetryQueue:
             raise StoreClosedError("the store is stopped")
         if not room_checked:
             self.check_room((update.key,))
-        clock = self._scheduler.clock or self._scheduler.start(asyncio.get_running_loop())
-        self._keys.submit(update, clock.time())
-        self._send_out()
+        self._keys.submit(update, self._started().time())
+        self._carry_out(self._keys.wake())
         return update
 
     def writable_again(self, partition: int) -> bool:
         """The cluster says this partition can take writes again (the signal a probe waits for: in-sync replicas back,
         a leader known): a held one is probed now, not at its next probe's time. False when it was not waiting for a
         probe."""
-        return self._gate.writable_again(partition)
+        again = self._keys.writable_again(partition, self._started().time())
+        self._carry_out(self._keys.wake())
+        return again
 
     def park(self, update: StatusUpdate) -> bool:
         """Keep a failed update's value in its partition, held like an outage, until the partition takes writes
         again; then it is submitted again (unless its owner abandons it then). False when the key has a newer
         value already, or keys have no partitions here."""
-        parked = self._keys.park(update)
-        self._send_out()
+        parked = self._keys.park(update, self._started().time())
+        self._carry_out(self._keys.wake())
         return parked
 
     # ----------------------------------------------------------------------------- observing
@@ -214,7 +270,7 @@ class RetryQueue:
     def next_attempt(self, update: StatusUpdate) -> float:
         """When a waiting update may go next (loop time): its timer, or its partition's next probe; for the
         keys behind the first of a held partition's line, that is when they may go at the earliest."""
-        return self._slots.next_attempt(update)
+        return self._slots.next_attempt(update, self._started().time())
 
     def waits_in_line(self, update: StatusUpdate) -> bool:
         """Whether a waiting update waits in its held partition's line (not on a timer of its own)."""
@@ -227,7 +283,7 @@ class RetryQueue:
 
     def oldest_unsettled_age(self) -> float:
         """Seconds since the oldest update without an outcome was submitted (0 when none)."""
-        return self._ledger.oldest_unsettled_age()
+        return 0.0 if self._clock is None else self._ledger.oldest_unsettled_age(self._clock.time())
 
     # ----------------------------------------------------------------------------- flush and stop
 
@@ -239,21 +295,23 @@ class RetryQueue:
         """Send what waits for a retry once more (a held partition: its probe), wait at most ``timeout`` s for
         every outcome, then fail what is left. Returns the updates that failed because the store stopped;
         never waits longer. Parked updates stay parked (``parked()``)."""
-        self._scheduler.pause()
-        self._gate.stop_summary()
-        self._keys.retry_waiting_once()
-        # One probe each: if it gets through, the release sends the rest within the bound.
-        self._gate.probe_stalled()
-        self._send_out()
+        # No timer of the engine's fires while the stop waits, unless what the stop sends sets one again.
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._keys.stop(self._started().time())
+        self._carry_out(self._keys.wake())
         self._stopped = True
         with contextlib.suppress(TimeoutError):
             await self.flush(timeout)
-        self._scheduler.close()
+        self._keys.close()
         lost = self._ledger.unsettled_updates()
         for update in lost:
             self._ledger.finish(update, Result.FAILED, "the store stopped before Kafka acknowledged the write",
                                 stopped=True)
         self._slots.keep_parked()
+        # The failures' summary line still comes at the end of its window.
+        self._carry_out(self._keys.wake())
         return lost
 
 

@@ -1,20 +1,22 @@
-"""The retry queue's scheduler: one timer heap on a clock for every retry, probe and release batch, and the tick
-they are moved to where their backoff's bounds allow.
+"""The retry engine's timers: one heap for every retry, probe and release batch, the windows of its summary lines,
+the time of the event being handled, and the tick retries and probes are moved to where their backoff's bounds
+allow.
 
 Why one heap and not a sleeping coroutine per retry (tenacity, Connect's immediate resend)? One heap costs a few
 hundred bytes per pending update, and its owner sees every update of a key, and of a partition, at once.
 
-It knows nothing of Kafka, keys or partitions: it holds ``(due, order, item)`` entries and hands each item that
-comes due to its owner's callback, in time order (``order`` breaks ties). An entry is never taken out early: the
-owner skips one that no longer stands (superseded, rescheduled or sent) when it comes due, which is cheaper than
-finding it in the heap.
+It has no clock and arms no timer: every event handed to the engine carries its time (``Ticks.at``), the engine pops
+what is due at that time (``pop``) and says when it next wants to be woken (``wake``); the queue keeps the one loop
+timer. It knows nothing of Kafka, keys or partitions: it holds ``(due, order, item)`` entries and hands them back in
+time order (``order`` breaks ties). An entry is never taken out early: the owner skips one that no longer stands
+(superseded, rescheduled or sent) when it comes due, which is cheaper than finding it in the heap.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
-from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from .backoff import Backoff
@@ -25,56 +27,25 @@ RETRY_TICK_S = 0.1
 Item = TypeVar("Item")
 
 
-class Timer(Protocol):
-    """A callback scheduled on a clock (``asyncio.TimerHandle`` is one)."""
-
-    def when(self) -> float:
-        """The clock time it is due."""
-        ...
-
-    def cancel(self) -> None:
-        """Do not call it."""
-        ...
-
-
-class Clock(Protocol):
-    """What the retry queue needs of the event loop (``asyncio.AbstractEventLoop`` is one; a test may drive a
-    queue on a clock of its own, with no event loop)."""
-
-    def time(self) -> float:
-        """Now, in seconds (monotonic)."""
-        ...
-
-    def call_at(self, when: float, callback: Callable[[], object], /) -> Timer:
-        """Call ``callback`` at ``when`` (clock time)."""
-        ...
-
-    def call_later(self, delay: float, callback: Callable[[], object], /) -> Timer:
-        """Call ``callback`` in ``delay`` seconds."""
-        ...
-
-
 class Ticks:
-    """The clock (None until ``start`` gives one: the event loop of the first submission), and the tick that
-    retries and probes are moved to."""
+    """The time of the event being handled (every event gives it: the engine's parts read it here, never a clock),
+    and the tick that retries and probes are moved to."""
 
-    def __init__(self, clock: Clock | None = None) -> None:
-        self.clock = clock
+    def __init__(self) -> None:
+        self._now = 0.0
 
-    def start(self, clock: Clock) -> Clock:
-        """Run on this clock from now on (once); returns it."""
-        self.clock = clock
-        return clock
+    def at(self, now: float) -> None:
+        """An event came at ``now`` (the queue's clock): the engine's parts see this time until the next event."""
+        self._now = now
 
     def now(self) -> float:
-        """The clock's time (the clock has started)."""
-        assert self.clock is not None
-        return self.clock.time()
+        """The time of the event being handled."""
+        return self._now
 
     def aligned(self, backoff: Backoff, retry: int) -> float:
         """A backoff's delay from now, moved to a common tick where the policy's bounds allow it, so that the
         retries and probes of many keys and partitions leave together (and share Produce requests)."""
-        now = self.now()
+        now = self._now
         due = now + backoff.delay(retry)
         earlier = math.floor(due / RETRY_TICK_S) * RETRY_TICK_S
         if earlier >= now + backoff.shortest(retry):
@@ -88,52 +59,79 @@ class Ticks:
         return (math.floor(now / RETRY_TICK_S) + 1) * RETRY_TICK_S
 
 
-class Scheduler(Ticks, Generic[Item]):
-    """The timer heap on the clock: items due at clock times, one timer armed for the earliest, each handed to
-    ``fire`` with the time it was pushed for once that time has come. Closed, it fires nothing more."""
+class LogWindow:
+    """The window of a summary line (the ledger's failures, the gate's held partitions) on the scheduler: its owner
+    keeps when the window closes and logs then; an entry whose time its owner no longer keeps is skipped."""
 
-    def __init__(self, fire: Callable[[float, Item], None], clock: Clock | None = None) -> None:
-        super().__init__(clock)
-        self._fire_item = fire
+    __slots__ = ()
+
+
+class Windows(Protocol):
+    """What an owner of a summary line needs of the scheduler."""
+
+    def now(self) -> float:
+        """The time of the event being handled."""
+        ...
+
+    def open_window(self, closes: float, window: LogWindow) -> None:
+        """Hand ``window`` back when ``closes`` comes."""
+        ...
+
+
+class Scheduler(Ticks, Generic[Item]):
+    """The timer heap: items due at clock times, each handed back (``pop``) once its time has come, and the summary
+    lines' windows beside them. ``pause`` (the queue stops) holds the items back until the next push; closed, it
+    hands back no item more (the windows still close: the last summary line is still logged)."""
+
+    def __init__(self) -> None:
+        super().__init__()
         self._heap: list[tuple[float, int, Item]] = []
-        self._timer: Timer | None = None
+        self._windows: list[tuple[float, int, LogWindow]] = []
+        self._window_order = itertools.count()
+        self.paused = False
         self.closed = False
 
     def push(self, due: float, order: int, item: Item) -> None:
-        """Hand ``item`` to ``fire`` at ``due`` (after the items due earlier, and those due then of lower
-        ``order``)."""
-        heapq.heappush(self._heap, (due, order, item))
-        self._arm()
-
-    def pause(self) -> None:
-        """Cancel the armed timer; the next push arms it again (for the earliest item)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def close(self) -> None:
-        """Fire nothing more, and forget every item."""
-        self.closed = True
-        self.pause()
-        self._heap.clear()
-
-    def _arm(self) -> None:
-        if not self._heap or self.clock is None or self.closed:
-            return
-        due = self._heap[0][0]
-        if self._timer is not None:
-            if self._timer.when() <= due:
-                return
-            self._timer.cancel()
-        self._timer = self.clock.call_at(due, self._fire)
-
-    def _fire(self) -> None:
-        self._timer = None
+        """Hand ``item`` back at ``due`` (after the items due earlier, and those due then of lower ``order``); ends a
+        pause (the earliest item is due again, whenever it was pushed)."""
         if self.closed:
             return
-        now = self.now()
+        heapq.heappush(self._heap, (due, order, item))
+        self.paused = False
+
+    def open_window(self, closes: float, window: LogWindow) -> None:
+        """Hand ``window`` back (``pop_window``) when ``closes`` comes; paused or closed, still."""
+        heapq.heappush(self._windows, (closes, next(self._window_order), window))
+
+    def pause(self) -> None:
+        """Hand no item back until the next push (which makes the earliest item due again)."""
+        self.paused = True
+
+    def close(self) -> None:
+        """Hand no item back any more, and forget every item."""
+        self.closed = True
+        self._heap.clear()
+
+    def wake(self) -> float | None:
+        """When the next item or window is due (None when none is, or the items are paused and no window is open)."""
+        heap, windows = self._heap, self._windows
+        due = heap[0][0] if heap and not self.paused else None
+        if windows and (due is None or windows[0][0] < due):
+            return windows[0][0]
+        return due
+
+    def pop(self, now: float) -> tuple[float, Item] | None:
+        """The earliest item due at ``now`` (not paused), with the time it was pushed for; None when none is."""
         heap = self._heap
-        while heap and heap[0][0] <= now:
-            due, _, item = heapq.heappop(heap)
-            self._fire_item(due, item)
-        self._arm()
+        if self.paused or not heap or heap[0][0] > now:
+            return None
+        due, _, item = heapq.heappop(heap)
+        return due, item
+
+    def pop_window(self, now: float) -> tuple[float, LogWindow] | None:
+        """The earliest window closed at ``now``, with the time it was opened to close at; None when none is."""
+        windows = self._windows
+        if not windows or windows[0][0] > now:
+            return None
+        closes, _, window = heapq.heappop(windows)
+        return closes, window
