@@ -40,11 +40,9 @@ def set_min_in_sync(kafka: KafkaCluster, topic: str, value: int) -> None:
         future.result(30)
 
 
-def refused_for_replicas(kafka: KafkaCluster, topic: str) -> bool:
+def refused_for_replicas(producer: Producer, topic: str) -> bool:
     """Whether the partition's leader refuses a write for too few replicas in sync (it has applied the raised
     ``min.insync.replicas``; a write that comes before it does is written). The probe is a status of its own."""
-    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all", "message.send.max.retries": 0,
-                         "message.timeout.ms": 10_000, "log_level": 0})
     errors: list[KafkaError | None] = []
     producer.produce(topic, encode_status(State.RUNNING, "probe:8083", 1, None), b"status-connector-probe",
                      on_delivery=lambda error, _: errors.append(error))
@@ -64,7 +62,9 @@ async def test_a_held_partition_is_probed_as_soon_as_the_cluster_can_take_its_wr
             set_min_in_sync(kafka, topic, 3)
             # At load the leader applies the setting later than the change returns: a status written before it does
             # is written, and nothing is held (a whole-suite run at load 30).
-            wait_until(lambda: refused_for_replicas(kafka, topic), WAIT, "min.insync.replicas=3 applied by the leader")
+            probe = Producer({"bootstrap.servers": kafka.bootstrap_servers, "acks": "all",
+                              "message.send.max.retries": 0, "message.timeout.ms": 10_000, "log_level": 0})
+            wait_until(lambda: refused_for_replicas(probe, topic), WAIT, "min.insync.replicas=3 applied by the leader")
             update = store.put(ConnectorStatus("c", State.RUNNING, "w:8083", 1))
             await eventually(lambda: store.queue.held_partitions == [0], WAIT)
             # The watch has read the partition as it is during the outage: the change it then reads is the recovery.

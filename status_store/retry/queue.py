@@ -182,8 +182,7 @@ class RetryQueue:
     def supersede(self, update: StatusUpdate, reason: str) -> StatusUpdate:
         """Take an update that is not to be sent after all (a replayed update that the topic made obsolete): it
         is settled as superseded and reported to the listeners like any other."""
-        clock = self._clock or asyncio.get_running_loop()
-        self._keys.supersede(update, reason, clock.time())
+        self._keys.supersede(update, reason, self._started().time())
         return update
 
     def submit(self, update: StatusUpdate, room_checked: bool = False) -> StatusUpdate:
