@@ -207,7 +207,7 @@ def test_ready_says_why_when_the_broker_refuses_a_rotated_password(secured: Secu
             secured.set_password(ROTATED_USER, ROTATED_PASSWORD)
         wait_until(lambda: _ready(url)[0] == 200, READY_WAIT, "ready again")
     named = [line for line in service.output() if "status_store.kafka.security_failures" in line]
-    assert len(named) == 1, named
+    assert len(named) == 1, "\n".join(named)
 
 
 def _ready(url: str) -> tuple[int, Any]:

@@ -90,6 +90,35 @@ async def test_a_refused_login_is_one_line_for_every_client_and_retry(failures: 
     assert problem.broker == "127.0.0.1:9093"
 
 
+async def test_a_coordinators_line_first_is_the_same_cause_as_the_brokers(failures: SecurityFailures,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """A group coordinator's connection may fail first, in its own words ("GroupCoordinator: host:port: ..."), or
+    naming no broker at all; the broker's own lines after it are the same cause, not a second one."""
+    coordinator = ("GroupCoordinator: 127.0.0.1:9093: SASL authentication error: Authentication failed during "
+                   "authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 341ms in state "
+                   "AUTH_REQ)")
+    client = ClientLog(embedded=False)
+    with caplog.at_level(logging.WARNING):
+        client.line(logging.ERROR, "FAIL", "rdkafka#consumer-1", coordinator)
+        client.line(logging.ERROR, "FAIL", "rdkafka#consumer-1", "GroupCoordinator: SASL authentication error: "
+                    "SaslAuthenticateRequest failed: Local: Broker transport failure")
+        client.line(logging.ERROR, "FAIL", "rdkafka#producer-2", LOGIN_FAILED)
+        await eventually(lambda: errors(caplog) != [])
+    nameless = SecurityFailures(explain=lambda failure, broker, detail, settings: f"{broker}: {detail}")
+    with caplog.at_level(logging.WARNING):
+        assert nameless.noticed("FAIL", "GroupCoordinator: SASL authentication error: SaslAuthenticateRequest failed")
+        assert nameless.noticed("FAIL", LOGIN_FAILED.split("]: ", 1)[1])  # as ClientLog hands it: no thread prefix
+        await eventually(lambda: len(errors(caplog)) == 2)
+    assert errors(caplog) == [
+        "Kafka at 127.0.0.1:9093 refused the login (the SASL mechanism): SASL authentication error: Authentication "
+        "failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512. Check the username "
+        "and password (sasl.jaas.config, or sidecar.kafka.sasl.username and sasl.password)",
+        "?: GroupCoordinator: SASL authentication error: SaslAuthenticateRequest failed"]
+    problem = nameless.current()
+    assert problem is not None
+    assert problem.broker == "127.0.0.1:9093"
+
+
 async def test_a_cause_that_lasts_is_named_again_every_few_minutes_with_a_count(
         caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()

@@ -66,8 +66,10 @@ _CAUSES = (
                                             r"unsupported certificate|access denied|handshake failure)")),
     (Failure.PROTOCOL, re.compile(r"connecting to a PLAINTEXT broker listener|incorrect security\.protocol")),
 )
-# "sasl_ssl://127.0.0.1:9093/bootstrap: ..." or ".../1: ...": the broker's address.
-_BROKER = re.compile(r"^(?:[a-z_]+://)?(\[[^\]]+\]|[^/:\s]+):(\d+)/\S*?:\s")
+# "sasl_ssl://127.0.0.1:9093/bootstrap: ..." or ".../1: ...", or a coordinator's connection ("GroupCoordinator:
+# 127.0.0.1:9093: ..."): the broker's address.
+_BROKER = re.compile(r"^(?:(?:[a-z_]+://)?(\[[^\]]+\]|[^/:\s]+):(\d+)/\S*?|[A-Za-z]+(?:/\d+)?: "
+                     r"(\[[^\]]+\]|[^/:\s]+):(\d+)):\s")
 _AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)\s*$")
 
 
@@ -114,34 +116,41 @@ class SecurityFailures:
         if failure is None:
             return False
         match = _BROKER.match(text)
-        broker = f"{match.group(1)}:{match.group(2)}" if match else "?"
+        broker = f"{match.group(1) or match.group(3)}:{match.group(2) or match.group(4)}" if match else "?"
         detail = _AFTER.sub("", text[match.end():] if match else text).strip()
         now = self._clock()
+        renamed: _Seen | None = None
         with self._lock:
             if match is None:  # a line naming no broker (a group coordinator's connection): the cause seen already
                 broker = next((b for f, b in self._seen if f is failure), broker)
+            elif (failure, "?") in self._seen and (failure, broker) not in self._seen:
+                # The cause was first seen on a line naming no broker: this is its broker, not a second cause (it
+                # is explained again, not logged again).
+                renamed = self._seen[(failure, broker)] = self._seen.pop((failure, "?"))
+                renamed.problem = Problem(failure, broker, detail, f"Kafka at {broker}: {detail}")
             seen = self._seen.get((failure, broker))
             if seen is not None:
                 seen.last_seen = now
                 self._latest = seen
                 if now - seen.last_logged < REMIND_S:
                     seen.held += 1
-                    return True
-                held, seen.held, seen.last_logged = seen.held, 0, now
+                    held = -1
+                else:
+                    held, seen.held, seen.last_logged = seen.held, 0, now
                 problem = seen.problem
             else:
                 held = 0
                 problem = Problem(failure, broker, detail, f"Kafka at {broker}: {detail}")
                 seen = self._seen[(failure, broker)] = _Seen(problem, now, now)
                 self._latest = seen
-        if held:
-            log.error("%s (seen %d more times since it was last logged)", problem.explanation, held)
-        else:
-            threading.Thread(target=self._explained, args=(seen,), name="status-store-kafka-security",
+        if renamed is not None or held == 0:
+            threading.Thread(target=self._explained, args=(seen, renamed is None), name="status-store-kafka-security",
                              daemon=True).start()
+        elif held > 0:
+            log.error("%s (seen %d more times since it was last logged)", problem.explanation, held)
         return True
 
-    def _explained(self, seen: _Seen) -> None:
+    def _explained(self, seen: _Seen, logged: bool = True) -> None:
         problem = seen.problem
         try:
             text = self._explain(problem.failure, problem.broker, problem.detail, self._settings)
@@ -150,8 +159,10 @@ class SecurityFailures:
                    f"(could not look further: {e})"
         explained = Problem(problem.failure, problem.broker, problem.detail, text)
         with self._lock:
-            seen.problem = explained
-        log.error("%s", text)
+            if seen.problem.broker == problem.broker:  # not renamed meanwhile (then explained again)
+                seen.problem = explained
+        if logged:
+            log.error("%s", text)
 
     def current(self) -> Problem | None:
         """The cause seen last, if seen within ``CURRENT_S``."""
