@@ -24,10 +24,10 @@ a sidecar beside each (harness/restart_pod.py: each worker's REST API behind a p
 4. **A transient fault: a sink whose downstream is away** for ``--away-seconds`` (20): the scripted sink fails on
    the refused TCP connection (a ``transient`` failure), the downstream comes back. Seconds from FAILED to RUNNING
    with the sidecar's auto-restart; against the stock worker (a connector the sidecars leave alone, ``stock-``: nothing
-   restarts it, it stays FAILED); and against Strimzi's rule simulated on the same timeline (its first restart at its
-   next reconcile, every 2 minutes at a random phase, then ``min(n*n + n, 60)`` minutes after restart n: the first of
-   its restarts after the downstream is back, plus the time a restart took to reach RUNNING in the sidecar's run;
-   ``--strimzi-phases`` phases per run).
+   restarts it, it is still FAILED ``--stock-watch-seconds`` (60) after the downstream is back); and against Strimzi's
+   rule simulated on the same timeline (its first restart at its next reconcile, every 2 minutes at a random phase,
+   then ``min(n*n + n, 60)`` minutes after restart n: the first of its restarts after the downstream is back, plus the
+   time a restart took to reach RUNNING in the sidecar's run; ``--strimzi-phases`` phases per run).
 5. **A user fault never restarted.** A sink whose converter cannot read its record (Connect's JsonConverter on a
    record that is not JSON): the restart requests the workers receive in ``--user-watch-seconds`` (0), and why.
 6. **A hung worker.** A connector whose ``taskConfigs()`` blocks the worker's herder thread: seconds from its creation
@@ -221,10 +221,11 @@ def killed(pod: RestartPod, delay_ms: int) -> tuple[float, float]:
     return flagged, time.monotonic() - killed_at
 
 
-def downstream_away(pod: RestartPod, kafka: KafkaCluster, runs: int, away_s: float, phases: int,
-                    rng: random.Random) -> tuple[dict[str, list[float]], list[str]]:
+def downstream_away(pod: RestartPod, kafka: KafkaCluster, runs: int, away_s: float, stock_watch_s: float,
+                    phases: int, rng: random.Random) -> tuple[dict[str, list[float]], list[str]]:
     """Seconds from FAILED to RUNNING of a sink whose downstream is away for ``away_s``: restarted by the sidecar, by
-    Strimzi's rule on the same timeline, and by nobody (the stock worker)."""
+    Strimzi's rule on the same timeline, and by nobody (the stock worker, watched until ``stock_watch_s`` after the
+    downstream is back)."""
     connect = pod.connect
     figures: dict[str, list[float]] = {"auto-restart (sidecar)": [], "Strimzi's rule (simulated)": []}
     notes = []
@@ -244,7 +245,7 @@ def downstream_away(pod: RestartPod, kafka: KafkaCluster, runs: int, away_s: flo
                 back.start()
                 if name.startswith(STOCK):
                     # Nobody restarts it: FAILED still, well after the downstream is back.
-                    watch = away_s + 60.0
+                    watch = away_s + stock_watch_s
                     time.sleep(max(0.0, failed + watch - time.monotonic()))
                     answer = connect.request("GET", f"/connectors/{name}/status").json()
                     notes.append(f"stock worker, run {run + 1}: {answer['tasks'][0]['state']} {watch:.0f} s after the "
@@ -344,7 +345,8 @@ def report_transient(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: d
 
 def report_downstream(pod: RestartPod, kafka: KafkaCluster, args: Any, sidecar: dict[str, str],
                       rng: random.Random) -> list[dict[str, Any]]:
-    figures, notes = downstream_away(pod, kafka, args.downstream_runs, args.away_seconds, args.strimzi_phases, rng)
+    figures, notes = downstream_away(pod, kafka, args.downstream_runs, args.away_seconds, args.stock_watch_seconds,
+                                     args.strimzi_phases, rng)
     print(f"\n### A sink whose downstream is away for {args.away_seconds:.0f} s: seconds from FAILED to "
           f"RUNNING\n")
     print("| restarted by | median | min | max | each (up to 10) |")
@@ -423,7 +425,7 @@ def main() -> None:
     parser.add_size("--runs", full=3, quick=1, type=int, help="transient failures timed per side")
     parser.add_size("--poll-seconds", full=60.0, quick=6.0, type=float, help="the baseline poller's interval")
     parser.add_size("--storm-tasks", full=100, quick=20, type=int, help="tasks failing at once")
-    parser.add_size("--rebalance-delay-ms", full=300000, quick=15000, type=int,
+    parser.add_size("--rebalance-delay-ms", full=300000, quick=8000, type=int,
                     help="Connect's scheduled.rebalance.max.delay.ms")
     parser.add_size("--initial-backoff-ms", full=10000, quick=2000, type=int,
                     help="sidecar.restart.initial.backoff.ms")
@@ -432,8 +434,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1, help="the poller's phases")
     parser.add_size("--away-seconds", full=20.0, quick=6.0, type=float, help="how long the downstream is away")
     parser.add_size("--downstream-runs", full=3, quick=1, type=int, help="downstream faults timed")
+    parser.add_size("--stock-watch-seconds", full=60.0, quick=10.0, type=float,
+                    help="how long the stock worker's sink is watched (still FAILED) after its downstream is back")
     parser.add_size("--strimzi-phases", full=50, quick=5, type=int, help="Strimzi reconcile phases per run")
-    parser.add_size("--user-watch-seconds", full=60.0, quick=10.0, type=float,
+    parser.add_size("--user-watch-seconds", full=60.0, quick=5.0, type=float,
                     help="how long a user failure is watched for restarts")
     parser.add_size("--block-seconds", full=90.0, quick=20.0, type=float, help="how long taskConfigs() blocks")
     parser.add_size("--stuck-after-ms", full=30000, quick=5000, type=int, help="sidecar.workers.stuck.after.ms")

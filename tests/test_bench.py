@@ -208,6 +208,9 @@ def test_autorestart_quick_run(tmp_path: Path) -> None:
     assert list(downstream) == ["auto-restart (sidecar)", "Strimzi's rule (simulated)",
                                 "the stock worker (nothing restarts it)"], output
     assert downstream["the stock worker (nothing restarts it)"]["median"] is None  # never
+    # The quick run watches the stock worker's sink 10 s after its downstream is back (a full run, 60 s): still FAILED,
+    # while the sidecar's was restarted within seconds of it.
+    assert "- stock worker, run 1: FAILED 16 s after the failure" in output, output
     # The user failure: no restart request.
     (user,) = found["user"]
     assert (user["restart requests received"], user["class"], user["family"], user["not restarted because"]) == (
