@@ -143,9 +143,11 @@ REAL_KAFKA_FIXTURES = frozenset({"kafka", "kafka_cluster", "connect_cluster", "c
 REAL_KAFKA_GROUP = "real-kafka"
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Group tests for ``--dist loadgroup``: a module's tests together (module-scoped fixtures start once), and
-    every test on the real Kafka processes in one group."""
+    every test on the real Kafka processes in one group. First of the hook's implementations: pytest-xdist's own
+    (registered after this file) names each test by its group, and a group added after it is dropped."""
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue
