@@ -135,25 +135,33 @@ def service() -> Iterator[Service]:
         yield running
 
 
-# Apache Kafka's own broker and Connect's worker (harness/real_kafka.py, harness/real_connect.py): started once per
-# test process, and every test that uses them runs in the same process (the xdist group below), so each JVM starts
-# once per run.
-REAL_KAFKA_FIXTURES = frozenset({"kafka", "kafka_cluster", "connect_cluster", "connect3_worker", "agent_pod",
-                                 "agent3_pod"})
+# Apache Kafka's brokers and Connect's workers that take long to start (harness/real_kafka.py, harness/real_connect.py,
+# harness/sidecar.py): started once per test process, and every module with a test that uses one runs in the same
+# process (the xdist group below), so each starts once per run. The single broker ``kafka`` alone starts in seconds: a
+# module that needs only it is a group of its own as any other module (each process starts it at most once), so that
+# those modules spread over the processes instead of lengthening the one group (all of them in it: 20 minutes of a
+# three-process run's 36, measured in one process on this 2-core machine at load 8 to 17; without them: 11).
+SHARED_REAL_KAFKA_FIXTURES = frozenset({"kafka_cluster", "connect_cluster", "connect3_worker", "agent_pod",
+                                        "agent3_pod"})
 REAL_KAFKA_GROUP = "real-kafka"
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0]
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group tests for ``--dist loadgroup``: a module's tests together (module-scoped fixtures start once), and
-    every test on the real Kafka processes in one group. First of the hook's implementations: pytest-xdist's own
-    (registered after this file) names each test by its group, and a group added after it is dropped."""
+    """Group tests for ``--dist loadgroup``: a module's tests together (module-scoped fixtures start once), and every
+    module with a test on the shared real Kafka processes in one group. First of the hook's implementations:
+    pytest-xdist's own (registered after this file) names each test by its group, and a group added after it is
+    dropped."""
+    sharing = {_module(item) for item in items
+               if SHARED_REAL_KAFKA_FIXTURES & set(getattr(item, "fixturenames", ()))}
     for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        uses_real_kafka = REAL_KAFKA_FIXTURES & set(getattr(item, "fixturenames", ()))
-        group = REAL_KAFKA_GROUP if uses_real_kafka else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+        if item.get_closest_marker("xdist_group") is None:
+            module = _module(item)
+            item.add_marker(pytest.mark.xdist_group(REAL_KAFKA_GROUP if module in sharing else module))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,8 +1,8 @@
 """The suite's test processes keep tests/conftest.py's groups: a module's tests run in one process (its module-scoped
-fixtures start once), and so do every test on the real Kafka processes (they start once), as ./scripts/test.sh runs
-them (``--dist loadgroup``). A pytest and pytest-xdist pair, or a hook order, that drops the groups passes every test
-while starting each broker and worker once per process: this test is what notices. It runs tests/conftest.py's own
-grouping hook, not a mark of its own."""
+fixtures start once), and so do the modules with a test on the shared real Kafka processes (they start once), as
+./scripts/test.sh runs them (``--dist loadgroup``). A pytest and pytest-xdist pair, or a hook order, that drops the
+groups passes every test while starting each broker and worker once per process: this test is what notices. It runs
+tests/conftest.py's own grouping hook, not a mark of its own."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 from harness import ROOT
 
-# The suite's grouping hook, as tests/conftest.py defines it (with its hook options), and fixtures named as the real
-# Kafka ones that start nothing: the grouping goes by a test's fixture names.
+# The suite's grouping hook, as tests/conftest.py defines it (with its hook options), and a fixture named as a shared
+# real Kafka one that starts nothing: the grouping goes by a test's fixture names.
 CONFTEST = '''
 import pytest
 
@@ -22,7 +22,7 @@ from tests.conftest import pytest_collection_modifyitems  # noqa: F401
 
 
 @pytest.fixture
-def kafka():
+def kafka_cluster():
     return "a name only"
 '''
 WRITES = '''
@@ -34,13 +34,20 @@ def test_{name}(i, {fixtures}tmp_path_factory):
     out = tmp_path_factory.getbasetemp().parent.parent / f"{name}-{{i}}"
     out.write_text(os.environ["PYTEST_XDIST_WORKER"])
 '''
-MODULES = {"module": ("", 6), "kafka_a": ("kafka, ", 3), "kafka_b": ("kafka, ", 3), "other": ("", 6)}
+# kafka_b: one of its tests on the shared cluster takes its whole module to the cluster's group.
+MODULES = {"module": ("", 6), "kafka_a": ("kafka_cluster, ", 3), "kafka_b": ("", 3), "other": ("", 6)}
+ONE_ON_THE_CLUSTER = '''
+
+def test_kafka_b_on_the_cluster(kafka_cluster):
+    pass
+'''
 
 
 def test_a_modules_tests_and_the_real_kafka_tests_each_run_in_one_process(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     for name, (fixtures, count) in MODULES.items():
-        (tmp_path / f"test_{name}.py").write_text(WRITES.format(name=name, fixtures=fixtures, count=count))
+        (tmp_path / f"test_{name}.py").write_text(WRITES.format(name=name, fixtures=fixtures, count=count)
+                                                  + (ONE_ON_THE_CLUSTER if name == "kafka_b" else ""))
     base = tmp_path / "base" / "run"
     base.parent.mkdir()
     run = subprocess.run(
