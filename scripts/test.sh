@@ -48,8 +48,9 @@ mvn -q -B -Dstyle.color=never -f agent/pom.xml verify
 .venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache
 .venv/bin/mypy status_store bench harness
 status=0
-# Three processes, a test module in one of them, and every test on the real Kafka processes in one of them (they share
-# the session's brokers and workers: tests/conftest.py groups them); `-n 0` (or any -n) after the command overrides it.
+# Three processes, a test module in one of them, and every module on the shared real Kafka processes in one of them
+# (they share the session's brokers and workers: tests/conftest.py groups them); `-n 0` (or any -n) after the command
+# overrides it.
 # Three on two cores: much of the suite waits (outages, probes, JVM starts), and a third process fills that time
 # (14.9 min of pytest against 20.5 min with two, on the same 2-core machine). The groups hold only with pytest
 # below 9 (pyproject.toml says why; tests/test_test_groups.py checks it).
