@@ -102,6 +102,19 @@ def test_the_last_restart_gives_up_only_when_it_fails_again() -> None:
     assert p.failed(T0, W, "boom", 12.0) is None  # said once
 
 
+def test_a_failure_read_while_the_last_restart_is_in_flight_gives_up_and_says_so_once() -> None:
+    """A task failing on start, on a loaded worker: its FAILED is read before the worker answers the last restart.
+    The plan gave up silently (no skip to count: status_restarts_skipped_total{reason="max_restarts"} stayed 0)."""
+    p = plan(max_restarts=1)
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    assert p.failed(T0, W, "boom", 10.2) is None  # in flight: noted, not planned
+    assert p.sent(due, Result.RESTARTED, 10.5) is Skip.MAX_RESTARTS
+    assert (p.targets[T0].phase, p.targets[T0].skipped) == (Phase.GAVE_UP, Skip.MAX_RESTARTS)
+    assert p.failed(T0, W, "boom", 11.0) is None  # said once
+    assert p.due(10_000.0) == []
+
+
 def test_the_count_is_reset_once_the_task_has_run_for_the_stable_period() -> None:
     p = plan(max_restarts=2, stable_s=60.0)
     p.failed(T0, W, "boom", 0.0)

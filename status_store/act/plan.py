@@ -315,8 +315,10 @@ class RestartPlan:
             heapq.heappop(self._heap)
         return None
 
-    def sent(self, due: Due, result: Result, now: float) -> None:
-        """How a request of ``due`` went."""
+    def sent(self, due: Due, result: Result, now: float) -> Skip | None:
+        """How a request of ``due`` went. Returns ``Skip.MAX_RESTARTS`` when this outcome gives the target up (its last
+        allowed restart accepted, and a failure read while it was in flight), to be told once, as ``failed`` tells
+        it; else None."""
         self.changes += 1
         worker = self._worker(due.worker)
         worker.in_flight = max(0, worker.in_flight - 1)
@@ -330,7 +332,7 @@ class RestartPlan:
             worker.failures += 1
             worker.paused_until = max(worker.paused_until, now + self.worker_backoff.delay(worker.failures - 1))
         if state is None or state.phase is not Phase.SENDING:
-            return  # forgotten or dropped meanwhile
+            return None  # forgotten or dropped meanwhile
         state.last_result = result
         seen, state.seen_meanwhile = state.seen_meanwhile, None
         if result is Result.NOT_FAILED and seen != "RUNNING" and state.refutals + 1 < REFUTALS:
@@ -351,11 +353,17 @@ class RestartPlan:
             if seen == "RUNNING":
                 state.phase = Phase.IDLE
             elif state.attempts >= self.max_restarts:
-                state.phase = Phase.GAVE_UP if seen == "FAILED" else Phase.LAST
-                state.skipped = Skip.MAX_RESTARTS if seen == "FAILED" else None
+                if seen != "FAILED":
+                    state.phase, state.skipped = Phase.LAST, None
+                    return None
+                # Failed again before the worker answered (a task failing on start, on a loaded worker): it gives up
+                # now, as the next failure read would have made it.
+                state.phase, state.skipped = Phase.GAVE_UP, Skip.MAX_RESTARTS
+                return Skip.MAX_RESTARTS
             else:
                 # The next restart, should it still fail then (a RUNNING read cancels it).
                 self._plan(due.target, state, now + self.backoff.delay(state.attempts))
+        return None
 
     # ----------------------------------------------------------------------------- views
 
