@@ -262,6 +262,27 @@ def test_a_paused_worker_holds_its_restarts_and_sends_one_at_a_time() -> None:
     assert len([due for n in range(5) for due in p.due(18.1 + n / 1000)]) == 1
 
 
+def test_a_restart_due_while_the_workers_requests_are_at_their_bound_goes_as_soon_as_one_ends() -> None:
+    """A storm of forged failures fills the worker's places with checks; a genuine failure due meanwhile was planned a
+    second later, and again, behind each new check (5.67 s after its failure against 4.5 s, in
+    test_autorestart_live.py at load). It goes when a place frees, the first come due first."""
+    p = plan()
+    forged = [Target(f"forged-{n}", 0) for n in range(MAX_IN_FLIGHT + 1)]
+    for target in forged:
+        p.failed(target, W, "forged", 0.0)
+    p.failed(T0, W, "genuine", 0.5)
+    checks = p.due(10.0)
+    assert [due.target for due in checks] == forged[:MAX_IN_FLIGHT]
+    assert p.due(10.5) == []  # the genuine one is due, every place is taken
+    p.sent(checks[0], Result.NOT_FOUND, 10.6)
+    assert [due.target for due in p.due(10.6)] == [forged[-1]]  # due first, its turn first
+    p.sent(checks[1], Result.NOT_FOUND, 10.7)
+    assert [due.target for due in p.due(10.7)] == [T0]
+    p.running(forged[2], 10.8)  # read RUNNING while checked: not planned
+    p.sent(checks[2], Result.NOT_FOUND, 10.9)
+    assert p.due(10.9) == []
+
+
 def test_not_found_drops_the_restart() -> None:
     p = plan()
     p.failed(T0, W, "boom", 0.0)

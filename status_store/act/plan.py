@@ -33,7 +33,8 @@ connector or task (``Target``):
   still reads FAILED, and only ``REFUTALS`` refutals in a row drop the restart (no pause of the worker: it answered).
 - **A worker's REST API down or refusing**: a request without a 2xx (409 during a rebalance, no answer, 5xx, 4xx) is
   no restart: its worker backs off (``worker_backoff``: 1 s doubling to 60 s, reset by a 2xx), and the restart waits
-  for it; at most ``MAX_IN_FLIGHT`` requests go to one worker at once. A 404 (the connector or task is gone) drops it.
+  for it; at most ``MAX_IN_FLIGHT`` requests go to one worker at once (a restart due meanwhile goes as soon as one
+  ends, in the order they came due). A 404 (the connector or task is gone) drops it.
   A 401 or 403 (the credentials) or a failed TLS handshake pauses the worker for ``trouble_pause_s`` at once: no
   backoff from a second will change them.
 """
@@ -133,6 +134,9 @@ class WorkerState:
     failures: int = 0
     paused_until: float = 0.0
     in_flight: int = 0
+    # Restarts due while the worker's requests in flight were at their bound, (due, target) in a heap: one is due again
+    # as each of those requests ends, the first to have come due first.
+    parked: list[tuple[float, Target]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +274,7 @@ class RestartPlan:
         """A restart ``due`` handed out is not sent after all (the status is no longer FAILED, or its connector's
         restart covers it): nothing planned."""
         self.changes += 1
-        self._worker(due.worker).in_flight -= 1
+        self._released(self._worker(due.worker))
         state = self.targets.get(due.target)
         if state is not None and state.phase is Phase.SENDING:
             state.phase = Phase.IDLE
@@ -295,8 +299,10 @@ class RestartPlan:
                 self._plan(target, state, worker.paused_until)
                 continue
             if worker.in_flight >= (1 if worker.failures else MAX_IN_FLIGHT):
-                heapq.heappop(heap)
-                self._plan(target, state, now + self.worker_backoff.shortest(0))
+                # Its turn comes when a request to the worker ends (``_released``), not a timer's: planned a second
+                # later, a genuine failure waited behind every check of a storm of forged ones, each of them planned
+                # again a second later too.
+                heapq.heappush(worker.parked, heapq.heappop(heap))
                 continue
             heapq.heappop(heap)
             self.changes += 1
@@ -321,7 +327,7 @@ class RestartPlan:
         it; else None."""
         self.changes += 1
         worker = self._worker(due.worker)
-        worker.in_flight = max(0, worker.in_flight - 1)
+        self._released(worker)
         state = self.targets.get(due.target)
         if result in (Result.RESTARTED, Result.NOT_FAILED):
             worker.failures, worker.paused_until = 0, 0.0
@@ -386,6 +392,16 @@ class RestartPlan:
         state.phase, state.due = Phase.WAITING, when
         heapq.heappush(self._heap, (when, target))
         return when
+
+    def _released(self, worker: WorkerState) -> None:
+        """A request to ``worker`` ended: the restart parked first for a free place is due again, at its own time."""
+        worker.in_flight = max(0, worker.in_flight - 1)
+        while worker.parked:
+            when, target = heapq.heappop(worker.parked)
+            state = self.targets.get(target)
+            if state is not None and state.phase is Phase.WAITING and state.due == when:
+                heapq.heappush(self._heap, (when, target))
+                return
 
     def _worker(self, worker: str) -> WorkerState:
         found = self.workers.get(worker)
