@@ -10,6 +10,7 @@ import pytest
 
 from status_store.act.plan import (
     MAX_IN_FLIGHT,
+    UNKNOWN_IN_FLIGHT,
     Due,
     Exclusions,
     Phase,
@@ -281,6 +282,23 @@ def test_a_restart_due_while_the_workers_requests_are_at_their_bound_goes_as_soo
     p.running(forged[2], 10.8)  # read RUNNING while checked: not planned
     p.sent(checks[2], Result.NOT_FOUND, 10.9)
     assert p.due(10.9) == []
+
+
+def test_a_storm_of_failures_of_unknown_connectors_never_holds_up_a_known_ones_restart() -> None:
+    """FAILED statuses of connectors the topic has no other status of (forged: written by anyone who can write the
+    topic) hold at most UNKNOWN_IN_FLIGHT of the worker's places while they are checked: a failure of a known connector,
+    due behind a hundred of them, goes at once."""
+    p = plan()
+    forged = [Target(f"forged-{n:03d}", 0) for n in range(100)]
+    for target in forged:
+        p.failed(target, W, "forged", 0.0, known=False)
+    p.failed(T0, W, "genuine", 0.5)
+    checks = p.due(10.0)
+    assert [due.target for due in checks] == forged[:UNKNOWN_IN_FLIGHT]
+    (genuine,) = p.due(10.5)
+    assert genuine.target == T0
+    p.sent(checks[0], Result.NOT_FOUND, 10.6)
+    assert [due.target for due in p.due(10.6)] == [forged[UNKNOWN_IN_FLIGHT]]  # the next, in the order they came due
 
 
 def test_not_found_drops_the_restart() -> None:

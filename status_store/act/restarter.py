@@ -128,7 +128,7 @@ class AutoRestart:
 
     def _failed(self, target: Target, value: StatusValue, now: float) -> None:
         assert value.worker_id is not None
-        planned = self.plan.failed(target, value.worker_id, value.trace, now)
+        planned = self.plan.failed(target, value.worker_id, value.trace, now, self._known(target))
         if isinstance(planned, Skip):
             self._skip(target, value.worker_id, planned, now)
         elif planned is not None:
@@ -153,6 +153,14 @@ class AutoRestart:
         self._skip_logs[planned].log(log, logging.WARNING, "Not restarting %s %s on %s: %s", _what(target), target,
                                      worker, why)
         self._restarted(Skipped(target, worker, planned, failure, now))
+
+    def _known(self, target: Target) -> bool:
+        """Whether the topic holds another status of the failure's connector: a task's connector's own, or a
+        connector's tasks'. A FAILED status written of a connector that does not exist (forged) has none, and its check
+        takes a lane of its own to the worker (``plan.UNKNOWN_IN_FLIGHT``)."""
+        if target.task is not None:
+            return self._cache.value_of(ConnectorKey(target.connector)) is not None
+        return bool(self._cache.task_numbers(target.connector))
 
     def _connector_running(self, connector: str, now: float) -> None:
         """The connector runs again: its tasks of these workers still FAILED (left to its restart) are planned."""
