@@ -112,6 +112,8 @@ class StreamOutcome:
     reading: bool
     expected: int
     status: int | None = None
+    # Why a client got no answer (status 0): the exception, and its errno if any.
+    error: str | None = None
     retry_after: bool = False
     frames: int = 0
     got_all: asyncio.Event = field(default_factory=asyncio.Event)
@@ -143,9 +145,10 @@ async def stream(port: int, outcome: StreamOutcome, answered: Callable[[], None]
             await _count_frames(sock, body, outcome, leave)
         else:
             await leave.wait()
-    except (OSError, TimeoutError, ConnectionError, IndexError, ValueError):
+    except (OSError, TimeoutError, ConnectionError, IndexError, ValueError) as e:
         if outcome.status is None:
             outcome.status = 0
+            outcome.error = f"{type(e).__name__}: {e}"
             answered()
     finally:
         sock.close()

@@ -10,6 +10,7 @@ import pytest
 
 from status_store.act.plan import (
     MAX_IN_FLIGHT,
+    UNKNOWN_IN_FLIGHT,
     Due,
     Exclusions,
     Phase,
@@ -100,6 +101,19 @@ def test_the_last_restart_gives_up_only_when_it_fails_again() -> None:
     assert p.failed(T0, W, "boom", 11.0) is Skip.MAX_RESTARTS
     assert p.targets[T0].phase is Phase.GAVE_UP
     assert p.failed(T0, W, "boom", 12.0) is None  # said once
+
+
+def test_a_failure_read_while_the_last_restart_is_in_flight_gives_up_and_says_so_once() -> None:
+    """A task failing on start, on a loaded worker: its FAILED is read before the worker answers the last restart.
+    The plan gave up silently (no skip to count: status_restarts_skipped_total{reason="max_restarts"} stayed 0)."""
+    p = plan(max_restarts=1)
+    p.failed(T0, W, "boom", 0.0)
+    (due,) = p.due(10.0)
+    assert p.failed(T0, W, "boom", 10.2) is None  # in flight: noted, not planned
+    assert p.sent(due, Result.RESTARTED, 10.5) is Skip.MAX_RESTARTS
+    assert (p.targets[T0].phase, p.targets[T0].skipped) == (Phase.GAVE_UP, Skip.MAX_RESTARTS)
+    assert p.failed(T0, W, "boom", 11.0) is None  # said once
+    assert p.due(10_000.0) == []
 
 
 def test_the_count_is_reset_once_the_task_has_run_for_the_stable_period() -> None:
@@ -247,6 +261,44 @@ def test_a_paused_worker_holds_its_restarts_and_sends_one_at_a_time() -> None:
     assert [due for n in range(80) for due in p.due(10.1 + n / 10)] == []
     assert p.next_time() == pytest.approx(18.1)
     assert len([due for n in range(5) for due in p.due(18.1 + n / 1000)]) == 1
+
+
+def test_a_restart_due_while_the_workers_requests_are_at_their_bound_goes_as_soon_as_one_ends() -> None:
+    """A storm of forged failures fills the worker's places with checks; a genuine failure due meanwhile was planned a
+    second later, and again, behind each new check (5.67 s after its failure against 4.5 s, in
+    test_autorestart_live.py at load). It goes when a place frees, the first come due first."""
+    p = plan()
+    forged = [Target(f"forged-{n}", 0) for n in range(MAX_IN_FLIGHT + 1)]
+    for target in forged:
+        p.failed(target, W, "forged", 0.0)
+    p.failed(T0, W, "genuine", 0.5)
+    checks = p.due(10.0)
+    assert [due.target for due in checks] == forged[:MAX_IN_FLIGHT]
+    assert p.due(10.5) == []  # the genuine one is due, every place is taken
+    p.sent(checks[0], Result.NOT_FOUND, 10.6)
+    assert [due.target for due in p.due(10.6)] == [forged[-1]]  # due first, its turn first
+    p.sent(checks[1], Result.NOT_FOUND, 10.7)
+    assert [due.target for due in p.due(10.7)] == [T0]
+    p.running(forged[2], 10.8)  # read RUNNING while checked: not planned
+    p.sent(checks[2], Result.NOT_FOUND, 10.9)
+    assert p.due(10.9) == []
+
+
+def test_a_storm_of_failures_of_unknown_connectors_never_holds_up_a_known_ones_restart() -> None:
+    """FAILED statuses of connectors the topic has no other status of (forged: written by anyone who can write the
+    topic) hold at most UNKNOWN_IN_FLIGHT of the worker's places while they are checked: a failure of a known connector,
+    due behind a hundred of them, goes at once."""
+    p = plan()
+    forged = [Target(f"forged-{n:03d}", 0) for n in range(100)]
+    for target in forged:
+        p.failed(target, W, "forged", 0.0, known=False)
+    p.failed(T0, W, "genuine", 0.5)
+    checks = p.due(10.0)
+    assert [due.target for due in checks] == forged[:UNKNOWN_IN_FLIGHT]
+    (genuine,) = p.due(10.5)
+    assert genuine.target == T0
+    p.sent(checks[0], Result.NOT_FOUND, 10.6)
+    assert [due.target for due in p.due(10.6)] == [forged[UNKNOWN_IN_FLIGHT]]  # the next, in the order they came due
 
 
 def test_not_found_drops_the_restart() -> None:

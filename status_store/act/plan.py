@@ -33,7 +33,10 @@ connector or task (``Target``):
   still reads FAILED, and only ``REFUTALS`` refutals in a row drop the restart (no pause of the worker: it answered).
 - **A worker's REST API down or refusing**: a request without a 2xx (409 during a rebalance, no answer, 5xx, 4xx) is
   no restart: its worker backs off (``worker_backoff``: 1 s doubling to 60 s, reset by a 2xx), and the restart waits
-  for it; at most ``MAX_IN_FLIGHT`` requests go to one worker at once. A 404 (the connector or task is gone) drops it.
+  for it; at most ``MAX_IN_FLIGHT`` requests go to one worker at once (a restart due meanwhile goes as soon as one
+  ends, in the order they came due), at most ``UNKNOWN_IN_FLIGHT`` of them for failures of connectors the topic
+  holds no other status of (forged ones, or a connector failing before it had tasks), so that those never hold up
+  the rest. A 404 (the connector or task is gone) drops it.
   A 401 or 403 (the credentials) or a failed TLS handshake pauses the worker for ``trouble_pause_s`` at once: no
   backoff from a second will change them.
 """
@@ -54,6 +57,10 @@ REFUTALS = 4
 # Requests to one worker in flight at most (one while it is backing off): a REST API that hangs holds a few, never the
 # whole storm.
 MAX_IN_FLIGHT = 8
+# Of those, the most that restarts of failures of an unknown connector may hold (``failed``'s ``known``): a storm of
+# FAILED statuses written of connectors the topic has no other status of (forged) never holds every place, and a
+# failure of a known connector never waits behind their checks.
+UNKNOWN_IN_FLIGHT = MAX_IN_FLIGHT // 2
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -124,6 +131,8 @@ class TargetState:
     seen_meanwhile: str | None = None
     # Checks of this failure the worker refuted in a row (``REFUTALS`` drop it).
     refutals: int = 0
+    # Whether the last failure read is of a connector the topic holds another status of (``failed``'s ``known``).
+    known: bool = True
 
 
 @dataclass(slots=True)
@@ -133,6 +142,12 @@ class WorkerState:
     failures: int = 0
     paused_until: float = 0.0
     in_flight: int = 0
+    # Of those, the requests of failures of unknown connectors.
+    unknown_in_flight: int = 0
+    # Restarts due while the worker's requests in flight were at their bound, (due, target) in a heap per lane (known
+    # connectors, unknown ones): as each of those requests ends, the first come due of each lane is due again.
+    parked: list[tuple[float, Target]] = field(default_factory=list)
+    parked_unknown: list[tuple[float, Target]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +160,8 @@ class Due:
     attempt: int
     reason: str | None
     failed_at: float | None
+    # A failure of a connector the topic holds no other status of (``RestartPlan.failed``'s ``known``).
+    unknown: bool = False
 
 
 class RateCap:
@@ -202,13 +219,17 @@ class RestartPlan:
 
     # ----------------------------------------------------------------------------- what is read
 
-    def failed(self, target: Target, worker: str, trace: str | None, now: float) -> float | Skip | None:
-        """A FAILED status of one of this sidecar's workers was read. Returns when the restart is due (a new plan), why
-        none is planned (a skip, told once per failure), or None (nothing changes: one is planned or in flight)."""
+    def failed(self, target: Target, worker: str, trace: str | None, now: float,
+               known: bool = True) -> float | Skip | None:
+        """A FAILED status of one of this sidecar's workers was read; ``known``: the topic holds another status of its
+        connector (a forged one of a connector that does not exist has none), which gives it a lane of its own to the
+        worker. Returns when the restart is due (a new plan), why none is planned (a skip, told once per failure), or
+        None (nothing changes: one is planned or in flight)."""
         self.changes += 1
         state = self.targets.get(target)
         if state is None or state.worker != worker:
             state = self.targets[target] = TargetState(worker)
+        state.known = known
         state.reason = first_line(trace)
         state.failure = classify(trace)
         if state.phase is Phase.SENDING:
@@ -270,7 +291,7 @@ class RestartPlan:
         """A restart ``due`` handed out is not sent after all (the status is no longer FAILED, or its connector's
         restart covers it): nothing planned."""
         self.changes += 1
-        self._worker(due.worker).in_flight -= 1
+        self._released(self._worker(due.worker), due)
         state = self.targets.get(due.target)
         if state is not None and state.phase is Phase.SENDING:
             state.phase = Phase.IDLE
@@ -295,14 +316,21 @@ class RestartPlan:
                 self._plan(target, state, worker.paused_until)
                 continue
             if worker.in_flight >= (1 if worker.failures else MAX_IN_FLIGHT):
-                heapq.heappop(heap)
-                self._plan(target, state, now + self.worker_backoff.shortest(0))
+                # Its turn comes when a request to the worker ends (``_released``), not a timer's: planned a second
+                # later, a genuine failure waited behind every check of a storm of forged ones, each of them planned
+                # again a second later too.
+                heapq.heappush(worker.parked if state.known else worker.parked_unknown, heapq.heappop(heap))
+                continue
+            if not state.known and worker.unknown_in_flight >= UNKNOWN_IN_FLIGHT:
+                heapq.heappush(worker.parked_unknown, heapq.heappop(heap))
                 continue
             heapq.heappop(heap)
             self.changes += 1
             worker.in_flight += 1
+            worker.unknown_in_flight += not state.known
             state.phase, state.due, state.seen_meanwhile = Phase.SENDING, None, None
-            sending.append(Due(target, state.worker, state.attempts + 1, state.reason, state.failed_at))
+            sending.append(Due(target, state.worker, state.attempts + 1, state.reason, state.failed_at,
+                               not state.known))
         return sending
 
     def next_time(self) -> float | None:
@@ -315,11 +343,13 @@ class RestartPlan:
             heapq.heappop(self._heap)
         return None
 
-    def sent(self, due: Due, result: Result, now: float) -> None:
-        """How a request of ``due`` went."""
+    def sent(self, due: Due, result: Result, now: float) -> Skip | None:
+        """How a request of ``due`` went. Returns ``Skip.MAX_RESTARTS`` when this outcome gives the target up (its last
+        allowed restart accepted, and a failure read while it was in flight), to be told once, as ``failed`` tells
+        it; else None."""
         self.changes += 1
         worker = self._worker(due.worker)
-        worker.in_flight = max(0, worker.in_flight - 1)
+        self._released(worker, due)
         state = self.targets.get(due.target)
         if result in (Result.RESTARTED, Result.NOT_FAILED):
             worker.failures, worker.paused_until = 0, 0.0
@@ -330,7 +360,7 @@ class RestartPlan:
             worker.failures += 1
             worker.paused_until = max(worker.paused_until, now + self.worker_backoff.delay(worker.failures - 1))
         if state is None or state.phase is not Phase.SENDING:
-            return  # forgotten or dropped meanwhile
+            return None  # forgotten or dropped meanwhile
         state.last_result = result
         seen, state.seen_meanwhile = state.seen_meanwhile, None
         if result is Result.NOT_FAILED and seen != "RUNNING" and state.refutals + 1 < REFUTALS:
@@ -351,11 +381,17 @@ class RestartPlan:
             if seen == "RUNNING":
                 state.phase = Phase.IDLE
             elif state.attempts >= self.max_restarts:
-                state.phase = Phase.GAVE_UP if seen == "FAILED" else Phase.LAST
-                state.skipped = Skip.MAX_RESTARTS if seen == "FAILED" else None
+                if seen != "FAILED":
+                    state.phase, state.skipped = Phase.LAST, None
+                    return None
+                # Failed again before the worker answered (a task failing on start, on a loaded worker): it gives up
+                # now, as the next failure read would have made it.
+                state.phase, state.skipped = Phase.GAVE_UP, Skip.MAX_RESTARTS
+                return Skip.MAX_RESTARTS
             else:
                 # The next restart, should it still fail then (a RUNNING read cancels it).
                 self._plan(due.target, state, now + self.backoff.delay(state.attempts))
+        return None
 
     # ----------------------------------------------------------------------------- views
 
@@ -378,6 +414,20 @@ class RestartPlan:
         state.phase, state.due = Phase.WAITING, when
         heapq.heappush(self._heap, (when, target))
         return when
+
+    def _released(self, worker: WorkerState, due: Due) -> None:
+        """A request to ``worker`` ended: the restart parked first of each lane for a free place is due again, at its
+        own time (the one that finds no place is parked again)."""
+        worker.in_flight = max(0, worker.in_flight - 1)
+        if due.unknown:
+            worker.unknown_in_flight = max(0, worker.unknown_in_flight - 1)
+        for parked in (worker.parked, worker.parked_unknown):
+            while parked:
+                when, target = heapq.heappop(parked)
+                state = self.targets.get(target)
+                if state is not None and state.phase is Phase.WAITING and state.due == when:
+                    heapq.heappush(self._heap, (when, target))
+                    break
 
     def _worker(self, worker: str) -> WorkerState:
         found = self.workers.get(worker)

@@ -128,27 +128,39 @@ class AutoRestart:
 
     def _failed(self, target: Target, value: StatusValue, now: float) -> None:
         assert value.worker_id is not None
-        planned = self.plan.failed(target, value.worker_id, value.trace, now)
+        planned = self.plan.failed(target, value.worker_id, value.trace, now, self._known(target))
         if isinstance(planned, Skip):
-            self.skipped[planned] += 1
-            failure = self.plan.targets[target].failure
-            assert failure is not None
-            why = {
-                Skip.FAILURE_CLASS: f"its failure is of class {failure.failure_class.value}"
-                                    + (f" ({failure.family.value})" if failure.family is not None else "")
-                                    + f", which sidecar.restart.classes does not restart: {failure.cause}. "
-                                      f"{failure.action}",
-                Skip.EXCLUDED_TRACE: "its trace matches sidecar.restart.exclude.trace.pattern",
-                Skip.EXCLUDED_CONNECTOR: "its connector matches sidecar.restart.exclude.connector.pattern",
-                Skip.MAX_RESTARTS: f"restarted {self.plan.attempts(target, now)} times already "
-                                   f"(sidecar.restart.max.restarts); it is left FAILED"}[planned]
-            self._skip_logs[planned].log(log, logging.WARNING, "Not restarting %s %s on %s: %s", _what(target), target,
-                                         value.worker_id, why)
-            self._restarted(Skipped(target, value.worker_id, planned, failure, now))
+            self._skip(target, value.worker_id, planned, now)
         elif planned is not None:
             log.info("%s %s FAILED on %s: restart planned in %.1f s", _what(target).capitalize(), target,
                      value.worker_id, max(0.0, planned - now))
             self._wake.set()
+
+    def _skip(self, target: Target, worker: str, planned: Skip, now: float) -> None:
+        """A failure not restarted: counted, logged (a line per reason per interval) and told, once per failure."""
+        self.skipped[planned] += 1
+        failure = self.plan.targets[target].failure
+        assert failure is not None
+        why = {
+            Skip.FAILURE_CLASS: f"its failure is of class {failure.failure_class.value}"
+                                + (f" ({failure.family.value})" if failure.family is not None else "")
+                                + f", which sidecar.restart.classes does not restart: {failure.cause}. "
+                                  f"{failure.action}",
+            Skip.EXCLUDED_TRACE: "its trace matches sidecar.restart.exclude.trace.pattern",
+            Skip.EXCLUDED_CONNECTOR: "its connector matches sidecar.restart.exclude.connector.pattern",
+            Skip.MAX_RESTARTS: f"restarted {self.plan.attempts(target, now)} times already "
+                               f"(sidecar.restart.max.restarts); it is left FAILED"}[planned]
+        self._skip_logs[planned].log(log, logging.WARNING, "Not restarting %s %s on %s: %s", _what(target), target,
+                                     worker, why)
+        self._restarted(Skipped(target, worker, planned, failure, now))
+
+    def _known(self, target: Target) -> bool:
+        """Whether the topic holds another status of the failure's connector: a task's connector's own, or a
+        connector's tasks'. A FAILED status written of a connector that does not exist (forged) has none, and its check
+        takes a lane of its own to the worker (``plan.UNKNOWN_IN_FLIGHT``)."""
+        if target.task is not None:
+            return self._cache.value_of(ConnectorKey(target.connector)) is not None
+        return bool(self._cache.task_numbers(target.connector))
 
     def _connector_running(self, connector: str, now: float) -> None:
         """The connector runs again: its tasks of these workers still FAILED (left to its restart) are planned."""
@@ -212,7 +224,7 @@ class AutoRestart:
         else:
             result, reply = checked
         now = self._clock()
-        self.plan.sent(due, result, now)
+        gave_up = self.plan.sent(due, result, now)
         self._wake.set()  # the next restart (or the same, after the worker's backoff) may be planned now
         state = self.plan.targets.get(target)
         if result is Result.NOT_FAILED and state is not None and state.phase is Phase.WAITING:
@@ -231,6 +243,9 @@ class AutoRestart:
         refuted = result in (Result.NOT_FAILED, Result.NOT_FOUND) and checked is not None
         self._restarted(Restart(due, result, now, reply.status, reply.error if reply.status is None else None,
                                 refuted))
+        if gave_up is not None:
+            # It failed again while its last restart was in flight: told after the restart, as a failure read then is.
+            self._skip(target, due.worker, gave_up, now)
 
     async def _check(self, due: Due, base: str) -> tuple[Result, Reply] | None:
         """Asks the worker whether the restart is right (see the module's docstring): None when it is, else the

@@ -654,12 +654,15 @@
     connected = true;
     readAt = null;
     lastHeard = Date.now();
-    badge("live", "");
-    // Subscribed: the statuses read now hold everything before the first event this stream sends.
+    // Subscribed: the statuses read now hold everything before the first event this stream sends. "live" once they
+    // are read: a change made before then is in GET /fleet's answer, so it is shown, but neither counted nor marked.
     const held = [];
     let reading = null;
-    if (!loaded) {
-      reading = snapshot(held).catch((error) => { streamAbort.abort(); throw error; });
+    if (loaded) {
+      badge("live", "");
+    } else {
+      badge("reading the statuses…", "");
+      reading = snapshot(held).then(() => badge("live", ""), (error) => { streamAbort.abort(); throw error; });
     }
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
