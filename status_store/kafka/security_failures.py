@@ -120,6 +120,7 @@ class SecurityFailures:
         detail = _AFTER.sub("", text[match.end():] if match else text).strip()
         now = self._clock()
         renamed: _Seen | None = None
+        held: int | None = None  # None: held back, not logged now; else how many were held back since last logged
         with self._lock:
             if match is None:  # a line naming no broker (a group coordinator's connection): the cause seen already
                 broker = next((b for f, b in self._seen if f is failure), broker)
@@ -134,7 +135,6 @@ class SecurityFailures:
                 self._latest = seen
                 if now - seen.last_logged < REMIND_S:
                     seen.held += 1
-                    held = -1
                 else:
                     held, seen.held, seen.last_logged = seen.held, 0, now
                 problem = seen.problem
@@ -143,14 +143,14 @@ class SecurityFailures:
                 problem = Problem(failure, broker, detail, f"Kafka at {broker}: {detail}")
                 seen = self._seen[(failure, broker)] = _Seen(problem, now, now)
                 self._latest = seen
-        if renamed is not None or held == 0:
-            threading.Thread(target=self._explained, args=(seen, renamed is None), name="status-store-kafka-security",
-                             daemon=True).start()
-        elif held > 0:
+        if held:
             log.error("%s (seen %d more times since it was last logged)", problem.explanation, held)
+        elif held == 0 or renamed is not None:  # a renamed cause is explained again, not logged again
+            threading.Thread(target=self._explained, args=(seen, held == 0), name="status-store-kafka-security",
+                             daemon=True).start()
         return True
 
-    def _explained(self, seen: _Seen, logged: bool = True) -> None:
+    def _explained(self, seen: _Seen, logged: bool) -> None:
         problem = seen.problem
         try:
             text = self._explain(problem.failure, problem.broker, problem.detail, self._settings)
