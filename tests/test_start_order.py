@@ -14,7 +14,7 @@ import httpx
 from harness import free_port
 from harness.faulty_cluster import FaultyCluster
 from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
-from harness.real_connect import ConnectCluster, all_in
+from harness.real_connect import ConnectCluster, ConnectWorker, all_in
 from harness.real_kafka import KafkaCluster
 from harness.service import Service, sidecar_config
 from harness.sidecar import LiveSidecar, javaagent
@@ -34,6 +34,12 @@ def until(http: httpx.Client, path: str, status: int, words: str) -> str:
     seen = eventually_value(lambda: answer_of(http, path), lambda a: a[0] == status and words in a[1], WAIT,
                             0.1, f"GET {path} (wanted {status} with {words!r})")
     return seen[1]
+
+
+def log_of(worker: ConnectWorker) -> str:
+    """What the worker has logged so far (the agent's lines included)."""
+    path = worker.process.log_file
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def test_a_sidecar_started_before_its_worker_waits_for_the_topics_and_says_so(mock_cluster: FaultyCluster,
@@ -100,6 +106,14 @@ def test_workers_started_after_their_sidecar_hand_it_their_statuses(kafka: Kafka
             assert "replication factor" in waiting
             first.start()
             until(http, "/ready", 200, "")
+            # The agent found the sidecar not ready (it waited for the worker's topics), so the worker's statuses stayed
+            # on Connect's own path; it asks again every probe interval and hands over once Connect's path is quiet.
+            # What the worker writes before that goes through Connect's own store, as it should: a connector made as
+            # soon as /ready answered 200 had its RUNNING written by the worker, before the agent's next probe, in 3
+            # runs of 8 (the sidecar's count of writes then stayed below 3). The connector is made once the agent
+            # has handed over: every status of it goes through the sidecar.
+            wait_until(lambda: "handing the worker's statuses to the sidecar" in log_of(first), WAIT,
+                       "the agent handed the worker's statuses to the sidecar")
             connect.call("PUT", "/connectors/late/config", {"connector.class": SOURCE_CONNECTOR, "tasks.max": "2"})
             connect.wait_for_status("late", all_in("RUNNING", 2), "running", WAIT)
 
