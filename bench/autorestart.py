@@ -5,14 +5,15 @@ a sidecar beside each (harness/restart_pod.py: each worker's REST API behind a p
                                           [--rebalance-delay-ms 300000] [--sidecar KEY=VALUE ...] [--quick]
                                           [--parts transient,storm,killed,downstream,user,hung]
 
-1. **A transient failure, FAILED to RUNNING.** A task that fails its first run and runs once restarted (the scripted
-   connector's ``fail-once``). With auto-restart: the sidecar beside its worker restarts it (the defaults: 10 s, up to
-   25 % more). Baseline, the same run: what an operator's poll gives, as Conduktor's auto-restart does it: a loop that
-   reads ``GET /connectors?expand=status`` every ``--poll-seconds`` (60) and restarts each FAILED task it finds
-   (``POST /connectors/{c}/tasks/{n}/restart``); a failure waits for its next check (a poller per failure, its first
-   check at a random phase in its interval, as a failure comes at any moment of a cron's minute). The sidecars leave
-   the baseline's connectors alone (``sidecar.restart.exclude.connector.pattern=poll-.*``). Measured with Connect's
-   own REST API, asked every 100 ms: from the task seen FAILED to seen RUNNING.
+1. **A transient failure, FAILED to RUNNING.** A task that fails its first run, 5 s after its connector is made, and
+   runs once restarted (the scripted connector's ``fail-once``). With auto-restart: the sidecar beside its worker
+   restarts it (the defaults: 10 s, up to 25 % more). Baseline, the same run: what an operator's poll gives, as
+   Conduktor's auto-restart does it: a loop that reads ``GET /connectors?expand=status`` every ``--poll-seconds`` (60)
+   and restarts each FAILED task it finds (``POST /connectors/{c}/tasks/{n}/restart``); a failure waits for its next
+   check (a poller per failure, its first check at a random phase in its interval from the failure, as a failure comes
+   at any moment of a cron's minute). The sidecars leave the baseline's connectors alone
+   (``sidecar.restart.exclude.connector.pattern=poll-.*``). Measured with Connect's own REST API, asked every 100 ms:
+   from the task seen FAILED to seen RUNNING; a recovery whose restarter sent no restart is an error, not a figure.
 2. **A storm.** ``--storm-tasks`` tasks of one connector fail at one moment (``scripted.fail.at.ms``), as when a
    downstream system goes away: the restart requests the workers received (each task once), their spread, the most
    in any second against ``sidecar.restart.max.per.second``, and the time until all run again. Baseline: the poller
@@ -59,6 +60,11 @@ from harness.restart_pod import RestartPod
 
 # Connect's REST API is asked this often while a figure is timed.
 ASK_INTERVAL_S = 0.1
+# A transient failure comes this long after its connector is made (``scripted.fail.at.ms``), once the connector has
+# started: a task failing in its first start may be stopped and started again by Connect itself, as the herder handles
+# the connector's first task configs ("Handling task config update by stopping tasks [...], which will be restarted
+# after rebalance"), RUNNING with nobody's restart (7 runs of 25 at load 8-13).
+FAIL_AFTER_S = 5.0
 # Connectors the sidecars leave alone: the stock worker's baseline (nothing restarts them).
 STOCK = "stock-"
 PARTS = ("transient", "downstream", "user", "hung", "storm", "killed")
@@ -93,17 +99,26 @@ def transient(pod: RestartPod, runs: int, poll_s: float, rng: random.Random) -> 
     figures: dict[str, list[float]] = {"auto-restart (sidecar)": [], f"poll every {poll_s:g} s (baseline)": []}
     for run in range(runs):
         for label, name in zip(figures, (f"auto-{run}", f"{POLLED}{run}"), strict=True):
-            # A poller of its own for each failure, so that each one comes at a phase of its own in the checks.
+            fail_at = time.time() + FAIL_AFTER_S
+            connect.call("PUT", f"/connectors/{name}/config", source(1, {
+                "scripted.task": "fail-once", "scripted.fail.at.ms": str(int(fail_at * 1000))}))
+            failed = seen(connect, name, any_failed, FAIL_AFTER_S + 60.0)
+            # A poller of its own for each failure, its first check at a random phase of its interval from the failure
+            # seen: a failure comes at any moment of a cron's minute. Started before, it could find the task FAILED
+            # and have it RUNNING again between two looks here, and the failure was never seen.
             poller = Poller(connect, poll_s, rng) if name.startswith(POLLED) else None
             if poller is not None:
                 poller.start()
             try:
-                connect.call("PUT", f"/connectors/{name}/config", source(1, {"scripted.task": "fail-once"}))
-                failed = seen(connect, name, any_failed, 60.0)
                 running = seen(connect, name, all_in("RUNNING", 1), poll_s * 2 + 60.0)
             finally:
                 if poller is not None:
                     poller.stop()
+            # The figure is the restarter's only if the restarter sent the restart.
+            sent = poller.sent if poller is not None else [at for at, _, _ in pod.restarts(name)]
+            if not sent:
+                raise RuntimeError(f"{name}: FAILED, then RUNNING {running - failed:.1f} s later, but {label} sent no "
+                                   "restart: something else restarted it, and the figure would not be its")
             figures[label].append(running - failed)
             connect.call("DELETE", f"/connectors/{name}")
     return figures
