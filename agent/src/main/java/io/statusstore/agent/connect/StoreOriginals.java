@@ -50,7 +50,7 @@ final class StoreOriginals implements ConnectPath {
 
     @Override
     public void write(StatusUpdate u) {
-        StoreHooks.original(() -> {
+        StoreHooks.original(u, () -> {
             switch (u.kind) {
                 case CONNECTOR:
                     if (u.safe) {
