@@ -4,14 +4,16 @@ import io.statusstore.agent.status.StatusUpdate;
 import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.errors.RetriableException;
-import org.apache.kafka.connect.util.KafkaBasedLog;
 
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.Iterator;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.function.Consumer;
 
 /**
  * The statuses the agent held (at the sidecar, past its fence) and then handed to the store's original method: until
@@ -23,9 +25,10 @@ import java.util.concurrent.RejectedExecutionException;
  * generation; a status the agent held is written later, and by then the worker's generation may have moved (a
  * rebalance while the sidecar could not write): were its one attempt to fail (the broker just back, a leader moving),
  * Connect would abandon it and the key would keep its older status, where the stock worker's had landed. So when
- * Connect's callback did not queue a re-send of such a write, the agent queues one, on Connect's own retry thread and
- * with Connect's own callback, behind Connect's own re-sends. A {@code putSafe}'s retry is left to Connect's rules
- * (they judge it against what the store read since).
+ * Connect's callback did not queue a re-send of such a write, the agent writes it again through the store's original
+ * method, on Connect's own retry thread behind Connect's own re-sends: Connect's rules judge it again as they judge
+ * any write (a {@code putSafe} against what the store read since), and the store's generation is kept
+ * ({@link StoreGeneration}).
  */
 final class DrainedWrites {
     /** How long a new write of a key waits for the agent's re-send of its older status to reach the producer. */
@@ -33,44 +36,49 @@ final class DrainedWrites {
 
     /** One held status's record handed to Connect's producer, and whether Connect queued its re-send itself. */
     private static final class Attempt {
+        final StatusUpdate update;
         final String key;
-        final String connector;
-        final byte[] value;
         final Callback connects;
+        /** The failed attempts so far: a check is about the failure it was queued for, not an earlier one. */
+        int failures;
         /** Connect's retry thread sent the record again since its last failure (the callback came back). */
         boolean resent;
-        /** The agent's re-send is on its way to the producer: a newer write of the key waits for it. */
-        boolean sending;
 
-        Attempt(String key, String connector, byte[] value, Callback connects) {
+        Attempt(StatusUpdate update, String key, Callback connects) {
+            this.update = update;
             this.key = key;
-            this.connector = connector;
-            this.value = value;
             this.connects = connects;
         }
     }
 
-    private final KafkaBasedLog<String, byte[]> log;
     private final ExecutorService retryExecutor;
     private final Map<String, Attempt> byKey = new HashMap<>();
     private final Map<Callback, Attempt> byCallback = new IdentityHashMap<>();
+    /** Keys the agent writes again now: a newer write of such a key waits until that write reached the producer. */
+    private final Set<String> resending = new HashSet<>();
+    /** The store's original method, as the drain runs it (StoreOriginals.write). */
+    private Consumer<StatusUpdate> original;
 
-    DrainedWrites(KafkaBasedLog<String, byte[]> log, ExecutorService retryExecutor) {
-        this.log = log;
+    DrainedWrites(ExecutorService retryExecutor) {
         this.retryExecutor = retryExecutor;
+    }
+
+    /** How the agent writes a status again: the store's original method, as the drain runs it. */
+    synchronized void writeAgainWith(Consumer<StatusUpdate> originalMethod) {
+        this.original = originalMethod;
     }
 
     /**
      * The drain hands Connect's producer the record of {@code update} with Connect's callback: the callback the
      * producer gets instead, which tells the agent its outcome once Connect's has run.
      */
-    synchronized Callback sent(StatusUpdate update, String key, byte[] value, Callback connects) {
-        if (update.safe || update.kind == StatusUpdate.Kind.TOPIC || update.kind == StatusUpdate.Kind.DELETE_TOPIC
-                || retryExecutor == null || connects == null) {
+    synchronized Callback sent(StatusUpdate update, String key, Callback connects) {
+        if (update.kind == StatusUpdate.Kind.TOPIC || update.kind == StatusUpdate.Kind.DELETE_TOPIC
+                || retryExecutor == null || original == null || connects == null) {
             return connects;
         }
         forget(byKey.get(key));
-        Attempt attempt = new Attempt(key, update.connector, value, connects);
+        Attempt attempt = new Attempt(update, key, connects);
         byKey.put(key, attempt);
         byCallback.put(connects, attempt);
         return watching(attempt);
@@ -88,9 +96,8 @@ final class DrainedWrites {
 
     /** A newer write of {@code key} is taken: a held status of it is not sent again (once the agent's re-send is out). */
     synchronized void superseded(String key) {
-        Attempt attempt = byKey.get(key);
         long deadline = System.nanoTime() / 1_000_000 + RESEND_WAIT_MS;
-        while (attempt != null && attempt.sending) {
+        while (resending.contains(key)) {
             long left = deadline - System.nanoTime() / 1_000_000;
             if (left <= 0) {
                 break;
@@ -116,7 +123,7 @@ final class DrainedWrites {
         }
         for (Iterator<Attempt> it = byKey.values().iterator(); it.hasNext(); ) {
             Attempt attempt = it.next();
-            if (connector.equals(attempt.connector)) {
+            if (connector.equals(attempt.update.connector)) {
                 it.remove();
                 byCallback.remove(attempt.connects);
             }
@@ -151,27 +158,34 @@ final class DrainedWrites {
             return;
         }
         attempt.resent = false;
+        int failure = ++attempt.failures;
         try {
-            retryExecutor.submit(() -> resendIfAbandoned(attempt));
+            retryExecutor.submit(() -> resendIfAbandoned(attempt, failure));
         } catch (RejectedExecutionException e) {
             // The store stopped: nothing is sent any more, as with Connect's own re-sends.
             forget(attempt);
         }
     }
 
-    /** On Connect's retry thread, after Connect's own re-send (if it queued one) has gone. */
-    private void resendIfAbandoned(Attempt attempt) {
+    /**
+     * On Connect's retry thread, after Connect's own re-send for failure number {@code failure} (if it queued one) has
+     * gone: a later failure has a check of its own, queued after Connect's decision on it.
+     */
+    private void resendIfAbandoned(Attempt attempt, int failure) {
         synchronized (this) {
-            if (attempt.resent || byKey.get(attempt.key) != attempt) {
+            if (attempt.resent || attempt.failures != failure || byKey.get(attempt.key) != attempt) {
                 return;
             }
-            attempt.sending = true;
+            // Its record goes again as a new attempt (watched from its send on), or not at all if Connect's rules
+            // drop it now (a putSafe no longer safe).
+            forget(attempt);
+            resending.add(attempt.key);
         }
         try {
-            log.send(attempt.key, attempt.value, attempt.connects);
+            original.accept(attempt.update);
         } finally {
             synchronized (this) {
-                attempt.sending = false;
+                resending.remove(attempt.key);
                 notifyAll();
             }
         }

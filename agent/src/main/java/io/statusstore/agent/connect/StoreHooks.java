@@ -22,6 +22,8 @@ public final class StoreHooks {
     private static final ThreadLocal<Boolean> BYPASS = new ThreadLocal<>();
     /** The status the agent hands the original method now (the drain), for the record it sends. */
     private static final ThreadLocal<StatusUpdate> DRAINING = new ThreadLocal<>();
+    /** What the drain runs as its record goes to the producer: the store's generation kept (StoreGeneration). */
+    private static final ThreadLocal<Runnable> BEFORE_SEND = new ThreadLocal<>();
     private static final String CONNECTOR_KEY = "status-connector-";
     /** Original write methods running now, in any thread: Connect's path is quiet only at zero. */
     private static final AtomicInteger ORIGINALS_RUNNING = new AtomicInteger();
@@ -166,8 +168,12 @@ public final class StoreHooks {
             if (b != null && b.kafkaLog == log) {
                 Callback connects = (Callback) callback;
                 StatusUpdate draining = BYPASS.get() != null ? DRAINING.get() : null;
-                Callback watched = draining != null && key instanceof String && (value == null || value instanceof byte[])
-                        ? b.drained.sent(draining, (String) key, (byte[]) value, connects) : b.drained.resent(connects);
+                Runnable beforeSend = draining != null ? BEFORE_SEND.get() : null;
+                if (beforeSend != null) {
+                    beforeSend.run();
+                }
+                Callback watched = draining != null && key instanceof String
+                        ? b.drained.sent(draining, (String) key, connects) : b.drained.resent(connects);
                 return b.sends.wrap(watched);
             }
         } catch (Throwable t) {
@@ -183,15 +189,21 @@ public final class StoreHooks {
         }
     }
 
-    /** Runs the store's original method for {@code update} on the agent's behalf (the fall back), past the advice. */
-    static void original(StatusUpdate update, Runnable call) {
+    /**
+     * Runs the store's original method for {@code update} on the agent's behalf (the fall back), past the advice;
+     * {@code beforeSend} runs as its record goes to the producer, and again once the method returns.
+     */
+    static void original(StatusUpdate update, Runnable beforeSend, Runnable call) {
         BYPASS.set(Boolean.TRUE);
         DRAINING.set(update);
+        BEFORE_SEND.set(beforeSend);
         try {
             call.run();
         } finally {
             BYPASS.remove();
             DRAINING.remove();
+            BEFORE_SEND.remove();
+            beforeSend.run();
         }
     }
 
