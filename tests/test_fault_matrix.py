@@ -80,8 +80,10 @@ ROWS = ["sidecar-stopped-12s-kafka-away", "kafka-cut-20s-black-holed", "answers-
 # it wedged the agents before their rules (the next row would restart the pod's workers first). The sidecar killed and
 # restarted is left to the full matrix.
 @pytest.mark.parametrize("row", [
-    # Held in 4 of 4 quick runs once main held every branch (05:13-05:44 UTC, load 5-22); its earlier failures
-    # (fenced keys written through Connect while the broker was still away) were not seen again.
+    # Failed 4 of 8 quick runs (load 8-12) while a status held at the sidecars and written through Connect past its
+    # fence was lost when its one attempt failed (the broker just back: not the partition's leader) after the worker's
+    # generation had moved: Connect abandons such a retry. Held 13 of 13 (load 7-18) since the agent writes it again
+    # (agent/.../connect/DrainedWrites.java) and its drain keeps the store's generation (StoreGeneration.java).
     "sidecar-stopped-12s-kafka-away",
     # Held since a write whose attempt failed and whose session's generation then moved is the agent's again
     # (expired), and rule 5 counts it from the first write the sidecar took.

@@ -33,6 +33,7 @@ final class BoundStore {
     final SendCount sends = new SendCount();
     final AgentMetrics metrics = new AgentMetrics();
     final ReadBack readBack;
+    final DrainedWrites drained;
     private final AgentOptions options;
     private final Router router;
     private final Sender sender;
@@ -47,7 +48,9 @@ final class BoundStore {
         this.router = new Router(options.maxKeys, metrics, readBack);
         @SuppressWarnings("unchecked")
         KafkaBasedLog<String, byte[]> log = (KafkaBasedLog<String, byte[]>) kafkaLog;
+        this.drained = new DrainedWrites(retryExecutor);
         StoreOriginals originals = new StoreOriginals((StatusBackingStore) store, log, sends, retryExecutor);
+        drained.writeAgainWith(originals::write);
         SidecarClient client = new SidecarClient(options.url, Token.from(options.tokenFile, options.token),
                 options.connectTimeoutMs, options.readTimeoutMs, options.tls);
         this.sender = new Sender(options, router, client, originals, metrics, clusterId, statusTopic);

@@ -110,9 +110,9 @@ public final class StoreAdvice {
         }
 
         @Advice.OnMethodEnter(suppress = Throwable.class)
-        static void enter(@Advice.This Object log,
+        static void enter(@Advice.This Object log, @Advice.Argument(0) Object key, @Advice.Argument(1) Object value,
                           @Advice.Argument(value = 2, readOnly = false, typing = Assigner.Typing.DYNAMIC) Object callback) {
-            callback = StoreHooks.onLogSend(log, callback);
+            callback = StoreHooks.onLogSend(log, key, value, callback);
         }
 
         @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)

@@ -20,6 +20,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  */
 public final class StoreHooks {
     private static final ThreadLocal<Boolean> BYPASS = new ThreadLocal<>();
+    /** The status the agent hands the original method now (the drain), for the record it sends. */
+    private static final ThreadLocal<StatusUpdate> DRAINING = new ThreadLocal<>();
+    /** What the drain runs as its record goes to the producer: the store's generation kept (StoreGeneration). */
+    private static final ThreadLocal<Runnable> BEFORE_SEND = new ThreadLocal<>();
+    private static final String CONNECTOR_KEY = "status-connector-";
     /** Original write methods running now, in any thread: Connect's path is quiet only at zero. */
     private static final AtomicInteger ORIGINALS_RUNNING = new AtomicInteger();
     private static final AtomicBoolean FAULT_LOGGED = new AtomicBoolean();
@@ -51,7 +56,10 @@ public final class StoreHooks {
             if (b == null || b.store != store || BYPASS.get() != null) {
                 return false;
             }
-            return taken(b, b.offer(StatusReader.read(status, safe)));
+            StatusUpdate update = StatusReader.read(status, safe);
+            // A held status the agent wrote through Connect's path is not sent again over this newer one.
+            b.drained.superseded(update.key);
+            return taken(b, b.offer(update));
         } catch (Throwable t) {
             fault(t);
             return false;
@@ -139,19 +147,34 @@ public final class StoreHooks {
             BoundStore b = bound;
             if (b != null && b.store == store) {
                 ConsumerRecord<?, ?> r = (ConsumerRecord<?, ?>) record;
-                b.readBack.read((String) r.key(), (byte[]) r.value());
+                String key = (String) r.key();
+                b.readBack.read(key, (byte[]) r.value());
+                if (r.value() == null && key != null) {
+                    b.drained.deleted(key, key.startsWith(CONNECTOR_KEY) ? key.substring(CONNECTOR_KEY.length()) : null);
+                }
             }
         } catch (Throwable t) {
             fault(t);
         }
     }
 
-    /** Connect's callback, or a counting one when the record is the bound status store's. */
-    public static Object onLogSend(Object log, Object callback) {
+    /**
+     * Connect's callback, or a counting one when the record is the bound status store's (and, for a status the agent
+     * held and now writes through Connect's path, one that sees its failed attempts tried again: {@link DrainedWrites}).
+     */
+    public static Object onLogSend(Object log, Object key, Object value, Object callback) {
         try {
             BoundStore b = bound;
             if (b != null && b.kafkaLog == log) {
-                return b.sends.wrap((Callback) callback);
+                Callback connects = (Callback) callback;
+                StatusUpdate draining = BYPASS.get() != null ? DRAINING.get() : null;
+                Runnable beforeSend = draining != null ? BEFORE_SEND.get() : null;
+                if (beforeSend != null) {
+                    beforeSend.run();
+                }
+                Callback watched = draining != null && key instanceof String
+                        ? b.drained.sent(draining, (String) key, connects) : b.drained.resent(connects);
+                return b.sends.wrap(watched);
             }
         } catch (Throwable t) {
             fault(t);
@@ -166,13 +189,21 @@ public final class StoreHooks {
         }
     }
 
-    /** Runs one of the store's original methods on the agent's behalf (the fall back), past the advice. */
-    static void original(Runnable call) {
+    /**
+     * Runs the store's original method for {@code update} on the agent's behalf (the fall back), past the advice;
+     * {@code beforeSend} runs as its record goes to the producer, and again once the method returns.
+     */
+    static void original(StatusUpdate update, Runnable beforeSend, Runnable call) {
         BYPASS.set(Boolean.TRUE);
+        DRAINING.set(update);
+        BEFORE_SEND.set(beforeSend);
         try {
             call.run();
         } finally {
             BYPASS.remove();
+            DRAINING.remove();
+            BEFORE_SEND.remove();
+            beforeSend.run();
         }
     }
 

@@ -39,6 +39,7 @@ final class StoreOriginals implements ConnectPath {
     private final KafkaBasedLog<String, byte[]> log;
     private final SendCount sends;
     private final ExecutorService retryExecutor;
+    private final StoreGeneration generation;
 
     StoreOriginals(StatusBackingStore store, KafkaBasedLog<String, byte[]> log, SendCount sends,
                    ExecutorService retryExecutor) {
@@ -46,11 +47,19 @@ final class StoreOriginals implements ConnectPath {
         this.log = log;
         this.sends = sends;
         this.retryExecutor = retryExecutor;
+        this.generation = new StoreGeneration(store);
     }
 
+    /**
+     * Runs the original method for {@code u}, a status the agent held: the store's generation, which that method sets
+     * to the status's own, is taken back up to where it was before the record goes to the producer (and after the
+     * method, which sets it even for a putSafe it drops), never lower: {@link StoreGeneration}.
+     */
     @Override
     public void write(StatusUpdate u) {
-        StoreHooks.original(() -> {
+        int before = generation.read();
+        Runnable keep = () -> generation.atLeast(before);
+        StoreHooks.original(u, keep, () -> {
             switch (u.kind) {
                 case CONNECTOR:
                     if (u.safe) {

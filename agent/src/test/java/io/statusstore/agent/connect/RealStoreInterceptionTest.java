@@ -222,6 +222,117 @@ class RealStoreInterceptionTest {
     }
 
     @Test
+    void aHeldStatusWrittenThroughConnectIsSentAgainWhenConnectAbandonsItsRetry() throws Exception {
+        // The fault matrix's sidecars stopped with Kafka away: PAUSED statuses taken at generation 16 waited at the
+        // sidecar, then past their fence went through Connect's path; the worker's generation had moved to 21 by then,
+        // and the broker, back, failed the first attempt (not the partition's leader). Connect abandons a retry once
+        // its store's generation moved: the keys kept RUNNING where the stock workers, which had written PAUSED at
+        // once, showed PAUSED.
+        Topic topic = new Topic();
+        FakeSidecar sidecar = new FakeSidecar(topic);
+        sidecar.writeAtOnce = false;
+        sidecar.start();
+        try {
+            StoreHooks.arm(AgentOptions.parse("url=" + sidecar.url() + ",lease.ms=1000,read.timeout.ms=500,"
+                    + "connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,stop.timeout.ms=200",
+                    Collections.<String, String>emptyMap()));
+            JsonConverter converter = new JsonConverter();
+            converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
+            KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
+            DistributedConfig config = workerConfig();
+            store.configure(config);
+            StubLog log = new StubLog();
+            setField(store, "kafkaLog", log);
+            StoreHooks.onConfigure(store, config);
+            BoundStore bound = StoreHooks.bound();
+            store.start();
+            await(() -> bound.router().path() == Router.Path.SIDECAR, 3_000, "handed over");
+            store.put(new ConnectorStatus("p", AbstractStatus.State.PAUSED, "w:8083", 16));
+            store.put(new ConnectorStatus("p2", AbstractStatus.State.PAUSED, "w:8083", 16));
+            // A task stopping (putSafe UNASSIGNED), as a deleted connector's does.
+            store.putSafe(new TaskStatus(new ConnectorTaskId("p", 0), AbstractStatus.State.UNASSIGNED, "w:8083", 16));
+            await(() -> sidecar.pendingCount() == 3, 3_000, "pending at the sidecar");
+            // The drain's three attempts get no outcome yet: the broker is away.
+            log.holdNext.set(3);
+            sidecar.stop();
+            await(() -> bound.router().path() == Router.Path.CONNECT && log.heldCount() == 3, 10_000,
+                    "the held statuses handed to Connect's producer past their fence");
+            // The worker's generation moved meanwhile: its next status, on Connect's path, says so to the store. And
+            // p2 got a newer status: its older one must not be sent again over it.
+            store.put(new ConnectorStatus("q", AbstractStatus.State.RUNNING, "w:8083", 21));
+            store.put(new ConnectorStatus("p2", AbstractStatus.State.RUNNING, "w:8083", 21));
+            log.failHeld();
+            await(() -> states(log, "status-connector-p").contains("PAUSED"), 3_000,
+                    "p's PAUSED sent again after Connect abandoned its retry: " + states(log, "status-connector-p"));
+            await(() -> states(log, "status-task-p-0").contains("UNASSIGNED"), 3_000,
+                    "the putSafe UNASSIGNED sent again too, Connect's rules judging it again");
+            StoreOriginals originals = new StoreOriginals(store, log, bound.sends, (java.util.concurrent.ExecutorService)
+                    readField(store, "sendRetryExecutor"));
+            await(() -> originals.quiet(100), 3_000, "Connect's path quiet");
+            assertEquals(Collections.singletonList("RUNNING"), states(log, "status-connector-p2"),
+                    "p2's older PAUSED not sent again over its newer RUNNING");
+            assertFalse(bound.drained.watched("status-connector-p"), "p's PAUSED landed: no longer watched");
+            store.stop();
+        } finally {
+            sidecar.stop();
+            StoreHooks.disarm();
+        }
+    }
+
+    @Test
+    void aHeldStatusWrittenThroughConnectLeavesTheStoresGenerationWhereTheWorkerMovedIt() throws Exception {
+        // Connect abandons the retry of a failed status once its store's generation moved, and its original put sets
+        // that generation to the status's own: a status the agent held (generation 16) and drained after the worker's
+        // newer one (generation 21) took the store's generation back, and the newer status, failing then, was
+        // abandoned. A stock worker's generation only moves forward, with the statuses it is asked to write.
+        Topic topic = new Topic();
+        FakeSidecar sidecar = new FakeSidecar(topic);
+        sidecar.writeAtOnce = false;
+        sidecar.start();
+        try {
+            StoreHooks.arm(AgentOptions.parse("url=" + sidecar.url() + ",lease.ms=1000,read.timeout.ms=500,"
+                    + "connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,stop.timeout.ms=200",
+                    Collections.<String, String>emptyMap()));
+            JsonConverter converter = new JsonConverter();
+            converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
+            KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
+            DistributedConfig config = workerConfig();
+            store.configure(config);
+            StubLog log = new StubLog();
+            setField(store, "kafkaLog", log);
+            StoreHooks.onConfigure(store, config);
+            BoundStore bound = StoreHooks.bound();
+            store.start();
+            await(() -> bound.router().path() == Router.Path.SIDECAR, 3_000, "handed over");
+            store.put(new ConnectorStatus("p", AbstractStatus.State.PAUSED, "w:8083", 16));
+            await(() -> sidecar.pendingCount() == 1, 3_000, "pending at the sidecar");
+            sidecar.stop();
+            await(() -> bound.router().path() == Router.Path.FENCING, 3_000, "left the sidecar");
+            // The worker's newer status of another key goes through Connect's path at once; its attempt is in flight.
+            log.holdNext.set(1);
+            store.put(new ConnectorStatus("q", AbstractStatus.State.RUNNING, "w:8083", 21));
+            assertEquals(1, log.heldCount());
+            await(() -> states(log, "status-connector-p").contains("PAUSED"), 10_000, "p drained past its fence");
+            log.failHeld();
+            await(() -> states(log, "status-connector-q").contains("RUNNING"), 3_000,
+                    "q's RUNNING sent again by Connect's own retry: " + states(log, "status-connector-q"));
+            store.stop();
+        } finally {
+            sidecar.stop();
+            StoreHooks.disarm();
+        }
+    }
+
+    /** The states of the records of {@code key} the stub log sent, in order. */
+    private static List<String> states(StubLog log, String key) {
+        synchronized (log.sent) {
+            return log.sent.stream().filter(sent -> sent.key.equals(key))
+                    .map(sent -> new String(sent.value, StandardCharsets.UTF_8).replaceAll(".*\"state\":\"([A-Z]+)\".*", "$1"))
+                    .collect(Collectors.toList());
+        }
+    }
+
+    @Test
     void withoutTheAgentArmedTheStoreIsConnectsOwn() throws Exception {
         StoreHooks.disarm();
         JsonConverter converter = new JsonConverter();
@@ -286,6 +397,12 @@ class RealStoreInterceptionTest {
         // The worker looked its cluster id up before building the store: no broker needed here.
         setField(config, WorkerConfig.class, "kafkaClusterId", "cluster-1");
         return config;
+    }
+
+    private static Object readField(Object target, String name) throws Exception {
+        Field f = target.getClass().getDeclaredField(name);
+        f.setAccessible(true);
+        return f.get(target);
     }
 
     private static void setField(Object target, String name, Object value) throws Exception {

@@ -4,6 +4,7 @@ import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.NotEnoughReplicasException;
+import org.apache.kafka.common.errors.NotLeaderOrFollowerException;
 import org.apache.kafka.common.utils.Time;
 import org.apache.kafka.connect.util.KafkaBasedLog;
 
@@ -33,6 +34,9 @@ final class StubLog extends KafkaBasedLog<String, byte[]> {
 
     final List<Sent> sent = Collections.synchronizedList(new ArrayList<>());
     final AtomicInteger failNext = new AtomicInteger();
+    /** This many sends from now on get no outcome until {@link #failHeld}: their records in flight in an outage. */
+    final AtomicInteger holdNext = new AtomicInteger();
+    private final List<Callback> held = Collections.synchronizedList(new ArrayList<>());
 
     StubLog() {
         super("connect-status", Collections.emptyMap(), Collections.emptyMap(), () -> null, (e, r) -> { }, Time.SYSTEM,
@@ -58,8 +62,32 @@ final class StubLog extends KafkaBasedLog<String, byte[]> {
         return CompletableFuture.completedFuture(null);
     }
 
+    /** How many sends wait for their outcome. */
+    int heldCount() {
+        return held.size();
+    }
+
+    /**
+     * The held sends fail, as a broker back from an outage answers a produce request meant for the partition's old
+     * leader (a retriable error, as Connect's producer sees it when the broker returns).
+     */
+    void failHeld() {
+        List<Callback> failing;
+        synchronized (held) {
+            failing = new ArrayList<>(held);
+            held.clear();
+        }
+        for (Callback callback : failing) {
+            callback.onCompletion(null, new NotLeaderOrFollowerException("stub: not the partition's leader"));
+        }
+    }
+
     @Override
     public Future<RecordMetadata> sendWithReceipt(String key, byte[] value, Callback callback) {
+        if (holdNext.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
+            held.add(callback);
+            return new CompletableFuture<>();
+        }
         if (failNext.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
             callback.onCompletion(null, new NotEnoughReplicasException("stub outage"));
             return CompletableFuture.completedFuture(null);
