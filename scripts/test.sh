@@ -53,8 +53,9 @@ status=0
 # overrides it.
 # Three on two cores: much of the suite waits (outages, probes, JVM starts), and a third process fills that time
 # (14.9 min of pytest against 20.5 min with two, on the same 2-core machine). The groups hold only with pytest
-# below 9 (pyproject.toml says why; tests/test_test_groups.py checks it).
-.venv/bin/pytest -n 3 --dist loadgroup "$@" || status=$?
+# below 9 (pyproject.toml says why; tests/test_test_groups.py checks it). --no-loadscope-reorder: the groups are handed
+# out in tests/conftest.py's order (the longest first, so that the processes end together), not by number of tests.
+.venv/bin/pytest -n 3 --dist loadgroup --no-loadscope-reorder "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests: that is a failure, not a pass" >&2
     exit 1

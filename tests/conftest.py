@@ -162,6 +162,49 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("xdist_group") is None:
             module = _module(item)
             item.add_marker(pytest.mark.xdist_group(REAL_KAFKA_GROUP if module in sharing else module))
+    items[:] = _longest_first(items)
+
+
+# The groups measured to take minutes, longest first: the first groups handed out (scripts/test.sh keeps this order
+# with --no-loadscope-reorder; pytest-xdist's own order is by number of tests, which hands the few-test Spark and
+# benchmark modules out last, and a process that takes a four-minute module last is the run's tail while the others
+# have ended). The minutes: a whole run's on this machine (three processes on two cores, load 3 to 9; the sum of a
+# module's tests among the run's 60 slowest, so at least that). A group not named here goes after these, by number of
+# tests as pytest-xdist orders them.
+LONGEST_FIRST = (
+    REAL_KAFKA_GROUP,  # 11 min (the comment above)
+    "tests/test_bench.py",  # 5.1 min
+    "tests/analytics/test_spark_cluster.py",  # 4.9 min
+    "tests/analytics/test_class_data.py",  # 4.0 min
+    "tests/test_autorestart_live.py",  # 3.9 min
+    "tests/test_fault_matrix.py",  # 3.7 min
+    "tests/analytics/test_job.py",  # 3.0 min
+    "tests/analytics/test_retention.py",  # 2.9 min
+    "tests/analytics/test_incremental.py",  # 2.8 min
+    "tests/analytics/test_duckdb_oracle.py",  # 1.9 min
+    "tests/test_openapi_fuzz.py",  # 1.8 min
+    "tests/analytics/test_analysis.py",  # 1.7 min
+    "tests/analytics/test_bench_history.py",  # 1.5 min
+    "tests/test_stuck_workers_live.py",  # 1.4 min
+    "tests/analytics/test_latest_differential.py",  # 1.4 min
+)
+
+
+def _group(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    assert marker is not None, item.nodeid  # every test has one by now (pytest_collection_modifyitems)
+    return str(marker.args[0] if marker.args else marker.kwargs["name"])
+
+
+def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The tests, group by group: the groups of ``LONGEST_FIRST`` in its order, then the others by their number of
+    tests (most first), each group's tests in their collection order."""
+    groups: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        groups.setdefault(_group(item), []).append(item)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    ordered = sorted(groups, key=lambda name: (rank.get(name, len(rank)), -len(groups[name])))
+    return [item for name in ordered for item in groups[name]]
 
 
 @pytest.hookimpl(wrapper=True)

@@ -17,8 +17,11 @@ from status_store.analytics.session import finish, get_session
 
 FAST_START = {
     "spark.master": "local[2]",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "4",
+    # One task per core in each stage (what ``status-store analyze`` itself picks for a small input on two cores),
+    # still more than one partition: an empty analysis ran in 9.0 to 9.8 s with 2 against 10.4 to 25.1 s with 4,
+    # alternated in one session on this 2-core machine at load 11.
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "1g",
@@ -47,7 +50,7 @@ def java() -> None:
 
 @pytest.fixture(scope="session")
 def spark(java: None) -> Iterator[SparkSession]:
-    """A local[2] session with 4 shuffle partitions, no UI, bound to 127.0.0.1, its JVM started from the class-data
+    """A local[2] session with 2 shuffle partitions, no UI, bound to 127.0.0.1, its JVM started from the class-data
     archive of local runs (written at the end of the session when there is none yet)."""
     session = get_session(FAST_START, app_name="status-store-tests", class_data=True)
     session.sparkContext.setLogLevel("ERROR")
