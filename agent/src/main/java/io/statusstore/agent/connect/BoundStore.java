@@ -49,7 +49,8 @@ final class BoundStore {
         @SuppressWarnings("unchecked")
         KafkaBasedLog<String, byte[]> log = (KafkaBasedLog<String, byte[]>) kafkaLog;
         this.drained = new DrainedWrites(retryExecutor);
-        StoreOriginals originals = new StoreOriginals((StatusBackingStore) store, log, sends, retryExecutor);
+        StoreOriginals originals = new StoreOriginals((StatusBackingStore) store, log, sends, retryExecutor,
+                metrics);
         drained.writeAgainWith(originals::write);
         SidecarClient client = new SidecarClient(options.url, Token.from(options.tokenFile, options.token),
                 options.connectTimeoutMs, options.readTimeoutMs, options.tls);

@@ -1,7 +1,10 @@
 package io.statusstore.agent.connect;
 
+import io.statusstore.agent.Warnings;
+import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.path.ConnectPath;
 import io.statusstore.agent.status.StatusUpdate;
+import org.apache.kafka.connect.runtime.AbstractStatus;
 import org.apache.kafka.connect.runtime.ConnectorStatus;
 import org.apache.kafka.connect.runtime.TaskStatus;
 import org.apache.kafka.connect.runtime.TopicStatus;
@@ -40,10 +43,13 @@ final class StoreOriginals implements ConnectPath {
     private final SendCount sends;
     private final ExecutorService retryExecutor;
     private final StoreGeneration generation;
+    private final AgentMetrics metrics;
+    private final Warnings warnings = new Warnings();
 
     StoreOriginals(StatusBackingStore store, KafkaBasedLog<String, byte[]> log, SendCount sends,
-                   ExecutorService retryExecutor) {
+                   ExecutorService retryExecutor, AgentMetrics metrics) {
         this.store = store;
+        this.metrics = metrics;
         this.log = log;
         this.sends = sends;
         this.retryExecutor = retryExecutor;
@@ -53,10 +59,19 @@ final class StoreOriginals implements ConnectPath {
     /**
      * Runs the original method for {@code u}, a status the agent held: the store's generation, which that method sets
      * to the status's own, is taken back up to where it was before the record goes to the producer (and after the
-     * method, which sets it even for a putSafe it drops), never lower: {@link StoreGeneration}.
+     * method, which sets it even for a putSafe it drops), never lower: {@link StoreGeneration}. Not written at all when
+     * the store has read another worker's newer status of its key ({@link #overtakenBy}).
      */
     @Override
-    public void write(StatusUpdate u) {
+    public boolean write(StatusUpdate u) {
+        AbstractStatus<?> newer = overtakenBy(u);
+        if (newer != null) {
+            metrics.overtaken();
+            warnings.warn("overtaken", "not writing through Connect a status held past its fence: the worker's store "
+                    + "has read a newer status of its key from another worker since (" + u + "; read: worker "
+                    + newer.workerId() + ", generation " + newer.generation() + "), which it would land over late");
+            return false;
+        }
         int before = generation.read();
         Runnable keep = () -> generation.atLeast(before);
         StoreHooks.original(u, keep, () -> {
@@ -85,6 +100,38 @@ final class StoreOriginals implements ConnectPath {
                     throw new IllegalStateException(u.kind.toString());
             }
         });
+        return true;
+    }
+
+    /**
+     * The status of {@code u}'s key the store read last, if it is another worker's of a higher generation, else null:
+     * Connect's own safe-write rule (its cache entry's canWriteSafely), applied to every status the agent held. A stock
+     * worker writes its status when asked, so a newer one from the worker the task or connector moved to lands after
+     * it; the agent writes a held status late, and Connect's store reads the last record of a key as its status.
+     */
+    private AbstractStatus<?> overtakenBy(StatusUpdate u) {
+        if (!(u.source instanceof AbstractStatus)) {
+            return null;
+        }
+        AbstractStatus<?> read;
+        if (u.kind == StatusUpdate.Kind.CONNECTOR) {
+            read = store.get(u.connector);
+        } else if (u.kind == StatusUpdate.Kind.TASK) {
+            // Through its erasure: ConnectorTaskId is a record in Connect 4.x, a class the agent cannot name (Java 11).
+            Object id = ((AbstractStatus<?>) u.source).id();
+            try {
+                read = (AbstractStatus<?>) StatusBackingStore.class.getMethod("get", id.getClass()).invoke(store, id);
+            } catch (ReflectiveOperationException e) {
+                return null;
+            }
+        } else {
+            return null;
+        }
+        if (read == null || read.workerId() == null || read.workerId().equals(u.workerId)
+                || read.generation() <= u.generation) {
+            return null;
+        }
+        return read;
     }
 
     @Override

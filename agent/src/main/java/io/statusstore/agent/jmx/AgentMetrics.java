@@ -16,6 +16,7 @@ public final class AgentMetrics {
     final AtomicLong refused = new AtomicLong();
     final AtomicLong dropped = new AtomicLong();
     final AtomicLong switches = new AtomicLong();
+    final AtomicLong overtaken = new AtomicLong();
     private volatile IntSupplier queuedKeys = () -> 0;
     private volatile boolean onSidecar;
 
@@ -47,6 +48,11 @@ public final class AgentMetrics {
 
     public void dropped() {
         dropped.incrementAndGet();
+    }
+
+    /** A status the agent held was not written late: the worker's store read another worker's newer one of its key. */
+    public void overtaken() {
+        overtaken.incrementAndGet();
     }
 
     /** The agent switched path (to or from the sidecar). */
@@ -85,6 +91,10 @@ public final class AgentMetrics {
 
     public long droppedTotal() {
         return dropped.get();
+    }
+
+    public long overtakenTotal() {
+        return overtaken.get();
     }
 
     public long switchesTotal() {

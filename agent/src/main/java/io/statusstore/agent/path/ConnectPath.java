@@ -7,8 +7,11 @@ import java.util.concurrent.CompletableFuture;
 
 /** Connect's own status path: the store's original methods, and whether anything of it is still in flight. */
 public interface ConnectPath {
-    /** Writes one status through the store's original method (put, putSafe or deleteTopic). */
-    void write(StatusUpdate update);
+    /**
+     * Writes one status the agent held through the store's original method (put, putSafe or deleteTopic), unless the
+     * worker's store has read another worker's status of its key with a higher generation: returns whether it did.
+     */
+    boolean write(StatusUpdate update);
 
     /**
      * Whether Connect's own path is quiet: no original write running, no record in its producer without an

@@ -322,8 +322,9 @@ public final class Sender implements Runnable {
         }
         if (next != null) {
             try {
-                connect.write(next);
-                metrics.fellBack();
+                if (connect.write(next)) {
+                    metrics.fellBack();
+                }
             } catch (Throwable t) {
                 warnings.warn("connect write " + t.getClass().getName(), "Connect's own store did not take the status "
                         + "of " + next.key + ": " + t);

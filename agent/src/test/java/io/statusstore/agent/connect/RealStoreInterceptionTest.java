@@ -1,6 +1,7 @@
 package io.statusstore.agent.connect;
 
 import io.statusstore.agent.AgentOptions;
+import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.path.FakeSidecar;
 import io.statusstore.agent.path.Router;
 import io.statusstore.agent.path.Topic;
@@ -169,7 +170,7 @@ class RealStoreInterceptionTest {
                     "the record and Connect's two re-sends counted");
             store.put(new ConnectorStatus("e", AbstractStatus.State.RUNNING, "w:8083", 1));
             assertEquals(2, log.sent.size(), "on Connect's own path the original runs in the worker's thread");
-            assertTrue(new StoreOriginals(store, log, bound.sends, null).quiet(100));
+            assertTrue(new StoreOriginals(store, log, bound.sends, null, bound.metrics).quiet(100));
 
             assertEquals(0.0, server.getAttribute(own, "on-sidecar-path"));
             assertEquals(2.0, server.getAttribute(own, "path-switches-total"));
@@ -267,7 +268,7 @@ class RealStoreInterceptionTest {
             await(() -> states(log, "status-task-p-0").contains("UNASSIGNED"), 3_000,
                     "the putSafe UNASSIGNED sent again too, Connect's rules judging it again");
             StoreOriginals originals = new StoreOriginals(store, log, bound.sends, (java.util.concurrent.ExecutorService)
-                    readField(store, "sendRetryExecutor"));
+                    readField(store, "sendRetryExecutor"), bound.metrics);
             await(() -> originals.quiet(100), 3_000, "Connect's path quiet");
             assertEquals(Collections.singletonList("RUNNING"), states(log, "status-connector-p2"),
                     "p2's older PAUSED not sent again over its newer RUNNING");
@@ -323,6 +324,163 @@ class RealStoreInterceptionTest {
         }
     }
 
+    @Test
+    void connectsOwnPutOfAnOlderGenerationLandsOverAnotherWorkersNewerStatusInEveryStore() throws Exception {
+        // What the agent's guard is measured against: Connect's read side has no generation check (only an incoming
+        // task UNASSIGNED is ignored over a cached RUNNING), so the last record of a key is its status, in the cache of
+        // the worker that wrote it and of every other worker (what their REST shows).
+        StoreHooks.disarm();
+        StubLog logA = new StubLog();
+        KafkaStatusBackingStore a = unboundStore(logA);
+        KafkaStatusBackingStore b = unboundStore(new StubLog());
+        byte[] newer = value("RUNNING", "b:8083", 21);
+        read(a, "status-connector-p", newer);
+        read(b, "status-connector-p", newer);
+        a.put(new ConnectorStatus("p", AbstractStatus.State.PAUSED, "a:8083", 16));
+        assertEquals(Collections.singletonList("PAUSED"), states(logA, "status-connector-p"), "the plain put was sent");
+        for (KafkaStatusBackingStore store : Arrays.asList(a, b)) {
+            read(store, "status-connector-p", logA.sent.get(0).value);
+            ConnectorStatus status = store.get("p");
+            assertEquals("a:8083/16/PAUSED", status.workerId() + "/" + status.generation() + "/" + status.state(),
+                    "the older generation's record replaced the newer in the store's cache");
+        }
+    }
+
+    @Test
+    void aHeldStatusIsNotDrainedOverAnotherWorkersNewerStatusTheStoreReadMeanwhile() throws Exception {
+        // A rebalance moved the connector while its status (generation 16) waited at a sidecar that could not write:
+        // the worker it moved to wrote its own (generation 21), and this worker's store read it. A stock worker wrote
+        // its status when asked, before the other's: the agent's late one must not land over the newer.
+        Topic topic = new Topic();
+        FakeSidecar sidecar = new FakeSidecar(topic);
+        sidecar.writeAtOnce = false;
+        sidecar.start();
+        try {
+            StubLog log = new StubLog();
+            KafkaStatusBackingStore store = armedStore(sidecar, log);
+            BoundStore bound = StoreHooks.bound();
+            store.put(new ConnectorStatus("p", AbstractStatus.State.PAUSED, "w:8083", 16));
+            store.putSafe(new TaskStatus(new ConnectorTaskId("p", 0), AbstractStatus.State.UNASSIGNED, "w:8083", 16));
+            await(() -> sidecar.pendingCount() == 2, 3_000, "pending at the sidecar");
+            read(store, "status-connector-p", value("RUNNING", "b:8083", 21));
+            read(store, "status-task-p-0", value("RUNNING", "b:8083", 21));
+            sidecar.stop();
+            await(() -> bound.router().path() == Router.Path.CONNECT && bound.router().size() == 0, 10_000,
+                    "the held statuses past their fence");
+            await(() -> new StoreOriginals(store, log, bound.sends, null, bound.metrics).quiet(100), 3_000, "quiet");
+            assertEquals(Collections.emptyList(), states(log, "status-connector-p"), "no late PAUSED over b's RUNNING");
+            assertEquals(Collections.emptyList(), states(log, "status-task-p-0"), "no late UNASSIGNED over b's RUNNING");
+            assertEquals("b:8083", store.get("p").workerId());
+            ObjectName own = new ObjectName("kafka.connect:type=status-store-agent-metrics,client-id=connect-it-statuses");
+            assertEquals(2.0, ManagementFactory.getPlatformMBeanServer().getAttribute(own, "overtaken-total"));
+            assertEquals(0.0, ManagementFactory.getPlatformMBeanServer().getAttribute(own, "fallen-back-total"));
+            store.stop();
+        } finally {
+            sidecar.stop();
+            StoreHooks.disarm();
+        }
+    }
+
+    @Test
+    void aHeldStatusIsNotWrittenAgainOverAnotherWorkersNewerStatusAfterConnectAbandonsItsRetry() throws Exception {
+        // The held status's first attempt went out past its fence and failed (the broker back, not the leader); the
+        // worker's generation had moved, so Connect abandoned its retry and the agent writes it again. Meanwhile the
+        // worker the connector moved to wrote its newer status, and this worker's store read it.
+        Topic topic = new Topic();
+        FakeSidecar sidecar = new FakeSidecar(topic);
+        sidecar.writeAtOnce = false;
+        sidecar.start();
+        try {
+            StubLog log = new StubLog();
+            KafkaStatusBackingStore store = armedStore(sidecar, log);
+            BoundStore bound = StoreHooks.bound();
+            store.put(new ConnectorStatus("p", AbstractStatus.State.PAUSED, "w:8083", 16));
+            await(() -> sidecar.pendingCount() == 1, 3_000, "pending at the sidecar");
+            log.holdNext.set(1);
+            sidecar.stop();
+            await(() -> bound.router().path() == Router.Path.CONNECT && log.heldCount() == 1, 10_000,
+                    "the held status handed to Connect's producer past its fence");
+            store.put(new ConnectorStatus("q", AbstractStatus.State.RUNNING, "w:8083", 21));
+            read(store, "status-connector-p", value("RUNNING", "b:8083", 21));
+            log.failHeld();
+            StoreOriginals originals = new StoreOriginals(store, log, bound.sends, (java.util.concurrent.ExecutorService)
+                    readField(store, "sendRetryExecutor"), bound.metrics);
+            await(() -> !bound.drained.watched("status-connector-p") && originals.quiet(100), 3_000,
+                    "the failed attempt settled");
+            assertEquals(Collections.emptyList(), states(log, "status-connector-p"), "no late PAUSED over b's RUNNING");
+            assertEquals(Collections.singletonList("RUNNING"), states(log, "status-connector-q"));
+            store.stop();
+        } finally {
+            sidecar.stop();
+            StoreHooks.disarm();
+        }
+    }
+
+    @Test
+    void aHeldStatusIsStillDrainedOverAnOlderGenerationOrItsOwnWorkersStatus() throws Exception {
+        // Connect's safe-write rule: another worker's older generation, or this worker's own status, does not stop it.
+        Topic topic = new Topic();
+        FakeSidecar sidecar = new FakeSidecar(topic);
+        sidecar.writeAtOnce = false;
+        sidecar.start();
+        try {
+            StubLog log = new StubLog();
+            KafkaStatusBackingStore store = armedStore(sidecar, log);
+            BoundStore bound = StoreHooks.bound();
+            store.put(new ConnectorStatus("older", AbstractStatus.State.PAUSED, "w:8083", 16));
+            store.put(new ConnectorStatus("own", AbstractStatus.State.PAUSED, "w:8083", 16));
+            store.put(new ConnectorStatus("same", AbstractStatus.State.PAUSED, "w:8083", 16));
+            await(() -> sidecar.pendingCount() == 3, 3_000, "pending at the sidecar");
+            read(store, "status-connector-older", value("RUNNING", "b:8083", 15));
+            read(store, "status-connector-own", value("RUNNING", "w:8083", 21));
+            read(store, "status-connector-same", value("RUNNING", "b:8083", 16));
+            sidecar.stop();
+            await(() -> bound.router().path() == Router.Path.CONNECT && bound.router().size() == 0, 10_000,
+                    "the held statuses past their fence");
+            for (String key : Arrays.asList("status-connector-older", "status-connector-own", "status-connector-same")) {
+                assertEquals(Collections.singletonList("PAUSED"), states(log, key), key);
+            }
+            store.stop();
+        } finally {
+            sidecar.stop();
+            StoreHooks.disarm();
+        }
+    }
+
+    /** A store of this JVM bound by the agent to {@code sidecar}, its log the stub, on the sidecar's path. */
+    private static KafkaStatusBackingStore armedStore(FakeSidecar sidecar, StubLog log) throws Exception {
+        StoreHooks.arm(AgentOptions.parse("url=" + sidecar.url() + ",lease.ms=1000,read.timeout.ms=500,"
+                + "connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,stop.timeout.ms=200",
+                Collections.<String, String>emptyMap()));
+        JsonConverter converter = new JsonConverter();
+        converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
+        KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
+        DistributedConfig config = workerConfig();
+        store.configure(config);
+        setField(store, "kafkaLog", log);
+        StoreHooks.onConfigure(store, config);
+        BoundStore bound = StoreHooks.bound();
+        store.start();
+        await(() -> bound.router().path() == Router.Path.SIDECAR, 3_000, "handed over");
+        return store;
+    }
+
+    /** A store Connect's own (the agent not armed), its log the stub. */
+    private static KafkaStatusBackingStore unboundStore(StubLog log) throws Exception {
+        JsonConverter converter = new JsonConverter();
+        converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
+        KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
+        store.configure(workerConfig());
+        setField(store, "kafkaLog", log);
+        return store;
+    }
+
+    /** A status record's value as Connect writes it. */
+    private static byte[] value(String state, String workerId, int generation) {
+        return ("{\"state\":\"" + state + "\",\"trace\":null,\"worker_id\":\"" + workerId + "\",\"generation\":"
+                + generation + ",\"version\":null}").getBytes(StandardCharsets.UTF_8);
+    }
+
     /** The states of the records of {@code key} the stub log sent, in order. */
     private static List<String> states(StubLog log, String key) {
         synchronized (log.sent) {
@@ -351,7 +509,7 @@ class RealStoreInterceptionTest {
         converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
         KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
         StubLog log = new StubLog();
-        StoreOriginals originals = new StoreOriginals(store, log, new SendCount(), null);
+        StoreOriginals originals = new StoreOriginals(store, log, new SendCount(), null, new AgentMetrics());
         List<String> keys = Arrays.asList("status-task-conn-0", "status-connector-conn", "status-task-my-conn-12");
         assertEquals(Boolean.TRUE, originals.canWrite(keys).get(5, java.util.concurrent.TimeUnit.SECONDS));
         // Java's partitioner places these on 4, 2 and 2 of 5 partitions (checked against Kafka's own in REFERENCE.md).

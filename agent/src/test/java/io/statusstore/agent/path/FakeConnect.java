@@ -28,13 +28,14 @@ final class FakeConnect implements ConnectPath {
         this.topic = topic;
     }
 
-    /** The agent's fall back (the store's original method, called by the sender). */
+    /** The agent's fall back (the store's original method, called by the sender); its topic has one worker. */
     @Override
-    public void write(StatusUpdate update) {
+    public boolean write(StatusUpdate update) {
         synchronized (this) {
             agentWrites.add(update);
         }
         original(update);
+        return true;
     }
 
     /** The original method run by the worker's thread itself (the advice let it through). */
