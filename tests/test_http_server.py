@@ -1,5 +1,5 @@
 """The HTTP server's bounds on slow, idle and too many clients: request head timeout, the connection
-limit, the rate-limited accept error; and a real service flooded with half-sent requests."""
+limit, the listen backlog, the rate-limited accept error; and a real service flooded with half-sent requests."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from prometheus_client import generate_latest
 
 from harness import free_port
 from harness.service import Service
-from status_store.api import create_app
+from status_store.api import create_app, http_server
 from status_store.api.http_server import OneWritePerTurn, client_log_limits, http_config
 
 from .helpers import eventually, eventually_value
@@ -403,12 +403,38 @@ def test_a_burst_of_connections_while_the_service_takes_none_waits_in_the_kernel
                 client.setblocking(True)
                 client.settimeout(WAIT)
                 client.sendall(FULL.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
-            answers = [client.makefile("rb").read(12) for client in clients]
+            answers = []
+            for client in clients:
+                with client.makefile("rb") as answer:
+                    answers.append(answer.read(12))
         finally:
             for client in clients:
                 client.close()
         assert service.stop() == 0
     assert collections.Counter(answers) == {b"HTTP/1.1 200": BURST}
+
+
+async def test_a_kernel_that_queues_fewer_connections_than_the_limit_is_named_in_the_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Linux lowers a listen backlog to net.core.somaxconn without a word: below the connection limit, a burst to
+    the limit can be dropped, and the server says so once, naming the sysctl."""
+    somaxconn = tmp_path / "somaxconn"
+    somaxconn.write_text("256\n")
+    monkeypatch.setattr(http_server, "_SOMAXCONN", somaxconn)
+    assert http_server.listen_backlog(1000) == 256
+    assert http_server.listen_backlog(100) == 200
+    server = http_server.BoundedServer(http_config(create_app(None), "127.0.0.1", free_port(), max_connections=1000))
+    with caplog.at_level(logging.WARNING, logger=http_server.__name__):
+        task = asyncio.create_task(server.serve())
+        try:
+            await eventually(lambda: server.started or task.done(), WAIT)
+            assert not task.done(), "the server did not start"
+        finally:
+            server.should_exit = True
+            await asyncio.wait_for(task, WAIT)
+    assert [r.getMessage() for r in caplog.records if r.name == http_server.__name__] == [
+        "The kernel queues at most 256 HTTP connections not yet accepted (net.core.somaxconn), fewer than the "
+        "connection limit (1000): a burst of connections past it waits seconds to connect"]
 
 
 def iter_queue(service: Service) -> list[str]:
