@@ -22,7 +22,7 @@ from .act.actions import Actions
 from .api import create_app
 from .api.app import store_events
 from .api.credentials import ServerTls, WriteTokens
-from .api.http_server import client_log_limits, http_config
+from .api.http_server import BoundedServer, client_log_limits, http_config
 from .api.starting import StartGate
 from .config import StoreConfig
 from .embedded.broker import start_embedded_broker
@@ -43,7 +43,7 @@ FULL_COLLECTION_EVERY = 100
 EXIT_RESERVE_S = 0.5
 
 
-class _Server(uvicorn.Server):
+class _Server(BoundedServer):
     """uvicorn, except that a SIGINT/SIGTERM is not re-raised after the HTTP server stops, and the whole stop keeps
     to one bound.
 

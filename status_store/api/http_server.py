@@ -18,9 +18,12 @@ is answered any more. The bounds here:
   sent to it for this long (the send buffer stays above its high-water mark; an event stream to a client
   that stopped reading, an answer never read) is aborted, and so is one closed with data it cannot send
   after this long: neither holds its buffers and its file descriptor for as long as the client likes.
-- **Accepts per loop turn** (``BACKLOG``), so the limit holds within a burst of connections.
+- **Accepts per loop turn** (``ACCEPTS_PER_TURN``), so the limit holds within a burst of connections.
+- **Listen backlog** (``listen_backlog()``, set by ``BoundedServer``): the kernel's queue of connections it
+  completed and the server has not yet accepted holds a burst of twice the connection limit (as much as the
+  kernel allows), so the connections of a burst wait there while the loop is busy rather than being dropped.
 - The error asyncio logs when ``accept()`` fails (out of file descriptors) with a traceback, up to
-  ``BACKLOG`` times per loop turn, is logged at most once per ``LIMIT_LOG_INTERVAL_S``, as are
+  ``ACCEPTS_PER_TURN`` times per loop turn, is logged at most once per ``LIMIT_LOG_INTERVAL_S``, as are
   uvicorn's warning per malformed request, the shedding of connections at the limit and the stalled
   connections aborted. ``http_connections_closed_total`` counts the connections closed by these bounds.
 
@@ -42,6 +45,7 @@ import ssl
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 import uvicorn
@@ -58,7 +62,12 @@ WRITE_STALL_TIMEOUT_S = 10.0
 KEEP_ALIVE_TIMEOUT_S = 5
 MAX_HEADER_BYTES = 16 * 1024
 MAX_CONNECTIONS = 1000
-BACKLOG = 128
+# asyncio's ``backlog`` is both how many connections one turn of the loop accepts and the listen() backlog. It is
+# given this, the accepts per turn (each costs a file descriptor before the connection limit can shed one); the
+# listen backlog is set apart afterwards (``listen_backlog``).
+ACCEPTS_PER_TURN = 128
+# Linux silently lowers a listen() backlog to this sysctl (the kernel's own default where it cannot be read).
+_SOMAXCONN = Path("/proc/sys/net/core/somaxconn")
 # A line about a limit that clients can reach at will is logged at most once per this long.
 LIMIT_LOG_INTERVAL_S = 10.0
 # asyncio's message (selector_events.py) when accept() fails for lack of file descriptors or memory.
@@ -71,7 +80,26 @@ def connection_limit(max_connections: int = MAX_CONNECTIONS) -> int:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return max_connections
-    return max(1, min(max_connections, (soft - BACKLOG) // 2))
+    return max(1, min(max_connections, (soft - ACCEPTS_PER_TURN) // 2))
+
+
+def listen_backlog(max_connections: int) -> int:
+    """The listen() backlog for a server with this connection limit: twice the limit, within what the kernel allows.
+
+    The kernel queues the connections it completed until the server accepts them. When that queue is full it drops
+    a new connection's SYN (and the handshake's last ACK) without a word: the client tries again 1, 3, 7, 15 s
+    later, and a probe or an event stream that comes during a burst goes unanswered for as long, uncounted. A
+    queue of only the accepts of one loop turn (128) overflowed in a burst of 2,000 clients of ``/events`` while
+    the loop was busy. The queue holds a burst to the connection limit, and as many again: past the limit the
+    server, not the kernel, chooses whom to shed (the connection waiting longest for its request head, counted),
+    so a probe that sends its request at once is still served. A queued connection costs kernel memory only (no
+    file descriptor until accepted). Linux lowers a larger backlog to ``net.core.somaxconn`` itself; it is read
+    here so that a backlog lowered below the connection limit is known (``BoundedServer`` warns)."""
+    try:
+        kernel_max = int(_SOMAXCONN.read_text())
+    except (OSError, ValueError):
+        kernel_max = socket.SOMAXCONN
+    return max(ACCEPTS_PER_TURN, min(2 * max_connections, kernel_max))
 
 
 class ClosedConnections(Collector):
@@ -341,7 +369,7 @@ def http_config(app: Any, host: str, port: int, header_timeout_s: float = HEADER
     protocol = type("LimitedH11Protocol", (LimitedH11Protocol,), limits)
     return _Config(app, host=host, port=port, http=protocol, log_config=None, access_log=False,
                    timeout_keep_alive=KEEP_ALIVE_TIMEOUT_S, h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-                   backlog=BACKLOG, tls=tls)
+                   backlog=ACCEPTS_PER_TURN, tls=tls)
 
 
 class _Config(uvicorn.Config):
@@ -356,6 +384,28 @@ class _Config(uvicorn.Config):
         super().load()
         if self._tls is not None:
             self.ssl = self._tls
+
+
+class BoundedServer(uvicorn.Server):
+    """uvicorn's server, its listening sockets given the listen backlog of its connection limit (``listen_backlog``)
+    once asyncio has made them listen with the accepts per turn."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        protocol = self.config.http_protocol_class
+        if not (self.started and isinstance(protocol, type) and issubclass(protocol, LimitedH11Protocol)):
+            return
+        backlog = listen_backlog(protocol.max_connections)
+        if backlog < protocol.max_connections:
+            log.warning("The kernel queues at most %d HTTP connections not yet accepted (net.core.somaxconn), fewer "
+                        "than the connection limit (%d): a burst of connections past it waits seconds to connect",
+                        backlog, protocol.max_connections)
+        for server in self.servers:
+            for sock in server.sockets:
+                # asyncio's socket wrapper has no listen(): a duplicate of the descriptor is the same socket. On a
+                # listening socket, listen() again only sets the backlog; the connections queued stay.
+                with sock.dup() as listening:
+                    listening.listen(backlog)
 
 
 @contextlib.contextmanager
