@@ -5,8 +5,10 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness import ROOT
@@ -38,9 +40,25 @@ def run_quick(script: str, cwd: Path, *arguments: str, timeout: float) -> str:
     docs/BENCHMARKS.md or docs/img."""
     before = _docs_written_by_benchmarks()
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-m", f"bench.{script}", "--quick", *arguments], cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    done = run_bounded([sys.executable, "-m", f"bench.{script}", "--quick", *arguments], cwd,
+                       {**os.environ, "PYTHONPATH": path}, timeout)
     assert done.returncode == 0, f"bench.{script} --quick exited with {done.returncode}:\n{done.stderr[-5000:]}"
     assert _docs_written_by_benchmarks() == before, f"bench.{script} --quick changed the docs"
     return done.stdout
+
+
+def run_bounded(command: Sequence[str], cwd: Path, env: Mapping[str, str],
+                timeout: float) -> subprocess.CompletedProcess[str]:
+    """``command``'s run (output captured), in a session of its own: when it outlasts ``timeout`` seconds, every process
+    of that session is killed before ``subprocess.TimeoutExpired`` is raised, not only the one started here (a
+    benchmark's ``status-store analyze`` and its Spark JVM outlived a quick run cut off at its bound, and loaded the
+    machine for minutes). The session's id is the started process's pid, which is not reused before it is reaped."""
+    with subprocess.Popen(list(command), cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)

@@ -10,14 +10,20 @@ tests/analytics/test_bench_history.py and tests/analytics/test_spark_cluster.py.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .bench_runs import run_quick, scripts
+from .bench_runs import run_bounded, run_quick, scripts
+from .helpers import eventually_value
 
 pytestmark = [pytest.mark.bench, pytest.mark.timeout(240)]
 # Seconds a quick run may take here, on a busy machine, before it counts as hung.
@@ -43,6 +49,38 @@ def test_every_benchmark_script_has_a_quick_run_in_the_suite() -> None:
     tests = "".join(path.read_text() for path in Path(__file__).parent.rglob("test_*.py"))
     runs = ("run_quick", "quick_json")
     assert {name for name in scripts() if any(f'{run}("{name}"' in tests for run in runs)} == scripts()
+
+
+def _running(pid: int, marker: str) -> bool:
+    """Whether ``pid`` is still the process that carries ``marker`` in its command line, and not a zombie."""
+    try:
+        if marker not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+            return False
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_quick_run_cut_off_at_its_bound_leaves_no_process_of_its_own(tmp_path: Path) -> None:
+    """A quick run that outlasts its bound is killed with every process it started: a benchmark's ``status-store
+    analyze`` and its Spark JVM outlived their quick run's bound by minutes, loading every test after it."""
+    marker = f"left-behind-{uuid.uuid4().hex}"
+    started = tmp_path / "child"
+    run = ("import pathlib, subprocess, sys, time\n"
+           f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}])\n"
+           f"pathlib.Path({str(started)!r}).write_text(str(child.pid))\n"
+           "time.sleep(600)\n")
+    # Bound: two Python start-ups on a loaded machine; the run itself never ends.
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_bounded([sys.executable, "-c", run], tmp_path, os.environ, timeout=15)
+    assert started.exists(), "the run had not started its child within its bound"
+    child = int(started.read_text())
+    try:
+        eventually_value(lambda: _running(child, marker), lambda running: not running, timeout=10,
+                         what="the cut-off run's child still running")
+    finally:
+        if _running(child, marker):
+            os.kill(child, signal.SIGKILL)
 
 
 def test_core_quick_run(tmp_path: Path) -> None:
