@@ -229,25 +229,11 @@ class RealStoreInterceptionTest {
         // and the broker, back, failed the first attempt (not the partition's leader). Connect abandons a retry once
         // its store's generation moved: the keys kept RUNNING where the stock workers, which had written PAUSED at
         // once, showed PAUSED.
-        Topic topic = new Topic();
-        FakeSidecar sidecar = new FakeSidecar(topic);
-        sidecar.writeAtOnce = false;
-        sidecar.start();
+        FakeSidecar sidecar = holdingSidecar();
         try {
-            StoreHooks.arm(AgentOptions.parse("url=" + sidecar.url() + ",lease.ms=1000,read.timeout.ms=500,"
-                    + "connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,stop.timeout.ms=200",
-                    Collections.<String, String>emptyMap()));
-            JsonConverter converter = new JsonConverter();
-            converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
-            KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
-            DistributedConfig config = workerConfig();
-            store.configure(config);
             StubLog log = new StubLog();
-            setField(store, "kafkaLog", log);
-            StoreHooks.onConfigure(store, config);
+            KafkaStatusBackingStore store = armedStore(sidecar, log);
             BoundStore bound = StoreHooks.bound();
-            store.start();
-            await(() -> bound.router().path() == Router.Path.SIDECAR, 3_000, "handed over");
             store.put(new ConnectorStatus("p", AbstractStatus.State.PAUSED, "w:8083", 16));
             store.put(new ConnectorStatus("p2", AbstractStatus.State.PAUSED, "w:8083", 16));
             // A task stopping (putSafe UNASSIGNED), as a deleted connector's does.
@@ -286,25 +272,11 @@ class RealStoreInterceptionTest {
         // that generation to the status's own: a status the agent held (generation 16) and drained after the worker's
         // newer one (generation 21) took the store's generation back, and the newer status, failing then, was
         // abandoned. A stock worker's generation only moves forward, with the statuses it is asked to write.
-        Topic topic = new Topic();
-        FakeSidecar sidecar = new FakeSidecar(topic);
-        sidecar.writeAtOnce = false;
-        sidecar.start();
+        FakeSidecar sidecar = holdingSidecar();
         try {
-            StoreHooks.arm(AgentOptions.parse("url=" + sidecar.url() + ",lease.ms=1000,read.timeout.ms=500,"
-                    + "connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,stop.timeout.ms=200",
-                    Collections.<String, String>emptyMap()));
-            JsonConverter converter = new JsonConverter();
-            converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
-            KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
-            DistributedConfig config = workerConfig();
-            store.configure(config);
             StubLog log = new StubLog();
-            setField(store, "kafkaLog", log);
-            StoreHooks.onConfigure(store, config);
+            KafkaStatusBackingStore store = armedStore(sidecar, log);
             BoundStore bound = StoreHooks.bound();
-            store.start();
-            await(() -> bound.router().path() == Router.Path.SIDECAR, 3_000, "handed over");
             store.put(new ConnectorStatus("p", AbstractStatus.State.PAUSED, "w:8083", 16));
             await(() -> sidecar.pendingCount() == 1, 3_000, "pending at the sidecar");
             sidecar.stop();
@@ -351,10 +323,7 @@ class RealStoreInterceptionTest {
         // A rebalance moved the connector while its status (generation 16) waited at a sidecar that could not write:
         // the worker it moved to wrote its own (generation 21), and this worker's store read it. A stock worker wrote
         // its status when asked, before the other's: the agent's late one must not land over the newer.
-        Topic topic = new Topic();
-        FakeSidecar sidecar = new FakeSidecar(topic);
-        sidecar.writeAtOnce = false;
-        sidecar.start();
+        FakeSidecar sidecar = holdingSidecar();
         try {
             StubLog log = new StubLog();
             KafkaStatusBackingStore store = armedStore(sidecar, log);
@@ -386,10 +355,7 @@ class RealStoreInterceptionTest {
         // The held status's first attempt went out past its fence and failed (the broker back, not the leader); the
         // worker's generation had moved, so Connect abandoned its retry and the agent writes it again. Meanwhile the
         // worker the connector moved to wrote its newer status, and this worker's store read it.
-        Topic topic = new Topic();
-        FakeSidecar sidecar = new FakeSidecar(topic);
-        sidecar.writeAtOnce = false;
-        sidecar.start();
+        FakeSidecar sidecar = holdingSidecar();
         try {
             StubLog log = new StubLog();
             KafkaStatusBackingStore store = armedStore(sidecar, log);
@@ -419,10 +385,7 @@ class RealStoreInterceptionTest {
     @Test
     void aHeldStatusIsStillDrainedOverAnOlderGenerationOrItsOwnWorkersStatus() throws Exception {
         // Connect's safe-write rule: another worker's older generation, or this worker's own status, does not stop it.
-        Topic topic = new Topic();
-        FakeSidecar sidecar = new FakeSidecar(topic);
-        sidecar.writeAtOnce = false;
-        sidecar.start();
+        FakeSidecar sidecar = holdingSidecar();
         try {
             StubLog log = new StubLog();
             KafkaStatusBackingStore store = armedStore(sidecar, log);
@@ -445,6 +408,13 @@ class RealStoreInterceptionTest {
             sidecar.stop();
             StoreHooks.disarm();
         }
+    }
+
+    /** A sidecar that takes writes and holds them pending (no outcome until it stops). */
+    private static FakeSidecar holdingSidecar() throws Exception {
+        FakeSidecar sidecar = new FakeSidecar(new Topic());
+        sidecar.writeAtOnce = false;
+        return sidecar.start();
     }
 
     /** A store of this JVM bound by the agent to {@code sidecar}, its log the stub, on the sidecar's path. */
