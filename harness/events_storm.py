@@ -93,8 +93,12 @@ class Probes:
 
     @classmethod
     def between(cls, samples: Sequence[tuple[float, int, float]], start: float, end: float) -> Probes:
-        """The probes started from ``start`` to ``end`` (epoch seconds)."""
-        within = [(status, seconds) for started, status, seconds in samples if start <= started < end]
+        """The probes in flight from ``start`` to ``end`` (epoch seconds): started before ``end`` and answered (or given
+        up) at or after ``start``. A probe that waited through a phase is that phase's, though it started before it: the
+        connecting phase of a quick storm (150 clients) can pass within one probe that waits in the listen queue behind
+        them, and a phase counted by the probes' starts alone then had none."""
+        within = [(status, seconds) for started, status, seconds in samples
+                  if started < end and started + seconds >= start]
         return cls(sorted(seconds for _, seconds in within), sum(1 for status, _ in within if status != 200))
 
     def quantile_ms(self, q: float) -> float:

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from harness.events_storm import Probes
+
 from .bench_runs import run_bounded, run_quick, scripts
 from .helpers import eventually_value
 
@@ -215,6 +217,16 @@ def test_events_storm_quick_run(tmp_path: Path) -> None:
     assert all(phase["/health probes"] > 0 for phase in phases)
     clients = found["clients (last round)"]
     assert (clients["subscribed"], clients["refused (503)"], clients["refused with Retry-After"]) == (100, 50, 50)
+
+
+def test_a_probe_that_waits_through_a_phase_is_that_phases() -> None:
+    """A phase's probes are those in flight during it: the connecting phase of a quick storm can pass while one probe
+    waits in the listen queue (a whole-suite run saw a phase of no probe at all, so its "every probe answered" held of
+    none)."""
+    samples = [(10.0, 200, 0.01), (10.5, 200, 2.0), (12.6, 200, 0.01), (13.0, 0, 0.5)]
+    assert Probes.between(samples, 11.0, 12.0) == Probes([2.0], 0)
+    assert Probes.between(samples, 10.0, 10.4) == Probes([0.01], 0)
+    assert Probes.between(samples, 12.55, 14.0) == Probes([0.01, 0.5], 1)
 
 
 def test_ui_quick_run(tmp_path: Path) -> None:
