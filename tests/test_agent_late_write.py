@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from prometheus_client import CollectorRegistry
 
 from harness.java_process import kafka_line
 from harness.kafka_proxy import Fault
@@ -114,7 +115,8 @@ async def landed(kafka: KafkaCluster, topic: str, count: int) -> list[bytes | No
 async def test_a_write_given_up_under_a_black_hole_that_lands_over_the_leaders_tombstone_is_undone(
         kafka: KafkaCluster, store_factory: StoreFactory) -> None:
     topic = f"late-{uuid.uuid4().hex[:8]}"
-    async with store_factory(kafka.bootstrap(SIDECARS), topic, **{
+    registry = CollectorRegistry()
+    async with store_factory(kafka.bootstrap(SIDECARS), topic, registry=registry, **{
             "status.storage.retry.delivery.timeout.ms": str(WRITE_BOUND_MS)}) as store:
         try:
             await give_up_under_a_black_hole(kafka, store)
@@ -131,6 +133,8 @@ async def test_a_write_given_up_under_a_black_hole_that_lands_over_the_leaders_t
         assert (store.late_writes.undone, store.late_writes.left, store.late_writes.watched) == (1, 0, 0)
         await store.read_to_end(WAIT_S)
         assert store.cache.get_task(TASK) is None
+        assert registry.get_sample_value("status_late_writes_total", {"outcome": "undone"}) == 1
+        assert registry.get_sample_value("status_late_write_watches") == 0
 
 
 async def test_a_late_landing_with_nothing_of_its_key_read_since_the_give_up_is_left(
