@@ -157,3 +157,16 @@ def test_a_written_undo_ends_and_a_stop_ends_every_undo() -> None:
     bed.late.stop()
     bed.timers.pop()[1]()
     assert len(bed.sent) == 2
+
+
+def test_a_late_landing_is_no_newer_record_for_another_late_landing_of_its_key() -> None:
+    """Two given-up attempts of a key land late after the leader's tombstone: both are undone to the tombstone, the
+    second not to the first's late value."""
+    bed = Bed()
+    bed.late.given_up(TIMED_OUT, 0, KEY, RUNNING, b"a1")
+    bed.late.given_up(TIMED_OUT, 0, KEY, PAUSED, b"a2")
+    bed.read(5, None)
+    bed.read(6, RUNNING, b"a1")
+    bed.read(7, PAUSED, b"a2")
+    assert [(key, value) for key, value, _ in bed.sent] == [(KEY, None), (KEY, None)]
+    assert bed.late.undone == 2

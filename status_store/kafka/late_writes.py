@@ -170,22 +170,23 @@ class LateWrites:
     def _read_watched(self, record: Message, key: bytes, watches: list[_Watch]) -> None:
         attempt = attempt_of(record.headers())
         value, offset = record.value(), record.offset() or 0
-        for watch in list(watches):
-            if attempt is None or watch.attempt != attempt:
+        landing = next((watch for watch in watches if watch.attempt == attempt), None) if attempt else None
+        if landing is None:
+            for watch in watches:
                 if offset > watch.floor:
                     watch.last = value
-                continue
-            self._forget(watch)
-            self._order.remove(watch)
-            if isinstance(watch.last, _Unread) or watch.last == value:
-                self.left += 1
-                continue
-            self.undone += 1
-            late_by = self._clock() - watch.given_up_at
-            log.warning("A write of %r given up %.1f s ago landed late at %s/%d offset %d over a newer record of its "
-                        "key: writing that record again", key.decode(errors="replace"), late_by, self.topic,
-                        record.partition() or 0, record.offset() or 0)
-            self._undo(_Undo(key, watch.last, attempt, self._clock()))
+            return
+        # A late landing is no newer record for the key's other watches: it was given up too.
+        self._forget(landing)
+        self._order.remove(landing)
+        if isinstance(landing.last, _Unread) or landing.last == value:
+            self.left += 1
+            return
+        self.undone += 1
+        log.warning("A write of %r given up %.1f s ago landed late at %s/%d offset %d over a newer record of its key: "
+                    "writing that record again", key.decode(errors="replace"), self._clock() - landing.given_up_at,
+                    self.topic, record.partition() or 0, offset)
+        self._undo(_Undo(key, landing.last, landing.attempt, self._clock()))
 
     def _undo(self, undo: _Undo) -> None:
         self._undoing[undo.key] = undo
