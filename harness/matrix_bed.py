@@ -33,6 +33,8 @@ POD, STOCK = "pod", "stock"
 RESTARTED_FIRST = "the pod's workers restarted first"
 # Answers an agent cannot believe (agent/PROTOCOL.md, rules 1 and 4): it gives that sidecar instance no statuses again
 # until it restarts as a new one, so healing such a fault restarts the sidecars, as an operator would.
+# The sample of a sidecar's /metrics that counts the late writes it undid (kafka/late_writes.py).
+UNDONE_SAMPLE = 'status_late_writes_total{outcome="undone"}'
 DISTRUSTED = frozenset({AnswerFault.WRONG_SHAPE, AnswerFault.DEEP_JSON, AnswerFault.WRITTEN_UNTRULY})
 
 
@@ -61,6 +63,23 @@ class Side:
         for index, sidecar in enumerate(self.sidecars):
             views[f"sidecar {index}"] = rest_found(sidecar.request, names) if sidecar.service else None
         return views
+
+    def late_writes_undone(self) -> list[float]:
+        """Each sidecar's count of writes it gave up that landed late over a newer record of their key and were
+        undone (``status_late_writes_total{outcome="undone"}``); 0 for a sidecar not running or not answering."""
+        counts = []
+        for sidecar in self.sidecars:
+            count = 0.0
+            if sidecar.service:
+                try:
+                    text = sidecar.request("GET", "/metrics", accept="text/plain").body.decode()
+                except OSError:
+                    text = ""
+                for line in text.splitlines():
+                    if line.startswith(UNDONE_SAMPLE):
+                        count = float(line.rsplit(" ", 1)[1])
+            counts.append(count)
+        return counts
 
     def stop_tail(self) -> None:
         if self.tail is not None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from status_store.connect.model import TaskId, task_key
 
 from .java_process import wait_until
-from .matrix_bed import Bed, Side, together
+from .matrix_bed import POD, Bed, Side, together
 from .matrix_faults import Fault, Profile
 from .matrix_views import LatencyWatch, Verdict, judge, rest_found
 from .matrix_workload import REST_BOUND_S, TASKS, Step, Workload, call
@@ -144,6 +144,7 @@ def run_faults(bed: Bed, fault: Fault, scale: float, began: float) -> float:
 def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str) -> Row:
     """One row: the fault with the workload on both sides, then the verdict."""
     notes = bed.ready(profile.ready_s)
+    undone_before = bed.sides[POD].late_writes_undone()
     load = os.getloadavg()[0]
     workload = Workload(prefix)
     together(functools.partial(set_up, side, workload) for side in bed.sides.values())
@@ -169,6 +170,11 @@ def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str) -> Row:
     finally:
         shown = {name: watch.stop() for name, watch in watches.items()}
         bed.heal()
+    for index, (before, after) in enumerate(zip(undone_before, bed.sides[POD].late_writes_undone(), strict=True)):
+        # A sidecar restarted by the fault counts from 0 again.
+        if (undone := after - before if after >= before else after) > 0:
+            notes.append(f"pod sidecar {index}: undid {undone:g} late write(s) (a write it gave up that landed over "
+                         "a newer record of its key)")
     for name, verdict in verdicts.items():
         notes += connect_logged(bed.sides[name], workload, [*verdict.lost, *verdict.stale])
     for side in bed.sides.values():
