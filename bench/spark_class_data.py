@@ -2,7 +2,7 @@
 start and a small ``status-store analyze`` run, each with the archive and without it, in the same run.
 
     .venv/bin/python -m bench.spark_class_data --rounds 3
-    .venv/bin/python -m bench.spark_class_data --quick     # one round, in a temporary directory
+    .venv/bin/python -m bench.spark_class_data --quick     # one round of the job only, in a temporary directory
 
 Each run is a process of its own, timed from launch to exit:
 
@@ -16,6 +16,11 @@ first run before the rounds (its time, which includes writing the archive, is re
 the same, with the driver's Java options saying ``-Xshare:auto`` (the JDK's own base archive only; the package leaves
 class data sharing alone when the options name it). The rounds alternate the two, so that a load that changes
 during the run weighs on both. The figure is the median of each, and with / without.
+
+``--quick`` proves the script runs end to end and writes its table, not the figures: it times the job only (one
+round, each way): three Spark processes, not five. The first run, writing the archive, is a bare start either way;
+the bare start without the archive differs from it only by the Java options the job's run without it also passes
+(tests/analytics/test_class_data.py checks that command).
 """
 
 from __future__ import annotations
@@ -67,11 +72,16 @@ def timed(argv: list[str], env: dict[str, str], timeout_s: float, log: Path) -> 
 def main() -> None:
     parser = BenchParser(__doc__)
     parser.add_size("--rounds", full=3, quick=1, type=int, help="runs of each kind, with and without the archive")
+    parser.add_size("--kinds", full="bare,job", quick="job", type=str,
+                    help="the runs of the rounds, comma-separated, of bare and job")
     parser.add_size("--events", full=1000, quick=1000, type=int, help="history events of the small job")
     parser.add_argument("--work", type=Path, default=Path("/tmp/spark-class-data-bench"),
                         help="the cache, inputs, outputs and logs")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds, for each run")
     args = parser.parse()
+    kinds = [kind for kind in ("bare", "job") if kind in args.kinds.split(",")]
+    if not kinds or set(args.kinds.split(",")) - set(kinds):
+        parser.error(f"--kinds: bare, job or both, not {args.kinds!r}")
     with quick_scratch(args.quick) as scratch:
         work = scratch or args.work
         work.mkdir(parents=True, exist_ok=True)
@@ -82,7 +92,7 @@ def main() -> None:
         results: dict[tuple[str, bool], list[float]] = {}
         # The first run with the archive writes it; every run after it maps the same one.
         first = timed(command("bare", True, data, work / "out"), env, args.timeout, log)
-        for kind in ("bare", "job"):
+        for kind in kinds:
             for _ in range(args.rounds):
                 for archive in (False, True):
                     took = timed(command(kind, archive, data, work / "out"), env, args.timeout, log)
@@ -92,7 +102,7 @@ def main() -> None:
         print(f"the first run, writing the archive: {first:.1f} s")
         print("| run | without the archive (s) | with it (s) | with / without |")
         print("|---|---:|---:|---:|")
-        for kind in ("bare", "job"):
+        for kind in kinds:
             without = statistics.median(results[(kind, False)])
             with_ = statistics.median(results[(kind, True)])
             label = "bare start" if kind == "bare" else f"status-store analyze, {args.events:,} events"

@@ -163,6 +163,19 @@ class _StoreCollector(Collector):
             pending.add_metric([events.kind], events.pending)
         yield outcomes
         yield pending
+        late = self._store.late_writes
+        landed = CounterMetricFamily("status_late_writes", "Writes the sidecar gave up (reported not written) read "
+                                     "back late from the status topic, by outcome: undone (they landed over a newer "
+                                     "record of their key, which was written again), left (nothing newer of their key "
+                                     "had landed, or what had was equal to them).", labels=["outcome"])
+        landed.add_metric(["undone"], late.undone)
+        landed.add_metric(["left"], late.left)
+        yield landed
+        yield GaugeMetricFamily("status_late_write_watches", "Writes given up that may still land, watched now.",
+                                value=late.watched)
+        yield CounterMetricFamily("status_late_write_watches_dropped", "Watches of given-up writes dropped for the "
+                                  "bound on their number (the oldest first): a late landing of those is not undone.",
+                                  value=late.dropped)
 
 
 class _QueueCollector(Collector):

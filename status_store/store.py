@@ -17,6 +17,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from confluent_kafka import Message
+
 from .config import StoreConfig
 from .connect import codec
 from .connect.cache import CacheEntry, StatusCache
@@ -28,6 +30,7 @@ from .durable.replay import replay, tokens
 from .durable.spool import Spool
 from .durable.spool_file import SPOOL_KEY
 from .errors import StoreClosedError, WriteRejectedError
+from .kafka.late_writes import LateWrites
 from .kafka.partition_watch import PartitionWatch
 from .kafka.producer import TopicProducer
 from .kafka.reader import TopicReader, status_records
@@ -86,6 +89,7 @@ class StoreParts:
     events: EventTopics
     after: AfterLastRetry
     watch: PartitionWatch
+    late: LateWrites
 
 
 def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.random) -> StoreParts:
@@ -94,10 +98,20 @@ def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.rand
     # What the reader has read back, with Connect's read rules: every read goes here.
     cache = StatusCache()
     spool = Spool(config.spool_path, tokens=tokens(cache)) if config.spool_path is not None else None
-    reader = TopicReader(config.topic, bootstrap_servers, config.client_configs,
-                         lambda records: cache.apply(status_records(records)))
+    late: LateWrites | None = None
+
+    def read(records: Sequence[Message]) -> None:
+        cache.apply(status_records(records))
+        if late is not None:
+            late.read(records)
+
+    reader = TopicReader(config.topic, bootstrap_servers, config.client_configs, read)
     producer = TopicProducer(config.topic, bootstrap_servers, config.client_configs, retry.delivery_timeout_ms,
                              on_restart=reader.restart)
+    # A write given up that may still land is watched, and undone if it lands late over a newer record of its key.
+    late = LateWrites(config.topic, producer.send_written, _call_later,
+                      lambda partition: max(producer.written_to(partition), reader.applied_to(partition)) - 1)
+    producer.on_given_up = late.given_up
     # Held partitions are Kafka's: keys are placed as Java's partitioner (and so Connect) places them.
     queue = RetryQueue(producer.send, retry.policy(rng, budgeted=True), name=config.topic, route=producer.partition_of)
     if spool is not None:
@@ -112,7 +126,11 @@ def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.rand
     watch = PartitionWatch(config.topic, bootstrap_servers, config.client_configs,
                            lambda: queue.held_partitions, queue.writable_again)
     return StoreParts(cache, RecordLimit.of(config.client_configs, config.topic_configs), spool, reader, producer,
-                      queue, events, after, watch)
+                      queue, events, after, watch, late)
+
+
+def _call_later(delay: float, callback: Callable[[], None]) -> object:
+    return asyncio.get_running_loop().call_later(delay, callback)
 
 
 class StatusStore:
@@ -136,6 +154,7 @@ class StatusStore:
         self._cache, self.record_limit, self._spool = parts.cache, parts.record_limit, parts.spool
         self._reader, self._producer, self._queue = parts.reader, parts.producer, parts.queue
         self._events, self._after, self._watch = parts.events, parts.after, parts.watch
+        self.late_writes = parts.late
         for listener in listeners:
             self._queue.subscribe(listener)
 
@@ -180,6 +199,7 @@ class StatusStore:
         bound = self.config.shutdown_timeout_s if timeout is None else max(0.0, timeout)
         deadline = loop.time() + bound
         self._after.stop()
+        self.late_writes.stop()
         await self._watch.stop()
         unsettled = await self._queue.stop(max(0.0, deadline - loop.time() - min(CLOSE_RESERVE_S, bound / 2)))
         # The outcomes above are events too: the append-only topics stop after the status queue.

@@ -168,25 +168,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 # The groups measured to take minutes, longest first: the first groups handed out (scripts/test.sh keeps this order
 # with --no-loadscope-reorder; pytest-xdist's own order is by number of tests, which hands the few-test Spark and
 # benchmark modules out last, and a process that takes a four-minute module last is the run's tail while the others
-# have ended). The minutes: a whole run's on this machine (three processes on two cores, load 3 to 9; the sum of a
-# module's tests among the run's 60 slowest, so at least that). A group not named here goes after these, by number of
-# tests as pytest-xdist orders them.
+# have ended). The minutes: main's whole run of 9f89e55 on this machine (three processes on two cores, 27.5 min of
+# pytest on a quiet machine; the sum of a module's tests among the run's 60 slowest, so at least that). A group not
+# named here goes after these, by number of tests as pytest-xdist orders them.
 LONGEST_FIRST = (
     REAL_KAFKA_GROUP,  # 11 min (the comment above)
-    "tests/test_bench.py",  # 5.1 min
-    "tests/analytics/test_spark_cluster.py",  # 4.9 min
-    "tests/analytics/test_class_data.py",  # 4.0 min
-    "tests/test_autorestart_live.py",  # 3.9 min
-    "tests/test_fault_matrix.py",  # 3.7 min
-    "tests/analytics/test_job.py",  # 3.0 min
-    "tests/analytics/test_retention.py",  # 2.9 min
+    "tests/analytics/test_spark_cluster.py",  # 6.3 min
+    "tests/test_bench.py",  # 5.6 min
+    "tests/test_fault_matrix.py",  # 4.7 min
+    "tests/test_autorestart_live.py",  # 3.5 min
+    "tests/analytics/test_retention.py",  # 3.0 min
     "tests/analytics/test_incremental.py",  # 2.8 min
+    # 3.2 min in that run; its quick run has run three Spark processes of five since (run alone at load 16 to 21:
+    # 421 s before, ~330 s after)
+    "tests/analytics/test_class_data.py",
+    "tests/analytics/test_job.py",  # 2.4 min
     "tests/analytics/test_duckdb_oracle.py",  # 1.9 min
-    "tests/test_openapi_fuzz.py",  # 1.8 min
-    "tests/analytics/test_analysis.py",  # 1.7 min
-    "tests/analytics/test_bench_history.py",  # 1.5 min
-    "tests/test_stuck_workers_live.py",  # 1.4 min
-    "tests/analytics/test_latest_differential.py",  # 1.4 min
+    "tests/test_openapi_fuzz.py",  # 1.7 min
+    "tests/analytics/test_analysis.py",  # 1.7 min in an earlier run (none of its tests among that run's 60 slowest)
+    "tests/test_stuck_workers_live.py",  # 1.5 min
+    "tests/analytics/test_bench_history.py",  # 1.2 min
+    "tests/analytics/test_latest_differential.py",  # 1.2 min
 )
 
 

@@ -2,6 +2,8 @@
 
 - ``settings``: the fixed settings of every client status-store runs, and finding a topic's partitions;
 - ``producer``: ``TopicProducer``, writes and their delivery reports, handed to the event loop;
+- ``late_writes``: ``LateWrites``, writes given up that may still land, watched, and undone when one lands late over a
+  newer record of its key;
 - ``reader``: ``TopicReader``, a group-less reader of a whole topic with read-to-end barriers, and
   ``reader.status_records``, its records as the status cache takes them; ``reading``: what a consumer's errors mean,
   decided once for every reader;

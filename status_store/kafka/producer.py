@@ -21,12 +21,15 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer, murmu
 from ..connect.model import new_tuple
 from ..errors import StoreClosedError, WriteFailedError
 from ..retry.delivery import Delivery, DoneCallback
+from .late_writes import ATTEMPT_HEADER, Attempts
 from .settings import DEFAULT_DELIVERY_TIMEOUT_MS, POLL_INTERVAL_S, producer_settings, topic_partitions
 
 log = logging.getLogger(__name__)
 
-# (completion callback, error, partition, offset, key) of one delivery report.
-_ReportTuple = tuple[DoneCallback, KafkaError | None, int, int, bytes | None]
+# (completion callback, error, partition, offset, the failed record: key, value, attempt id) of one delivery report.
+_ReportTuple = tuple[DoneCallback, KafkaError | None, int, int, bytes | None, bytes | None, bytes | None]
+# Told of a delivery that failed, on the event loop: (error, partition, key, value, attempt id).
+GivenUp = Callable[[KafkaError, int, bytes | None, bytes | None, bytes | None], None]
 
 
 class TopicProducer:
@@ -34,13 +37,17 @@ class TopicProducer:
 
     def __init__(self, topic: str, bootstrap_servers: str, client_configs: Mapping[str, str],
                  delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS,
-                 on_restart: Callable[[int], None] | None = None) -> None:
+                 on_restart: Callable[[int], None] | None = None, attempts: Attempts | None = None) -> None:
         """``on_restart(partition)``: a partition acknowledged an offset below an earlier one (its log started
-        over: the topic was deleted and created again)."""
+        over: the topic was deleted and created again). ``attempts``: the ids each record names in its
+        ``ATTEMPT_HEADER`` (late_writes.py); ``on_given_up`` (set before the start, or None) is told of each
+        delivery that failed."""
         self.topic = topic
         self._bootstrap = bootstrap_servers
         self._settings = producer_settings(bootstrap_servers, client_configs, delivery_timeout_ms)
         self._on_restart = on_restart
+        self._attempts = attempts if attempts is not None else Attempts()
+        self.on_given_up: GivenUp | None = None
         self.cluster_id: str | None = None
         self.partitions: tuple[int, ...] = ()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -113,6 +120,10 @@ class TopicProducer:
         """Per partition, the offset below which every write acknowledged so far lies."""
         return {partition: offset + 1 for partition, offset in self._written.items()}
 
+    def written_to(self, partition: int) -> int:
+        """The offset below which every write to ``partition`` acknowledged so far lies."""
+        return self._written.get(partition, -1) + 1
+
     def send(self, key: bytes, value: bytes | None, done: DoneCallback) -> None:
         """Hand one record to the producer (at the end of this turn of the event loop); never blocks. ``done``
         runs on the event loop when Kafka has acknowledged the record (with where it is) or failed it (with
@@ -125,17 +136,26 @@ class TopicProducer:
             self._outbox_scheduled = True
             self._loop.call_soon(self._send_outbox)
 
+    def send_written(self, key: bytes, value: bytes | None, written: Callable[[bool], None]) -> None:
+        """``send``, told only whether the record was written (False too when the producer has stopped)."""
+        try:
+            self.send(key, value, lambda _, error: written(error is None))
+        except StoreClosedError:
+            written(False)
+
     def _send_outbox(self) -> None:
         """Produce the outbox's records in order, in one tight loop, until librdkafka's queue is full."""
         self._outbox_scheduled = False
         producer, outbox, topic, reports = self._producer, self._outbox, self.topic, self._reports
         if producer is None:
             return
-        produce = producer.produce
+        produce, attempt = producer.produce, self._attempts.next
         while outbox:
             key, value, done = outbox[0]
+            attempt_id = attempt()
             try:
-                produce(topic, value, key, on_delivery=_Report(reports, done))
+                produce(topic, value, key, on_delivery=_Report(reports, done, attempt_id),
+                        headers=[(ATTEMPT_HEADER, attempt_id)])
             except BufferError:
                 if len(producer) != 0:
                     return  # full for now: the rest waits for delivery reports to free room
@@ -168,9 +188,12 @@ class TopicProducer:
     def _drain_reports(self) -> None:
         self._drain_scheduled = False
         reports, written = self._reports, self._written
+        given_up = self.on_given_up
         while reports:
-            done, error, partition, offset, key = reports.popleft()
+            done, error, partition, offset, key, value, attempt = reports.popleft()
             if error is not None:
+                if given_up is not None:
+                    given_up(error, partition, key, value, attempt)
                 done(None, _write_failed(key, error))
                 continue
             last = written.get(partition, -1)
@@ -190,14 +213,18 @@ class _Report:
     """The delivery callback of one record: runs on whichever thread polled the producer, so it only hands the
     report over (never touches a future). One small object per record in flight, not a partial of a bound method."""
 
-    __slots__ = ("done", "reports")
+    __slots__ = ("attempt", "done", "reports")
 
-    def __init__(self, reports: collections.deque[_ReportTuple], done: DoneCallback) -> None:
-        self.reports, self.done = reports, done
+    def __init__(self, reports: collections.deque[_ReportTuple], done: DoneCallback, attempt: bytes) -> None:
+        self.reports, self.done, self.attempt = reports, done, attempt
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
-        self.reports.append((self.done, error, message.partition() or 0, message.offset() or 0,
-                             message.key() if error is not None else None))
+        if error is None:
+            self.reports.append((self.done, None, message.partition() or 0, message.offset() or 0, None, None, None))
+        else:  # a record never placed on a partition says -1: it was never sent
+            partition = message.partition()
+            self.reports.append((self.done, error, -1 if partition is None else partition, -1, message.key(),
+                                 message.value(), self.attempt))
 
 
 def _write_failed(key: bytes | None, error: KafkaError) -> WriteFailedError:

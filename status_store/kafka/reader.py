@@ -166,6 +166,10 @@ class TopicReader:
         async with asyncio.timeout(timeout):
             await future
 
+    def applied_to(self, partition: int) -> int:
+        """The offset below which every record of ``partition`` has been applied."""
+        return self._applied.get(partition, 0)
+
     async def wait_applied(self, targets: Mapping[int, int], timeout: float | None = None) -> None:
         """Wait until the reader has applied every record below ``targets[partition]``."""
         if self._closed or self._loop is None:
