@@ -18,8 +18,9 @@ Each agent session (one worker's store, from its start to its stop) sends its st
   every pending write of the session has its outcome, or after that bound.
 - **The sidecar says what it could not write.** A write of a session that the sidecar did not start before the
   lease ended settles ``expired``: not written by this instance, never will be, the agent's again (it sends it once
-  more, or writes it through Connect after its key's fence). ``superseded`` means only what Connect's own store
-  would drop too.
+  more, or writes it through Connect after its key's fence). So does one it gave up without Kafka refusing it (its
+  retries spent after a retriable error, the store stopped), which Connect's store would send again until it lands:
+  ``failed`` is only what Kafka refused for good. ``superseded`` means only what Connect's own store would drop too.
 - **Bounded.** A session keeps at most ``MAX_OUTCOMES_KEPT`` outcomes not yet acknowledged (the lowest seqs are
   dropped first: the agent takes a write without an outcome back past the write bound) and sends at most
   ``MAX_OUTCOMES_SENT`` per answer, lowest seqs first; at most ``MAX_SESSIONS`` sessions are kept (one idle past
@@ -42,6 +43,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from .errors import ErrorKind, classify
 from .logs import RateLimit
 from .retry.updates import Outcome, Result, StatusUpdate
 from .store import GENERATION_MOVED
@@ -62,6 +64,8 @@ EXPIRED_REASON = ("not written by this sidecar instance and never will be (the a
                   "sent): the write is the agent's again")
 NEVER_SENT_AGAIN_REASON = ("not written by this sidecar instance and never will be (its attempt failed and Connect's "
                            "retry rule keeps it from being sent again: {reason}): the write is the agent's again")
+GIVEN_UP_REASON = ("given up by this sidecar instance, never refused by Kafka ({reason}{error}): the write is the "
+                   "agent's again, as a stock worker's store sends a write that failed retriably again until it lands")
 FORGOTTEN_REASON = ("its outcome is no longer kept (a session keeps a bounded number): the write is the agent's "
                     "again")
 # Dropped outcomes and evicted sessions are logged at most this often, with a count.
@@ -171,7 +175,8 @@ class AgentSession:
 
 
 def outcome_body(seq: int, key: str, outcome: Outcome) -> dict[str, Any]:
-    """An outcome as an answer carries it: a write the session's lease kept from being sent is ``expired``."""
+    """An outcome as an answer carries it: a write the session's lease kept from being sent, or one given up after a
+    retriable error, is ``expired`` (the agent's again); ``failed`` is only a write Kafka refused for good."""
     if outcome.result is Result.SUPERSEDED and outcome.reason == LEASE_ENDED:
         return {"seq": seq, "key": key, "result": EXPIRED, "attempts": outcome.attempts, "reason": EXPIRED_REASON}
     if outcome.result is Result.SUPERSEDED and outcome.reason.startswith(GENERATION_MOVED):
@@ -179,6 +184,13 @@ def outcome_body(seq: int, key: str, outcome: Outcome) -> dict[str, Any]:
         # the worker's producer may reach Kafka where this sidecar did not. The agent takes it back (rule 5).
         return {"seq": seq, "key": key, "result": EXPIRED, "attempts": outcome.attempts,
                 "reason": NEVER_SENT_AGAIN_REASON.format(reason=outcome.reason)}
+    if outcome.result is Result.FAILED and (outcome.error is None or classify(outcome.error) is not ErrorKind.FATAL):
+        # Connect's store re-sends a write that failed with a retriable error for as long as its generation is the
+        # store's; only a fatal one is dropped. Given up here after its retries (their number or time bound spent, the
+        # store stopped), it is the agent's again: sent again while on this sidecar, or through Connect after its fence.
+        error = "" if outcome.error is None else f"; last error: {outcome.error.name}"
+        return {"seq": seq, "key": key, "result": EXPIRED, "attempts": outcome.attempts,
+                "reason": GIVEN_UP_REASON.format(reason=outcome.reason, error=error)}
     body: dict[str, Any] = {"seq": seq, "key": key, "result": outcome.result.value, "attempts": outcome.attempts}
     if not outcome.ok:
         body["reason"] = outcome.reason

@@ -16,9 +16,11 @@ from confluent_kafka import KafkaError, murmur2
 from prometheus_client import CollectorRegistry
 
 from harness.faulty_cluster import FaultyCluster
+from status_store.agents import outcome_body
 from status_store.api import create_app
 from status_store.connect.codec import encode_status, encode_topic_status
 from status_store.connect.model import UNVERSIONED, State, TopicStatus
+from status_store.retry.updates import Outcome, Result
 from status_store.store import StatusStore
 
 from .conftest import PARTITIONS, Broker, StoreFactory
@@ -26,6 +28,9 @@ from .helpers import eventually, eventually_awaited, last_values
 
 WAIT = 15.0
 NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
+TOPIC_AUTHORIZATION_FAILED = KafkaError.TOPIC_AUTHORIZATION_FAILED
+# A sidecar that gives a write up soon: one retry, each attempt timed out after 300 ms.
+GIVES_UP_SOON = {"status.storage.retry.max.retries": "1", "status.storage.retry.delivery.timeout.ms": "300"}
 
 
 class Agent:
@@ -72,11 +77,11 @@ def connector(name: str, state: str = "RUNNING", **fields: Any) -> dict[str, Any
 
 
 @pytest.fixture
-async def served(mock_cluster: FaultyCluster, store_factory: StoreFactory,
-                 tmp_path: Path) -> AsyncIterator[tuple[StatusStore, httpx.AsyncClient]]:
+async def served(mock_cluster: FaultyCluster, store_factory: StoreFactory, tmp_path: Path,
+                 request: pytest.FixtureRequest) -> AsyncIterator[tuple[StatusStore, httpx.AsyncClient]]:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
     settings = {"status.storage.retry.initial.backoff.ms": "50", "status.storage.retry.probe.max.backoff.ms": "100",
-                "status.storage.spool.path": str(tmp_path / "spool.db")}
+                "status.storage.spool.path": str(tmp_path / "spool.db"), **getattr(request, "param", {})}
     async with store_factory(mock_cluster.bootstrap_servers, topic, registry=CollectorRegistry(), **settings) as store:
         app = create_app(store)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sidecar") as http:
@@ -351,3 +356,51 @@ async def test_a_write_whose_attempt_failed_and_whose_generation_moved_is_the_ag
     assert "the agent's again" in outcomes[1]["reason"]
     await store.read_your_writes(WAIT)
     assert b"status-connector-p" not in last_values(store)
+
+
+@pytest.mark.parametrize("served", [GIVES_UP_SOON], indirect=True)
+async def test_a_write_given_up_after_a_retriable_error_is_the_agents_again(
+        served: tuple[StatusStore, httpx.AsyncClient], mock_cluster: FaultyCluster) -> None:
+    # The fault matrix's worker-killed-in-outage row (bench/fault_matrix.py): in a long outage the sidecar gave an
+    # agent's write up after its retries ("no retries left after 2 attempt(s)", last error _MSG_TIMED_OUT) and answered
+    # "failed", which the agent settled for good: the status was lost where a stock worker's store re-sends a write
+    # that failed retriably until it lands. Given up after a retriable error, the write is the agent's again.
+    store, http = served
+    agent = Agent(http, store)
+    mock_cluster.broker_down(-1)
+    await agent.send(agent.item(**task("c", 0)))
+    outcome = (await agent.settled(1))[1]
+    assert outcome["result"] == "expired", outcome
+    assert outcome["attempts"] == 2
+    assert "no retries left after 2 attempt(s)" in outcome["reason"]
+    assert "_MSG_TIMED_OUT" in outcome["reason"]
+    assert "the agent's again" in outcome["reason"]
+    # Kafka back, the agent's write sent again (a new seq) is written.
+    mock_cluster.broker_up(-1)
+    await agent.send(agent.item(**task("c", 0, "PAUSED")))
+    assert (await agent.settled(2))[2]["result"] == "written"
+    await store.read_your_writes(WAIT)
+    assert last_values(store)[b"status-task-c-0"] == encode_status(State.PAUSED, "w1:8083", 3, None, UNVERSIONED)
+
+
+@pytest.mark.parametrize("served", [GIVES_UP_SOON], indirect=True)
+async def test_a_write_kafka_refused_for_good_has_failed(served: tuple[StatusStore, httpx.AsyncClient],
+                                                         mock_cluster: FaultyCluster) -> None:
+    # What Connect's own store drops too: its callback re-sends only a RetriableException.
+    store, http = served
+    agent = Agent(http, store)
+    mock_cluster.push_request_errors(FaultyCluster.PRODUCE, TOPIC_AUTHORIZATION_FAILED)
+    await agent.send(agent.item(**task("c", 0)))
+    outcome = (await agent.settled(1))[1]
+    assert outcome["result"] == "failed", outcome
+    assert outcome["reason"] == "TOPIC_AUTHORIZATION_FAILED is not retriable"
+
+
+def test_a_write_the_store_stopped_before_writing_is_the_agents_again() -> None:
+    # The service stops the HTTP server before the store (service.py), so no agent is told of such a write: its
+    # requests refused, it leaves through the fence. Were one told, the write is its again, not lost.
+    outcome = Outcome("status-task-c-0", Result.FAILED, 1, "the store stopped before Kafka acknowledged the write",
+                      stopped=True)
+    body = outcome_body(7, outcome.key, outcome)
+    assert body["result"] == "expired", body
+    assert "the store stopped before Kafka acknowledged the write" in body["reason"]

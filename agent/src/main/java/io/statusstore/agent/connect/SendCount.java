@@ -8,11 +8,13 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * Counts the records the status store's KafkaBasedLog hands its producer, and those whose outcome came back:
- * equal counts mean Connect's own path has nothing in flight.
+ * equal counts mean Connect's own path has nothing in flight. Connect's callbacks run behind its {@link GenerationGate}.
  */
 final class SendCount {
     private final AtomicLong started = new AtomicLong();
     private final AtomicLong completed = new AtomicLong();
+    /** Connect's callbacks run behind it while the agent writes a held status ({@link GenerationGate}). */
+    final GenerationGate gate = new GenerationGate();
 
     long started() {
         return started.get();
@@ -41,7 +43,7 @@ final class SendCount {
         public void onCompletion(RecordMetadata metadata, Exception exception) {
             try {
                 if (connects != null) {
-                    connects.onCompletion(metadata, exception);
+                    gate.judge(() -> connects.onCompletion(metadata, exception));
                 }
             } finally {
                 done();

@@ -59,7 +59,8 @@ final class StoreOriginals implements ConnectPath {
     /**
      * Runs the original method for {@code u}, a status the agent held: the store's generation, which that method sets
      * to the status's own, is taken back up to where it was before the record goes to the producer (and after the
-     * method, which sets it even for a putSafe it drops), never lower: {@link StoreGeneration}. Not written at all when
+     * method, which sets it even for a putSafe it drops), never lower: {@link StoreGeneration}; Connect's callbacks wait
+     * meanwhile ({@link GenerationGate}). Not written at all when
      * the store has read another worker's newer status of its key ({@link #overtakenBy}).
      */
     @Override
@@ -72,8 +73,23 @@ final class StoreOriginals implements ConnectPath {
                     + newer.workerId() + ", generation " + newer.generation() + "), which it would land over late");
             return false;
         }
+        // Connect's callbacks judge no failed write while the store's generation is the held status's (GenerationGate).
+        sends.gate.shut();
+        try {
+            original(u);
+        } finally {
+            sends.gate.open();
+        }
+        return true;
+    }
+
+    /** The store's original method for {@code u}, its generation kept where the worker moved it. */
+    private void original(StatusUpdate u) {
         int before = generation.read();
-        Runnable keep = () -> generation.atLeast(before);
+        Runnable keep = () -> {
+            generation.atLeast(before);
+            sends.gate.open();
+        };
         StoreHooks.original(u, keep, () -> {
             switch (u.kind) {
                 case CONNECTOR:
@@ -100,7 +116,6 @@ final class StoreOriginals implements ConnectPath {
                     throw new IllegalStateException(u.kind.toString());
             }
         });
-        return true;
     }
 
     /**

@@ -17,7 +17,6 @@ import org.apache.kafka.connect.runtime.AbstractStatus;
 import org.apache.kafka.connect.runtime.ConnectorStatus;
 import org.apache.kafka.connect.runtime.TaskStatus;
 import org.apache.kafka.connect.runtime.TopicStatus;
-import org.apache.kafka.connect.runtime.WorkerConfig;
 import org.apache.kafka.connect.runtime.distributed.DistributedConfig;
 import org.apache.kafka.connect.storage.KafkaStatusBackingStore;
 import org.apache.kafka.connect.util.ConnectorTaskId;
@@ -31,22 +30,25 @@ import java.io.File;
 import java.lang.instrument.ClassFileTransformer;
 import java.lang.instrument.Instrumentation;
 import java.lang.management.ManagementFactory;
-import java.lang.reflect.Field;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.function.BooleanSupplier;
 import java.util.stream.Collectors;
 
+import static io.statusstore.agent.connect.StoreFixture.armedStore;
+import static io.statusstore.agent.connect.StoreFixture.await;
+import static io.statusstore.agent.connect.StoreFixture.holdingSidecar;
+import static io.statusstore.agent.connect.StoreFixture.readField;
+import static io.statusstore.agent.connect.StoreFixture.setField;
+import static io.statusstore.agent.connect.StoreFixture.states;
+import static io.statusstore.agent.connect.StoreFixture.workerConfig;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 
 /**
  * The agent's matchers and advice against the real KafkaStatusBackingStore: Connect 4.4.0's, loaded in this
@@ -410,30 +412,6 @@ class RealStoreInterceptionTest {
         }
     }
 
-    /** A sidecar that takes writes and holds them pending (no outcome until it stops). */
-    private static FakeSidecar holdingSidecar() throws Exception {
-        FakeSidecar sidecar = new FakeSidecar(new Topic());
-        sidecar.writeAtOnce = false;
-        return sidecar.start();
-    }
-
-    /** A store of this JVM bound by the agent to {@code sidecar}, its log the stub, on the sidecar's path. */
-    private static KafkaStatusBackingStore armedStore(FakeSidecar sidecar, StubLog log) throws Exception {
-        StoreHooks.arm(AgentOptions.parse("url=" + sidecar.url() + ",lease.ms=1000,read.timeout.ms=500,"
-                + "connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,stop.timeout.ms=200",
-                Collections.<String, String>emptyMap()));
-        JsonConverter converter = new JsonConverter();
-        converter.configure(Collections.singletonMap("schemas.enable", "false"), false);
-        KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
-        DistributedConfig config = workerConfig();
-        store.configure(config);
-        setField(store, "kafkaLog", log);
-        StoreHooks.onConfigure(store, config);
-        BoundStore bound = StoreHooks.bound();
-        store.start();
-        await(() -> bound.router().path() == Router.Path.SIDECAR, 3_000, "handed over");
-        return store;
-    }
 
     /** A store Connect's own (the agent not armed), its log the stub. */
     private static KafkaStatusBackingStore unboundStore(StubLog log) throws Exception {
@@ -451,14 +429,6 @@ class RealStoreInterceptionTest {
                 + generation + ",\"version\":null}").getBytes(StandardCharsets.UTF_8);
     }
 
-    /** The states of the records of {@code key} the stub log sent, in order. */
-    private static List<String> states(StubLog log, String key) {
-        synchronized (log.sent) {
-            return log.sent.stream().filter(sent -> sent.key.equals(key))
-                    .map(sent -> new String(sent.value, StandardCharsets.UTF_8).replaceAll(".*\"state\":\"([A-Z]+)\".*", "$1"))
-                    .collect(Collectors.toList());
-        }
-    }
 
     @Test
     void withoutTheAgentArmedTheStoreIsConnectsOwn() throws Exception {
@@ -512,46 +482,6 @@ class RealStoreInterceptionTest {
         }
     }
 
-    private static DistributedConfig workerConfig() throws Exception {
-        Map<String, String> props = new HashMap<>();
-        props.put("bootstrap.servers", "127.0.0.1:1");
-        props.put("group.id", "connect-it");
-        props.put("config.storage.topic", "connect-configs");
-        props.put("offset.storage.topic", "connect-offsets");
-        props.put("status.storage.topic", "connect-status");
-        props.put("key.converter", JsonConverter.class.getName());
-        props.put("value.converter", JsonConverter.class.getName());
-        DistributedConfig config = new DistributedConfig(props);
-        // The worker looked its cluster id up before building the store: no broker needed here.
-        setField(config, WorkerConfig.class, "kafkaClusterId", "cluster-1");
-        return config;
-    }
-
-    private static Object readField(Object target, String name) throws Exception {
-        Field f = target.getClass().getDeclaredField(name);
-        f.setAccessible(true);
-        return f.get(target);
-    }
-
-    private static void setField(Object target, String name, Object value) throws Exception {
-        setField(target, target.getClass(), name, value);
-    }
-
-    private static void setField(Object target, Class<?> owner, String name, Object value) throws Exception {
-        Field f = owner.getDeclaredField(name);
-        f.setAccessible(true);
-        f.set(target, value);
-    }
-
-    private static void await(BooleanSupplier condition, long ms, String what) throws InterruptedException {
-        long deadline = System.nanoTime() + ms * 1_000_000;
-        while (!condition.getAsBoolean()) {
-            if (System.nanoTime() > deadline) {
-                fail("not within " + ms + " ms: " + what);
-            }
-            Thread.sleep(5);
-        }
-    }
 
     /** A class with only one of the store's methods. */
     @SuppressWarnings("unused")

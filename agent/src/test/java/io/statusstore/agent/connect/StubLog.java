@@ -8,9 +8,12 @@ import org.apache.kafka.common.errors.NotLeaderOrFollowerException;
 import org.apache.kafka.common.utils.Time;
 import org.apache.kafka.connect.util.KafkaBasedLog;
 
+import java.util.AbstractMap;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -36,7 +39,8 @@ final class StubLog extends KafkaBasedLog<String, byte[]> {
     final AtomicInteger failNext = new AtomicInteger();
     /** This many sends from now on get no outcome until {@link #failHeld}: their records in flight in an outage. */
     final AtomicInteger holdNext = new AtomicInteger();
-    private final List<Callback> held = Collections.synchronizedList(new ArrayList<>());
+    /** The held sends: each record's key and its callback, in the order they were sent. */
+    private final List<Map.Entry<String, Callback>> held = Collections.synchronizedList(new ArrayList<>());
 
     StubLog() {
         super("connect-status", Collections.emptyMap(), Collections.emptyMap(), () -> null, (e, r) -> { }, Time.SYSTEM,
@@ -72,20 +76,38 @@ final class StubLog extends KafkaBasedLog<String, byte[]> {
      * leader (a retriable error, as Connect's producer sees it when the broker returns).
      */
     void failHeld() {
-        List<Callback> failing;
+        List<Map.Entry<String, Callback>> failing;
         synchronized (held) {
             failing = new ArrayList<>(held);
             held.clear();
         }
-        for (Callback callback : failing) {
-            callback.onCompletion(null, new NotLeaderOrFollowerException("stub: not the partition's leader"));
+        for (Map.Entry<String, Callback> send : failing) {
+            send.getValue().onCompletion(null, new NotLeaderOrFollowerException("stub: not the partition's leader"));
         }
+    }
+
+    /** The first held send of {@code key} fails as {@link #failHeld()} fails them all, on this thread. */
+    void failHeld(String key) {
+        Callback failing = null;
+        synchronized (held) {
+            for (Iterator<Map.Entry<String, Callback>> it = held.iterator(); it.hasNext() && failing == null; ) {
+                Map.Entry<String, Callback> send = it.next();
+                if (send.getKey().equals(key)) {
+                    failing = send.getValue();
+                    it.remove();
+                }
+            }
+        }
+        if (failing == null) {
+            throw new IllegalStateException("no send of " + key + " is held");
+        }
+        failing.onCompletion(null, new NotLeaderOrFollowerException("stub: not the partition's leader"));
     }
 
     @Override
     public Future<RecordMetadata> sendWithReceipt(String key, byte[] value, Callback callback) {
         if (holdNext.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
-            held.add(callback);
+            held.add(new AbstractMap.SimpleImmutableEntry<>(key, callback));
             return new CompletableFuture<>();
         }
         if (failNext.getAndUpdate(n -> Math.max(0, n - 1)) > 0) {

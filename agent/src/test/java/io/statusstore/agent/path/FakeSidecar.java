@@ -30,7 +30,8 @@ import java.util.concurrent.Executors;
  * update sent again taken once, the lease, "final", acknowledgements, 400, 401, 409 and 503 as the sidecar words them.
  * Writes land on a shared {@link Topic} at once, or — while {@link #writeAtOnce} is false, Kafka away from it — wait
  * for {@link #release}, a newer write of a key superseding the one waiting; a write not started before its session's
- * lease ended is "expired". Knobs make it a faulty peer too ({@link Answering}, {@link #lying}).
+ * lease ended, or one given up without Kafka refusing it ({@link #giveUp}), is "expired". Knobs make it a faulty
+ * peer too ({@link Answering}, {@link #lying}).
  */
 public final class FakeSidecar {
     /**
@@ -43,6 +44,9 @@ public final class FakeSidecar {
     // The sidecar's own words (agents.py, the route, the store), where the agent or a test reads them.
     static final String EXPIRED = "not written by this sidecar instance and never will be (the agent's lease ended "
             + "before it was sent): the write is the agent's again";
+    /** Its words for a write given up without Kafka refusing it (agents.GIVEN_UP_REASON). */
+    static final String GIVEN_UP = "given up by this sidecar instance, never refused by Kafka (%s): the write is the "
+            + "agent's again, as a stock worker's store sends a write that failed retriably again until it lands";
     static final String FORGOTTEN = "its outcome is no longer kept (a session keeps a bounded number): the write is "
             + "the agent's again";
     static final String DROPPED = "another worker's newer status is in the topic (put_safe, as Connect's store drops it)";
@@ -65,6 +69,11 @@ public final class FakeSidecar {
     volatile String token;
     /** status.storage.retry.max.pending: keys with writes pending past which a request is refused (503). */
     volatile int maxPending = Integer.MAX_VALUE;
+    /**
+     * status.storage.retry.max.retries, where the transcript sets it to 0: while Kafka is away, what waits is given up
+     * after its one attempt ({@link #giveUp}) at the next request.
+     */
+    volatile int maxRetries = Integer.MAX_VALUE;
     /** Says "written" of what it takes without writing it (rule 4's liar). */
     volatile boolean lying;
     /** Write each item as soon as it is taken; when false items wait for {@link #release}. */
@@ -261,12 +270,29 @@ public final class FakeSidecar {
         return expired;
     }
 
-    /** Gives up on what waits (its retries ran out): each becomes a "failed" outcome. */
+    /**
+     * Gives up on what waits, its retries spent after a retriable error (Kafka away): each is the agent's again, an
+     * "expired" outcome. Returns how many.
+     */
+    synchronized int giveUp() {
+        int givenUp = 0;
+        for (Session session : sessions.values()) {
+            for (Map<?, ?> item : session.pending.values()) {
+                settle(session, item, "expired", String.format(GIVEN_UP, "no retries left after "
+                        + attemptsOf(key(item)) + " attempt(s); last error: NOT_ENOUGH_REPLICAS"));
+                givenUp++;
+            }
+            session.pending.clear();
+        }
+        return givenUp;
+    }
+
+    /** Kafka refuses what waits for good (a fatal error, which Connect's store drops too): each "failed". */
     synchronized int fail() {
         int failed = 0;
         for (Session session : sessions.values()) {
             for (Map<?, ?> item : session.pending.values()) {
-                settle(session, item, "failed", "no retries left after " + attemptsOf(key(item)) + " attempt(s)");
+                settle(session, item, "failed", "TOPIC_AUTHORIZATION_FAILED is not retriable");
                 failed++;
             }
             session.pending.clear();
@@ -373,6 +399,9 @@ public final class FakeSidecar {
         String agent = (String) body.get("agent");
         Session session = sessions.computeIfAbsent(agent, a -> new Session());
         expireLapsed();
+        if (!writeAtOnce && maxRetries == 0) {
+            giveUp();
+        }
         // PROTOCOL.md: the lease ends lease_ms after the request was sent (the agent's wall clock, the same
         // machine's here) or after it arrived, whichever is earlier.
         long lease = body.containsKey("lease_ms") ? (Long) body.get("lease_ms") : 10_000;

@@ -446,6 +446,36 @@ class SenderTest {
     }
 
     @Test
+    void aWriteTheSidecarGaveUpAfterARetriableErrorIsSentAgainUntilItLands() throws Exception {
+        // The fault matrix's worker-killed-in-outage row (bench/fault_matrix.py): Kafka away, the sidecar gave a write
+        // up after its retries and answered "failed", which the agent settled for good: the status was lost where a
+        // stock worker's store sends a write that failed retriably again until it lands. Given up without Kafka
+        // refusing it, it is "expired", the agent's again: sent again, as often as the sidecar gives it up.
+        try (Harness h = new Harness()) {
+            // A write bound long enough that rule 5 (no outcome within it) never asks meanwhile on a loaded machine.
+            h.sidecar.writeBoundMs = 30_000;
+            h.start("");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "PAUSED");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "PAUSED pending");
+            for (int given = 1; given <= 2; given++) {
+                assertEquals(1, h.sidecar.giveUp());
+                Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "PAUSED sent again, time " + given);
+            }
+            h.sidecar.writeAtOnce = true;
+            assertEquals(1, h.sidecar.release());
+            Harness.await(() -> h.router.size() == 0, 2_000, "settled, and read back");
+            h.assertInvariants();
+            assertEquals(1, h.sidecarWrites().size(), "the sidecar wrote the pause: " + h.topic.records());
+            assertTrue(h.connectWrites().isEmpty(), "nothing through Connect: " + h.topic.records());
+            assertEquals(Router.Path.SIDECAR, h.router.path());
+            assertEquals(0, h.metrics.failureTotal());
+            assertEquals(1, h.metrics.successTotal());
+        }
+    }
+
+    @Test
     void theKip1278CountersCountAWriteInFlightWhenANewerOneOfItsKeyFollowed() throws Exception {
         // Kafka slow behind the sidecar: c-0 RUNNING in flight when c-0 PAUSED is taken; both are written. The agent's
         // ack passed RUNNING once PAUSED replaced it in the table, and RUNNING's outcome was not counted (a worker's

@@ -50,6 +50,9 @@ class TranscriptTest {
         if (settings.containsKey("status.storage.retry.max.pending")) {
             sidecar.maxPending = Integer.parseInt((String) settings.get("status.storage.retry.max.pending"));
         }
+        if (settings.containsKey("status.storage.retry.max.retries")) {
+            sidecar.maxRetries = Integer.parseInt((String) settings.get("status.storage.retry.max.retries"));
+        }
         sidecar.start();
         try {
             String instance = (String) ((Map<?, ?>) JsonTree.parse(call(sidecar, "GET", "/", null, null).body))
