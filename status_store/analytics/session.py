@@ -3,7 +3,7 @@
 Master, memory and shuffle partitions are never fixed here: ``--conf`` (or ``spark-submit``) sets them.
 Without a configured master the job runs on an embedded ``local[*]`` Spark. Local runs bind to
 127.0.0.1 (Spark otherwise picks a non-loopback interface), the Python workers run the very
-interpreter of the driver, and the JVM maps the class-data archive of its JDK and PySpark (``class_data``),
+interpreter of the driver, and the JVM maps the class-data archive of its JDK, PySpark and class path (``class_data``),
 or writes it at its exit when there is none yet.
 """
 
@@ -21,7 +21,7 @@ import pyspark
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from .class_data import USER_FLAGS, ClassData
+from .class_data import USER_FLAGS, ClassData, spark_class_path
 from .console import stderr_to
 
 MIN_JAVA = 17
@@ -98,7 +98,9 @@ def get_session(conf: Mapping[str, str], app_name: str = "status-store-analyze",
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
         options = conf.get("spark.driver.extraJavaOptions") or (QUICK_START_JAVA_OPTIONS if quick_start else "")
         if class_data and starts_jvm and not any(flag in options for flag in USER_FLAGS):
-            archive = ClassData.for_runtime(version_text, java, pyspark.__version__)
+            spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+            archive = ClassData.for_runtime(version_text, java, pyspark.__version__,
+                                            spark_class_path(spark_home, conf))
             options = f"{options} {archive.java_options()}".strip()
         if options:
             builder = builder.config("spark.driver.extraJavaOptions", options)
