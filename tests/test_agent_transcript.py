@@ -65,8 +65,8 @@ async def test_the_sidecar_answers_as_the_transcript_says(case: dict[str, Any], 
     settings = dict(case.get("settings", {}))
     token = settings.pop("sidecar.rest.token", None)
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
-    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=CollectorRegistry(), **STORE,
-                             **{"status.storage.spool.path": str(tmp_path / "spool.db")}, **settings) as store:
+    async with store_factory(mock_cluster.bootstrap_servers, topic, registry=CollectorRegistry(),
+                             **{**STORE, "status.storage.spool.path": str(tmp_path / "spool.db"), **settings}) as store:
         app = create_app(store, token=token)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sidecar") as http:
             instance = (await http.get("/")).json()["instance"]
