@@ -2,19 +2,14 @@ package io.statusstore.agent.connect;
 
 import io.statusstore.agent.path.FakeSidecar;
 import io.statusstore.agent.path.Router;
-import net.bytebuddy.agent.ByteBuddyAgent;
 import org.apache.kafka.connect.data.Schema;
 import org.apache.kafka.connect.data.Struct;
 import org.apache.kafka.connect.json.JsonConverter;
 import org.apache.kafka.connect.runtime.AbstractStatus;
 import org.apache.kafka.connect.runtime.ConnectorStatus;
 import org.apache.kafka.connect.storage.KafkaStatusBackingStore;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-import java.lang.instrument.ClassFileTransformer;
-import java.lang.instrument.Instrumentation;
 import java.util.Collections;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -35,22 +30,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * 4.4.0's real KafkaStatusBackingStore (instrumented in this JVM): Connect's retry rule, judged in its producer
  * callbacks, must never see the held status's older generation, only the one the worker moved it to.
  */
-class HeldStatusGenerationTest {
-    private static Instrumentation instrumentation;
-    private static ClassFileTransformer transformer;
-
-    @BeforeAll
-    static void instrument() {
-        instrumentation = ByteBuddyAgent.install();
-        transformer = StoreInterception.install(instrumentation);
-    }
-
-    @AfterAll
-    static void uninstall() {
-        instrumentation.removeTransformer(transformer);
-        StoreHooks.disarm();
-    }
-
+class HeldStatusGenerationTest extends InstrumentedStoreTest {
     @Test
     void anOlderStatusFailingWhileAHeldOneIsWrittenAgainIsNotSentOverItsKeysNewerOne() throws Exception {
         // Seen once at load (RealStoreInterceptionTest's held-status drain): p2's held PAUSED (generation 16), then its

@@ -6,7 +6,6 @@ import io.statusstore.agent.path.FakeSidecar;
 import io.statusstore.agent.path.Router;
 import io.statusstore.agent.path.Topic;
 import net.bytebuddy.ByteBuddy;
-import net.bytebuddy.agent.ByteBuddyAgent;
 import net.bytebuddy.description.type.TypeDescription;
 import net.bytebuddy.dynamic.ClassFileLocator;
 import net.bytebuddy.dynamic.DynamicType;
@@ -20,15 +19,11 @@ import org.apache.kafka.connect.runtime.TopicStatus;
 import org.apache.kafka.connect.runtime.distributed.DistributedConfig;
 import org.apache.kafka.connect.storage.KafkaStatusBackingStore;
 import org.apache.kafka.connect.util.ConnectorTaskId;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 import javax.management.MBeanServer;
 import javax.management.ObjectName;
 import java.io.File;
-import java.lang.instrument.ClassFileTransformer;
-import java.lang.instrument.Instrumentation;
 import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
@@ -54,22 +49,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * The agent's matchers and advice against the real KafkaStatusBackingStore: Connect 4.4.0's, loaded in this
  * JVM and instrumented through ByteBuddy's agent, and Connect 3.9.2's, read from its jar.
  */
-class RealStoreInterceptionTest {
-    private static Instrumentation instrumentation;
-    private static ClassFileTransformer transformer;
-
-    @BeforeAll
-    static void instrument() {
-        instrumentation = ByteBuddyAgent.install();
-        transformer = StoreInterception.install(instrumentation);
-    }
-
-    @AfterAll
-    static void uninstall() {
-        instrumentation.removeTransformer(transformer);
-        StoreHooks.disarm();
-    }
-
+class RealStoreInterceptionTest extends InstrumentedStoreTest {
     @Test
     void connect44MatchesEveryMethodAndField() {
         TypePool pool = TypePool.Default.of(ClassFileLocator.ForClassLoader.of(getClass().getClassLoader()));
