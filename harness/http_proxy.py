@@ -88,6 +88,23 @@ class HttpFaultProxy:
         if not ready.wait(10):
             raise RuntimeError("the HTTP proxy did not start")
 
+    def listen(self, on: bool) -> None:
+        """Listen on the proxy's port (True, as from the start), or not at all (False): a connection is then refused,
+        as it is where nothing listens. A proxy in front of a sidecar that is not running must not listen: one that
+        accepts the connection and closes it once it finds no sidecar behind it tells the agent its request may have
+        reached the sidecar, where a refused connection tells it surely not (agent/PROTOCOL.md, rule 3)."""
+        loop = self._loop
+        assert loop is not None, "the proxy is not running"
+        asyncio.run_coroutine_threadsafe(self._listen(on), loop).result(10)
+
+    async def _listen(self, on: bool) -> None:
+        if on and self._server is None:
+            self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        elif not on and self._server is not None:
+            # Closed, not waited for: requests under way (a trickling answer) end as they would.
+            self._server.close()
+            self._server = None
+
     def close(self) -> None:
         loop, thread = self._loop, self._thread
         if loop is not None and thread is not None and thread.is_alive():
@@ -115,8 +132,9 @@ class HttpFaultProxy:
         try:
             loop.run_forever()
         finally:
-            self._server.close()
-            loop.run_until_complete(self._server.wait_closed())
+            if self._server is not None:
+                self._server.close()
+                loop.run_until_complete(self._server.wait_closed())
             loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -147,10 +147,12 @@ class Bed(Started):
         return self.pods.pods if index is None else [self.pods.pods[index]]
 
     def kill_sidecars(self, index: int | None = None) -> None:
-        together(pod.sidecar.kill for pod in self.each_pod(index))
+        """SIGKILL each sidecar; its proxy stops listening with it, so that the agent's connections are refused as a
+        killed sidecar's are (``HttpFaultProxy.listen``)."""
+        together(pod.kill_sidecar for pod in self.each_pod(index))
 
     def start_sidecars(self, index: int | None = None) -> None:
-        together(pod.sidecar.start for pod in self.each_pod(index) if pod.sidecar.service is None)
+        together(pod.start_sidecar for pod in self.each_pod(index) if pod.sidecar.service is None)
 
     def pause_sidecars(self, index: int | None = None) -> None:
         for pod in self.each_pod(index):
@@ -169,8 +171,8 @@ class Bed(Started):
 
     def restart_sidecars(self) -> None:
         """Every sidecar stopped (SIGTERM, its clean shutdown) and started again: a new instance each."""
-        together(pod.sidecar.close for pod in self.pods.pods)
-        together(pod.sidecar.start for pod in self.pods.pods)
+        together(pod.stop_sidecar for pod in self.pods.pods)
+        together(pod.start_sidecar for pod in self.pods.pods)
 
     def refuse(self, refusal: Refusal) -> None:
         for proxy in self.pods.proxies:

@@ -33,6 +33,23 @@ class WorkerPod:
     def __init__(self, worker: ConnectWorker, sidecar: LiveSidecar, proxy: HttpFaultProxy, jmx_port: int) -> None:
         self.worker, self.sidecar, self.proxy, self.jmx_port = worker, sidecar, proxy, jmx_port
 
+    def kill_sidecar(self) -> None:
+        """SIGKILL the sidecar (a crash); its proxy stops listening with it, as nothing listens at a killed
+        sidecar's port."""
+        self.proxy.listen(False)
+        self.sidecar.kill()
+
+    def stop_sidecar(self) -> None:
+        """Stop the sidecar (SIGTERM, its clean shutdown); its proxy stops listening first, as the sidecar's server
+        stops taking connections before the rest of it stops."""
+        self.proxy.listen(False)
+        self.sidecar.close()
+
+    def start_sidecar(self) -> None:
+        """Start the sidecar; its proxy listens again once the sidecar does."""
+        self.sidecar.start()
+        self.proxy.listen(True)
+
     def pause_sidecar(self) -> None:
         """SIGSTOP the sidecar: it keeps its sockets and answers nothing."""
         os.kill(self._sidecar_pid(), signal.SIGSTOP)

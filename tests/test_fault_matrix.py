@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from harness import free_port
 from harness.http_proxy import DEEP_JSON_LEVELS, AnswerFault, HttpFaultProxy
 from harness.java_process import kafka_line
 from harness.matrix_bed import POD, RESTARTED_FIRST, STOCK, Bed
@@ -200,6 +201,21 @@ def test_a_trickling_answer_comes_a_byte_at_a_time(proxy: HttpFaultProxy) -> Non
         s.settimeout(1.0)
         with pytest.raises(TimeoutError):
             s.recv(100)
+
+
+def test_a_proxy_in_front_of_no_sidecar_refuses_connections_once_it_does_not_listen() -> None:
+    # A killed sidecar's port refuses a connection, which tells the agent its request surely never reached the sidecar
+    # (its keys take Connect's path at once). A proxy that listens in front of it accepts the connection and closes
+    # it with no answer once it finds nothing behind it: to the agent, a request that may have reached the sidecar
+    # (its keys wait out the fence). The matrix's "sidecar killed" rows measured that until the bed's pods stopped
+    # their proxies' listening with their sidecars (WorkerPod.kill_sidecar).
+    with HttpFaultProxy(free_port()) as proxy:
+        assert post(proxy.port, AGENT_REQUEST) == b""
+        proxy.listen(False)
+        with pytest.raises(ConnectionRefusedError):
+            post(proxy.port, AGENT_REQUEST)
+        proxy.listen(True)
+        assert post(proxy.port, AGENT_REQUEST) == b""
 
 
 def test_fault_matrix_quick_run(tmp_path: Path) -> None:
