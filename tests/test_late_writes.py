@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import KafkaError, Message
 
+from status_store.connect.record_limit import ATTEMPT_HEADER_BYTES
 from status_store.kafka.late_writes import ATTEMPT_HEADER, POSSIBLY_PERSISTED, Attempts, LateWrites
 
 KEY = b"status-task-c-0"
@@ -39,6 +40,15 @@ def test_every_attempt_id_is_new_and_short() -> None:
     assert len(ids) == 1000
     assert {len(attempt) for attempt in ids} == {16}
     assert attempts.next()[:8] != Attempts().next()[:8]
+
+
+def test_the_record_limit_leaves_room_for_the_attempt_header() -> None:
+    # Record headers on the wire (Kafka's record format v2): the count, then each name's and value's length (varints:
+    # one byte below 64) before their bytes. A record cut to fit the limit exactly must still fit with its header.
+    name, value = ATTEMPT_HEADER.encode(), Attempts().next()
+    assert len(name) < 64
+    assert len(value) < 64
+    assert 1 + 1 + len(name) + 1 + len(value) == ATTEMPT_HEADER_BYTES
 
 
 @pytest.mark.parametrize("code", sorted(POSSIBLY_PERSISTED))

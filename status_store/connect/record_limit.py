@@ -19,6 +19,10 @@ log = logging.getLogger(__name__)
 # librdkafka's default message.max.bytes, and what a record adds to its key and value on the wire at most.
 DEFAULT_MAX_MESSAGE_BYTES = 1_000_000
 RECORD_OVERHEAD_BYTES = 64
+# The header every record the sidecar writes carries (kafka/late_writes.py's ``ATTEMPT_HEADER``): the headers' count,
+# the name's length and its 20 bytes, the value's length and its 16 bytes (tests/test_late_writes.py holds the two
+# together).
+ATTEMPT_HEADER_BYTES = 1 + 1 + 20 + 1 + 16
 
 
 class RecordLimit:
@@ -30,13 +34,13 @@ class RecordLimit:
     @classmethod
     def of(cls, client_configs: Mapping[str, str], topic_configs: Mapping[str, str]) -> RecordLimit:
         """The limit of a producer (``message.max.bytes``) writing to a topic (``max.message.bytes`` when set),
-        less what a record adds on the wire."""
+        less what a record adds on the wire (the sidecar's attempt header included)."""
         producer = client_configs.get("message.max.bytes", "").strip()
         limit = int(producer) if producer.isdigit() else DEFAULT_MAX_MESSAGE_BYTES
         topic = topic_configs.get("max.message.bytes", "").strip()
         if topic.isdigit():
             limit = min(limit, int(topic))
-        return cls(limit - RECORD_OVERHEAD_BYTES)
+        return cls(limit - RECORD_OVERHEAD_BYTES - ATTEMPT_HEADER_BYTES)
 
     def check(self, key: str, value: bytes | None) -> None:
         """Raise ``RecordTooLargeError`` if the record is over the limit."""
