@@ -102,10 +102,10 @@ class _Watch:
 class _Undo:
     """An undo under way: the record to write again, until it is written or its key's late record is read over."""
 
-    __slots__ = ("key", "late_attempt", "overtaken", "started", "value")
+    __slots__ = ("key", "overtaken", "started", "value")
 
-    def __init__(self, key: bytes, value: bytes | None, late_attempt: bytes, now: float) -> None:
-        self.key, self.value, self.late_attempt, self.started = key, value, late_attempt, now
+    def __init__(self, key: bytes, value: bytes | None, now: float) -> None:
+        self.key, self.value, self.started = key, value, now
         self.overtaken = False
 
 
@@ -186,7 +186,7 @@ class LateWrites:
         log.warning("A write of %r given up %.1f s ago landed late at %s/%d offset %d over a newer record of its key: "
                     "writing that record again", key.decode(errors="replace"), self._clock() - landing.given_up_at,
                     self.topic, record.partition() or 0, offset)
-        self._undo(_Undo(key, landing.last, landing.attempt, self._clock()))
+        self._undo(_Undo(key, landing.last, self._clock()))
 
     def _undo(self, undo: _Undo) -> None:
         self._undoing[undo.key] = undo
