@@ -41,7 +41,15 @@ public final class Sender implements Runnable {
      * reached it.
      */
     static final long LIVE_MS = 250;
-    /** While Connect flushes, a request's answer waits this long for the sidecar to settle what it holds. */
+    /**
+     * A request that carries writes, or polls for pending ones, asks its answer to wait this long (an eighth of the
+     * read timeout at most, so that a sidecar slow to answer is not taken for one away) for the sidecar to settle
+     * what the session has there: the outcome of a write comes on the answer to the request that carried it, as soon
+     * as Kafka acknowledged it, not a poll interval later. So a key is left with a write whose outcome the agent has
+     * not heard (which waits for its fence should the sidecar go away, rule 3) only while Kafka takes to write it.
+     */
+    static final long OUTCOME_WAIT_MS = 250;
+    /** While Connect flushes, a request's answer waits this long (half the read timeout at most) for the outcomes. */
     static final long FLUSH_WAIT_MS = 500;
     /** The lease of the request that ends the session's lease on leaving a sidecar that still answers (1 ms). */
     static final long LEASE_ENDED_MS = 1;
@@ -236,10 +244,14 @@ public final class Sender implements Runnable {
         long previousPostAt = lastPostAt;
         lastPostAt = now;
         router.posting(handover.fenceAfter(now));
-        // Connect's flush waits for every write taken so far: the answer waits for them at the sidecar (an older
-        // sidecar answers at once, and the next poll follows FLUSH_POLL_MS after this one).
-        long waitMs = router.flushWaiting() && !stopping ? Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2) : 0;
-        if (waitMs > 0) {
+        // The answer waits for the outcomes of what the session has at the sidecar (OUTCOME_WAIT_MS; an older sidecar
+        // answers at once). Connect's flush waits for every write taken so far: its next poll follows FLUSH_POLL_MS
+        // after this one. A final request does not wait: the sidecar owns what it holds from then on.
+        boolean flushing = router.flushWaiting() && !stopping;
+        long waitMs = flushing ? Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2)
+                : !stopping && (!batch.isEmpty() || router.hasPending())
+                ? Math.min(OUTCOME_WAIT_MS, options.readTimeoutMs / 8) : 0;
+        if (flushing) {
             lastHeldAt = now;
         }
         try {

@@ -29,7 +29,10 @@ import java.util.concurrent.Executors;
  * sessions by agent, each write judged alone (a task STOPPED refused, a putSafe Connect's rules drop dropped), an
  * update sent again taken once, the lease, "final", acknowledgements, 400, 401, 409 and 503 as the sidecar words them.
  * Writes land on a shared {@link Topic} at once, or — while {@link #writeAtOnce} is false, Kafka away from it — wait
- * for {@link #release}, a newer write of a key superseding the one waiting; a write not started before its session's
+ * for {@link #release}, a newer write of a key superseding the one waiting. The outcome of a write comes on a later
+ * answer than the one that took it, as the real sidecar's (Kafka acknowledges it after that answer went), unless the
+ * request asked to wait ({@code wait_ms}): then its answer waits, that long at most, until every write of the session
+ * has its outcome, and carries them. A write not started before its session's
  * lease ended, or one given up without Kafka refusing it ({@link #giveUp}), is "expired". Knobs make it a faulty
  * peer too ({@link Answering}, {@link #lying}).
  */
@@ -251,6 +254,8 @@ public final class FakeSidecar {
             }
             session.pending.clear();
         }
+        // A request waiting for outcomes (wait_ms) has them now.
+        notifyAll();
         return written;
     }
 
@@ -267,6 +272,8 @@ public final class FakeSidecar {
             }
             session.pending.clear();
         }
+        // A request waiting for outcomes (wait_ms) has them now.
+        notifyAll();
         return expired;
     }
 
@@ -284,6 +291,8 @@ public final class FakeSidecar {
             }
             session.pending.clear();
         }
+        // A request waiting for outcomes (wait_ms) has them now.
+        notifyAll();
         return givenUp;
     }
 
@@ -297,6 +306,8 @@ public final class FakeSidecar {
             }
             session.pending.clear();
         }
+        // A request waiting for outcomes (wait_ms) has them now.
+        notifyAll();
         return failed;
     }
 
@@ -423,6 +434,7 @@ public final class FakeSidecar {
         }
         checkRoom(fresh);
         JsonOut w = new JsonOut().beginObject().name("instance").value(instance).name("accepted").beginArray();
+        Set<Long> settledBefore = new HashSet<>(session.settled.keySet());
         for (Object o : updates) {
             accept(w, session, (Map<?, ?>) o);
         }
@@ -432,15 +444,47 @@ public final class FakeSidecar {
         }
         long ack = body.containsKey("ack") ? (Long) body.get("ack") : 0;
         session.settled.headMap(ack, true).clear();
+        long waitMs = body.get("wait_ms") instanceof Long ? (Long) body.get("wait_ms") : 0;
+        if (waitMs > 0) {
+            settling(session, waitMs);
+        }
         w.endArray().name("outcomes").beginArray();
         int sent = 0;
         for (Map<String, Object> outcome : session.settled.values()) {
+            Long seq = (Long) outcome.get("seq");
+            if (waitMs == 0 && seq > ack && !settledBefore.contains(seq) && fresh(updates, seq)) {
+                // Written as it was taken here, but Kafka's acknowledgement comes after this answer went.
+                continue;
+            }
             if (sent++ == MAX_OUTCOMES_SENT) {
                 break;
             }
             outcomeBody(w, outcome);
         }
         return w.endArray().endObject().toString();
+    }
+
+    /** Whether {@code seq} is one of the request's own updates. */
+    private static boolean fresh(List<?> updates, long seq) {
+        for (Object o : updates) {
+            if (Long.valueOf(seq).equals(((Map<?, ?>) o).get("seq"))) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** The route's wait_ms: until every pending write of the session has its outcome, {@code ms} at most. */
+    private void settling(Session session, long ms) {
+        long deadline = now() + ms;
+        while (!session.pending.isEmpty() && now() < deadline) {
+            try {
+                wait(Math.max(1, deadline - now()));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
     }
 
     /** The store's check_room: 503 when the request's new keys would pass max.pending keys with writes pending. */

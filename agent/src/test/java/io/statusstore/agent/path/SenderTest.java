@@ -95,6 +95,26 @@ class SenderTest {
     }
 
     @Test
+    void aWriteTheSidecarMadeIsSettledOnItsOwnAnswerSoItsKeyIsNotFencedWhenTheSidecarDies() throws Exception {
+        // The sidecar writes c-0 at once, as Kafka acknowledges a write within moments, but the outcome of a write
+        // comes on a later answer unless the request waits for it. Polls a minute apart and a two-minute lease: had
+        // the agent waited for the next poll to hear it, c-0's newest write would wait out the fence (the lease, the
+        // write bound and a second) once the sidecar died, though nothing of it could land any more.
+        try (Harness h = new Harness().start("poll.interval.ms=60000,lease.ms=120000")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.router.size() == 0, 5_000, "c-0 settled: its outcome heard and read back");
+            assertEquals(1, h.sidecarWrites().size());
+            h.sidecar.stop();
+            h.write("c", 0, "PAUSED");
+            Harness.await(() -> h.connectWrites().size() == 1, 5_000, "c-0 through Connect once the sidecar died");
+            h.awaitNewestLanded(2_000);
+            h.assertInvariants();
+            assertEquals(Router.Path.CONNECT, h.router.path());
+        }
+    }
+
+    @Test
     void aSidecarKnownAwayIsLeftAtOnceKeyByKey() throws Exception {
         // A key with nothing at the sidecar takes Connect's path as soon as the sidecar is known away (here a 503);
         // a key with a write there waits until nothing the sidecar took of it can land (rule 3).
