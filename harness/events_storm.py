@@ -26,6 +26,11 @@ from harness.http import read_response, request_bytes
 PROBE_INTERVAL_S = 0.02
 
 
+# The probe process's first line once it probes, and how long its start may take (a loaded machine, a cold import).
+PROBING = "probing"
+PROBE_START_TIMEOUT_S = 120.0
+
+
 # How long the reading subscribers are given to get the write batch's last events.
 SETTLE_S = 10.0
 
@@ -50,10 +55,11 @@ STALLED_RECEIVE_BUFFER = 4096
 
 def probe(port: int) -> None:
     """GET /health every PROBE_INTERVAL_S on a new connection, until a line comes on stdin; then print each probe as
-    [start (epoch seconds), status (0: no answer), seconds], as JSON."""
+    [start (epoch seconds), status (0: no answer), seconds], as JSON. A line ``probing`` goes first, once the first
+    probe is made, so that its starter knows the probes run (``Probe``)."""
     samples: list[tuple[float, int, float]] = []
     request = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    while not select.select([sys.stdin], [], [], 0)[0]:
+    while not samples or not select.select([sys.stdin], [], [], 0)[0]:
         started, clock = time.time(), time.perf_counter()
         status = 0
         try:
@@ -66,6 +72,8 @@ def probe(port: int) -> None:
         except (OSError, IndexError, ValueError):
             pass
         samples.append((started, status, time.perf_counter() - clock))
+        if len(samples) == 1:
+            print(PROBING, flush=True)
         time.sleep(PROBE_INTERVAL_S)
     print(json.dumps(samples))
 
@@ -74,9 +82,24 @@ class Probe:
     """The probe process: its samples once stopped."""
 
     def __init__(self, port: int) -> None:
+        """Start the probe process and return once it made its first probe: on a loaded machine starting a Python
+        process takes seconds, and a phase that passed before the probes began had none (a whole-suite run at a load
+        of 35 saw the quick storm's baseline phase with no probe)."""
         self._process = subprocess.Popen([sys.executable, "-m", "harness.events_storm", "--probe", str(port)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert self._process.stdout is not None
+        deadline = time.monotonic() + PROBE_START_TIMEOUT_S
+        while not select.select([self._process.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            if time.monotonic() >= deadline:
+                self._process.kill()
+                self._process.wait()
+                raise RuntimeError(f"the /health probe process made no probe within {PROBE_START_TIMEOUT_S:.0f} s")
+        line = self._process.stdout.readline().strip()
+        if line != PROBING:
+            self._process.wait()
+            raise RuntimeError(f"the /health probe process did not start probing (it said {line!r}, exit code "
+                               f"{self._process.returncode})")
 
     def stop(self) -> list[tuple[float, int, float]]:
         """Stop probing; every probe made."""

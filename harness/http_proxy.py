@@ -1,7 +1,8 @@
 """A fault-injecting HTTP proxy in front of a sidecar (the agent's tests, the fault matrix) or a Connect worker's REST
 API (auto-restart's tests, which read the times of the requests it saw, ``seen``): each request is forwarded as it
 is, or answered 503 (``Refusal.UNAVAILABLE``), or held for a while before it is forwarded (``delay_s``: a sidecar that
-answers late), or its connection closed at once (``Refusal.CLOSE``: nothing listens).
+answers late; ``delays``: a worker slow to answer some requests, by the start of their request line), or its connection
+closed at once (``Refusal.CLOSE``: nothing listens).
 
 An agent's writes (``POST /agent/statuses``; every other request is forwarded) can be answered wrongly
 (``answer_fault``), each the real fault on the wire:
@@ -70,6 +71,8 @@ class HttpFaultProxy:
         self.refusal = Refusal.NONE
         self.answer_fault = AnswerFault.NONE
         self.delay_s = 0.0
+        # Requests whose request line starts with one of these are held this long (seconds) before they are forwarded.
+        self.delays: dict[str, float] = {}
         self.requests = 0
         # Each request's arrival (seconds since the epoch) and request line ("POST /connectors/c/restart HTTP/1.1").
         self.seen: list[tuple[float, str]] = []
@@ -148,7 +151,8 @@ class HttpFaultProxy:
                     length = int(line.split(b":", 1)[1])
             body = await asyncio.wait_for(reader.readexactly(min(length, MAX_BODY)), 30) if length else b""
             self.requests += 1
-            self.seen.append((time.time(), head.split(b"\r\n", 1)[0].decode("latin-1")))
+            request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+            self.seen.append((time.time(), request_line))
             refusal = self.refusal
             if refusal is Refusal.CLOSE:
                 return
@@ -161,6 +165,10 @@ class HttpFaultProxy:
                 return
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
+            held = next((seconds for start, seconds in list(self.delays.items())
+                         if request_line.startswith(start)), 0.0)
+            if held:
+                await asyncio.sleep(held)
             fault = self.answer_fault if head.startswith(AGENT_WRITES) else AnswerFault.NONE
             if fault is AnswerFault.NONE:
                 await self._forward(head, body, writer)

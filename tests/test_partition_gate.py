@@ -50,6 +50,10 @@ class FakeClock:
         self._timers.append(timer)
         return timer
 
+    def next_due(self) -> float | None:
+        """When the next callback is due, if any."""
+        return min((t.when() for t in self._timers if not t.cancelled), default=None)
+
     def advance(self, seconds: float) -> None:
         """Move time on by ``seconds``, running each callback due on the way at its time."""
         end = self.now + seconds
@@ -208,19 +212,58 @@ def test_one_probe_at_a_time_the_oldest_waiting_update() -> None:
     assert g.queue.probes_total == 1
 
 
+def next_probe(g: Gate) -> Sent:
+    """Move time on to the moment the next probe goes (callback by callback); the probe."""
+    for _ in range(100):
+        if g.kafka.unsettled:
+            return g.kafka.only_unsettled()
+        due = g.clock.next_due()
+        assert due is not None, "no probe is scheduled"
+        g.clock.advance(max(0.0, due - g.clock.now))
+    raise AssertionError("no probe went")
+
+
 def test_a_failed_probe_backs_off_one_step_further_each_time() -> None:
     g, _ = partition_0_held()
     waits = []
     for _ in range(5):
-        failed_at = g.clock.now  # the hold began, or the last probe failed
-        g.clock.advance(1.0)
-        probe = g.kafka.only_unsettled()
-        waits.append(round(probe.at - failed_at, 6))
+        failed_at = g.clock.now  # the hold began, or the last probe failed (as soon as it went)
+        probe = next_probe(g)
+        waits.append(round(probe.at - failed_at, 2))
         g.kafka.fail(probe)
     # The probe schedule: 100 ms after the hold, then twice as long after each failed probe, at most 800 ms.
     assert waits == [0.1, 0.2, 0.4, 0.8, 0.8]
     assert g.queue.held_partitions == [0]
     assert g.queue.probes_total == 5
+
+
+@pytest.mark.parametrize("out_s", [0.05, 0.3, 3.0])
+def test_a_probes_backoff_counts_from_when_it_went_so_one_is_queued_whenever_the_brokers_come_back(
+        out_s: float) -> None:
+    # The brokers away: a probe waits in the producer's queue until its delivery bound and fails then, having waited
+    # that long already. The next goes its backoff (200 ms) after the failed one went, at once if that has passed: so
+    # a probe is in the producer's queue almost all the time, and goes as soon as the producer reaches a broker again.
+    g, _ = partition_0_held()
+    first = next_probe(g)
+    g.clock.advance(out_s)
+    g.kafka.fail(first)
+    second = next_probe(g)
+    assert round(second.at - first.at, 3) == max(0.2, out_s)
+    # Probes that fail as they go still back off a whole step each: one probe per interval, never more.
+    g.kafka.fail(second)
+    third = next_probe(g)
+    assert round(third.at - second.at, 3) == 0.4
+
+
+@pytest.mark.parametrize("out_s", [0.05, 3.0])
+def test_the_clusters_probe_backoff_counts_from_when_it_went(out_s: float) -> None:
+    g = gate()
+    g.hold("a0", "b1")
+    first = next_probe(g)
+    g.clock.advance(out_s)
+    g.kafka.fail(first)
+    second = next_probe(g)
+    assert round(second.at - first.at, 3) == max(0.2, out_s)
 
 
 def test_a_probe_that_gets_through_releases_the_line_in_batches_that_double() -> None:

@@ -97,8 +97,8 @@ class Partition:
     Held partitions are *stalled* (waiting for a probe to get through) or *releasing* (their line goes out in
     the queue's release batches)."""
 
-    __slots__ = ("_inflight", "error", "failures", "held_at", "line", "number", "probe", "probe_due", "probed_at",
-                 "probes", "releasing", "streak", "written")
+    __slots__ = ("_failed_probe_went", "_inflight", "error", "failures", "held_at", "line", "number", "probe",
+                 "probe_due", "probed_at", "probes", "releasing", "streak", "written")
 
     def __init__(self, number: int) -> None:
         self.number = number
@@ -111,6 +111,8 @@ class Partition:
         self.probed_at = 0.0
         # Failed probes since the hold began: the probe schedule's retry count.
         self.streak = 0
+        # When the probe that has just failed went (None: no probe failed since the next one was scheduled).
+        self._failed_probe_went: float | None = None
         self._inflight = 0
         # For the log line at the release.
         self.error = ""
@@ -143,13 +145,29 @@ class Partition:
         """A hold begins at ``now``, for ``error``: stalled, its probe schedule and its counts from the start."""
         self.held_at = now
         self.streak = 0
+        self._failed_probe_went = None
         self.error = error
         self.failures = self.probes = self.written = 0
+
+    def probe_failed(self) -> None:
+        """The partition's own probe failed: the next backs off one step further, counted from when this one went."""
+        self.streak += 1
+        self._failed_probe_went = self.probed_at
+
+    def next_probe(self, now: float, due: float) -> float:
+        """When the next probe goes, ``due`` being its backoff's delay from ``now``: that delay counts from when the
+        probe that has just failed went, not from its failure (one probe per interval, from send to send: a probe that
+        waited in the producer's queue until its delivery bound, the brokers away, has waited that long already, and the
+        next one waits there in its place at once, so that a write is queued whenever the brokers come back), never
+        before ``now``."""
+        went, self._failed_probe_went = self._failed_probe_went, None
+        return due if went is None else max(now, due - (now - went))
 
     def release(self) -> None:
         """A write got through: its line goes out in the queue's release batches."""
         self.releasing = True
         self.probe_due = None
+        self._failed_probe_went = None
 
     def stall(self) -> None:
         """Even one write per the probes' longest interval fails: back behind probes, one step further apart."""
@@ -163,6 +181,7 @@ class Partition:
         self.releasing = False
         self.streak = 0
         self.probe_due = None
+        self._failed_probe_went = None
         return held_at
 
     def line_up(self, slot: Slot, first: bool = False) -> bool:
@@ -183,17 +202,31 @@ class ClusterProbe:
     """While every partition the queue writes to is stalled, the trouble is the cluster's, not a partition's:
     one probe at a time goes for all of them, each stalled partition in turn, on one schedule."""
 
-    __slots__ = ("due", "probe", "streak")
+    __slots__ = ("_failed_went", "_went", "due", "probe", "streak")
 
     def __init__(self) -> None:
         self.due: float | None = None
         self.probe: StatusUpdate | None = None
         self.streak = 0
+        # When the probe out went, and when the one that has just failed went (None: none failed since).
+        self._went = 0.0
+        self._failed_went: float | None = None
+
+    def went(self, probe: StatusUpdate, now: float) -> None:
+        """The cluster's probe went at ``now``."""
+        self.probe, self._went = probe, now
 
     def settled(self, failed: bool) -> None:
         """The cluster's probe settled: the next one backs off one step further after a failure, else starts over."""
         self.probe = None
         self.streak = self.streak + 1 if failed else 0
+        self._failed_went = self._went if failed else None
+
+    def next_probe(self, now: float, delay: float) -> float:
+        """When the next probe goes, ``delay`` being its backoff: counted from when the one that has just failed went,
+        as a partition's (``Partition.next_probe``), never before ``now``."""
+        went, self._failed_went = self._failed_went, None
+        return now + delay if went is None else max(now, went + delay)
 
 
 class Release:

@@ -6,7 +6,9 @@ nothing of Kafka, and of keys only their place in a partition's line.
   partition fails with a retriable error, the partition is *held*: its updates stop retrying one by
   one and wait, in order, while one *probe* at a time (the oldest waiting update, at its key's latest
   value, or first one that may still land: ``key_writes``) goes out on the probe schedule (KIP-1278's
-  backoff, capped at ``probe_backoff``'s maximum).
+  backoff, capped at ``probe_backoff``'s maximum), counted from one probe's send to the next's: a probe that waited
+  out its delivery bound in the producer's queue (the brokers away) is followed by the next at once, so that one is
+  queued whenever the brokers come back, and goes as soon as the producer reaches one.
   When a probe or any other write to the partition succeeds, the waiting updates are *released* at
   once, in batches at a rate the whole queue shares, ramped like TCP's slow start: a first small rate,
   doubled after each batch that all succeeded, then grown more slowly, halved after a batch with a failure;
@@ -139,10 +141,11 @@ class PartitionGate:
             cluster = self._cluster
             if cluster.probe is None and cluster.due is None:
                 # Not moved to a tick: there is one probe to send, and a fleet's sidecars come back spread out.
-                cluster.due = self._scheduler.now() + self.probe_backoff.delay(cluster.streak)
+                cluster.due = cluster.next_probe(self._scheduler.now(), self.probe_backoff.delay(cluster.streak))
                 self._scheduler.push(cluster.due, 0, cluster)
         elif partition.probe_due is None:
-            partition.probe_due = self._scheduler.aligned(self.probe_backoff, partition.streak)
+            partition.probe_due = partition.next_probe(self._scheduler.now(),
+                                                       self._scheduler.aligned(self.probe_backoff, partition.streak))
             self._scheduler.push(partition.probe_due, -partition.number - 1, partition)
 
     def _arm_stalled(self) -> None:
@@ -215,7 +218,7 @@ class PartitionGate:
         for partition in sorted(stalled, key=lambda p: p.probed_at):
             self._send_probe(partition)
             if partition.probe is not None:
-                self._cluster.probe = partition.probe
+                self._cluster.went(partition.probe, self._scheduler.now())
                 return
 
     def _send_probe(self, partition: Partition) -> None:
@@ -238,7 +241,7 @@ class PartitionGate:
         if self._cluster.probe is update:
             self._cluster.settled(failed)
         elif failed:
-            partition.streak += 1  # the next probe backs off one step further
+            partition.probe_failed()  # the next probe backs off one step further
 
     def probe_not_sent(self, partition: Partition, update: StatusUpdate) -> None:
         """The producer refused the partition's probe (it is closed): no probe went, and the next goes at once."""
