@@ -4,7 +4,7 @@ brokers. Then the burst a rebalance makes, for both.
 
     .venv/bin/python -m bench.connect_outage [--brokers 3] [--connectors 10] [--tasks 3] [--outage-seconds 30]
                                              [--runs 3] [--burst-connectors 20] [--bursts 5] [--changes 20]
-                                             [--sidecar KEY=VALUE ...] [--quick]
+                                             [--sidecar KEY=VALUE ...] [--keep DIR] [--quick]
 
 The cluster: ``--brokers`` Apache Kafka brokers (KRaft, a controller of their own, both JIT compilers), each behind
 a ``KafkaProxy`` (harness/kafka_proxy.py) that counts the requests it forwards by client id and API key. Two Connect
@@ -385,10 +385,13 @@ async def main() -> None:
     parser.add_size("--changes", type=int, full=20, quick=1, help="rounds of pause, resume and restart timed")
     parser.add_argument("--sidecar", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of the pod's sidecar (again for more), beside the worker's properties")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="the cluster's files in DIR (new or empty), kept: every JVM's log and the sidecar's")
     args = parser.parse()
     sidecar_settings = dict(setting.split("=", 1) for setting in args.sidecar)
     print(f"load average at the start: {load_average()}")
-    with tempfile.TemporaryDirectory(prefix="bench-connect-outage-") as scratch:
+    with (contextlib.nullcontext(str(args.keep)) if args.keep
+          else tempfile.TemporaryDirectory(prefix="bench-connect-outage-")) as scratch:
         # Quick runs check that it all runs: the JVMs start sooner with the fast compiler alone.
         bench = Bench(Path(scratch), args.brokers, not args.quick, sidecar_settings)
         try:
@@ -400,6 +403,8 @@ async def main() -> None:
             changes = (await asyncio.to_thread(status_changes, bench.workers, bench.rest, args.changes, args.tasks)
                        if args.changes else None)
         finally:
+            if args.keep and bench.pod.sidecar.service is not None:
+                (args.keep / "sidecar.log").write_text("".join(bench.pod.sidecar.service.output()), encoding="utf-8")
             bench.stop()
     found = report(runs, bursts, changes, args.brokers, args.connectors, args.tasks, args.outage_seconds,
                    args.burst_connectors, sidecar_settings)
