@@ -15,6 +15,7 @@ import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -264,6 +265,109 @@ async def test_at_the_connection_limit_the_longest_waiting_connection_is_closed(
             assert (await other_reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
         for _, w in [*waiting, (reader, writer)]:
             w.close()
+
+
+class HeldRequests:
+    """An ASGI app for the server's bounds: ``GET /held`` and any request with the query ``held`` are answered once
+    ``release`` is set, anything else at once."""
+
+    def __init__(self) -> None:
+        self.state = SimpleNamespace(closed_connections=http_server.ClosedConnections())
+        self.release = asyncio.Event()
+        self.under_way = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] == "/held" or scope["query_string"] == b"held":
+            self.under_way += 1
+            await self.release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+def request(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: test\r\n\r\n".encode()
+
+
+async def sent_before_accepted(server: uvicorn.Server, sent: bytes) -> tuple[asyncio.StreamReader,
+                                                                             asyncio.StreamWriter]:
+    """A connection whose request is in the kernel before the server accepts it (as one that waited in the listen
+    backlog): connected and sent without a turn of the loop, which runs the server."""
+    sock = socket.create_connection(("127.0.0.1", server.config.port), timeout=WAIT)
+    sock.sendall(sent)
+    sock.setblocking(False)
+    return await asyncio.open_connection(sock=sock)
+
+
+async def closed_unanswered(reader: asyncio.StreamReader) -> bool:
+    """Whether the server closes the connection without an answer (a reset: it closed with the request unread)."""
+    try:
+        return await asyncio.wait_for(reader.read(), WAIT) == b""
+    except ConnectionResetError:
+        return True
+
+
+@asynccontextmanager
+async def held_requests(requests: list[bytes], max_connections: int) -> AsyncIterator[tuple[uvicorn.Server,
+                                                                                            HeldRequests]]:
+    """A server whose connections have these requests under way (their answers held), each sent before the server
+    accepted its connection."""
+    app = HeldRequests()
+    server = uvicorn.Server(http_config(app, "127.0.0.1", free_port(), max_connections=max_connections))
+    task = asyncio.create_task(server.serve())
+    held: list[asyncio.StreamWriter] = []
+    try:
+        await eventually(lambda: server.started or task.done(), WAIT)
+        assert not task.done(), "the server did not start"
+        for sent in requests:
+            held.append((await sent_before_accepted(server, sent))[1])
+            await eventually(lambda: app.under_way == len(held), WAIT)
+        yield server, app
+    finally:
+        app.release.set()
+        for writer in held:
+            writer.close()
+        server.should_exit = True
+        await asyncio.wait_for(task, WAIT)
+
+
+async def test_at_the_connection_limit_a_probe_is_answered_while_every_other_request_is_under_way() -> None:
+    """A probe accepted when every other connection has sent its request (a storm's, read while the probe waited in
+    the listen backlog) is answered, not closed unread; another request is closed unread then, as before, and a
+    connection that sends nothing within its chance too."""
+    async with held_requests([request("/held")] * 3, max_connections=3) as (server, app):
+        for path in ("/health", "/ready"):
+            reader, writer = await sent_before_accepted(server, request(path))
+            assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 "), path
+            writer.close()
+        await eventually(lambda: len(server.server_state.connections) == 3, WAIT)  # the probes' gone
+        reader, writer = await sent_before_accepted(server, request("/connectors"))
+        assert await closed_unanswered(reader)
+        writer.close()
+        # One accepted before it sent anything (a probe between its connect and its send) has its chance to send.
+        await eventually(lambda: len(server.server_state.connections) == 3, WAIT)
+        late_reader, late = await connect(server)
+        silent_reader, silent = await connect(server)
+        await eventually(lambda: len(server.server_state.connections) == 5, WAIT)
+        late.write(request("/health"))
+        assert (await late_reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 OK")
+        assert await closed_unanswered(silent_reader)  # nothing sent within its chance
+        assert await closed_by_server(late_reader)  # past the limit, not kept once it waits again
+        for writer in (late, silent):
+            writer.close()
+        assert app.state.closed_connections.counts["connection_limit"] == 3
+
+
+async def test_the_probes_kept_past_the_connection_limit_are_bounded() -> None:
+    """Past ``PROBES_PAST_LIMIT`` probes under way beyond the limit, a new probe is closed unread too."""
+    probes = [request("/health?held")] * http_server.PROBES_PAST_LIMIT
+    async with held_requests([request("/held"), *probes], max_connections=1) as (server, app):
+        reader, writer = await sent_before_accepted(server, request("/health"))
+        assert await closed_unanswered(reader)
+        writer.close()
+        assert app.state.closed_connections.counts["connection_limit"] == 1
+        assert app.under_way == 1 + http_server.PROBES_PAST_LIMIT
 
 
 async def test_the_connections_closed_by_the_bounds_are_counted_by_reason() -> None:
