@@ -47,6 +47,9 @@ public final class Router {
     /** The sender's thread has ended: nothing moves the path back to the sidecar, and stop needs no one to wait for. */
     private boolean orphaned;
     private int flushWaiters;
+    /** Signals given to the sender by other threads ({@link #signal}), and their count when it last looked. */
+    private long signals;
+    private long signalsSeen;
     private final Outcomes outcomes;
     /** Until when the sidecar may still write what it took of this session (see {@link #posting}). */
     private long sidecarFence = Long.MIN_VALUE;
@@ -80,7 +83,7 @@ public final class Router {
         boolean leaving = path == Path.FENCING;
         if (table.offer(update.withSeq(++lastSeq), !leaving)) {
             if (path != Path.QUIESCING && path != Path.STARTING) {
-                notifyAll();
+                signal();
             }
             return true;
         }
@@ -174,10 +177,13 @@ public final class Router {
     }
 
     /**
-     * Settles the writes the sidecar said it wrote that the worker's store has read back since; returns one not read
-     * back in time (the sidecar said it wrote what it did not), or null.
+     * The sender's look at the table, on the sidecar's path: settles the writes the sidecar said it wrote that the
+     * worker's store has read back since; returns one not read back in time (the sidecar said it wrote what it did
+     * not), or null.
      */
     synchronized StatusUpdate verify(long now) {
+        // The sender's step begins here: what other threads signalled so far, it now looks at (see await).
+        signalsSeen = signals;
         int before = table.size();
         for (String key : readBack.takeRead()) {
             table.readBack(key, readBack);
@@ -206,7 +212,7 @@ public final class Router {
 
     /** The worker's store read a watched key: the sender looks whether a write is verified. */
     synchronized void readBackArrived() {
-        notifyAll();
+        signal();
     }
 
     synchronized boolean hasPending() {
@@ -229,7 +235,7 @@ public final class Router {
 
     /** Wakes the sender (an answer it waits for has come). */
     synchronized void wake() {
-        notifyAll();
+        signal();
     }
 
     /** The sender starts: writes on STARTING wait for its first exchange until {@code until} (ms), no longer. */
@@ -297,11 +303,24 @@ public final class Router {
         return table.moves().nextFence(now);
     }
 
-    /** Waits until a write arrives, the path changes, or {@code ms} pass. */
+    /**
+     * The sender waits until another thread signals it (a write taken, a watched key read back, a flush or a stop
+     * begun, the path left, an answer it waits for come), or {@code ms} pass. A signal given after the sender last
+     * looked (its last wait's end, or {@link #verify}) ends this wait at once: the sender decides to wait outside this
+     * lock, and a signal given meanwhile, notified to no one, would otherwise wait out {@code ms} (a watched key read
+     * back in that gap held a flush for the whole probe interval, 5 s).
+     */
     synchronized void await(long ms) throws InterruptedException {
-        if (ms > 0) {
+        if (ms > 0 && signals == signalsSeen) {
             wait(ms);
         }
+        signalsSeen = signals;
+    }
+
+    /** Another thread changed what the sender looks at: counted for {@link #await}, and the waiters woken. */
+    private void signal() {
+        signals++;
+        notifyAll();
     }
 
     // ---- stop and flush ---------------------------------------------------------------------------------
@@ -311,7 +330,7 @@ public final class Router {
         if (orphaned && path == Path.CONNECT) {
             path = Path.STOPPED;
         }
-        notifyAll();
+        signal();
     }
 
     /** The sender's thread ends without the path stopped: it hands over to Connect's path, and nothing comes after. */
@@ -351,7 +370,7 @@ public final class Router {
     public synchronized boolean awaitSettled(long ms) throws InterruptedException {
         long deadline = System.nanoTime() + ms * 1_000_000;
         flushWaiters++;
-        notifyAll();
+        signal();
         try {
             while (!table.isEmpty()) {
                 long left = (deadline - System.nanoTime()) / 1_000_000;
@@ -375,6 +394,6 @@ public final class Router {
         leaveReason = path == Path.SIDECAR ? reason : null;
         path = Path.FENCING;
         table.moves().fence(sidecarFence);
-        notifyAll();
+        signal();
     }
 }
