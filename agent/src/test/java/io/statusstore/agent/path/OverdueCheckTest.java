@@ -18,12 +18,7 @@ class OverdueCheckTest {
     @Test
     void whenKafkaComesBackForEveryoneTheSidecarThatWritesWhatItHeldIsNotLeft() throws Exception {
         try (Harness h = new Harness().start("")) {
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            // Kafka away for everyone: the sidecar holds the write, the worker's own producer cannot write either.
-            h.sidecar.writeAtOnce = false;
-            h.connect.canWrite = false;
-            h.write("c", 0, "PAUSED");
-            Harness.await(() -> h.connect.writeChecks().size() == 1, 8_000, "rule 5's first question");
+            pausedWithKafkaAwayForEveryone(h);
             // Asked again: this time the worker's producer holds its write until Kafka comes back.
             CompletableFuture<Boolean> back = new CompletableFuture<>();
             h.connect.answer = back;
@@ -44,16 +39,22 @@ class OverdueCheckTest {
     @Test
     void whenOnlyTheWorkersProducerCanWriteAfterKafkaWasAwayTheSidecarIsLeftAfterTheAnswerBound() throws Exception {
         try (Harness h = new Harness().start("")) {
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            h.sidecar.writeAtOnce = false;
-            h.connect.canWrite = false;
-            h.write("c", 0, "PAUSED");
-            Harness.await(() -> h.connect.writeChecks().size() == 1, 8_000, "rule 5's first question");
+            pausedWithKafkaAwayForEveryone(h);
             // Kafka back for the worker only: the sidecar still holds the write, and is left; Connect writes it.
             h.connect.canWrite = true;
             h.awaitNewestLanded(15_000);
             h.assertInvariants();
             assertEquals(1, h.connectWrites().size(), "the worker's own producer wrote it: " + h.topic.records());
         }
+    }
+
+    /** Kafka away for everyone: the sidecar holds c-0's PAUSED, the worker's own producer cannot write either, and
+     * rule 5 has asked once. */
+    private static void pausedWithKafkaAwayForEveryone(Harness h) {
+        h.awaitPath(Router.Path.SIDECAR, 2_000);
+        h.sidecar.writeAtOnce = false;
+        h.connect.canWrite = false;
+        h.write("c", 0, "PAUSED");
+        Harness.await(() -> h.connect.writeChecks().size() == 1, 8_000, "rule 5's first question");
     }
 }
