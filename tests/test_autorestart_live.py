@@ -136,8 +136,9 @@ def test_a_task_that_fails_once_is_restarted_once_by_its_workers_sidecar_only(po
     assert pod.connect.workers[index].worker_id == worker  # its own worker's sidecar, not the other
     wait_for(lambda: len(pod.history("once")) == 1, "the restart in the history topic")
     (event,) = pod.history("once")
-    # After the initial backoff from when the sidecar read the FAILED status, within its jitter (and some slack).
-    assert INITIAL_S - 0.05 <= at - event["failed_at"] / 1000 <= INITIAL_S * (1 + JITTER) + 1.0
+    # After the initial backoff from when the sidecar read the FAILED status, within its jitter and the time the
+    # restart request takes to reach the worker's proxy (a whole-suite run at a load of 47 took 1.08 s past the jitter).
+    assert INITIAL_S - 0.05 <= at - event["failed_at"] / 1000 <= INITIAL_S * (1 + JITTER) + 2.0
     time.sleep(INITIAL_S * (1 + JITTER) * 2)
     assert len(pod.restarts("once")) == 1  # exactly once
     entry = fleet_entry(sidecar, "once")
