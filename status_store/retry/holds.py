@@ -91,6 +91,12 @@ class Slot:
         return self.inflight is None and self.waiting is None and self.parked is None
 
 
+def from_send(now: float, due: float, went: float | None) -> float:
+    """A probe's next time, ``due`` being its backoff from ``now``, counted instead from when the probe that has just
+    failed went (``went``; None: none failed, ``due`` as it is), and never before ``now``."""
+    return due if went is None else max(now, due - (now - went))
+
+
 class Partition:
     """One partition's hold: the keys waiting for it, oldest first, and its probe.
 
@@ -161,7 +167,7 @@ class Partition:
         next one waits there in its place at once, so that a write is queued whenever the brokers come back), never
         before ``now``."""
         went, self._failed_probe_went = self._failed_probe_went, None
-        return due if went is None else max(now, due - (now - went))
+        return from_send(now, due, went)
 
     def release(self) -> None:
         """A write got through: its line goes out in the queue's release batches."""
@@ -226,7 +232,7 @@ class ClusterProbe:
         """When the next probe goes, ``delay`` being its backoff: counted from when the one that has just failed went,
         as a partition's (``Partition.next_probe``), never before ``now``."""
         went, self._failed_went = self._failed_went, None
-        return now + delay if went is None else max(now, went + delay)
+        return from_send(now, now + delay, went)
 
 
 class Release:

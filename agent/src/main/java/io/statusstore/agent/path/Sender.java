@@ -247,12 +247,12 @@ public final class Sender implements Runnable {
         // The answer waits for the outcomes of what the session has at the sidecar (OUTCOME_WAIT_MS; an older sidecar
         // answers at once). Connect's flush waits for every write taken so far: its next poll follows FLUSH_POLL_MS
         // after this one. A final request does not wait: the sidecar owns what it holds from then on.
-        boolean flushing = router.flushWaiting() && !stopping;
-        long waitMs = flushing ? Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2)
-                : !stopping && (!batch.isEmpty() || router.hasPending())
-                ? Math.min(OUTCOME_WAIT_MS, options.readTimeoutMs / 8) : 0;
-        if (flushing) {
+        long waitMs = 0;
+        if (!stopping && router.flushWaiting()) {
+            waitMs = Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2);
             lastHeldAt = now;
+        } else if (!stopping && (!batch.isEmpty() || router.hasPending())) {
+            waitMs = Math.min(OUTCOME_WAIT_MS, options.readTimeoutMs / 8);
         }
         try {
             AgentAnswer answer = handover.checked(client.post(AgentRequest.encode(agentId, router.workerId(), handover.instance(),
