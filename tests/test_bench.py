@@ -99,6 +99,7 @@ def test_read_back_quick_run(tmp_path: Path) -> None:
     output = run_quick("read_back", tmp_path, timeout=RUN_BOUND_S)
     sides = rows(output, "the ")
     assert [(row[0], row[1]) for row in sides] == [("the sidecar, PUT ?wait=true", "40"),
+                                                   ("the sidecar through httpx", "40"),
                                                    ("the log (plain producer and consumer)", "40")], output
     assert "the sidecar against the log: p50 " in output
 
