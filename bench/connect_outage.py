@@ -80,7 +80,7 @@ from confluent_kafka.admin import (
 )
 
 from bench import BenchParser, load_average, write_json
-from bench.outage_report import CONNECT, POD, Burst, Run, WorkerRun, report
+from bench.outage_report import CONNECT, POD, Burst, Run, WorkerRun, rebalance_phases, report
 from bench.status_changes import status_changes
 from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
 from harness.kafka_proxy import PRODUCE
@@ -356,12 +356,18 @@ class Bench:
                 connect.wait_for_status(connector, all_in("RUNNING", tasks), "running", 300)
             created = time.monotonic() - began
             records = self.tails[name].arrivals(keys) - before
+            log_file = connect.worker.process.log_file
+            log_from = log_file.stat().st_size
             began = time.monotonic()
             for connector in scenario.names:
                 self.rest(connect, "DELETE", f"/connectors/{connector}", None, began)
             for connector in scenario.names:
                 wait_until(functools.partial(gone, connect, connector), 300, f"{connector} deleted", interval=0.05)
-            results[name] = Burst(created, records, time.monotonic() - began)
+            deleted = time.monotonic() - began
+            with log_file.open("rb") as log:
+                log.seek(log_from)
+                phases = rebalance_phases(log.read().decode(errors="replace").splitlines())
+            results[name] = Burst(created, records, deleted, phases)
         return results
 
     def stop(self) -> None:

@@ -3,7 +3,10 @@ printed as Markdown and returned by column name (``--json``)."""
 
 from __future__ import annotations
 
+import datetime
+import re
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +53,46 @@ class Burst:
     seconds: float
     records: int
     delete_s: float
+    # The deletions' rebalances, from the worker's own log (None: the log not read): the time its tasks took to stop
+    # (the scripted task ends once its poll's sleep of 200 ms is over), and Connect's flushes of its status store.
+    phases: RebalancePhases | None = None
+
+
+@dataclass(frozen=True)
+class RebalancePhases:
+    """The revocations of a worker's deletions, from its log: how many, and their two parts summed."""
+
+    revocations: int
+    stopping_s: float  # 'Stopping task' (the first of a revocation) to 'Finished stopping tasks ...'
+    flushing_s: float  # 'Finished stopping tasks ...' to 'Finished flushing status backing store ...'
+
+
+_LOG_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+
+
+def rebalance_phases(lines: Iterable[str]) -> RebalancePhases:
+    """The revocations in a Connect worker's log lines (log4j's ``[%d] %p %m``): each from its first 'Stopping task'
+    to 'Finished stopping tasks in preparation for rebalance' (the tasks stopping), then to 'Finished flushing status
+    backing store in preparation for rebalance' (``DistributedHerder``'s flush of its status store)."""
+    stopping = flushing = 0.0
+    revocations = 0
+    began: datetime.datetime | None = None
+    stopped: datetime.datetime | None = None
+    for line in lines:
+        found = _LOG_TIME.match(line)
+        if found is None:
+            continue
+        at = datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f")
+        if "Stopping task " in line and began is None:
+            began = at
+        elif "Finished stopping tasks in preparation for rebalance" in line and began is not None:
+            stopping += (at - began).total_seconds()
+            began, stopped = None, at
+        elif "Finished flushing status backing store in preparation for rebalance" in line and stopped is not None:
+            flushing += (at - stopped).total_seconds()
+            revocations += 1
+            stopped = None
+    return RebalancePhases(revocations, stopping, flushing)
 
 
 def seconds(value: float | None) -> str:
@@ -133,20 +176,30 @@ def report_bursts(bursts: list[dict[str, Burst]], burst_connectors: int, tasks: 
     print(f"\nthe burst: {burst_connectors} connectors x {tasks} tasks created at once on each worker, then all "
           f"deleted; the workers take turns at going first\n")
     print("| burst | worker | until every one RUNNING in its REST API (s) | status records written | per second | "
-          "deleted until every one 404 (s) |")
-    print("|---|---|---:|---:|---:|---:|")
+          "deleted until every one 404 (s) | revocations | of which tasks stopping (s) | of which status store "
+          "flushes (s) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for number, burst in enumerate(bursts, 1):
         for name, one in burst.items():
+            phases = one.phases
             rows.append({"burst": number, "worker": name, "until every one RUNNING in its REST API (s)": one.seconds,
                          "status records written": one.records, "per second": one.records / one.seconds,
-                         "deleted until every one 404 (s)": one.delete_s})
+                         "deleted until every one 404 (s)": one.delete_s,
+                         "revocations": None if phases is None else phases.revocations,
+                         "of which tasks stopping (s)": None if phases is None else phases.stopping_s,
+                         "of which status store flushes (s)": None if phases is None else phases.flushing_s})
+            parts = ("| | |" if phases is None else
+                     f"| {phases.revocations} | {phases.stopping_s:.2f} | {phases.flushing_s:.2f} |")
             print(f"| {number} | {name} | {one.seconds:.2f} | {one.records:,} | {one.records / one.seconds:,.1f} | "
-                  f"{one.delete_s:.2f} |")
+                  f"{one.delete_s:.2f} {parts}")
     for name in bursts[0]:
         created = statistics.median(burst[name].seconds for burst in bursts)
         deleted = statistics.median(burst[name].delete_s for burst in bursts)
-        print(f"{name}: median {created:.2f} s until RUNNING, {deleted:.2f} s until deleted")
+        known = [phases for burst in bursts if (phases := burst[name].phases) is not None]
+        of_which = (f" (of which tasks stopping {statistics.median(p.stopping_s for p in known):.2f} s, status store "
+                    f"flushes {statistics.median(p.flushing_s for p in known):.2f} s)" if known else "")
+        print(f"{name}: median {created:.2f} s until RUNNING, {deleted:.2f} s until deleted{of_which}")
     ratio = [burst[POD].seconds / burst[CONNECT].seconds for burst in bursts]
     deleted_ratio = [burst[POD].delete_s / burst[CONNECT].delete_s for burst in bursts]
     print(f"the pod against the Connect worker: until RUNNING {', '.join(f'{r:.2f}x' for r in ratio)} (median "

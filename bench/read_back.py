@@ -1,13 +1,16 @@
 """Benchmark the sidecar's own write until durable and read back (``PUT ?wait=true``) against the log's own pace, in
 the same run, on Apache Kafka's broker on loopback.
 
-    .venv/bin/python -m bench.read_back [--writes 1000] [--rounds 5] [--sidecar KEY=VALUE ...] [--quick]
+    .venv/bin/python -m bench.read_back [--writes 1200] [--rounds 6] [--sidecar KEY=VALUE ...] [--quick]
 
 One Apache Kafka 4.x broker (KRaft, both JIT compilers) on 127.0.0.1, and ``status-store serve`` on it (its status
 topic of 5 partitions, created by the sidecar). Measured, one write at a time, in ``--rounds`` alternating blocks:
 
 - **the sidecar**: ``PUT /connectors/{name}/status?wait=true`` on one keep-alive HTTP connection, until its answer
-  (200: acknowledged by the broker and read back into the sidecar's cache, what ``?wait=true`` promises);
+  (200: acknowledged by the broker and read back into the sidecar's cache, what ``?wait=true`` promises), sent by
+  the standard library's ``http.client``, a lean client (a request with a small body in one ``send``);
+- **the sidecar through httpx**: the same requests sent by httpx, the client of the earlier figures, whose own
+  Python adds about a millisecond a request on this machine: what a heavier client costs, measured beside;
 - **the log**: the same record bytes written by a plain confluent-kafka producer with the sidecar's own producer
   settings (``kafka.settings.producer_settings``: ``acks=all`` and the rest), until a plain consumer with the
   sidecar's reader settings, tailing the topic, has read it back: what the log itself takes, with no HTTP, no store
@@ -21,6 +24,7 @@ within 10 ms.
 from __future__ import annotations
 
 import functools
+import http.client
 import json
 import socket
 import statistics
@@ -108,8 +112,8 @@ class Log:
         self._producer.flush(10)
 
 
-def sidecar_write(http: httpx.Client, i: int) -> float:
-    """One ``PUT ?wait=true``; seconds until its 200."""
+def httpx_write(http: httpx.Client, i: int) -> float:
+    """One ``PUT ?wait=true`` sent by httpx; seconds until its 200."""
     began = time.perf_counter()
     answer = http.put(f"/connectors/c{i % CONNECTORS}/status", params={"wait": "true"}, content=json.dumps(body(i)),
                       headers={"Content-Type": "application/json"})
@@ -119,11 +123,42 @@ def sidecar_write(http: httpx.Client, i: int) -> float:
     return took
 
 
+class PlainClient:
+    """``PUT ?wait=true`` on one keep-alive connection of the standard library's ``http.client``, which sends a request
+    with a small body in one ``send``. A connection the sidecar closed while the other sides took their turn (its
+    keep-alive timeout) is opened again once, as httpx opens one again."""
+
+    def __init__(self, port: int) -> None:
+        self._connection = http.client.HTTPConnection("127.0.0.1", port, timeout=WRITE_BOUND_S)
+
+    def write(self, i: int) -> float:
+        """One ``PUT ?wait=true``; seconds until its 200."""
+        try:
+            return self._write(i)
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            self._connection.close()
+            return self._write(i)
+
+    def _write(self, i: int) -> float:
+        began = time.perf_counter()
+        self._connection.request("PUT", f"/connectors/c{i % CONNECTORS}/status?wait=true",
+                                 json.dumps(body(i)).encode(), {"Content-Type": "application/json"})
+        answer = self._connection.getresponse()
+        text = answer.read()
+        took = time.perf_counter() - began
+        if answer.status != 200:
+            raise RuntimeError(f"PUT ?wait=true answered {answer.status}: {text[:300]!r}")
+        return took
+
+    def close(self) -> None:
+        self._connection.close()
+
+
 def main() -> None:
-    """Start the broker and the sidecar, measure both sides in alternating blocks, print the table."""
+    """Start the broker and the sidecar, measure the sides in alternating blocks, print the table."""
     parser = BenchParser(__doc__)
-    parser.add_size("--writes", type=int, full=1000, quick=40, help="writes per side")
-    parser.add_size("--rounds", type=int, full=5, quick=2, help="alternating blocks the writes are split into")
+    parser.add_size("--writes", type=int, full=1200, quick=40, help="writes per side")
+    parser.add_size("--rounds", type=int, full=6, quick=2, help="alternating blocks the writes are split into")
     parser.add_argument("--sidecar", action="append", default=[], metavar="KEY=VALUE",
                         help="a sidecar setting (again for more); sidecar.kafka.* ones go to the plain clients too")
     args = parser.parse()
@@ -131,7 +166,9 @@ def main() -> None:
     clients = {key.removeprefix("sidecar.kafka."): value for key, value in settings.items()
                if key.startswith("sidecar.kafka.")}
     print(f"load average at the start: {load_average()}; the sidecar with {settings or 'its defaults'}")
-    sides: dict[str, list[float]] = {"the sidecar, PUT ?wait=true": [], "the log (plain producer and consumer)": []}
+    ours, through_httpx, log_side = ("the sidecar, PUT ?wait=true", "the sidecar through httpx",
+                                     "the log (plain producer and consumer)")
+    sides: dict[str, list[float]] = {ours: [], through_httpx: [], log_side: []}
     with tempfile.TemporaryDirectory(prefix="bench-read-back-") as scratch, \
             KafkaCluster(kafka_line("kafka-4"), Path(scratch) / "kafka", full_jit=not args.quick) as kafka:
         topic = f"read-back-{uuid.uuid4().hex[:8]}"
@@ -147,17 +184,18 @@ def main() -> None:
             # TCP_NODELAY, as a worker's agent (Java's HTTP client) sends: Nagle's algorithm would hold a request's
             # body behind the ACK of its headers.
             transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+            plain = PlainClient(port)
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=WRITE_BOUND_S, transport=transport) as http:
-                for i in range(10):  # the connection, the JIT and the keys warmed, on both sides
-                    sidecar_write(http, i)
-                    log.write(i)
                 writers: list[tuple[str, Callable[[int], float]]] = [
-                    ("the sidecar, PUT ?wait=true", functools.partial(sidecar_write, http)),
-                    ("the log (plain producer and consumer)", log.write)]
+                    (ours, plain.write), (through_httpx, functools.partial(httpx_write, http)), (log_side, log.write)]
+                for i in range(10):  # the connections, the JIT and the keys warmed, on every side
+                    for _, write in writers:
+                        write(i)
                 for round_ in range(args.rounds):
                     # The sides take turns at going first.
-                    for side, write in writers if round_ % 2 == 0 else writers[::-1]:
+                    for side, write in writers[round_ % 3:] + writers[:round_ % 3]:
                         sides[side] += [write(round_ * block + i) for i in range(block)]
+            plain.close()
         finally:
             if log is not None:
                 log.close()
@@ -169,10 +207,12 @@ def main() -> None:
     for side, seconds in sides.items():
         print(f"| {side} | {len(seconds)} | {quantile(seconds, 0.5):.1f} | {quantile(seconds, 0.99):.1f} | "
               f"{1000 * max(seconds):.1f} | {1000 * statistics.mean(seconds):.1f} |")
-    ours, log_side = sides.values()
-    print(f"\nthe sidecar against the log: p50 {quantile(ours, 0.5) / quantile(log_side, 0.5):.2f}x, p99 "
-          f"{quantile(ours, 0.99) / quantile(log_side, 0.99):.2f}x; the sidecar's p99 {quantile(ours, 0.99):.1f} ms "
-          f"(target <= 10 ms)")
+    mine, heavier, log_pace = sides[ours], sides[through_httpx], sides[log_side]
+    print(f"\nthe sidecar against the log: p50 {quantile(mine, 0.5) / quantile(log_pace, 0.5):.2f}x, p99 "
+          f"{quantile(mine, 0.99) / quantile(log_pace, 0.99):.2f}x; the sidecar's p99 {quantile(mine, 0.99):.1f} ms "
+          f"(target <= 10 ms); through httpx: p50 {quantile(heavier, 0.5):.1f} ms, p99 {quantile(heavier, 0.99):.1f} "
+          f"ms (httpx's own cost: {quantile(heavier, 0.5) - quantile(mine, 0.5):+.1f} ms at p50, "
+          f"{quantile(heavier, 0.99) - quantile(mine, 0.99):+.1f} ms at p99)")
     print(f"\nload average at the end: {load_average()}")
 
 

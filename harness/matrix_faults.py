@@ -73,7 +73,7 @@ QUICK = Profile(
     "long)", 0.25,
     {"fallback.after.ms": "3750", "lease.ms": "2500", "read.timeout.ms": "1250", "connect.timeout.ms": "250",
      "poll.interval.ms": "250", "probe.interval.ms": "1250", "quiet.timeout.ms": "7500", "stop.timeout.ms": "1250",
-     "flush.timeout.ms": "1250"},
+     "flush.timeout.ms": "30000"},
     {"status.storage.retry.delivery.timeout.ms": "2500"},
     quiet_s=4.0, ready_s=30.0)
 

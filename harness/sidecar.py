@@ -5,6 +5,7 @@ Connect workers that hand their statuses to it through the agent (``agent/``), s
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ from .java_process import START_WAIT, KafkaLine, RealKafkaMissing, write_propert
 from .real_connect import Answer, ConnectCluster, http
 from .real_kafka import KafkaCluster, Started
 
-# What `mvn -f agent/pom.xml verify` builds (./scripts/test.sh runs it before the tests).
-AGENT_JAR = ROOT / "agent" / "target" / "status-store-agent.jar"
+# What `mvn -f agent/pom.xml verify` builds (./scripts/test.sh runs it before the tests), or another build named by
+# STATUS_STORE_AGENT_JAR (the fault matrix run before and after a change of the agent's, each with its own).
+AGENT_JAR = Path(os.environ.get("STATUS_STORE_AGENT_JAR") or ROOT / "agent" / "target" / "status-store-agent.jar")
 
 
 class LiveSidecar(Started):

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from bench.outage_report import RebalancePhases, rebalance_phases
 from harness import free_port
 from harness.events_storm import Probe, Probes
 
@@ -99,6 +100,7 @@ def test_read_back_quick_run(tmp_path: Path) -> None:
     output = run_quick("read_back", tmp_path, timeout=RUN_BOUND_S)
     sides = rows(output, "the ")
     assert [(row[0], row[1]) for row in sides] == [("the sidecar, PUT ?wait=true", "40"),
+                                                   ("the sidecar through httpx", "40"),
                                                    ("the log (plain producer and consumer)", "40")], output
     assert "the sidecar against the log: p50 " in output
 
@@ -123,9 +125,29 @@ def test_connect_outage_quick_run(tmp_path: Path) -> None:
     # The burst: both workers brought every connector up and deleted every one.
     assert [burst["worker"] for burst in found["bursts"]] == workers
     assert "the pod against the Connect worker: until RUNNING" in output
+    # Each worker's deletions, from its own log: a revocation each (two at most: two connectors), both parts timed.
+    assert all(1 <= burst["revocations"] <= 2 and burst["of which tasks stopping (s)"] > 0
+               and burst["of which status store flushes (s)"] >= 0 for burst in found["bursts"]), output
     # A round of status changes on each, each shown by its worker's own REST API.
     assert [(change["change"], change["times"]) for change in found["status changes"]] == [
         ("pause", 1), ("resume", 1), ("restart", 1), ("every change", 3)], output
+
+
+def test_rebalance_phases_sum_each_revocations_tasks_stopping_and_its_flush() -> None:
+    lines = """[2026-11-30 03:08:55,320] INFO Connector b-c0 config removed (x)
+[2026-11-30 03:08:55,329] INFO Stopping task b-c0-1 (x)
+[2026-11-30 03:08:55,330] INFO Stopping task b-c0-0 (x)
+\tname = b-c0
+[2026-11-30 03:08:55,505] INFO Finished stopping tasks in preparation for rebalance (x)
+[2026-11-30 03:08:55,521] INFO Finished flushing status backing store in preparation for rebalance (x)
+[2026-11-30 03:08:55,538] INFO Finished stopping tasks in preparation for rebalance (x)
+[2026-11-30 03:08:55,540] INFO Finished flushing status backing store in preparation for rebalance (x)
+[2026-11-30 03:08:55,571] INFO Stopping task b-c1-2 (x)
+[2026-11-30 03:08:55,755] INFO Finished stopping tasks in preparation for rebalance (x)
+[2026-11-30 03:08:55,764] INFO Finished flushing status backing store in preparation for rebalance (x)
+""".splitlines()
+    # A rebalance that stopped no task (the one after each deletion) is not a revocation of the burst's.
+    assert rebalance_phases(lines) == RebalancePhases(2, pytest.approx(0.176 + 0.184), pytest.approx(0.016 + 0.009))
 
 
 def test_connect_store_quick_run(tmp_path: Path) -> None:

@@ -56,7 +56,11 @@ public final class AgentOptions {
     public final long quietTimeoutMs;
     /** How long the store's stop() waits for the sidecar before handing what is unsettled to Connect. */
     public final long stopTimeoutMs;
-    /** How long the store's flush() waits for the sidecar to settle what it was given. */
+    /**
+     * How long the store's flush() waits for the writes taken before it to land (or be handed to Connect's producer):
+     * as long as a stock worker's flush may wait for its producer, whose records fail after its delivery.timeout.ms
+     * (120 s by default).
+     */
     public final long flushTimeoutMs;
     /** The TLS of an https:// sidecar (its CA, this agent's certificate), or null: the JVM's defaults. */
     public final SidecarTls tls;
@@ -81,7 +85,7 @@ public final class AgentOptions {
         this.probeIntervalMs = number(values, "probe.interval.ms", 5_000, 1, Long.MAX_VALUE);
         this.quietTimeoutMs = number(values, "quiet.timeout.ms", 30_000, 0, Long.MAX_VALUE);
         this.stopTimeoutMs = number(values, "stop.timeout.ms", 5_000, 0, Long.MAX_VALUE);
-        this.flushTimeoutMs = number(values, "flush.timeout.ms", 5_000, 0, Long.MAX_VALUE);
+        this.flushTimeoutMs = number(values, "flush.timeout.ms", 120_000, 0, Long.MAX_VALUE);
         this.tls = tls(values, url);
         long renewedWithin = (long) connectTimeoutMs + readTimeoutMs + pollIntervalMs;
         if (leaseMs <= renewedWithin) {

@@ -6,8 +6,10 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * The agent's table of statuses not yet settled, bounded by keys, not by writes.
@@ -289,6 +291,22 @@ final class KeyTable {
     /** The earliest time a write the sidecar says it wrote must have been read back, or -1. */
     long nextVerifyDeadline() {
         return orders.verifying.isEmpty() ? -1 : orders.verifying.first().verifyUntil;
+    }
+
+    /** The keys with a write whose outcome the agent still waits for (unsent, sending, pending, replaced in flight). */
+    Set<String> awaitedKeys() {
+        Set<String> keys = new HashSet<>();
+        for (KeyEntry entry : orders.awaiting.values()) {
+            keys.add(entry.key);
+        }
+        return keys;
+    }
+
+    /** Whether {@code key} has a write whose outcome the agent still waits for, or one being handed to Connect's path. */
+    boolean awaitsWrite(String key) {
+        KeyEntry entry = entries.get(key);
+        return entry != null && (entry.unsent != null || entry.sending != null || entry.pending != null
+                || !entry.replaced.isEmpty() || entry.draining);
     }
 
     /** The lowest number of any write whose outcome the agent still waits for, or -1 when there is none. */

@@ -16,7 +16,9 @@ import java.util.function.LongSupplier;
  * What the sidecar's answers settle in the {@link KeyTable}, once checked against what the agent sent (rule 1); the
  * acknowledgement the agent sends back; KIP-1278's counters. An outcome is counted the first time it comes for a write
  * the agent still waits for, a write replaced in flight by a newer one of its key included (the sidecar writes both),
- * so the worker's counters say what the sidecar wrote for it. Guarded by the {@link Router}'s lock.
+ * so the worker's counters say what the sidecar wrote for it. A write the sidecar gives back ({@code expired}) and the
+ * agent sends again is one write: its final outcome counts once, with the attempts the sidecar spent on it before it
+ * gave it back. Guarded by the {@link Router}'s lock.
  */
 final class Outcomes {
     private final KeyTable table;
@@ -26,6 +28,12 @@ final class Outcomes {
     private final LongSupplier nextSeq;
     /** The key of every seq sent above the last ack: an outcome must name its seq's key. */
     private final TreeMap<Long, String> sentKeys = new TreeMap<>();
+    /**
+     * Per seq of a write sent again after the sidecar gave it back: the attempts the sidecar spent on its earlier
+     * seqs. Forgotten with its outcome, or once the ack passes it (the write was replaced by a newer one of its key
+     * before it was sent again, or went through Connect).
+     */
+    private final TreeMap<Long, Long> givenBackAttempts = new TreeMap<>();
     private long acked;
 
     Outcomes(KeyTable table, AgentMetrics metrics, ReadBack readBack, LongSupplier nextSeq) {
@@ -77,7 +85,7 @@ final class Outcomes {
                     refused.add(new AgentAnswer.Item(u.seq, u.key, item.result, 0, item.reason));
                     break;
                 case "expired":
-                    table.takeBack(u, u.withSeq(nextSeq.getAsLong()));
+                    takeBack(u, item.attempts);
                     break;
                 case "written":
                     table.written(u.key, u.seq, readBackBy, readBack);
@@ -105,6 +113,7 @@ final class Outcomes {
         long ack = lowest < 0 ? lastSeq : lowest - 1;
         if (ack > acked) {
             sentKeys.headMap(ack, true).clear();
+            givenBackAttempts.headMap(ack, true).clear();
             acked = ack;
         }
         return ack;
@@ -115,7 +124,7 @@ final class Outcomes {
         if (outcome.result.equals("expired")) {
             StatusUpdate u = table.pending(outcome.key, outcome.seq);
             if (u != null) {
-                table.takeBack(u, u.withSeq(nextSeq.getAsLong()));
+                takeBack(u, outcome.attempts);
             }
         } else if (outcome.result.equals("written")) {
             table.written(outcome.key, outcome.seq, readBackBy, readBack);
@@ -127,10 +136,24 @@ final class Outcomes {
         table.outcomeCame(outcome.seq);
     }
 
-    /** KIP-1278's counters take an outcome once: when it comes for a write the agent waited for. */
+    /** The sidecar gave {@code u} back after {@code attempts}: the same write goes again under a new seq. */
+    private void takeBack(StatusUpdate u, long attempts) {
+        StatusUpdate again = u.withSeq(nextSeq.getAsLong());
+        long spent = givenBackAttempts.getOrDefault(u.seq, 0L) + attempts;
+        givenBackAttempts.remove(u.seq);
+        if (table.takeBack(u, again) && spent > 0) {
+            givenBackAttempts.put(again.seq, spent);
+        }
+    }
+
+    /**
+     * KIP-1278's counters take an outcome once: when it comes for a write the agent waited for, with the attempts
+     * the sidecar spent on the write before it gave it back, if it did.
+     */
     private void count(AgentAnswer.Item outcome, boolean awaited) {
+        Long before = givenBackAttempts.remove(outcome.seq);
         if (awaited) {
-            metrics.outcome(outcome.result, outcome.attempts);
+            metrics.outcome(outcome.result, outcome.attempts + (before != null ? before : 0));
         }
     }
 }

@@ -7,6 +7,7 @@ import io.statusstore.agent.status.StatusUpdate;
 
 import java.util.Collections;
 import java.util.List;
+import java.util.Set;
 
 /**
  * Which path each status write takes, and the table of writes not yet settled: the one lock worker threads
@@ -53,6 +54,8 @@ public final class Router {
     private final Outcomes outcomes;
     /** Until when the sidecar may still write what it took of this session (see {@link #posting}). */
     private long sidecarFence = Long.MIN_VALUE;
+    /** The key of the write {@link #takeReady} gave out that Connect's own path has not yet taken, or null. */
+    private String handing;
 
     /** {@code readBack}: what the worker's own store reads back of the status topic (rule 4). */
     public Router(int maxKeys, AgentMetrics metrics, ReadBack readBack) {
@@ -286,16 +289,20 @@ public final class Router {
      */
     synchronized StatusUpdate takeReady(long now) {
         StatusUpdate next = table.moves().takeReady(now);
-        if (next == null && table.isEmpty()) {
+        if (next != null) {
+            handing = next.key;
+        } else if (table.isEmpty()) {
             path = stopRequested ? Path.STOPPED : Path.CONNECT;
             notifyAll();
         }
         return next;
     }
 
-    /** Connect's own path took {@code update}, given out by {@link #takeReady}. */
+    /** Connect's own path took {@code update}, given out by {@link #takeReady}: a flush waiting for it goes on. */
     synchronized void drained(StatusUpdate update) {
         table.moves().drained(update);
+        handing = null;
+        notifyAll();
     }
 
     /** The earliest fence still ahead, or -1. */
@@ -366,13 +373,27 @@ public final class Router {
         return path == Path.STOPPED ? 0 : table.size();
     }
 
-    /** Waits up to {@code ms} for every write taken so far to be settled; returns whether all were. */
+    /**
+     * Connect's flush: waits up to {@code ms} until every write taken before the call has landed (Kafka acknowledged
+     * it), been settled otherwise (dropped, refused, superseded), or been handed to Connect's own producer, whose flush
+     * follows this one; returns whether all were. So a flush holds the rebalance as a stock worker's holds it, until
+     * the records its producer took before it are delivered: a status held at the sidecar (Kafka away from it, or the
+     * sidecar away and its key fenced) goes before the rebalance does, never after the new owner's status of its key.
+     * It waits by key: a write the sidecar gave back and the agent sends again (under a new seq) is still waited for,
+     * and so is a newer write of such a key taken meanwhile, which replaces it; writes of other keys taken while it
+     * waits are not (a stock worker's flush waits only for the records sent before it), nor is the worker's reading
+     * back of a write Kafka acknowledged (rule 4 checks it after).
+     */
     public synchronized boolean awaitSettled(long ms) throws InterruptedException {
         long deadline = System.nanoTime() + ms * 1_000_000;
+        Set<String> waited = table.awaitedKeys();
+        if (handing != null) {
+            waited.add(handing);
+        }
         flushWaiters++;
         signal();
         try {
-            while (!table.isEmpty()) {
+            while (!settled(waited)) {
                 long left = (deadline - System.nanoTime()) / 1_000_000;
                 if (left <= 0) {
                     return false;
@@ -387,6 +408,12 @@ public final class Router {
 
     synchronized boolean flushWaiting() {
         return flushWaiters > 0;
+    }
+
+    /** Whether none of {@code keys} has a write still awaited, or on its way to Connect's producer; drops the settled. */
+    private boolean settled(Set<String> keys) {
+        keys.removeIf(key -> !table.awaitsWrite(key));
+        return keys.isEmpty();
     }
 
     /** Leaves for the fence; only leaving the sidecar is a switch of path, logged with its reason. */

@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -22,6 +23,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.Executors;
+import java.util.function.Predicate;
 
 /**
  * A sidecar for the tests that answers {@code POST /agent/statuses} as the real one does (status_store/agents.py and
@@ -242,9 +244,19 @@ public final class FakeSidecar {
 
     /** Kafka is back: it writes what waits, or settles "expired" what its session's lease no longer lets it send. */
     synchronized int release() {
+        return release(key -> true);
+    }
+
+    /** Kafka is back for the partitions of these keys only: {@link #release()} of their writes. */
+    synchronized int release(Predicate<String> keys) {
         int written = 0;
         for (Session session : sessions.values()) {
-            for (Map<?, ?> item : session.pending.values()) {
+            for (Iterator<Map<?, ?>> waiting = session.pending.values().iterator(); waiting.hasNext();) {
+                Map<?, ?> item = waiting.next();
+                if (!keys.test(key(item))) {
+                    continue;
+                }
+                waiting.remove();
                 if (session.leaseEnded()) {
                     settle(session, item, "expired", EXPIRED);
                 } else {
@@ -252,7 +264,6 @@ public final class FakeSidecar {
                     written++;
                 }
             }
-            session.pending.clear();
         }
         // A request waiting for outcomes (wait_ms) has them now.
         notifyAll();

@@ -24,7 +24,7 @@ import static org.junit.jupiter.api.Assertions.fail;
  */
 final class Harness implements AutoCloseable {
     static final String TIMINGS = "fallback.after.ms=500,lease.ms=400,read.timeout.ms=150,connect.timeout.ms=150,"
-            + "poll.interval.ms=50,probe.interval.ms=50,quiet.timeout.ms=3000,stop.timeout.ms=300,flush.timeout.ms=2000";
+            + "poll.interval.ms=50,probe.interval.ms=50,quiet.timeout.ms=3000,stop.timeout.ms=300";
 
     final Topic topic = new Topic();
     final FakeSidecar sidecar = new FakeSidecar(topic);

@@ -11,6 +11,7 @@ import java.nio.file.attribute.FileTime;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.stream.Collectors;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -549,6 +550,81 @@ class SenderTest {
             // Half the read timeout (150 ms here) at most, so a held answer never times the request out.
             assertTrue(waits.contains(75L), "no request held for the flush: " + waits);
             assertEquals(null, waits.get(0), "a request outside a flush asked to wait: " + waits);
+        }
+    }
+
+    @Test
+    void aFlushHoldsTheRebalanceUntilAWriteTakenBeforeItLandsHoweverLongKafkaIsAway() throws Exception {
+        // Connect 4.4.0, Kafka away for everyone 30 s (the fault matrix's kafka-away-30s): the worker that lost the
+        // broker's coordinator revoked connector flip and wrote its UNASSIGNED; the stock worker's flush held the
+        // rebalance 34 s, until its producer delivered that record. The pod's agent gave up after flush.timeout.ms (then
+        // 5 s), the group rebalanced as Kafka came back, the new owner's PAUSED landed, and the sidecar's UNASSIGNED,
+        // sent again after its retry backoff, landed after it: the connector stayed UNASSIGNED.
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.connect.canWrite = false;
+            StatusUpdate revoked = h.task("c", 0, "UNASSIGNED", true);
+            h.write(revoked);
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "UNASSIGNED pending: Kafka away for everyone");
+            AtomicBoolean settled = new AtomicBoolean();
+            Thread flush = new Thread(() -> {
+                try {
+                    settled.set(h.router.awaitSettled(h.options.flushTimeoutMs));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }, "flush");
+            flush.start();
+            // Kafka stays away longer than the agent's flush used to wait.
+            flush.join(6_000);
+            // Kafka is back: the sidecar writes what it held after its retry backoff; the group rebalances once every
+            // worker's flush has returned, and the new owner writes the connector's status.
+            Thread sidecarBack = new Thread(() -> {
+                Sender.pause(300);
+                h.sidecar.release();
+            }, "kafka back");
+            sidecarBack.start();
+            flush.join(10_000);
+            assertFalse(flush.isAlive(), "the flush still waits after the write landed");
+            assertTrue(settled.get(), "the flush returned before the write taken before it landed");
+            h.topic.append(revoked.key, "v100", "new owner", Topic.value(h.task("c", 0, "PAUSED", false)));
+            sidecarBack.join(2_000);
+            assertEquals("v100", h.topic.latest().get(revoked.key), "the revoked worker's UNASSIGNED landed over the "
+                    + "new owner's PAUSED: " + h.topic.records());
+        }
+    }
+
+    @Test
+    void aFlushWaitsForTheWritesTakenBeforeItNotForThoseTakenWhileItWaits() throws Exception {
+        // A stock worker's flush waits for the records its producer took before it, not for those sent meanwhile.
+        try (Harness h = new Harness()) {
+            h.sidecar.writeBoundMs = 30_000;
+            h.start("");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "UNASSIGNED");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "c-0 pending");
+            AtomicBoolean settled = new AtomicBoolean();
+            Thread flush = new Thread(() -> {
+                try {
+                    settled.set(h.router.awaitSettled(h.options.flushTimeoutMs));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }, "flush");
+            flush.start();
+            Harness.await(h.router::flushWaiting, 2_000, "the flush waiting");
+            h.write("d", 0, "RUNNING");
+            Harness.await(() -> h.sidecar.pendingCount() == 2, 2_000, "d-0, taken while the flush waits, pending");
+            assertEquals(1, h.sidecar.release("status-task-c-0"::equals));
+            flush.join(5_000);
+            assertFalse(flush.isAlive(), "the flush waits for d-0, taken after it began");
+            assertTrue(settled.get());
+            assertEquals(1, h.sidecar.pendingCount(), "d-0 still pending when the flush returned");
+            h.sidecar.release();
+            h.awaitNewestLanded(2_000);
+            h.assertInvariants();
         }
     }
 }
