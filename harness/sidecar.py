@@ -19,8 +19,10 @@ from .real_connect import Answer, ConnectCluster, http
 from .real_kafka import KafkaCluster, Started
 
 # What `mvn -f agent/pom.xml verify` builds (./scripts/test.sh runs it before the tests), or another build named by
-# STATUS_STORE_AGENT_JAR (the fault matrix run before and after a change of the agent's, each with its own).
-AGENT_JAR = Path(os.environ.get("STATUS_STORE_AGENT_JAR") or ROOT / "agent" / "target" / "status-store-agent.jar")
+# HARNESS_AGENT_JAR (the fault matrix run before and after a change of the agent's, each with its own). Not a
+# STATUS_STORE_ name: the agent refuses an environment variable of its prefix it does not know, and the sidecar reads
+# every STATUS_STORE_ variable as a setting.
+AGENT_JAR = Path(os.environ.get("HARNESS_AGENT_JAR") or ROOT / "agent" / "target" / "status-store-agent.jar")
 
 
 class LiveSidecar(Started):
