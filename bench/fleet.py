@@ -122,13 +122,11 @@ class RecoveringBroker:
 
 
 class Outcomes(RetryListener):
-    """Notes when each key's value is written, and parks what runs out of retries, as the service does by
-    default (``status.storage.retry.exhausted.action=park``: the value waits in its partition and is sent
-    again when the partition takes writes)."""
+    """Notes when each key's value is written, and how many updates failed (the queue parks what runs out of retries,
+    as the service does by default, ``status.storage.retry.exhausted.action=park``: the value waits in its partition
+    and is sent again when the partition takes writes)."""
 
-    def __init__(self, queue: RetryQueue | None = None, park: bool = True) -> None:
-        self.queue = queue
-        self.park = park
+    def __init__(self) -> None:
         self.last_written = 0.0
         self.failed = 0
         self.unwritten: set[str] = set()
@@ -142,8 +140,6 @@ class Outcomes(RetryListener):
             self.unwritten.discard(update.key)
         elif outcome.result is Result.FAILED:
             self.failed += 1
-            if self.park and self.queue is not None:
-                self.queue.park(update)
 
 
 @dataclass(frozen=True)
@@ -189,9 +185,10 @@ async def simulate(variant: Variant, args: argparse.Namespace) -> Result_:
     queues, watchers = [], []
     for sidecar in range(args.sidecars):
         rng = random.Random(args.seed * 100_003 + sidecar)
-        outcomes = Outcomes(park=args.exhausted == "park")
+        outcomes = Outcomes()
         queue = RetryQueue(broker.send, variant.policy(rng, args.max_retries), [outcomes], route=partition_of)
-        outcomes.queue = queue
+        if args.exhausted == "park":
+            queue.park_after_last_retry()
         queues.append(queue)
         watchers.append(outcomes)
         for key in range(args.keys):

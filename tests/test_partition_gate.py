@@ -15,7 +15,7 @@ from status_store.retry.backoff import AdditiveJitter, RetryMode
 from status_store.retry.delivery import Delivery, DoneCallback
 from status_store.retry.holds import FIRST_RELEASE
 from status_store.retry.queue import RetryQueue
-from status_store.retry.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
+from status_store.retry.updates import Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
 # No jitter: every backoff is exactly 100 ms * 2^n, at most 800 ms.
 BACKOFF = AdditiveJitter(100, 800, 2.0, 0.0)
@@ -114,16 +114,11 @@ class ScriptedKafka:
 
 
 class Parker(RetryListener):
-    """Parks each update that failed for good, as ``AfterLastRetry`` does with exhausted.action=park."""
+    """Notes the parked updates that leave the queue (the queue parks each update that failed for good, as
+    ``AfterLastRetry`` asks it to with exhausted.action=park)."""
 
     def __init__(self) -> None:
-        self.queue: RetryQueue | None = None
         self.unparked: list[tuple[StatusUpdate, StatusUpdate | None, str]] = []
-
-    def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
-        if outcome.result is Result.FAILED and not outcome.stopped:
-            assert self.queue is not None
-            self.queue.park(update)
 
     def on_unparked(self, update: StatusUpdate, again: StatusUpdate | None, reason: str) -> None:
         self.unparked.append((update, again, reason))
@@ -168,7 +163,7 @@ def gate(max_retries: int = 100) -> Gate:
     # A key's partition is its last character.
     queue = RetryQueue(kafka.send, RetryPolicy(BACKOFF, max_retries, mode=RetryMode.PARTITION), [parker],
                        route=lambda key: int(key[-1]), clock=clock)
-    parker.queue = queue
+    queue.park_after_last_retry()
     return Gate(clock, kafka, queue, parker)
 
 
@@ -356,6 +351,32 @@ def test_a_newer_write_replaces_a_parked_value() -> None:
     assert g.parker.unparked[0][1] is None
     g.clock.advance(0.2)
     assert (g.kafka.only_unsettled().value, newer.done()) == (b"newer", False)
+
+
+def test_a_parked_value_that_may_still_land_goes_again_before_a_newer_one() -> None:
+    """An update that runs out of retries on a timeout (its write may still land) is parked as it settles, before the
+    step goes on: its key's slot stays, and with it that the value may land. A newer value replaces the parked one, and
+    goes after a copy of the older value is acknowledged, as after any timeout (a park after the step found the key's
+    slot dropped, and the newer value went first: the older copy could land after it)."""
+    g = gate(max_retries=0)
+    g.put("a1")
+    g.kafka.write_all()
+    older = g.put("a0", "v1")
+    g.kafka.fail(g.kafka.only_unsettled(), "_MSG_TIMED_OUT")
+    assert older.outcome is not None
+    assert (older.outcome.result, older.outcome.parked) == (Result.FAILED, True)
+    assert g.queue.parked() == [older]
+    newer = g.put("a0", "v2")
+    g.clock.advance(1.0)
+    copy = g.kafka.only_unsettled()
+    assert copy.value == b"v1"
+    g.kafka.write(copy)
+    assert not newer.done()
+    last = g.kafka.only_unsettled()
+    assert last.value == b"v2"
+    g.kafka.write(last)
+    assert newer.outcome is not None
+    assert newer.outcome.result is Result.WRITTEN
 
 
 @pytest.mark.parametrize("in_flight", [False, True], ids=["held", "in-flight"])

@@ -10,7 +10,7 @@ import pytest
 
 from status_store.errors import StoreClosedError, WriteFailedError
 from status_store.retry.backoff import RetryMode
-from status_store.retry.commands import Send
+from status_store.retry.commands import Send, Settle
 from status_store.retry.delivery import Delivery, DoneCallback
 from status_store.retry.holds import Slot
 from status_store.retry.key_slots import KeySlots
@@ -20,7 +20,7 @@ from status_store.retry.partition_gate import GateTimer, PartitionGate
 from status_store.retry.queue import RetryQueue
 from status_store.retry.scheduler import Scheduler
 from status_store.retry.timing import RetryTiming
-from status_store.retry.updates import Result, RetryPolicy, StatusUpdate, UpdateKind
+from status_store.retry.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
 from .test_partition_gate import BACKOFF, FakeClock, ScriptedKafka
 
@@ -46,7 +46,17 @@ class Parts:
     (a number it moves itself) and takes the records they decide."""
 
     keys: KeyWrites
+    ledger: Ledger
     now: float = 1000.0
+    # The outcomes the engine decided (its ``Settle`` effects), by update number.
+    settled: dict[int, Outcome] = dataclasses.field(default_factory=dict)
+
+    def outcome(self, update: StatusUpdate) -> Outcome | None:
+        """The update's outcome, if the engine has decided one (the queue would have given it to the handle)."""
+        for effect in self.ledger.take_effects():
+            if isinstance(effect, Settle):
+                self.settled[effect.update.number] = effect.outcome
+        return self.settled.get(update.number)
 
     def put(self, key: str, value: str) -> StatusUpdate:
         update = StatusUpdate(key, value.encode(), UpdateKind.CONNECTOR)
@@ -84,11 +94,11 @@ def parts(timeout: float | None = None) -> Parts:
     policy = RetryPolicy(BACKOFF, 100, timeout, mode=RetryMode.PARTITION)
     wiring = Wiring()
     scheduler: Scheduler[StatusUpdate | GateTimer] = Scheduler()
-    ledger = Ledger("status", (), scheduler)
+    ledger = Ledger("status", scheduler)
     gate = PartitionGate("status", scheduler, policy.mode, BACKOFF, wiring.send_from_line)
     slots = KeySlots(True, partition_of, gate)
     wiring.keys = KeyWrites(policy, slots, scheduler, gate, ledger, RetryTiming(policy, scheduler))
-    return Parts(wiring.keys)
+    return Parts(wiring.keys, ledger)
 
 
 def test_the_outbox_holds_each_record_once_in_the_order_decided() -> None:
@@ -102,8 +112,8 @@ def test_the_outbox_holds_each_record_once_in_the_order_decided() -> None:
     assert newer.attempts == 0
     # k0's report: written; its newer value is the next record (its first attempt).
     p.settle(sends[0], Delivery(0, 1), None)
-    assert first.outcome is not None
-    assert first.outcome.result is Result.WRITTEN
+    assert (outcome := p.outcome(first)) is not None
+    assert outcome.result is Result.WRITTEN
     assert p.sends() == [(b"k0", b"v2")]
     assert newer.attempts == 1
 
@@ -123,8 +133,8 @@ def test_a_held_partitions_probe_is_a_record_decided_when_its_time_comes() -> No
     probe = p.taken()
     assert [(s.key, s.value) for s in probe] == [(b"a0", b"v")]
     p.settle(probe[0], Delivery(0, 1), None)
-    assert update.outcome is not None
-    assert update.outcome.result is Result.WRITTEN
+    assert (outcome := p.outcome(update)) is not None
+    assert outcome.result is Result.WRITTEN
     assert update.attempts == 2
 
 
@@ -184,3 +194,24 @@ def test_a_probe_the_producer_refuses_is_no_probe_and_the_next_goes_at_once() ->
     assert b0.outcome is not None
     assert b0.outcome.result is Result.WRITTEN
     assert queue.held_partitions == []
+
+
+def test_the_listeners_hear_of_an_outcome_after_its_step_and_before_the_records_the_step_decided() -> None:
+    """The engine's step settles an update and decides the key's next record; the queue then gives the outcome to the
+    update's handle, tells the listeners, and only then hands the records to the producer (the order the queue kept
+    when the listeners were called inside the step)."""
+    clock = FakeClock()
+    kafka = ScriptedKafka(clock)
+    heard: list[tuple[Result, bool, list[bytes | None]]] = []
+
+    class Listener(RetryListener):
+        def on_finished(self, update: StatusUpdate, outcome: Outcome) -> None:
+            heard.append((outcome.result, update.done(), [s.value for s in kafka.unsettled]))
+
+    queue = RetryQueue(kafka.send, RetryPolicy(BACKOFF, 100), [Listener()], route=partition_of, clock=clock)
+    first = queue.submit(StatusUpdate("k0", b"v1", UpdateKind.CONNECTOR))
+    queue.submit(StatusUpdate("k0", b"v2", UpdateKind.CONNECTOR))  # behind the write in flight
+    kafka.write(kafka.only_unsettled())
+    assert heard == [(Result.WRITTEN, True, [])]
+    assert first.outcome is not None
+    assert [s.value for s in kafka.unsettled] == [b"v2"]

@@ -57,12 +57,12 @@ def test_a_stop_holds_back_the_timers_set_before_it_until_a_new_one_is_set() -> 
     assert p.taken() == []  # the partition's probe is out: the stop sends none of its own
     # Past b0's bound: its timer is held back (only the summary line's window still closes).
     p.advance(20.0)
-    assert waiting.outcome is None
+    assert p.outcome(waiting) is None
     # The probe fails: the partition's next probe is a new timer, and every timer due fires again, b0's bound first.
     p.settle(probe[0], None, WriteFailedError("a0", 1, OUTAGE, "scripted"))
     p.advance(0.0)
-    assert waiting.outcome is not None
-    assert (waiting.outcome.result, waiting.outcome.reason) == (
+    assert (outcome := p.outcome(waiting)) is not None
+    assert (outcome.result, outcome.reason) == (
         Result.FAILED, "the 10 s bound of status.storage.retry.timeout.ms passed")
 
 

@@ -1,11 +1,11 @@
 """What becomes of a status update after its last retry, and of a store whose writes keep failing.
 
-``AfterLastRetry`` listens to the status queue: an update that failed for good is parked (its value waits
-in its partition and is sent again once the partition takes writes) or dead-lettered, as
-``status.storage.retry.exhausted.action`` says, and only then is its spool row settled (kept while the update is
-parked or its dead letter unwritten); while writes fail, it checks now and then that the status topic still exists
-and creates it again if the cluster lost it; and it tells the store the offset of each of its own writes (what the
-spool's replay compares with).
+``AfterLastRetry`` listens to the status queue: an update that failed for good is parked (by the queue as it
+settles, at this listener's request: ``RetryQueue.park_after_last_retry``; its value waits in its partition and is sent
+again once the partition takes writes) or dead-lettered, as ``status.storage.retry.exhausted.action`` says, and only
+then is its spool row settled (kept while the update is parked or its dead letter unwritten); while writes fail, it
+checks now and then that the status topic still exists and creates it again if the cluster lost it; and it tells the
+store the offset of each of its own writes (what the spool's replay compares with).
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ class AfterLastRetry(RetryListener):
         self._written = written
         self._topic_check: asyncio.Task[None] | None = None
         self._next_topic_check = 0.0
+        if config.exhausted_action is ExhaustedAction.PARK:
+            # The queue parks such an update as it settles, and says so in its outcome (``Outcome.parked``).
+            queue.park_after_last_retry()
 
     def stop(self) -> None:
         """Cancel a topic check in progress."""
@@ -83,7 +86,7 @@ class AfterLastRetry(RetryListener):
 
     def _keeps(self, update: StatusUpdate, outcome: Outcome) -> bool:
         """Whether the spool keeps a failed update's row: parked, or until its dead letter is written."""
-        return self._queue.is_parked(update) or (
+        return outcome.parked or (
             self._dead_letters is not None and outcome.result is Result.FAILED and not outcome.stopped)
 
     def on_retry(self, update: StatusUpdate) -> None:
@@ -106,7 +109,7 @@ class AfterLastRetry(RetryListener):
         error = outcome.error
         if (self.config.exhausted_action is ExhaustedAction.PARK and error is not None
                 and classify(error) is not ErrorKind.FATAL):
-            if self._queue.park(update):
+            if outcome.parked:
                 self.stats.parked += 1
                 log.debug("Parked the status update of %s: it is sent again once its partition takes writes",
                           update.key)

@@ -4,8 +4,9 @@ The engine decides and records; the queue (``queue.RetryQueue``) does: after eac
 submission, a timer, a delivery report, a park, a partition writable again, a stop), each given the time it came, it
 takes the commands the event left and carries them out, in order (the records to send), hands back what came of them
 as new events (``key_writes.KeyWrites.settled`` and ``not_sent``), and keeps its one loop timer at the time the engine
-asks to be woken (``WakeAt``, handed back as ``KeyWrites.due``). The outcomes and the listeners' events follow
-(docs/design/retry-engine.md).
+asks to be woken (``WakeAt``, handed back as ``KeyWrites.due``). It applies the outcomes (``Settle``) and tells the
+listeners (``Notify``) after the step, in the order the step decided them, before it sends the step's records: the
+order of effects the queue had when the listeners were called inside the step (docs/design/retry-engine.md).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .holds import Slot
-from .updates import StatusUpdate
+from .updates import Outcome, StatusUpdate
 
 
 class Attempt:
@@ -41,3 +42,24 @@ class WakeAt(NamedTuple):
     only earlier (a wake-up with nothing due costs one look at the heap)."""
 
     at: float
+
+
+class Settle(NamedTuple):
+    """Give the update its outcome (``StatusUpdate.settle``: its handle's future), tell the listeners
+    (``on_finished``), and release the flushes waiting for it. The engine has settled it already: it is no longer
+    unsettled in its eyes."""
+
+    update: StatusUpdate
+    outcome: Outcome
+
+
+class Notify(NamedTuple):
+    """Tell the listeners of an event other than an outcome: ``on_submitted``, ``on_retry`` or ``on_unparked``, with
+    its arguments."""
+
+    event: str
+    args: tuple[object, ...]
+
+
+# What the ledger leaves for the queue to apply after a step, in order.
+Effect = Settle | Notify

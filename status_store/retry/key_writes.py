@@ -56,6 +56,8 @@ class KeyWrites:
         self._ledger = ledger
         self._timing = timing
         self.attempts_total = 0
+        # Whether an update that fails for good (not fatally) is parked in its partition (``park_after_last_retry``).
+        self._park_exhausted = False
         # The records decided since the queue last took them (``take_sends``), in the order they are to go.
         self._outbox: list[Send] = []
 
@@ -106,9 +108,13 @@ class KeyWrites:
         return None if timeout is None else update.submitted_at + timeout
 
     def _finish(self, update: StatusUpdate, result: Result, reason: str, delivery: Delivery | None = None) -> None:
-        """Settle the update (the ledger tells its listeners); nothing of it is kept."""
+        """Settle the update (its handle and the listeners hear of it after the step); nothing of it is kept, unless
+        it failed for good and is parked (``park_after_last_retry``), at once, before the step goes on."""
         self._timing.forget(update)
-        self._ledger.finish(update, result, reason, delivery)
+        park = result is Result.FAILED and self._parks(update)
+        self._ledger.finish(update, result, reason, delivery, parked=park)
+        if park:
+            self._park(update)
 
     def _attempt(self, slot: Slot, update: StatusUpdate) -> None:
         """Send the key's next attempt on the update's behalf (a ``Send`` in the outbox): the key's value that may
@@ -183,7 +189,7 @@ class KeyWrites:
                 self._finish(update, Result.WRITTEN, "written", delivery)
             if partition is not None and partition.held:
                 self._gate.written(partition)
-        elif update.outcome is None:
+        elif not self._ledger.settled(update):
             assert kind is not None
             if replay:
                 self._replay_failed(slot, update, error, kind, probe)
@@ -198,7 +204,7 @@ class KeyWrites:
     def _replayed(self, slot: Slot, update: StatusUpdate) -> None:
         """The key's unsure value is acknowledged: the update goes next with its own value (as its own first attempt
         if it had none), unless a newer one waits behind it."""
-        if update.outcome is not None:
+        if self._ledger.settled(update):
             return
         if slot.waiting is not None:
             self._finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
@@ -442,17 +448,37 @@ class KeyWrites:
 
     # ----------------------------------------------------------------------------- parking
 
+    def park_after_last_retry(self) -> None:
+        """From now on, an update that fails for good with a retriable error (not because the queue stopped) is parked
+        as it settles, when it can be (``park``)."""
+        self._park_exhausted = True
+
     def park(self, update: StatusUpdate, now: float) -> bool:
         """Park a failed update in its partition (see ``RetryQueue.park``); False when the key has a newer value
         already, or keys have no partitions here."""
         self._scheduler.at(now)
-        slot = self._slots.find(update)
-        if not self._slots.routed or self._scheduler.closed or (slot is not None and not slot.empty()):
+        if not self._parkable(update):
             return False
+        self._park(update)
+        return True
+
+    def _parks(self, update: StatusUpdate) -> bool:
+        """Whether an update failing for good now is parked: parking after the last retry is on, its last error is
+        retriable (a fatal one would fail again), and it can be parked."""
+        error = update.last_error
+        return (self._park_exhausted and error is not None and classify(error) is not ErrorKind.FATAL
+                and self._parkable(update))
+
+    def _parkable(self, update: StatusUpdate) -> bool:
+        """Whether the update can be parked: keys have partitions here, the queue has not closed, and the key has
+        nothing newer (in flight, waiting or parked)."""
+        slot = self._slots.find(update)
+        return self._slots.routed and not self._scheduler.closed and (slot is None or slot.empty())
+
+    def _park(self, update: StatusUpdate) -> None:
         slot = self._slots.slot(update)
         self._slots.park(slot, update)
         self._gate.park(slot, update)
-        return True
 
     def _unpark(self, slot: Slot, now: float | None, reason: str) -> StatusUpdate | None:
         """The parked update leaves: ``now`` given, submitted again (returned) unless its owner abandons it;

@@ -1,24 +1,21 @@
 """The retry queue's ledger: every update from its submission to its outcome. It owns the updates' numbers
-(submission order), the unsettled ones (the oldest found fast), the listeners' handlers, the failure log and the
-flush barriers.
+(submission order), the unsettled ones (the oldest found fast) and the failure log; what the listeners and the
+update's handle are to hear of it (the outcome, the events) it leaves as effects (``commands.Settle``, ``Notify``) that
+the queue applies after the step, in order.
 
-- **A listener never breaks the queue.** An exception in a listener is logged once per cause, counted
-  in ``listener_errors``, and the update settles and its key moves on as if nothing happened.
 - **Failures are logged without flooding**: the first of a burst at once, then one line per interval.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import itertools
 import logging
-from collections.abc import Callable, Sequence
 
 from ..connect.model import new_tuple
+from .commands import Effect, Notify, Settle
 from .delivery import Delivery
 from .scheduler import LogWindow, Windows
-from .updates import Outcome, Result, RetryListener, StatusUpdate
+from .updates import Outcome, Result, StatusUpdate
 
 # The retry queue's parts all log under its name (what an operator's logging configuration names).
 log = logging.getLogger("status_store.retry.queue")
@@ -26,33 +23,26 @@ log = logging.getLogger("status_store.retry.queue")
 # Failures after the first of a burst are summed up in one line this often.
 FAILURE_SUMMARY_S = 60.0
 
-EVENTS = ("on_submitted", "on_retry", "on_finished", "on_unparked")
-
 
 class Ledger:
-    """Numbers updates, settles them (telling the listeners), and releases the flushes waiting for them."""
+    """Numbers updates and settles them; what the listeners, the handles and the flushes are to hear of it waits in
+    its effects for the queue (``take_effects``)."""
 
-    def __init__(self, name: str, listeners: Sequence[RetryListener], windows: Windows) -> None:
+    def __init__(self, name: str, windows: Windows) -> None:
         self.name = name
-        # Per event, the listeners' handlers, found once; a handler inherited from RetryListener does nothing
-        # and is left out (every write passes through on_submitted and on_finished).
-        self._handlers = {event: _handlers(listeners, event) for event in EVENTS}
         self._numbers = itertools.count(1)
         # Unsettled updates by number, and a pointer that only moves forward to the oldest of them
         # (a dict's first key is slow to find after many removals from its front).
         self._unsettled: dict[int, StatusUpdate] = {}
         self._oldest = 1
-        self._flushes: list[tuple[int, asyncio.Future[None]]] = []
-        self._flush_check_scheduled = False
-        # Exceptions raised by listeners, by listener class name.
-        self.listener_errors: collections.Counter[str] = collections.Counter()
-        self._logged_causes: set[tuple[str, str]] = set()
         self._failures = _FailureLog(name, windows)
+        # The outcomes and events decided since the queue last took them, in order.
+        self._effects: list[Effect] = []
 
-    def subscribe(self, listener: RetryListener) -> None:
-        """Tell ``listener`` of every event from now on, after the listeners before it."""
-        for event in EVENTS:
-            self._handlers[event] += _handlers((listener,), event)
+    def take_effects(self) -> list[Effect]:
+        """The outcomes and events to apply, in order, since the last call."""
+        effects, self._effects = self._effects, []
+        return effects
 
     def admit(self, update: StatusUpdate, now: float) -> None:
         """A new update: its number (submission order) and submission time; unsettled until ``finish``; the
@@ -60,39 +50,32 @@ class Ledger:
         update.number = next(self._numbers)
         update.submitted_at = now
         self._unsettled[update.number] = update
-        self.notify("on_submitted", update)
+        self._effects.append(Notify("on_submitted", (update,)))
+
+    def mark(self) -> int:
+        """A number after every update's so far (a flush waits until every update numbered before it is settled)."""
+        return next(self._numbers)
 
     def finish(self, update: StatusUpdate, result: Result, reason: str, delivery: Delivery | None = None,
-               stopped: bool = False) -> None:
-        """Settle the update (once: later calls do nothing) and tell the listeners."""
-        if update.outcome is not None:
+               stopped: bool = False, parked: bool = False) -> None:
+        """Settle the update (once: later calls do nothing); its handle and the listeners hear of it after the step
+        (``Settle``)."""
+        if update.number not in self._unsettled:
             return
         outcome = new_tuple(Outcome, (update.key, result, update.attempts, reason, delivery, update.last_error,
-                                       stopped))
-        update.settle(outcome)
-        self._unsettled.pop(update.number, None)
+                                       stopped, parked))
+        del self._unsettled[update.number]
         if result is Result.FAILED and not stopped:
             self._failures.note(update, reason)
-        self.notify("on_finished", update, outcome)
-        if self._flushes and not self._flush_check_scheduled:
-            # Once per turn of the event loop, not per outcome: a burst's delivery reports settle together.
-            self._flush_check_scheduled = True
-            asyncio.get_running_loop().call_soon(self._release_flushes)
+        self._effects.append(Settle(update, outcome))
+
+    def settled(self, update: StatusUpdate) -> bool:
+        """Whether the update has its outcome (in the engine's eyes: its handle hears of it after the step)."""
+        return update.number not in self._unsettled
 
     def notify(self, event: str, *args: object) -> None:
-        """Call every listener; one that raises is logged (once per cause) and counted, never propagated."""
-        for listener, handler in self._handlers[event]:
-            try:
-                handler(*args)
-            except Exception as e:
-                name = type(listener).__name__
-                self.listener_errors[name] += 1
-                cause = (name, type(e).__name__)
-                if cause not in self._logged_causes:
-                    self._logged_causes.add(cause)
-                    log.exception("The %s listener of the %s retry queue raised in %s (logged once per cause, "
-                                  "counted in status_listener_errors_total); the queue goes on", name, self.name,
-                                  event)
+        """The listeners are to hear of this event (after the step)."""
+        self._effects.append(Notify(event, args))
 
     @property
     def unsettled(self) -> int:
@@ -105,7 +88,7 @@ class Ledger:
 
     def oldest_unsettled_age(self, now: float) -> float:
         """Seconds since the oldest update without an outcome was submitted, at ``now`` (0 when none)."""
-        number = self._oldest_unsettled()
+        number = self.oldest_unsettled()
         if number is None:
             return 0.0
         return now - self._unsettled[number].submitted_at
@@ -114,48 +97,13 @@ class Ledger:
         """A summary line's window closed (the failure log's, if it is that one)."""
         self._failures.window_closed(closes, window)
 
-    def _oldest_unsettled(self) -> int | None:
+    def oldest_unsettled(self) -> int | None:
+        """The number of the oldest update without an outcome (None when none)."""
         if not self._unsettled:
             return None
         while self._oldest not in self._unsettled:
             self._oldest += 1
         return self._oldest
-
-    async def flush(self, timeout: float | None = None) -> None:
-        """Wait until every update numbered before this call has an outcome."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        self._flushes.append((next(self._numbers), future))
-        self._release_flushes()
-        async with asyncio.timeout(timeout):
-            await future
-
-    def _release_flushes(self) -> None:
-        self._flush_check_scheduled = False
-        if not self._flushes:
-            return
-        oldest = self._oldest_unsettled()
-        if oldest is not None and oldest < self._flushes[0][0]:
-            return  # the earliest flush (marks only grow) still waits: so do the others
-        waiting = []
-        for mark, future in self._flushes:
-            if oldest is None or oldest >= mark:
-                if not future.done():
-                    future.set_result(None)
-            else:
-                waiting.append((mark, future))
-        self._flushes = waiting
-
-
-def _handlers(listeners: Sequence[RetryListener], event: str) -> list[tuple[RetryListener, Callable[..., None]]]:
-    """The listeners' handlers of one event: none for a listener without the method (written against an older
-    RetryListener) or with RetryListener's own, which does nothing."""
-    handlers = []
-    for listener in listeners:
-        handler = getattr(listener, event, None)
-        if handler is not None and getattr(type(listener), event, None) is not getattr(RetryListener, event):
-            handlers.append((listener, handler))
-    return handlers
 
 
 class _FailureLog:

@@ -5,8 +5,8 @@
 
 - ``scheduler.Scheduler``: the timer heap (without a clock: every event carries its time), and the tick retries
   and probes move to. Why one heap and not a sleeping coroutine per retry is said there.
-- ``ledger.Ledger``: every update from its submission to its outcome: numbers, listeners, the failure
-  log, flush barriers. A listener never breaks the queue.
+- ``ledger.Ledger``: every update from its submission to its outcome: numbers, the unsettled updates, the failure
+  log.
 - ``partition_gate.PartitionGate``: the outage state machine: held partitions, probes (a partition's and
   the cluster's), the ramped release, parked keys' place in the lines (its state in ``holds.py``). An outage
   is one event, not thousands.
@@ -16,14 +16,16 @@
 - ``timing.RetryTiming``: when a key is retried on its own (per-update backoff, KIP-951, the retry budget).
 
 The queue is the one layer with a clock and an event loop: it hands the engine each event with its time, carries
-out the commands the event left (``commands``: the records to send), and keeps one loop timer at the time the engine
-asks to be woken.
+out the commands the event left (``commands``: the outcomes and the listeners' events, then the records to send), and
+keeps one loop timer at the time the engine asks to be woken. It holds the listeners and the flush barriers.
 
 And the queue's own promises:
 
 - **Never blocks the caller.** ``submit`` returns at once; ``StatusUpdate.result()`` awaits the outcome
   (``updates.py``: the handle and the types a caller sees).
   With ``max_pending`` set, a write of a new key past that many keys pending is refused (``WriteRejectedError``).
+- **A listener never breaks the queue.** An exception in a listener is logged once per cause, counted
+  in ``listener_errors``, and the update settles and its key moves on as if nothing happened.
 - **A bounded stop.** ``stop`` sends what waits once more, waits at most its timeout, then fails the rest;
   parked updates stay parked.
 """
@@ -33,11 +35,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ..errors import StoreClosedError, WriteFailedError, WriteRejectedError
-from .commands import Attempt, WakeAt
+from .commands import Attempt, Effect, Settle, WakeAt
 from .delivery import Delivery, Send
 from .holds import Slot
 from .key_slots import KeySlots
@@ -47,6 +50,11 @@ from .partition_gate import GateTimer, PartitionGate
 from .scheduler import Scheduler
 from .timing import RetryTiming
 from .updates import Result, RetryListener, RetryPolicy, Route, StatusUpdate
+
+log = logging.getLogger(__name__)
+
+# The listeners' events.
+EVENTS = ("on_submitted", "on_retry", "on_finished", "on_unparked")
 
 # The queue's handling of one attempt's delivery report.
 Report = Callable[[Attempt, Delivery | None, WriteFailedError | None], None]
@@ -90,7 +98,11 @@ class RetryQueue:
         self.policy = policy
         self.name = name
         scheduler: Scheduler[StatusUpdate | GateTimer] = Scheduler()
-        self._ledger = Ledger(name, listeners, scheduler)
+        self._ledger = Ledger(name, scheduler)
+        self._listeners = _Listeners(name, listeners)
+        # Flushes waiting, each with the number it waits for every update before to be settled (marks only grow).
+        self._flushes: list[tuple[int, asyncio.Future[None]]] = []
+        self._flush_check_scheduled = False
         self._gate = PartitionGate(name, scheduler, policy.mode, policy.probe_backoff or policy.backoff,
                                    self._send_from_line)
         self._slots = KeySlots(coalesce, route, self._gate)
@@ -120,8 +132,9 @@ class RetryQueue:
         self._carry_out(self._keys.due(clock.time()))
 
     def _carry_out(self, wake: WakeAt | None) -> None:
-        """After an event: the records it decided go to Kafka, and the loop timer is set for when the engine next
-        wants to be woken (if sooner than it is set for)."""
+        """After an event: the outcomes it decided are given and the listeners told, then the records it decided go to
+        Kafka, and the loop timer is set for when the engine next wants to be woken (if sooner than it is set for)."""
+        self._apply(self._ledger.take_effects())
         if self._send_out():
             wake = self._keys.wake()  # (a record refused is an event: it may have set a timer)
         if wake is None:
@@ -148,9 +161,26 @@ class RetryQueue:
                     self._send(send.key, send.value, _Delivered(self._report, send.attempt))
                 except StoreClosedError as e:
                     self._keys.not_sent(send.attempt, e, self._started().time())
+                    self._apply(self._ledger.take_effects())
                     refused = True
             sends = self._keys.take_sends()
         return refused
+
+    def _apply(self, effects: list[Effect]) -> None:
+        """Apply a step's outcomes and events, in the order it decided them: each outcome goes to the update's handle,
+        then to the listeners, and the flushes it may end are checked once per turn of the event loop (a burst's
+        delivery reports settle together)."""
+        listeners = self._listeners
+        for effect in effects:
+            if isinstance(effect, Settle):
+                update, outcome = effect
+                update.settle(outcome)
+                listeners.notify("on_finished", update, outcome)
+                if self._flushes and not self._flush_check_scheduled:
+                    self._flush_check_scheduled = True
+                    asyncio.get_running_loop().call_soon(self._release_flushes)
+            else:
+                listeners.notify(effect.event, *effect.args)
 
     def _delivered(self, attempt: Attempt, delivery: Delivery | None, error: WriteFailedError | None) -> None:
         """An attempt's delivery report: the engine settles it, and what it decides next goes out."""
@@ -160,7 +190,7 @@ class RetryQueue:
     def subscribe(self, listener: RetryListener) -> None:
         """Tell ``listener`` of the queue's events from now on (after the listeners before it), each in its own
         ``try``: a listener that raises is logged and counted, never allowed to stop the queue."""
-        self._ledger.subscribe(listener)
+        self._listeners.subscribe(listener)
 
     # ----------------------------------------------------------------------------- submitting
 
@@ -183,6 +213,7 @@ class RetryQueue:
         """Take an update that is not to be sent after all (a replayed update that the topic made obsolete): it
         is settled as superseded and reported to the listeners like any other."""
         self._keys.supersede(update, reason, self._started().time())
+        self._apply(self._ledger.take_effects())
         return update
 
     def submit(self, update: StatusUpdate, room_checked: bool = False) -> StatusUpdate:
@@ -204,6 +235,12 @@ class RetryQueue:
         again = self._keys.writable_again(partition, self._started().time())
         self._carry_out(self._keys.wake())
         return again
+
+    def park_after_last_retry(self) -> None:
+        """From now on, park an update that fails for good with a retriable error (not because the queue stopped) as
+        it settles, when it can be (see ``park``): its outcome says so (``Outcome.parked``). The owner that parks after
+        the last retry (``status.storage.retry.exhausted.action=park``) asks it once, before the first write."""
+        self._keys.park_after_last_retry()
 
     def park(self, update: StatusUpdate) -> bool:
         """Keep a failed update's value in its partition, held like an outage, until the partition takes writes
@@ -233,7 +270,7 @@ class RetryQueue:
     @property
     def listener_errors(self) -> collections.Counter[str]:
         """Exceptions raised by listeners, by listener class name."""
-        return self._ledger.listener_errors
+        return self._listeners.errors
 
     @property
     def unsettled(self) -> int:
@@ -288,7 +325,27 @@ class RetryQueue:
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every update submitted before this call has an outcome."""
-        await self._ledger.flush(timeout)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flushes.append((self._ledger.mark(), future))
+        self._release_flushes()
+        async with asyncio.timeout(timeout):
+            await future
+
+    def _release_flushes(self) -> None:
+        self._flush_check_scheduled = False
+        if not self._flushes:
+            return
+        oldest = self._ledger.oldest_unsettled()
+        if oldest is not None and oldest < self._flushes[0][0]:
+            return  # the earliest flush (marks only grow) still waits: so do the others
+        waiting = []
+        for mark, future in self._flushes:
+            if oldest is None or oldest >= mark:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                waiting.append((mark, future))
+        self._flushes = waiting
 
     async def stop(self, timeout: float) -> list[StatusUpdate]:
         """Send what waits for a retry once more (a held partition: its probe), wait at most ``timeout`` s for
@@ -308,6 +365,7 @@ class RetryQueue:
         for update in lost:
             self._ledger.finish(update, Result.FAILED, "the store stopped before Kafka acknowledged the write",
                                 stopped=True)
+        self._apply(self._ledger.take_effects())
         self._slots.keep_parked()
         # The failures' summary line still comes at the end of its window.
         self._carry_out(self._keys.wake())
@@ -326,3 +384,47 @@ class _Delivered:
 
     def __call__(self, delivery: Delivery | None, error: WriteFailedError | None) -> None:
         self.report(self.attempt, delivery, error)
+
+
+class _Listeners:
+    """The listeners' handlers, by event, each called in its own ``try``."""
+
+    def __init__(self, name: str, listeners: Sequence[RetryListener]) -> None:
+        self._name = name
+        # Per event, the listeners' handlers, found once; a handler inherited from RetryListener does nothing
+        # and is left out (every write passes through on_submitted and on_finished).
+        self._handlers = {event: _handlers(listeners, event) for event in EVENTS}
+        # Exceptions raised by listeners, by listener class name.
+        self.errors: collections.Counter[str] = collections.Counter()
+        self._logged_causes: set[tuple[str, str]] = set()
+
+    def subscribe(self, listener: RetryListener) -> None:
+        """Tell ``listener`` of every event from now on, after the listeners before it."""
+        for event in EVENTS:
+            self._handlers[event] += _handlers((listener,), event)
+
+    def notify(self, event: str, *args: object) -> None:
+        """Call every listener; one that raises is logged (once per cause) and counted, never propagated."""
+        for listener, handler in self._handlers[event]:
+            try:
+                handler(*args)
+            except Exception as e:
+                name = type(listener).__name__
+                self.errors[name] += 1
+                cause = (name, type(e).__name__)
+                if cause not in self._logged_causes:
+                    self._logged_causes.add(cause)
+                    log.exception("The %s listener of the %s retry queue raised in %s (logged once per cause, "
+                                  "counted in status_listener_errors_total); the queue goes on", name, self._name,
+                                  event)
+
+
+def _handlers(listeners: Sequence[RetryListener], event: str) -> list[tuple[RetryListener, Callable[..., None]]]:
+    """The listeners' handlers of one event: none for a listener without the method (written against an older
+    RetryListener) or with RetryListener's own, which does nothing."""
+    handlers = []
+    for listener in listeners:
+        handler = getattr(listener, event, None)
+        if handler is not None and getattr(type(listener), event, None) is not getattr(RetryListener, event):
+            handlers.append((listener, handler))
+    return handlers

@@ -53,6 +53,8 @@ class Outcome(NamedTuple):
     error: WriteFailedError | None = None
     # Failed only because the store stopped first: not settled in Kafka's eyes either way.
     stopped: bool = False
+    # Failed, and parked when it settled (``RetryQueue.park_after_last_retry``): its value waits in its partition.
+    parked: bool = False
 
     @property
     def ok(self) -> bool:
@@ -102,7 +104,7 @@ class StatusUpdate:
         return self._future
 
     def settle(self, outcome: Outcome) -> None:
-        """Give the update its outcome (the retry queue does, once)."""
+        """Give the update its outcome (the retry queue does, once, after the step that settled it)."""
         self.outcome = outcome
         if self._future is not None and not self._future.done():
             self._future.set_result(outcome)
