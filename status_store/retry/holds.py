@@ -86,6 +86,17 @@ class Slot:
         """No value of the key may still land (one was acknowledged), or the unsure one is given up."""
         self._unsure, self._resends = None, 0
 
+    def park(self, update: StatusUpdate) -> None:
+        """Keep a failed update here until its partition takes writes again (``key_slots``)."""
+        self.parked = update
+
+    def unpark(self) -> StatusUpdate:
+        """The parked update leaves (returned)."""
+        parked = self.parked
+        assert parked is not None
+        self.parked = None
+        return parked
+
     def empty(self) -> bool:
         """Nothing in flight, waiting or parked."""
         return self.inflight is None and self.waiting is None and self.parked is None
