@@ -86,6 +86,17 @@ class Slot:
         """No value of the key may still land (one was acknowledged), or the unsure one is given up."""
         self._unsure, self._resends = None, 0
 
+    def park(self, update: StatusUpdate) -> None:
+        """Keep a failed update here until its partition takes writes again (``key_slots``)."""
+        self.parked = update
+
+    def unpark(self) -> StatusUpdate:
+        """The parked update leaves (returned)."""
+        parked = self.parked
+        assert parked is not None
+        self.parked = None
+        return parked
+
     def empty(self) -> bool:
         """Nothing in flight, waiting or parked."""
         return self.inflight is None and self.waiting is None and self.parked is None
@@ -146,6 +157,36 @@ class Partition:
     def returned(self) -> None:
         """A write to the partition came back (settled, or was never sent after all)."""
         self._inflight -= 1
+
+    def failed_write(self) -> None:
+        """A write to the held partition failed with a retriable error (counted for the release's log line)."""
+        self.failures += 1
+
+    def wrote(self) -> None:
+        """A write to the held partition got through (counted for the release's log line)."""
+        self.written += 1
+
+    def schedule_probe(self, due: float | None) -> None:
+        """The partition's next probe goes at ``due`` (None: none is scheduled)."""
+        self.probe_due = due
+
+    def probing(self, now: float) -> None:
+        """A probe of the partition is being sent at ``now``."""
+        self.probed_at = now
+
+    def probe_went(self, update: StatusUpdate) -> None:
+        """This update went as the partition's probe."""
+        self.probe = update
+        self.probes += 1
+
+    def probe_back(self) -> None:
+        """The partition's probe settled."""
+        self.probe = None
+
+    def probe_not_sent(self) -> None:
+        """The producer refused the partition's probe: no probe went."""
+        self.probe = None
+        self.probes -= 1
 
     def hold(self, now: float, error: str) -> None:
         """A hold begins at ``now``, for ``error``: stalled, its probe schedule and its counts from the start."""
@@ -218,6 +259,18 @@ class ClusterProbe:
         self._went = 0.0
         self._failed_went: float | None = None
 
+    def schedule(self, due: float | None) -> None:
+        """The cluster's next probe goes at ``due`` (None: none is scheduled)."""
+        self.due = due
+
+    def not_sent(self) -> None:
+        """The producer refused the cluster's probe: no probe is out."""
+        self.probe = None
+
+    def got_through(self) -> None:
+        """A write got through while every partition was stalled: the probes' schedule starts over."""
+        self.streak = 0
+
     def went(self, probe: StatusUpdate, now: float) -> None:
         """The cluster's probe went at ``now``."""
         self.probe, self._went = probe, now
@@ -258,6 +311,21 @@ class Release:
         self.due = None
         self.failed = False
         self.started = now
+
+    def sent(self, number: int) -> None:
+        """This update went in the batch."""
+        self.inflight.add(number)
+
+    def floor(self, rate: float) -> None:
+        """The rate fell below ``rate``, the least the release goes on at (the partitions stall behind probes): it goes
+        on from there when a probe gets through."""
+        self.rate = rate
+
+    def next_batch(self, now: float) -> float:
+        """The batch in flight settled at ``now``: the next goes one interval after its start, at the earliest now
+        (returned)."""
+        self.due = max(now, self.started + self.interval)
+        return self.due
 
     def settle(self, number: int, failed: bool) -> bool:
         """An update of the batch settled (``failed``: with a retriable error); True when the whole batch has."""

@@ -75,14 +75,12 @@ class KeySlots:
 
     def park(self, slot: Slot, update: StatusUpdate) -> None:
         """Keep a failed update in its key's slot (the gate lines the key up in its held partition)."""
-        slot.parked = update
+        slot.park(update)
         self._parked[slot.key] = slot
 
     def unpark(self, slot: Slot) -> StatusUpdate:
         """The parked update of the key leaves the slot (returned)."""
-        parked = slot.parked
-        assert parked is not None
-        slot.parked = None
+        parked = slot.unpark()
         del self._parked[slot.key]
         return parked
 

@@ -122,7 +122,7 @@ class KeyWrites:
         slot.inflight = update
         older = _older(slot, update)
         if older is None:
-            update.attempts += 1
+            update.attempted()
         else:
             slot.resent()
         self.attempts_total += 1
@@ -194,7 +194,7 @@ class KeyWrites:
             if replay:
                 self._replay_failed(slot, update, error, kind, probe)
             else:
-                update.last_error = error
+                update.failed_with(error)
                 self._after_failure(slot, update, error, kind, probe)
         if probe and partition is not None:
             self._gate.arm_probe(partition)

@@ -47,8 +47,7 @@ class Ledger:
     def admit(self, update: StatusUpdate, now: float) -> None:
         """A new update: its number (submission order) and submission time; unsettled until ``finish``; the
         listeners hear of it."""
-        update.number = next(self._numbers)
-        update.submitted_at = now
+        update.admitted(next(self._numbers), now)
         self._unsettled[update.number] = update
         self._effects.append(Notify("on_submitted", (update,)))
 

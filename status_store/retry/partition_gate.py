@@ -112,7 +112,7 @@ class PartitionGate:
         batch the write was in counts as failed)."""
         if not partition.held:
             self._start_hold(partition, error)
-        partition.failures += 1
+        partition.failed_write()
         self.arm_probe(partition)
 
     def _start_hold(self, partition: Partition, error: str) -> None:
@@ -141,12 +141,14 @@ class PartitionGate:
             cluster = self._cluster
             if cluster.probe is None and cluster.due is None:
                 # Not moved to a tick: there is one probe to send, and a fleet's sidecars come back spread out.
-                cluster.due = cluster.next_probe(self._scheduler.now(), self.probe_backoff.delay(cluster.streak))
-                self._scheduler.push(cluster.due, 0, cluster)
+                due = cluster.next_probe(self._scheduler.now(), self.probe_backoff.delay(cluster.streak))
+                cluster.schedule(due)
+                self._scheduler.push(due, 0, cluster)
         elif partition.probe_due is None:
-            partition.probe_due = partition.next_probe(self._scheduler.now(),
-                                                       self._scheduler.aligned(self.probe_backoff, partition.streak))
-            self._scheduler.push(partition.probe_due, -partition.number - 1, partition)
+            delay = self._scheduler.aligned(self.probe_backoff, partition.streak)
+            due = partition.next_probe(self._scheduler.now(), delay)
+            partition.schedule_probe(due)
+            self._scheduler.push(due, -partition.number - 1, partition)
 
     def _arm_stalled(self) -> None:
         """Every partition is no longer stalled: the cluster's probe stood for the stalled ones, which now each need a
@@ -160,8 +162,9 @@ class PartitionGate:
     def probe_now(self, partition: Partition) -> None:
         """Probe the stalled partition at once (its last probe proved nothing either way)."""
         if partition.stalled and partition.probe is None:
-            partition.probe_due = self._scheduler.now()
-            self._scheduler.push(partition.probe_due, -partition.number - 1, partition)
+            now = self._scheduler.now()
+            partition.schedule_probe(now)
+            self._scheduler.push(now, -partition.number - 1, partition)
 
     def writable_again(self, number: int) -> bool:
         """The cluster says the partition can take writes again (its in-sync replicas are back, a leader is known):
@@ -178,8 +181,9 @@ class PartitionGate:
         cluster = self._cluster
         if cluster.probe is not None or (cluster.due is not None and cluster.due <= self._scheduler.now()):
             return False
-        cluster.due = self._scheduler.now()
-        self._scheduler.push(cluster.due, 0, cluster)
+        now = self._scheduler.now()
+        cluster.schedule(now)
+        self._scheduler.push(now, 0, cluster)
         return True
 
     def probe_stalled(self) -> None:
@@ -201,14 +205,14 @@ class PartitionGate:
             self._fire_cluster_probe()
 
     def _fire_probe(self, partition: Partition) -> None:
-        partition.probe_due = None
+        partition.schedule_probe(None)
         if self._all_stalled():
             self.arm_probe(partition)  # the cluster's probe goes for it
         else:
             self._send_probe(partition)
 
     def _fire_cluster_probe(self) -> None:
-        self._cluster.due = None
+        self._cluster.schedule(None)
         stalled = [p for p in self._partitions.values() if p.stalled and p.probe is None]
         if not self._all_stalled():
             for partition in stalled:
@@ -223,12 +227,11 @@ class PartitionGate:
 
     def _send_probe(self, partition: Partition) -> None:
         """Send the oldest waiting update of a stalled partition, at its key's latest value."""
-        partition.probed_at = self._scheduler.now()
+        partition.probing(self._scheduler.now())
         while partition.stalled and partition.probe is None and partition.line:
             update = self._send_from_line(partition.leave_line())
             if update is not None:
-                partition.probe = update
-                partition.probes += 1
+                partition.probe_went(update)
                 self.probes_total += 1
         if not partition.line and partition.probe is None and partition.stalled:
             self._open(partition)
@@ -237,7 +240,7 @@ class PartitionGate:
 
     def probe_settled(self, partition: Partition, update: StatusUpdate, failed: bool) -> None:
         """The partition's probe settled (``failed``: with a retriable error)."""
-        partition.probe = None
+        partition.probe_back()
         if self._cluster.probe is update:
             self._cluster.settled(failed)
         elif failed:
@@ -245,16 +248,15 @@ class PartitionGate:
 
     def probe_not_sent(self, partition: Partition, update: StatusUpdate) -> None:
         """The producer refused the partition's probe (it is closed): no probe went, and the next goes at once."""
-        partition.probe = None
-        partition.probes -= 1
+        partition.probe_not_sent()
         self.probes_total -= 1
         if self._cluster.probe is update:
-            self._cluster.probe = None
+            self._cluster.not_sent()
         self.probe_now(partition)
 
     def written(self, partition: Partition) -> None:
         """A write to the held partition succeeded: if it is stalled, its line goes out."""
-        partition.written += 1
+        partition.wrote()
         self._release_line(partition)
 
     def settled(self, partition: Partition | None, number: int, failed: bool) -> None:
@@ -278,7 +280,7 @@ class PartitionGate:
         cluster_wide = self._all_stalled()
         partition.release()
         if cluster_wide:
-            self._cluster.streak = 0
+            self._cluster.got_through()
             for other in self._partitions.values():
                 if other.stalled and other.probe is None:
                     self.probe_now(other)
@@ -302,7 +304,7 @@ class PartitionGate:
                     continue
                 update = self._send_from_line(partition.leave_line())
                 if update is not None:
-                    release.inflight.add(update.number)
+                    release.sent(update.number)
                     if len(release.inflight) >= size:
                         break
         if release.inflight:
@@ -330,12 +332,11 @@ class PartitionGate:
         if release.rate < floor:
             # The cluster takes less than one write per probe interval: back behind probes, and when one gets
             # through the release goes on from this rate, not from a new slow start (TCP keeps its threshold).
-            release.rate = floor
+            release.floor(floor)
             for partition in waiting:
                 self._stall(partition)
             return
-        release.due = max(self._scheduler.now(), release.started + release.interval)
-        self._scheduler.push(release.due, 0, release)
+        self._scheduler.push(release.next_batch(self._scheduler.now()), 0, release)
 
     def _stall(self, partition: Partition) -> None:
         """Even one write per the probes' longest interval fails: the partition waits behind probes again."""

@@ -84,6 +84,18 @@ class StatusUpdate:
         # The owner's check before each send (Connect's rules: ``abandoned``).
         self._abandon = abandon
 
+    def admitted(self, number: int, now: float) -> None:
+        """The queue took the update: its number (submission order) and the loop time of the submission."""
+        self.number, self.submitted_at = number, now
+
+    def attempted(self) -> None:
+        """One more attempt of the update's own value went."""
+        self.attempts += 1
+
+    def failed_with(self, error: WriteFailedError) -> None:
+        """An attempt of the update failed with ``error`` (its outcome's error, if it fails for good)."""
+        self.last_error = error
+
     def done(self) -> bool:
         """True once the update has an outcome."""
         return self.outcome is not None
