@@ -217,7 +217,11 @@ def settle(bed: Bed, workload: Workload, profile: Profile, fault_end: float
     right_since: dict[str, float | None] = {name: None for name in bed.sides}
     while True:
         now = time.monotonic()
-        verdicts = {name: judge(expected, side.views(expected, connectors)) for name, side in bed.sides.items()}
+        # Both sides looked at together: a look is as long as one side's slowest view (each "right since" is the
+        # look's start, so a shorter look judges the time until right more finely).
+        with ThreadPoolExecutor(len(bed.sides)) as pool:
+            looked = {name: pool.submit(side.views, expected, connectors) for name, side in bed.sides.items()}
+            verdicts = {name: judge(expected, future.result()) for name, future in looked.items()}
         for name, verdict in verdicts.items():
             right_since[name] = (right_since[name] or now) if verdict.right else None
         quiet = all(side.tail is not None and now - side.tail.latest_arrival(expected) >= profile.quiet_s

@@ -568,14 +568,7 @@ class SenderTest {
             h.write(revoked);
             Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "UNASSIGNED pending: Kafka away for everyone");
             AtomicBoolean settled = new AtomicBoolean();
-            Thread flush = new Thread(() -> {
-                try {
-                    settled.set(h.router.awaitSettled(h.options.flushTimeoutMs));
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }, "flush");
-            flush.start();
+            Thread flush = flushing(h, settled);
             // Kafka stays away longer than the agent's flush used to wait.
             flush.join(6_000);
             // Kafka is back: the sidecar writes what it held after its retry backoff; the group rebalances once every
@@ -606,14 +599,7 @@ class SenderTest {
             h.write("c", 0, "UNASSIGNED");
             Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "c-0 pending");
             AtomicBoolean settled = new AtomicBoolean();
-            Thread flush = new Thread(() -> {
-                try {
-                    settled.set(h.router.awaitSettled(h.options.flushTimeoutMs));
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }, "flush");
-            flush.start();
+            Thread flush = flushing(h, settled);
             Harness.await(h.router::flushWaiting, 2_000, "the flush waiting");
             h.write("d", 0, "RUNNING");
             Harness.await(() -> h.sidecar.pendingCount() == 2, 2_000, "d-0, taken while the flush waits, pending");
@@ -626,5 +612,18 @@ class SenderTest {
             h.awaitNewestLanded(2_000);
             h.assertInvariants();
         }
+    }
+
+    /** Connect's flush on a thread of its own, as a rebalance runs it: {@code settled} gets what it returned. */
+    private static Thread flushing(Harness h, AtomicBoolean settled) {
+        Thread flush = new Thread(() -> {
+            try {
+                settled.set(h.router.awaitSettled(h.options.flushTimeoutMs));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }, "flush");
+        flush.start();
+        return flush;
     }
 }
