@@ -45,6 +45,30 @@ class Slot:
         self._unsure: StatusUpdate | None = None
         self._resends = 0
 
+    def went(self, update: StatusUpdate) -> None:
+        """An attempt made for this update is in flight (its own value, or a copy of the key's unsure one)."""
+        self.inflight = update
+
+    def came_back(self, update: StatusUpdate) -> None:
+        """The attempt made for this update settled, or was never sent (the producer refused it)."""
+        if self.inflight is update:
+            self.inflight = None
+
+    def wait(self, update: StatusUpdate | None) -> None:
+        """This update waits (None: none does); the time it goes, if one is set, stays: a newer value takes over the
+        waiting one's place in time."""
+        self.waiting = update
+
+    def wait_until(self, update: StatusUpdate, due: float) -> None:
+        """This update waits, and goes at ``due``."""
+        self.due = due
+        self.waiting = update
+
+    def take(self) -> None:
+        """The waiting update goes now: nothing waits, and no time is set."""
+        self.waiting = None
+        self.due = None
+
     @property
     def queued(self) -> bool:
         """In its partition's line of keys waiting for the release."""

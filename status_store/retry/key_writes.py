@@ -88,16 +88,16 @@ class KeyWrites:
             # The newer value takes the waiting one's place: in time, in its partition's line, or behind the
             # key's write in flight.
             self._finish(replaced, Result.SUPERSEDED, "a newer write for the key was submitted")
-            slot.waiting = update
+            slot.wait(update)
             if slot.due is not None:
                 self._schedule(slot, update, slot.due)
             elif slot.queued and (deadline := self._deadline(update)) is not None:
                 self._scheduler.push(deadline, update.number, update)
             return
         if slot.inflight is not None:
-            slot.waiting = update
+            slot.wait(update)
         elif self._gate.holds_new(slot.partition):
-            slot.waiting = update
+            slot.wait(update)
             self._enqueue(slot)
         else:
             self._attempt(slot, update)
@@ -119,7 +119,7 @@ class KeyWrites:
     def _attempt(self, slot: Slot, update: StatusUpdate) -> None:
         """Send the key's next attempt on the update's behalf (a ``Send`` in the outbox): the key's value that may
         still land (``Slot.unsure``), which is no attempt of the update's, else the update's own."""
-        slot.inflight = update
+        slot.went(update)
         older = _older(slot, update)
         if older is None:
             update.attempted()
@@ -145,8 +145,7 @@ class KeyWrites:
         budget = self.policy.budget
         if budget is not None:
             budget.settled(attempt.replay or update.attempts > 1, None)
-        if slot.inflight is update:
-            slot.inflight = None
+        slot.came_back(update)
         partition = slot.partition
         if partition is not None:
             partition.returned()
@@ -162,8 +161,7 @@ class KeyWrites:
         attempt sent the key's unsure value (``Slot.unsure``), not the update's."""
         self._scheduler.at(now)
         slot, update, replay = attempt.slot, attempt.update, attempt.replay
-        if slot.inflight is update:
-            slot.inflight = None
+        slot.came_back(update)
         if error is None:
             slot.sure()
         elif not replay and may_have_landed(error):
@@ -209,7 +207,7 @@ class KeyWrites:
         if slot.waiting is not None:
             self._finish(update, Result.SUPERSEDED, "a newer write for the key was submitted")
         else:
-            slot.waiting = update  # (no timer: the slot's time was cleared when it went)
+            slot.wait(update)  # (no timer: the slot's time was cleared when it went)
 
     def _replay_failed(self, slot: Slot, update: StatusUpdate, error: WriteFailedError, kind: ErrorKind,
                        probe: bool) -> None:
@@ -243,17 +241,17 @@ class KeyWrites:
         deadline = self._deadline(update)
         if holding:
             if deadline is not None and self._scheduler.now() >= deadline:
-                slot.waiting = None
+                slot.wait(None)
                 self._finish_timed_out(update)
                 return
-            slot.waiting = update
+            slot.wait(update)
             self._enqueue(slot, first=probe)
         elif deadline is not None and due > deadline:
-            slot.waiting = None
+            slot.wait(None)
             self._finish(update, Result.FAILED, f"the next attempt would pass the {self.policy.timeout:g} s bound of "
                                                 "status.storage.retry.timeout.ms")
         elif fatal:
-            slot.waiting = update  # sent (or lined up) by _advance, after the settling
+            slot.wait(update)  # sent (or lined up) by _advance, after the settling
         else:
             self._schedule(slot, update, due)
 
@@ -297,7 +295,7 @@ class KeyWrites:
             if deadline is not None and self._scheduler.now() >= deadline:
                 self._finish_timed_out(update)
                 return
-            slot.waiting = update
+            slot.wait(update)
             self._enqueue(slot, first=probe)
             return
         due = self._timing.due(slot, update, kind)
@@ -313,8 +311,7 @@ class KeyWrites:
         if deadline is not None:
             # An update not yet tried gets its one attempt at its bound at the latest.
             due = min(due, deadline)
-        slot.due = due
-        slot.waiting = update
+        slot.wait_until(update, due)
         self._scheduler.push(due, update.number, update)
 
     def _advance(self, slot: Slot) -> None:
@@ -375,7 +372,7 @@ class KeyWrites:
             partition = slot.partition
             assert partition is not None
             partition.leave_line(slot.key)
-            slot.waiting = None
+            slot.wait(None)
             self._finish_timed_out(update)
             self._advance(slot)
 
@@ -396,8 +393,7 @@ class KeyWrites:
         """Send a waiting update now, unless its owner abandons it (Connect's rules: on a retry, the key
         deleted or the generation moved on; always, a safe write no longer safe), its bound has passed,
         or (``budgeted``) the retry budget holds the retry back. True when it was sent (its record in the outbox)."""
-        slot.waiting = None
-        slot.due = None
+        slot.take()
         # Connect's rules judge the update's own attempts: a copy of the key's older value sent before it is none.
         retry = update.attempts > 0
         reason = update.abandoned(retry)
@@ -490,7 +486,7 @@ class KeyWrites:
             if abandoned is None:
                 again = parked.again()
                 self._ledger.admit(again, now)
-                slot.waiting = again
+                slot.wait(again)
             else:
                 reason = abandoned
                 log.debug("Not sending the parked update of %s again: %s", parked.key, reason)
