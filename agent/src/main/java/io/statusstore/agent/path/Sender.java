@@ -42,14 +42,23 @@ public final class Sender implements Runnable {
      */
     static final long LIVE_MS = 250;
     /**
-     * A request that carries writes, or polls for pending ones, asks its answer to wait this long (an eighth of the
-     * read timeout at most, so that a sidecar slow to answer is not taken for one away) for the sidecar to settle
-     * what the session has there: the outcome of a write comes on the answer to the request that carried it, as soon
-     * as Kafka acknowledged it, not a poll interval later. So a key is left with a write whose outcome the agent has
-     * not heard (which waits for its fence should the sidecar go away, rule 3) only while Kafka takes to write it.
+     * While nothing of the worker's is at the sidecar, an empty request goes this long after its last answer, so that a
+     * write finds the sidecar answered within {@link #LIVE_MS} and goes in the first request, not behind a poll that
+     * asks whether it is alive (a resume's statuses waited a round trip more than a stock worker's). Five small
+     * requests a second, each answered at once; a sidecar that hangs while the worker is idle is found out by one of
+     * them, before any write goes to it.
+     */
+    static final long KEEP_ALIVE_MS = 200;
+    /**
+     * A poll for pending writes asks its answer to wait this long (an eighth of the read timeout at most, so that a
+     * sidecar slow to answer is not taken for one away) for the sidecar to settle what the session has there. It goes
+     * as soon as the request that carried the writes was answered (at once) and no other write waits to be sent: the
+     * outcome of a write comes as soon as Kafka acknowledged it, not a poll interval later. So a key is left with a
+     * write whose outcome the agent has not heard (which waits for its fence should the sidecar go away, rule 3) only
+     * while Kafka takes to write it.
      */
     static final long OUTCOME_WAIT_MS = 250;
-    /** While Connect flushes, a request's answer waits this long (half the read timeout at most) for the outcomes. */
+    /** While Connect flushes, a poll's answer waits this long (half the read timeout at most) for the outcomes. */
     static final long FLUSH_WAIT_MS = 500;
     /** The lease of the request that ends the session's lease on leaving a sidecar that still answers (1 ms). */
     static final long LEASE_ENDED_MS = 1;
@@ -216,13 +225,19 @@ public final class Sender implements Runnable {
         List<StatusUpdate> batch = live ? router.takeBatch(options.batchSize, now)
                 : Collections.<StatusUpdate>emptyList();
         boolean poll = batch.isEmpty() && ((router.hasPending() && now >= nextPollAt) || (!live && router.hasUnsent()));
+        // Nothing of the worker's at the sidecar (the table empty): the keep-alive, so the next write finds it live.
+        boolean idle = !stopping && router.size() == 0;
+        if (idle && batch.isEmpty() && now - lastAnswerAt >= KEEP_ALIVE_MS) {
+            poll = true;
+        }
         if (batch.isEmpty() && !poll && !(stopping && !finalSent)) {
             if (stopping && !router.hasUnsent()) {
                 // The sidecar holds every write, told by the last request that it owns them: nothing to give Connect.
                 router.finish();
                 return;
             }
-            long wait = router.hasPending() ? nextPollAt - now : options.probeIntervalMs;
+            long wait = router.hasPending() ? nextPollAt - now
+                    : idle ? lastAnswerAt + KEEP_ALIVE_MS - now : options.probeIntervalMs;
             for (long at : new long[] {router.nextRelease(now), router.nextVerifyDeadline(),
                     overdue.nextAt(handover.outcomeBoundMs(), handover.readBackMs())}) {
                 if (at > 0) {
@@ -244,14 +259,18 @@ public final class Sender implements Runnable {
         long previousPostAt = lastPostAt;
         lastPostAt = now;
         router.posting(handover.fenceAfter(now));
-        // The answer waits for the outcomes of what the session has at the sidecar (OUTCOME_WAIT_MS; an older sidecar
-        // answers at once). Connect's flush waits for every write taken so far: its next poll follows FLUSH_POLL_MS
-        // after this one. A final request does not wait: the sidecar owns what it holds from then on.
+        // A poll's answer waits for the outcomes of what the session has at the sidecar (OUTCOME_WAIT_MS; an older
+        // sidecar answers at once). Connect's flush waits for every write taken so far: its next poll follows
+        // FLUSH_POLL_MS after this one. A request that carries writes is answered at once, so that the writes the
+        // worker hands over meanwhile go next, not once Kafka acknowledged these (three statuses of a revoked
+        // connector's tasks, 2 ms apart, took two held answers of 10 ms each under a stock worker's 5 ms flush): the
+        // poll that waits for their outcomes follows as soon as no write waits to be sent. A final request does not
+        // wait: the sidecar owns what it holds from then on.
         long waitMs = 0;
-        if (!stopping && router.flushWaiting()) {
+        if (!stopping && batch.isEmpty() && router.flushWaiting()) {
             waitMs = Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2);
             lastHeldAt = now;
-        } else if (!stopping && (!batch.isEmpty() || router.hasPending())) {
+        } else if (!stopping && batch.isEmpty() && router.hasPending()) {
             waitMs = Math.min(OUTCOME_WAIT_MS, options.readTimeoutMs / 8);
         }
         try {
@@ -264,7 +283,9 @@ public final class Sender implements Runnable {
             }
             finalSent = stopping;
             lastAnswerAt = now();
-            nextPollAt = router.flushWaiting() ? lastHeldAt + FLUSH_POLL_MS : lastAnswerAt + options.pollIntervalMs;
+            // Writes just taken: their outcomes are asked for at once (by a poll that waits for them).
+            nextPollAt = !batch.isEmpty() ? lastAnswerAt
+                    : router.flushWaiting() ? lastHeldAt + FLUSH_POLL_MS : lastAnswerAt + options.pollIntervalMs;
         } catch (SidecarException e) {
             if (!e.reached || e.status == 409) {
                 // Refused at connect, or by another instance: it renewed no lease, so the fence need not wait for it.

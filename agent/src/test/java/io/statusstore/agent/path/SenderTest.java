@@ -98,7 +98,7 @@ class SenderTest {
     @Test
     void aWriteTheSidecarMadeIsSettledOnItsOwnAnswerSoItsKeyIsNotFencedWhenTheSidecarDies() throws Exception {
         // The sidecar writes c-0 at once, as Kafka acknowledges a write within moments, but the outcome of a write
-        // comes on a later answer unless the request waits for it. Polls a minute apart and a two-minute lease: had
+        // comes on a later answer unless the request waits for it: the poll that follows the write at once does. Polls a minute apart and a two-minute lease: had
         // the agent waited for the next poll to hear it, c-0's newest write would wait out the fence (the lease, the
         // write bound and a second) once the sidecar died, though nothing of it could land any more.
         try (Harness h = new Harness().start("poll.interval.ms=60000,lease.ms=120000")) {
@@ -112,6 +112,83 @@ class SenderTest {
             h.awaitNewestLanded(2_000);
             h.assertInvariants();
             assertEquals(Router.Path.CONNECT, h.router.path());
+        }
+    }
+
+    @Test
+    void aWriteAfterAnIdleSpellGoesInTheFirstRequestNotBehindOneAskingWhetherTheSidecarLives() throws Exception {
+        // Connect 4.4.0 resuming a connector: its status and its tasks' came after more than LIVE_MS idle, and the
+        // agent sent an empty request first (is the sidecar alive?), then the statuses: a round trip more than a stock
+        // worker's producer, which sends each at once (resume 1.32x a stock worker's at p50). The keep-alive keeps the
+        // sidecar's last answer fresh while nothing is at the sidecar, so the write goes in the first request.
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            Thread.sleep(3 * Sender.LIVE_MS);
+            // A keep-alive just answered, so none is on its way as the write is taken (before the fix none came).
+            int seen = h.sidecar.posts().size();
+            for (int i = 0; i < 100 && h.sidecar.posts().size() == seen; i++) {
+                Thread.sleep(10);
+            }
+            Thread.sleep(20);
+            int before = h.sidecar.posts().size();
+            assertTrue(h.write("c", 0, "RUNNING"));
+            h.awaitNewestLanded(2_000);
+            List<Map<?, ?>> after = h.sidecar.posts().subList(before, h.sidecar.posts().size());
+            int requests = 0;
+            for (Map<?, ?> post : after) {
+                requests++;
+                if (!((List<?>) post.get("updates")).isEmpty()) {
+                    break;
+                }
+            }
+            assertEquals(1, requests, "requests until the one carrying the write: " + after);
+            h.assertInvariants();
+        }
+    }
+
+    @Test
+    void aSidecarThatHangsWhileTheWorkerIsIdleIsFoundOutBeforeAnyWriteGoesToIt() throws Exception {
+        // The keep-alive must keep what the request asking whether the sidecar lives protected: a write sent to a hung
+        // sidecar waits out its key's fence (rule 3), one that finds it left goes through Connect at once.
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.answering = FakeSidecar.Answering.LATE;
+            h.sidecar.lateMs = 5_000;
+            Harness.await(() -> h.router.path() != Router.Path.SIDECAR, 3_000, "the hung sidecar left while idle");
+            assertEquals(0, updatesSent(h));
+            h.write("c", 0, "RUNNING");
+            h.awaitNewestLanded(2_000);
+            assertEquals(1, h.connectWrites().size(), "through Connect at once: " + h.topic.records());
+            h.assertInvariants();
+        }
+    }
+
+    @Test
+    void writesTakenWhileKafkaAcknowledgesTheOnesBeforeGoNextNotBehindAHeldAnswer() throws Exception {
+        // Connect 4.4.0 revoking a deleted connector: its tasks' UNASSIGNED came 2 ms apart; the first went in a request
+        // whose answer was held until Kafka acknowledged it (10 ms at load 5), the others waited for that answer and went
+        // in a second, held as long, and Connect's flush before the rebalance waited for both: 16 ms against a stock
+        // worker's 5 ms. A request that carries writes is now answered at once; a poll waits for their outcomes.
+        try (Harness h = new Harness()) {
+            h.sidecar.writeBoundMs = 30_000;
+            h.start("");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.sidecar.inFlight = true;
+            h.write("c", 0, "UNASSIGNED");
+            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "c-0 at Kafka");
+            h.write("c", 1, "UNASSIGNED");
+            Harness.await(() -> h.sidecar.pendingCount() == 2, 2_000, "c-1 at the sidecar");
+            for (Map<?, ?> post : h.sidecar.posts()) {
+                if (!((List<?>) post.get("updates")).isEmpty()) {
+                    assertEquals(null, post.get("wait_ms"), "a request carrying writes held its answer: " + post);
+                }
+            }
+            assertEquals(2, h.sidecar.release());
+            Harness.await(() -> h.router.size() == 0, 2_000, "both written, their outcomes heard");
+            assertTrue(h.sidecar.posts().stream().anyMatch(p -> ((List<?>) p.get("updates")).isEmpty()
+                    && p.get("wait_ms") != null), "no poll waited for the outcomes: " + h.sidecar.posts());
+            h.assertInvariants();
         }
     }
 
