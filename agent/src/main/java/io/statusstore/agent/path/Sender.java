@@ -44,21 +44,20 @@ public final class Sender implements Runnable {
     /**
      * While nothing of the worker's is at the sidecar, an empty request goes this long after its last answer, so that a
      * write finds the sidecar answered within {@link #LIVE_MS} and goes in the first request, not behind a poll that
-     * asks whether it is alive (a resume's statuses waited a round trip more than a stock worker's). Five small
-     * requests a second, each answered at once; a sidecar that hangs while the worker is idle is found out by one of
-     * them, before any write goes to it.
+     * asks whether it is alive (a resume after an idle spell waited a round trip more than a stock worker's). Five
+     * small requests a second, each answered at once; a sidecar that hangs while the worker is idle is found out by
+     * one of them, before any write goes to it.
      */
     static final long KEEP_ALIVE_MS = 200;
     /**
-     * A poll for pending writes asks its answer to wait this long (an eighth of the read timeout at most, so that a
-     * sidecar slow to answer is not taken for one away) for the sidecar to settle what the session has there. It goes
-     * as soon as the request that carried the writes was answered (at once) and no other write waits to be sent: the
-     * outcome of a write comes as soon as Kafka acknowledged it, not a poll interval later. So a key is left with a
-     * write whose outcome the agent has not heard (which waits for its fence should the sidecar go away, rule 3) only
-     * while Kafka takes to write it.
+     * A request that carries writes, or polls for pending ones, asks its answer to wait this long (an eighth of the
+     * read timeout at most, so that a sidecar slow to answer is not taken for one away) for the sidecar to settle
+     * what the session has there: the outcome of a write comes on the answer to the request that carried it, as soon
+     * as Kafka acknowledged it, not a poll interval later. So a key is left with a write whose outcome the agent has
+     * not heard (which waits for its fence should the sidecar go away, rule 3) only while Kafka takes to write it.
      */
     static final long OUTCOME_WAIT_MS = 250;
-    /** While Connect flushes, a poll's answer waits this long (half the read timeout at most) for the outcomes. */
+    /** While Connect flushes, a request's answer waits this long (half the read timeout at most) for the outcomes. */
     static final long FLUSH_WAIT_MS = 500;
     /** The lease of the request that ends the session's lease on leaving a sidecar that still answers (1 ms). */
     static final long LEASE_ENDED_MS = 1;
@@ -259,18 +258,14 @@ public final class Sender implements Runnable {
         long previousPostAt = lastPostAt;
         lastPostAt = now;
         router.posting(handover.fenceAfter(now));
-        // A poll's answer waits for the outcomes of what the session has at the sidecar (OUTCOME_WAIT_MS; an older
-        // sidecar answers at once). Connect's flush waits for every write taken so far: its next poll follows
-        // FLUSH_POLL_MS after this one. A request that carries writes is answered at once, so that the writes the
-        // worker hands over meanwhile go next, not once Kafka acknowledged these (three statuses of a revoked
-        // connector's tasks, 2 ms apart, took two held answers of 10 ms each under a stock worker's 5 ms flush): the
-        // poll that waits for their outcomes follows as soon as no write waits to be sent. A final request does not
-        // wait: the sidecar owns what it holds from then on.
+        // The answer waits for the outcomes of what the session has at the sidecar (OUTCOME_WAIT_MS; an older sidecar
+        // answers at once). Connect's flush waits for every write taken so far: its next poll follows FLUSH_POLL_MS
+        // after this one. A final request does not wait: the sidecar owns what it holds from then on.
         long waitMs = 0;
-        if (!stopping && batch.isEmpty() && router.flushWaiting()) {
+        if (!stopping && router.flushWaiting()) {
             waitMs = Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2);
             lastHeldAt = now;
-        } else if (!stopping && batch.isEmpty() && router.hasPending()) {
+        } else if (!stopping && (!batch.isEmpty() || router.hasPending())) {
             waitMs = Math.min(OUTCOME_WAIT_MS, options.readTimeoutMs / 8);
         }
         try {
@@ -283,9 +278,7 @@ public final class Sender implements Runnable {
             }
             finalSent = stopping;
             lastAnswerAt = now();
-            // Writes just taken: their outcomes are asked for at once (by a poll that waits for them).
-            nextPollAt = !batch.isEmpty() ? lastAnswerAt
-                    : router.flushWaiting() ? lastHeldAt + FLUSH_POLL_MS : lastAnswerAt + options.pollIntervalMs;
+            nextPollAt = router.flushWaiting() ? lastHeldAt + FLUSH_POLL_MS : lastAnswerAt + options.pollIntervalMs;
         } catch (SidecarException e) {
             if (!e.reached || e.status == 409) {
                 // Refused at connect, or by another instance: it renewed no lease, so the fence need not wait for it.

@@ -98,7 +98,7 @@ class SenderTest {
     @Test
     void aWriteTheSidecarMadeIsSettledOnItsOwnAnswerSoItsKeyIsNotFencedWhenTheSidecarDies() throws Exception {
         // The sidecar writes c-0 at once, as Kafka acknowledges a write within moments, but the outcome of a write
-        // comes on a later answer unless the request waits for it: the poll that follows the write at once does. Polls a minute apart and a two-minute lease: had
+        // comes on a later answer unless the request waits for it. Polls a minute apart and a two-minute lease: had
         // the agent waited for the next poll to hear it, c-0's newest write would wait out the fence (the lease, the
         // write bound and a second) once the sidecar died, though nothing of it could land any more.
         try (Harness h = new Harness().start("poll.interval.ms=60000,lease.ms=120000")) {
@@ -159,35 +159,6 @@ class SenderTest {
             h.write("c", 0, "RUNNING");
             h.awaitNewestLanded(2_000);
             assertEquals(1, h.connectWrites().size(), "through Connect at once: " + h.topic.records());
-            h.assertInvariants();
-        }
-    }
-
-    @Test
-    void writesTakenWhileKafkaAcknowledgesTheOnesBeforeGoNextNotBehindAHeldAnswer() throws Exception {
-        // Connect 4.4.0 revoking a deleted connector: its tasks' UNASSIGNED came 2 ms apart; the first went in a request
-        // whose answer was held until Kafka acknowledged it (10 ms at load 5), the others waited for that answer and went
-        // in a second, held as long, and Connect's flush before the rebalance waited for both: 16 ms against a stock
-        // worker's 5 ms. A request that carries writes is now answered at once; a poll waits for their outcomes.
-        try (Harness h = new Harness()) {
-            h.sidecar.writeBoundMs = 30_000;
-            h.start("");
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            h.sidecar.writeAtOnce = false;
-            h.sidecar.inFlight = true;
-            h.write("c", 0, "UNASSIGNED");
-            Harness.await(() -> h.sidecar.pendingCount() == 1, 2_000, "c-0 at Kafka");
-            h.write("c", 1, "UNASSIGNED");
-            Harness.await(() -> h.sidecar.pendingCount() == 2, 2_000, "c-1 at the sidecar");
-            for (Map<?, ?> post : h.sidecar.posts()) {
-                if (!((List<?>) post.get("updates")).isEmpty()) {
-                    assertEquals(null, post.get("wait_ms"), "a request carrying writes held its answer: " + post);
-                }
-            }
-            assertEquals(2, h.sidecar.release());
-            Harness.await(() -> h.router.size() == 0, 2_000, "both written, their outcomes heard");
-            assertTrue(h.sidecar.posts().stream().anyMatch(p -> ((List<?>) p.get("updates")).isEmpty()
-                    && p.get("wait_ms") != null), "no poll waited for the outcomes: " + h.sidecar.posts());
             h.assertInvariants();
         }
     }
