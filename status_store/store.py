@@ -110,7 +110,8 @@ def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.rand
                              on_restart=reader.restart)
     # A write given up that may still land is watched, and undone if it lands late over a newer record of its key.
     late = LateWrites(config.topic, producer.send_written, _call_later,
-                      lambda partition: max(producer.written_to(partition), reader.applied_to(partition)) - 1)
+                      lambda partition: max(producer.written_to(partition), reader.applied_to(partition)) - 1,
+                      max_watches=config.late_write_watches_max, watch_age_s=config.late_write_watch_ms / 1000)
     producer.on_given_up = late.given_up
     # Held partitions are Kafka's: keys are placed as Java's partitioner (and so Connect) places them.
     queue = RetryQueue(producer.send, retry.policy(rng, budgeted=True), name=config.topic, route=producer.partition_of)

@@ -75,6 +75,8 @@ def test_topic_is_required_with_bootstrap_servers() -> None:
         ("status.storage.retry.jitter.factor", "nan", "must be a number"),
         ("status.storage.retry.backoff.multiplier", "0.5", "must be a number in"),
         ("sidecar.rest.port", "70000", "must be in"),
+        ("sidecar.late.writes.watch.ms", "999", "must be in"),
+        ("sidecar.late.writes.watches.max", "0", "must be in"),
     ],
 )
 def test_bad_values_name_the_key_the_value_and_the_rule(key: str, value: str, rule: str) -> None:

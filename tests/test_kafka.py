@@ -112,6 +112,16 @@ async def test_a_failed_write_is_reported_with_its_error(mock_cluster: FaultyClu
         assert store.cache.get_connector("c") == ConnectorStatus("c", State.PAUSED, "w:1", 1)
 
 
+async def test_the_late_write_watch_bounds_are_the_settings(mock_cluster: FaultyCluster,
+                                                              store_factory: StoreFactory) -> None:
+    topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()
+    async with store_factory(mock_cluster.bootstrap_servers, topic, **{"sidecar.late.writes.watch.ms": "5000",
+                                                                      "sidecar.late.writes.watches.max": "3"}) as store:
+        assert (store.late_writes.watch_age_s, store.late_writes.max_watches) == (5.0, 3)
+    async with store_factory(mock_cluster.bootstrap_servers, topic) as store:
+        assert (store.late_writes.watch_age_s, store.late_writes.max_watches) == (960.0, 10000)
+
+
 async def test_stop_is_bounded_while_every_broker_is_down(mock_cluster: FaultyCluster,
                                                           store_factory: StoreFactory) -> None:
     topic = Broker("mock", mock_cluster.bootstrap_servers, mock_cluster).new_topic()

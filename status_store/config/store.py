@@ -191,6 +191,17 @@ class StoreConfig:
         "Bound on the whole stop, from SIGTERM to exit: requests in progress, flushing pending writes, closing the "
         "clients and the spool (0.5 s of it); what is still pending then is reported (with a spool, kept for the "
         "next start).")
+    late_write_watch_ms: int = setting(
+        "sidecar.late.writes.watch.ms", 960000, integer(1000, INT32_MAX),
+        "How long a write given up after an error that may still let it land (a request or message timeout, a "
+        "broken connection) is watched: if its record is read back after a newer record of its key, that newer "
+        "record is written again. The default outlasts Linux's retransmission of a held request (tcp_retries2=15, "
+        "about 925 s); raise it with tcp_retries2, or for a proxy that holds whole requests longer.",
+        section="Late writes")
+    late_write_watches_max: int = setting(
+        "sidecar.late.writes.watches.max", 10000, integer(1, INT32_MAX),
+        "Given-up writes watched at once at most (each holds its key and value, about 200 bytes); past it the "
+        "oldest watch is dropped and counted in status_late_write_watches_dropped_total.")
     rest_tls: RestTlsConfig = field(default_factory=RestTlsConfig)
     fleet_metrics: FleetMetrics = setting(
         "sidecar.metrics.fleet", FleetMetrics.OBJECTS, choice(FleetMetrics),

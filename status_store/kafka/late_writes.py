@@ -43,15 +43,6 @@ POSSIBLY_PERSISTED = frozenset({
     KafkaError._BAD_MSG,
 })
 
-# How long a given-up attempt is watched. What delivers a held request late is the network keeping its bytes: a
-# Linux sender retransmits an unacknowledged segment until tcp_retries2 (15 by default) retransmissions have gone
-# unanswered, about 924.6 s with the default backoff, then resets the connection and the bytes are lost. Past that, a
-# request can land late only through a proxy that holds a whole request longer (not seen in practice).
-WATCH_AGE_S = 960.0
-# At most this many attempts are watched; past it the oldest watch is dropped (counted). A watch holds its key and
-# value (a status record: about 200 bytes): the bound is a few MB. A long outage that fails every write keeps the
-# newest attempts of each key, which are the ones that can land last.
-MAX_WATCHES = 10_000
 # How long an undo that failed waits before it is sent again (while the late record is still its key's last).
 UNDO_RETRY_S = 1.0
 
@@ -113,8 +104,10 @@ class LateWrites:
     """The given-up attempts watched, and the undoing of those that land late over a newer record of their key."""
 
     def __init__(self, topic: str, send: Send, later: Later, landed: Landed,
-                 clock: Callable[[], float] = time.monotonic, max_watches: int = MAX_WATCHES,
-                 watch_age_s: float = WATCH_AGE_S) -> None:
+                 max_watches: int, watch_age_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        """``watch_age_s``: how long a given-up attempt is watched (sidecar.late.writes.watch.ms); ``max_watches``: the
+        attempts watched at once at most, past which the oldest watch is dropped and counted
+        (sidecar.late.writes.watches.max)."""
         self.topic = topic
         self._send, self._later, self._landed, self._clock = send, later, landed, clock
         self.max_watches, self.watch_age_s = max_watches, watch_age_s
