@@ -17,9 +17,9 @@ of times a second. When the service stops, it says so and exits 0, naming the id
 came meanwhile.
 
 What they read is bounded, whatever the server sends: an answer (``MAX_ANSWER_BYTES``), an error's body
-(``MAX_ERROR_BYTES``), a line or an event of the stream (``MAX_EVENT_BYTES``), JSON nested deeper than Python's
-parser goes. Past a bound, one line says so and the command ends. And in time: ``status`` gets its answers within
-one deadline for the whole command (``--timeout``), ``watch`` its stream's head within it and then each line
+(``MAX_ERROR_BYTES``), a line or an event of the stream (``event_stream.MAX_EVENT_BYTES``), JSON nested deeper than
+Python's parser goes. Past a bound, one line says so and the command ends. And in time: ``status`` gets its answers
+within one deadline for the whole command (``--timeout``), ``watch`` its stream's head within it and then each line
 (an event's, a heartbeat) within ``WATCH_IDLE_S`` of the last: a server that sends a byte now and then keeps every
 read alive, so a watchdog thread closes the connection at the deadline (``Deadline``).
 
@@ -44,9 +44,10 @@ import urllib.parse
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any, NamedTuple, TextIO
+from typing import IO, Any, TextIO
 
 from .connect.failures import FailureClass, classify
+from .event_stream import ServerSentEvent, TooLarge, server_sent_events
 from .fleet.text import shown
 from .logs import escape_text
 from .retry.backoff import JitterMode, Random, backoff_policy
@@ -60,7 +61,6 @@ WATCH_IDLE_S = 60.0
 # its names are cut to 256 characters, its traces to a line).
 MAX_ANSWER_BYTES = 512 << 20
 MAX_ERROR_BYTES = 64 << 10
-MAX_EVENT_BYTES = 1 << 20
 # ``watch``'s reconnections in a row wait from this long, twice as long each time, up to the most (half of each
 # wait is random: clients dropped together come back apart); a stream that lasted the most starts over.
 RECONNECT_INITIAL_MS = 500
@@ -72,10 +72,6 @@ _KINDS = ("connector", "task", "topic")
 
 class MalformedAnswer(ValueError):
     """Data from the service that is not what its API answers."""
-
-
-class TooLarge(ValueError):
-    """More data than the bound for it."""
 
 
 class DeadlinePassed(Exception):
@@ -416,63 +412,9 @@ def _skipped(url: str, what: str) -> None:
     print(f"status-store: skipped {what} from {url}", file=sys.stderr, flush=True)
 
 
-class ServerSentEvent(NamedTuple):
-    """One event of a text/event-stream: its id field (None without one), type and data; ``problem`` says why it
-    cannot be read (a line that is not UTF-8)."""
-
-    id: str | None
-    name: str
-    data: str
-    problem: str | None
-
-
 def _extending(deadline: Deadline) -> Callable[[], None]:
     """What moves a stream's deadline on after each line: the next line is due within ``WATCH_IDLE_S``."""
     return lambda: deadline.extend(time.monotonic() + WATCH_IDLE_S)
-
-
-def server_sent_events(stream: IO[bytes], on_line: Callable[[], None] | None = None) -> Iterator[ServerSentEvent]:
-    """The events of a text/event-stream (comment lines skipped), its lines ended by CRLF, LF or a CR alone, as
-    the format says. An id field holding NUL is ignored, as the format says. ``TooLarge`` for a line, or an
-    event's lines together, longer than ``MAX_EVENT_BYTES``. ``on_line``: called after each line read."""
-    fields: dict[str, str] = {}
-    problem: str | None = None
-    size = 0
-    for raw in _lines(stream, on_line):
-        size += len(raw)
-        if size > MAX_EVENT_BYTES:
-            raise TooLarge(f"an event longer than {MAX_EVENT_BYTES:,} bytes")
-        if not raw:
-            size = 0
-            if "data" in fields or problem is not None:
-                yield ServerSentEvent(fields.get("id"), fields.get("event", "message"), fields.get("data", ""), problem)
-            fields, problem = {}, None
-            continue
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            problem = "a line of it is not UTF-8"
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data" and "data" in fields:
-            fields["data"] += "\n" + value
-        elif name != "id" or "\0" not in value:
-            fields[name] = value
-
-
-def _lines(stream: IO[bytes], on_line: Callable[[], None] | None = None) -> Iterator[bytes]:
-    """The lines of a stream read line by line (up to each LF, at most ``MAX_EVENT_BYTES`` each: ``TooLarge`` for a
-    longer one): CRLF, LF or a CR alone ends a line."""
-    while raw := stream.readline(MAX_EVENT_BYTES + 1):
-        if on_line is not None:
-            on_line()
-        if len(raw) > MAX_EVENT_BYTES:
-            raise TooLarge(f"a line longer than {MAX_EVENT_BYTES:,} bytes")
-        line = raw[:-1].removesuffix(b"\r") if raw.endswith(b"\n") else raw.removesuffix(b"\r")
-        yield from line.split(b"\r")
 
 
 def change_line(name: str, data: object) -> str:

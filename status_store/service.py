@@ -22,7 +22,8 @@ from .act.actions import Actions
 from .api import create_app
 from .api.app import store_events
 from .api.credentials import ServerTls, WriteTokens
-from .api.http_server import BoundedServer, client_log_limits, http_config
+from .api.http_logs import client_log_limits
+from .api.http_server import BoundedServer, http_config
 from .api.starting import StartGate
 from .config import StoreConfig
 from .embedded.broker import start_embedded_broker

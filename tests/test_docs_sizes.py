@@ -1,5 +1,6 @@
-"""The package's classes stay readable: none over MAX_CLASS_LINES lines (STYLE.md's ~350), but the exceptions named
-here, each with why it is one. An exception that no longer applies fails too, so the list does not go stale."""
+"""The package's modules and classes stay readable: no module over MAX_MODULE_LINES lines and no class over
+MAX_CLASS_LINES (STYLE.md's ~500 and ~350), but the exceptions named here, each with why it is one. An exception that
+no longer applies fails too, so the list does not go stale."""
 
 from __future__ import annotations
 
@@ -9,9 +10,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "status_store"
 MAX_CLASS_LINES = 350
+MAX_MODULE_LINES = 500
 
 #: (module, class) -> why it is over the bound for now.
 EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+#: module -> why it is over the bound for now.
+MODULE_EXCEPTIONS = {
+    "retry/key_writes.py": "the retry engine is to be rewritten as one state machine without I/O, which replaces it",
+}
 
 
 def class_lines(source: str) -> dict[str, int]:
@@ -49,3 +57,12 @@ def test_the_measure_counts_a_class_whole() -> None:
     body = "\n".join(f"    field_{n}: int = {n}" for n in range(MAX_CLASS_LINES))
     source = f"import dataclasses\n\n\n@dataclasses.dataclass\nclass Big:\n{body}\n\n    class Inner:\n        pass\n"
     assert class_lines(source) == {"Big": MAX_CLASS_LINES + 5, "Big.Inner": 2}
+
+
+def test_no_module_is_over_the_bound_but_the_named_exceptions() -> None:
+    over = {str(path.relative_to(PACKAGE)): lines for path in sorted(PACKAGE.rglob("*.py"))
+            if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not {module: lines for module, lines in over.items() if module not in MODULE_EXCEPTIONS}, \
+        f"modules over {MAX_MODULE_LINES} lines: split them by concern"
+    assert not [module for module in MODULE_EXCEPTIONS if module not in over], \
+        "an exception that is no longer over the bound (or no longer exists): drop it from MODULE_EXCEPTIONS"

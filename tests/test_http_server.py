@@ -26,7 +26,8 @@ from prometheus_client import generate_latest
 from harness import free_port
 from harness.service import Service
 from status_store.api import create_app, http_server
-from status_store.api.http_server import OneWritePerTurn, client_log_limits, http_config
+from status_store.api.http_logs import client_log_limits
+from status_store.api.http_server import OneWritePerTurn, http_config
 
 from .helpers import eventually, eventually_value
 
@@ -398,7 +399,7 @@ def test_the_accept_error_is_logged_at_most_once_per_interval(caplog: pytest.Log
     others: list[dict[str, Any]] = []
     loop.set_exception_handler(lambda _, context: others.append(context))
     try:
-        with caplog.at_level(logging.INFO, logger="status_store.api.http_server"), \
+        with caplog.at_level(logging.INFO, logger="status_store.api.http_logs"), \
                 client_log_limits(loop, clock=lambda: 0.0):
             for _ in range(10_000):
                 loop.call_exception_handler({"message": "socket.accept() out of system resource",

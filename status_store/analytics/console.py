@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 PREFIX = "status-store analyze"
 
@@ -87,3 +87,23 @@ def stderr_to(path: Path) -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(target)
+
+
+def summary_text(summary: dict[str, Any]) -> str:
+    """The summary for a terminal."""
+    lines = [f"Outputs in {summary['out']}" + (f"; report: {summary['report']}" if "report" in summary else "")]
+    lines += [f"  {name}: {value}" for name, value in sorted(summary["counters"].items())]
+    lines += [f"  warning: {warning}" for warning in summary["warnings"]]
+    return "\n".join(lines)
+
+
+def first_line(error: Exception) -> str:
+    """An exception in one line (Spark's can be pages long): for an error in the JVM, its root cause."""
+    java = getattr(error, "java_exception", None)
+    if java is not None:
+        while java.getCause() is not None:
+            java = java.getCause()
+        text = str(java.toString())
+    else:
+        text = f"{type(error).__name__}: {error}"
+    return (text.strip().splitlines() or [type(error).__name__])[0][:500]

@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 # Absolute imports: spark-submit runs this file as a script (the package must be importable: installed,
 # or shipped with --py-files).
 from status_store.analytics.analysis import Analysis, analyze, retained
-from status_store.analytics.console import Progress, default_log_file, logging_to
+from status_store.analytics.console import Progress, default_log_file, first_line, logging_to, summary_text
 from status_store.analytics.history import parse_history_records
 from status_store.analytics.incremental import (
     HISTORY_COUNTERS,
@@ -448,14 +448,6 @@ def _batch(out: OutputDir) -> str:
     return f"{STATE_DIR}/records/{out.run_id}"
 
 
-def summary_text(summary: dict[str, Any]) -> str:
-    """The summary for a terminal."""
-    lines = [f"Outputs in {summary['out']}" + (f"; report: {summary['report']}" if "report" in summary else "")]
-    lines += [f"  {name}: {value}" for name, value in sorted(summary["counters"].items())]
-    lines += [f"  warning: {warning}" for warning in summary["warnings"]]
-    return "\n".join(lines)
-
-
 def execute(args: argparse.Namespace) -> int:
     """Run the job for parsed options and print the summary. Exit codes: 0 done (perhaps with warnings),
     1 the run failed (nothing written), 2 bad options or no Java."""
@@ -481,23 +473,11 @@ def _run_and_print(args: argparse.Namespace, log_file: Path) -> int:
             return 2
         if not isinstance(e, RunFailed):
             log.exception("the run failed")
-        reason = str(e) if isinstance(e, RunFailed) else _first_line(e)
+        reason = str(e) if isinstance(e, RunFailed) else first_line(e)
         print(f"status-store analyze: failed: {reason} (log: {log_file})", file=sys.stderr)
         return 1
     print(summary_text(summary), flush=True)
     return 0
-
-
-def _first_line(error: Exception) -> str:
-    """An exception in one line (Spark's can be pages long): for an error in the JVM, its root cause."""
-    java = getattr(error, "java_exception", None)
-    if java is not None:
-        while java.getCause() is not None:
-            java = java.getCause()
-        text = str(java.toString())
-    else:
-        text = f"{type(error).__name__}: {error}"
-    return (text.strip().splitlines() or [type(error).__name__])[0][:500]
 
 
 def main(argv: list[str] | None = None) -> int:

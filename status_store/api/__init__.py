@@ -1,5 +1,5 @@
 """The HTTP API: FastAPI app (``app``), one router per resource (``routes/``), the status page (``ui/``), and the HTTP
-server's bounds (``http_server``).
+server's bounds (``http_server``) with its log limits (``http_logs``).
 
 Their parts: ``routing`` (every endpoint's route class: a write authenticated and its media type checked first),
 ``middleware`` (Connect's path rules, body limits, request metrics), ``deps`` (what the routers share: the store, path

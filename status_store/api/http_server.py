@@ -45,14 +45,12 @@ uvicorn writes an answer's head and its body separately, which costs every answe
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import resource
 import socket
 import ssl
 import struct
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -62,6 +60,7 @@ from prometheus_client.registry import Collector
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from ..logs import RateLimit
+from .http_logs import LIMIT_LOG_INTERVAL_S
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +82,6 @@ PROBE_REQUESTS = tuple(f"{method} /{path}{end}".encode() for method in ("GET", "
                        for end in (" ", "?"))
 # Linux silently lowers a listen() backlog to this sysctl (the kernel's own default where it cannot be read).
 _SOMAXCONN = Path("/proc/sys/net/core/somaxconn")
-# A line about a limit that clients can reach at will is logged at most once per this long.
-LIMIT_LOG_INTERVAL_S = 10.0
-# asyncio's message (selector_events.py) when accept() fails for lack of file descriptors or memory.
-_ACCEPT_ERROR = "socket.accept() out of system resource"
 
 
 def connection_limit(max_connections: int = MAX_CONNECTIONS) -> int:
@@ -463,54 +458,3 @@ class BoundedServer(uvicorn.Server):
                 # listening socket, listen() again only sets the backlog; the connections queued stay.
                 with sock.dup() as listening:
                     listening.listen(backlog)
-
-
-@contextlib.contextmanager
-def client_log_limits(loop: asyncio.AbstractEventLoop, clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
-    """While in effect, the log lines any client can cause at will are let through at most once per
-    ``LIMIT_LOG_INTERVAL_S`` each: asyncio's accept() failure (without its traceback; other loop errors go
-    to the handler that was there before), and uvicorn's warnings about a request (``Invalid HTTP request
-    received.``, an unsupported upgrade), one line per request otherwise."""
-    accept_limit = RateLimit(LIMIT_LOG_INTERVAL_S, clock)
-    previous = loop.get_exception_handler()
-
-    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        if context.get("message") == _ACCEPT_ERROR:
-            accept_limit.log(log, logging.ERROR, "Cannot accept HTTP connections: %s (asyncio retries in 1 s)",
-                             context.get("exception"))
-        elif previous is not None:
-            previous(loop, context)
-        else:
-            loop.default_exception_handler(context)
-
-    warnings = _RateLimitedWarnings(clock)
-    uvicorn_log = logging.getLogger("uvicorn.error")
-    loop.set_exception_handler(handle)
-    uvicorn_log.addFilter(warnings)
-    try:
-        yield
-    finally:
-        uvicorn_log.removeFilter(warnings)
-        loop.set_exception_handler(previous)
-
-
-class _RateLimitedWarnings(logging.Filter):
-    """Each warning (by its message text) at most once per ``LIMIT_LOG_INTERVAL_S``; uvicorn's warnings
-    are fixed texts, so there are few."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        super().__init__()
-        self._clock = clock
-        self._limits: dict[str, RateLimit] = {}
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno != logging.WARNING:
-            return True
-        key = str(record.msg)
-        limit = self._limits.get(key)
-        if limit is None:
-            limit = self._limits[key] = RateLimit(LIMIT_LOG_INTERVAL_S, self._clock)
-        held = limit.take()
-        if held:
-            record.msg, record.args = f"{record.getMessage()} (and {held} more like it since the last one logged)", ()
-        return held is not None

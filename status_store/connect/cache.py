@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from . import codec
-from .codec import GarbledValue, StatusValue
+from .codec import GarbledValue, StatusValue, connector_status, task_status
 from .model import (
     ConnectorKey,
     ConnectorStatus,
@@ -493,13 +493,3 @@ class FleetView:
 
     def connector_type(self, connector: str) -> str:
         return self._types.get(connector, "unknown")
-
-
-def connector_status(connector: str, value: StatusValue) -> ConnectorStatus:
-    """A connector's status from its decoded record value."""
-    return ConnectorStatus(connector, value.state, value.worker_id, value.generation, value.trace, value.version)
-
-
-def task_status(task: TaskId, value: StatusValue) -> TaskStatus:
-    """A task's status from its decoded record value."""
-    return TaskStatus(task, value.state, value.worker_id, value.generation, value.trace, value.version)

@@ -19,7 +19,7 @@ import re
 from typing import Any, NamedTuple, TypeGuard
 
 from .jackson import read_value
-from .model import UNVERSIONED, PluginVersion, State, TopicStatus, Unversioned
+from .model import UNVERSIONED, ConnectorStatus, PluginVersion, State, TaskId, TaskStatus, TopicStatus, Unversioned
 
 # Jackson's escapes: the two mandatory ones, the five short forms, \u00XX (upper-case) for the rest.
 _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -264,3 +264,13 @@ def _narrow(value: int, bits: int) -> int:
     """The low ``bits`` bits of an integer, as a signed number (Java's narrowing conversions)."""
     half = 1 << (bits - 1)
     return (value + half) % (1 << bits) - half
+
+
+def connector_status(connector: str, value: StatusValue) -> ConnectorStatus:
+    """A connector's status from its decoded record value."""
+    return ConnectorStatus(connector, value.state, value.worker_id, value.generation, value.trace, value.version)
+
+
+def task_status(task: TaskId, value: StatusValue) -> TaskStatus:
+    """A task's status from its decoded record value."""
+    return TaskStatus(task, value.state, value.worker_id, value.generation, value.trace, value.version)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..connect import codec
-from ..connect.cache import connector_status, task_status
+from ..connect.codec import connector_status, task_status
 from ..connect.model import ConnectorKey, Status, TaskId, TaskKey, parse_key
 from ..retry.updates import StatusUpdate, UpdateKind
 from .spool import Spool, SpooledUpdate
