@@ -17,8 +17,8 @@ refuses come back. An update that runs out of retries is parked (the service's d
 Variants: held partitions (``status.storage.retry.mode=partition``, the default: one probe at a time,
 a shared release rate) and per-update retries with each jitter mode, with and without a retry budget.
 
-Time is virtual: the asyncio loop's clock jumps to the next timer instead of sleeping, so minutes of
-fleet time take seconds and every run with the same seed gives the same figures. Only the broker is
+Time is virtual (``harness.virtual_clock``): the asyncio loop's clock jumps to the next timer instead of sleeping,
+so minutes of fleet time take seconds and every run with the same seed gives the same figures. Only the broker is
 simulated (an answer after RTT, from the capacity rule); the retry queue, the backoff policies and the
 budget are the service's own code, run as the service runs them.
 
@@ -35,7 +35,6 @@ import asyncio
 import logging
 import math
 import random
-import selectors
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from typing import Any
 from confluent_kafka import KafkaError, murmur2
 
 from bench import BenchParser, write_json
+from harness.virtual_clock import VirtualTimeLoop
 from status_store.errors import WriteFailedError
 from status_store.retry import holds
 from status_store.retry.backoff import Backoff, JitterMode, RetryMode, backoff_policy
@@ -60,34 +60,6 @@ INITIAL_MS, MAX_MS, MULTIPLIER = 300, 10000, 2.0
 PROBE_MAX_MS = 1000
 # Partitions of each sidecar's status topic (Connect's default).
 PARTITIONS = 5
-
-
-# ----------------------------------------------------------------------------- virtual time
-
-
-class _JumpingSelector(selectors.DefaultSelector):
-    """Instead of waiting ``timeout`` seconds for I/O (there is none), move the loop's clock on by it."""
-
-    def __init__(self, loop: VirtualTimeLoop) -> None:
-        super().__init__()
-        self._loop = loop
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout is None:
-            raise RuntimeError("the simulation waits for nothing that can happen (no timer is set)")
-        self._loop.virtual_now += timeout
-        return []
-
-
-class VirtualTimeLoop(asyncio.SelectorEventLoop):
-    """An asyncio loop whose clock only moves when nothing is ready to run."""
-
-    def __init__(self) -> None:
-        self.virtual_now = 0.0
-        super().__init__(_JumpingSelector(self))
-
-    def time(self) -> float:
-        return self.virtual_now
 
 
 # ----------------------------------------------------------------------------- the broker and the fleet

@@ -1,7 +1,7 @@
 """The retry queue's state of keys and partitions, each class with the small steps that change it: a key's
 slot, a held partition with its line of waiting keys, its writes in flight and its probe, the cluster-wide probe,
 and the release's rate. Pure: no clock, no scheduling, no sending (``partition_gate`` moves the partitions and
-the release; ``key_writes`` the slots, ``key_slots`` their parked updates)."""
+the release; ``key_writes`` and ``key_sends`` the slots, ``key_slots`` their parked updates)."""
 
 from __future__ import annotations
 
