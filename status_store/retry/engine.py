@@ -46,7 +46,8 @@ class Engine:
         scheduler: Scheduler[StatusUpdate | GateTimer] = Scheduler()
         self._scheduler = scheduler
         self._ledger = Ledger(name, scheduler)
-        self._gate = PartitionGate(name, scheduler, policy.mode, policy.probe_backoff or policy.backoff)
+        self._gate = PartitionGate(name, scheduler, policy.mode, policy.probe_backoff or policy.backoff,
+                                   policy.release)
         self._slots = KeySlots(coalesce, route, self._gate)
         self._timing = RetryTiming(policy, scheduler)
         self._sends = KeySends(policy, self._slots, scheduler, self._gate, self._ledger, self._timing)

@@ -37,7 +37,7 @@ from collections.abc import Generator
 from .backoff import Backoff, RetryMode
 from .holds import ClusterProbe, Partition, Release, Slot
 from .scheduler import LogWindow, Scheduler
-from .updates import StatusUpdate
+from .updates import ReleasePace, StatusUpdate
 
 # The retry queue's parts all log under its name (what an operator's logging configuration names).
 log = logging.getLogger("status_store.retry.queue")
@@ -58,14 +58,14 @@ class PartitionGate:
     parked updates' place in the lines."""
 
     def __init__(self, name: str, scheduler: Scheduler[StatusUpdate | GateTimer], mode: RetryMode,
-                 probe_backoff: Backoff) -> None:
+                 probe_backoff: Backoff, pace: ReleasePace) -> None:
         self.name = name
         self._mode = mode
         self.probe_backoff = probe_backoff
         self._scheduler = scheduler
         self._partitions: dict[int, Partition] = {}
         self._cluster = ClusterProbe()
-        self._release = Release()
+        self._release = Release(pace)
         self.probes_total = 0
         # The summary line's window on the scheduler, and when it closes (None: no line is due).
         self._summary = LogWindow()
