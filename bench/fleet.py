@@ -17,8 +17,8 @@ refuses come back. An update that runs out of retries is parked (the service's d
 Variants: held partitions (``status.storage.retry.mode=partition``, the default: one probe at a time,
 a shared release rate) and per-update retries with each jitter mode, with and without a retry budget.
 
-Time is virtual: the asyncio loop's clock jumps to the next timer instead of sleeping, so minutes of
-fleet time take seconds and every run with the same seed gives the same figures. Only the broker is
+Time is virtual (``harness.virtual_clock``): the asyncio loop's clock jumps to the next timer instead of sleeping,
+so minutes of fleet time take seconds and every run with the same seed gives the same figures. Only the broker is
 simulated (an answer after RTT, from the capacity rule); the retry queue, the backoff policies and the
 budget are the service's own code, run as the service runs them.
 
@@ -35,7 +35,6 @@ import asyncio
 import logging
 import math
 import random
-import selectors
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -45,13 +44,21 @@ from typing import Any
 from confluent_kafka import KafkaError, murmur2
 
 from bench import BenchParser, write_json
+from harness.virtual_clock import VirtualTimeLoop
 from status_store.errors import WriteFailedError
-from status_store.retry import holds
 from status_store.retry.backoff import Backoff, JitterMode, RetryMode, backoff_policy
 from status_store.retry.budget import BudgetSettings, RetryBudget
 from status_store.retry.delivery import Delivery, DoneCallback
 from status_store.retry.queue import RetryQueue
-from status_store.retry.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
+from status_store.retry.updates import (
+    Outcome,
+    ReleasePace,
+    Result,
+    RetryListener,
+    RetryPolicy,
+    StatusUpdate,
+    UpdateKind,
+)
 
 NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
 WINDOW_S = 0.1
@@ -60,34 +67,6 @@ INITIAL_MS, MAX_MS, MULTIPLIER = 300, 10000, 2.0
 PROBE_MAX_MS = 1000
 # Partitions of each sidecar's status topic (Connect's default).
 PARTITIONS = 5
-
-
-# ----------------------------------------------------------------------------- virtual time
-
-
-class _JumpingSelector(selectors.DefaultSelector):
-    """Instead of waiting ``timeout`` seconds for I/O (there is none), move the loop's clock on by it."""
-
-    def __init__(self, loop: VirtualTimeLoop) -> None:
-        super().__init__()
-        self._loop = loop
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout is None:
-            raise RuntimeError("the simulation waits for nothing that can happen (no timer is set)")
-        self._loop.virtual_now += timeout
-        return []
-
-
-class VirtualTimeLoop(asyncio.SelectorEventLoop):
-    """An asyncio loop whose clock only moves when nothing is ready to run."""
-
-    def __init__(self) -> None:
-        self.virtual_now = 0.0
-        super().__init__(_JumpingSelector(self))
-
-    def time(self) -> float:
-        return self.virtual_now
 
 
 # ----------------------------------------------------------------------------- the broker and the fleet
@@ -156,10 +135,10 @@ class Variant:
     def backoff(self, rng: random.Random, max_ms: float = MAX_MS) -> Backoff:
         return backoff_policy(self.mode, INITIAL_MS, max_ms, MULTIPLIER, self.jitter, rng.random)
 
-    def policy(self, rng: random.Random, max_retries: int) -> RetryPolicy:
+    def policy(self, rng: random.Random, max_retries: int, release: ReleasePace) -> RetryPolicy:
         budget = RetryBudget(self.budget) if self.budget is not None else None
         return RetryPolicy(self.backoff(rng), max_retries, None, budget, self.retry_mode,
-                           self.backoff(rng, min(MAX_MS, self.probe_max_ms)))
+                           self.backoff(rng, min(MAX_MS, self.probe_max_ms)), release=release)
 
 
 def partition_of(key: str) -> int:
@@ -186,7 +165,8 @@ async def simulate(variant: Variant, args: argparse.Namespace) -> Result_:
     for sidecar in range(args.sidecars):
         rng = random.Random(args.seed * 100_003 + sidecar)
         outcomes = Outcomes()
-        queue = RetryQueue(broker.send, variant.policy(rng, args.max_retries), [outcomes], route=partition_of)
+        policy = variant.policy(rng, args.max_retries, args.release)
+        queue = RetryQueue(broker.send, policy, [outcomes], route=partition_of)
         if args.exhausted == "park":
             queue.park_after_last_retry()
         queues.append(queue)
@@ -226,6 +206,12 @@ def budget_settings(text: str) -> BudgetSettings:
     """``tokens,ratio,floor`` from the command line."""
     tokens, ratio, floor = (float(part) for part in text.split(","))
     return BudgetSettings(tokens, ratio, floor)
+
+
+def release_pace(text: str) -> ReleasePace:
+    """``first,pace_ms`` from the command line."""
+    first, pace_ms = text.split(",")
+    return ReleasePace(int(first), float(pace_ms) / 1000)
 
 
 def variants(args: argparse.Namespace) -> list[Variant]:
@@ -316,16 +302,14 @@ def main() -> None:
     parser.add_argument("--probe-max-ms", type=float, action="append",
                         help="held partitions: a cap on the probes' backoff to try (repeatable)")
     parser.add_argument("--only", help="run only the variants whose name contains this")
-    parser.add_argument("--release", help="first batch,pace ms of a released partition (tuning)")
+    parser.add_argument("--release", type=release_pace, default=ReleasePace(),
+                        help="first batch,pace ms of a released partition (tuning; default: the service's)")
     parser.add_argument("--exhausted", choices=["park", "drop"], default="park",
                         help="what happens after the last retry (the service's default: park)")
     parser.add_argument("--chart", type=Path, help="write the chart (PNG) here")
     args = parser.parse()
     if not args.budget:
         args.budget = [BudgetSettings(10, 0.1, 1.0), BudgetSettings(10, 0.5, 1.0)]  # gRPC's example ratio; ours
-    if args.release:
-        first, pace = args.release.split(",")
-        holds.FIRST_RELEASE, holds.RELEASE_PACE_S = int(first), float(pace) / 1000
     if not args.probe_max_ms:
         args.probe_max_ms = [PROBE_MAX_MS]
     logging.getLogger("status_store").setLevel(logging.CRITICAL)  # one line per failed update: thousands

@@ -15,6 +15,7 @@ shipped, never imported by ``status_store``; ``tests/`` and ``bench/`` both impo
 - ``history_gen``: generated status history; ``pandas_history``, ``duckdb_history``: the analytics' baselines and
   differential oracles, compared by ``history_compare``; ``spark_cluster``: a Spark standalone cluster.
 - ``certs``: a test's own CA and certificates (PEM, PKCS#12, JKS) for the secured brokers, workers and sidecar.
+- ``virtual_clock``: an asyncio loop whose clock jumps to its next timer (simulations with no real I/O).
 """
 
 from __future__ import annotations

@@ -13,9 +13,8 @@ import pytest
 from status_store.errors import WriteFailedError
 from status_store.retry.backoff import AdditiveJitter, RetryMode
 from status_store.retry.delivery import Delivery, DoneCallback
-from status_store.retry.holds import FIRST_RELEASE
 from status_store.retry.queue import RetryQueue
-from status_store.retry.updates import Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
+from status_store.retry.updates import ReleasePace, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
 # No jitter: every backoff is exactly 100 ms * 2^n, at most 800 ms.
 BACKOFF = AdditiveJitter(100, 800, 2.0, 0.0)
@@ -273,7 +272,7 @@ def test_a_probe_that_gets_through_releases_the_line_in_batches_that_double() ->
         batches.append(len(g.kafka.write_all()))
         g.clock.advance(0.025)  # the release's pace
     # Slow start: a first small batch, twice as large after each batch that all got through (the probe, then 40).
-    assert batches == [FIRST_RELEASE, 4, 8, 16, 10]
+    assert batches == [ReleasePace().first, 4, 8, 16, 10]
     assert all(u.outcome is not None and u.outcome.result is Result.WRITTEN for u in waiting)
     assert g.queue.held_partitions == []
     assert g.queue.unsettled == 0

@@ -1,6 +1,6 @@
-"""The retry engine sends nothing itself: its parts decide a record to send (``commands.Send``) and record the attempt
-as in flight; the queue hands the records to the producer after each event, and each delivery report, or the
-producer's refusal, back to the engine. On a clock of the test's own, with plain lists: no event loop, no Kafka."""
+"""The retry engine sends nothing itself: it decides a record to send (``commands.Send``) and records the attempt as in
+flight; the queue hands the records to the producer after each event, and each delivery report, or the producer's
+refusal, back to the engine. On a clock of the test's own, with plain lists: no event loop, no Kafka."""
 
 from __future__ import annotations
 
@@ -12,14 +12,8 @@ from status_store.errors import StoreClosedError, WriteFailedError
 from status_store.retry.backoff import RetryMode
 from status_store.retry.commands import Send, Settle
 from status_store.retry.delivery import Delivery, DoneCallback
-from status_store.retry.holds import Slot
-from status_store.retry.key_slots import KeySlots
-from status_store.retry.key_writes import KeyWrites
-from status_store.retry.ledger import Ledger
-from status_store.retry.partition_gate import GateTimer, PartitionGate
+from status_store.retry.engine import Engine
 from status_store.retry.queue import RetryQueue
-from status_store.retry.scheduler import Scheduler
-from status_store.retry.timing import RetryTiming
 from status_store.retry.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
 from .test_partition_gate import BACKOFF, FakeClock, ScriptedKafka
@@ -30,46 +24,35 @@ def partition_of(key: str) -> int:
     return int(key[-1])
 
 
-class Wiring:
-    """What the queue wires between the parts: the gate's sends from a line go to the keys' writes."""
-
-    keys: KeyWrites | None = None
-
-    def send_from_line(self, slot: Slot) -> StatusUpdate | None:
-        assert self.keys is not None
-        return self.keys.send_from_line(slot)
-
-
 @dataclasses.dataclass
 class Parts:
-    """The engine's parts as the queue wires them, without the queue: the test hands them each event with its time
-    (a number it moves itself) and takes the records they decide."""
+    """The engine without the queue: the test hands it each event with its time (a number it moves itself) and takes
+    the commands it leaves."""
 
-    keys: KeyWrites
-    ledger: Ledger
+    engine: Engine
     now: float = 1000.0
     # The outcomes the engine decided (its ``Settle`` effects), by update number.
     settled: dict[int, Outcome] = dataclasses.field(default_factory=dict)
 
     def outcome(self, update: StatusUpdate) -> Outcome | None:
         """The update's outcome, if the engine has decided one (the queue would have given it to the handle)."""
-        for effect in self.ledger.take_effects():
+        for effect in self.engine.take_effects():
             if isinstance(effect, Settle):
                 self.settled[effect.update.number] = effect.outcome
         return self.settled.get(update.number)
 
     def put(self, key: str, value: str) -> StatusUpdate:
         update = StatusUpdate(key, value.encode(), UpdateKind.CONNECTOR)
-        self.keys.submit(update, self.now)
+        self.engine.submit(update, self.now)
         return update
 
     def settle(self, send: Send, delivery: Delivery | None, error: WriteFailedError | None = None) -> None:
         """The record's delivery report, now."""
-        self.keys.settled(send.attempt, delivery, error, self.now)
+        self.engine.settled(send.attempt, delivery, error, self.now)
 
     def taken(self) -> list[Send]:
         """The records decided since the last call."""
-        return self.keys.take_sends()
+        return self.engine.take_sends()
 
     def sends(self) -> list[tuple[bytes, bytes | None]]:
         """The same, as (key, value)."""
@@ -78,27 +61,20 @@ class Parts:
     def advance(self, seconds: float) -> None:
         """Move time on by ``seconds``, handing the engine ``due`` at each time it asked to be woken on the way."""
         end = self.now + seconds
-        wake = self.keys.wake()
+        wake = self.engine.wake()
         for _ in range(10_000):
             if wake is None or wake.at > end:
                 break
             self.now = max(self.now, wake.at)
-            wake = self.keys.due(self.now)
+            wake = self.engine.due(self.now)
         else:
             raise AssertionError("the engine kept asking to be woken")
         self.now = end
 
 
 def parts(timeout: float | None = None) -> Parts:
-    """The parts on a partitioner by a key's last digit; ``timeout``: each update's time bound (seconds)."""
-    policy = RetryPolicy(BACKOFF, 100, timeout, mode=RetryMode.PARTITION)
-    wiring = Wiring()
-    scheduler: Scheduler[StatusUpdate | GateTimer] = Scheduler()
-    ledger = Ledger("status", scheduler)
-    gate = PartitionGate("status", scheduler, policy.mode, BACKOFF, wiring.send_from_line)
-    slots = KeySlots(True, partition_of, gate)
-    wiring.keys = KeyWrites(policy, slots, scheduler, gate, ledger, RetryTiming(policy, scheduler))
-    return Parts(wiring.keys, ledger)
+    """The engine on a partitioner by a key's last digit; ``timeout``: each update's time bound (seconds)."""
+    return Parts(Engine(RetryPolicy(BACKOFF, 100, timeout, mode=RetryMode.PARTITION), partition_of))
 
 
 def test_the_outbox_holds_each_record_once_in_the_order_decided() -> None:

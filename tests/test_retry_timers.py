@@ -34,13 +34,13 @@ def held(p: Parts) -> StatusUpdate:
 def test_the_engine_asks_to_be_woken_at_its_earliest_timer_and_fires_nothing_before() -> None:
     p = parts()
     held(p)
-    wake = p.keys.wake()
+    wake = p.engine.wake()
     assert wake is not None
     assert wake.at == pytest.approx(1000.1)  # the probe's time: 100 ms, no jitter
     # Woken early (a timer set for a time since passed by nothing): nothing fires, and it asks again.
-    assert p.keys.due(wake.at - 0.01) == wake
+    assert p.engine.due(wake.at - 0.01) == wake
     assert p.taken() == []
-    after = p.keys.due(wake.at)
+    after = p.engine.due(wake.at)
     assert p.sends() == [(b"a0", b"v")]
     # The probe is in flight: what is left is the held partition's summary line, a minute after the hold.
     assert after == WakeAt(1060.0)
@@ -53,7 +53,7 @@ def test_a_stop_holds_back_the_timers_set_before_it_until_a_new_one_is_set() -> 
     p.advance(0.1)
     probe = p.taken()
     assert [(s.key, s.value) for s in probe] == [(b"a0", b"v")]
-    p.keys.stop(p.now)
+    p.engine.stop(p.now)
     assert p.taken() == []  # the partition's probe is out: the stop sends none of its own
     # Past b0's bound: its timer is held back (only the summary line's window still closes).
     p.advance(20.0)
@@ -78,14 +78,14 @@ def test_failures_after_the_first_are_summed_up_when_the_window_closes(caplog: p
     for send in others:
         p.settle(send, None, WriteFailedError(send.key.decode(), 1, "INVALID_RECORD", "scripted"))
     assert len(caplog.records) == 1
-    assert p.keys.wake() == WakeAt(1060.0)
+    assert p.engine.wake() == WakeAt(1060.0)
     p.advance(30.0)
     assert caplog.records[-1].getMessage() == (
         "2 more status update(s) to the status topic failed in the last 60 s, e.g. k1, k2")
     # The next window closes with nothing failed in it: no line, and no window left open.
     p.advance(60.0)
     assert len(caplog.records) == 2
-    assert p.keys.wake() is None
+    assert p.engine.wake() is None
 
 
 def test_a_held_partition_is_summed_up_once_a_minute_until_it_is_released(caplog: pytest.LogCaptureFixture) -> None:
@@ -98,10 +98,10 @@ def test_a_held_partition_is_summed_up_once_a_minute_until_it_is_released(caplog
                          "1 probe(s) sent so far"]
     # Released: the probe in flight is written; the next window closes without a line, and none opens after it.
     p.settle(p.taken()[-1], Delivery(0, 2))
-    assert p.keys.wake() == WakeAt(1120.0)
+    assert p.engine.wake() == WakeAt(1120.0)
     p.advance(60.0)
     assert sum("held, the longest" in r.getMessage() for r in caplog.records) == 1
-    assert p.keys.wake() is None
+    assert p.engine.wake() is None
 
 
 def test_the_views_read_between_events_take_the_queues_clock() -> None:

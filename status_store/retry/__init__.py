@@ -2,13 +2,14 @@
 retries, per-key coalescing, held partitions, probes and a ramped release).
 
 ``queue.RetryQueue`` is its one public face; ``updates`` holds what a caller sees (the ``StatusUpdate`` handle, its
-``Outcome``, ``RetryListener``, ``RetryPolicy``). Its parts, bottom up (each imports only parts below it):
+``Outcome``, ``RetryListener``, ``RetryPolicy``). Under the queue, ``engine.Engine`` is the state machine without
+I/O that decides everything; its parts are private to it. Bottom up (each imports only parts below it):
 ``backoff``, ``budget``, ``delivery`` -> ``updates`` -> ``scheduler`` -> ``holds`` -> ``commands`` -> ``ledger``
--> ``partition_gate`` -> ``timing`` -> ``key_slots`` -> ``key_writes`` -> ``queue``. The engine's parts keep no
-clock: every event gives them its time, and they decide the records to send and when to be woken next as commands;
-the queue, the one layer with a clock, hands the records to a ``Send`` callable (``delivery``) and keeps one loop
-timer. It knows nothing of Kafka's clients, the store, the spool or the HTTP API; what happens after an update's last
-retry is the store's policy (``durable.after_retry``), not the engine's.
+-> ``partition_gate`` -> ``timing`` -> ``key_slots`` -> ``key_sends`` -> ``key_writes`` -> ``engine`` -> ``queue``.
+The engine keeps no clock: every event gives it its time, and it decides the records to send and when to be woken
+next as commands; the queue, the one layer with a clock, hands the records to a ``Send`` callable (``delivery``) and
+keeps one loop timer. It knows nothing of Kafka's clients, the store, the spool or the HTTP API; what happens after an
+update's last retry is the store's policy (``durable.after_retry``), not the engine's.
 
 May import: ``status_store.connect``, ``status_store.errors`` and the standard library.
 """

@@ -3,8 +3,8 @@
 The engine decides and records; the queue (``queue.RetryQueue``) does: after each event it hands the engine (a
 submission, a timer, a delivery report, a park, a partition writable again, a stop), each given the time it came, it
 takes the commands the event left and carries them out, in order (the records to send), hands back what came of them
-as new events (``key_writes.KeyWrites.settled`` and ``not_sent``), and keeps its one loop timer at the time the engine
-asks to be woken (``WakeAt``, handed back as ``KeyWrites.due``). It applies the outcomes (``Settle``) and tells the
+as new events (``engine.Engine.settled`` and ``not_sent``), and keeps its one loop timer at the time the engine
+asks to be woken (``WakeAt``, handed back as ``Engine.due``). It applies the outcomes (``Settle``) and tells the
 listeners (``Notify``) after the step, in the order the step decided them, before it sends the step's records: the
 order of effects the queue had when the listeners were called inside the step (docs/design/retry-engine.md).
 """

@@ -1,23 +1,21 @@
 """The retry queue's state of keys and partitions, each class with the small steps that change it: a key's
 slot, a held partition with its line of waiting keys, its writes in flight and its probe, the cluster-wide probe,
 and the release's rate. Pure: no clock, no scheduling, no sending (``partition_gate`` moves the partitions and
-the release; ``key_writes`` the slots, ``key_slots`` their parked updates)."""
+the release; ``key_writes`` and ``key_sends`` the slots, ``key_slots`` their parked updates)."""
 
 from __future__ import annotations
 
 import collections
 
-from .updates import StatusUpdate
+from .updates import ReleasePace, StatusUpdate
 
 # Released partitions send their waiting updates at a rate the whole queue shares (the cluster's capacity is
-# what they share), in batches at most RELEASE_PACE_S apart, like TCP's congestion control: FIRST_RELEASE
-# updates per RELEASE_PACE_S at first, twice the rate after each batch that all succeeded (slow start) until
-# one fails; from then on RELEASE_GROWTH times the rate after a success and half after a failure. A failure
+# what they share), in batches at most a pace (``ReleasePace.pace_s``) apart, like TCP's congestion control:
+# ``ReleasePace.first`` updates per pace at first, twice the rate after each batch that all succeeded (slow start)
+# until one fails; from then on RELEASE_GROWTH times the rate after a success and half after a failure. A failure
 # halves the rate and a success grows it by less, so senders sharing a cluster settle where about one batch in
 # six fails (0.17 * log 2 = 0.83 * log 1.15), not one in two. Below one update per the probes' longest
 # interval the partitions are stalled behind probes again. A batch goes when the one before has settled.
-FIRST_RELEASE = 2
-RELEASE_PACE_S = 0.025
 RELEASE_GROWTH = 1.15
 
 
@@ -315,10 +313,12 @@ class ClusterProbe:
 class Release:
     """The queue's release batches: the rate (updates per second), the updates of the batch in flight."""
 
-    __slots__ = ("due", "failed", "inflight", "rate", "slow_start", "started")
+    __slots__ = ("_first_rate", "_pace_s", "due", "failed", "inflight", "rate", "slow_start", "started")
 
-    def __init__(self) -> None:
-        self.rate = FIRST_RELEASE / RELEASE_PACE_S
+    def __init__(self, pace: ReleasePace) -> None:
+        self._pace_s = pace.pace_s
+        self._first_rate = pace.first / pace.pace_s
+        self.rate = self._first_rate
         self.slow_start = True
         self.due: float | None = None
         self.inflight: set[int] = set()
@@ -361,12 +361,12 @@ class Release:
     @property
     def size(self) -> int:
         """Updates in the next batch: what the rate allows in one pace interval, at least one."""
-        return max(1, round(self.rate * RELEASE_PACE_S))
+        return max(1, round(self.rate * self._pace_s))
 
     @property
     def interval(self) -> float:
         """Time from one batch's start to the next's at the current rate."""
-        return max(RELEASE_PACE_S, 1 / self.rate)
+        return max(self._pace_s, 1 / self.rate)
 
     def adjust(self) -> None:
         """The batch in flight has settled: halve the rate after a failure, double it in slow start, else grow
@@ -377,8 +377,8 @@ class Release:
         elif self.slow_start:
             self.rate *= 2
         else:
-            self.rate *= min(2.0, RELEASE_GROWTH ** (self.interval / RELEASE_PACE_S))
+            self.rate *= min(2.0, RELEASE_GROWTH ** (self.interval / self._pace_s))
 
     def restart(self) -> None:
         """Everything released: the next outage's release starts afresh."""
-        self.rate, self.slow_start = FIRST_RELEASE / RELEASE_PACE_S, True
+        self.rate, self.slow_start = self._first_rate, True

@@ -5,7 +5,7 @@ nothing of Kafka, and of keys only their place in a partition's line.
 - **An outage is one event, not thousands** (``RetryMode.PARTITION``, the default). When a write to a
   partition fails with a retriable error, the partition is *held*: its updates stop retrying one by
   one and wait, in order, while one *probe* at a time (the oldest waiting update, at its key's latest
-  value, or first one that may still land: ``key_writes``) goes out on the probe schedule (KIP-1278's
+  value, or first one that may still land: ``key_sends``) goes out on the probe schedule (KIP-1278's
   backoff, capped at ``probe_backoff``'s maximum), counted from one probe's send to the next's: a probe that waited
   out its delivery bound in the producer's queue (the brokers away) is followed by the next at once, so that one is
   queued whenever the brokers come back, and goes as soon as the producer reaches one.
@@ -23,18 +23,21 @@ nothing of Kafka, and of keys only their place in a partition's line.
   like an outage, and is submitted again when the partition takes writes: the partition's probes are the parked
   updates' probes too.
 
-What goes out of a line is sent by the gate's owner (``SendFromLine``): the gate says which key goes, and when.
+What goes out of a line is sent by the gate's owner: a step of the gate that may send returns its ``Exits``, which
+hand the owner each key as it leaves a line and take back the update now in flight for it (None when none went: its
+owner abandoned it, or its bound passed), so the gate decides the next key on what came of the last, with no callback
+into its owner.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Generator
 
 from .backoff import Backoff, RetryMode
 from .holds import ClusterProbe, Partition, Release, Slot
 from .scheduler import LogWindow, Scheduler
-from .updates import StatusUpdate
+from .updates import ReleasePace, StatusUpdate
 
 # The retry queue's parts all log under its name (what an operator's logging configuration names).
 log = logging.getLogger("status_store.retry.queue")
@@ -42,9 +45,10 @@ log = logging.getLogger("status_store.retry.queue")
 # While a partition is held, a summary line is logged this often.
 SUMMARY_INTERVAL_S = 60.0
 
-# Send the update of a key just taken out of its partition's line (its waiting one, or its parked one submitted
-# again), outside the retry budget: the update when it is in flight now, else None.
-SendFromLine = Callable[[Slot], StatusUpdate | None]
+# The keys a step of the gate takes out of partitions' lines, one at a time: the owner sends each key's update (its
+# waiting one, or its parked one submitted again) outside the retry budget, and hands back the update when it is in
+# flight now, else None. A step that may send returns one; its owner drives it to its end (``key_sends.drive``).
+Exits = Generator[Slot, StatusUpdate | None, None]
 # What the gate puts on the scheduler: a partition's probe, the cluster's probe, the next release batch.
 GateTimer = Partition | ClusterProbe | Release
 
@@ -54,15 +58,14 @@ class PartitionGate:
     parked updates' place in the lines."""
 
     def __init__(self, name: str, scheduler: Scheduler[StatusUpdate | GateTimer], mode: RetryMode,
-                 probe_backoff: Backoff, send_from_line: SendFromLine) -> None:
+                 probe_backoff: Backoff, pace: ReleasePace) -> None:
         self.name = name
         self._mode = mode
         self.probe_backoff = probe_backoff
         self._scheduler = scheduler
-        self._send_from_line = send_from_line
         self._partitions: dict[int, Partition] = {}
         self._cluster = ClusterProbe()
-        self._release = Release()
+        self._release = Release(pace)
         self.probes_total = 0
         # The summary line's window on the scheduler, and when it closes (None: no line is due).
         self._summary = LogWindow()
@@ -125,12 +128,12 @@ class PartitionGate:
         """Every partition the queue writes to is stalled: the trouble is the cluster's."""
         return all(partition.stalled for partition in self._partitions.values())
 
-    def lined_up(self, partition: Partition) -> None:
+    def lined_up(self, partition: Partition) -> Exits:
         """A key was lined up in the held partition: probe it, or (releasing) send it with the next batch."""
         if not partition.releasing:
             self.arm_probe(partition)
         elif self._release.idle:
-            self._send_batch()
+            yield from self._send_batch()
 
     def arm_probe(self, partition: Partition) -> None:
         """Schedule the stalled partition's next probe: its own, or, while every partition is stalled, the
@@ -186,32 +189,32 @@ class PartitionGate:
         self._scheduler.push(now, 0, cluster)
         return True
 
-    def probe_stalled(self) -> None:
+    def probe_stalled(self) -> Exits:
         """One probe for each stalled partition with a line and no probe out (the queue stops: if one gets
         through, the release sends the rest within the stop's bound)."""
         for partition in self._partitions.values():
             if partition.stalled and partition.probe is None and partition.line:
-                self._send_probe(partition)
+                yield from self._send_probe(partition)
 
-    def fire(self, due: float, item: GateTimer) -> None:
+    def fire(self, due: float, item: GateTimer) -> Exits:
         """One of the gate's timers came due (skipped when it was moved or dropped since)."""
         if isinstance(item, Partition):
             if item.probe_due == due:
-                self._fire_probe(item)
+                yield from self._fire_probe(item)
         elif isinstance(item, Release):
             if item.due == due:
-                self._send_batch()
+                yield from self._send_batch()
         elif item.due == due:
-            self._fire_cluster_probe()
+            yield from self._fire_cluster_probe()
 
-    def _fire_probe(self, partition: Partition) -> None:
+    def _fire_probe(self, partition: Partition) -> Exits:
         partition.schedule_probe(None)
         if self._all_stalled():
             self.arm_probe(partition)  # the cluster's probe goes for it
         else:
-            self._send_probe(partition)
+            yield from self._send_probe(partition)
 
-    def _fire_cluster_probe(self) -> None:
+    def _fire_cluster_probe(self) -> Exits:
         self._cluster.schedule(None)
         stalled = [p for p in self._partitions.values() if p.stalled and p.probe is None]
         if not self._all_stalled():
@@ -220,16 +223,16 @@ class PartitionGate:
             return
         # The stalled partition probed longest ago goes (a line of parked updates too).
         for partition in sorted(stalled, key=lambda p: p.probed_at):
-            self._send_probe(partition)
+            yield from self._send_probe(partition)
             if partition.probe is not None:
                 self._cluster.went(partition.probe, self._scheduler.now())
                 return
 
-    def _send_probe(self, partition: Partition) -> None:
+    def _send_probe(self, partition: Partition) -> Exits:
         """Send the oldest waiting update of a stalled partition, at its key's latest value."""
         partition.probing(self._scheduler.now())
         while partition.stalled and partition.probe is None and partition.line:
-            update = self._send_from_line(partition.leave_line())
+            update = yield partition.leave_line()
             if update is not None:
                 partition.probe_went(update)
                 self.probes_total += 1
@@ -254,10 +257,10 @@ class PartitionGate:
             self._cluster.not_sent()
         self.probe_now(partition)
 
-    def written(self, partition: Partition) -> None:
+    def written(self, partition: Partition) -> Exits:
         """A write to the held partition succeeded: if it is stalled, its line goes out."""
         partition.wrote()
-        self._release_line(partition)
+        yield from self._release_line(partition)
 
     def settled(self, partition: Partition | None, number: int, failed: bool) -> None:
         """An update settled after the key's bookkeeping: count it in its release batch, or open its releasing
@@ -271,7 +274,7 @@ class PartitionGate:
 
     # ----------------------------------------------------------------------------- the ramped release
 
-    def _release_line(self, partition: Partition) -> None:
+    def _release_line(self, partition: Partition) -> Exits:
         """A write to a stalled partition succeeded: its line goes out in the queue's release batches. If every
         partition was stalled (the cluster's trouble), probe each other one at once: a write that got through
         says the cluster may take writes again."""
@@ -285,12 +288,12 @@ class PartitionGate:
                 if other.stalled and other.probe is None:
                     self.probe_now(other)
         if self._release.idle:
-            self._send_batch()
+            yield from self._send_batch()
 
     def _releasing(self) -> list[Partition]:
         return [p for p in self._partitions.values() if p.releasing]
 
-    def _send_batch(self) -> None:
+    def _send_batch(self) -> Exits:
         """Send the next release batch: what the rate allows in one interval, taken in turn from the releasing
         partitions."""
         release = self._release
@@ -302,7 +305,7 @@ class PartitionGate:
                 if not partition.line or not partition.releasing:
                     partitions.remove(partition)
                     continue
-                update = self._send_from_line(partition.leave_line())
+                update = yield partition.leave_line()
                 if update is not None:
                     release.sent(update.number)
                     if len(release.inflight) >= size:
@@ -353,7 +356,7 @@ class PartitionGate:
 
     # ----------------------------------------------------------------------------- parking
 
-    def park(self, slot: Slot, update: StatusUpdate) -> None:
+    def park(self, slot: Slot, update: StatusUpdate) -> Exits:
         """A failed update was parked in its key's slot (``key_slots``): the key waits in the partition's line, held
         like an outage."""
         partition = slot.partition
@@ -362,7 +365,7 @@ class PartitionGate:
             error = update.last_error.name if update.last_error is not None else "no error"
             self._start_hold(partition, f"an update ran out of retries ({error}) and is parked")
         partition.line_up(slot)
-        self.lined_up(partition)
+        yield from self.lined_up(partition)
 
     # ----------------------------------------------------------------------------- logging an outage
 

@@ -1,19 +1,9 @@
 """The retry queue: one scheduler on the event loop for every status write and its retries.
 
 ``RetryQueue`` is the queue's only public face (submit, results, flush, stop, the read-only views of
-``/retries`` and the metrics); it composes six parts, each readable alone, imported one way:
-
-- ``scheduler.Scheduler``: the timer heap (without a clock: every event carries its time), and the tick retries
-  and probes move to. Why one heap and not a sleeping coroutine per retry is said there.
-- ``ledger.Ledger``: every update from its submission to its outcome: numbers, the unsettled updates, the failure
-  log.
-- ``partition_gate.PartitionGate``: the outage state machine: held partitions, probes (a partition's and
-  the cluster's), the ramped release, parked keys' place in the lines (its state in ``holds.py``). An outage
-  is one event, not thousands.
-- ``key_slots.KeySlots``: the slot table: which updates each key has now (in flight, waiting, parked).
-- ``key_writes.KeyWrites``: each key's writes: per-key coalescing, attempts and their settling,
-  bounded retries, error classes, Connect's abandonment rules.
-- ``timing.RetryTiming``: when a key is retried on its own (per-update backoff, KIP-951, the retry budget).
+``/retries`` and the metrics). It drives one ``engine.Engine``, the state machine without I/O that decides every
+attempt, retry, hold, probe, release and outcome (its parts, each readable alone, are private to it: see
+``engine.py``).
 
 The queue is the one layer with a clock and an event loop: it hands the engine each event with its time, carries
 out the commands the event left (``commands``: the outcomes and the listeners' events, then the records to send), and
@@ -42,14 +32,8 @@ from typing import Protocol
 from ..errors import StoreClosedError, WriteFailedError, WriteRejectedError
 from .commands import Attempt, Effect, Settle, WakeAt
 from .delivery import Delivery, Send
-from .holds import Slot
-from .key_slots import KeySlots
-from .key_writes import KeyWrites
-from .ledger import Ledger
-from .partition_gate import GateTimer, PartitionGate
-from .scheduler import Scheduler
-from .timing import RetryTiming
-from .updates import Result, RetryListener, RetryPolicy, Route, StatusUpdate
+from .engine import Engine
+from .updates import RetryListener, RetryPolicy, Route, StatusUpdate
 
 log = logging.getLogger(__name__)
 
@@ -97,17 +81,11 @@ class RetryQueue:
         ``clock``: default, the running event loop of the first submission."""
         self.policy = policy
         self.name = name
-        scheduler: Scheduler[StatusUpdate | GateTimer] = Scheduler()
-        self._ledger = Ledger(name, scheduler)
+        self._engine = Engine(policy, route, name, coalesce)
         self._listeners = _Listeners(name, listeners)
         # Flushes waiting, each with the number it waits for every update before to be settled (marks only grow).
         self._flushes: list[tuple[int, asyncio.Future[None]]] = []
         self._flush_check_scheduled = False
-        self._gate = PartitionGate(name, scheduler, policy.mode, policy.probe_backoff or policy.backoff,
-                                   self._send_from_line)
-        self._slots = KeySlots(coalesce, route, self._gate)
-        self._timing = RetryTiming(policy, scheduler)
-        self._keys = KeyWrites(policy, self._slots, scheduler, self._gate, self._ledger, self._timing)
         self._clock = clock
         # The one loop timer: set for the time the engine asked to be woken at, moved only earlier.
         self._timer: Timer | None = None
@@ -129,14 +107,14 @@ class RetryQueue:
         """The loop timer fired: the engine's timers due by now fire."""
         self._timer = None
         clock = self._started()
-        self._carry_out(self._keys.due(clock.time()))
+        self._carry_out(self._engine.due(clock.time()))
 
     def _carry_out(self, wake: WakeAt | None) -> None:
         """After an event: the outcomes it decided are given and the listeners told, then the records it decided go to
         Kafka, and the loop timer is set for when the engine next wants to be woken (if sooner than it is set for)."""
-        self._apply(self._ledger.take_effects())
+        self._apply(self._engine.take_effects())
         if self._send_out():
-            wake = self._keys.wake()  # (a record refused is an event: it may have set a timer)
+            wake = self._engine.wake()  # (a record refused is an event: it may have set a timer)
         if wake is None:
             return
         timer = self._timer
@@ -146,24 +124,21 @@ class RetryQueue:
             timer.cancel()
         self._timer = self._started().call_at(wake.at, self._woken)
 
-    def _send_from_line(self, slot: Slot) -> StatusUpdate | None:
-        return self._keys.send_from_line(slot)
-
     def _send_out(self) -> bool:
         """Hand the records the engine decided on to Kafka, in order; a record the producer refuses (it is closed)
         goes back to the engine, which fails its update and may decide the key's next (each round fails one
         update at least, so the rounds end). True when one was refused."""
         refused = False
-        sends = self._keys.take_sends()
+        sends = self._engine.take_sends()
         while sends:
             for send in sends:
                 try:
                     self._send(send.key, send.value, _Delivered(self._report, send.attempt))
                 except StoreClosedError as e:
-                    self._keys.not_sent(send.attempt, e, self._started().time())
-                    self._apply(self._ledger.take_effects())
+                    self._engine.not_sent(send.attempt, e, self._started().time())
+                    self._apply(self._engine.take_effects())
                     refused = True
-            sends = self._keys.take_sends()
+            sends = self._engine.take_sends()
         return refused
 
     def _apply(self, effects: list[Effect]) -> None:
@@ -184,8 +159,8 @@ class RetryQueue:
 
     def _delivered(self, attempt: Attempt, delivery: Delivery | None, error: WriteFailedError | None) -> None:
         """An attempt's delivery report: the engine settles it, and what it decides next goes out."""
-        self._keys.settled(attempt, delivery, error, self._started().time())
-        self._carry_out(self._keys.wake())
+        self._engine.settled(attempt, delivery, error, self._started().time())
+        self._carry_out(self._engine.wake())
 
     def subscribe(self, listener: RetryListener) -> None:
         """Tell ``listener`` of the queue's events from now on (after the listeners before it), each in its own
@@ -201,19 +176,19 @@ class RetryQueue:
         limit = self.policy.max_pending
         if limit is None:
             return
-        free = limit - self._slots.pending_keys
-        if len(keys) <= free or self._slots.growth(keys) <= free:
+        free = limit - self._engine.pending_keys
+        if len(keys) <= free or self._engine.growth(keys) <= free:
             return
         self.rejected_total += 1
         raise WriteRejectedError(f"status updates of {limit} keys are pending (status.storage.retry.max.pending): "
                                  "Kafka is not taking writes as fast as they come; try again later",
-                                 max(1.0, self._gate.probe_backoff.longest(0)))
+                                 max(1.0, self._engine.probe_backoff.longest(0)))
 
     def supersede(self, update: StatusUpdate, reason: str) -> StatusUpdate:
         """Take an update that is not to be sent after all (a replayed update that the topic made obsolete): it
         is settled as superseded and reported to the listeners like any other."""
-        self._keys.supersede(update, reason, self._started().time())
-        self._apply(self._ledger.take_effects())
+        self._engine.supersede(update, reason, self._started().time())
+        self._apply(self._engine.take_effects())
         return update
 
     def submit(self, update: StatusUpdate, room_checked: bool = False) -> StatusUpdate:
@@ -224,30 +199,30 @@ class RetryQueue:
             raise StoreClosedError("the store is stopped")
         if not room_checked:
             self.check_room((update.key,))
-        self._keys.submit(update, self._started().time())
-        self._carry_out(self._keys.wake())
+        self._engine.submit(update, self._started().time())
+        self._carry_out(self._engine.wake())
         return update
 
     def writable_again(self, partition: int) -> bool:
         """The cluster says this partition can take writes again (the signal a probe waits for: in-sync replicas back,
         a leader known): a held one is probed now, not at its next probe's time. False when it was not waiting for a
         probe."""
-        again = self._keys.writable_again(partition, self._started().time())
-        self._carry_out(self._keys.wake())
+        again = self._engine.writable_again(partition, self._started().time())
+        self._carry_out(self._engine.wake())
         return again
 
     def park_after_last_retry(self) -> None:
         """From now on, park an update that fails for good with a retriable error (not because the queue stopped) as
         it settles, when it can be (see ``park``): its outcome says so (``Outcome.parked``). The owner that parks after
         the last retry (``status.storage.retry.exhausted.action=park``) asks it once, before the first write."""
-        self._keys.park_after_last_retry()
+        self._engine.park_after_last_retry()
 
     def park(self, update: StatusUpdate) -> bool:
         """Keep a failed update's value in its partition, held like an outage, until the partition takes writes
         again; then it is submitted again (unless its owner abandons it then). False when the key has a newer
         value already, or keys have no partitions here."""
-        parked = self._keys.park(update, self._started().time())
-        self._carry_out(self._keys.wake())
+        parked = self._engine.park(update, self._started().time())
+        self._carry_out(self._engine.wake())
         return parked
 
     # ----------------------------------------------------------------------------- observing
@@ -255,17 +230,17 @@ class RetryQueue:
     @property
     def attempts_total(self) -> int:
         """Attempts sent so far (retries and probes included)."""
-        return self._keys.attempts_total
+        return self._engine.attempts_total
 
     @property
     def throttled_total(self) -> int:
         """Retries the budget refused (each delayed by a backoff step, none dropped)."""
-        return self._timing.throttled_total
+        return self._engine.throttled_total
 
     @property
     def probes_total(self) -> int:
         """Probes sent to held partitions."""
-        return self._gate.probes_total
+        return self._engine.probes_total
 
     @property
     def listener_errors(self) -> collections.Counter[str]:
@@ -275,58 +250,58 @@ class RetryQueue:
     @property
     def unsettled(self) -> int:
         """Updates without an outcome yet (in flight, held, or waiting for a retry)."""
-        return self._ledger.unsettled
+        return self._engine.unsettled
 
     @property
     def held_partitions(self) -> list[int]:
         """The partitions held now."""
-        return self._gate.held_partitions
+        return self._engine.held_partitions
 
     def parked(self) -> list[StatusUpdate]:
         """Updates parked after their last retry, by partition, oldest first."""
-        return self._gate.parked()
+        return self._engine.parked()
 
     def is_parked(self, update: StatusUpdate) -> bool:
         """Whether this update is parked now."""
-        return self._slots.is_parked(update)
+        return self._engine.is_parked(update)
 
     @property
     def parked_count(self) -> int:
         """How many updates are parked now."""
-        return self._slots.parked_count
+        return self._engine.parked_count
 
     def waiting_retries(self) -> list[StatusUpdate]:
         """Updates waiting for their next attempt (on a timer, or in a held partition's line), soonest first."""
-        return sorted(self._slots.waiting(), key=self.next_attempt)
+        return sorted(self._engine.waiting(), key=self.next_attempt)
 
     def waiting_retries_unsorted(self) -> list[StatusUpdate]:
         """The same, in no order (cheaper where only a few are needed in order)."""
-        return list(self._slots.waiting())
+        return list(self._engine.waiting())
 
     def next_attempt(self, update: StatusUpdate) -> float:
         """When a waiting update may go next (loop time): its timer, or its partition's next probe; for the
         keys behind the first of a held partition's line, that is when they may go at the earliest."""
-        return self._slots.next_attempt(update, self._started().time())
+        return self._engine.next_attempt(update, self._started().time())
 
     def waits_in_line(self, update: StatusUpdate) -> bool:
         """Whether a waiting update waits in its held partition's line (not on a timer of its own)."""
-        return self._slots.waits_in_line(update)
+        return self._engine.waits_in_line(update)
 
     @property
     def waiting_count(self) -> int:
         """How many updates wait for their next attempt (no sorting: cheap enough for every scrape)."""
-        return sum(1 for _ in self._slots.waiting())
+        return sum(1 for _ in self._engine.waiting())
 
     def oldest_unsettled_age(self) -> float:
         """Seconds since the oldest update without an outcome was submitted (0 when none)."""
-        return 0.0 if self._clock is None else self._ledger.oldest_unsettled_age(self._clock.time())
+        return 0.0 if self._clock is None else self._engine.oldest_unsettled_age(self._clock.time())
 
     # ----------------------------------------------------------------------------- flush and stop
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every update submitted before this call has an outcome."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._flushes.append((self._ledger.mark(), future))
+        self._flushes.append((self._engine.mark(), future))
         self._release_flushes()
         async with asyncio.timeout(timeout):
             await future
@@ -335,7 +310,7 @@ class RetryQueue:
         self._flush_check_scheduled = False
         if not self._flushes:
             return
-        oldest = self._ledger.oldest_unsettled()
+        oldest = self._engine.oldest_unsettled()
         if oldest is not None and oldest < self._flushes[0][0]:
             return  # the earliest flush (marks only grow) still waits: so do the others
         waiting = []
@@ -355,20 +330,15 @@ class RetryQueue:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._keys.stop(self._started().time())
-        self._carry_out(self._keys.wake())
+        self._engine.stop(self._started().time())
+        self._carry_out(self._engine.wake())
         self._stopped = True
         with contextlib.suppress(TimeoutError):
             await self.flush(timeout)
-        self._keys.close()
-        lost = self._ledger.unsettled_updates()
-        for update in lost:
-            self._ledger.finish(update, Result.FAILED, "the store stopped before Kafka acknowledged the write",
-                                stopped=True)
-        self._apply(self._ledger.take_effects())
-        self._slots.keep_parked()
+        lost = self._engine.close(self._started().time(), "the store stopped before Kafka acknowledged the write")
+        self._apply(self._engine.take_effects())
         # The failures' summary line still comes at the end of its window.
-        self._carry_out(self._keys.wake())
+        self._carry_out(self._engine.wake())
         return lost
 
 

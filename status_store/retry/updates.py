@@ -155,11 +155,25 @@ class RetryListener(Protocol):
         return None
 
 
+class ReleasePace(NamedTuple):
+    """How a released partition's line goes out (``holds.Release``): ``first`` updates per ``pace_s`` at first, then
+    faster while batches succeed; a batch goes at most every ``pace_s``. The defaults are the service's; a benchmark
+    may sweep them (bench/fleet.py ``--release``)."""
+
+    first: int = 2
+    pace_s: float = 0.025
+
+
+# The service's release pace.
+RELEASE_PACE = ReleasePace()
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """When to retry: the mode, the backoff, the retry limit, the optional total time bound (seconds), the
     optional retry budget (per-update mode), the schedule of a held partition's probes (default: the
-    backoff), and the most updates that may be pending at once (None: no bound)."""
+    backoff), the most updates that may be pending at once (None: no bound), and the pace of a released
+    partition's line."""
 
     backoff: Backoff
     max_retries: int
@@ -168,3 +182,4 @@ class RetryPolicy:
     mode: RetryMode = RetryMode.PARTITION
     probe_backoff: Backoff | None = None
     max_pending: int | None = None
+    release: ReleasePace = RELEASE_PACE
