@@ -42,14 +42,6 @@ public final class Sender implements Runnable {
      */
     static final long LIVE_MS = 250;
     /**
-     * While nothing of the worker's is at the sidecar, an empty request goes this long after its last answer, so that a
-     * write finds the sidecar answered within {@link #LIVE_MS} and goes in the first request, not behind a poll that
-     * asks whether it is alive (a resume after an idle spell waited a round trip more than a stock worker's). Five
-     * small requests a second, each answered at once; a sidecar that hangs while the worker is idle is found out by
-     * one of them, before any write goes to it.
-     */
-    static final long KEEP_ALIVE_MS = 200;
-    /**
      * A request that carries writes, or polls for pending ones, asks its answer to wait this long (an eighth of the
      * read timeout at most, so that a sidecar slow to answer is not taken for one away) for the sidecar to settle
      * what the session has there: the outcome of a write comes on the answer to the request that carried it, as soon
@@ -224,19 +216,13 @@ public final class Sender implements Runnable {
         List<StatusUpdate> batch = live ? router.takeBatch(options.batchSize, now)
                 : Collections.<StatusUpdate>emptyList();
         boolean poll = batch.isEmpty() && ((router.hasPending() && now >= nextPollAt) || (!live && router.hasUnsent()));
-        // Nothing of the worker's at the sidecar (the table empty): the keep-alive, so the next write finds it live.
-        boolean idle = !stopping && router.size() == 0;
-        if (idle && batch.isEmpty() && now - lastAnswerAt >= KEEP_ALIVE_MS) {
-            poll = true;
-        }
         if (batch.isEmpty() && !poll && !(stopping && !finalSent)) {
             if (stopping && !router.hasUnsent()) {
                 // The sidecar holds every write, told by the last request that it owns them: nothing to give Connect.
                 router.finish();
                 return;
             }
-            long wait = router.hasPending() ? nextPollAt - now
-                    : idle ? lastAnswerAt + KEEP_ALIVE_MS - now : options.probeIntervalMs;
+            long wait = router.hasPending() ? nextPollAt - now : options.probeIntervalMs;
             for (long at : new long[] {router.nextRelease(now), router.nextVerifyDeadline(),
                     overdue.nextAt(handover.outcomeBoundMs(), handover.readBackMs())}) {
                 if (at > 0) {

@@ -116,54 +116,6 @@ class SenderTest {
     }
 
     @Test
-    void aWriteAfterAnIdleSpellGoesInTheFirstRequestNotBehindOneAskingWhetherTheSidecarLives() throws Exception {
-        // Connect 4.4.0 resuming a connector: its status and its tasks' came after more than LIVE_MS idle, and the
-        // agent sent an empty request first (is the sidecar alive?), then the statuses: a round trip more than a stock
-        // worker's producer, which sends each at once (resume 1.32x a stock worker's at p50). The keep-alive keeps the
-        // sidecar's last answer fresh while nothing is at the sidecar, so the write goes in the first request.
-        try (Harness h = new Harness().start("")) {
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            Thread.sleep(3 * Sender.LIVE_MS);
-            // A keep-alive just answered, so none is on its way as the write is taken (before the fix none came).
-            int seen = h.sidecar.posts().size();
-            for (int i = 0; i < 100 && h.sidecar.posts().size() == seen; i++) {
-                Thread.sleep(10);
-            }
-            Thread.sleep(20);
-            int before = h.sidecar.posts().size();
-            assertTrue(h.write("c", 0, "RUNNING"));
-            h.awaitNewestLanded(2_000);
-            List<Map<?, ?>> after = h.sidecar.posts().subList(before, h.sidecar.posts().size());
-            int requests = 0;
-            for (Map<?, ?> post : after) {
-                requests++;
-                if (!((List<?>) post.get("updates")).isEmpty()) {
-                    break;
-                }
-            }
-            assertEquals(1, requests, "requests until the one carrying the write: " + after);
-            h.assertInvariants();
-        }
-    }
-
-    @Test
-    void aSidecarThatHangsWhileTheWorkerIsIdleIsFoundOutBeforeAnyWriteGoesToIt() throws Exception {
-        // The keep-alive must keep what the request asking whether the sidecar lives protected: a write sent to a hung
-        // sidecar waits out its key's fence (rule 3), one that finds it left goes through Connect at once.
-        try (Harness h = new Harness().start("")) {
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            h.sidecar.answering = FakeSidecar.Answering.LATE;
-            h.sidecar.lateMs = 5_000;
-            Harness.await(() -> h.router.path() != Router.Path.SIDECAR, 3_000, "the hung sidecar left while idle");
-            assertEquals(0, updatesSent(h));
-            h.write("c", 0, "RUNNING");
-            h.awaitNewestLanded(2_000);
-            assertEquals(1, h.connectWrites().size(), "through Connect at once: " + h.topic.records());
-            h.assertInvariants();
-        }
-    }
-
-    @Test
     void aSidecarKnownAwayIsLeftAtOnceKeyByKey() throws Exception {
         // A key with nothing at the sidecar takes Connect's path as soon as the sidecar is known away (here a 503);
         // a key with a write there waits until nothing the sidecar took of it can land (rule 3).
