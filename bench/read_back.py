@@ -14,7 +14,12 @@ topic of 5 partitions, created by the sidecar). Measured, one write at a time, i
 - **the log**: the same record bytes written by a plain confluent-kafka producer with the sidecar's own producer
   settings (``kafka.settings.producer_settings``: ``acks=all`` and the rest), until a plain consumer with the
   sidecar's reader settings, tailing the topic, has read it back: what the log itself takes, with no HTTP, no store
-  (to a topic of its own, of the same partitions).
+  (to a topic of its own, of the same partitions); and, apart, until the producer's acknowledgement alone;
+- **the agent's request**: ``POST /agent/statuses`` with one status and ``wait_ms`` (as a worker's agent sends a
+  status: agent/PROTOCOL.md), on one keep-alive ``http.client`` connection, until the answer that carries its
+  outcome (``written``: Kafka acknowledged it). What a stock worker's producer does in the log's acknowledgement
+  alone, the pod does in this request: its cost against that acknowledgement is what a worker's flush before a
+  rebalance, and a resume, pay.
 
 ``--sidecar sidecar.kafka.<x>=<v>`` sets a client setting of the sidecar, and the same of the plain clients, so
 both sides stay alike. Prints each side's p50, p99 and max in ms and the ratios; the target is the sidecar's p99
@@ -69,6 +74,8 @@ class Log:
 
     def __init__(self, kafka: KafkaCluster, topic: str, client_configs: dict[str, str]) -> None:
         self.topic = topic
+        # Each write's seconds until the producer's acknowledgement alone (the read back not waited for).
+        self.acknowledged: list[float] = []
         bootstrap = kafka.bootstrap_servers
         kafka.create_topic(topic, PARTITIONS, 1, {"cleanup.policy": "compact"})
         self._producer = Producer(producer_settings(bootstrap, {**client_configs, "log_level": "2"}))
@@ -100,6 +107,7 @@ class Log:
                 raise TimeoutError("the log's write was not acknowledged")
         if failed:
             raise RuntimeError(f"the log's write failed: {failed[0]}")
+        self.acknowledged.append(time.perf_counter() - began)
         while True:
             message = self._consumer.poll(0.1)
             if message is not None and message.error() is None and message.key() == key:
@@ -154,6 +162,50 @@ class PlainClient:
         self._connection.close()
 
 
+class AgentClient:
+    """A worker's agent's request, one status each (agent/PROTOCOL.md): ``POST /agent/statuses`` with ``wait_ms``, on
+    one keep-alive ``http.client`` connection, until the answer carrying its outcome."""
+
+    WAIT_MS = 250
+
+    def __init__(self, port: int) -> None:
+        self._connection = http.client.HTTPConnection("127.0.0.1", port, timeout=WRITE_BOUND_S)
+        self._agent = uuid.uuid4().hex
+        self._seq = 0
+
+    def write(self, i: int) -> float:
+        """One status in one request; seconds until the answer that says it was written."""
+        try:
+            return self._write(i)
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            self._connection.close()
+            return self._write(i)
+
+    def _write(self, i: int) -> float:
+        self._seq += 1
+        seq = self._seq
+        update = {"seq": seq, "kind": "connector", "connector": f"c{i % CONNECTORS}", "trace": None, "safe": False,
+                  **body(i)}
+        request = {"agent": self._agent, "worker_id": "worker-1.example.com:8083", "ack": seq - 1,
+                   "lease_ms": 10_000, "sent_at_ms": int(time.time() * 1000), "final": False,
+                   "wait_ms": self.WAIT_MS, "updates": [update]}
+        began = time.perf_counter()
+        self._connection.request("POST", "/agent/statuses", json.dumps(request).encode(),
+                                 {"Content-Type": "application/json"})
+        answer = self._connection.getresponse()
+        text = answer.read()
+        took = time.perf_counter() - began
+        if answer.status != 200:
+            raise RuntimeError(f"POST /agent/statuses answered {answer.status}: {text[:300]!r}")
+        outcomes = {o["seq"]: o["result"] for o in json.loads(text)["outcomes"]}
+        if outcomes.get(seq) != "written":
+            raise RuntimeError(f"status {seq} not written within wait_ms {self.WAIT_MS}: {text[:300]!r}")
+        return took
+
+    def close(self) -> None:
+        self._connection.close()
+
+
 def main() -> None:
     """Start the broker and the sidecar, measure the sides in alternating blocks, print the table."""
     parser = BenchParser(__doc__)
@@ -168,7 +220,8 @@ def main() -> None:
     print(f"load average at the start: {load_average()}; the sidecar with {settings or 'its defaults'}")
     ours, through_httpx, log_side = ("the sidecar, PUT ?wait=true", "the sidecar through httpx",
                                      "the log (plain producer and consumer)")
-    sides: dict[str, list[float]] = {ours: [], through_httpx: [], log_side: []}
+    agent_side, acknowledged = ("the agent's request, until its outcome", "the log, until acknowledged")
+    sides: dict[str, list[float]] = {ours: [], through_httpx: [], log_side: [], agent_side: []}
     with tempfile.TemporaryDirectory(prefix="bench-read-back-") as scratch, \
             KafkaCluster(kafka_line("kafka-4"), Path(scratch) / "kafka", full_jit=not args.quick) as kafka:
         topic = f"read-back-{uuid.uuid4().hex[:8]}"
@@ -185,17 +238,23 @@ def main() -> None:
             # body behind the ACK of its headers.
             transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
             plain = PlainClient(port)
+            agent = AgentClient(port)
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=WRITE_BOUND_S, transport=transport) as http:
                 writers: list[tuple[str, Callable[[int], float]]] = [
-                    (ours, plain.write), (through_httpx, functools.partial(httpx_write, http)), (log_side, log.write)]
+                    (ours, plain.write), (through_httpx, functools.partial(httpx_write, http)), (log_side, log.write),
+                    (agent_side, agent.write)]
                 for i in range(10):  # the connections, the JIT and the keys warmed, on every side
                     for _, write in writers:
                         write(i)
+                log.acknowledged.clear()
                 for round_ in range(args.rounds):
                     # The sides take turns at going first.
-                    for side, write in writers[round_ % 3:] + writers[:round_ % 3]:
+                    turn = round_ % len(writers)
+                    for side, write in writers[turn:] + writers[:turn]:
                         sides[side] += [write(round_ * block + i) for i in range(block)]
             plain.close()
+            agent.close()
+            sides[acknowledged] = log.acknowledged
         finally:
             if log is not None:
                 log.close()
@@ -213,6 +272,11 @@ def main() -> None:
           f"(target <= 10 ms); through httpx: p50 {quantile(heavier, 0.5):.1f} ms, p99 {quantile(heavier, 0.99):.1f} "
           f"ms (httpx's own cost: {quantile(heavier, 0.5) - quantile(mine, 0.5):+.1f} ms at p50, "
           f"{quantile(heavier, 0.99) - quantile(mine, 0.99):+.1f} ms at p99)")
+    requests, acks = sides[agent_side], sides[acknowledged]
+    print(f"the agent's request against the log's acknowledgement: p50 {quantile(requests, 0.5):.1f} against "
+          f"{quantile(acks, 0.5):.1f} ms ({quantile(requests, 0.5) - quantile(acks, 0.5):+.1f} ms), p99 "
+          f"{quantile(requests, 0.99):.1f} against {quantile(acks, 0.99):.1f} ms "
+          f"({quantile(requests, 0.99) - quantile(acks, 0.99):+.1f} ms)")
     print(f"\nload average at the end: {load_average()}")
 
 

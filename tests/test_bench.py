@@ -101,8 +101,11 @@ def test_read_back_quick_run(tmp_path: Path) -> None:
     sides = rows(output, "the ")
     assert [(row[0], row[1]) for row in sides] == [("the sidecar, PUT ?wait=true", "40"),
                                                    ("the sidecar through httpx", "40"),
-                                                   ("the log (plain producer and consumer)", "40")], output
+                                                   ("the log (plain producer and consumer)", "40"),
+                                                   ("the agent's request, until its outcome", "40"),
+                                                   ("the log, until acknowledged", "40")], output
     assert "the sidecar against the log: p50 " in output
+    assert "the agent's request against the log's acknowledgement: p50 " in output
 
 
 def test_spool_quick_run(tmp_path: Path) -> None:
