@@ -11,7 +11,12 @@ Each agent session (one worker's store, from its start to its stop) sends its st
   ended, no write of the session is started any more (``store.Lease``): the agent writes through Connect's own
   store from then on, and an older status of ours must not land after its newer one. A lease that ended stays ended
   for the writes taken before: a later request of the session (its agent back on the sidecar) starts a new term
-  (``LeaseTerm``), which lets only the writes taken from then on be sent.
+  (``LeaseTerm``), which lets only the writes taken from then on be sent. A request that ends the lease
+  (``LEASE_ENDING_MS``) ends the term at once, and its answer gives back (``expired``) the writes of every key none of
+  whose writes may be in flight, so that the agent need not wait the write bound for them.
+- **The sidecar says what timed out.** An answer lists the pending writes whose last attempt waited out the write
+  bound without Kafka's answer (``timed_out``): the agent asks the worker's own producer then (rule 5), rather than a
+  poll and a second later.
 - **A final request hands over for good** (the worker's store stops while the sidecar is up): from then on the
   session's pending writes are the sidecar's: written whatever the lease, and spooled.
 - **A request may wait for outcomes** (``wait_ms``, the agent's flush before a rebalance): its answer comes once
@@ -68,6 +73,12 @@ GIVEN_UP_REASON = ("given up by this sidecar instance, never refused by Kafka ({
                    "agent's again, as a stock worker's store sends a write that failed retriably again until it lands")
 FORGOTTEN_REASON = ("its outcome is no longer kept (a session keeps a bounded number): the write is the agent's "
                     "again")
+# The lease of a request that ends the session's lease (the agent leaving a sidecar that still answers, rule 5).
+LEASE_ENDING_MS = 1
+# A write whose last attempt failed with this waited out its whole write bound (librdkafka's message.timeout.ms, the
+# write bound) without Kafka's answer: rule 5's evidence, said on the answer (``timed_out``) as soon as the sidecar has
+# it, where the agent would otherwise wait the write bound, a poll and a second to find it out.
+TIMED_OUT_ERROR = "_MSG_TIMED_OUT"
 # Dropped outcomes and evicted sessions are logged at most this often, with a count.
 DROP_LOG_INTERVAL_S = 60.0
 
@@ -143,6 +154,36 @@ class AgentSession:
         if sent_at_ms is not None:
             until = min(until, now + (sent_at_ms + lease_ms) / 1000 - time.time())
         self.lease_until = until
+
+    async def end_lease(self, idle: Callable[[], Callable[[StatusUpdate], bool]], timeout: float) -> None:
+        """The agent ended the session's lease (a request of ``LEASE_ENDING_MS``): its term ends now, so no write of it
+        is sent again. The writes that may be in flight get up to ``timeout`` seconds to settle (an attempt that fails
+        now settles ``expired``, the lease having ended); then the writes of every key none of whose writes may still be
+        in flight settle ``expired`` at once: their keys are the agent's now, not a write bound later. ``idle()`` judges
+        which writes wait for their next attempt, or are parked (no attempt of theirs in flight), as of its call. A key
+        with a write that may be in flight keeps all its writes pending, to settle as the engine comes to them."""
+        self.end_term()
+        still = idle()
+        busy = [pending.update for pending in self.pending.values()
+                if not pending.update.done() and not still(pending.update)]
+        if busy and timeout > 0:
+            await asyncio.wait([update.settled() for update in busy], timeout=timeout)
+        still = idle()
+        unsettled = [(seq, pending) for seq, pending in self.pending.items() if not pending.update.done()]
+        busy_keys = {pending.key for _, pending in unsettled if not still(pending.update)}
+        for seq, pending in unsettled:
+            if pending.key not in busy_keys:
+                del self.pending[seq]
+                self.settled[seq] = {"seq": seq, "key": pending.key, "result": EXPIRED,
+                                     "attempts": pending.update.attempts, "reason": EXPIRED_REASON}
+
+    def timed_out(self) -> list[int]:
+        """The pending writes whose last attempt waited out the write bound without Kafka's answer (the sidecar tries
+        them again), lowest seqs first, at most ``MAX_OUTCOMES_SENT``."""
+        return heapq.nsmallest(MAX_OUTCOMES_SENT, (
+            seq for seq, pending in self.pending.items()
+            if not pending.update.done() and (error := pending.update.last_error) is not None
+            and error.name == TIMED_OUT_ERROR))
 
     def acknowledge(self, ack: int) -> None:
         """The agent has taken in every outcome up to ``ack``."""

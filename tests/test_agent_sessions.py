@@ -16,6 +16,7 @@ import pytest
 from harness.faulty_cluster import FaultyCluster
 from status_store import agents
 from status_store.api.routes import agent as agent_route
+from status_store.retry.updates import StatusUpdate, UpdateKind
 from status_store.store import StatusStore
 
 from .helpers import last_values
@@ -96,3 +97,21 @@ async def test_the_number_of_sessions_is_a_bound_that_holds(
     # The longest idle went first, their leases ended: their writes were never sent again.
     assert sorted(key for key in last_values(store) if key.startswith(b"status-task-c-")) == [
         b"status-task-c-3", b"status-task-c-4", b"status-task-c-5"]
+
+
+async def test_ending_the_lease_gives_back_every_write_of_a_key_with_nothing_in_flight_and_keeps_the_others() -> None:
+    # Keys a and b: a's two writes wait for their next attempt; b's first waits, its second may be in flight, and its
+    # attempt does not settle within the wait. a's are given back at once; b's stay pending, since its write in flight
+    # may land, and b's older write, given back alone, would go through Connect before it.
+    session = agents.AgentSessions().session("agent-1")
+    writes = {seq: StatusUpdate(key, b"v", UpdateKind.TASK) for seq, key in
+              ((1, "status-task-a-0"), (2, "status-task-b-0"), (3, "status-task-a-0"), (4, "status-task-b-0"))}
+    for seq, update in writes.items():
+        session.pending[seq] = agents.Pending(update.key, update, session.term)
+    idle = {writes[1], writes[2], writes[3]}
+    await session.end_lease(lambda: idle.__contains__, 0.05)
+    assert session.pending[2].term.ended
+    assert session.term is not session.pending[2].term
+    assert sorted(session.pending) == [2, 4]
+    assert [(body["seq"], body["key"], body["result"]) for body in session.outcomes()] == [
+        (1, "status-task-a-0", "expired"), (3, "status-task-a-0", "expired")]

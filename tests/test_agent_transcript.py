@@ -75,6 +75,10 @@ async def test_the_sidecar_answers_as_the_transcript_says(case: dict[str, Any], 
                     if step["kafka"] == "away":
                         mock_cluster.push_request_errors(FaultyCluster.PRODUCE,
                                                          *[KafkaError.NOT_ENOUGH_REPLICAS] * 100_000)
+                    elif step["kafka"] == "down":
+                        mock_cluster.broker_down(-1)
+                    elif step["kafka"] == "up":
+                        mock_cluster.broker_up(-1)
                     else:
                         mock_cluster.clear_request_errors(FaultyCluster.PRODUCE)
                     continue

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
-from ...agents import EXPIRED, FORGOTTEN_REASON, AgentSession, AgentSessions, Pending
+from ...agents import EXPIRED, FORGOTTEN_REASON, LEASE_ENDING_MS, AgentSession, AgentSessions, Pending
 from ...connect.model import (
     INT32_MAX,
     INT32_MIN,
@@ -115,11 +116,13 @@ class AgentRequest(BaseModel):
 
 
 class AgentAnswer(BaseModel):
-    """Each update judged alone, and the outcomes of earlier ones not yet acknowledged."""
+    """Each update judged alone, the outcomes of earlier ones not yet acknowledged, and (when any) the pending writes
+    whose last attempt waited out the write bound without Kafka's answer."""
 
     instance: str
     accepted: list[dict[str, Any]]
     outcomes: list[dict[str, Any]]
+    timed_out: list[int] | None = None
 
 
 @router.post("/agent/statuses", response_model=AgentAnswer)
@@ -152,14 +155,28 @@ async def agent_statuses(body: AgentRequest, store: StoreDep, agents: AgentsDep)
                 if not pending.term.ended:
                     store.spool.adopt(pending.update)
     session.acknowledge(body.ack)
-    if body.wait_ms:
+    if body.lease_ms == LEASE_ENDING_MS and not session.final:
+        # The agent leaves: nothing of the session is sent again; what is in flight gets wait_ms to settle, and the keys
+        # with nothing in flight then are the agent's at once (``AgentSession.end_lease``).
+        await session.end_lease(lambda: _idle(store), body.wait_ms / 1000)
+    elif body.wait_ms:
         await session.settling(body.wait_ms / 1000)
     agents.collect(session)
-    answer = {"instance": agents.instance, "accepted": accepted, "outcomes": session.outcomes()}
+    answer: dict[str, Any] = {"instance": agents.instance, "accepted": accepted, "outcomes": session.outcomes()}
+    if timed_out := session.timed_out():
+        answer["timed_out"] = timed_out
     if len(accepted) + len(answer["outcomes"]) <= OFF_LOOP_ITEMS:
         return ConnectJSONResponse(answer)
     # Its items are dictionaries no one changes once made: the thread reads them as they are.
     return Response(await asyncio.to_thread(lambda: connect_json(answer).encode()), media_type="application/json")
+
+
+def _idle(store: StatusStore) -> Callable[[StatusUpdate], bool]:
+    """Whether a write waits for its next attempt (on a timer, or in a held partition's line) or is parked now: no
+    attempt of it is in flight."""
+    queue = store.queue
+    waiting = set(queue.waiting_retries_unsorted())
+    return lambda update: update in waiting or queue.is_parked(update)
 
 
 def _parse(raw: dict[str, Any]) -> _Item | dict[str, Any]:

@@ -207,6 +207,11 @@ final class Handover {
         }
     }
 
+    /** The sidecar's write bound ({@code write_bound_ms} of its {@code GET /}). */
+    long writeBoundMs() {
+        return writeBoundMs;
+    }
+
     /** How long a write may be pending at the sidecar without an outcome (rule 5): its write bound, a poll, a margin. */
     long outcomeBoundMs() {
         return writeBoundMs + options.pollIntervalMs + Sender.FENCE_MARGIN_MS;

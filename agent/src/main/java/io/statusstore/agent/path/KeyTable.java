@@ -327,6 +327,23 @@ final class KeyTable {
         return orders.pending.isEmpty() ? -1 : orders.pending.first().pendingSince;
     }
 
+    /**
+     * The sidecar says the last attempt of these pending writes waited out its write bound without Kafka's answer:
+     * rule 5 counts each as pending since {@code since} at the latest (the sender passes now less the outcome bound,
+     * so that they are overdue at once). A seq that is not pending here (settled since, or never sent) changes nothing.
+     */
+    void timedOut(List<Long> seqs, long since) {
+        for (Long seq : seqs) {
+            KeyEntry entry = orders.awaiting.get(seq);
+            if (entry == null || entry.pending == null || entry.pending.seq != seq || entry.pendingSince <= since) {
+                continue;
+            }
+            orders.detach(entry);
+            entry.pendingSince = since;
+            orders.attach(entry);
+        }
+    }
+
     /** The pending writes accepted at or before {@code since}, oldest first. */
     List<StatusUpdate> pendingSince(long since) {
         if (orders.pending.isEmpty() || orders.pending.first().pendingSince > since) {

@@ -154,6 +154,7 @@ final class OverdueCheck {
 
     private static String overdueLine(List<StatusUpdate> writes, long outcomeBoundMs, String sidecar) {
         return "the sidecar at " + sidecar + " has given no outcome for " + writes.size() + " write(s) (the oldest "
-                + writes.get(0) + ") within its write bound and a poll (" + outcomeBoundMs + " ms)";
+                + writes.get(0) + ") within its write bound and a poll (" + outcomeBoundMs + " ms), or said that their "
+                + "last attempt waited out its write bound";
     }
 }

@@ -231,6 +231,11 @@ public final class Router {
         return table.pendingSince(since);
     }
 
+    /** The sidecar says these pending writes' last attempt waited out its write bound ({@link KeyTable#timedOut}). */
+    synchronized void timedOut(List<Long> seqs, long since) {
+        table.timedOut(seqs, since);
+    }
+
     /** When the longest pending write was accepted (ms), or -1 when none is pending. */
     synchronized long oldestPendingSince() {
         return table.oldestPendingSince();

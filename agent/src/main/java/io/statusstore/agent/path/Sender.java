@@ -262,9 +262,12 @@ public final class Sender implements Runnable {
                 warnings.warn("refused " + refused.key, "the sidecar refused the status of " + refused.key
                         + " for good: " + refused.reason);
             }
+            // Rule 5's evidence, from the sidecar itself: those writes are overdue now, not a poll and a second later.
+            router.timedOut(answer.timedOut, answered - handover.outcomeBoundMs());
             finalSent = stopping;
             lastAnswerAt = now();
             nextPollAt = router.flushWaiting() ? lastHeldAt + FLUSH_POLL_MS : lastAnswerAt + options.pollIntervalMs;
+            nextPollAt = Math.min(nextPollAt, boundPollAt(lastAnswerAt));
         } catch (SidecarException e) {
             if (!e.reached || e.status == 409) {
                 // Refused at connect, or by another instance: it renewed no lease, so the fence need not wait for it.
@@ -288,6 +291,25 @@ public final class Sender implements Runnable {
     }
 
     /**
+     * When to poll so that the sidecar's word on the oldest pending write comes as soon as it has one: at its write bound
+     * (by then its attempt was written or timed out, and the answer says which: an outcome, or {@code timed_out}), and
+     * from then on an answer wait apart until rule 5's own bound, since the producer finds a timed-out request up to a
+     * second late. So the agent leaves a sidecar cut off from Kafka before the held partition's probe goes out, which
+     * would hold its key for the fence. Otherwise never ({@link Long#MAX_VALUE}).
+     */
+    private long boundPollAt(long answeredAt) {
+        long oldest = router.oldestPendingSince();
+        if (oldest < 0) {
+            return Long.MAX_VALUE;
+        }
+        long boundAt = oldest + handover.writeBoundMs();
+        if (answeredAt < boundAt) {
+            return boundAt;
+        }
+        return answeredAt < oldest + handover.outcomeBoundMs() ? answeredAt + OUTCOME_WAIT_MS : Long.MAX_VALUE;
+    }
+
+    /**
      * Leaving a sidecar that still answers (rule 5): one more request, whose lease ends a millisecond after it was
      * sent, so that the sidecar starts no write of the session from then on. Answered, the keys there wait only the
      * sidecar's write bound (and the margin) from it, not a whole lease more; not answered, the fence of the earlier
@@ -302,8 +324,11 @@ public final class Sender implements Runnable {
         long sentAtMs = System.currentTimeMillis();
         List<StatusUpdate> none = Collections.emptyList();
         try {
+            // Its answer waits, as a flush's does, for the writes in flight to settle: one whose attempt fails then
+            // is given back on it (expired), not a write bound later.
             AgentAnswer answer = handover.checked(client.post(AgentRequest.encode(agentId, router.workerId(),
-                    handover.instance(), router.ack(), LEASE_ENDED_MS, sentAtMs, false, 0, none)));
+                    handover.instance(), router.ack(), LEASE_ENDED_MS, sentAtMs, false,
+                    Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2), none)));
             long answered = now();
             router.apply(none, answer, answered, answered + handover.readBackMs());
             router.leaseEnded(handover.fenceAfterLease(now, LEASE_ENDED_MS));

@@ -2,6 +2,7 @@ package io.statusstore.agent.sidecar;
 
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -12,11 +13,17 @@ public final class AgentAnswer {
     public final String instance;
     public final List<Item> accepted;
     public final List<Item> outcomes;
+    /**
+     * The pending writes whose last attempt waited out the sidecar's write bound without Kafka's answer ({@code
+     * timed_out}, absent when none): rule 5's evidence, said as soon as the sidecar has it.
+     */
+    public final List<Long> timedOut;
 
-    AgentAnswer(String instance, List<Item> accepted, List<Item> outcomes) {
+    AgentAnswer(String instance, List<Item> accepted, List<Item> outcomes, List<Long> timedOut) {
         this.instance = instance;
         this.accepted = accepted;
         this.outcomes = outcomes;
+        this.timedOut = timedOut;
     }
 
     /**
@@ -55,7 +62,25 @@ public final class AgentAnswer {
             throw new IllegalArgumentException("the answer names no instance");
         }
         return new AgentAnswer((String) instance, items(map.get("accepted"), ACCEPTED, "accepted"),
-                items(map.get("outcomes"), OUTCOMES, "outcomes"));
+                items(map.get("outcomes"), OUTCOMES, "outcomes"), seqs(map.get("timed_out"), "timed_out"));
+    }
+
+    /** An optional list of seqs (absent: none). */
+    private static List<Long> seqs(Object list, String name) {
+        if (list == null) {
+            return Collections.emptyList();
+        }
+        if (!(list instanceof List)) {
+            throw new IllegalArgumentException(name + " is not a list");
+        }
+        List<Long> seqs = new ArrayList<>();
+        for (Object seq : (List<?>) list) {
+            if (!(seq instanceof Long) || (Long) seq < 1) {
+                throw new IllegalArgumentException("an item of " + name + " is not a seq");
+            }
+            seqs.add((Long) seq);
+        }
+        return seqs;
     }
 
     private static List<Item> items(Object list, Set<String> results, String name) {

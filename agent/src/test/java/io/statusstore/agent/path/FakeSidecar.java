@@ -59,6 +59,8 @@ public final class FakeSidecar {
     private static final Set<String> STATES = new HashSet<>(Arrays.asList(
             "UNASSIGNED", "RUNNING", "PAUSED", "FAILED", "DESTROYED", "RESTARTING", "STOPPED"));
     private static final int MAX_OUTCOMES_SENT = 1_000;
+    /** The lease of a request that ends the session's lease (agents.LEASE_ENDING_MS). */
+    private static final long LEASE_ENDING_MS = 1;
 
     final Topic topic;
     public volatile String clusterId = "cluster-1";
@@ -89,6 +91,20 @@ public final class FakeSidecar {
      * write in flight before the one behind it.
      */
     volatile boolean inFlight;
+    /**
+     * While items wait for {@link #release}: their attempt waited out the write bound without Kafka's answer (the broker
+     * down, or the sidecar cut off from it), and the answers list them in {@code timed_out}.
+     */
+    volatile boolean timedOut;
+    /**
+     * While items are in flight: their attempt fails this long after a request that ends the lease arrives (-1: not
+     * while it waits), so that they are expired on its answer if it waits (wait_ms) that long.
+     */
+    volatile long attemptFailsAfterMs = -1;
+    /** While {@link #timedOut}: a write is said timed out only once it has waited this long since it was taken. */
+    volatile long timedOutAfterMs;
+    /** When each pending write was taken (ms), by seq. */
+    private final Map<Long, Long> takenAt = new HashMap<>();
     /** Keys whose writes it refuses (413: too large even with the trace cut). */
     final Set<String> refuse = new HashSet<>();
     /** Keys whose putSafe it drops, as over another worker's newer status it has read. */
@@ -456,7 +472,9 @@ public final class FakeSidecar {
         long ack = body.containsKey("ack") ? (Long) body.get("ack") : 0;
         session.settled.headMap(ack, true).clear();
         long waitMs = body.get("wait_ms") instanceof Long ? (Long) body.get("wait_ms") : 0;
-        if (waitMs > 0) {
+        if (lease == LEASE_ENDING_MS && !session.isFinal) {
+            endLease(session, waitMs);
+        } else if (waitMs > 0) {
             settling(session, waitMs);
         }
         w.endArray().name("outcomes").beginArray();
@@ -472,7 +490,24 @@ public final class FakeSidecar {
             }
             outcomeBody(w, outcome);
         }
-        return w.endArray().endObject().toString();
+        w.endArray();
+        List<Long> timedOutSeqs = new ArrayList<>();
+        for (Long seq : session.pending.keySet()) {
+            // An attempt of a write this request carried has not had time to wait out its bound.
+            Long taken = takenAt.get(seq);
+            if (timedOut && !fresh(updates, seq) && timedOutSeqs.size() < MAX_OUTCOMES_SENT
+                    && (taken == null || now() - taken >= timedOutAfterMs)) {
+                timedOutSeqs.add(seq);
+            }
+        }
+        if (!timedOutSeqs.isEmpty()) {
+            w.name("timed_out").beginArray();
+            for (Long seq : timedOutSeqs) {
+                w.value(seq);
+            }
+            w.endArray();
+        }
+        return w.endObject().toString();
     }
 
     /** Whether {@code seq} is one of the request's own updates. */
@@ -483,6 +518,33 @@ public final class FakeSidecar {
             }
         }
         return false;
+    }
+
+    /**
+     * agents.AgentSession.end_lease: nothing of the session is sent again; writes in flight get {@code waitMs} to settle
+     * (an attempt that fails then is expired, the lease having ended), and what then waits for its next attempt is
+     * expired at once, the agent's now.
+     */
+    private void endLease(Session session, long waitMs) {
+        if (inFlight) {
+            if (attemptFailsAfterMs < 0 || attemptFailsAfterMs > waitMs) {
+                settling(session, waitMs);
+                return;
+            }
+            long until = now() + attemptFailsAfterMs;
+            while (now() < until) {
+                try {
+                    wait(Math.max(1, until - now()));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return;
+                }
+            }
+        }
+        for (Map<?, ?> item : session.pending.values()) {
+            settle(session, item, "expired", EXPIRED);
+        }
+        session.pending.clear();
     }
 
     /** The route's wait_ms: until every pending write of the session has its outcome, {@code ms} at most. */
@@ -562,6 +624,7 @@ public final class FakeSidecar {
                 settle(session, older, "superseded", NEWER);
             }
             session.pending.put(seq, item);
+            takenAt.put(seq, now());
             if (writeAtOnce) {
                 session.pending.remove(seq);
                 write(session, item);

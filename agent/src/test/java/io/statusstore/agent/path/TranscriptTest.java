@@ -61,10 +61,12 @@ class TranscriptTest {
             for (Object s : (List<?>) replay.get("steps")) {
                 Map<?, ?> step = (Map<?, ?>) s;
                 if (step.containsKey("kafka")) {
-                    if (step.get("kafka").equals("away")) {
+                    if (step.get("kafka").equals("away") || step.get("kafka").equals("down")) {
                         sidecar.writeAtOnce = false;
+                        sidecar.timedOut = step.get("kafka").equals("down");
                     } else {
                         sidecar.writeAtOnce = true;
+                        sidecar.timedOut = false;
                         sidecar.release();
                     }
                 } else if (step.containsKey("sleep_ms")) {
