@@ -34,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench import BenchParser, load_average
+from bench import BenchParser, load_average, write_json
 from harness.java_process import kafka_line
 from harness.matrix_bed import POD, STOCK, Bed
 from harness.matrix_faults import BY_NAME, FAULTS, FULL, KEY_ROWS, QUICK, Profile
@@ -66,6 +66,18 @@ def meets_target(row: Row) -> bool:
 
 def right_after(result: SideResult) -> str:
     return "never" if result.right_after_s is None else f"{result.right_after_s:.1f}"
+
+
+def by_name(row: Row) -> dict[str, object]:
+    """One row by the table's column names (``--json``): counts and seconds as numbers, None for never."""
+    found: dict[str, object] = {"fault": row.fault.name}
+    for name, result in row.sides.items():
+        times = sorted(t for t in result.shown_s.values() if t is not None)
+        found |= {f"{name} lost": len(result.lost), f"{name} stale": len(result.stale),
+                  f"{name} right after (s)": result.right_after_s,
+                  f"{name} shown in REST p50 (s)": statistics.median(times) if times else None,
+                  f"{name} shown in REST max (s)": times[-1] if times else None}
+    return found | {"met the target": meets_target(row), "load": row.load}
 
 
 def table(rows: list[Row]) -> str:
@@ -142,6 +154,8 @@ def main() -> None:
         print(f"\nConnect {rows[0].line if rows else LINES[line]}, {rows[0].keys if rows else 0} status keys a row\n")
         print(table(rows))
     print(f"\nload average at the end: {load_average()}")
+    write_json(args.json, {f"Connect {rows[0].line if rows else LINES[line]}": [by_name(row) for row in rows]
+                           for line, rows in results.items()})
 
 
 if __name__ == "__main__":

@@ -219,8 +219,13 @@ def test_a_proxy_in_front_of_no_sidecar_refuses_connections_once_it_does_not_lis
 
 
 def test_fault_matrix_quick_run(tmp_path: Path) -> None:
-    output = run_quick("fault_matrix", tmp_path, timeout=420.0)  # a broker and four Connect workers start
-    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in output.splitlines()
-            if line.startswith("| none ")]
+    found = tmp_path / "fault_matrix.json"
+    # A broker and four Connect workers start.
+    output = run_quick("fault_matrix", tmp_path, "--json", str(found), timeout=420.0)
+    [rows] = json.loads(found.read_text()).values()
     # The control row: no fault, and both sides end with every key right (the oracle agrees with real workers).
-    assert [row[1:3] + row[5:7] for row in rows] == [["0", "0", "0", "0"]], output
+    assert [{name: row[name] for name in ("fault", "pod lost", "pod stale", "stock lost", "stock stale")}
+            for row in rows] == [{"fault": "none", "pod lost": 0, "pod stale": 0, "stock lost": 0, "stock stale": 0}
+                                 ], output
+    assert rows[0]["met the target"] is True, output
+    assert "| none | 0 | 0 |" in output, output
