@@ -1,6 +1,6 @@
 """What a fault matrix row's verdict saw, kept for the run (``bench.fault_matrix --keep DIR``): one JSON file a row,
-beside the beds' own folders (each worker's, sidecar's and the broker's logs), so that a side that lost keys can be
-read after the run.
+beside the beds' own folders (each worker's and the broker's logs), and what each of the pod's sidecars printed during
+the row (``<row>-sidecar-<n>.log``), so that a side that lost keys can be read after the run.
 
 The file holds when the row began and its fault ended (wall clock, to match the logs' times), every look of the
 verdict whose verdict differs from the look before (its time after the fault's end, and per side the keys lost and
@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from .matrix_views import Verdict
+from .service import Service
 from .topic_tail import TopicTail
+
+# How many lines of each sidecar's output earlier rows wrote (by the service's id; the service kept, so that an id is
+# not taken again by another while it counts).
+_written: dict[int, tuple[Service, int]] = {}
 
 
 def wall(monotonic: float) -> float:
@@ -56,13 +61,27 @@ class RowKeep:
             return
         self.records[side] = [(self._after(read), key, state(value)) for read, key, value in tail.records(keys)]
 
+    def sidecar_output(self, folder: Path, index: int, service: Service | None) -> None:
+        """What the pod's sidecar ``index`` printed since the last row wrote it (its logs), in its own file."""
+        if service is None:
+            return
+        lines = service.output()
+        start = _written.get(id(service), (None, 0))
+        begin = start[1] if start[0] is service else 0
+        _written[id(service)] = (service, len(lines))
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{self._stem()}-sidecar-{index}.log").write_text("".join(lines[begin:]))
+
+    def _stem(self) -> str:
+        return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', self.prefix)}-{self.fault}"
+
     def _after(self, at: float) -> float | None:
         return None if self.fault_end is None else round(at - self.fault_end, 3)
 
     def write(self, folder: Path) -> Path:
         """The row's file in ``folder`` (made if missing): ``<prefix>-<fault>.json``."""
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', self.prefix)}-{self.fault}.json"
+        path = folder / f"{self._stem()}.json"
         path.write_text(json.dumps({
             "fault": self.fault, "prefix": self.prefix, "began_wall": wall(self.began),
             "fault_end_wall": None if self.fault_end is None else wall(self.fault_end),

@@ -177,6 +177,8 @@ def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str, keep: Path | 
         if keep is not None:
             for name, side in bed.sides.items():
                 kept.topic(name, side.tail, workload.expected())
+            for index, sidecar in enumerate(bed.sides[POD].sidecars):
+                kept.sidecar_output(keep, index, sidecar.service)
             kept.write(keep)
         bed.heal()
     for index, (before, after) in enumerate(zip(undone_before, bed.sides[POD].late_writes_undone(), strict=True)):

@@ -234,6 +234,8 @@ def test_fault_matrix_quick_run(tmp_path: Path) -> None:
     assert looked["last_look"]["sides"] == {side: {"lost": {}, "stale": {}, "unanswered": []} for side in (POD, STOCK)}
     assert looked["records"][POD], looked
     assert looked["records"][STOCK], looked
+    assert [path.name for path in sorted(row_file.parent.glob("*-none-sidecar-*.log"))] == [
+        row_file.stem + "-sidecar-0.log", row_file.stem + "-sidecar-1.log"]
     # The control row: no fault, and both sides end with every key right (the oracle agrees with real workers).
     assert [{name: row[name] for name in ("fault", "pod lost", "pod stale", "stock lost", "stock stale")}
             for row in rows] == [{"fault": "none", "pod lost": 0, "pod stale": 0, "stock lost": 0, "stock stale": 0}
