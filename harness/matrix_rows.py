@@ -149,6 +149,7 @@ def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str, keep: Path | 
     kept = RowKeep(fault.name, prefix, time.monotonic())
     notes = bed.ready(profile.ready_s)
     undone_before = bed.sides[POD].late_writes_undone()
+    stalls_before = {name: len(side.tail.stalls) if side.tail is not None else 0 for name, side in bed.sides.items()}
     load = os.getloadavg()[0]
     workload = Workload(prefix)
     together(functools.partial(set_up, side, workload) for side in bed.sides.values())
@@ -186,6 +187,11 @@ def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str, keep: Path | 
         if (undone := after - before if after >= before else after) > 0:
             notes.append(f"pod sidecar {index}: undid {undone:g} late write(s) (a write it gave up that landed over "
                          "a newer record of its key)")
+    for name, side in bed.sides.items():
+        # The harness's own consumer of the side's topic, not the side: said, so that a topic view's verdict is read
+        # with it (``topic_tail.TopicTail``).
+        stalls = side.tail.stalls if side.tail is not None else []
+        notes += [f"{name} topic tail: {stall}" for stall in stalls[stalls_before[name]:]]
     for name, verdict in verdicts.items():
         notes += connect_logged(bed.sides[name], workload, [*verdict.lost, *verdict.stale])
     for side in bed.sides.values():
