@@ -167,7 +167,7 @@ class AgentSession:
         busy = [pending.update for pending in self.pending.values()
                 if not pending.update.done() and not still(pending.update)]
         if busy and timeout > 0:
-            await asyncio.wait([update.settled() for update in busy], timeout=timeout)
+            await asyncio.wait([asyncio.ensure_future(update.settled()) for update in busy], timeout=timeout)
         still = idle()
         unsettled = [(seq, pending) for seq, pending in self.pending.items() if not pending.update.done()]
         busy_keys = {pending.key for _, pending in unsettled if not still(pending.update)}
@@ -208,7 +208,8 @@ class AgentSession:
     async def settling(self, timeout: float) -> None:
         """Wait until every pending write has its outcome, at most ``timeout`` seconds."""
         if self.pending:
-            await asyncio.wait([pending.update.settled() for pending in self.pending.values()], timeout=timeout)
+            await asyncio.wait([asyncio.ensure_future(pending.update.settled()) for pending in self.pending.values()],
+                               timeout=timeout)
 
     def outcomes(self) -> list[dict[str, Any]]:
         """The settled writes not acknowledged yet, lowest seqs first, at most ``MAX_OUTCOMES_SENT``."""

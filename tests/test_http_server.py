@@ -161,6 +161,37 @@ async def test_an_answer_goes_out_in_one_write(monkeypatch: pytest.MonkeyPatch) 
         writer.close()
 
 
+async def test_a_complete_answer_leaves_before_the_app_has_returned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A complete answer goes out at once, not at the end of the turn: what the app does after its last message (its
+    middleware's metrics, its coroutines unwinding) is not waited for."""
+    api = create_app(None)
+    written_when_sent: list[list[bytes]] = []
+    port = free_port()
+    writes = socket_writes(monkeypatch, port)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        async def sent(message: dict[str, Any]) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                written_when_sent.append(list(writes))  # in the same turn, before anything else runs
+
+        await api(scope, receive, sent if scope["type"] == "http" else send)
+
+    app.state = api.state  # type: ignore[attr-defined]  # where http_config counts the connections it closes
+    server = uvicorn.Server(http_config(app, "127.0.0.1", port))
+    task = asyncio.create_task(server.serve())
+    await eventually(lambda: server.started or task.done(), WAIT)
+    try:
+        reader, writer = await connect(server, FULL)
+        head = await reader.readuntil(b"\r\n\r\n")
+        body = await reader.readexactly(int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0]))
+        assert written_when_sent == [[head + body]]
+        writer.close()
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, WAIT)
+
+
 async def test_writes_wait_for_the_end_of_the_turn_only_while_they_are_short(monkeypatch: pytest.MonkeyPatch) -> None:
     """A long answer written in one turn goes out at once, in order, so that asyncio's flow control sees it."""
     received = bytearray()

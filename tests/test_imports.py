@@ -31,6 +31,7 @@ def test_the_contracts_hold() -> None:
     ("retry/scheduler.py", "from .queue import RetryQueue", "import one way, bottom up"),
     ("retry/partition_gate.py", "import asyncio", "need no event loop"),
     ("retry/commands.py", "import asyncio", "need no event loop"),
+    ("retry/updates.py", "import asyncio", "need no event loop"),
     ("store.py", "from .retry.holds import Slot", "Only the retry wing imports the retry engine's parts"),
     ("act/plan.py", "import asyncio", "decided without an event loop"),
     ("config/load.py", "from ..embedded import mock_cluster", "mock-cluster binding"),

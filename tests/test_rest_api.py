@@ -833,6 +833,85 @@ async def test_a_write_without_query_parameters_is_answered_as_fastapi_answers_i
         assert without_attempts(direct) == without_attempts(through_fastapi), url
 
 
+_AGENT_UPDATE = b'{"seq":1,"kind":"connector","connector":"c","state":"RUNNING","worker_id":"w","generation":1}'
+# Agent requests (``AGENT`` stands for the session's name), each sent once without query parameters and once with one.
+ODD_AGENT_BODIES = [
+    b'{"agent":"AGENT","ack":0,"updates":[' + _AGENT_UPDATE + b']}',
+    b'{"agent":"x","agent":"AGENT","updates":[' + _AGENT_UPDATE + b']}',  # a repeated key: the last one counts
+    b'\xef\xbb\xbf{"agent":"AGENT","updates":[]}',  # a UTF-8 byte order mark
+    '{"agent":"AGENT","updates":[]}'.encode("utf-16"),
+    b'{"agent":"AGENT","worker_id":"\\ud800","updates":[]}',  # a lone surrogate
+    b'{"agent":"AGENT","worker_id":"\xed\xa0\x80","updates":[]}',  # a surrogate encoded as UTF-8
+    b'{"agent":"AGENT","worker_id":"a\nb","updates":[]}',  # a raw control character in a string
+    b'{"agent":"AGENT","ack":1.0,"updates":[]}',
+    b'{"agent":"AGENT","ack":-0,"updates":[]}',
+    b'{"agent":"AGENT","wait_ms":NaN,"updates":[]}',
+    b'{"agent":"AGENT","final":"true","updates":[]}',
+    b'{"agent":"AGENT","lease_ms":0,"updates":[]}',
+    b'{"agent":"AGENT","instance":"another","updates":[' + _AGENT_UPDATE + b']}',
+    b'{"agent":"AGENT","updates":{}}',
+    b'{"agent":"AGENT","updates":[{"kind":"connector"}]}',  # an update without its seq
+    b'{"agent":"AGENT","updates":[{"seq":1,"kind":"nope"},{"seq":2,"kind":"task","connector":"c","state":"RUNNING",'
+    b'"generation":1}]}',
+    b'{"agent":"AGENT","updates":[]} x',  # text after the value
+    b'{"agent":"","updates":[]}',
+    b'{"updates":[]}',
+    b'[]',
+    b'',
+]
+
+
+@pytest.mark.parametrize("body", ODD_AGENT_BODIES)
+async def test_an_agent_request_without_query_parameters_is_answered_as_fastapi_answers_it(api: Api, body: bytes,
+                                                                                          ) -> None:
+    # An agent's request without query parameters is read without FastAPI's request handler; with one FastAPI
+    # reads it (the route takes none): both must give the same answer, whatever the body (each its own session).
+    direct = await api.http.post("/agent/statuses", content=body.replace(b"AGENT", b"direct"), headers=JSON)
+    through_fastapi = await api.http.post("/agent/statuses", content=body.replace(b"AGENT", b"fastapi"),
+                                          headers=JSON, params={"through": "fastapi"})
+    assert (direct.status_code, direct.json()) == (through_fastapi.status_code, through_fastapi.json())
+
+
+def _fast_lane_requests() -> list[tuple[str, bytes, dict[str, str]]]:
+    """Requests of the two write routes the middleware serves itself: common ones, and each of the refusals."""
+    token = {"authorization": "Bearer t", **JSON}
+    agent = b'{"agent":"a","updates":[' + _AGENT_UPDATE + b']}'
+    batch = b'{"updates":[{"kind":"task","connector":"c","task":0,"state":"RUNNING","generation":1}]}'
+    requests = []
+    for url, body in (("/agent/statuses", agent), ("/statuses", batch)):
+        requests += [(url, body, token), (url, body, JSON), (url, body, {"authorization": "Bearer u", **JSON}),
+                     (url, body, {"authorization": "Bearer t", "content-type": "text/plain"}),
+                     (url, body + b" " * 2000, token), (url, body[:-1], token), (url, b"", token),
+                     (url + "/", body, token)]
+    requests.append(("/agent/statuses", agent.replace(b'"agent":"a"', b'"agent":"b","instance":"x"'), token))
+    return requests
+
+
+async def test_the_fast_lane_answers_as_the_router_and_fastapi_answer(
+        api_factory: ApiFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # POST /agent/statuses and POST /statuses are served by the middleware itself (routing.serve_directly), past the
+    # router and the exception middleware: each request is answered as the same app without that lane answers it.
+    async with api_factory(token="t", max_body_bytes=2000) as api:
+        monkeypatch.setattr("status_store.api.middleware.direct_routes", lambda routes: {})
+        laneless = create_app(api.store, CollectorRegistry(), "t", 2000)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=laneless), base_url="http://test") as other:
+            await other.get("/health")  # the laneless app's middleware is made now, while direct_routes is patched
+            monkeypatch.undo()
+            for url, body, headers in _fast_lane_requests():
+                lane = await api.http.post(url, content=body, headers=headers)
+                router = await other.post(url, content=body, headers=headers)
+                assert lane.status_code == router.status_code, (url, body, headers, lane.text, router.text)
+                assert lane.headers.get("www-authenticate") == router.headers.get("www-authenticate")
+                assert lane.headers.get("connection") == router.headers.get("connection")
+                # Each app is its own sidecar instance; a batch's answers carry the attempts so far.
+                answers = [json.loads(response.text.replace(app.state.agents.instance, "I")) if response.content
+                           else None for response, app in ((lane, api.app), (router, laneless))]
+                for answer in answers:
+                    for result in answer.get("results", []) if isinstance(answer, dict) else []:
+                        result.pop("attempts")
+                assert answers[0] == answers[1], (url, body, headers)
+
+
 def test_names_with_any_control_character_are_refused_and_no_other_character_is() -> None:
     # Connect refuses a connector name with a character of Unicode's category Cc.
     for code_point in range(sys.maxunicode + 1):

@@ -4,6 +4,7 @@ refusal, back to the engine. On a clock of the test's own, with plain lists: no 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -16,7 +17,7 @@ from status_store.retry.engine import Engine
 from status_store.retry.queue import RetryQueue
 from status_store.retry.updates import Outcome, Result, RetryListener, RetryPolicy, StatusUpdate, UpdateKind
 
-from .test_partition_gate import BACKOFF, FakeClock, ScriptedKafka
+from .test_partition_gate import BACKOFF, FakeClock, ScriptedKafka, partition_0_held
 
 
 def partition_of(key: str) -> int:
@@ -191,3 +192,25 @@ def test_the_listeners_hear_of_an_outcome_after_its_step_and_before_the_records_
     assert heard == [(Result.WRITTEN, True, [])]
     assert first.outcome is not None
     assert [s.value for s in kafka.unsettled] == [b"v2"]
+
+
+async def test_a_handles_future_is_made_by_the_queue_module_when_its_caller_asks() -> None:
+    """The handle has no event loop of its own (retry/updates.py imports no asyncio): retry/queue.py makes its future
+    on the running loop when a caller first waits, done at once if it has settled; a wait that times out never cancels
+    it; a parked update submitted again is waited for the same way."""
+    g, exhausted = partition_0_held(max_retries=0)
+    assert exhausted.settled().done()
+    assert (await exhausted.result()).result is Result.FAILED
+    g.clock.advance(0.2)
+    ((_, again, _),) = g.parker.unparked
+    assert again is not None
+    settled = again.settled()
+    assert isinstance(settled, asyncio.Future)
+    assert settled is again.settled()
+    with pytest.raises(TimeoutError):
+        await again.result(0)
+    assert not settled.cancelled()
+    waiting = asyncio.ensure_future(again.result())
+    g.kafka.write(g.kafka.only_unsettled())
+    assert (await asyncio.wait_for(waiting, 10)).result is Result.WRITTEN
+    assert settled.result() is again.outcome

@@ -39,7 +39,8 @@ A request body is bounded in time and size by the ``ConnectHttp`` middleware.
 
 What one turn of the event loop writes to a connection goes out in one write (``OneWritePerTurn``):
 uvicorn writes an answer's head and its body separately, which costs every answer with a body two
-``send`` calls and two TCP segments, each handled by the kernel, the client and its event loop.
+``send`` calls and two TCP segments, each handled by the kernel, the client and its event loop. A complete
+answer goes at once, before the app's coroutines unwind and its metrics are counted.
 """
 
 from __future__ import annotations
@@ -168,6 +169,9 @@ class LimitedH11Protocol(H11Protocol):
             self._waiting_since = None
 
     def on_response_complete(self) -> None:
+        # The answer is whole: it leaves now, not once the app's coroutines have unwound and counted it.
+        if isinstance(self.transport, OneWritePerTurn):
+            self.transport.flush()
         cycle = self.cycle
         super().on_response_complete()
         # uvicorn may have started a pipelined request already; otherwise the next head is awaited.
@@ -295,8 +299,9 @@ class LimitedH11Protocol(H11Protocol):
 
 class OneWritePerTurn(asyncio.Transport):
     """A connection's transport whose writes of one turn of the event loop go out together, at the end of the
-    turn (or before the connection is closed or half-closed), in their order. Once ``FLUSH_BYTES`` wait, they go
-    at once: a long answer written in one turn meets asyncio's flow control as it would without this.
+    turn (or once an answer is complete, or before the connection is closed or half-closed), in their order. Once
+    ``FLUSH_BYTES`` wait, they go at once: a long answer written in one turn meets asyncio's flow control as it would
+    without this.
 
     Closed with data still to send (asyncio then waits for the client to take it, for ever if it never reads),
     the connection is aborted after ``linger_s``."""
@@ -326,6 +331,10 @@ class OneWritePerTurn(asyncio.Transport):
     def writelines(self, list_of_data: Iterable[bytes | bytearray | memoryview]) -> None:
         for data in list_of_data:
             self.write(data)
+
+    def flush(self) -> None:
+        """Send what waits now (an answer that is complete), not at the end of the turn."""
+        self._flush()
 
     def _flush_at_end_of_turn(self) -> None:
         self._flush_scheduled = False

@@ -15,6 +15,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .responses import ApiError, send_error
+from .routing import direct_routes, serve_directly
 
 # A client that stops sending a body it announced is answered 408 after this long.
 BODY_TIMEOUT_S = 30.0
@@ -73,6 +74,9 @@ class ConnectHttp:
     - **Body limits**: 413 (Connect's error body) for a request body larger than ``max_bytes``, whether
       announced by ``Content-Length`` or streamed (chunked), and 408 when the body does not arrive within
       ``timeout_s``.
+    - **The hot writes' fast lane**: a request of a write route with a fixed path that is ``served_directly``
+      (``routing.direct_routes``: an agent's, a batch) is served by ``routing.serve_directly``, past the router and
+      the exception middleware, with the same checks and the same answers.
     """
 
     def __init__(self, app: ASGIApp, registry: CollectorRegistry, max_bytes: int, served: Sequence[BaseRoute] = (),
@@ -80,6 +84,7 @@ class ConnectHttp:
         """``served``: the routes of what the app serves, each as a path and methods (for OPTIONS)."""
         self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
         self.served = served
+        self.direct = direct_routes(served)
         self.requests = Counter("http_requests", "HTTP requests answered.", ["method", "route", "status"],
                                 registry=registry)
         self.duration = Histogram("http_request_duration_seconds", "Time to answer an HTTP request.",
@@ -139,7 +144,14 @@ class ConnectHttp:
             await send_error(send, 413, self._too_large_message(), _CLOSE)
             return
         if scope["method"] != "HEAD":
-            await self.app(scope, self._limited(receive), send)
+            receive = self._limited(receive)
+            route = self.direct.get((scope["method"], scope["path"]))
+            if route is not None:
+                again = await serve_directly(route, scope, receive, send)
+                if again is None:
+                    return
+                receive = again
+            await self.app(scope, receive, send)
             return
         # The scope is changed in place (not copied) so that the route the router finds stays visible to the
         # metrics; the method is restored for everything outside.

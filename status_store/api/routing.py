@@ -1,5 +1,6 @@
 """The route class of every endpoint: a write is authenticated, and its media type checked, before its
-body is read; the hot writes' common requests are served without FastAPI's parameter solving.
+body is read; the hot writes' common requests are served without FastAPI's parameter solving, and those of a write
+route with a fixed path (``POST /agent/statuses``, ``POST /statuses``) without the router either (``serve_directly``).
 
 FastAPI reads and parses a request's body before it solves the route's dependencies, so a token
 checked in a dependency would come after the JSON parser had spoken (and worked) for anyone. Here
@@ -9,11 +10,13 @@ the checks wrap the route's handler, which runs before the body is read.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
+from starlette.types import Message, Receive, Scope, Send
 
 from ..logs import RateLimit
 from .credentials import WriteTokens
@@ -29,6 +32,8 @@ REFUSED_LOG_INTERVAL_S = 10.0
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 # Reads an endpoint's arguments from a request, or None for a request FastAPI is to read (see served_directly).
 DirectArguments = Callable[[Request], Awaitable[dict[str, Any] | None]]
+# An exception handler of the app.
+Handled = Callable[[Request, Exception], Awaitable[Response]]
 Endpoint = TypeVar("Endpoint", bound=Callable[..., Awaitable[Response]])
 _DIRECT_ARGUMENTS = "direct_arguments"
 _READS_CONFIGURATIONS = "reads_configurations"
@@ -89,6 +94,71 @@ class ConnectRoute(APIRoute):
             return await handler(request)
 
         return checked_handler
+
+
+def direct_routes(routes: Iterable[object]) -> dict[tuple[str, str], ConnectRoute]:
+    """The write routes ``served_directly`` whose path has no parameters, by method and path: ``ConnectHttp`` hands
+    their requests to ``serve_directly``."""
+    return {(method, route.path): route for route in routes
+            if isinstance(route, ConnectRoute) and "{" not in route.path and route.methods
+            and not route.methods <= READ_METHODS and getattr(route.endpoint, _DIRECT_ARGUMENTS, None) is not None
+            for method in route.methods}
+
+
+async def serve_directly(route: ConnectRoute, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+    """Serve a request of ``route`` (one of ``direct_routes``) without the router, the exception middleware and
+    FastAPI's request handler, each of which a request of the hot path paid for in coroutine frames, wrapped sends
+    and objects: the checks of ``ConnectRoute`` (token, media type), then the endpoint's arguments read by its
+    ``served_directly`` function, then the endpoint. An error is answered by the app's handler for it, as the exception
+    middleware answers it (one with no handler but the catch-all goes on up, as it does from there). None once
+    answered; when the request is not a common one (its arguments read as None), a ``receive`` that gives its body
+    again, for the app to serve the request as it serves any other."""
+    arguments: DirectArguments = getattr(route.endpoint, _DIRECT_ARGUMENTS)
+    scope["route"], scope["endpoint"], scope["path_params"] = route, route.endpoint, {}
+    request = Request(scope, receive)
+    try:
+        authenticate(request)
+        require_json(request)
+        direct = await arguments(request)
+        if direct is None:
+            return _again(await request.body(), receive)
+        response: Response = await route.endpoint(**direct)
+    except Exception as error:
+        handler = _handler(scope["app"].exception_handlers, error)
+        if handler is None:
+            raise
+        response = await handler(request, error)
+        error.__traceback__ = None  # as Starlette does: an instance raised again keeps no old tracebacks
+    await response(scope, receive, send)
+    return None
+
+
+def _handler(handlers: dict[Any, Handled], error: Exception) -> Handled | None:
+    """The app's handler of ``error`` as Starlette's exception middleware finds it: an ``HTTPException``'s by its
+    status, then by the error's classes in order, where the catch-all (``Exception``, 500) is not one of them (that one
+    answers further up, in Starlette's server error middleware)."""
+    if isinstance(error, HTTPException) and error.status_code in handlers and error.status_code != 500:
+        return handlers[error.status_code]
+    for kind in type(error).__mro__:
+        if kind is Exception:
+            return None
+        if kind in handlers:
+            return handlers[kind]
+    return None
+
+
+def _again(body: bytes, receive: Receive) -> Receive:
+    """``receive`` whose first message is the whole body, read already."""
+    given = False
+
+    async def again() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return again
 
 
 def authenticate(request: Request) -> None:

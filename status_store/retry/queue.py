@@ -11,8 +11,9 @@ keeps one loop timer at the time the engine asks to be woken. It holds the liste
 
 And the queue's own promises:
 
-- **Never blocks the caller.** ``submit`` returns at once; ``StatusUpdate.result()`` awaits the outcome
-  (``updates.py``: the handle and the types a caller sees).
+- **Never blocks the caller.** ``submit`` returns at once; ``StatusUpdate.result()`` awaits the outcome, on a
+  future of the running event loop that this module makes for the handle (``updates.py``: the handle and the types a
+  caller sees, without an event loop of their own).
   With ``max_pending`` set, a write of a new key past that many keys pending is refused (``WriteRejectedError``).
 - **A listener never breaks the queue.** An exception in a listener is logged once per cause, counted
   in ``listener_errors``, and the update settles and its key moves on as if nothing happened.
@@ -33,7 +34,7 @@ from ..errors import StoreClosedError, WriteFailedError, WriteRejectedError
 from .commands import Attempt, Effect, Settle, WakeAt
 from .delivery import Delivery, Send
 from .engine import Engine
-from .updates import RetryListener, RetryPolicy, Route, StatusUpdate
+from .updates import Outcome, RetryListener, RetryPolicy, Route, Settled, StatusUpdate
 
 log = logging.getLogger(__name__)
 
@@ -340,6 +341,26 @@ class RetryQueue:
         # The failures' summary line still comes at the end of its window.
         self._carry_out(self._engine.wake())
         return lost
+
+
+class _LoopWaits:
+    """How a handle's caller waits for its outcome (``updates.Waits``): on a future of the running event loop, made
+    only when asked for (most writes are never awaited one by one)."""
+
+    __slots__ = ()
+
+    def future(self) -> asyncio.Future[Outcome]:
+        """A new future of the running event loop."""
+        return asyncio.get_running_loop().create_future()
+
+    async def within(self, settled: Settled, timeout: float | None) -> Outcome:
+        """Wait at most ``timeout`` seconds; a cancelled or timed-out wait leaves the future to its other waiters."""
+        async with asyncio.timeout(timeout):
+            return await asyncio.shield(settled)
+
+
+# The one asyncio layer of the wing makes the futures every handle's caller awaits.
+StatusUpdate.waited_on(_LoopWaits())
 
 
 class _Delivered:

@@ -1,13 +1,12 @@
 """What a caller of the retry queue holds: the ``StatusUpdate`` handle, its ``Outcome``, and the listener and
-policy types (pure: no Kafka, no scheduler)."""
+policy types (pure: no Kafka, no scheduler, no event loop: the future a handle's caller awaits is the queue's)."""
 
 from __future__ import annotations
 
-import asyncio
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from ..errors import WriteFailedError
 from .backoff import Backoff, RetryMode
@@ -62,12 +61,51 @@ class Outcome(NamedTuple):
         return self.result is Result.WRITTEN
 
 
+class Settled(Protocol):
+    """The outcome of one update to await: a future of the queue's event loop (``asyncio.Future`` is one), done once
+    the update settles. Never cancel it: others may wait on it too."""
+
+    def done(self) -> bool:
+        """True once it has the outcome."""
+        ...
+
+    def set_result(self, result: Outcome, /) -> None:
+        """Give it the outcome (the handle does, as the queue settles the update)."""
+        ...
+
+    def __await__(self) -> Generator[Any, None, Outcome]:
+        """Wait for the outcome."""
+        ...
+
+
+class Waits(Protocol):
+    """How a handle's caller waits for its outcome on the event loop (retry/queue.py's, set as it is loaded): a new
+    future, and a bounded wait on one."""
+
+    def future(self) -> Settled:
+        """A future of the running event loop, not done yet."""
+        ...
+
+    async def within(self, settled: Settled, timeout: float | None) -> Outcome:
+        """Wait for ``settled`` at most ``timeout`` seconds (None: no bound), never cancelling it."""
+        ...
+
+
 class StatusUpdate:
     """One submitted write as its caller sees it: key, kind and value, attempts so far, and, once settled, its
     outcome (``result()`` waits for it)."""
 
     __slots__ = ("_abandon", "_future", "attempts", "key", "kind", "last_error", "number", "outcome", "safe",
                  "spooled", "submitted_at", "value")
+
+    # How a caller waits for an outcome: futures of the running event loop, which retry/queue.py (the wing's one
+    # asyncio layer) sets as it is loaded (``waited_on``); the package loads it with the store.
+    _waits: ClassVar[Waits | None] = None
+
+    @classmethod
+    def waited_on(cls, waits: Waits) -> None:
+        """Every handle's caller waits for its outcome with ``waits`` from now on (retry/queue.py's, set once)."""
+        cls._waits = waits
 
     def __init__(self, key: str, value: bytes | None, kind: UpdateKind, abandon: Abandon | None = None,
                  safe: bool = False, spooled: bool = True) -> None:
@@ -80,7 +118,8 @@ class StatusUpdate:
         self.submitted_at = 0.0
         self.last_error: WriteFailedError | None = None
         self.outcome: Outcome | None = None
-        self._future: asyncio.Future[Outcome] | None = None
+        # The future its caller awaits, made when first asked for (``_waits``: most writes are never awaited alone).
+        self._future: Settled | None = None
         # The owner's check before each send (Connect's rules: ``abandoned``).
         self._abandon = abandon
 
@@ -101,19 +140,26 @@ class StatusUpdate:
         return self.outcome is not None
 
     async def result(self, timeout: float | None = None) -> Outcome:
-        """Wait for the outcome (it never raises for a failed write: see ``Outcome.result``)."""
+        """Wait for the outcome (it never raises for a failed write: see ``Outcome.result``); TimeoutError after
+        ``timeout`` seconds."""
         if self.outcome is not None:
             return self.outcome
-        async with asyncio.timeout(timeout):
-            return await asyncio.shield(self.settled())
+        return await self._waiting().within(self.settled(), timeout)
 
-    def settled(self) -> asyncio.Future[Outcome]:
+    def settled(self) -> Settled:
         """A future done with the outcome (to wait on many with ``asyncio.wait``; never cancel it)."""
         if self._future is None:
-            self._future = asyncio.get_running_loop().create_future()
+            self._future = self._waiting().future()
             if self.outcome is not None:
                 self._future.set_result(self.outcome)
         return self._future
+
+    def _waiting(self) -> Waits:
+        waits = self._waits
+        if waits is None:
+            raise RuntimeError("status_store.retry.queue is not loaded: nothing makes the future an outcome is "
+                               "awaited on")
+        return waits
 
     def settle(self, outcome: Outcome) -> None:
         """Give the update its outcome (the retry queue does, once, after the step that settled it)."""

@@ -28,7 +28,7 @@ from ...retry.updates import StatusUpdate
 from ...store import StatusStore
 from ..deps import StoreDep
 from ..responses import ApiError, ConnectJSONResponse, connect_json
-from ..routing import ConnectRoute
+from ..routing import ConnectRoute, served_directly
 from ..schemas import Text
 
 router = APIRouter(tags=["agent"], route_class=ConnectRoute)
@@ -125,7 +125,22 @@ class AgentAnswer(BaseModel):
     timed_out: list[int] | None = None
 
 
+async def agent_arguments(request: Request) -> dict[str, Any] | None:
+    """``agent_statuses``' arguments for a request without query parameters whose body validates, read from its bytes
+    in one pydantic call (``served_directly``); None for any other request, which FastAPI's handler reads (and
+    answers as it does: a body that does not validate, a store that is not running)."""
+    store: StatusStore | None = request.app.state.store
+    if store is None or request.scope["query_string"]:
+        return None
+    try:
+        body = AgentRequest.model_validate_json(await request.body())
+    except ValidationError:
+        return None
+    return {"body": body, "store": store, "agents": request.app.state.agents}
+
+
 @router.post("/agent/statuses", response_model=AgentAnswer)
+@served_directly(agent_arguments)
 async def agent_statuses(body: AgentRequest, store: StoreDep, agents: AgentsDep) -> Response:
     """An agent's updates, each judged alone as the worker's own store would (a refused one refuses no other);
     503 (nothing taken) when the store cannot take them now, 409 (nothing taken) when meant for another instance."""
