@@ -67,8 +67,8 @@ class TranscriptTest {
                         sidecar.timedOut = down;
                         // The broker down: each write's attempt is in flight until the write bound (the producer's
                         // delivery timeout) fails it, counted here from the request that ends the lease.
-                        long bound = Long.parseLong((String) settings.getOrDefault(
-                                "status.storage.retry.delivery.timeout.ms", "-1"));
+                        Object given = settings.get("status.storage.retry.delivery.timeout.ms");
+                        long bound = given == null ? -1 : Long.parseLong((String) given);
                         sidecar.inFlight = down;
                         sidecar.attemptFailsAfterMs = down ? bound : -1;
                         sidecar.timedOutAfterMs = Math.max(0, bound);
