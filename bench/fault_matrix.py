@@ -1,7 +1,7 @@
 """The fault matrix: the pod (stock Connect workers with the agent, a sidecar each) against stock Connect workers
 under the same faults, on the same Apache Kafka broker, with the same workload at the same moments.
 
-    .venv/bin/python -m bench.fault_matrix [--quick] [--rows NAME,NAME] [--runs N] [--line 4|3 ...]
+    .venv/bin/python -m bench.fault_matrix [--quick] [--rows NAME,NAME] [--runs N] [--line 4|3 ...] [--keep DIR]
 
 One Apache Kafka 4.4.0 broker (KRaft), with a listener of its own for the sidecars behind a ``KafkaProxy``
 (harness/real_kafka.py), and for each Connect line (``--line 4``: 4.4.0, every row; ``--line 3``: 3.9.2, the key
@@ -29,6 +29,7 @@ Only the pod layout runs here; one sidecar for every worker (Strimzi's layout, `
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -110,15 +111,17 @@ def table(rows: list[Row]) -> str:
 
 
 def run_line(workdir: Path, kafka: KafkaCluster, line: str, rows: list[str], runs: int, profile: Profile,
-             full_jit: bool) -> list[Row]:
-    """Every row of one Connect line, ``runs`` times, on a bed of its own."""
+             full_jit: bool, keep: bool = False) -> list[Row]:
+    """Every row of one Connect line, ``runs`` times, on a bed of its own; with ``keep``, each row's looks in
+    ``<workdir>/<line>/rows``."""
     done = []
     with Bed(kafka_line(line), workdir / line, kafka, profile.agent_options, profile.sidecar_settings,
              full_jit) as bed:
         for run in range(runs):
             for index, name in enumerate(rows):
                 print(f"[{line}] run {run + 1}, {name} (load {load_average()})", file=sys.stderr, flush=True)
-                done.append(run_row(bed, BY_NAME[name], profile, f"{line[-1]}r{run}n{index}"))
+                done.append(run_row(bed, BY_NAME[name], profile, f"{line[-1]}r{run}n{index}",
+                                    workdir / line / "rows" if keep else None))
     return done
 
 
@@ -131,7 +134,12 @@ def main() -> None:
     parser.add_size("--runs", type=int, full=1, quick=1, help="times every row runs")
     parser.add_argument("--line", action="append", choices=sorted(LINES), default=[],
                         help="Connect line (again for both; default both, quick 4)")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="run in DIR (a new or empty folder) and keep it: the broker's, every worker's and "
+                             "sidecar's logs, and each row's looks and status records (<line>/rows/*.json)")
     args = parser.parse()
+    if args.keep is not None and args.keep.exists() and any(args.keep.iterdir()):
+        parser.error(f"--keep {args.keep}: not empty")
     chosen = [name for names in args.rows for name in names.split(",")]
     if unknown := [name for name in chosen if name not in BY_NAME]:
         parser.error(f"unknown rows: {', '.join(unknown)}")
@@ -139,14 +147,18 @@ def main() -> None:
     profile = QUICK if args.quick else FULL
     print(f"load average at the start: {load_average()}")
     results: dict[str, list[Row]] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-fault-matrix-") as scratch:
-        workdir = Path(scratch)
+    with contextlib.ExitStack() as scratch:
+        if args.keep is None:
+            workdir = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="bench-fault-matrix-")))
+        else:
+            workdir = args.keep.resolve()
+            workdir.mkdir(parents=True, exist_ok=True)
         with KafkaCluster(kafka_line("kafka-4"), workdir / "kafka", client_listeners=[SIDECARS],
                           full_jit=not args.quick) as kafka:
             for line in lines:
                 default = ["none"] if args.quick else [f.name for f in FAULTS] if line == "4" else KEY_ROWS
                 results[line] = run_line(workdir, kafka, LINES[line], chosen or default, args.runs, profile,
-                                         not args.quick)
+                                         not args.quick, args.keep is not None)
     print(f"\n.venv/bin/python -m bench.fault_matrix {' '.join(sys.argv[1:])}".rstrip())
     print(f"the time scale: {profile.name}; two workers a side; one Apache Kafka 4.4.0 broker; the load is the "
           f"1-minute load average as each row began")

@@ -47,7 +47,7 @@ class Side:
         self.tail: TopicTail | None = None
 
     def start_tail(self) -> None:
-        self.tail = TopicTail(self.connect.kafka.bootstrap_servers, self.connect.status_topic)
+        self.tail = TopicTail(self.connect.kafka.bootstrap_servers, self.connect.status_topic, keep_records=True)
 
     def running_apis(self) -> list[Ask]:
         """The REST API of each running worker."""

@@ -16,12 +16,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from status_store.connect.model import TaskId, task_key
 
 from .java_process import wait_until
 from .matrix_bed import POD, Bed, Side, together
 from .matrix_faults import Fault, Profile
+from .matrix_keep import RowKeep
 from .matrix_views import LatencyWatch, Verdict, judge, rest_found
 from .matrix_workload import REST_BOUND_S, TASKS, Step, Workload, call
 
@@ -141,10 +143,13 @@ def run_faults(bed: Bed, fault: Fault, scale: float, began: float) -> float:
     return max(time.monotonic(), began + fault.span(scale))
 
 
-def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str) -> Row:
-    """One row: the fault with the workload on both sides, then the verdict."""
+def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str, keep: Path | None = None) -> Row:
+    """One row: the fault with the workload on both sides, then the verdict. With ``keep``, what the verdict saw goes
+    into a file of its own in that folder (``matrix_keep.RowKeep``)."""
+    kept = RowKeep(fault.name, prefix, time.monotonic())
     notes = bed.ready(profile.ready_s)
     undone_before = bed.sides[POD].late_writes_undone()
+    stalls_before = {name: len(side.tail.stalls) if side.tail is not None else 0 for name, side in bed.sides.items()}
     load = os.getloadavg()[0]
     workload = Workload(prefix)
     together(functools.partial(set_up, side, workload) for side in bed.sides.values())
@@ -166,15 +171,27 @@ def run_row(bed: Bed, fault: Fault, profile: Profile, prefix: str) -> Row:
             fault_end = run_faults(bed, fault, profile.scale, began)
             sender.join()
             step_errors = driver.finish()
-        verdicts, right_since = settle(bed, workload, profile, fault_end)
+        kept.fault_end = fault_end
+        verdicts, right_since = settle(bed, workload, profile, fault_end, kept.look)
     finally:
         shown = {name: watch.stop() for name, watch in watches.items()}
+        if keep is not None:
+            for name, side in bed.sides.items():
+                kept.topic(name, side.tail, workload.expected())
+            for index, sidecar in enumerate(bed.sides[POD].sidecars):
+                kept.sidecar_output(keep, index, sidecar.service)
+            kept.write(keep)
         bed.heal()
     for index, (before, after) in enumerate(zip(undone_before, bed.sides[POD].late_writes_undone(), strict=True)):
         # A sidecar restarted by the fault counts from 0 again.
         if (undone := after - before if after >= before else after) > 0:
             notes.append(f"pod sidecar {index}: undid {undone:g} late write(s) (a write it gave up that landed over "
                          "a newer record of its key)")
+    for name, side in bed.sides.items():
+        # The harness's own consumer of the side's topic, not the side: said, so that a topic view's verdict is read
+        # with it (``topic_tail.TopicTail``).
+        stalls = side.tail.stalls if side.tail is not None else []
+        notes += [f"{name} topic tail: {stall}" for stall in stalls[stalls_before[name]:]]
     for name, verdict in verdicts.items():
         notes += connect_logged(bed.sides[name], workload, [*verdict.lost, *verdict.stale])
     for side in bed.sides.values():
@@ -208,10 +225,12 @@ def connect_logged(side: Side, workload: Workload, wrong: list[str]) -> list[str
     return said
 
 
-def settle(bed: Bed, workload: Workload, profile: Profile, fault_end: float
+def settle(bed: Bed, workload: Workload, profile: Profile, fault_end: float,
+           looked_at: Callable[[float, dict[str, Verdict]], None] = lambda at, verdicts: None
            ) -> tuple[dict[str, Verdict], dict[str, float | None]]:
     """Look at every view of both sides until every key is right on both and no record of them has arrived for
-    ``quiet_s``, or ``settle_s`` after the fault's end: the last verdicts, and since when each side was right."""
+    ``quiet_s``, or ``settle_s`` after the fault's end: the last verdicts, and since when each side was right. Each
+    look's verdicts go to ``looked_at`` with the look's start."""
     expected = workload.expected()
     connectors = list(workload.names.values())
     right_since: dict[str, float | None] = {name: None for name in bed.sides}
@@ -222,6 +241,7 @@ def settle(bed: Bed, workload: Workload, profile: Profile, fault_end: float
         with ThreadPoolExecutor(len(bed.sides)) as pool:
             looked = {name: pool.submit(side.views, expected, connectors) for name, side in bed.sides.items()}
             verdicts = {name: judge(expected, future.result()) for name, future in looked.items()}
+        looked_at(now, verdicts)
         for name, verdict in verdicts.items():
             right_since[name] = (right_since[name] or now) if verdict.right else None
         quiet = all(side.tail is not None and now - side.tail.latest_arrival(expected) >= profile.quiet_s

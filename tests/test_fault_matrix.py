@@ -22,7 +22,9 @@ from harness.http_proxy import DEEP_JSON_LEVELS, AnswerFault, HttpFaultProxy
 from harness.java_process import kafka_line
 from harness.matrix_bed import POD, RESTARTED_FIRST, STOCK, Bed
 from harness.matrix_faults import BY_NAME, QUICK
+from harness.matrix_keep import RowKeep
 from harness.matrix_rows import Row, run_row
+from harness.matrix_views import Verdict
 from harness.real_kafka import KafkaCluster
 from harness.service import Service
 from harness.worker_pods import SIDECARS
@@ -220,12 +222,41 @@ def test_a_proxy_in_front_of_no_sidecar_refuses_connections_once_it_does_not_lis
 
 def test_fault_matrix_quick_run(tmp_path: Path) -> None:
     found = tmp_path / "fault_matrix.json"
+    kept = tmp_path / "kept"
     # A broker and four Connect workers start.
-    output = run_quick("fault_matrix", tmp_path, "--json", str(found), timeout=420.0)
+    output = run_quick("fault_matrix", tmp_path, "--json", str(found), "--keep", str(kept), timeout=420.0)
     [rows] = json.loads(found.read_text()).values()
+    # --keep: the run's folder stays, with every worker's log and the row's looks and records.
+    assert len(list(kept.glob("kafka-4*/**/worker-*/*.log"))) >= 4, sorted(map(str, kept.rglob("*.log")))
+    [row_file] = kept.glob("kafka-4*/rows/*-none.json")
+    looked = json.loads(row_file.read_text())
+    assert looked["looks"], looked
+    assert looked["last_look"]["sides"] == {side: {"lost": {}, "stale": {}, "unanswered": []} for side in (POD, STOCK)}
+    assert looked["records"][POD], looked
+    assert looked["records"][STOCK], looked
+    assert [path.name for path in sorted(row_file.parent.glob("*-none-sidecar-*.log"))] == [
+        row_file.stem + "-sidecar-0.log", row_file.stem + "-sidecar-1.log"]
     # The control row: no fault, and both sides end with every key right (the oracle agrees with real workers).
     assert [{name: row[name] for name in ("fault", "pod lost", "pod stale", "stock lost", "stock stale")}
             for row in rows] == [{"fault": "none", "pod lost": 0, "pod stale": 0, "stock lost": 0, "stock stale": 0}
                                  ], output
     assert rows[0]["met the target"] is True, output
     assert "| none | 0 | 0 |" in output, output
+
+
+def test_a_rows_keep_holds_each_change_of_the_verdict(tmp_path: Path) -> None:
+    """``--keep``'s row file: a look is kept when its verdict differs from the look before, and the last look always
+    (the records of a live topic: the quick run's test)."""
+    keep = RowKeep("kafka-away-30s", "4r0n1", began=100.0)
+    keep.fault_end = 130.0
+    wrong = Verdict(lost={"status-task-c-0": ["worker 0: none"]})
+    keep.look(131.0, {POD: Verdict(), STOCK: wrong})
+    keep.look(131.5, {POD: Verdict(), STOCK: wrong})
+    keep.look(132.0, {POD: Verdict(), STOCK: Verdict()})
+    keep.look(132.5, {POD: Verdict(), STOCK: Verdict()})
+    written = json.loads(keep.write(tmp_path / "rows").read_text())
+    assert [look["after_fault_end_s"] for look in written["looks"]] == [1.0, 2.0]
+    assert written["looks"][0]["sides"][STOCK]["lost"] == {"status-task-c-0": ["worker 0: none"]}
+    assert written["last_look"]["after_fault_end_s"] == 2.5
+    assert written["fault"] == "kafka-away-30s"
+    assert written["fault_end_wall"] - written["began_wall"] == pytest.approx(30.0, abs=0.01)

@@ -77,6 +77,14 @@ final class KeyEntry {
         return sending != null || pending != null || verifying != null;
     }
 
+    /**
+     * Whether an attempt of a write of this key may still be under way at the sidecar: one on its way to it, pending
+     * there without an outcome, or replaced here by a newer one before its outcome came.
+     */
+    boolean mayBeInFlight() {
+        return sending != null || pending != null || !replaced.isEmpty();
+    }
+
     /** Whether an unconditional write of this key is unsettled (it may be written yet, or not). */
     boolean holdsUnconditional() {
         return (unsent != null && !unsent.safe) || (sending != null && !sending.safe)

@@ -137,6 +137,41 @@ final class KeyMoves {
         }
     }
 
+    /**
+     * Whether a key waiting for its fence has a write whose attempt may still be under way at the sidecar
+     * ({@link KeyEntry#mayBeInFlight}). Visits the keys waiting for their fence (only while the agent asks the sidecar
+     * for their outcomes, after it ended the lease).
+     */
+    boolean fencedInFlight() {
+        for (KeyEntry entry : orders.fenced) {
+            if (entry.mayBeInFlight()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * The sidecar answered that the session's lease ended: it starts no attempt of the session's writes from then on.
+     * So a key waiting for its fence none of whose writes may still be under way there (each has its outcome: written,
+     * or given back) can land nothing more from the sidecar, and goes through Connect now (or once its hold for an old
+     * instance passed). Returns how many keys it freed.
+     */
+    int liftSettled() {
+        List<KeyEntry> free = new ArrayList<>();
+        for (KeyEntry entry : orders.fenced) {
+            if (!entry.mayBeInFlight()) {
+                free.add(entry);
+            }
+        }
+        for (KeyEntry entry : free) {
+            orders.detach(entry);
+            entry.fenceUntil = entry.heldUntil;
+            orders.attach(entry);
+        }
+        return free.size();
+    }
+
     /** The earliest fence after {@code now} of a key waiting for it, or -1 when none waits. */
     long nextFence(long now) {
         orders.passFences(now);

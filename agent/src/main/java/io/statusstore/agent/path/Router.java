@@ -139,6 +139,24 @@ public final class Router {
         sidecarFence = fence;
     }
 
+    /**
+     * Whether, leaving, a key waits for its fence with a write whose attempt may still be under way at the sidecar
+     * (the sender asks a sidecar that answered the end of the lease for its outcome).
+     */
+    synchronized boolean fencedInFlight() {
+        return path == Path.FENCING && table.moves().fencedInFlight();
+    }
+
+    /**
+     * The sidecar answered the end of the session's lease, and every answer since is applied: the keys waiting for
+     * their fence with nothing that may still be under way there go through Connect now ({@link KeyMoves#liftSettled}).
+     */
+    synchronized void liftSettledFences() {
+        if (path == Path.FENCING && table.moves().liftSettled() > 0) {
+            signal();
+        }
+    }
+
     /** The sidecar is a new instance: what was pending at the old one is sent again from {@code holdUntil}. */
     synchronized void sidecarRestarted(long holdUntil) {
         table.moves().resendPending(holdUntil, () -> ++lastSeq);

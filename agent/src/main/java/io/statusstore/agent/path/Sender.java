@@ -76,6 +76,12 @@ public final class Sender implements Runnable {
     private long nextPollAt;
     private long stopRequestedAt = -1;
     private boolean finalSent;
+    /**
+     * Leaving a sidecar that answered the end of the session's lease: until when (its fence) the agent asks it for the
+     * outcomes of the writes whose attempt may still be under way there ({@link #askOutcomes}), or MIN_VALUE.
+     */
+    private long askOutcomesUntil = Long.MIN_VALUE;
+    private long nextAskAt;
 
     public Sender(AgentOptions options, Router router, SidecarClient client, ConnectPath connect,
                   AgentMetrics metrics, String clusterId, String statusTopic) {
@@ -331,9 +337,45 @@ public final class Sender implements Runnable {
                     Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2), none)));
             long answered = now();
             router.apply(none, answer, answered, answered + handover.readBackMs());
-            router.leaseEnded(handover.fenceAfterLease(now, LEASE_ENDED_MS));
+            long fence = handover.fenceAfterLease(now, LEASE_ENDED_MS);
+            router.leaseEnded(fence);
+            askOutcomesUntil = fence;
+            nextAskAt = answered;
         } catch (SidecarException e) {
             // The fence of the requests before it stands.
+        }
+    }
+
+    /**
+     * After the lease ended at a sidecar that answered so: it starts no attempt of the session's writes any more, so a
+     * key whose attempt there has its outcome (written, or given back when it failed) can land nothing more from it,
+     * and goes through Connect at once, not at its fence (a timed-out attempt that lands late is the sidecar's to undo:
+     * PROTOCOL.md, "What remains"). Each request ends the lease again (a lease of 1 ms: no write is taken, none
+     * renewed) and waits, as the one that ended it did, for the attempts under way to settle. It never runs past the
+     * fence, so a sidecar that stops answering holds no key longer than the fence did; a failed request ends the
+     * asking, and the fence stands.
+     */
+    private void askOutcomes(long now) {
+        long deadline = askOutcomesUntil - now;
+        long waitMs = Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2);
+        if (deadline <= waitMs) {
+            askOutcomesUntil = Long.MIN_VALUE;
+            return;
+        }
+        List<StatusUpdate> none = Collections.emptyList();
+        try {
+            AgentAnswer answer = handover.checked(client.post(AgentRequest.encode(agentId, router.workerId(),
+                    handover.instance(), router.ack(), LEASE_ENDED_MS, System.currentTimeMillis(), false, waitMs, none),
+                    deadline));
+            long answered = now();
+            router.apply(none, answer, answered, answered + handover.readBackMs());
+            router.liftSettledFences();
+            nextAskAt = answered + FLUSH_POLL_MS;
+        } catch (SidecarException e) {
+            if (e.malformed) {
+                handover.distrust();
+            }
+            askOutcomesUntil = Long.MIN_VALUE;
         }
     }
 
@@ -349,6 +391,10 @@ public final class Sender implements Runnable {
                     + (fence - now) + " ms" : ""));
             handover.leftSidecar(now);
             finalSent = false;
+            if (askOutcomesUntil > now) {
+                // Said written, or given back, on the answers so far: nothing of those keys is under way there.
+                router.liftSettledFences();
+            }
         }
         StatusUpdate next = router.takeReady(now);
         List<StatusUpdate> abandoned = router.takeAbandoned();
@@ -371,7 +417,16 @@ public final class Sender implements Runnable {
             return;
         }
         if (router.path() != Router.Path.FENCING) {
+            askOutcomesUntil = Long.MIN_VALUE;
             handover.probeLater(now);
+            return;
+        }
+        if (askOutcomesUntil > now && router.fencedInFlight()) {
+            if (now >= nextAskAt) {
+                askOutcomes(now);
+                return;
+            }
+            router.await(nextAskAt - now);
             return;
         }
         long fence = router.nextFence(now);

@@ -65,7 +65,7 @@ public final class SidecarClient {
 
     /** {@code GET /}: which cluster and status topic the sidecar serves. */
     public SidecarIdentity identify() throws SidecarException {
-        String answer = call("GET", "/", null);
+        String answer = call("GET", "/", null, deadlineMs());
         try {
             return SidecarIdentity.from(JsonTree.parse(answer));
         } catch (Throwable t) {
@@ -75,12 +75,20 @@ public final class SidecarClient {
 
     /** {@code GET /ready}: whether the sidecar reads its topics to their end now (200), else why not. */
     public void ready() throws SidecarException {
-        call("GET", "/ready", null);
+        call("GET", "/ready", null, deadlineMs());
     }
 
     /** {@code POST /agent/statuses} with an {@link AgentRequest} body; the answer's shape is checked. */
     public AgentAnswer post(String body) throws SidecarException {
-        String answer = call("POST", "/agent/statuses", body);
+        return post(body, deadlineMs());
+    }
+
+    /**
+     * {@link #post(String)} within {@code deadlineMs} (at most {@link #deadlineMs()}): a call the agent must not let
+     * run past a time of its own.
+     */
+    public AgentAnswer post(String body, long deadlineMs) throws SidecarException {
+        String answer = call("POST", "/agent/statuses", body, Math.max(1, Math.min(deadlineMs, deadlineMs())));
         try {
             return AgentAnswer.from(JsonTree.parse(answer));
         } catch (Throwable t) {
@@ -102,7 +110,7 @@ public final class SidecarClient {
                 -1, true, true);
     }
 
-    private String call(String method, String path, String body) throws SidecarException {
+    private String call(String method, String path, String body, long deadlineMs) throws SidecarException {
         AtomicBoolean expired = new AtomicBoolean();
         ScheduledFuture<?> watchdog = null;
         try {
@@ -114,9 +122,9 @@ public final class SidecarClient {
             watchdog = WATCHDOG.schedule(() -> {
                 expired.set(true);
                 c.disconnect();
-            }, deadlineMs(), TimeUnit.MILLISECONDS);
-            c.setConnectTimeout(connectTimeoutMs);
-            c.setReadTimeout(readTimeoutMs);
+            }, deadlineMs, TimeUnit.MILLISECONDS);
+            c.setConnectTimeout((int) Math.min(connectTimeoutMs, deadlineMs));
+            c.setReadTimeout((int) Math.min(readTimeoutMs, deadlineMs));
             c.setUseCaches(false);
             c.setRequestMethod(method);
             c.setRequestProperty("Accept", "application/json");
@@ -136,7 +144,7 @@ public final class SidecarClient {
             int status = c.getResponseCode();
             String answer = read(status >= 400 ? c.getErrorStream() : c.getInputStream());
             if (expired.get()) {
-                throw new IOException("no whole answer within " + deadlineMs() + " ms");
+                throw new IOException("no whole answer within " + deadlineMs + " ms");
             }
             if (status != 200) {
                 throw new SidecarException(method + " " + path + " answered " + status + oneLine(answer), status,
@@ -153,8 +161,7 @@ public final class SidecarClient {
                     + "certificate and tls.ca.file, or this agent's tls.cert.file and the sidecar's "
                     + "sidecar.rest.tls.ca.file): " + e.getMessage(), 0, -1, false);
         } catch (Throwable t) {
-            String why = expired.get() ? "no whole answer within " + deadlineMs() + " ms (connect.timeout.ms + "
-                    + "read.timeout.ms)" : brief(t);
+            String why = expired.get() ? "no whole answer within " + deadlineMs + " ms" : brief(t);
             throw new SidecarException(method + " " + path + " failed: " + why, 0, -1, true);
         } finally {
             if (watchdog != null) {

@@ -26,7 +26,7 @@ class CutOffSidecarTest {
             assertTrue(written >= taken + WRITE_BOUND_MS, "rule 5 waited the write bound: nothing said otherwise");
             // No attempt of the write was in flight as the lease ended: the sidecar never sends it again, and said so
             // (expired) on the answer, so the key is not held for the fence (the write bound after that request).
-            assertTrue(written < h.sidecar.leaseEndBefore(written) + WRITE_BOUND_MS,
+            assertTrue(written < h.sidecar.firstLeaseEnd() + WRITE_BOUND_MS,
                     "Connect's path wrote the key only after the fence: " + h.topic.records());
             h.awaitNewestLanded(2_000);
             h.assertInvariants();
@@ -79,7 +79,7 @@ class CutOffSidecarTest {
             h.write("c", 0, "PAUSED");
             Harness.await(() -> !h.connectWrites().isEmpty(), 3 * WRITE_BOUND_MS, "Connect's path wrote the key");
             long written = h.connectWrites().get(0).at;
-            assertTrue(written >= h.sidecar.leaseEndBefore(written) + WRITE_BOUND_MS,
+            assertTrue(written >= h.sidecar.firstLeaseEnd() + WRITE_BOUND_MS,
                     "Connect's path wrote the key before a write the sidecar may still land could have: "
                             + h.topic.records());
             assertTrue(h.topic.via("sidecar").isEmpty(), "the sidecar wrote nothing: " + h.topic.records());
@@ -97,8 +97,31 @@ class CutOffSidecarTest {
             h.write("c", 0, "PAUSED");
             Harness.await(() -> !h.connectWrites().isEmpty(), 3 * WRITE_BOUND_MS, "Connect's path wrote the key");
             long written = h.connectWrites().get(0).at;
-            assertTrue(written < h.sidecar.leaseEndBefore(written) + WRITE_BOUND_MS,
+            assertTrue(written < h.sidecar.firstLeaseEnd() + WRITE_BOUND_MS,
                     "Connect's path wrote the key only after the fence: " + h.topic.records());
+            h.awaitNewestLanded(2_000);
+            h.assertInvariants();
+        }
+    }
+
+    @Test
+    void aWriteInFlightAsTheLeaseEndsGoesThroughConnectOnceItsAttemptFailsNotAtItsFence() throws Exception {
+        try (Harness h = cutOff(true)) {
+            // The attempt in flight as the lease ends (a held partition's probe, sent moments before) fails 2 s later:
+            // after the answer that ended the lease, before the fence (the write bound and a second from it). Before,
+            // the agent no longer asked the sidecar once it had left it, and the key waited the whole fence.
+            h.sidecar.timedOut = true;
+            h.sidecar.attemptFailsAfterMs = 2_000;
+            h.write("c", 0, "PAUSED");
+            Harness.await(() -> !h.connectWrites().isEmpty(), 3 * WRITE_BOUND_MS, "Connect's path wrote the key");
+            long written = h.connectWrites().get(0).at;
+            long leaseEnded = h.sidecar.firstLeaseEnd();
+            // Not before the attempt failed: until then the sidecar might still have written it.
+            assertTrue(written >= leaseEnded + 2_000, "Connect's path wrote the key while the sidecar's attempt of it "
+                    + "was in flight: " + h.topic.records());
+            assertTrue(written < leaseEnded + WRITE_BOUND_MS, "Connect's path wrote the key only at its fence, "
+                    + (written - leaseEnded) + " ms after the lease ended: " + h.topic.records());
+            assertTrue(h.topic.via("sidecar").isEmpty(), "the sidecar wrote nothing: " + h.topic.records());
             h.awaitNewestLanded(2_000);
             h.assertInvariants();
         }

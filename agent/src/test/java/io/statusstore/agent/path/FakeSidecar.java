@@ -97,10 +97,15 @@ public final class FakeSidecar {
      */
     volatile boolean timedOut;
     /**
-     * While items are in flight: their attempt fails this long after a request that ends the lease arrives (-1: not
-     * while it waits), so that they are expired on its answer if it waits (wait_ms) that long.
+     * While items are in flight: their attempt fails this long after the first request that ends the lease arrives
+     * (-1: never), so that they are expired on the answer of a request that ends the lease then or later (waiting,
+     * wait_ms, for it to fail).
      */
     volatile long attemptFailsAfterMs = -1;
+    /** When the attempts in flight fail (ms), set by the first request that ends the lease; -1 before. */
+    private long attemptFailsAt = -1;
+    /** When the first request that ended the lease arrived (ms), or -1. */
+    private long firstLeaseEndAt = -1;
     /** While {@link #timedOut}: a write is said timed out only once it has waited this long since it was taken. */
     volatile long timedOutAfterMs;
     /** When each pending write was taken (ms), by seq. */
@@ -241,6 +246,11 @@ public final class FakeSidecar {
     /** When the agent's lease ends (System.nanoTime() ms), as of the latest request. */
     synchronized long leaseEnd() {
         return leaseUntil;
+    }
+
+    /** When the first request that ended the lease arrived (System.nanoTime() ms), or -1. */
+    synchronized long firstLeaseEnd() {
+        return firstLeaseEndAt;
     }
 
     /** The latest lease end granted by the requests that arrived before {@code at}. */
@@ -526,12 +536,22 @@ public final class FakeSidecar {
      * expired at once, the agent's now.
      */
     private void endLease(Session session, long waitMs) {
+        if (firstLeaseEndAt < 0) {
+            firstLeaseEndAt = now();
+        }
         if (inFlight) {
-            if (attemptFailsAfterMs < 0 || attemptFailsAfterMs > waitMs) {
+            if (attemptFailsAfterMs < 0) {
                 settling(session, waitMs);
                 return;
             }
-            long until = now() + attemptFailsAfterMs;
+            if (attemptFailsAt < 0) {
+                attemptFailsAt = now() + attemptFailsAfterMs;
+            }
+            if (attemptFailsAt > now() + waitMs) {
+                settling(session, waitMs);
+                return;
+            }
+            long until = attemptFailsAt;
             while (now() < until) {
                 try {
                     wait(Math.max(1, until - now()));
@@ -639,9 +659,12 @@ public final class FakeSidecar {
         return cached != null && !cached[0].equals(item.get("worker_id")) && (Long) cached[1] > (Long) item.get("generation");
     }
 
-    /** A session's pending write whose lease ended is not sent any more: at its next probe it expires. */
+    /**
+     * A session's pending write whose lease ended is not sent any more: at its next probe it expires. Not one in flight:
+     * its attempt ends only when it fails ({@link #attemptFailsAfterMs}), or on {@link #release}.
+     */
     private void expireLapsed() {
-        if (writeAtOnce) {
+        if (writeAtOnce || inFlight) {
             return;
         }
         for (Session session : sessions.values()) {

@@ -63,10 +63,19 @@ class TranscriptTest {
                 if (step.containsKey("kafka")) {
                     if (step.get("kafka").equals("away") || step.get("kafka").equals("down")) {
                         sidecar.writeAtOnce = false;
-                        sidecar.timedOut = step.get("kafka").equals("down");
+                        boolean down = step.get("kafka").equals("down");
+                        sidecar.timedOut = down;
+                        // The broker down: each write's attempt is in flight until the write bound (the producer's
+                        // delivery timeout) fails it, counted here from the request that ends the lease.
+                        Object given = settings.get("status.storage.retry.delivery.timeout.ms");
+                        long bound = given == null ? -1 : Long.parseLong((String) given);
+                        sidecar.inFlight = down;
+                        sidecar.attemptFailsAfterMs = down ? bound : -1;
+                        sidecar.timedOutAfterMs = Math.max(0, bound);
                     } else {
                         sidecar.writeAtOnce = true;
                         sidecar.timedOut = false;
+                        sidecar.inFlight = false;
                         sidecar.release();
                     }
                 } else if (step.containsKey("sleep_ms")) {
