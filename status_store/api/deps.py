@@ -6,7 +6,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Path, Query, Request
 from pydantic import BaseModel, ValidationError
@@ -18,6 +18,8 @@ from ..fleet.config_topic import ConfigTopic
 from ..retry.updates import Result, StatusUpdate
 from ..store import SPOOL_RETRY_AFTER_S, StatusStore
 from .responses import ApiError, ConnectJSONResponse, connect_json
+
+Body = TypeVar("Body", bound=BaseModel)
 
 # Longest wait a ?wait=true request may ask for.
 MAX_WAIT_MS = 120_000
@@ -137,19 +139,27 @@ async def wait_params(
 WaitDep = Annotated[WaitParams, Depends(wait_params)]
 
 
-async def direct_write_arguments(request: Request, body_name: str,
-                                 body_type: type[BaseModel]) -> dict[str, Any] | None:
-    """A write endpoint's ``store`` and ``params`` arguments and its body argument ``body_name``, for the common
-    write: no query parameters (so the wait parameters' defaults) and a body that validates as ``body_type``,
-    parsed and validated from its bytes in one pydantic call. None for any other request: FastAPI's handler then
-    reads it (and answers a body that does not validate, a store that is not running, as it does)."""
+async def common_write(request: Request, body_type: type[Body]) -> tuple[StatusStore, Body] | None:
+    """The running store and the body of a common write: no query parameters and a body that validates as
+    ``body_type``, parsed and validated from its bytes in one pydantic call. None for any other request: FastAPI's
+    handler then reads it (and answers a body that does not validate, a store that is not running, as it does)."""
     store: StatusStore | None = request.app.state.store
     if store is None or request.scope["query_string"]:
         return None
     try:
-        body = body_type.model_validate_json(await request.body())
+        return store, body_type.model_validate_json(await request.body())
     except ValidationError:
         return None
+
+
+async def direct_write_arguments(request: Request, body_name: str,
+                                 body_type: type[BaseModel]) -> dict[str, Any] | None:
+    """A write endpoint's ``store`` and ``params`` arguments and its body argument ``body_name``, for a common write
+    (``common_write``; the wait parameters' defaults), or None."""
+    common = await common_write(request, body_type)
+    if common is None:
+        return None
+    store, body = common
     return {"store": store, "params": await wait_params(), body_name: body}
 
 

@@ -26,7 +26,7 @@ from ...connect.model import (
 from ...errors import RecordTooLargeError
 from ...retry.updates import StatusUpdate
 from ...store import StatusStore
-from ..deps import StoreDep
+from ..deps import StoreDep, common_write
 from ..responses import ApiError, ConnectJSONResponse, connect_json
 from ..routing import ConnectRoute, served_directly
 from ..schemas import Text
@@ -126,16 +126,13 @@ class AgentAnswer(BaseModel):
 
 
 async def agent_arguments(request: Request) -> dict[str, Any] | None:
-    """``agent_statuses``' arguments for a request without query parameters whose body validates, read from its bytes
-    in one pydantic call (``served_directly``); None for any other request, which FastAPI's handler reads (and
-    answers as it does: a body that does not validate, a store that is not running)."""
-    store: StatusStore | None = request.app.state.store
-    if store is None or request.scope["query_string"]:
+    """``agent_statuses``' arguments for a common write (``common_write``: no query parameters, a body that
+    validates), read without FastAPI's handler (``served_directly``); None for any other request, which FastAPI's
+    handler reads and answers."""
+    common = await common_write(request, AgentRequest)
+    if common is None:
         return None
-    try:
-        body = AgentRequest.model_validate_json(await request.body())
-    except ValidationError:
-        return None
+    store, body = common
     return {"body": body, "store": store, "agents": request.app.state.agents}
 
 

@@ -255,7 +255,7 @@ public final class Sender implements Runnable {
         // after this one. A final request does not wait: the sidecar owns what it holds from then on.
         long waitMs = 0;
         if (!stopping && router.flushWaiting()) {
-            waitMs = Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2);
+            waitMs = flushWaitMs();
             lastHeldAt = now;
         } else if (!stopping && (!batch.isEmpty() || router.hasPending())) {
             waitMs = Math.min(OUTCOME_WAIT_MS, options.readTimeoutMs / 8);
@@ -327,16 +327,8 @@ public final class Sender implements Runnable {
             return;
         }
         long now = now();
-        long sentAtMs = System.currentTimeMillis();
-        List<StatusUpdate> none = Collections.emptyList();
         try {
-            // Its answer waits, as a flush's does, for the writes in flight to settle: one whose attempt fails then
-            // is given back on it (expired), not a write bound later.
-            AgentAnswer answer = handover.checked(client.post(AgentRequest.encode(agentId, router.workerId(),
-                    handover.instance(), router.ack(), LEASE_ENDED_MS, sentAtMs, false,
-                    Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2), none)));
-            long answered = now();
-            router.apply(none, answer, answered, answered + handover.readBackMs());
+            long answered = postLeaseEnd(Long.MAX_VALUE);
             long fence = handover.fenceAfterLease(now, LEASE_ENDED_MS);
             router.leaseEnded(fence);
             askOutcomesUntil = fence;
@@ -344,6 +336,27 @@ public final class Sender implements Runnable {
         } catch (SidecarException e) {
             // The fence of the requests before it stands.
         }
+    }
+
+    /**
+     * One request that ends the session's lease (a lease of 1 ms: no write taken, none renewed), within
+     * {@code deadlineMs}, its answer's outcomes applied as any answer's; returns when it was answered. Its answer waits,
+     * as a flush's does, for the writes in flight to settle: one whose attempt fails then is given back on it (expired),
+     * not a write bound later.
+     */
+    private long postLeaseEnd(long deadlineMs) throws SidecarException {
+        List<StatusUpdate> none = Collections.emptyList();
+        AgentAnswer answer = handover.checked(client.post(AgentRequest.encode(agentId, router.workerId(),
+                handover.instance(), router.ack(), LEASE_ENDED_MS, System.currentTimeMillis(), false,
+                flushWaitMs(), none), deadlineMs));
+        long answered = now();
+        router.apply(none, answer, answered, answered + handover.readBackMs());
+        return answered;
+    }
+
+    /** How long the answer to a request for a flush, or to one that ends the lease, waits for the writes in flight. */
+    private long flushWaitMs() {
+        return Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2);
     }
 
     /**
@@ -357,18 +370,12 @@ public final class Sender implements Runnable {
      */
     private void askOutcomes(long now) {
         long deadline = askOutcomesUntil - now;
-        long waitMs = Math.min(FLUSH_WAIT_MS, options.readTimeoutMs / 2);
-        if (deadline <= waitMs) {
+        if (deadline <= flushWaitMs()) {
             askOutcomesUntil = Long.MIN_VALUE;
             return;
         }
-        List<StatusUpdate> none = Collections.emptyList();
         try {
-            AgentAnswer answer = handover.checked(client.post(AgentRequest.encode(agentId, router.workerId(),
-                    handover.instance(), router.ack(), LEASE_ENDED_MS, System.currentTimeMillis(), false, waitMs, none),
-                    deadline));
-            long answered = now();
-            router.apply(none, answer, answered, answered + handover.readBackMs());
+            long answered = postLeaseEnd(deadline);
             router.liftSettledFences();
             nextAskAt = answered + FLUSH_POLL_MS;
         } catch (SidecarException e) {
