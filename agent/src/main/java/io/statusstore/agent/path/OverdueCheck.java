@@ -11,13 +11,17 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * Rule 5: writes pending at the sidecar past its write bound (and a poll) without an outcome. The worker's own
- * producer is asked whether it can write to their partitions: if it can, the sidecar cannot, or keeps from the agent
- * what became of them, and is to be left; if it cannot either, Kafka is away for everyone and the statuses stay with
- * the sidecar, which holds them and probes cheaply (falling back would be the stock worker's storm of re-sends, and
- * its stale keys); asked again after another bound. When the worker's producer writes again after that, Kafka is back
- * for everyone: the sidecar writes what it held as the worker's probe lands, and its outcomes come on its next answer,
- * so it is left only if the overdue writes still have none after the answer bound. Used by the sender's thread only.
+ * Rule 5: writes pending at the sidecar past its write bound without an outcome (or said timed out). The worker's own
+ * producer is asked whether it can write to their partitions, at the write bound, not a poll and a second later when
+ * the sidecar's producer finds the timed-out attempt: so the agent ends the lease before the sidecar holds the
+ * partition and sends the write again as its probe, whose attempt would hold the key (and a rebalance's flush) another
+ * write bound. If it can, and the writes still have no outcome once it answered, the sidecar cannot reach Kafka, or
+ * keeps from the agent what became of them, and is to be left; if it cannot either, Kafka is away for everyone and the
+ * statuses stay with the sidecar, which holds them and probes cheaply (falling back would be the stock worker's storm
+ * of re-sends, and its stale keys); asked again after another bound. When the worker's producer writes again after
+ * that, Kafka is back for everyone: the sidecar writes what it held as the worker's probe lands, and its outcomes come
+ * on its next answer, so it is left only if the overdue writes still have none after the answer bound. Used by the
+ * sender's thread only.
  */
 final class OverdueCheck {
     private final Router router;
@@ -60,7 +64,7 @@ final class OverdueCheck {
      * pending write's bound, or, while the worker's producer is asked, the end of the wait for its answer (its answer
      * wakes the sender sooner).
      */
-    long nextAt(long outcomeBoundMs, long answerBoundMs) {
+    long nextAt(long overdueAfterMs, long answerBoundMs) {
         if (asked != null) {
             return askedAt + answerBoundMs;
         }
@@ -68,22 +72,23 @@ final class OverdueCheck {
             return backAt + answerBoundMs;
         }
         long oldest = router.oldestPendingSince();
-        return oldest < 0 ? -1 : Math.max(nextAt, oldest + outcomeBoundMs);
+        return oldest < 0 ? -1 : Math.max(nextAt, oldest + overdueAfterMs);
     }
 
     /**
-     * Why the sidecar is to be left (its pending writes overdue by {@code outcomeBoundMs} while the worker's producer
-     * wrote within {@code answerBoundMs}), or null; {@code sidecar} names it in the lines.
+     * Why the sidecar is to be left (its pending writes overdue by {@code overdueAfterMs} while the worker's producer
+     * wrote within {@code answerBoundMs}), or null; {@code sidecar} names it in the lines. The worker's producer is
+     * asked again {@code againMs} after an answer.
      */
-    String leave(long now, long outcomeBoundMs, long answerBoundMs, String sidecar) {
+    String leave(long now, long overdueAfterMs, long againMs, long answerBoundMs, String sidecar) {
         if (backAt >= 0) {
-            return leaveIfStillPending(now, outcomeBoundMs, answerBoundMs, sidecar);
+            return leaveIfStillPending(now, overdueAfterMs, answerBoundMs, sidecar);
         }
         if (asked == null) {
             if (now < nextAt) {
                 return null;
             }
-            overdue = router.pendingSince(now - outcomeBoundMs);
+            overdue = router.pendingSince(now - overdueAfterMs);
             if (overdue.isEmpty()) {
                 return null;
             }
@@ -102,18 +107,25 @@ final class OverdueCheck {
         }
         boolean wrote = asked.getNow(false);
         asked = null;
-        nextAt = now + outcomeBoundMs;
+        nextAt = now + againMs;
         if (wrote && awayForEveryone) {
             // Kafka is back for everyone: the sidecar's held writes go as the worker's probe does, but their outcomes
             // come only on its next answer. It is left only if they are still without one after the answer bound.
             backAt = now;
-            return leaveIfStillPending(now, outcomeBoundMs, answerBoundMs, sidecar);
+            return leaveIfStillPending(now, overdueAfterMs, answerBoundMs, sidecar);
         }
-        String what = overdueLine(overdue, outcomeBoundMs, sidecar);
         if (wrote) {
-            return what + ", while the worker's own producer wrote to their partitions: it cannot reach Kafka, or keeps "
-                    + "from the agent what became of them";
+            // Asked at the write bound, while the poll at that bound was on its way: the sidecar's word on it may have
+            // settled the writes meanwhile. Only those still without an outcome make it left.
+            List<StatusUpdate> still = stillPending(overdue, askedAt - overdueAfterMs);
+            if (still.isEmpty()) {
+                nextAt = now;
+                return null;
+            }
+            return overdueLine(still, overdueAfterMs, sidecar) + ", while the worker's own producer wrote to their "
+                    + "partitions: it cannot reach Kafka, or keeps from the agent what became of them";
         }
+        String what = overdueLine(overdue, overdueAfterMs, sidecar);
         awayForEveryone = true;
         warnings.warn("kafka away", what + ", and the worker's own producer could not write to their partitions "
                 + "either (" + (late ? "no answer within " + answerBoundMs + " ms" : "it failed") + "): Kafka is away "
@@ -125,7 +137,7 @@ final class OverdueCheck {
      * After Kafka came back for everyone: the overdue writes the sidecar has still given no outcome for once the answer
      * bound has passed since then make it left; none still pending, the agent stays (the question starts over).
      */
-    private String leaveIfStillPending(long now, long outcomeBoundMs, long answerBoundMs, String sidecar) {
+    private String leaveIfStillPending(long now, long overdueAfterMs, long answerBoundMs, String sidecar) {
         // By key: a write the sidecar gave back (expired) and took again is the same key's, still without an outcome.
         Set<String> keys = new HashSet<>();
         for (StatusUpdate u : overdue) {
@@ -147,14 +159,29 @@ final class OverdueCheck {
             return null;
         }
         backAt = -1;
-        return overdueLine(still, outcomeBoundMs, sidecar) + ", and " + answerBoundMs + " ms more since the worker's "
+        return overdueLine(still, overdueAfterMs, sidecar) + ", and " + answerBoundMs + " ms more since the worker's "
                 + "own producer wrote to their partitions again after Kafka was away for everyone: it cannot reach Kafka, "
                 + "or keeps from the agent what became of them";
     }
 
-    private static String overdueLine(List<StatusUpdate> writes, long outcomeBoundMs, String sidecar) {
+    /** Of {@code writes}, by key, those still pending since {@code since} or before. */
+    private List<StatusUpdate> stillPending(List<StatusUpdate> writes, long since) {
+        Set<String> keys = new HashSet<>();
+        for (StatusUpdate u : writes) {
+            keys.add(u.key);
+        }
+        List<StatusUpdate> still = new ArrayList<>();
+        for (StatusUpdate u : router.pendingSince(since)) {
+            if (keys.contains(u.key)) {
+                still.add(u);
+            }
+        }
+        return still;
+    }
+
+    private static String overdueLine(List<StatusUpdate> writes, long overdueAfterMs, String sidecar) {
         return "the sidecar at " + sidecar + " has given no outcome for " + writes.size() + " write(s) (the oldest "
-                + writes.get(0) + ") within its write bound and a poll (" + outcomeBoundMs + " ms), or said that their "
-                + "last attempt waited out its write bound";
+                + writes.get(0) + ") within its write bound (" + overdueAfterMs + " ms), or said that their last "
+                + "attempt waited out its write bound";
     }
 }
