@@ -222,9 +222,10 @@ final class Handover {
     }
 
     /**
-     * When a write pending at the sidecar without an outcome has the worker's own producer asked (rule 5): at its write
-     * bound, by which its attempt there has landed or failed, but no sooner than a poll and the margin after it was
-     * taken, since the sidecar's word on a write comes on an answer, a poll apart.
+     * When a write pending at the sidecar without an outcome is overdue, and the worker's own producer's answer judged
+     * (rule 5; it is asked a second before): at its write bound, by which its attempt there has landed or failed, but
+     * no sooner than a poll and the margin after it was taken, since the sidecar's word on a write comes on an answer,
+     * a poll apart.
      */
     long overdueAfterMs() {
         return Math.max(writeBoundMs, options.pollIntervalMs + Sender.FENCE_MARGIN_MS);

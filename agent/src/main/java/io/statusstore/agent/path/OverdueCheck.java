@@ -11,25 +11,33 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * Rule 5: writes pending at the sidecar past its write bound without an outcome (or said timed out). The worker's own
- * producer is asked whether it can write to their partitions, at the write bound, not a poll and a second later when
- * the sidecar's producer finds the timed-out attempt: so the agent ends the lease before the sidecar holds the
- * partition and sends the write again as its probe, whose attempt would hold the key (and a rebalance's flush) another
- * write bound. If it can, and the writes still have no outcome once it answered, the sidecar cannot reach Kafka, or
- * keeps from the agent what became of them, and is to be left; if it cannot either, Kafka is away for everyone and the
- * statuses stay with the sidecar, which holds them and probes cheaply (falling back would be the stock worker's storm
- * of re-sends, and its stale keys); asked again after another bound. When the worker's producer writes again after
- * that, Kafka is back for everyone: the sidecar writes what it held as the worker's probe lands, and its outcomes come
- * on its next answer, so it is left only if the overdue writes still have none after the answer bound. Used by the
- * sender's thread only.
+ * Rule 5: writes pending at the sidecar past their write bound without an outcome (or said timed out). The worker's
+ * own producer is asked whether it can write to their partitions a second before the oldest's write bound, and its
+ * answer judged at the bound, not a poll and a second later, nor once the sidecar's producer finds the timed-out
+ * attempt: so the agent ends the lease before the sidecar holds the partition and sends the write again as its probe,
+ * whose attempt would hold the key (and a rebalance's flush) another write bound. If it can, and the writes still have
+ * no outcome at their bound, the sidecar cannot reach Kafka, or keeps from the agent what became of them, and is to be
+ * left; if it cannot either, Kafka is away for everyone and the statuses stay with the sidecar, which holds them and
+ * probes cheaply (falling back would be the stock worker's storm of re-sends, and its stale keys); asked again after
+ * another bound. When the worker's producer writes again after that, Kafka is back for everyone: the sidecar writes
+ * what it held as the worker's probe lands, and its outcomes come on its next answer, so it is left only if the
+ * overdue writes still have none after the answer bound. Used by the sender's thread only.
  */
 final class OverdueCheck {
+    /**
+     * The worker's own producer is asked this long before a write's bound, so that its answer is in hand there: the
+     * sidecar's producer finds the timed-out attempt within a second of the bound and sends it again as its held
+     * partition's probe a few hundred ms later, which the lease's end must come before.
+     */
+    static final long ASK_LEAD_MS = 1_000;
     private final Router router;
     private final ConnectPath connect;
     private final Warnings warnings;
     /** The question to the worker's own producer while it is out, when it went, about which writes. */
     private CompletableFuture<Boolean> asked;
     private long askedAt;
+    /** When the writes asked about are overdue (the oldest's bound): the answer is judged then, not before. */
+    private long decideAt;
     private long nextAt;
     private List<StatusUpdate> overdue = Collections.emptyList();
     /** Whether the worker's own producer could not write either, since the agent came to the sidecar. */
@@ -53,6 +61,7 @@ final class OverdueCheck {
      */
     void reset() {
         asked = null;
+        decideAt = 0;
         nextAt = 0;
         overdue = Collections.emptyList();
         awayForEveryone = false;
@@ -66,13 +75,13 @@ final class OverdueCheck {
      */
     long nextAt(long overdueAfterMs, long answerBoundMs) {
         if (asked != null) {
-            return askedAt + answerBoundMs;
+            return asked.isDone() ? decideAt : askedAt + answerBoundMs;
         }
         if (backAt >= 0) {
             return backAt + answerBoundMs;
         }
         long oldest = router.oldestPendingSince();
-        return oldest < 0 ? -1 : Math.max(nextAt, oldest + overdueAfterMs);
+        return oldest < 0 ? -1 : Math.max(nextAt, oldest + Math.max(0, overdueAfterMs - ASK_LEAD_MS));
     }
 
     /**
@@ -88,10 +97,11 @@ final class OverdueCheck {
             if (now < nextAt) {
                 return null;
             }
-            overdue = router.pendingSince(now - overdueAfterMs);
+            overdue = router.pendingSince(now - Math.max(0, overdueAfterMs - ASK_LEAD_MS));
             if (overdue.isEmpty()) {
                 return null;
             }
+            decideAt = router.oldestPendingSince() + overdueAfterMs;
             List<String> keys = new ArrayList<>();
             for (StatusUpdate u : overdue) {
                 keys.add(u.key);
@@ -105,6 +115,9 @@ final class OverdueCheck {
         if (!asked.isDone() && !late) {
             return null;
         }
+        if (now < decideAt && !late) {
+            return null;
+        }
         boolean wrote = asked.getNow(false);
         asked = null;
         nextAt = now + againMs;
@@ -114,18 +127,18 @@ final class OverdueCheck {
             backAt = now;
             return leaveIfStillPending(now, overdueAfterMs, answerBoundMs, sidecar);
         }
+        // Asked before their bound: the sidecar's word on them may have settled them meanwhile. Only those still
+        // without an outcome past their bound count.
+        List<StatusUpdate> still = stillPending(overdue, now - overdueAfterMs);
+        if (still.isEmpty()) {
+            nextAt = now;
+            return null;
+        }
         if (wrote) {
-            // Asked at the write bound, while the poll at that bound was on its way: the sidecar's word on it may have
-            // settled the writes meanwhile. Only those still without an outcome make it left.
-            List<StatusUpdate> still = stillPending(overdue, askedAt - overdueAfterMs);
-            if (still.isEmpty()) {
-                nextAt = now;
-                return null;
-            }
             return overdueLine(still, overdueAfterMs, sidecar) + ", while the worker's own producer wrote to their "
                     + "partitions: it cannot reach Kafka, or keeps from the agent what became of them";
         }
-        String what = overdueLine(overdue, overdueAfterMs, sidecar);
+        String what = overdueLine(still, overdueAfterMs, sidecar);
         awayForEveryone = true;
         warnings.warn("kafka away", what + ", and the worker's own producer could not write to their partitions "
                 + "either (" + (late ? "no answer within " + answerBoundMs + " ms" : "it failed") + "): Kafka is away "
