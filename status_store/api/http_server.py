@@ -13,7 +13,9 @@ is answered any more. The bounds here:
 - **Request head size** (``MAX_HEADER_BYTES``): a longer head is answered 400 by h11.
 - **Open connections** (``connection_limit()``): when a new connection would pass the limit, the
   connection that has waited longest for its request head is closed (the new one, if no other
-  waits). A probe sends its request at once, so it is served while idle clients are shed. When no
+  waits). A probe sends its request at once, so it is served while idle clients are shed; one whose
+  request is in the kernel but not yet read by the loop (accepted in the same turn) looks idle, so
+  the oldest few are looked at there first and a probe's passed over (``SHED_CANDIDATES``). When no
   other waits (every connection's request under way: a storm's, read while the probe waited in the
   listen backlog), a new connection whose request, already received, is a probe's (``GET`` or
   ``HEAD`` of ``/health`` or ``/ready``, over plain HTTP) is kept and answered, and one that has
@@ -46,6 +48,7 @@ answer goes at once, before the app's coroutines unwind and its metrics are coun
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import resource
 import socket
@@ -77,6 +80,9 @@ ACCEPTS_PER_TURN = 128
 # Probes kept past the connection limit at most (``LimitedH11Protocol._make_room``), and the request lines they are
 # known by (what the client sent, read from the kernel without taking it).
 PROBES_PAST_LIMIT = ACCEPTS_PER_TURN
+# At the limit, how many of the connections that look idle longest are looked at for a probe's request not yet
+# read before one is shed.
+SHED_CANDIDATES = 8
 # How long a connection kept past the limit having sent nothing yet has to send its request head.
 HEAD_CHANCE_S = 1.0
 PROBE_REQUESTS = tuple(f"{method} /{path}{end}".encode() for method in ("GET", "HEAD") for path in ("health", "ready")
@@ -222,21 +228,34 @@ class LimitedH11Protocol(H11Protocol):
 
     def _kept_past_limit(self) -> bool:
         """Whether this new connection is kept past the limit when no other waits for a request head: its client
-        sent a probe's request (``PROBE_REQUESTS``), or nothing yet (then it has ``HEAD_CHANCE_S`` to send a head).
-        What the client sent is read from the kernel's buffer without taking it: the loop reads it on its next turn."""
+        sent a probe's request (``PROBE_REQUESTS``), or nothing yet (then it has ``HEAD_CHANCE_S`` to send a head)."""
+        sent = self._sent_unread()
+        if sent == b"":
+            self._chance_timer = self.loop.call_later(HEAD_CHANCE_S, self._chance_over)
+            return True
+        return sent is not None and sent.startswith(PROBE_REQUESTS)
+
+    def sent_a_probe_unread(self) -> bool:
+        """Whether a probe's request waits in the kernel's buffer for this connection (accepted in the turn that
+        passed the limit, or whose bytes came since: the loop reads them on its next turn)."""
+        sent = self._sent_unread()
+        return sent is not None and sent.startswith(PROBE_REQUESTS)
+
+    def _sent_unread(self) -> bytes | None:
+        """The start of what the client sent that the loop has not read yet (read from the kernel's buffer without
+        taking it); b"" when nothing is there, None when the socket cannot tell."""
         sock = self.transport.get_extra_info("socket")
         if sock is None:
-            return False
+            return None
         try:
             # asyncio's socket wrapper has no recv(): a duplicate of the descriptor reads the same buffer.
             with sock.dup() as connection:
                 sent: bytes = connection.recv(max(map(len, PROBE_REQUESTS)), socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except BlockingIOError:
-            self._chance_timer = self.loop.call_later(HEAD_CHANCE_S, self._chance_over)
-            return True
+            return b""
         except OSError:
-            return False
-        return sent.startswith(PROBE_REQUESTS)
+            return None
+        return sent or None  # b"" from recv: the client closed its side
 
     @property
     def has_its_chance(self) -> bool:
@@ -285,11 +304,13 @@ class LimitedH11Protocol(H11Protocol):
         # Those kept past the limit are not shed while they have their chance to send a head (``_kept_past_limit``).
         waiting = [(since, c) for c in open_connections
                    if c is not self and (since := c.waiting_since) is not None and not c.has_its_chance]
-        if waiting:
-            oldest = min(waiting, key=lambda pair: pair[0])[1]
-        elif len(open_connections) <= self.max_connections + PROBES_PAST_LIMIT and self._kept_past_limit():
-            return  # answered, then closed (a probe's Connection: close) or shed once it waits again
-        else:
+        # One that looks idle may hold a probe's request the loop has not read yet: the oldest that does not is shed
+        # (looked at in order of age, at most SHED_CANDIDATES of them, so that a flood of probes costs little).
+        oldest = next((c for _, c in heapq.nsmallest(SHED_CANDIDATES, waiting, key=lambda pair: pair[0])
+                       if not c.sent_a_probe_unread()), None)
+        if oldest is None:
+            if len(open_connections) <= self.max_connections + PROBES_PAST_LIMIT and self._kept_past_limit():
+                return  # answered, then closed (a probe's Connection: close) or shed once it waits again
             oldest = self  # this connection waits for its head too: the one closed when no other waits
         self._shed_log.log(log, logging.WARNING, "The HTTP connection limit (%d) is reached: closing the connection "
                            "that waited longest for a request", self.max_connections)
