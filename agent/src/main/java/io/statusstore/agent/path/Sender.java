@@ -49,6 +49,15 @@ public final class Sender implements Runnable {
      * not heard (which waits for its fence should the sidecar go away, rule 3) only while Kafka takes to write it.
      */
     static final long OUTCOME_WAIT_MS = 250;
+    /**
+     * A write taken while no request is in flight waits this long for the ones that come with it, so that they go in
+     * one request: Connect writes a resumed connector's status and its tasks' within a millisecond or two of each other
+     * (a revocation its tasks' likewise), and a write that misses a request waits for that request's answer, held
+     * until Kafka acknowledged what it carried ({@link #OUTCOME_WAIT_MS}): a round trip more. A stock worker's producer
+     * lingers too (linger.ms, 5 ms since Kafka 4.0). Not while Connect flushes or the store stops: what is taken then
+     * goes at once, and so do the writes taken while a request was in flight.
+     */
+    static final long GATHER_MS = 2;
     /** While Connect flushes, a request's answer waits this long (half the read timeout at most) for the outcomes. */
     static final long FLUSH_WAIT_MS = 500;
     /** The lease of the request that ends the session's lease on leaving a sidecar that still answers (1 ms). */
@@ -82,6 +91,12 @@ public final class Sender implements Runnable {
      */
     private long askOutcomesUntil = Long.MIN_VALUE;
     private long nextAskAt;
+    /** How long a write taken while no request is in flight waits for more ({@link #GATHER_MS}; tests set it). */
+    long gatherMs = GATHER_MS;
+    /** Whether the unsent writes have their wait for more set ({@link #gatherUntilNs}). */
+    private boolean gathering;
+    /** Until when (System.nanoTime) the unsent writes wait for more. */
+    private long gatherUntilNs;
 
     public Sender(AgentOptions options, Router router, SidecarClient client, ConnectPath connect,
                   AgentMetrics metrics, String clusterId, String statusTopic) {
@@ -220,6 +235,11 @@ public final class Sender implements Runnable {
             nextPollAt = Math.min(nextPollAt, lastHeldAt + FLUSH_POLL_MS);
         }
         boolean live = now - lastAnswerAt <= LIVE_MS;
+        long gatherLeft = live && !stopping && !router.flushWaiting() ? gatherLeftMs() : 0;
+        if (gatherLeft > 0 && !(router.hasPending() && now >= nextPollAt)) {
+            router.await(gatherLeft);
+            return;
+        }
         List<StatusUpdate> batch = live ? router.takeBatch(options.batchSize, now)
                 : Collections.<StatusUpdate>emptyList();
         boolean poll = batch.isEmpty() && ((router.hasPending() && now >= nextPollAt) || (!live && router.hasUnsent()));
@@ -242,8 +262,36 @@ public final class Sender implements Runnable {
         request(batch, stopping);
     }
 
+    /**
+     * How long (ms, rounded up) the unsent writes still wait for more ({@link #GATHER_MS}), from when the sender first saw
+     * them with no request in flight; 0 when they go now, or when none waits.
+     */
+    private long gatherLeftMs() {
+        if (!router.hasUnsent()) {
+            gathering = false;
+            return 0;
+        }
+        long nowNs = System.nanoTime();
+        if (!gathering) {
+            gathering = true;
+            gatherUntilNs = nowNs + gatherMs * 1_000_000;
+        }
+        long left = gatherUntilNs - nowNs;
+        return left <= 0 ? 0 : (left + 999_999) / 1_000_000;
+    }
+
     /** One request: its answer applied, or the sidecar left at once (rule 3). */
     private void request(List<StatusUpdate> batch, boolean stopping) {
+        try {
+            post(batch, stopping);
+        } finally {
+            // Writes taken while this request was in flight have waited for its answer already: they go now.
+            gathering = router.hasUnsent();
+            gatherUntilNs = System.nanoTime();
+        }
+    }
+
+    private void post(List<StatusUpdate> batch, boolean stopping) {
         long now = now();
         // The lease the request asks for runs from this wall-clock time, the fence from this monotonic one: taken
         // together, so that the fence never starts earlier than the lease.

@@ -45,6 +45,8 @@ public final class SidecarClient {
     private final int connectTimeoutMs;
     private final int readTimeoutMs;
     private final SidecarTls tls;
+    /** The http:// sidecar's connection ({@link PlainHttp}), or null: https:// goes through HttpsURLConnection. */
+    private final PlainHttp plain;
 
     public SidecarClient(URL url, String token, int connectTimeoutMs, int readTimeoutMs) {
         this(url, Token.from(null, token), connectTimeoutMs, readTimeoutMs, null);
@@ -61,6 +63,7 @@ public final class SidecarClient {
         this.connectTimeoutMs = connectTimeoutMs;
         this.readTimeoutMs = readTimeoutMs;
         this.tls = tls;
+        this.plain = "http".equalsIgnoreCase(url.getProtocol()) ? new PlainHttp(url) : null;
     }
 
     /** {@code GET /}: which cluster and status topic the sidecar serves. */
@@ -111,6 +114,9 @@ public final class SidecarClient {
     }
 
     private String call(String method, String path, String body, long deadlineMs) throws SidecarException {
+        if (plain != null) {
+            return callPlain(method, path, body, deadlineMs);
+        }
         AtomicBoolean expired = new AtomicBoolean();
         ScheduledFuture<?> watchdog = null;
         try {
@@ -160,6 +166,44 @@ public final class SidecarClient {
             throw new SidecarException(method + " " + path + " failed: the TLS handshake failed (the sidecar's "
                     + "certificate and tls.ca.file, or this agent's tls.cert.file and the sidecar's "
                     + "sidecar.rest.tls.ca.file): " + e.getMessage(), 0, -1, false);
+        } catch (Throwable t) {
+            String why = expired.get() ? "no whole answer within " + deadlineMs + " ms" : brief(t);
+            throw new SidecarException(method + " " + path + " failed: " + why, 0, -1, true);
+        } finally {
+            if (watchdog != null) {
+                watchdog.cancel(false);
+            }
+        }
+    }
+
+    /** {@link #call} to an http:// sidecar: the same answers and failures, over {@link PlainHttp}. */
+    private String callPlain(String method, String path, String body, long deadlineMs) throws SidecarException {
+        AtomicBoolean expired = new AtomicBoolean();
+        ScheduledFuture<?> watchdog = null;
+        long start = System.nanoTime();
+        try {
+            PlainHttp.Connection c = plain.open((int) Math.min(connectTimeoutMs, deadlineMs));
+            long left = deadlineMs - (System.nanoTime() - start) / 1_000_000;
+            watchdog = WATCHDOG.schedule(() -> {
+                expired.set(true);
+                c.close();
+            }, Math.max(0, left), TimeUnit.MILLISECONDS);
+            PlainHttp.Answer a = plain.exchange(c, method, path, token.current(),
+                    body == null ? null : body.getBytes(StandardCharsets.UTF_8), (int) Math.min(readTimeoutMs, deadlineMs),
+                    MAX_ANSWER_BYTES);
+            String answer = new String(a.body, StandardCharsets.UTF_8);
+            if (expired.get()) {
+                throw new IOException("no whole answer within " + deadlineMs + " ms");
+            }
+            if (a.status != 200) {
+                throw new SidecarException(method + " " + path + " answered " + a.status + oneLine(answer), a.status,
+                        retryAfterMs(a.retryAfter), true);
+            }
+            return answer;
+        } catch (SidecarException e) {
+            throw e;
+        } catch (ConnectException | NoRouteToHostException | UnknownHostException e) {
+            throw new SidecarException(method + " " + path + " failed: " + e, 0, -1, false);
         } catch (Throwable t) {
             String why = expired.get() ? "no whole answer within " + deadlineMs + " ms" : brief(t);
             throw new SidecarException(method + " " + path + " failed: " + why, 0, -1, true);

@@ -1,5 +1,8 @@
 package io.statusstore.agent.path;
 
+import io.statusstore.agent.AgentOptions;
+import io.statusstore.agent.sidecar.SidecarClient;
+import io.statusstore.agent.sidecar.Token;
 import io.statusstore.agent.status.StatusUpdate;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -9,6 +12,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.FileTime;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -612,6 +617,76 @@ class SenderTest {
             h.awaitNewestLanded(2_000);
             h.assertInvariants();
         }
+    }
+
+    @Test
+    void writesTakenTogetherGoInOneRequestNotBehindTheFirstOnesHeldAnswer() throws Exception {
+        // Connect 4.4.0, a connector resumed (bench.connect_outage, the agent's timestamps in the worker): its status
+        // taken, a request sent with it alone 0.1 ms later, its three tasks' RUNNING taken 0.3 to 1.3 ms after that;
+        // they went only once the first request's answer came, held until Kafka acknowledged it (23 ms at that load),
+        // so the worker read the last of them back 15 ms after a stock worker would have. Here 10 ms apart, within
+        // the test's gather window (100 ms).
+        Harness h = new Harness();
+        Thread sender = startGathering(h, 100);
+        try {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.write("c", 0, "RUNNING");
+            Thread.sleep(10);
+            h.write("c", 1, "RUNNING");
+            Thread.sleep(10);
+            h.write("c", 2, "RUNNING");
+            h.awaitNewestLanded(2_000);
+            List<Integer> carried = new ArrayList<>();
+            for (Map<?, ?> post : h.sidecar.posts()) {
+                int n = ((List<?>) post.get("updates")).size();
+                if (n > 0) {
+                    carried.add(n);
+                }
+            }
+            assertEquals(Arrays.asList(3), carried, "writes per request");
+            h.assertInvariants();
+        } finally {
+            h.close();
+            sender.join(5_000);
+        }
+    }
+
+    @Test
+    void aFlushOrAStopSendsWhatItWaitsForAtOnceNotAfterTheGather() throws Exception {
+        // A guard: with a gather window of a minute, a write taken before a flush goes as soon as the flush begins, and
+        // one taken before the store stops goes in the final request.
+        Harness h = new Harness();
+        Thread sender = startGathering(h, 60_000);
+        try {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.write("c", 0, "UNASSIGNED");
+            assertTrue(h.router.awaitSettled(5_000), "the flush waited for the gather");
+            h.write("c", 1, "UNASSIGNED");
+            h.stop(5_000);
+            assertEquals(2, updatesSent(h));
+            assertTrue(h.connectWrites().isEmpty(), "through Connect: " + h.connectWrites());
+        } finally {
+            h.close();
+            sender.join(5_000);
+        }
+    }
+
+    /** {@link Harness#start} with the sender's gather window set to {@code gatherMs}; returns the sender's thread. */
+    private static Thread startGathering(Harness h, long gatherMs) throws Exception {
+        h.sidecar.start();
+        h.options = AgentOptions.parse("url=" + h.sidecar.url() + "," + Harness.TIMINGS,
+                Collections.<String, String>emptyMap());
+        ReadBack readBack = new ReadBack(2 * h.options.maxKeys, 60_000);
+        h.topic.reader(readBack::read);
+        h.router = new Router(h.options.maxKeys, h.metrics, readBack);
+        Sender sender = new Sender(h.options, h.router, new SidecarClient(h.options.url, Token.from(null, null),
+                h.options.connectTimeoutMs, h.options.readTimeoutMs, null), h.connect, h.metrics, "cluster-1",
+                "connect-status");
+        sender.gatherMs = gatherMs;
+        Thread thread = new Thread(sender, "test-sender");
+        thread.setDaemon(true);
+        thread.start();
+        return thread;
     }
 
     /** Connect's flush on a thread of its own, as a rebalance runs it: {@code settled} gets what it returned. */
