@@ -212,23 +212,9 @@ final class Handover {
         return writeBoundMs;
     }
 
-    /**
-     * The longest the sidecar may take to say what became of a write (rule 5's own bound, for a sidecar that neither
-     * writes nor says its attempt timed out): its write bound, a poll, a margin. The worker's producer is asked again
-     * this long after it answered that it could not write either.
-     */
+    /** How long a write may be pending at the sidecar without an outcome (rule 5): its write bound, a poll, a margin. */
     long outcomeBoundMs() {
         return writeBoundMs + options.pollIntervalMs + Sender.FENCE_MARGIN_MS;
-    }
-
-    /**
-     * When a write pending at the sidecar without an outcome is overdue, and the worker's own producer's answer judged
-     * (rule 5; it is asked a second before): at its write bound, by which its attempt there has landed or failed, but
-     * no sooner than a poll and the margin after it was taken, since the sidecar's word on a write comes on an answer,
-     * a poll apart.
-     */
-    long overdueAfterMs() {
-        return Math.max(writeBoundMs, options.pollIntervalMs + Sender.FENCE_MARGIN_MS);
     }
 
     /**

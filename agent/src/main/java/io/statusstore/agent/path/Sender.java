@@ -223,8 +223,7 @@ public final class Sender implements Runnable {
                     + " ms: it is not believed");
             return;
         }
-        String overdueWhy = overdue.leave(now, handover.overdueAfterMs(), handover.outcomeBoundMs(),
-                handover.readBackMs(), client.url());
+        String overdueWhy = overdue.leave(now, handover.outcomeBoundMs(), handover.readBackMs(), client.url());
         if (overdueWhy != null) {
             endLease();
             router.toFencing(overdueWhy);
@@ -251,7 +250,7 @@ public final class Sender implements Runnable {
             }
             long wait = router.hasPending() ? nextPollAt - now : options.probeIntervalMs;
             for (long at : new long[] {router.nextRelease(now), router.nextVerifyDeadline(),
-                    overdue.nextAt(handover.overdueAfterMs(), handover.readBackMs())}) {
+                    overdue.nextAt(handover.outcomeBoundMs(), handover.readBackMs())}) {
                 if (at > 0) {
                     wait = Math.min(wait, at - now + 1);
                 }

@@ -73,38 +73,6 @@ class CutOffSidecarTest {
     }
 
     @Test
-    void theAgentEndsTheLeaseAtTheWriteBoundBeforeTheSidecarFindsTheAttemptTimedOut() throws Exception {
-        // The real sidecar's producer finds a timed-out attempt on its once-a-second scan, up to a second past the
-        // write bound, holds the partition, and sends the write again as its probe a few hundred ms later while the
-        // lease lives: that attempt held the key, and the rebalance's flush waiting for it, another write bound (the
-        // fault matrix's sidecar-stopped-*-kafka-away rows: "released after 4.0 s: 1 probe(s)", the flush ending with
-        // it). Before, the agent asked the worker's producer only once the sidecar said the write timed out.
-        try (Harness h = new Harness()) {
-            h.sidecar.writeBoundMs = 2_000;
-            h.start("");
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            h.sidecar.writeAtOnce = false;
-            h.sidecar.inFlight = true;
-            h.sidecar.attemptFailsAfterMs = 1_000;
-            h.sidecar.timedOut = true;
-            h.sidecar.timedOutAfterMs = 3_000;
-            h.connect.canWrite = true;
-            long taken = FakeSidecar.now();
-            h.write("c", 0, "PAUSED");
-            Harness.await(() -> !h.connectWrites().isEmpty(), 20_000, "Connect's path wrote the key");
-            long leaseEnded = h.sidecar.firstLeaseEnd();
-            assertTrue(leaseEnded < taken + 3_000, "the agent ended the lease " + (leaseEnded - taken) + " ms after "
-                    + "taking the write, once the sidecar said its attempt timed out: " + h.topic.records());
-            // Its attempt in flight then still holds the key until it fails.
-            assertTrue(h.connectWrites().get(0).at >= leaseEnded + 1_000, "Connect's path wrote the key while the "
-                    + "sidecar's attempt of it was in flight: " + h.topic.records());
-            assertTrue(h.topic.via("sidecar").isEmpty(), "the sidecar wrote nothing: " + h.topic.records());
-            h.awaitNewestLanded(2_000);
-            h.assertInvariants();
-        }
-    }
-
-    @Test
     void aWriteThatMayBeInFlightAsTheLeaseEndsStillWaitsItsFence() throws Exception {
         try (Harness h = cutOff(true)) {
             h.sidecar.timedOut = true;
