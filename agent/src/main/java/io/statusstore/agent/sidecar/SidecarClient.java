@@ -152,23 +152,18 @@ public final class SidecarClient {
             if (expired.get()) {
                 throw new IOException("no whole answer within " + deadlineMs + " ms");
             }
-            if (status != 200) {
-                throw new SidecarException(method + " " + path + " answered " + status + oneLine(answer), status,
-                        retryAfterMs(c.getHeaderField("Retry-After")), true);
-            }
-            return answer;
+            return ok(method, path, status, answer, c.getHeaderField("Retry-After"));
         } catch (SidecarException e) {
             throw e;
         } catch (ConnectException | NoRouteToHostException | UnknownHostException e) {
-            throw new SidecarException(method + " " + path + " failed: " + e, 0, -1, false);
+            throw neverReached(method, path, e);
         } catch (SSLHandshakeException e) {
             // No request was served: the sidecar refused this agent's certificate, or this agent its certificate.
             throw new SidecarException(method + " " + path + " failed: the TLS handshake failed (the sidecar's "
                     + "certificate and tls.ca.file, or this agent's tls.cert.file and the sidecar's "
                     + "sidecar.rest.tls.ca.file): " + e.getMessage(), 0, -1, false);
         } catch (Throwable t) {
-            String why = expired.get() ? "no whole answer within " + deadlineMs + " ms" : brief(t);
-            throw new SidecarException(method + " " + path + " failed: " + why, 0, -1, true);
+            throw mayHaveReached(method, path, t, expired.get(), deadlineMs);
         } finally {
             if (watchdog != null) {
                 watchdog.cancel(false);
@@ -195,23 +190,40 @@ public final class SidecarClient {
             if (expired.get()) {
                 throw new IOException("no whole answer within " + deadlineMs + " ms");
             }
-            if (a.status != 200) {
-                throw new SidecarException(method + " " + path + " answered " + a.status + oneLine(answer), a.status,
-                        retryAfterMs(a.retryAfter), true);
-            }
-            return answer;
+            return ok(method, path, a.status, answer, a.retryAfter);
         } catch (SidecarException e) {
             throw e;
         } catch (ConnectException | NoRouteToHostException | UnknownHostException e) {
-            throw new SidecarException(method + " " + path + " failed: " + e, 0, -1, false);
+            throw neverReached(method, path, e);
         } catch (Throwable t) {
-            String why = expired.get() ? "no whole answer within " + deadlineMs + " ms" : brief(t);
-            throw new SidecarException(method + " " + path + " failed: " + why, 0, -1, true);
+            throw mayHaveReached(method, path, t, expired.get(), deadlineMs);
         } finally {
             if (watchdog != null) {
                 watchdog.cancel(false);
             }
         }
+    }
+
+    /** The answer's body if its status is 200; otherwise the sidecar took the request and refused it. */
+    private static String ok(String method, String path, int status, String answer, String retryAfter)
+            throws SidecarException {
+        if (status != 200) {
+            throw new SidecarException(method + " " + path + " answered " + status + oneLine(answer), status,
+                    retryAfterMs(retryAfter), true);
+        }
+        return answer;
+    }
+
+    /** A call that surely never reached the sidecar (no connection made). */
+    private static SidecarException neverReached(String method, String path, IOException e) {
+        return new SidecarException(method + " " + path + " failed: " + e, 0, -1, false);
+    }
+
+    /** A call that failed after its request may have reached the sidecar (any other failure, the deadline's too). */
+    private static SidecarException mayHaveReached(String method, String path, Throwable t, boolean expired,
+                                                   long deadlineMs) {
+        String why = expired ? "no whole answer within " + deadlineMs + " ms" : brief(t);
+        return new SidecarException(method + " " + path + " failed: " + why, 0, -1, true);
     }
 
     private static String read(InputStream in) throws IOException {
