@@ -47,8 +47,6 @@ class KafkaProxy:
         # Set while traffic flows; cleared while the proxy is a black hole (on the proxy's loop).
         self._flowing: asyncio.Event | None = None
         self._counts: collections.Counter[tuple[str, int]] = collections.Counter()
-        # Requests read from clients, by API key, counted as they arrive (before a black hole or a delay holds them).
-        self._received: collections.Counter[int] = collections.Counter()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -95,15 +93,9 @@ class KafkaProxy:
         return sum(n for (client, key), n in self.counts().items()
                    if key == api_key and (wanted is None or client in wanted))
 
-    def received(self, api_key: int) -> int:
-        """Requests of one API read from clients so far, forwarded or still held (a black hole, a delay)."""
-        with self._lock:
-            return self._received[api_key]
-
     def reset_counts(self) -> None:
         with self._lock:
             self._counts.clear()
-            self._received.clear()
 
     # ----------------------------------------------------------------------------- the proxy's loop
 
@@ -157,8 +149,6 @@ class KafkaProxy:
             body = await reader.readexactly(size)
             api_key, _, _, client_length = struct.unpack(">hhih", body[:10])
             client = body[10:10 + client_length].decode("utf-8", "replace") if client_length >= 0 else ""
-            with self._lock:
-                self._received[api_key] += 1
             assert self._flowing is not None
             await self._flowing.wait()  # a black hole holds it: nothing goes through, the connection stays open
             if self.delay_s:

@@ -31,10 +31,6 @@ JAVA_DEFAULTS = {"reconnect.backoff.ms": "50", "reconnect.backoff.max.ms": "1000
 # (Connect's max.in.flight.requests.per.connection=1), the writes made meanwhile are batched behind it anyway, and a
 # write waited for (?wait=true, an agent's flush before a rebalance) waits for the log, not a timer. Overridable.
 PRODUCER_DEFAULTS = {"linger.ms": "0"}
-# The librdkafka producers the status topic's writes are spread over (a connection to each broker each, at most one per
-# partition), so that writes to several partitions go out together, as a worker's producer sends them (producer.py):
-# one per partition of Connect's default status topic (status.storage.partitions=5).
-STATUS_PRODUCER_CONNECTIONS = 5
 
 # How long the reader waits for a broker's answer before it gives the connection up and asks the metadata where its
 # partitions are led now. A leader that hangs (a paused process, a network partition) answers nothing and closes
