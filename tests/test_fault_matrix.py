@@ -69,12 +69,6 @@ def finding(row: str, reason: str) -> Any:
     return pytest.param(row, marks=pytest.mark.xfail(strict=True, raises=PodWrong, reason=reason))
 
 
-def intermittent(row: str, reason: str) -> Any:
-    """A row the pod holds in most runs and fails in some: its failure (only the pod wrong, PodWrong) is reported as
-    an xfail with the keys, any other error fails; the mark goes when its cause is fixed."""
-    return pytest.param(row, marks=pytest.mark.xfail(strict=False, raises=PodWrong, reason=reason))
-
-
 ROWS = ["sidecar-stopped-12s-kafka-away", "kafka-cut-20s-black-holed", "answers-written-untruly",
         "answers-wrong-shape"]
 
@@ -92,12 +86,11 @@ ROWS = ["sidecar-stopped-12s-kafka-away", "kafka-cut-20s-black-holed", "answers-
     # (expired), and rule 5 counts it from the first write the sidecar took.
     "kafka-cut-20s-black-holed",
     # Held since a write the agent holds past its fence is not written through Connect once its key was deleted
-    # meanwhile (the deleted connector's UNASSIGNED, said written untruly, landed after the leader's tombstone).
-    # Failed once since, in a whole-suite run (load about 12): the owner's UNASSIGNED and the leader's tombstone, each
-    # held by its agent, went through Connect at fences 7 ms apart and landed out of order (agent/PROTOCOL.md, "What
-    # remains": held statuses of one key at two agents' fences).
-    intermittent("answers-written-untruly", "held statuses of one key at two agents' fences ending together can land "
-                 "out of the order they were taken"),
+    # meanwhile (the deleted connector's UNASSIGNED, said written untruly, landed after the leader's tombstone). Failed
+    # once since, in a whole-suite run (load about 12): the owner's UNASSIGNED and the leader's tombstone, each held by
+    # its agent, went through Connect at fences 7 ms apart and landed out of order. Held since a held status that lands
+    # right after a record of its key no check saw (here the tombstone) is undone (agent/.../path/LateWrites.java).
+    "answers-written-untruly",
     "answers-wrong-shape",
 ])
 def test_the_pod_loses_no_key_and_leaves_none_stale(bed: Bed, rows: dict[str, Row], row: str) -> None:

@@ -52,6 +52,7 @@ final class BoundStore {
         StoreOriginals originals = new StoreOriginals((StatusBackingStore) store, log, sends, retryExecutor,
                 metrics);
         drained.writeAgainWith(originals::write);
+        router.undoWith(originals);
         SidecarClient client = new SidecarClient(options.url, Token.from(options.tokenFile, options.token),
                 options.connectTimeoutMs, options.readTimeoutMs, options.tls);
         this.sender = new Sender(options, router, client, originals, metrics, clusterId, statusTopic);

@@ -4,6 +4,7 @@ import io.statusstore.agent.Warnings;
 import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.path.ConnectPath;
 import io.statusstore.agent.status.StatusUpdate;
+import org.apache.kafka.common.errors.RetriableException;
 import org.apache.kafka.connect.runtime.AbstractStatus;
 import org.apache.kafka.connect.runtime.ConnectorStatus;
 import org.apache.kafka.connect.runtime.TaskStatus;
@@ -19,9 +20,11 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
 
 /**
  * Connect's own path through the bound store: its original methods, and whether anything it started is still
@@ -37,6 +40,17 @@ final class StoreOriginals implements ConnectPath {
         thread.setDaemon(true);
         return thread;
     });
+
+    /** Where a record is written again ({@link #rewrite}), and its failed attempts tried again after a pause. */
+    private static final ScheduledExecutorService UNDO = Executors.newSingleThreadScheduledExecutor(task -> {
+        Thread thread = new Thread(task, "status-store-agent-undo");
+        thread.setDaemon(true);
+        return thread;
+    });
+    /** The pause before a failed attempt to write a record again is made again. */
+    private static final long UNDO_RETRY_MS = 100;
+    /** How long the agent tries to write a record again: as long as Connect's producer may deliver one late. */
+    private static final long UNDO_FOR_MS = 120_000;
 
     private final StatusBackingStore store;
     private final KafkaBasedLog<String, byte[]> log;
@@ -147,6 +161,39 @@ final class StoreOriginals implements ConnectPath {
             return null;
         }
         return read;
+    }
+
+    @Override
+    public void rewrite(String key, byte[] value, BooleanSupplier wanted) {
+        long until = System.nanoTime() / 1_000_000 + UNDO_FOR_MS;
+        UNDO.execute(() -> rewriteNow(key, value, wanted, until));
+    }
+
+    /**
+     * One attempt of {@link #rewrite}, on the agent's own thread (the send may block for metadata): the record goes
+     * past Connect's cache and rules, as the worker's producer sends any record; a retriable failure is tried again
+     * after a pause while it is still wanted (no record of the key read since) and until {@code until}.
+     */
+    private void rewriteNow(String key, byte[] value, BooleanSupplier wanted, long until) {
+        if (!wanted.getAsBoolean()) {
+            return;
+        }
+        try {
+            log.send(key, value, (metadata, error) -> {
+                if (error == null) {
+                    return;
+                }
+                if (error instanceof RetriableException && System.nanoTime() / 1_000_000 < until) {
+                    UNDO.schedule(() -> rewriteNow(key, value, wanted, until), UNDO_RETRY_MS, TimeUnit.MILLISECONDS);
+                } else {
+                    warnings.warn("undo failed", "could not write the record of " + key + " again (" + error
+                            + "): the older status written late stays over it");
+                }
+            });
+        } catch (Throwable t) {
+            warnings.warn("undo failed", "could not write the record of " + key + " again (" + t
+                    + "): the older status written late stays over it");
+        }
     }
 
     @Override

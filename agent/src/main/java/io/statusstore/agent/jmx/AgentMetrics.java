@@ -17,6 +17,7 @@ public final class AgentMetrics {
     final AtomicLong dropped = new AtomicLong();
     final AtomicLong switches = new AtomicLong();
     final AtomicLong overtaken = new AtomicLong();
+    final AtomicLong undone = new AtomicLong();
     private volatile IntSupplier queuedKeys = () -> 0;
     private volatile boolean onSidecar;
 
@@ -53,6 +54,11 @@ public final class AgentMetrics {
     /** A status the agent held was not written late: the worker's store read another worker's newer one of its key. */
     public void overtaken() {
         overtaken.incrementAndGet();
+    }
+
+    /** A held status landed right after a record of its key no check saw, which the agent wrote again. */
+    public void undone() {
+        undone.incrementAndGet();
     }
 
     /** The agent switched path (to or from the sidecar). */
@@ -95,6 +101,10 @@ public final class AgentMetrics {
 
     public long overtakenTotal() {
         return overtaken.get();
+    }
+
+    public long undoneTotal() {
+        return undone.get();
     }
 
     public long switchesTotal() {

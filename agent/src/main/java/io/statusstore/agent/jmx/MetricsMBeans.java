@@ -47,6 +47,7 @@ public final class MetricsMBeans {
         own.put("refused-total", m::refusedTotal);
         own.put("dropped-total", m::droppedTotal);
         own.put("overtaken-total", m::overtakenTotal);
+        own.put("undone-total", m::undoneTotal);
         own.put("path-switches-total", m::switchesTotal);
         own.put("queued-keys", m::queuedKeys);
         own.put("on-sidecar-path", () -> m.onSidecar() ? 1 : 0);

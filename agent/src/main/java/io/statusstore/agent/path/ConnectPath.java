@@ -4,6 +4,7 @@ import io.statusstore.agent.status.StatusUpdate;
 
 import java.util.Collection;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.BooleanSupplier;
 
 /** Connect's own status path: the store's original methods, and whether anything of it is still in flight. */
 public interface ConnectPath {
@@ -25,4 +26,11 @@ public interface ConnectPath {
      * acknowledged, false as soon as one failed. Never blocks the caller; the caller bounds the wait.
      */
     CompletableFuture<Boolean> canWrite(Collection<String> keys);
+
+    /**
+     * Writes {@code value} (null: a tombstone) as the record of {@code key} through the worker's own producer, exactly,
+     * past Connect's rules: a held status landed right over it unseen ({@link LateWrites}). Never blocks the caller;
+     * a failed attempt is made again while {@code wanted} says so.
+     */
+    void rewrite(String key, byte[] value, BooleanSupplier wanted);
 }

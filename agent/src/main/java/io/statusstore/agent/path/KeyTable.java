@@ -90,6 +90,12 @@ final class KeyTable {
         }
     }
 
+    /** Whether the agent took a tombstone of {@code key} itself while it was in the table (a tombstone read may be its own). */
+    boolean tookTombstone(String key) {
+        KeyEntry entry = entries.get(key);
+        return entry != null && entry.tookTombstone;
+    }
+
     private static void markDeleted(KeyEntry entry) {
         if (entry != null && !entry.tookTombstone) {
             entry.deleted = true;

@@ -12,6 +12,7 @@ import java.util.LinkedHashSet;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 
 /**
@@ -36,6 +37,8 @@ public final class ReadBack {
     private volatile Runnable onWatchedRead = () -> { };
     /** Told (outside this object's lock) of every tombstone read, watched or not. */
     private volatile Consumer<String> onTombstone = key -> { };
+    /** Told (outside this object's lock, last) of every record read: the held statuses written late are watched. */
+    private volatile BiConsumer<String, byte[]> onEveryRead = (key, value) -> { };
 
     /**
      * A key's values are kept {@code keepMs} after its last watch began, then forgotten, and at most {@code capacity}
@@ -54,6 +57,11 @@ public final class ReadBack {
     /** Whom to tell of each tombstone read (the router: a key deleted meanwhile is not written late). */
     void onTombstone(Consumer<String> listener) {
         onTombstone = listener;
+    }
+
+    /** Whom to tell of every record read, after the rest ({@link LateWrites}). */
+    void onEveryRead(BiConsumer<String, byte[]> listener) {
+        onEveryRead = listener;
     }
 
     /**
@@ -84,18 +92,22 @@ public final class ReadBack {
         if (value == null) {
             onTombstone.accept(key);
         }
+        boolean isWatched;
         synchronized (this) {
             Watch w = watched.get(key);
-            if (w == null) {
-                return;
+            isWatched = w != null;
+            if (isWatched) {
+                w.values.addLast(value == null ? TOMBSTONE : value);
+                if (w.values.size() > VALUES_PER_KEY) {
+                    w.values.removeFirst();
+                }
+                readSince.add(key);
             }
-            w.values.addLast(value == null ? TOMBSTONE : value);
-            if (w.values.size() > VALUES_PER_KEY) {
-                w.values.removeFirst();
-            }
-            readSince.add(key);
         }
-        onWatchedRead.run();
+        if (isWatched) {
+            onWatchedRead.run();
+        }
+        onEveryRead.accept(key, value);
     }
 
     /** The watched keys read since the last call. */

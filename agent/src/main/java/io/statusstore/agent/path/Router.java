@@ -1,5 +1,6 @@
 package io.statusstore.agent.path;
 
+import io.statusstore.agent.Warnings;
 import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.sidecar.AgentAnswer;
 import io.statusstore.agent.sidecar.SidecarException;
@@ -37,6 +38,9 @@ public final class Router {
     private final KeyTable table;
     private final AgentMetrics metrics;
     private final ReadBack readBack;
+    /** The held statuses written through Connect's path, watched as they land (rule 3, for records still on their way). */
+    private final LateWrites lateWrites = new LateWrites();
+    private final Warnings undoWarnings = new Warnings();
     private final int maxKeys;
     private Path path = Path.STARTING;
     /** Until when (ms) writes on STARTING wait for the first exchange: set when the sender starts. */
@@ -67,6 +71,24 @@ public final class Router {
         metrics.queuedKeys(this::size);
         readBack.onWatchedRead(this::readBackArrived);
         readBack.onTombstone(this::tombstoneRead);
+        readBack.onEveryRead((key, value) -> lateWrites.read(key, value, System.nanoTime() / 1_000_000));
+        lateWrites.onUndone((update, over) -> {
+            metrics.undone();
+            undoWarnings.warn("undone", "a status held past its fence and written through Connect (" + update
+                    + ") landed right after " + over + " of its key that the worker's store had not read when it went "
+                    + "out (another worker's agent handed its own over at the same moment): writing that record again, "
+                    + "so that the older status does not stay over it");
+        });
+    }
+
+    /** How a held status that landed over a record no check saw is undone: that record written again through Connect. */
+    public void undoWith(ConnectPath connect) {
+        lateWrites.rewriteWith(connect::rewrite);
+    }
+
+    /** Whether a held status of {@code key} written through Connect's path is watched as it lands (for tests). */
+    boolean lateWatched(String key) {
+        return lateWrites.watched(key);
     }
 
     /**
@@ -74,6 +96,8 @@ public final class Router {
      * the original must run now.
      */
     public synchronized boolean offer(StatusUpdate update) {
+        // A newer write of the key lands after a held one written late: that one needs no watch any more.
+        lateWrites.end(update.key);
         if (update.workerId != null) {
             workerId = update.workerId;
         }
@@ -314,6 +338,8 @@ public final class Router {
         StatusUpdate next = table.moves().takeReady(now);
         if (next != null) {
             handing = next.key;
+            // Its checks are made (rule 3): a record of its key read from now on was not seen by them.
+            lateWrites.begin(next, table.tookTombstone(next.key), now);
         } else if (table.isEmpty()) {
             path = stopRequested ? Path.STOPPED : Path.CONNECT;
             notifyAll();

@@ -365,6 +365,41 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
     }
 
     @Test
+    void aHeldStatusThatLandsRightAfterATombstoneTheStoreHadNotReadIsUndone() throws Exception {
+        // The owner stopped the deleted connector (its putSafe UNASSIGNED) while the sidecar could not write; the
+        // leader's agent held its tombstone too, and both fences ended together: the tombstone landed first, read by
+        // this store only after the UNASSIGNED went out, and the UNASSIGNED landed right after it. A stock worker's
+        // UNASSIGNED, written when asked, landed before the leader's tombstone.
+        FakeSidecar sidecar = holdingSidecar();
+        try {
+            StubLog log = new StubLog();
+            KafkaStatusBackingStore store = armedStore(sidecar, log);
+            BoundStore bound = StoreHooks.bound();
+            store.putSafe(new ConnectorStatus("d", AbstractStatus.State.UNASSIGNED, "w:8083", 85));
+            await(() -> sidecar.pendingCount() == 1, 3_000, "pending at the sidecar");
+            sidecar.stop();
+            await(() -> states(log, "status-connector-d").contains("UNASSIGNED"), 10_000, "d drained past its fence");
+            // The first attempt to write the tombstone again fails as an outage's would: it is made again.
+            log.failNext.set(1);
+            read(store, "status-connector-d", null);
+            read(store, "status-connector-d", value("UNASSIGNED", "w:8083", 85));
+            await(() -> states(log, "status-connector-d").equals(Arrays.asList("UNASSIGNED", "tombstone")), 3_000,
+                    "the tombstone written again: " + states(log, "status-connector-d"));
+            ObjectName own = new ObjectName("kafka.connect:type=status-store-agent-metrics,client-id=connect-it-statuses");
+            assertEquals(1.0, ManagementFactory.getPlatformMBeanServer().getAttribute(own, "undone-total"));
+            // Its own record read back, nothing more is written; a later record of the key is someone else's to judge.
+            read(store, "status-connector-d", null);
+            read(store, "status-connector-d", value("RUNNING", "b:8083", 90));
+            Thread.sleep(300);
+            assertEquals(Arrays.asList("UNASSIGNED", "tombstone"), states(log, "status-connector-d"));
+            store.stop();
+        } finally {
+            sidecar.stop();
+            StoreHooks.disarm();
+        }
+    }
+
+    @Test
     void aHeldStatusIsStillDrainedOverAnOlderGenerationOrItsOwnWorkersStatus() throws Exception {
         // Connect's safe-write rule: another worker's older generation, or this worker's own status, does not stop it.
         FakeSidecar sidecar = holdingSidecar();

@@ -73,7 +73,8 @@ final class StoreFixture {
     static List<String> states(StubLog log, String key) {
         synchronized (log.sent) {
             return log.sent.stream().filter(sent -> sent.key.equals(key))
-                    .map(sent -> new String(sent.value, StandardCharsets.UTF_8).replaceAll(".*\"state\":\"([A-Z]+)\".*", "$1"))
+                    .map(sent -> sent.value == null ? "tombstone"
+                            : new String(sent.value, StandardCharsets.UTF_8).replaceAll(".*\"state\":\"([A-Z]+)\".*", "$1"))
                     .collect(Collectors.toList());
         }
     }

@@ -81,4 +81,66 @@ class DeletedKeyTest {
             assertEquals("v2", h.topic.latest().get("status-connector-c"));
         }
     }
+
+    /**
+     * Two workers' agents hand their held statuses of one key to their producers at the same moment (their fences ended
+     * together): the leader's tombstone lands first, after this agent's checks, and then this worker's older
+     * UNASSIGNED. Before, the deleted connector kept that UNASSIGNED (the quick answers-written-untruly row of the fault
+     * matrix, once in a whole-suite run); now the agent, reading its status land right after a tombstone no check saw,
+     * writes the tombstone again.
+     */
+    @Test
+    void aHeldWriteThatLandsRightAfterATombstoneNoCheckSawIsUndone() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.lying = true;
+            h.write(connector("c", "UNASSIGNED", "v1", true));
+            h.connect.landsFirst = u -> deletedElsewhere(h, u.key);
+            h.awaitPath(Router.Path.CONNECT, 8_000);
+            assertEquals(Collections.singletonList("status-connector-c v1"), fellBack(h));
+            assertEquals("tombstone", h.topic.latest().get("status-connector-c"), h.topic.records().toString());
+            assertEquals(Collections.singletonList("status-connector-c"), h.connect.rewrites());
+            assertEquals(1, h.metrics.undoneTotal());
+        }
+    }
+
+    /** The same with the new owner's status of a higher generation landing first: it is written again, exactly. */
+    @Test
+    void aHeldWriteThatLandsRightAfterANewerOwnersStatusNoCheckSawIsUndone() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.lying = true;
+            h.write(StatusUpdate.task("c", 0, "RUNNING", "v1", WORKER, 1, true, null, false, null));
+            h.connect.landsFirst = u -> h.topic.append(u.key, "owner", "other worker",
+                    Topic.value("task", "RUNNING", "owner", "127.0.0.1:8084", 2, null, "c", 0, 0));
+            h.awaitPath(Router.Path.CONNECT, 8_000);
+            assertEquals("owner", h.topic.latest().get("status-task-c-0"), h.topic.records().toString());
+            assertEquals(1, h.metrics.undoneTotal());
+        }
+    }
+
+    /**
+     * What lands first and does not win over the held status under Connect's rules is left under it: another worker's
+     * status of a generation no higher, and a tombstone when the agent took one of the key itself (it may be its own).
+     */
+    @Test
+    void aHeldWriteThatLandsOverWhatItWouldWinOverStays() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.lying = true;
+            h.write(StatusUpdate.task("c", 0, "RUNNING", "v1", WORKER, 2, true, null, false, null));
+            h.write(connector("d", "DESTROYED", "v2", false));
+            h.write(connector("d", "RUNNING", "v3", false));
+            h.connect.landsFirst = u -> {
+                h.topic.append("status-task-c-0", "old owner", "other worker",
+                        Topic.value("task", "UNASSIGNED", "old owner", "127.0.0.1:8084", 2, null, "c", 0, 0));
+                deletedElsewhere(h, "status-connector-d");
+            };
+            h.awaitPath(Router.Path.CONNECT, 8_000);
+            assertEquals("v1", h.topic.latest().get("status-task-c-0"), h.topic.records().toString());
+            assertEquals("v3", h.topic.latest().get("status-connector-d"), h.topic.records().toString());
+            assertEquals(Collections.emptyList(), h.connect.rewrites());
+            assertEquals(0, h.metrics.undoneTotal());
+        }
+    }
 }

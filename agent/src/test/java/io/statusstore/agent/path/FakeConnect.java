@@ -6,6 +6,8 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.BooleanSupplier;
+import java.util.function.Consumer;
 
 /**
  * Connect's own path for the tests: writes land on the shared {@link Topic}, at once, or — while
@@ -23,16 +25,29 @@ final class FakeConnect implements ConnectPath {
     /** The answer to rule 5's questions while not null: one the test completes when it will (a slow producer). */
     volatile CompletableFuture<Boolean> answer;
     private final List<List<String>> writeChecks = new ArrayList<>();
+    private final List<String> rewrites = new ArrayList<>();
 
     FakeConnect(Topic topic) {
         this.topic = topic;
     }
 
+    /**
+     * Run once with the next status the agent writes, before it lands: another worker's record of its key that lands
+     * first, after the agent's checks (its agent handed it to its own producer at the same moment), or null.
+     */
+    volatile Consumer<StatusUpdate> landsFirst;
+
     /** The agent's fall back (the store's original method, called by the sender); its topic has one worker. */
     @Override
     public boolean write(StatusUpdate update) {
+        Consumer<StatusUpdate> first;
         synchronized (this) {
             agentWrites.add(update);
+            first = landsFirst;
+            landsFirst = null;
+        }
+        if (first != null) {
+            first.accept(update);
         }
         original(update);
         return true;
@@ -72,6 +87,26 @@ final class FakeConnect implements ConnectPath {
         writeChecks.add(new ArrayList<>(keys));
         CompletableFuture<Boolean> held = answer;
         return held != null ? held : CompletableFuture.completedFuture(canWrite);
+    }
+
+    /**
+     * A record written again (the agent's undo of a held status that landed over it): lands at once, through
+     * {@link #original}'s path (held while {@link #holding}); its marker is the rewritten record's ("tombstone" for a
+     * tombstone, as the tests mark another worker's).
+     */
+    @Override
+    public void rewrite(String key, byte[] value, BooleanSupplier wanted) {
+        synchronized (this) {
+            rewrites.add(key);
+        }
+        if (wanted.getAsBoolean()) {
+            topic.append(key, value == null ? "tombstone" : Topic.marker(value), "connect", value);
+        }
+    }
+
+    /** The keys the agent wrote a record of again. */
+    synchronized List<String> rewrites() {
+        return new ArrayList<>(rewrites);
     }
 
     /** The keys of each question the agent asked about the worker's own producer. */

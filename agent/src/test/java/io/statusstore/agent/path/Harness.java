@@ -55,6 +55,7 @@ final class Harness implements AutoCloseable {
         ReadBack readBack = new ReadBack(2 * options.maxKeys, 60_000);
         topic.reader(readBack::read);
         router = new Router(options.maxKeys, metrics, readBack);
+        router.undoWith(connect);
         Sender sender = new Sender(options, router, new SidecarClient(options.url, Token.from(options.tokenFile, options.token),
                 options.connectTimeoutMs, options.readTimeoutMs, null), connect, metrics, "cluster-1", "connect-status");
         thread = new Thread(sender, "test-sender");

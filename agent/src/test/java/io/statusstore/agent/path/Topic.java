@@ -1,6 +1,7 @@
 package io.statusstore.agent.path;
 
 import io.statusstore.agent.json.JsonOut;
+import io.statusstore.agent.json.JsonTree;
 import io.statusstore.agent.status.StatusUpdate;
 
 import java.nio.charset.StandardCharsets;
@@ -75,6 +76,12 @@ public final class Topic {
                     .name("generation").value(generation);
         }
         return w.endObject().toString().getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** The test's marker of a status record value: its trace. */
+    static String marker(byte[] value) {
+        Object json = JsonTree.parse(value);
+        return (String) ((Map<?, ?>) json).get("trace");
     }
 
     public synchronized List<Record> records() {
