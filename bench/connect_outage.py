@@ -177,6 +177,21 @@ def all_read_in(tail: TopicTail, keys: list[str], state: str, since: float) -> f
     return max(first.values()) - since if len(first) == len(keys) else None
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """CPU seconds a process has used so far, every thread's (its user and system time in /proc); None: the whole
+    machine's busy time so far, every CPU's (all but idle and I/O wait, /proc/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    if pid is None:
+        fields = Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0].split()[1:]
+        return sum(int(value) for index, value in enumerate(fields) if index not in (3, 4)) / tick
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return float("nan")
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / tick
+
+
 def gone(connect: ConnectCluster, connector: str) -> bool:
     """Whether a worker answers 404 for a connector's status."""
     return connect.request("GET", f"/connectors/{connector}/status").status == 404
@@ -387,6 +402,8 @@ class Bench:
             before = self.tails[name].arrivals(keys)
             log_file = connect.worker.process.log_file
             log_from = log_file.stat().st_size
+            processes = self.burst_processes(name)
+            cpu_before = {what: cpu_seconds(pid) for what, pid in processes.items()}
             created_at, began_wall = time.monotonic(), time.time()
             began = created_at
             for connector in scenario.names:
@@ -395,6 +412,7 @@ class Bench:
             wait_until(functools.partial(every_one_running, connect, list(scenario.names), tasks), 300,
                        "every connector RUNNING", interval=RUNNING_POLL_S)
             created = time.monotonic() - began
+            cpu = {what: cpu_seconds(pid) - cpu_before[what] for what, pid in processes.items()}
             records = self.tails[name].arrivals(keys) - before
             with log_file.open("rb") as log:
                 log.seek(log_from)
@@ -413,8 +431,19 @@ class Bench:
             # The records of the creation as the tail read them, however late (after the deletions: all of them).
             durable_s = all_read_in(self.tails[name], keys, "RUNNING", created_at)
             results[name] = Burst(created, records, deleted, phases,
-                                  CreationPhases(configs_s, *creation, durable_s))
+                                  CreationPhases(configs_s, *creation, durable_s, cpu))
         return results
+
+    def burst_processes(self, name: str) -> dict[str, int | None]:
+        """The processes whose CPU a creation burst counts: the worker's JVM, the pod's sidecar (None: the machine's
+        every process, from /proc/stat)."""
+        worker = self.workers[name].worker.process.process
+        found: dict[str, int | None] = {"worker": worker.pid if worker is not None else None}
+        service = self.pod.sidecar.service
+        if name == POD and service is not None and service.process is not None:
+            found["sidecar"] = service.process.pid
+        found["machine"] = None
+        return found
 
     def stop(self) -> None:
         for tail in self.tails.values():

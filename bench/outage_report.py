@@ -70,6 +70,9 @@ class CreationPhases:
     # start' in its log: its RUNNING is put right after); None: not found in the log
     durable_s: float | None  # every connector's and task's RUNNING read from the status topic (the tail's first
     # RUNNING record of each key); None: some key's not read
+    # CPU seconds used until every one RUNNING in the REST API: "worker" (its JVM), "sidecar" (the pod's), "machine"
+    # (every process's, the brokers' and the other worker's included).
+    cpu_s: dict[str, float] = field(default_factory=dict)
 
 
 def creation_phases(lines: Iterable[str], began_epoch: float, connectors: Iterable[str]
@@ -250,14 +253,16 @@ def report_creations(bursts: list[dict[str, Burst]]) -> None:
           "worker's rebalances; its last task started (its log); every RUNNING read from its status topic; every "
           "one RUNNING in its REST API\n")
     print("| burst | worker | requests answered | rebalances | last task started | every RUNNING in the topic | "
-          "in its REST API |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+          "in its REST API | CPU s: its JVM / the sidecar / the machine |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     for number, burst in enumerate(bursts, 1):
         for name, one in burst.items():
             part = one.creation
             assert part is not None
+            cpu = " / ".join(f"{part.cpu_s[what]:.2f}" if what in part.cpu_s else "-"
+                             for what in ("worker", "sidecar", "machine"))
             print(f"| {number} | {name} | {part.configs_s:.2f} | {part.rebalances} | {optional(part.tasks_started_s)}"
-                  f" | {optional(part.durable_s)} | {one.seconds:.2f} |")
+                  f" | {optional(part.durable_s)} | {one.seconds:.2f} | {cpu} |")
     # The pod's gap, burst by burst, in three parts: Connect's own start of the tasks (its herder, its rebalances);
     # the statuses' way to the topic after the last task started (the worker's put, for the pod the agent and the
     # sidecar); and from the topic to the REST API (the worker reading its topic, the bench's poll).
@@ -267,6 +272,15 @@ def report_creations(bursts: list[dict[str, Burst]]) -> None:
         if pod is not None and stock is not None:
             for gaps, mine, theirs in zip(parts.values(), pod, stock, strict=True):
                 gaps.append(mine - theirs)
+    for what in ("worker", "machine"):
+        used = {name: statistics.median(one.creation.cpu_s.get(what, float("nan")) for burst in bursts
+                                        if (one := burst[name]).creation is not None) for name in bursts[0]}
+        print(f"CPU seconds of a creation burst, {what} (median): "
+              f"{', '.join(f'{name} {seconds:.2f}' for name, seconds in used.items())}")
+    sidecar = [one.creation.cpu_s["sidecar"] for burst in bursts
+               if (one := burst[POD]).creation is not None and "sidecar" in one.creation.cpu_s]
+    if sidecar:
+        print(f"CPU seconds of a creation burst, the pod's sidecar (median): {statistics.median(sidecar):.2f}")
     for what, gaps in parts.items():
         if gaps:
             print(f"the pod's gap, {what}: {', '.join(f'{gap * 1000:+.0f}' for gap in gaps)} ms (median "

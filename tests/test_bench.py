@@ -132,6 +132,7 @@ def test_connect_outage_quick_run(tmp_path: Path) -> None:
     # The creations in parts, on both workers: every task's start found in its log, every RUNNING in its topic.
     assert "the pod's gap, tasks started:" in output, output
     assert "the pod's gap, then in the topic:" in output, output
+    assert "CPU seconds of a creation burst, the pod's sidecar (median):" in output, output
     # Each worker's deletions, from its own log: a revocation each (two at most: two connectors), both parts timed.
     assert all(1 <= burst["revocations"] <= 2 and burst["of which tasks stopping (s)"] > 0
                and burst["of which status store flushes (s)"] >= 0 for burst in found["bursts"]), output
