@@ -80,7 +80,17 @@ from confluent_kafka.admin import (
 )
 
 from bench import BenchParser, load_average, write_json
-from bench.outage_report import CONNECT, POD, Burst, Run, WorkerRun, rebalance_phases, report
+from bench.outage_report import (
+    CONNECT,
+    POD,
+    Burst,
+    CreationPhases,
+    Run,
+    WorkerRun,
+    creation_phases,
+    rebalance_phases,
+    report,
+)
 from bench.status_changes import status_changes
 from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
 from harness.kafka_proxy import PRODUCE
@@ -102,6 +112,9 @@ QUIET_S = 5.0
 SETTLE_BOUND_S = 120.0
 REST_BOUND_S = 60.0
 PROBE_INTERVAL_S = 0.2
+# How often a burst asks a worker's REST API whether its connectors run: the creation's time is quantized by it (at
+# 200 ms, Connect's own pace of a test's wait, a burst of 2-3 s was off by up to 8 %, more than the gap it measures).
+RUNNING_POLL_S = 0.01
 ACTIONS = ("pause", "resume", "fail", "recover", "restart")
 
 
@@ -140,6 +153,43 @@ class Connectors:
         if action == "restart":
             return "POST", f"/connectors/{name}/restart?includeTasks=true", None
         return "PUT", f"/connectors/{name}/config", self.config(failing=action == "fail")
+
+
+def every_one_running(connect: ConnectCluster, pending: list[str], tasks: int) -> bool:
+    """Whether a worker's REST API shows every connector of ``pending`` and its tasks RUNNING; asks for the first
+    not seen so yet, and drops from ``pending`` each one it shows so (it stays so: nothing else changes them)."""
+    running = all_in("RUNNING", tasks)
+    while pending:
+        answer = connect.request("GET", f"/connectors/{pending[0]}/status")
+        if answer.status != 200 or not running(answer.json()):
+            return False
+        pending.pop(0)
+    return True
+
+
+def all_read_in(tail: TopicTail, keys: list[str], state: str, since: float) -> float | None:
+    """Seconds after ``since`` (monotonic) until the tail had read, for every key, a record in ``state`` written since
+    (the first such of each key); None when some key has none."""
+    first: dict[str, float] = {}
+    for at, key, value in tail.records(keys):
+        if at >= since and key not in first and value and json.loads(value)["state"] == state:
+            first[key] = at
+    return max(first.values()) - since if len(first) == len(keys) else None
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """CPU seconds a process has used so far, every thread's (its user and system time in /proc); None: the whole
+    machine's busy time so far, every CPU's (all but idle and I/O wait, /proc/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    if pid is None:
+        fields = Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0].split()[1:]
+        return sum(int(value) for index, value in enumerate(fields) if index not in (3, 4)) / tick
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return float("nan")
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / tick
 
 
 def gone(connect: ConnectCluster, connector: str) -> bool:
@@ -231,7 +281,8 @@ class Bench:
                        for topic in self.topics.values() for partition in topics[topic].partitions.values())
 
         wait_until(shrunk, 60, f"broker {self.brokers} out of every status partition's ISR", interval=0.5)
-        self.tails = {name: TopicTail(self.kafka.bootstrap_servers, topic) for name, topic in self.topics.items()}
+        self.tails = {name: TopicTail(self.kafka.bootstrap_servers, topic, keep_records=True)
+                      for name, topic in self.topics.items()}
 
     def set_min_insync_replicas(self, value: int) -> None:
         """Every status topic's min.insync.replicas, in one AlterConfigs request."""
@@ -349,14 +400,24 @@ class Bench:
             scenario = Connectors(f"burst{repetition}", connectors, tasks)
             keys = list(scenario.states)
             before = self.tails[name].arrivals(keys)
-            began = time.monotonic()
+            log_file = connect.worker.process.log_file
+            log_from = log_file.stat().st_size
+            processes = self.burst_processes(name)
+            cpu_before = {what: cpu_seconds(pid) for what, pid in processes.items()}
+            created_at, began_wall = time.monotonic(), time.time()
+            began = created_at
             for connector in scenario.names:
                 connect.call("PUT", f"/connectors/{connector}/config", scenario.config(failing=False))
-            for connector in scenario.names:
-                connect.wait_for_status(connector, all_in("RUNNING", tasks), "running", 300)
+            configs_s = time.monotonic() - began
+            wait_until(functools.partial(every_one_running, connect, list(scenario.names), tasks), 300,
+                       "every connector RUNNING", interval=RUNNING_POLL_S)
             created = time.monotonic() - began
+            cpu = {what: cpu_seconds(pid) - cpu_before[what] for what, pid in processes.items()}
             records = self.tails[name].arrivals(keys) - before
-            log_file = connect.worker.process.log_file
+            with log_file.open("rb") as log:
+                log.seek(log_from)
+                creation = creation_phases(log.read().decode(errors="replace").splitlines(), began_wall,
+                                           scenario.names)
             log_from = log_file.stat().st_size
             began = time.monotonic()
             for connector in scenario.names:
@@ -367,8 +428,22 @@ class Bench:
             with log_file.open("rb") as log:
                 log.seek(log_from)
                 phases = rebalance_phases(log.read().decode(errors="replace").splitlines())
-            results[name] = Burst(created, records, deleted, phases)
+            # The records of the creation as the tail read them, however late (after the deletions: all of them).
+            durable_s = all_read_in(self.tails[name], keys, "RUNNING", created_at)
+            results[name] = Burst(created, records, deleted, phases,
+                                  CreationPhases(configs_s, *creation, durable_s, cpu))
         return results
+
+    def burst_processes(self, name: str) -> dict[str, int | None]:
+        """The processes whose CPU a creation burst counts: the worker's JVM, the pod's sidecar (None: the machine's
+        every process, from /proc/stat)."""
+        worker = self.workers[name].worker.process.process
+        found: dict[str, int | None] = {"worker": worker.pid if worker is not None else None}
+        service = self.pod.sidecar.service
+        if name == POD and service is not None and service.process is not None:
+            found["sidecar"] = service.process.pid
+        found["machine"] = None
+        return found
 
     def stop(self) -> None:
         for tail in self.tails.values():

@@ -56,6 +56,41 @@ class Burst:
     # The deletions' rebalances, from the worker's own log (None: the log not read): the time its tasks took to stop
     # (the scripted task ends once its poll's sleep of 200 ms is over), and Connect's flushes of its status store.
     phases: RebalancePhases | None = None
+    # The creation's parts (None: not measured).
+    creation: CreationPhases | None = None
+
+
+@dataclass(frozen=True)
+class CreationPhases:
+    """Where a creation burst's time went, each in seconds from the first create request."""
+
+    configs_s: float  # every create request answered (the connectors' configs written to the config topic)
+    rebalances: int  # the worker's rebalances meanwhile ('Joined group at generation' in its log)
+    tasks_started_s: float | None  # the last task of the burst started ('Source task finished initialization and
+    # start' in its log: its RUNNING is put right after); None: not found in the log
+    durable_s: float | None  # every connector's and task's RUNNING read from the status topic (the tail's first
+    # RUNNING record of each key); None: some key's not read
+    # CPU seconds used until every one RUNNING in the REST API: "worker" (its JVM), "sidecar" (the pod's), "machine"
+    # (every process's, the brokers' and the other worker's included).
+    cpu_s: dict[str, float] = field(default_factory=dict)
+
+
+def creation_phases(lines: Iterable[str], began_epoch: float, connectors: Iterable[str]
+                    ) -> tuple[int, float | None]:
+    """From a Connect worker's log lines since a creation burst began (``began_epoch``, the machine's clock, which
+    log4j's timestamps share): its rebalances, and when the last of ``connectors``' tasks started (s after)."""
+    names = set(connectors)
+    rebalances = 0
+    started: float | None = None
+    for line in lines:
+        if "Joined group at generation" in line:
+            rebalances += 1
+        elif "Source task finished initialization and start" in line and (task := _TASK_ID.search(line)):
+            found = _LOG_TIME.match(line)
+            if task.group(1) in names and found is not None:
+                at = datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() - began_epoch
+                started = at if started is None else max(started, at)
+    return rebalances, started
 
 
 @dataclass(frozen=True)
@@ -68,6 +103,7 @@ class RebalancePhases:
 
 
 _LOG_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+_TASK_ID = re.compile(r"WorkerSourceTask\{id=(.+)-\d+\}")
 
 
 def rebalance_phases(lines: Iterable[str]) -> RebalancePhases:
@@ -205,4 +241,60 @@ def report_bursts(bursts: list[dict[str, Burst]], burst_connectors: int, tasks: 
     print(f"the pod against the Connect worker: until RUNNING {', '.join(f'{r:.2f}x' for r in ratio)} (median "
           f"{statistics.median(ratio):.2f}x), until deleted {', '.join(f'{r:.2f}x' for r in deleted_ratio)} (median "
           f"{statistics.median(deleted_ratio):.2f}x)")
+    report_creations(bursts)
     return rows
+
+
+def report_creations(bursts: list[dict[str, Burst]]) -> None:
+    """Where each creation burst's time went on each worker, and the pod's gap split in the same parts."""
+    if any(one.creation is None for burst in bursts for one in burst.values()):
+        return
+    print("\nthe creations, in parts (seconds from the first create request): the create requests answered; the "
+          "worker's rebalances; its last task started (its log); every RUNNING read from its status topic; every "
+          "one RUNNING in its REST API\n")
+    print("| burst | worker | requests answered | rebalances | last task started | every RUNNING in the topic | "
+          "in its REST API | CPU s: its JVM / the sidecar / the machine |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for number, burst in enumerate(bursts, 1):
+        for name, one in burst.items():
+            part = one.creation
+            assert part is not None
+            cpu = " / ".join(f"{part.cpu_s[what]:.2f}" if what in part.cpu_s else "-"
+                             for what in ("worker", "sidecar", "machine"))
+            print(f"| {number} | {name} | {part.configs_s:.2f} | {part.rebalances} | {optional(part.tasks_started_s)}"
+                  f" | {optional(part.durable_s)} | {one.seconds:.2f} | {cpu} |")
+    # The pod's gap, burst by burst, in three parts: Connect's own start of the tasks (its herder, its rebalances);
+    # the statuses' way to the topic after the last task started (the worker's put, for the pod the agent and the
+    # sidecar); and from the topic to the REST API (the worker reading its topic, the bench's poll).
+    parts: dict[str, list[float]] = {"tasks started": [], "then in the topic": [], "then in the REST API": []}
+    for burst in bursts:
+        pod, stock = creation_parts(burst[POD]), creation_parts(burst[CONNECT])
+        if pod is not None and stock is not None:
+            for gaps, mine, theirs in zip(parts.values(), pod, stock, strict=True):
+                gaps.append(mine - theirs)
+    for what in ("worker", "machine"):
+        used = {name: statistics.median(one.creation.cpu_s.get(what, float("nan")) for burst in bursts
+                                        if (one := burst[name]).creation is not None) for name in bursts[0]}
+        print(f"CPU seconds of a creation burst, {what} (median): "
+              f"{', '.join(f'{name} {seconds:.2f}' for name, seconds in used.items())}")
+    sidecar = [one.creation.cpu_s["sidecar"] for burst in bursts
+               if (one := burst[POD]).creation is not None and "sidecar" in one.creation.cpu_s]
+    if sidecar:
+        print(f"CPU seconds of a creation burst, the pod's sidecar (median): {statistics.median(sidecar):.2f}")
+    for what, gaps in parts.items():
+        if gaps:
+            print(f"the pod's gap, {what}: {', '.join(f'{gap * 1000:+.0f}' for gap in gaps)} ms (median "
+                  f"{statistics.median(gaps) * 1000:+.0f} ms)")
+
+
+def creation_parts(one: Burst) -> tuple[float, float, float] | None:
+    """A creation burst's three parts in seconds: until its last task started, then until every RUNNING was in the
+    topic, then until the REST API showed every one; None when one is not known."""
+    part = one.creation
+    if part is None or part.tasks_started_s is None or part.durable_s is None:
+        return None
+    return part.tasks_started_s, part.durable_s - part.tasks_started_s, one.seconds - part.durable_s
+
+
+def optional(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"

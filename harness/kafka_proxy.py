@@ -8,6 +8,8 @@ count requests by client id and API key, and can:
 - ``set_fault(Fault.REFUSE)``: close new connections at once (a broker whose port is closed);
 - ``set_fault(Fault.BLACKHOLE)``: keep connections open and forward nothing either way (a broker that hangs,
   a network partition: clients see timeouts, not errors);
+- ``set_fault(Fault.UNANSWERED)``: forward requests, hold the broker's answers (a broker whose answers are slow to
+  come: what a client sends while one is unanswered reaches the broker);
 - ``delay``: hold each request this long before forwarding it;
 - ``cut``: close every connection now (what a broker's crash looks like to its clients).
 
@@ -35,6 +37,7 @@ class Fault(enum.Enum):
     NONE = "none"
     REFUSE = "refuse"
     BLACKHOLE = "blackhole"
+    UNANSWERED = "unanswered"
 
 
 class KafkaProxy:
@@ -46,6 +49,8 @@ class KafkaProxy:
         self.delay_s = 0.0
         # Set while traffic flows; cleared while the proxy is a black hole (on the proxy's loop).
         self._flowing: asyncio.Event | None = None
+        # Set while the broker's answers flow; cleared while they are held (a black hole, or unanswered).
+        self._answering: asyncio.Event | None = None
         self._counts: collections.Counter[tuple[str, int]] = collections.Counter()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -71,11 +76,13 @@ class KafkaProxy:
         self._loop = None
 
     def set_fault(self, fault: Fault) -> None:
-        """Refuse new connections, hold all traffic, or neither."""
+        """Refuse new connections, hold all traffic, hold the answers, or none of these."""
         self.fault = fault
-        if self._loop is not None and self._flowing is not None:
-            flowing = self._flowing
+        if self._loop is not None and self._flowing is not None and self._answering is not None:
+            flowing, answering = self._flowing, self._answering
             self._loop.call_soon_threadsafe(flowing.clear if fault is Fault.BLACKHOLE else flowing.set)
+            self._loop.call_soon_threadsafe(
+                answering.clear if fault in (Fault.BLACKHOLE, Fault.UNANSWERED) else answering.set)
 
     def cut(self) -> None:
         """Close every open connection (new ones are accepted unless a fault says otherwise)."""
@@ -105,6 +112,8 @@ class KafkaProxy:
         asyncio.set_event_loop(loop)
         self._flowing = asyncio.Event()
         self._flowing.set()
+        self._answering = asyncio.Event()
+        self._answering.set()
         self._server = loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", self.port))
         ready.set()
         try:
@@ -163,7 +172,7 @@ class KafkaProxy:
             data = await reader.read(65536)
             if not data:
                 raise OSError("the broker closed the connection")
-            assert self._flowing is not None
-            await self._flowing.wait()
+            assert self._answering is not None
+            await self._answering.wait()
             writer.write(data)
             await writer.drain()

@@ -9,6 +9,7 @@ tests/analytics/test_bench_history.py and tests/analytics/test_spark_cluster.py.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from bench.outage_report import RebalancePhases, rebalance_phases
+from bench.outage_report import RebalancePhases, creation_phases, rebalance_phases
 from harness import free_port
 from harness.events_storm import Probe, Probes
 
@@ -128,6 +129,10 @@ def test_connect_outage_quick_run(tmp_path: Path) -> None:
     # The burst: both workers brought every connector up and deleted every one.
     assert [burst["worker"] for burst in found["bursts"]] == workers
     assert "the pod against the Connect worker: until RUNNING" in output
+    # The creations in parts, on both workers: every task's start found in its log, every RUNNING in its topic.
+    assert "the pod's gap, tasks started:" in output, output
+    assert "the pod's gap, then in the topic:" in output, output
+    assert "CPU seconds of a creation burst, the pod's sidecar (median):" in output, output
     # Each worker's deletions, from its own log: a revocation each (two at most: two connectors), both parts timed.
     assert all(1 <= burst["revocations"] <= 2 and burst["of which tasks stopping (s)"] > 0
                and burst["of which status store flushes (s)"] >= 0 for burst in found["bursts"]), output
@@ -151,6 +156,20 @@ def test_rebalance_phases_sum_each_revocations_tasks_stopping_and_its_flush() ->
 """.splitlines()
     # A rebalance that stopped no task (the one after each deletion) is not a revocation of the burst's.
     assert rebalance_phases(lines) == RebalancePhases(2, pytest.approx(0.176 + 0.184), pytest.approx(0.016 + 0.009))
+
+
+def test_creation_phases_count_the_rebalances_and_find_the_last_of_the_bursts_tasks_started() -> None:
+    lines = """[2026-11-30 16:42:01,808] INFO [Worker] Joined group at generation 7 with protocol version 2 (x)
+[2026-11-30 16:42:01,978] INFO WorkerSourceTask{id=b-c1-0} Source task finished initialization and start (x)
+[2026-11-30 16:42:02,092] INFO [Worker] Joined group at generation 8 with protocol version 2 (x)
+[2026-11-30 16:42:02,250] INFO WorkerSourceTask{id=b-c10-2} Source task finished initialization and start (x)
+[2026-11-30 16:42:02,300] INFO WorkerSourceTask{id=other-c1-0} Source task finished initialization and start (x)
+""".splitlines()
+    began = datetime.datetime(2026, 11, 30, 16, 42, 1, 500000).timestamp()
+    # b-c10's task is the burst's last; a task of another connector is not the burst's.
+    assert creation_phases(lines, began, ["b-c1", "b-c10"]) == (2, pytest.approx(0.750))
+    assert creation_phases(lines, began, ["b-c1"]) == (2, pytest.approx(0.478))
+    assert creation_phases(lines[:1], began, ["b-c1"]) == (1, None)
 
 
 def test_connect_store_quick_run(tmp_path: Path) -> None:

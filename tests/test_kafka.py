@@ -9,11 +9,14 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer, murmur2
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from harness import free_port
 from harness.faulty_cluster import FaultyCluster
+from harness.java_process import wait_until
+from harness.kafka_proxy import PRODUCE, Fault
+from harness.real_kafka import KafkaCluster
 from harness.tansu import TansuBroker
 from status_store.connect.model import ConnectorStatus, State
 from status_store.errors import KafkaUnavailableError, TopicSetupError
@@ -22,7 +25,7 @@ from status_store.kafka.settings import consumer_settings, producer_settings
 from status_store.kafka.topics import ensure_topic
 from status_store.retry.updates import Result
 
-from .conftest import Broker, StoreFactory
+from .conftest import PARTITIONS, Broker, StoreFactory
 
 WAIT = 15.0
 NOT_ENOUGH_REPLICAS = KafkaError.NOT_ENOUGH_REPLICAS
@@ -218,3 +221,50 @@ def test_the_clients_send_each_write_at_once_as_connects_do() -> None:
         "linger.ms"] == "20"
     Producer(producer)  # librdkafka takes them
     Consumer(reader)
+
+
+async def test_a_write_goes_out_while_another_partitions_write_to_its_leader_is_unanswered_and_keys_keep_order(
+        kafka_cluster: KafkaCluster, store_factory: StoreFactory) -> None:
+    # librdkafka puts one partition in each ProduceRequest. With one request in flight per connection (Connect's
+    # max.in.flight.requests.per.connection=1), a write to a second partition of the same leader waited for the first
+    # one's answer (an acks=all round trip) before it was sent; Java's client (a stock worker's) sends both partitions'
+    # records in one request. More in flight must not reorder a key's writes: a newer write of the unanswered key
+    # waits until the older one settles, and lands after it.
+    topic = f"partitions-{uuid.uuid4().hex[:8]}"
+    # Attempts outlast the wait below: none fails meanwhile (which would free the connection).
+    async with store_factory(kafka_cluster.bootstrap_servers, topic,
+                             **{"status.storage.retry.delivery.timeout.ms": "60000"}) as store:
+        names = {murmur2(f"status-connector-c{i}".encode(), PARTITIONS): f"c{i}" for i in range(200)}
+        assert len(names) == PARTITIONS
+        # Five partitions on three brokers: two share a leader.
+        by_leader: dict[int, list[int]] = {}
+        for partition, found in admin(kafka_cluster.bootstrap_servers).list_topics(
+                topic, timeout=WAIT).topics[topic].partitions.items():
+            by_leader.setdefault(found.leader, []).append(partition)
+        leader, (first, second, *_) = next((leader, found) for leader, found in by_leader.items() if len(found) > 1)
+        for name in names.values():  # every connection is up
+            await store.put(ConnectorStatus(name, State.RUNNING, "w:1", 1)).result(WAIT)
+        proxy = kafka_cluster.broker(leader).proxy
+        assert proxy is not None
+        # The leader takes what is sent and answers nothing until the end of the check.
+        proxy.set_fault(Fault.UNANSWERED)
+        try:
+            before = proxy.requests(PRODUCE)
+            older = store.put(ConnectorStatus(names[first], State.PAUSED, "w:1", 1))
+            other = store.put(ConnectorStatus(names[second], State.PAUSED, "w:1", 1))
+            newer = store.put(ConnectorStatus(names[first], State.FAILED, "w:1", 1))
+            await asyncio.to_thread(wait_until, lambda: proxy.requests(PRODUCE) - before >= 2, WAIT,
+                                    "both partitions' writes on their way while the first is unanswered")
+        finally:
+            proxy.set_fault(Fault.NONE)
+        outcomes = [await write.result(WAIT) for write in (older, other, newer)]
+        assert [outcome.delivery.partition for outcome in outcomes if outcome.delivery is not None] == [
+            first, second, first]
+        # The unanswered key's newer write went after its older one settled, and landed after it.
+        assert outcomes[0].delivery is not None
+        assert outcomes[2].delivery is not None
+        assert outcomes[2].delivery.offset > outcomes[0].delivery.offset
+        await store.read_your_writes(WAIT)
+        connector = store.cache.get_connector(names[first])
+        assert connector is not None
+        assert connector.state is State.FAILED

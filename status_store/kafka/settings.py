@@ -27,10 +27,12 @@ POLL_INTERVAL_S = 0.1
 # broker connections (Java's client sets TCP_NODELAY on each; librdkafka leaves Nagle on, which holds a small request
 # behind the delayed ACK of the one before: tens of ms a write). Overridable.
 JAVA_DEFAULTS = {"reconnect.backoff.ms": "50", "reconnect.backoff.max.ms": "1000", "socket.nagle.disable": "true"}
-# A status write goes out at once rather than after librdkafka's 5 ms linger: with one request in flight per broker
-# (Connect's max.in.flight.requests.per.connection=1), the writes made meanwhile are batched behind it anyway, and a
-# write waited for (?wait=true, an agent's flush before a rebalance) waits for the log, not a timer. Overridable.
+# A status write goes out at once rather than after librdkafka's 5 ms linger: a write waited for (?wait=true, an
+# agent's flush before a rebalance) waits for the log, not a timer, and the writes of one turn of the event loop reach
+# librdkafka together anyway (the producer's outbox). Overridable.
 PRODUCER_DEFAULTS = {"linger.ms": "0"}
+# Produce requests in flight per broker connection (see producer_settings).
+MAX_IN_FLIGHT = 5
 
 # How long the reader waits for a broker's answer before it gives the connection up and asks the metadata where its
 # partitions are led now. A leader that hangs (a paused process, a network partition) answers nothing and closes
@@ -60,7 +62,13 @@ def producer_settings(bootstrap_servers: str, client_configs: Mapping[str, str],
         "acks": "all",
         # Retries belong to status-store, not the client (as in Connect).
         "retries": 0,
-        "max.in.flight.requests.per.connection": 1,
+        # More than one request in flight per broker, where Connect's status producer keeps one: librdkafka puts one
+        # partition in each ProduceRequest (Java's client every partition of a broker in one), so with one in flight a
+        # write to a second partition of a leader waited for the first one's answer. Order does not ask for one: the
+        # retry queue never has two writes of one key in flight (a newer one waits until the older one settles), the
+        # status topic orders per key only, and librdkafka never resends (retries 0), so one connection's requests are
+        # appended in the order sent. Java's client's default.
+        "max.in.flight.requests.per.connection": MAX_IN_FLIGHT,
         "enable.idempotence": False,
         "message.timeout.ms": delivery_timeout_ms,
         "request.timeout.ms": min(30000, delivery_timeout_ms),
