@@ -103,7 +103,7 @@ final class KeyTable {
     }
 
     /** Whether the write is a tombstone of a connector's or a task's status, as Connect writes DESTROYED. */
-    private static boolean tombstone(StatusUpdate update) {
+    static boolean tombstone(StatusUpdate update) {
         return update.kind != StatusUpdate.Kind.TOPIC && update.kind != StatusUpdate.Kind.DELETE_TOPIC
                 && "DESTROYED".equals(update.state);
     }

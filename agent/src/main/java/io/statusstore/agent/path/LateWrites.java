@@ -76,13 +76,12 @@ final class LateWrites {
      * own, older than this status (rule 3 yields to none then, and neither does the undo).
      */
     synchronized void begin(StatusUpdate update, boolean tookTombstone, long now) {
-        if ((update.kind != StatusUpdate.Kind.CONNECTOR && update.kind != StatusUpdate.Kind.TASK)
-                || "DESTROYED".equals(update.state)) {
+        watches.remove(update.key);
+        if (update.kind == StatusUpdate.Kind.TOPIC || update.kind == StatusUpdate.Kind.DELETE_TOPIC
+                || KeyTable.tombstone(update)) {
             // A deletion yields to nothing (Connect's put of DESTROYED is unconditional); topic statuses are no one's.
-            watches.remove(update.key);
             return;
         }
-        watches.remove(update.key);
         watches.put(update.key, new Watch(update, tookTombstone, now));
         Iterator<Watch> oldest = watches.values().iterator();
         while (oldest.hasNext()) {
@@ -97,11 +96,6 @@ final class LateWrites {
     /** A newer write of {@code key} is taken: it lands after the held one, which needs no watch any more. */
     synchronized void end(String key) {
         watches.remove(key);
-    }
-
-    /** Whether a held status of {@code key} is watched (for tests). */
-    synchronized boolean watched(String key) {
-        return watches.containsKey(key);
     }
 
     /** A record Connect's store read (a null value is a tombstone); cheap for a key no one watches. */

@@ -86,11 +86,6 @@ public final class Router {
         lateWrites.rewriteWith(connect::rewrite);
     }
 
-    /** Whether a held status of {@code key} written through Connect's path is watched as it lands (for tests). */
-    boolean lateWatched(String key) {
-        return lateWrites.watched(key);
-    }
-
     /**
      * A worker thread's write: true when the agent took it (the original method must not run), false when
      * the original must run now.

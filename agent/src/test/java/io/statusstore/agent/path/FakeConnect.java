@@ -90,9 +90,9 @@ final class FakeConnect implements ConnectPath {
     }
 
     /**
-     * A record written again (the agent's undo of a held status that landed over it): lands at once, through
-     * {@link #original}'s path (held while {@link #holding}); its marker is the rewritten record's ("tombstone" for a
-     * tombstone, as the tests mark another worker's).
+     * A record written again (the agent's undo of a held status that landed over it): lands at once if still wanted,
+     * as the worker's producer's first attempt does when its broker answers (the tests here hold no rewrite); its
+     * marker is the rewritten record's ("tombstone" for a tombstone, as the tests mark another worker's).
      */
     @Override
     public void rewrite(String key, byte[] value, BooleanSupplier wanted) {
