@@ -5,6 +5,7 @@ first, so that each change is timed alone."""
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,34 +24,51 @@ CHANGE_BOUND_S = 60.0
 Rest = Callable[[ConnectCluster, str, str, object, float], float]
 # Seconds each change took, by worker and change.
 Took = dict[str, dict[str, list[float]]]
+# Each change's way, by worker and change, in seconds from the call: its REST call answered, and every status of the
+# change read from the worker's status topic (None: not every one read by the time the REST API showed it).
+Stages = dict[str, dict[str, list[tuple[float, float | None]]]]
+# When a worker's status topic had, for the connector and every task, a record in a state written since a moment
+# (monotonic): ``in_topic(state, since)``, seconds after it, or None.
+InTopic = Callable[[str, float], float | None]
 
 
-def status_changes(workers: Mapping[str, ConnectCluster], rest: Rest, rounds: int, tasks: int) -> Took:
+def status_changes(workers: Mapping[str, ConnectCluster], rest: Rest, rounds: int, tasks: int,
+                   in_topic: Mapping[str, InTopic] | None = None, stages: Stages | None = None) -> Took:
     """A connector of ``tasks`` tasks on each worker paused, resumed and restarted ``rounds`` times: the seconds each
-    change took until the worker's own REST API showed it."""
+    change took until the worker's own REST API showed it; with ``in_topic`` (per worker), each change's way into
+    ``stages``."""
     for connect in workers.values():
         connect.call("PUT", f"/connectors/{CONNECTOR}/config",
                      {"connector.class": SOURCE_CONNECTOR, "tasks.max": str(tasks)})
         connect.wait_for_status(CONNECTOR, all_in("RUNNING", tasks), "running", CHANGE_BOUND_S)
     took: Took = {worker: {change: [] for change in CHANGES} for worker in workers}
+    calls: list[tuple[str, str, float, float]] = []
     order = list(workers.items())
     try:
         for repetition in range(rounds):
             for worker, connect in order[repetition % 2:] + order[:repetition % 2]:
                 for change in CHANGES:
-                    took[worker][change].append(timed(connect, rest, change, tasks))
+                    began = time.monotonic()
+                    seconds, answered = timed(connect, rest, change, tasks, began)
+                    took[worker][change].append(seconds)
+                    calls.append((worker, change, began, answered))
     finally:
         for connect in workers.values():
             connect.call("DELETE", f"/connectors/{CONNECTOR}")
+    if in_topic is not None and stages is not None:
+        # Read once every change is over: the topic's reader may read a record after the worker's own did.
+        for worker, change, began, answered in calls:
+            stages.setdefault(worker, {}).setdefault(change, []).append(
+                (answered, in_topic[worker](CHANGES[change][2], began)))
     return took
 
 
-def timed(connect: ConnectCluster, rest: Rest, change: str, tasks: int) -> float:
-    """One change through a worker's REST API: seconds until its REST API shows the connector and every task in the
-    new state (a restart: once it has shown the connector RESTARTING)."""
+def timed(connect: ConnectCluster, rest: Rest, change: str, tasks: int, began: float) -> tuple[float, float]:
+    """One change through a worker's REST API, called now (``began``, monotonic): seconds until its REST API shows the
+    connector and every task in the new state (a restart: once it has shown the connector RESTARTING), and until the
+    call was answered."""
     method, path, target = CHANGES[change]
-    began = time.monotonic()
-    rest(connect, method, path.format(CONNECTOR), None, began)
+    answered = rest(connect, method, path.format(CONNECTOR), None, began)
     restarted = change != "restart"
     reached = all_in(target, tasks)
     last = b""
@@ -60,7 +78,7 @@ def timed(connect: ConnectCluster, rest: Rest, change: str, tasks: int) -> float
             status = answer.json()
             restarted = restarted or states(status)[0] == "RESTARTING"
             if restarted and reached(status):
-                return time.monotonic() - began
+                return time.monotonic() - began, answered
         last = answer.body
         time.sleep(POLL_S)
     raise ConnectError(f"{change} of {CONNECTOR}: not shown within {CHANGE_BOUND_S:g} s; last {last!r}")
@@ -92,3 +110,27 @@ def report_changes(took: Took, ours: str, theirs: str, tasks: int) -> list[dict[
               f"{1000 * quantile(b, 0.5):.0f} / {1000 * quantile(b, 0.99):.0f} | "
               f"{quantile(b, 0.5) / quantile(a, 0.5):.2f}x | {quantile(b, 0.99) / quantile(a, 0.99):.2f}x |")
     return rows
+
+
+def report_stages(took: Took, stages: Stages, ours: str, theirs: str) -> None:
+    """Each change's way on both workers (ms from the call: answered, every status in the topic, shown in its REST
+    API): the median of each stage, and the three slowest changes in their stages."""
+    print("\nstatus changes in stages (ms from the call): the call answered; every status of the change read from the "
+          "status topic; shown in the worker's REST API\n")
+    print("| change | worker | answered p50 | then in the topic p50 | then shown p50 | the three slowest: answered / "
+          "in the topic / shown |")
+    print("|---|---|---:|---:|---:|---|")
+    for change in CHANGES:
+        for worker in (theirs, ours):
+            ways = [(answered, topic, shown) for (answered, topic), shown
+                    in zip(stages[worker][change], took[worker][change], strict=True)]
+            known = [(answered, topic, shown) for answered, topic, shown in ways if topic is not None]
+            slowest = sorted(ways, key=lambda way: way[2])[-3:]
+            to_topic = ms(statistics.median(t - a for a, t, _ in known)) if known else "-"
+            to_rest = ms(statistics.median(s - t for _, t, s in known)) if known else "-"
+            print(f"| {change} | {worker} | {ms(statistics.median(way[0] for way in ways))} | {to_topic} | {to_rest} | "
+                  f"{', '.join(f'{ms(a)} / {ms(t)} / {ms(s)}' for a, t, s in slowest)} |")
+
+
+def ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{1000 * seconds:.0f}"

@@ -155,7 +155,28 @@ def test_rebalance_phases_sum_each_revocations_tasks_stopping_and_its_flush() ->
 [2026-11-30 03:08:55,764] INFO Finished flushing status backing store in preparation for rebalance (x)
 """.splitlines()
     # A rebalance that stopped no task (the one after each deletion) is not a revocation of the burst's.
-    assert rebalance_phases(lines) == RebalancePhases(2, pytest.approx(0.176 + 0.184), pytest.approx(0.016 + 0.009))
+    assert rebalance_phases(lines) == RebalancePhases(2, pytest.approx(0.176 + 0.184), pytest.approx(0.016 + 0.009),
+                                                      pytest.approx(0.176 + 0.184))
+
+
+def test_rebalance_phases_split_each_stop_at_its_last_tasks_producer_closing_and_count_the_rebalances() -> None:
+    lines = """[2026-11-30 20:23:02,639] INFO [Worker] Joined group at generation 38 with protocol version 2 (x)
+[2026-11-30 20:23:02,710] INFO Stopping task b-c0-1 (x)
+[2026-11-30 20:23:02,712] INFO Stopping task b-c0-0 (x)
+[2026-11-30 20:23:02,906] INFO [Producer clientId=connector-producer-b-c0-1] Closing the Kafka producer (x)
+[2026-11-30 20:23:02,915] INFO [Producer clientId=connector-producer-b-c0-0] Closing the Kafka producer (x)
+[2026-11-30 20:23:02,950] INFO [Producer clientId=outage-statuses] Closing the Kafka producer (x)
+[2026-11-30 20:23:03,132] INFO Finished stopping tasks in preparation for rebalance (x)
+[2026-11-30 20:23:03,148] INFO Finished flushing status backing store in preparation for rebalance (x)
+[2026-11-30 20:23:03,149] INFO [Worker] Joined group at generation 39 with protocol version 2 (x)
+[2026-11-30 20:23:03,326] INFO Stopping task b-c1-0 (x)
+[2026-11-30 20:23:03,400] INFO Finished stopping tasks in preparation for rebalance (x)
+[2026-11-30 20:23:03,410] INFO Finished flushing status backing store in preparation for rebalance (x)
+""".splitlines()
+    # The polls: until the last task producer's close (not another producer's); a stop with no task producer closing
+    # in the log counts whole.
+    assert rebalance_phases(lines) == RebalancePhases(
+        2, pytest.approx(0.422 + 0.074), pytest.approx(0.016 + 0.010), pytest.approx(0.205 + 0.074), 2)
 
 
 def test_creation_phases_count_the_rebalances_and_find_the_last_of_the_bursts_tasks_started() -> None:
