@@ -65,6 +65,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import math
 import os
 import tempfile
 import threading
@@ -92,8 +93,8 @@ from bench.outage_report import (
     rebalance_phases,
     report,
 )
+from bench.status_changes import CHANGES, Call, status_changes
 from bench.status_changes import CONNECTOR as CHANGED
-from bench.status_changes import Stages, status_changes
 from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
 from harness.kafka_proxy import PRODUCE
 from harness.real_connect import ConnectCluster, ConnectError, all_in
@@ -101,6 +102,7 @@ from harness.real_kafka import KafkaCluster
 from harness.sidecar import AgentPod
 from harness.topic_tail import TopicTail
 from status_store.connect.model import TaskId, connector_key, task_key
+from status_store.kafka.reading import read_to_end
 
 GROUP = "outage"
 POD_GROUP = "outage-pod"
@@ -446,11 +448,29 @@ class Bench:
                                   DeletionTimes(requests_s, tombstones_s))
         return results
 
-    def in_topic(self, name: str, tasks: int, state: str, since: float) -> float | None:
-        """Seconds after ``since`` until a worker's status topic had the status changes' connector and every task of
-        it in ``state``, written since (``bench.status_changes``), or None."""
-        keys = [connector_key(CHANGED), *(task_key(TaskId(CHANGED, task)) for task in range(tasks))]
-        return all_read_in(self.tails[name], keys, state, since)
+    def stages(self, calls: list[Call], tasks: int) -> list[tuple[Call, float | None]]:
+        """Each status change's call, with seconds from it until its last status reached a producer: the first record
+        of the change's state of every key of the connector, by its timestamp (the producer's clock at the send: the
+        worker's own producer, for the pod the sidecar's); None when not found."""
+        keys = {connector_key(CHANGED), *(task_key(TaskId(CHANGED, task)) for task in range(tasks))}
+        written: dict[str, list[tuple[float, str, str | None]]] = {name: [] for name in self.topics}
+        for name, topic in self.topics.items():
+            for batch in read_to_end({"bootstrap.servers": self.kafka.bootstrap_servers}, topic, SETTLE_BOUND_S):
+                for message in batch:
+                    key, value = (message.key() or b"").decode(), message.value()
+                    if key in keys:
+                        state = json.loads(value)["state"] if value else None
+                        written[name].append((message.timestamp()[1] / 1000, key, state))
+        found = []
+        for call in calls:
+            state = CHANGES[call.change][2]
+            since = math.floor(call.began_epoch * 1000) / 1000
+            first: dict[str, float] = {}
+            for at, key, record_state in written[call.worker]:
+                if at >= since and record_state == state and key not in first:
+                    first[key] = at
+            found.append((call, max(first.values()) - call.began_epoch if len(first) == len(keys) else None))
+        return found
 
     def burst_processes(self, name: str) -> dict[str, int | None]:
         """The processes whose CPU a creation burst counts: the worker's JVM, the pod's sidecar (None: the machine's
@@ -489,7 +509,8 @@ async def main() -> None:
     args = parser.parse()
     sidecar_settings = dict(setting.split("=", 1) for setting in args.sidecar)
     print(f"load average at the start: {load_average()}")
-    stages: Stages = {}
+    calls: list[Call] = []
+    stages: list[tuple[Call, float | None]] = []
     with (contextlib.nullcontext(str(args.keep)) if args.keep
           else tempfile.TemporaryDirectory(prefix="bench-connect-outage-")) as scratch:
         # Quick runs check that it all runs: the JVMs start sooner with the fast compiler alone.
@@ -500,9 +521,13 @@ async def main() -> None:
                     for index in range(args.runs)]
             bursts = [await asyncio.to_thread(bench.burst, args.burst_connectors, args.tasks, repetition)
                       for repetition in range(args.bursts)]
-            in_topic = {name: functools.partial(bench.in_topic, name, args.tasks) for name in bench.workers}
             changes = (await asyncio.to_thread(status_changes, bench.workers, bench.rest, args.changes, args.tasks,
-                                               in_topic, stages) if args.changes else None)
+                                               calls) if args.changes else None)
+            if changes:
+                try:
+                    stages = await asyncio.to_thread(bench.stages, calls, args.tasks)
+                except Exception as e:  # a breakdown: the run's figures stand without it
+                    print(f"the status changes' stages not read: {e!r}")
         finally:
             if args.keep and bench.pod.sidecar.service is not None:
                 (args.keep / "sidecar.log").write_text("".join(bench.pod.sidecar.service.output()), encoding="utf-8")

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.status_changes import Stages, Took, report_changes, report_stages
+from bench.status_changes import Call, Took, report_changes, report_stages
 from harness.topic_tail import PARTITIONS
 
 CONNECT = "Connect worker"
@@ -161,7 +161,7 @@ def seconds(value: float | None) -> str:
 
 def report(runs: list[Run], bursts: list[dict[str, Burst]], changes: Took | None, brokers: int, connectors: int,
            tasks: int, outage_s: float, burst_connectors: int, sidecar_settings: dict[str, str],
-           stages: Stages | None = None) -> dict[str, Any]:
+           stages: list[tuple[Call, float | None]] | None = None) -> dict[str, Any]:
     """Print the tables and the ratios; returns each table's rows by column name."""
     settings = ", ".join(f"{key}={value}" for key, value in sidecar_settings.items()) or "its defaults"
     print(f"\nthe pod's sidecar with {settings}")
@@ -173,7 +173,7 @@ def report(runs: list[Run], bursts: list[dict[str, Burst]], changes: Took | None
     if changes:
         found["status changes"] = report_changes(changes, POD, CONNECT, tasks)
         if stages:
-            report_stages(changes, stages, POD, CONNECT)
+            report_stages(stages, POD, CONNECT)
     return found
 
 

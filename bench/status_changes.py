@@ -8,6 +8,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from harness.java_process import SOURCE_CONNECTOR
@@ -24,42 +25,43 @@ CHANGE_BOUND_S = 60.0
 Rest = Callable[[ConnectCluster, str, str, object, float], float]
 # Seconds each change took, by worker and change.
 Took = dict[str, dict[str, list[float]]]
-# Each change's way, by worker and change, in seconds from the call: its REST call answered, and every status of the
-# change read from the worker's status topic (None: not every one read by the time the REST API showed it).
-Stages = dict[str, dict[str, list[tuple[float, float | None]]]]
-# When a worker's status topic had, for the connector and every task, a record in a state written since a moment
-# (monotonic): ``in_topic(state, since)``, seconds after it, or None.
-InTopic = Callable[[str, float], float | None]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One change's call, for its way in stages: when it was made (monotonic, and the machine's clock), seconds until
+    it was answered and until the worker's REST API showed the change."""
+
+    worker: str
+    change: str
+    began: float
+    began_epoch: float
+    answered_s: float
+    shown_s: float
 
 
 def status_changes(workers: Mapping[str, ConnectCluster], rest: Rest, rounds: int, tasks: int,
-                   in_topic: Mapping[str, InTopic] | None = None, stages: Stages | None = None) -> Took:
+                   calls: list[Call] | None = None) -> Took:
     """A connector of ``tasks`` tasks on each worker paused, resumed and restarted ``rounds`` times: the seconds each
-    change took until the worker's own REST API showed it; with ``in_topic`` (per worker), each change's way into
-    ``stages``."""
+    change took until the worker's own REST API showed it; each call also into ``calls``, when given."""
     for connect in workers.values():
         connect.call("PUT", f"/connectors/{CONNECTOR}/config",
                      {"connector.class": SOURCE_CONNECTOR, "tasks.max": str(tasks)})
         connect.wait_for_status(CONNECTOR, all_in("RUNNING", tasks), "running", CHANGE_BOUND_S)
     took: Took = {worker: {change: [] for change in CHANGES} for worker in workers}
-    calls: list[tuple[str, str, float, float]] = []
     order = list(workers.items())
     try:
         for repetition in range(rounds):
             for worker, connect in order[repetition % 2:] + order[:repetition % 2]:
                 for change in CHANGES:
-                    began = time.monotonic()
+                    began, began_epoch = time.monotonic(), time.time()
                     seconds, answered = timed(connect, rest, change, tasks, began)
                     took[worker][change].append(seconds)
-                    calls.append((worker, change, began, answered))
+                    if calls is not None:
+                        calls.append(Call(worker, change, began, began_epoch, answered, seconds))
     finally:
         for connect in workers.values():
             connect.call("DELETE", f"/connectors/{CONNECTOR}")
-    if in_topic is not None and stages is not None:
-        # Read once every change is over: the topic's reader may read a record after the worker's own did.
-        for worker, change, began, answered in calls:
-            stages.setdefault(worker, {}).setdefault(change, []).append(
-                (answered, in_topic[worker](CHANGES[change][2], began)))
     return took
 
 
@@ -112,24 +114,28 @@ def report_changes(took: Took, ours: str, theirs: str, tasks: int) -> list[dict[
     return rows
 
 
-def report_stages(took: Took, stages: Stages, ours: str, theirs: str) -> None:
-    """Each change's way on both workers (ms from the call: answered, every status in the topic, shown in its REST
-    API): the median of each stage, and the three slowest changes in their stages."""
-    print("\nstatus changes in stages (ms from the call): the call answered; every status of the change read from the "
-          "status topic; shown in the worker's REST API\n")
-    print("| change | worker | answered p50 | then in the topic p50 | then shown p50 | the three slowest: answered / "
-          "in the topic / shown |")
+def report_stages(calls: list[tuple[Call, float | None]], ours: str, theirs: str) -> None:
+    """Each change's way on both workers, with when its last status reached the worker's producer (its record's
+    timestamp: for the pod, the sidecar's producer; None: not found): the median of each stage, and the three slowest
+    changes in their stages (ms from the call)."""
+    print("\nstatus changes in stages (ms from the call): the call answered; the change's last status handed to a "
+          "producer (its record's timestamp: the worker's own producer, for the pod the sidecar's); shown in the "
+          "worker's REST API\n")
+    print("| change | worker | answered p50 | handed to a producer p50 | then shown p50 | the three slowest: answered "
+          "/ handed to a producer / shown |")
     print("|---|---|---:|---:|---:|---|")
     for change in CHANGES:
         for worker in (theirs, ours):
-            ways = [(answered, topic, shown) for (answered, topic), shown
-                    in zip(stages[worker][change], took[worker][change], strict=True)]
-            known = [(answered, topic, shown) for answered, topic, shown in ways if topic is not None]
+            ways = [(call.answered_s, written, call.shown_s) for call, written in calls
+                    if call.worker == worker and call.change == change]
+            if not ways:
+                continue
+            known = [(answered, written, shown) for answered, written, shown in ways if written is not None]
             slowest = sorted(ways, key=lambda way: way[2])[-3:]
-            to_topic = ms(statistics.median(t - a for a, t, _ in known)) if known else "-"
-            to_rest = ms(statistics.median(s - t for _, t, s in known)) if known else "-"
-            print(f"| {change} | {worker} | {ms(statistics.median(way[0] for way in ways))} | {to_topic} | {to_rest} | "
-                  f"{', '.join(f'{ms(a)} / {ms(t)} / {ms(s)}' for a, t, s in slowest)} |")
+            to_producer = ms(statistics.median(w for _, w, _ in known)) if known else "-"
+            to_rest = ms(statistics.median(s - w for _, w, s in known)) if known else "-"
+            print(f"| {change} | {worker} | {ms(statistics.median(way[0] for way in ways))} | {to_producer} | "
+                  f"{to_rest} | {', '.join(f'{ms(a)} / {ms(w)} / {ms(s)}' for a, w, s in slowest)} |")
 
 
 def ms(seconds: float | None) -> str:
