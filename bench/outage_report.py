@@ -302,6 +302,17 @@ def report_deletions(bursts: list[dict[str, Burst]]) -> None:
         if gaps:
             print(f"the pod's deletion gap, {what}: {', '.join(f'{gap * 1000:+.0f}' for gap in gaps)} ms (median "
                   f"{statistics.median(gaps) * 1000:+.0f} ms)")
+    # The tasks' polls are the scripted task's sleep, which a stop waits out on both workers; where in its 200 ms a
+    # deletion finds each task is chance, and moves a burst by up to a second either way.
+    less = [less_polls(burst[POD]) / less_polls(burst[CONNECT]) for burst in bursts]
+    print(f"until deleted, less the tasks' polls, the pod against the Connect worker: "
+          f"{', '.join(f'{r:.2f}x' for r in less)} (median {statistics.median(less):.2f}x)")
+
+
+def less_polls(one: Burst) -> float:
+    """A deletion burst's seconds less its tasks' polls."""
+    assert one.phases is not None
+    return one.delete_s - one.phases.polls_s
 
 
 def deletion_parts(one: Burst) -> dict[str, float | None]:

@@ -23,7 +23,16 @@ from typing import Any
 
 import pytest
 
-from bench.outage_report import RebalancePhases, creation_phases, rebalance_phases
+from bench.outage_report import (
+    CONNECT,
+    POD,
+    Burst,
+    DeletionTimes,
+    RebalancePhases,
+    creation_phases,
+    rebalance_phases,
+    report_deletions,
+)
 from harness import free_port
 from harness.events_storm import Probe, Probes
 
@@ -177,6 +186,21 @@ def test_rebalance_phases_split_each_stop_at_its_last_tasks_producer_closing_and
     # in the log counts whole.
     assert rebalance_phases(lines) == RebalancePhases(
         2, pytest.approx(0.422 + 0.074), pytest.approx(0.016 + 0.010), pytest.approx(0.205 + 0.074), 2)
+
+
+def test_deletions_in_parts_give_the_pods_gap_in_each_part_and_the_ratio_less_the_tasks_polls(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def burst(delete_s: float, polls_s: float, flushing_s: float) -> Burst:
+        return Burst(2.0, 80, delete_s, RebalancePhases(20, polls_s + 0.1, flushing_s, polls_s, 40),
+                     deletion=DeletionTimes(delete_s - 0.2, delete_s - 0.1))
+    report_deletions([{POD: burst(3.0, 2.0, 0.2), CONNECT: burst(2.5, 1.6, 0.1)},
+                      {POD: burst(2.2, 1.3, 0.2), CONNECT: burst(2.6, 1.6, 0.1)}])
+    printed = capsys.readouterr().out
+    # The pod's polls: +400 and -300 ms, its flushes +100 ms in each burst; less the polls 1.0/0.9 and 0.9/1.0.
+    assert "the pod's deletion gap, polls ending: +400, -300 ms (median +50 ms)" in printed
+    assert "the pod's deletion gap, flushes: +100, +100 ms (median +100 ms)" in printed
+    assert "the pod's deletion gap, every one 404: +500, -400 ms (median +50 ms)" in printed
+    assert "less the tasks' polls, the pod against the Connect worker: 1.11x, 0.90x (median 1.01x)" in printed
 
 
 def test_creation_phases_count_the_rebalances_and_find_the_last_of_the_bursts_tasks_started() -> None:
