@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -47,8 +48,13 @@ class Service:
                                         preexec_fn=limit_files)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
-        for stream in (self.process.stdout, self.process.stderr):
-            threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+        # The readers of its stdout and stderr: each ends at its pipe's end (the process gone).
+        self._pumps = [threading.Thread(target=self._pump, args=(stream,), daemon=True)
+                       for stream in (self.process.stdout, self.process.stderr)]
+        for pump in self._pumps:
+            pump.start()
+        # Whether the readers were waited for once the process had exited (``output``).
+        self._read_to_end = False
 
     def _pump(self, stream: object) -> None:
         for line in stream:  # type: ignore[attr-defined]
@@ -67,7 +73,14 @@ class Service:
                 return line
 
     def output(self) -> list[str]:
-        """Every output line so far (those ``wait_for`` went past included), without waiting."""
+        """Every output line so far (those ``wait_for`` went past included); once the process has exited, every line it
+        wrote: the readers, which may lag behind the process, are waited for to the pipes' end (once, at most
+        SERVICE_WAIT seconds in all). While it runs, without waiting."""
+        if not self._read_to_end and self.process.poll() is not None:
+            self._read_to_end = True
+            deadline = time.monotonic() + SERVICE_WAIT
+            for pump in self._pumps:
+                pump.join(max(0.0, deadline - time.monotonic()))
         while True:
             try:
                 self.seen.append(self.lines.get_nowait())

@@ -1,10 +1,13 @@
 """harness/service.py's ``Service`` always reaps its ``status-store serve``: stopped in time, or killed and waited for
-when it does not stop (a SIGSTOPped process, the real stuck one), and by a ``with`` block however the block ends."""
+when it does not stop (a SIGSTOPped process, the real stuck one), and by a ``with`` block however the block ends; once
+the process has exited, its output is all of what it wrote, however late the threads that read it run."""
 
 from __future__ import annotations
 
 import os
 import signal
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -43,3 +46,20 @@ def test_a_stopped_service_is_only_waited_for() -> None:
         service.wait_for("Uvicorn running on")
         assert service.stop() == 0
     assert service.process.returncode == 0
+
+
+def test_the_output_of_an_exited_service_is_all_it_wrote_however_late_its_readers_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each reader thread runs late, as a thread of a busy test process does: 2 s after reading each line, it hands it
+    # on. The output read at once after the exit used to miss the process's last lines (a whole-suite run of
+    # test_stop_bound missed the store's last line, the one it looks for).
+    def late_pump(self: Service, stream: Iterable[str]) -> None:
+        for line in stream:
+            time.sleep(2.0)
+            self.lines.put(line)
+
+    monkeypatch.setattr(Service, "_pump", late_pump)
+    with Service("--config", "/nonexistent/sidecar.properties") as service:
+        assert service.process.wait(30.0) == 2
+        said = service.output()
+    assert [line for line in said if "cannot read the file" in line] != [], said
