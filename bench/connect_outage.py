@@ -454,13 +454,21 @@ class Bench:
         worker's own producer, for the pod the sidecar's); None when not found."""
         keys = {connector_key(CHANGED), *(task_key(TaskId(CHANGED, task)) for task in range(tasks))}
         written: dict[str, list[tuple[float, str, str | None]]] = {name: [] for name in self.topics}
+        assert self.admin is not None
+        described = self.admin.list_topics(timeout=10).topics
         for name, topic in self.topics.items():
+            partitions: dict[int, int] = {}
             for batch in read_to_end({"bootstrap.servers": self.kafka.bootstrap_servers}, topic, SETTLE_BOUND_S):
                 for message in batch:
                     key, value = (message.key() or b"").decode(), message.value()
                     if key in keys:
                         state = json.loads(value)["state"] if value else None
                         written[name].append((message.timestamp()[1] / 1000, key, state))
+                        if (partition := message.partition()) is not None:
+                            partitions[partition] = described[topic].partitions[partition].leader
+            # The keys' partitions (the same in each topic: the key's hash), led by brokers that differ topic to topic.
+            print(f"{name}: the status changes' keys in partitions {sorted(partitions)}, led by brokers "
+                  f"{[partitions[partition] for partition in sorted(partitions)]}")
         found = []
         for call in calls:
             state = CHANGES[call.change][2]
