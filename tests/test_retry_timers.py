@@ -82,6 +82,30 @@ def test_failures_after_the_first_are_summed_up_when_the_window_closes(caplog: p
     p.advance(30.0)
     assert caplog.records[-1].getMessage() == (
         "2 more status update(s) to the status topic failed in the last 60 s, e.g. k1, k2")
+
+
+def test_failures_summed_up_when_the_engine_closes_are_logged_then(caplog: pytest.LogCaptureFixture) -> None:
+    # A failure after the first of its window used to wait for the window's end (a minute) to be logged; a stopping
+    # sidecar ends first, and an update dropped after its last retry (or refused for good) was then lost without a
+    # line: neither in the stop's own line, which names only what the stop cut short, nor in any other.
+    caplog.set_level(logging.ERROR, "status_store.retry.queue")
+    p = parts()
+    for key in ("k0", "k1", "k2", "k3"):
+        p.put(key, "v")
+    first, *others = p.taken()
+    p.settle(first, None, WriteFailedError("k0", 1, "INVALID_RECORD", "scripted"))
+    p.advance(12.0)
+    p.engine.stop(p.now)
+    for send in others[:2]:
+        p.settle(send, None, WriteFailedError(send.key.decode(), 1, "INVALID_RECORD", "scripted"))
+    assert len(caplog.records) == 1
+    p.advance(0.5)
+    assert [update.key for update in p.engine.close(p.now, "the store stopped")] == ["k3"]
+    assert caplog.records[-1].getMessage() == (
+        "2 more status update(s) to the status topic failed in the last 12.5 s, e.g. k1, k2")
+    # Nothing is left to sum up at the window's end, and the next failure is logged at once.
+    p.advance(60.0)
+    assert len(caplog.records) == 2
     # The next window closes with nothing failed in it: no line, and no window left open.
     p.advance(60.0)
     assert len(caplog.records) == 2
