@@ -65,6 +65,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import math
 import os
 import tempfile
 import threading
@@ -85,13 +86,15 @@ from bench.outage_report import (
     POD,
     Burst,
     CreationPhases,
+    DeletionTimes,
     Run,
     WorkerRun,
     creation_phases,
     rebalance_phases,
     report,
 )
-from bench.status_changes import status_changes
+from bench.status_changes import CHANGES, Call, status_changes
+from bench.status_changes import CONNECTOR as CHANGED
 from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
 from harness.kafka_proxy import PRODUCE
 from harness.real_connect import ConnectCluster, ConnectError, all_in
@@ -99,6 +102,7 @@ from harness.real_kafka import KafkaCluster
 from harness.sidecar import AgentPod
 from harness.topic_tail import TopicTail
 from status_store.connect.model import TaskId, connector_key, task_key
+from status_store.kafka.reading import read_to_end
 
 GROUP = "outage"
 POD_GROUP = "outage-pod"
@@ -111,6 +115,8 @@ QUIET_S = 5.0
 # Bounds: for the topics to settle after recovery, for one REST call (Connect answers 409 during a rebalance).
 SETTLE_BOUND_S = 120.0
 REST_BOUND_S = 60.0
+# How long after the last deleted connector's 404 its status tombstones may take to be read from the topic.
+TOMBSTONES_BOUND_S = 10.0
 PROBE_INTERVAL_S = 0.2
 # How often a burst asks a worker's REST API whether its connectors run: the creation's time is quantized by it (at
 # 200 ms, Connect's own pace of a test's wait, a burst of 2-3 s was off by up to 8 %, more than the gap it measures).
@@ -167,12 +173,12 @@ def every_one_running(connect: ConnectCluster, pending: list[str], tasks: int) -
     return True
 
 
-def all_read_in(tail: TopicTail, keys: list[str], state: str, since: float) -> float | None:
-    """Seconds after ``since`` (monotonic) until the tail had read, for every key, a record in ``state`` written since
-    (the first such of each key); None when some key has none."""
+def all_read_in(tail: TopicTail, keys: list[str], state: str | None, since: float) -> float | None:
+    """Seconds after ``since`` (monotonic) until the tail had read, for every key, a record in ``state`` (None: a
+    tombstone) written since (the first such of each key); None when some key has none."""
     first: dict[str, float] = {}
     for at, key, value in tail.records(keys):
-        if at >= since and key not in first and value and json.loads(value)["state"] == state:
+        if at >= since and key not in first and (json.loads(value)["state"] == state if value else state is None):
             first[key] = at
     return max(first.values()) - since if len(first) == len(keys) else None
 
@@ -422,6 +428,7 @@ class Bench:
             began = time.monotonic()
             for connector in scenario.names:
                 self.rest(connect, "DELETE", f"/connectors/{connector}", None, began)
+            requests_s = time.monotonic() - began
             for connector in scenario.names:
                 wait_until(functools.partial(gone, connect, connector), 300, f"{connector} deleted", interval=0.05)
             deleted = time.monotonic() - began
@@ -430,9 +437,48 @@ class Bench:
                 phases = rebalance_phases(log.read().decode(errors="replace").splitlines())
             # The records of the creation as the tail read them, however late (after the deletions: all of them).
             durable_s = all_read_in(self.tails[name], keys, "RUNNING", created_at)
+            # Connect writes a deleted connector's and its tasks' tombstones as it removes the config: by the time REST
+            # answers 404 for the last, the last tombstones are on their way, read within the bound.
+            with contextlib.suppress(TimeoutError):
+                wait_until(lambda: all_read_in(self.tails[name], keys, None, began) is not None,  # noqa: B023
+                           TOMBSTONES_BOUND_S, "every status tombstone read", interval=0.05)
+            tombstones_s = all_read_in(self.tails[name], keys, None, began)
             results[name] = Burst(created, records, deleted, phases,
-                                  CreationPhases(configs_s, *creation, durable_s, cpu))
+                                  CreationPhases(configs_s, *creation, durable_s, cpu),
+                                  DeletionTimes(requests_s, tombstones_s))
         return results
+
+    def stages(self, calls: list[Call], tasks: int) -> list[tuple[Call, float | None]]:
+        """Each status change's call, with seconds from it until its last status reached a producer: the first record
+        of the change's state of every key of the connector, by its timestamp (the producer's clock at the send: the
+        worker's own producer, for the pod the sidecar's); None when not found."""
+        keys = {connector_key(CHANGED), *(task_key(TaskId(CHANGED, task)) for task in range(tasks))}
+        written: dict[str, list[tuple[float, str, str | None]]] = {name: [] for name in self.topics}
+        assert self.admin is not None
+        described = self.admin.list_topics(timeout=10).topics
+        for name, topic in self.topics.items():
+            partitions: dict[int, int] = {}
+            for batch in read_to_end({"bootstrap.servers": self.kafka.bootstrap_servers}, topic, SETTLE_BOUND_S):
+                for message in batch:
+                    key, value = (message.key() or b"").decode(), message.value()
+                    if key in keys:
+                        state = json.loads(value)["state"] if value else None
+                        written[name].append((message.timestamp()[1] / 1000, key, state))
+                        if (partition := message.partition()) is not None:
+                            partitions[partition] = described[topic].partitions[partition].leader
+            # The keys' partitions (the same in each topic: the key's hash), led by brokers that differ topic to topic.
+            print(f"{name}: the status changes' keys in partitions {sorted(partitions)}, led by brokers "
+                  f"{[partitions[partition] for partition in sorted(partitions)]}")
+        found = []
+        for call in calls:
+            state = CHANGES[call.change][2]
+            since = math.floor(call.began_epoch * 1000) / 1000
+            first: dict[str, float] = {}
+            for at, key, record_state in written[call.worker]:
+                if at >= since and record_state == state and key not in first:
+                    first[key] = at
+            found.append((call, max(first.values()) - call.began_epoch if len(first) == len(keys) else None))
+        return found
 
     def burst_processes(self, name: str) -> dict[str, int | None]:
         """The processes whose CPU a creation burst counts: the worker's JVM, the pod's sidecar (None: the machine's
@@ -471,6 +517,8 @@ async def main() -> None:
     args = parser.parse()
     sidecar_settings = dict(setting.split("=", 1) for setting in args.sidecar)
     print(f"load average at the start: {load_average()}")
+    calls: list[Call] = []
+    stages: list[tuple[Call, float | None]] = []
     with (contextlib.nullcontext(str(args.keep)) if args.keep
           else tempfile.TemporaryDirectory(prefix="bench-connect-outage-")) as scratch:
         # Quick runs check that it all runs: the JVMs start sooner with the fast compiler alone.
@@ -481,14 +529,19 @@ async def main() -> None:
                     for index in range(args.runs)]
             bursts = [await asyncio.to_thread(bench.burst, args.burst_connectors, args.tasks, repetition)
                       for repetition in range(args.bursts)]
-            changes = (await asyncio.to_thread(status_changes, bench.workers, bench.rest, args.changes, args.tasks)
-                       if args.changes else None)
+            changes = (await asyncio.to_thread(status_changes, bench.workers, bench.rest, args.changes, args.tasks,
+                                               calls) if args.changes else None)
+            if changes:
+                try:
+                    stages = await asyncio.to_thread(bench.stages, calls, args.tasks)
+                except Exception as e:  # a breakdown: the run's figures stand without it
+                    print(f"the status changes' stages not read: {e!r}")
         finally:
             if args.keep and bench.pod.sidecar.service is not None:
                 (args.keep / "sidecar.log").write_text("".join(bench.pod.sidecar.service.output()), encoding="utf-8")
             bench.stop()
     found = report(runs, bursts, changes, args.brokers, args.connectors, args.tasks, args.outage_seconds,
-                   args.burst_connectors, sidecar_settings)
+                   args.burst_connectors, sidecar_settings, stages)
     print(f"\nload average at the end: {load_average()}")
     write_json(args.json, {**found, "load average at the end": os.getloadavg()})
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.status_changes import Took, report_changes
+from bench.status_changes import Call, Took, report_changes, report_stages
 from harness.topic_tail import PARTITIONS
 
 CONNECT = "Connect worker"
@@ -58,6 +58,18 @@ class Burst:
     phases: RebalancePhases | None = None
     # The creation's parts (None: not measured).
     creation: CreationPhases | None = None
+    # The deletion's parts (None: not measured).
+    deletion: DeletionTimes | None = None
+
+
+@dataclass(frozen=True)
+class DeletionTimes:
+    """When a deletion burst's parts ended, in seconds from the first delete request (the log's parts, summed over
+    the revocations, are in ``Burst.phases``)."""
+
+    requests_s: float  # every delete request answered (each once Connect wrote the connector's config tombstone)
+    tombstones_s: float | None  # every connector's and task's status tombstone read from the status topic (None: not
+    # every one read)
 
 
 @dataclass(frozen=True)
@@ -95,11 +107,16 @@ def creation_phases(lines: Iterable[str], began_epoch: float, connectors: Iterab
 
 @dataclass(frozen=True)
 class RebalancePhases:
-    """The revocations of a worker's deletions, from its log: how many, and their two parts summed."""
+    """The revocations of a worker's deletions, from its log: how many, and their parts summed."""
 
     revocations: int
     stopping_s: float  # 'Stopping task' (the first of a revocation) to 'Finished stopping tasks ...'
     flushing_s: float  # 'Finished stopping tasks ...' to 'Finished flushing status backing store ...'
+    # Of the stopping: until the last of the revocation's tasks closed its producer ('Closing the Kafka producer' of a
+    # 'connector-producer-'), which a source task does once its poll returned (the scripted task's sleep of 200 ms):
+    # the task's own time; the rest is Connect closing it and putting its status (the agent's hand-off, for the pod).
+    polls_s: float = 0.0
+    rebalances: int = 0  # the worker's rebalances ('Joined group at generation' in its log)
 
 
 _LOG_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
@@ -108,27 +125,34 @@ _TASK_ID = re.compile(r"WorkerSourceTask\{id=(.+)-\d+\}")
 
 def rebalance_phases(lines: Iterable[str]) -> RebalancePhases:
     """The revocations in a Connect worker's log lines (log4j's ``[%d] %p %m``): each from its first 'Stopping task'
-    to 'Finished stopping tasks in preparation for rebalance' (the tasks stopping), then to 'Finished flushing status
-    backing store in preparation for rebalance' (``DistributedHerder``'s flush of its status store)."""
-    stopping = flushing = 0.0
-    revocations = 0
+    to 'Finished stopping tasks in preparation for rebalance' (the tasks stopping; of it, until the last task's
+    producer closed: its poll's end), then to 'Finished flushing status backing store in preparation for rebalance'
+    (``DistributedHerder``'s flush of its status store); and the rebalances."""
+    stopping = flushing = polls = 0.0
+    revocations = rebalances = 0
     began: datetime.datetime | None = None
+    closed: datetime.datetime | None = None
     stopped: datetime.datetime | None = None
     for line in lines:
         found = _LOG_TIME.match(line)
         if found is None:
             continue
         at = datetime.datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f")
-        if "Stopping task " in line and began is None:
-            began = at
+        if "Joined group at generation" in line:
+            rebalances += 1
+        elif "Stopping task " in line and began is None:
+            began, closed = at, None
+        elif "Closing the Kafka producer" in line and "connector-producer-" in line and began is not None:
+            closed = at
         elif "Finished stopping tasks in preparation for rebalance" in line and began is not None:
             stopping += (at - began).total_seconds()
+            polls += ((closed or at) - began).total_seconds()
             began, stopped = None, at
         elif "Finished flushing status backing store in preparation for rebalance" in line and stopped is not None:
             flushing += (at - stopped).total_seconds()
             revocations += 1
             stopped = None
-    return RebalancePhases(revocations, stopping, flushing)
+    return RebalancePhases(revocations, stopping, flushing, polls, rebalances)
 
 
 def seconds(value: float | None) -> str:
@@ -136,7 +160,8 @@ def seconds(value: float | None) -> str:
 
 
 def report(runs: list[Run], bursts: list[dict[str, Burst]], changes: Took | None, brokers: int, connectors: int,
-           tasks: int, outage_s: float, burst_connectors: int, sidecar_settings: dict[str, str]) -> dict[str, Any]:
+           tasks: int, outage_s: float, burst_connectors: int, sidecar_settings: dict[str, str],
+           stages: list[tuple[Call, float | None]] | None = None) -> dict[str, Any]:
     """Print the tables and the ratios; returns each table's rows by column name."""
     settings = ", ".join(f"{key}={value}" for key, value in sidecar_settings.items()) or "its defaults"
     print(f"\nthe pod's sidecar with {settings}")
@@ -147,6 +172,8 @@ def report(runs: list[Run], bursts: list[dict[str, Burst]], changes: Took | None
         found["bursts"] = report_bursts(bursts, burst_connectors, tasks)
     if changes:
         found["status changes"] = report_changes(changes, POD, CONNECT, tasks)
+        if stages:
+            report_stages(stages, POD, CONNECT)
     return found
 
 
@@ -242,7 +269,60 @@ def report_bursts(bursts: list[dict[str, Burst]], burst_connectors: int, tasks: 
           f"{statistics.median(ratio):.2f}x), until deleted {', '.join(f'{r:.2f}x' for r in deleted_ratio)} (median "
           f"{statistics.median(deleted_ratio):.2f}x)")
     report_creations(bursts)
+    report_deletions(bursts)
     return rows
+
+
+def report_deletions(bursts: list[dict[str, Burst]]) -> None:
+    """Where each deletion burst's time went on each worker, and the pod's gap in the same parts."""
+    if any(one.deletion is None or one.phases is None for burst in bursts for one in burst.values()):
+        return
+    print("\nthe deletions, in parts: the delete requests answered, every status tombstone read from its topic, every "
+          "one 404 in its REST API (s from the first delete request); summed over the revocations (its log): the "
+          "tasks stopping until their polls ended (the last task's producer closed), the rest of their stop, the "
+          "status store's flushes\n")
+    print("| burst | worker | requests answered | rebalances | revocations | polls ending | rest of the stops | "
+          "flushes | every tombstone in the topic | every one 404 |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for number, burst in enumerate(bursts, 1):
+        for name, one in burst.items():
+            times, phases = one.deletion, one.phases
+            assert times is not None
+            assert phases is not None
+            print(f"| {number} | {name} | {times.requests_s:.2f} | {phases.rebalances} | {phases.revocations} | "
+                  f"{phases.polls_s:.2f} | {phases.stopping_s - phases.polls_s:.2f} | {phases.flushing_s:.2f} | "
+                  f"{optional(times.tombstones_s)} | {one.delete_s:.2f} |")
+    parts: dict[str, list[float]] = {what: [] for what in deletion_parts(bursts[0][POD])}
+    for burst in bursts:
+        pod, stock = deletion_parts(burst[POD]), deletion_parts(burst[CONNECT])
+        for what, mine in pod.items():
+            if mine is not None and (theirs := stock[what]) is not None:
+                parts[what].append(mine - theirs)
+    for what, gaps in parts.items():
+        if gaps:
+            print(f"the pod's deletion gap, {what}: {', '.join(f'{gap * 1000:+.0f}' for gap in gaps)} ms (median "
+                  f"{statistics.median(gaps) * 1000:+.0f} ms)")
+    # The tasks' polls are the scripted task's sleep, which a stop waits out on both workers; where in its 200 ms a
+    # deletion finds each task is chance, and moves a burst by up to a second either way.
+    less = [less_polls(burst[POD]) / less_polls(burst[CONNECT]) for burst in bursts]
+    print(f"until deleted, less the tasks' polls, the pod against the Connect worker: "
+          f"{', '.join(f'{r:.2f}x' for r in less)} (median {statistics.median(less):.2f}x)")
+
+
+def less_polls(one: Burst) -> float:
+    """A deletion burst's seconds less its tasks' polls."""
+    assert one.phases is not None
+    return one.delete_s - one.phases.polls_s
+
+
+def deletion_parts(one: Burst) -> dict[str, float | None]:
+    """A deletion burst's parts in seconds (see report_deletions)."""
+    times, phases = one.deletion, one.phases
+    assert times is not None
+    assert phases is not None
+    return {"requests answered": times.requests_s, "polls ending": phases.polls_s,
+            "rest of the stops": phases.stopping_s - phases.polls_s, "flushes": phases.flushing_s,
+            "every tombstone in the topic": times.tombstones_s, "every one 404": one.delete_s}
 
 
 def report_creations(bursts: list[dict[str, Burst]]) -> None:

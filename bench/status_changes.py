@@ -5,8 +5,10 @@ first, so that each change is timed alone."""
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from harness.java_process import SOURCE_CONNECTOR
@@ -25,9 +27,23 @@ Rest = Callable[[ConnectCluster, str, str, object, float], float]
 Took = dict[str, dict[str, list[float]]]
 
 
-def status_changes(workers: Mapping[str, ConnectCluster], rest: Rest, rounds: int, tasks: int) -> Took:
+@dataclass(frozen=True)
+class Call:
+    """One change's call, for its way in stages: when it was made (monotonic, and the machine's clock), seconds until
+    it was answered and until the worker's REST API showed the change."""
+
+    worker: str
+    change: str
+    began: float
+    began_epoch: float
+    answered_s: float
+    shown_s: float
+
+
+def status_changes(workers: Mapping[str, ConnectCluster], rest: Rest, rounds: int, tasks: int,
+                   calls: list[Call] | None = None) -> Took:
     """A connector of ``tasks`` tasks on each worker paused, resumed and restarted ``rounds`` times: the seconds each
-    change took until the worker's own REST API showed it."""
+    change took until the worker's own REST API showed it; each call also into ``calls``, when given."""
     for connect in workers.values():
         connect.call("PUT", f"/connectors/{CONNECTOR}/config",
                      {"connector.class": SOURCE_CONNECTOR, "tasks.max": str(tasks)})
@@ -38,19 +54,23 @@ def status_changes(workers: Mapping[str, ConnectCluster], rest: Rest, rounds: in
         for repetition in range(rounds):
             for worker, connect in order[repetition % 2:] + order[:repetition % 2]:
                 for change in CHANGES:
-                    took[worker][change].append(timed(connect, rest, change, tasks))
+                    began, began_epoch = time.monotonic(), time.time()
+                    seconds, answered = timed(connect, rest, change, tasks, began)
+                    took[worker][change].append(seconds)
+                    if calls is not None:
+                        calls.append(Call(worker, change, began, began_epoch, answered, seconds))
     finally:
         for connect in workers.values():
             connect.call("DELETE", f"/connectors/{CONNECTOR}")
     return took
 
 
-def timed(connect: ConnectCluster, rest: Rest, change: str, tasks: int) -> float:
-    """One change through a worker's REST API: seconds until its REST API shows the connector and every task in the
-    new state (a restart: once it has shown the connector RESTARTING)."""
+def timed(connect: ConnectCluster, rest: Rest, change: str, tasks: int, began: float) -> tuple[float, float]:
+    """One change through a worker's REST API, called now (``began``, monotonic): seconds until its REST API shows the
+    connector and every task in the new state (a restart: once it has shown the connector RESTARTING), and until the
+    call was answered."""
     method, path, target = CHANGES[change]
-    began = time.monotonic()
-    rest(connect, method, path.format(CONNECTOR), None, began)
+    answered = rest(connect, method, path.format(CONNECTOR), None, began)
     restarted = change != "restart"
     reached = all_in(target, tasks)
     last = b""
@@ -60,7 +80,7 @@ def timed(connect: ConnectCluster, rest: Rest, change: str, tasks: int) -> float
             status = answer.json()
             restarted = restarted or states(status)[0] == "RESTARTING"
             if restarted and reached(status):
-                return time.monotonic() - began
+                return time.monotonic() - began, answered
         last = answer.body
         time.sleep(POLL_S)
     raise ConnectError(f"{change} of {CONNECTOR}: not shown within {CHANGE_BOUND_S:g} s; last {last!r}")
@@ -92,3 +112,31 @@ def report_changes(took: Took, ours: str, theirs: str, tasks: int) -> list[dict[
               f"{1000 * quantile(b, 0.5):.0f} / {1000 * quantile(b, 0.99):.0f} | "
               f"{quantile(b, 0.5) / quantile(a, 0.5):.2f}x | {quantile(b, 0.99) / quantile(a, 0.99):.2f}x |")
     return rows
+
+
+def report_stages(calls: list[tuple[Call, float | None]], ours: str, theirs: str) -> None:
+    """Each change's way on both workers, with when its last status reached the worker's producer (its record's
+    timestamp: for the pod, the sidecar's producer; None: not found): the median of each stage, and the three slowest
+    changes in their stages (ms from the call)."""
+    print("\nstatus changes in stages (ms from the call): the call answered; the change's last status handed to a "
+          "producer (its record's timestamp: the worker's own producer, for the pod the sidecar's); shown in the "
+          "worker's REST API\n")
+    print("| change | worker | answered p50 | handed to a producer p50 | then shown p50 | the three slowest: answered "
+          "/ handed to a producer / shown |")
+    print("|---|---|---:|---:|---:|---|")
+    for change in CHANGES:
+        for worker in (theirs, ours):
+            ways = [(call.answered_s, written, call.shown_s) for call, written in calls
+                    if call.worker == worker and call.change == change]
+            if not ways:
+                continue
+            known = [(answered, written, shown) for answered, written, shown in ways if written is not None]
+            slowest = sorted(ways, key=lambda way: way[2])[-3:]
+            to_producer = ms(statistics.median(w for _, w, _ in known)) if known else "-"
+            to_rest = ms(statistics.median(s - w for _, w, s in known)) if known else "-"
+            print(f"| {change} | {worker} | {ms(statistics.median(way[0] for way in ways))} | {to_producer} | "
+                  f"{to_rest} | {', '.join(f'{ms(a)} / {ms(w)} / {ms(s)}' for a, w, s in slowest)} |")
+
+
+def ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{1000 * seconds:.0f}"

@@ -23,7 +23,16 @@ from typing import Any
 
 import pytest
 
-from bench.outage_report import RebalancePhases, creation_phases, rebalance_phases
+from bench.outage_report import (
+    CONNECT,
+    POD,
+    Burst,
+    DeletionTimes,
+    RebalancePhases,
+    creation_phases,
+    rebalance_phases,
+    report_deletions,
+)
 from harness import free_port
 from harness.events_storm import Probe, Probes
 
@@ -155,7 +164,43 @@ def test_rebalance_phases_sum_each_revocations_tasks_stopping_and_its_flush() ->
 [2026-11-30 03:08:55,764] INFO Finished flushing status backing store in preparation for rebalance (x)
 """.splitlines()
     # A rebalance that stopped no task (the one after each deletion) is not a revocation of the burst's.
-    assert rebalance_phases(lines) == RebalancePhases(2, pytest.approx(0.176 + 0.184), pytest.approx(0.016 + 0.009))
+    assert rebalance_phases(lines) == RebalancePhases(2, pytest.approx(0.176 + 0.184), pytest.approx(0.016 + 0.009),
+                                                      pytest.approx(0.176 + 0.184))
+
+
+def test_rebalance_phases_split_each_stop_at_its_last_tasks_producer_closing_and_count_the_rebalances() -> None:
+    lines = """[2026-11-30 20:23:02,639] INFO [Worker] Joined group at generation 38 with protocol version 2 (x)
+[2026-11-30 20:23:02,710] INFO Stopping task b-c0-1 (x)
+[2026-11-30 20:23:02,712] INFO Stopping task b-c0-0 (x)
+[2026-11-30 20:23:02,906] INFO [Producer clientId=connector-producer-b-c0-1] Closing the Kafka producer (x)
+[2026-11-30 20:23:02,915] INFO [Producer clientId=connector-producer-b-c0-0] Closing the Kafka producer (x)
+[2026-11-30 20:23:02,950] INFO [Producer clientId=outage-statuses] Closing the Kafka producer (x)
+[2026-11-30 20:23:03,132] INFO Finished stopping tasks in preparation for rebalance (x)
+[2026-11-30 20:23:03,148] INFO Finished flushing status backing store in preparation for rebalance (x)
+[2026-11-30 20:23:03,149] INFO [Worker] Joined group at generation 39 with protocol version 2 (x)
+[2026-11-30 20:23:03,326] INFO Stopping task b-c1-0 (x)
+[2026-11-30 20:23:03,400] INFO Finished stopping tasks in preparation for rebalance (x)
+[2026-11-30 20:23:03,410] INFO Finished flushing status backing store in preparation for rebalance (x)
+""".splitlines()
+    # The polls: until the last task producer's close (not another producer's); a stop with no task producer closing
+    # in the log counts whole.
+    assert rebalance_phases(lines) == RebalancePhases(
+        2, pytest.approx(0.422 + 0.074), pytest.approx(0.016 + 0.010), pytest.approx(0.205 + 0.074), 2)
+
+
+def test_deletions_in_parts_give_the_pods_gap_in_each_part_and_the_ratio_less_the_tasks_polls(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def burst(delete_s: float, polls_s: float, flushing_s: float) -> Burst:
+        return Burst(2.0, 80, delete_s, RebalancePhases(20, polls_s + 0.1, flushing_s, polls_s, 40),
+                     deletion=DeletionTimes(delete_s - 0.2, delete_s - 0.1))
+    report_deletions([{POD: burst(3.0, 2.0, 0.2), CONNECT: burst(2.5, 1.6, 0.1)},
+                      {POD: burst(2.2, 1.3, 0.2), CONNECT: burst(2.6, 1.6, 0.1)}])
+    printed = capsys.readouterr().out
+    # The pod's polls: +400 and -300 ms, its flushes +100 ms in each burst; less the polls 1.0/0.9 and 0.9/1.0.
+    assert "the pod's deletion gap, polls ending: +400, -300 ms (median +50 ms)" in printed
+    assert "the pod's deletion gap, flushes: +100, +100 ms (median +100 ms)" in printed
+    assert "the pod's deletion gap, every one 404: +500, -400 ms (median +50 ms)" in printed
+    assert "less the tasks' polls, the pod against the Connect worker: 1.11x, 0.90x (median 1.01x)" in printed
 
 
 def test_creation_phases_count_the_rebalances_and_find_the_last_of_the_bursts_tasks_started() -> None:

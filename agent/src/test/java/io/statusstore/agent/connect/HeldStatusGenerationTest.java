@@ -12,14 +12,13 @@ import org.junit.jupiter.api.Test;
 
 import java.util.Collections;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 import static io.statusstore.agent.connect.StoreFixture.armedStore;
 import static io.statusstore.agent.connect.StoreFixture.await;
+import static io.statusstore.agent.connect.StoreFixture.connectPath;
 import static io.statusstore.agent.connect.StoreFixture.holdingSidecar;
-import static io.statusstore.agent.connect.StoreFixture.readField;
 import static io.statusstore.agent.connect.StoreFixture.states;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -71,8 +70,7 @@ class HeldStatusGenerationTest extends InstrumentedStoreTest {
             failing.join(10_000);
             assertFalse(failing.isAlive(), "p2's failure judged once p's record went");
             await(() -> states(log, "status-connector-p").contains("PAUSED"), 3_000, "p's PAUSED written again");
-            StoreOriginals originals = new StoreOriginals(store, log, bound.sends,
-                    (ExecutorService) readField(store, "sendRetryExecutor"), bound.metrics);
+            StoreOriginals originals = connectPath(store, log, bound);
             await(() -> originals.quiet(100), 3_000, "Connect's path quiet");
             assertEquals(Collections.singletonList("RUNNING"), states(log, "status-connector-p2"),
                     "p2's older PAUSED not sent again over its newer RUNNING");

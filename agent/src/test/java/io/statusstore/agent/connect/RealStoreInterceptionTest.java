@@ -32,12 +32,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.stream.Collectors;
 
-import static io.statusstore.agent.connect.StoreFixture.armedStore;
 import static io.statusstore.agent.connect.StoreFixture.await;
-import static io.statusstore.agent.connect.StoreFixture.holdingSidecar;
-import static io.statusstore.agent.connect.StoreFixture.readField;
+import static io.statusstore.agent.connect.StoreFixture.connectPath;
 import static io.statusstore.agent.connect.StoreFixture.setField;
 import static io.statusstore.agent.connect.StoreFixture.states;
+import static io.statusstore.agent.connect.StoreFixture.withHeldStore;
 import static io.statusstore.agent.connect.StoreFixture.workerConfig;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -152,7 +151,7 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
                     "the record and Connect's two re-sends counted");
             store.put(new ConnectorStatus("e", AbstractStatus.State.RUNNING, "w:8083", 1));
             assertEquals(2, log.sent.size(), "on Connect's own path the original runs in the worker's thread");
-            assertTrue(new StoreOriginals(store, log, bound.sends, null, bound.metrics).quiet(100));
+            assertTrue(connectPath(store, log, bound).quiet(100));
 
             assertEquals(0.0, server.getAttribute(own, "on-sidecar-path"));
             assertEquals(2.0, server.getAttribute(own, "path-switches-total"));
@@ -211,11 +210,7 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
         // and the broker, back, failed the first attempt (not the partition's leader). Connect abandons a retry once
         // its store's generation moved: the keys kept RUNNING where the stock workers, which had written PAUSED at
         // once, showed PAUSED.
-        FakeSidecar sidecar = holdingSidecar();
-        try {
-            StubLog log = new StubLog();
-            KafkaStatusBackingStore store = armedStore(sidecar, log);
-            BoundStore bound = StoreHooks.bound();
+        withHeldStore((sidecar, log, store, bound) -> {
             store.put(new ConnectorStatus("p", AbstractStatus.State.PAUSED, "w:8083", 16));
             store.put(new ConnectorStatus("p2", AbstractStatus.State.PAUSED, "w:8083", 16));
             // A task stopping (putSafe UNASSIGNED), as a deleted connector's does.
@@ -235,17 +230,13 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
                     "p's PAUSED sent again after Connect abandoned its retry: " + states(log, "status-connector-p"));
             await(() -> states(log, "status-task-p-0").contains("UNASSIGNED"), 3_000,
                     "the putSafe UNASSIGNED sent again too, Connect's rules judging it again");
-            StoreOriginals originals = new StoreOriginals(store, log, bound.sends, (java.util.concurrent.ExecutorService)
-                    readField(store, "sendRetryExecutor"), bound.metrics);
+            StoreOriginals originals = connectPath(store, log, bound);
             await(() -> originals.quiet(100), 3_000, "Connect's path quiet");
             assertEquals(Collections.singletonList("RUNNING"), states(log, "status-connector-p2"),
                     "p2's older PAUSED not sent again over its newer RUNNING");
             assertFalse(bound.drained.watched("status-connector-p"), "p's PAUSED landed: no longer watched");
             store.stop();
-        } finally {
-            sidecar.stop();
-            StoreHooks.disarm();
-        }
+        });
     }
 
     @Test
@@ -254,11 +245,7 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
         // that generation to the status's own: a status the agent held (generation 16) and drained after the worker's
         // newer one (generation 21) took the store's generation back, and the newer status, failing then, was
         // abandoned. A stock worker's generation only moves forward, with the statuses it is asked to write.
-        FakeSidecar sidecar = holdingSidecar();
-        try {
-            StubLog log = new StubLog();
-            KafkaStatusBackingStore store = armedStore(sidecar, log);
-            BoundStore bound = StoreHooks.bound();
+        withHeldStore((sidecar, log, store, bound) -> {
             store.put(new ConnectorStatus("p", AbstractStatus.State.PAUSED, "w:8083", 16));
             await(() -> sidecar.pendingCount() == 1, 3_000, "pending at the sidecar");
             sidecar.stop();
@@ -272,10 +259,7 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
             await(() -> states(log, "status-connector-q").contains("RUNNING"), 3_000,
                     "q's RUNNING sent again by Connect's own retry: " + states(log, "status-connector-q"));
             store.stop();
-        } finally {
-            sidecar.stop();
-            StoreHooks.disarm();
-        }
+        });
     }
 
     @Test
@@ -305,11 +289,7 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
         // A rebalance moved the connector while its status (generation 16) waited at a sidecar that could not write:
         // the worker it moved to wrote its own (generation 21), and this worker's store read it. A stock worker wrote
         // its status when asked, before the other's: the agent's late one must not land over the newer.
-        FakeSidecar sidecar = holdingSidecar();
-        try {
-            StubLog log = new StubLog();
-            KafkaStatusBackingStore store = armedStore(sidecar, log);
-            BoundStore bound = StoreHooks.bound();
+        withHeldStore((sidecar, log, store, bound) -> {
             store.put(new ConnectorStatus("p", AbstractStatus.State.PAUSED, "w:8083", 16));
             store.putSafe(new TaskStatus(new ConnectorTaskId("p", 0), AbstractStatus.State.UNASSIGNED, "w:8083", 16));
             await(() -> sidecar.pendingCount() == 2, 3_000, "pending at the sidecar");
@@ -318,7 +298,8 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
             sidecar.stop();
             await(() -> bound.router().path() == Router.Path.CONNECT && bound.router().size() == 0, 10_000,
                     "the held statuses past their fence");
-            await(() -> new StoreOriginals(store, log, bound.sends, null, bound.metrics).quiet(100), 3_000, "quiet");
+            StoreOriginals originals = connectPath(store, log, bound);
+            await(() -> originals.quiet(100), 3_000, "quiet");
             assertEquals(Collections.emptyList(), states(log, "status-connector-p"), "no late PAUSED over b's RUNNING");
             assertEquals(Collections.emptyList(), states(log, "status-task-p-0"), "no late UNASSIGNED over b's RUNNING");
             assertEquals("b:8083", store.get("p").workerId());
@@ -326,10 +307,7 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
             assertEquals(2.0, ManagementFactory.getPlatformMBeanServer().getAttribute(own, "overtaken-total"));
             assertEquals(0.0, ManagementFactory.getPlatformMBeanServer().getAttribute(own, "fallen-back-total"));
             store.stop();
-        } finally {
-            sidecar.stop();
-            StoreHooks.disarm();
-        }
+        });
     }
 
     @Test
@@ -337,11 +315,7 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
         // The held status's first attempt went out past its fence and failed (the broker back, not the leader); the
         // worker's generation had moved, so Connect abandoned its retry and the agent writes it again. Meanwhile the
         // worker the connector moved to wrote its newer status, and this worker's store read it.
-        FakeSidecar sidecar = holdingSidecar();
-        try {
-            StubLog log = new StubLog();
-            KafkaStatusBackingStore store = armedStore(sidecar, log);
-            BoundStore bound = StoreHooks.bound();
+        withHeldStore((sidecar, log, store, bound) -> {
             store.put(new ConnectorStatus("p", AbstractStatus.State.PAUSED, "w:8083", 16));
             await(() -> sidecar.pendingCount() == 1, 3_000, "pending at the sidecar");
             log.holdNext.set(1);
@@ -351,17 +325,13 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
             store.put(new ConnectorStatus("q", AbstractStatus.State.RUNNING, "w:8083", 21));
             read(store, "status-connector-p", value("RUNNING", "b:8083", 21));
             log.failHeld();
-            StoreOriginals originals = new StoreOriginals(store, log, bound.sends, (java.util.concurrent.ExecutorService)
-                    readField(store, "sendRetryExecutor"), bound.metrics);
+            StoreOriginals originals = connectPath(store, log, bound);
             await(() -> !bound.drained.watched("status-connector-p") && originals.quiet(100), 3_000,
                     "the failed attempt settled");
             assertEquals(Collections.emptyList(), states(log, "status-connector-p"), "no late PAUSED over b's RUNNING");
             assertEquals(Collections.singletonList("RUNNING"), states(log, "status-connector-q"));
             store.stop();
-        } finally {
-            sidecar.stop();
-            StoreHooks.disarm();
-        }
+        });
     }
 
     @Test
@@ -370,11 +340,7 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
         // leader's agent held its tombstone too, and both fences ended together: the tombstone landed first, read by
         // this store only after the UNASSIGNED went out, and the UNASSIGNED landed right after it. A stock worker's
         // UNASSIGNED, written when asked, landed before the leader's tombstone.
-        FakeSidecar sidecar = holdingSidecar();
-        try {
-            StubLog log = new StubLog();
-            KafkaStatusBackingStore store = armedStore(sidecar, log);
-            BoundStore bound = StoreHooks.bound();
+        withHeldStore((sidecar, log, store, bound) -> {
             store.putSafe(new ConnectorStatus("d", AbstractStatus.State.UNASSIGNED, "w:8083", 85));
             await(() -> sidecar.pendingCount() == 1, 3_000, "pending at the sidecar");
             sidecar.stop();
@@ -393,20 +359,13 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
             Thread.sleep(300);
             assertEquals(Arrays.asList("UNASSIGNED", "tombstone"), states(log, "status-connector-d"));
             store.stop();
-        } finally {
-            sidecar.stop();
-            StoreHooks.disarm();
-        }
+        });
     }
 
     @Test
     void aHeldStatusIsStillDrainedOverAnOlderGenerationOrItsOwnWorkersStatus() throws Exception {
         // Connect's safe-write rule: another worker's older generation, or this worker's own status, does not stop it.
-        FakeSidecar sidecar = holdingSidecar();
-        try {
-            StubLog log = new StubLog();
-            KafkaStatusBackingStore store = armedStore(sidecar, log);
-            BoundStore bound = StoreHooks.bound();
+        withHeldStore((sidecar, log, store, bound) -> {
             store.put(new ConnectorStatus("older", AbstractStatus.State.PAUSED, "w:8083", 16));
             store.put(new ConnectorStatus("own", AbstractStatus.State.PAUSED, "w:8083", 16));
             store.put(new ConnectorStatus("same", AbstractStatus.State.PAUSED, "w:8083", 16));
@@ -421,10 +380,7 @@ class RealStoreInterceptionTest extends InstrumentedStoreTest {
                 assertEquals(Collections.singletonList("PAUSED"), states(log, key), key);
             }
             store.stop();
-        } finally {
-            sidecar.stop();
-            StoreHooks.disarm();
-        }
+        });
     }
 
 

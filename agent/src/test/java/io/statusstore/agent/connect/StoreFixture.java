@@ -16,6 +16,7 @@ import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutorService;
 import java.util.function.BooleanSupplier;
 import java.util.stream.Collectors;
 
@@ -35,6 +36,33 @@ final class StoreFixture {
         FakeSidecar sidecar = new FakeSidecar(new Topic());
         sidecar.writeAtOnce = false;
         return sidecar.start();
+    }
+
+    /** A case run against {@link #withHeldStore}'s sidecar, store and stub log. */
+    interface HeldStoreCase {
+        void run(FakeSidecar sidecar, StubLog log, KafkaStatusBackingStore store, BoundStore bound) throws Exception;
+    }
+
+    /**
+     * Runs {@code test} against a holding sidecar and a store of this JVM bound to it ({@link #armedStore}), its log
+     * the stub; then stops the sidecar and disarms the agent, whatever the case did.
+     */
+    static void withHeldStore(HeldStoreCase test) throws Exception {
+        FakeSidecar sidecar = holdingSidecar();
+        try {
+            StubLog log = new StubLog();
+            KafkaStatusBackingStore store = armedStore(sidecar, log);
+            test.run(sidecar, log, store, StoreHooks.bound());
+        } finally {
+            sidecar.stop();
+            StoreHooks.disarm();
+        }
+    }
+
+    /** Connect's own path of {@code store} (its producer the stub log, its retry executor), to ask whether it is quiet. */
+    static StoreOriginals connectPath(KafkaStatusBackingStore store, StubLog log, BoundStore bound) throws Exception {
+        return new StoreOriginals(store, log, bound.sends, (ExecutorService) readField(store, "sendRetryExecutor"),
+                bound.metrics);
     }
 
     /** Connect's JSON converter for the status topic, as a worker configures it. */

@@ -30,15 +30,26 @@ class DeletedKeyTest {
         h.topic.append(key, "tombstone", "leader", null);
     }
 
+    /** An agent on the sidecar's path whose sidecar answers each write "written" and writes none. */
+    private static Harness onALyingSidecar() throws Exception {
+        Harness h = new Harness().start("");
+        try {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+        } catch (RuntimeException | Error e) {
+            h.close();
+            throw e;
+        }
+        h.sidecar.lying = true;
+        return h;
+    }
+
     private static List<String> fellBack(Harness h) {
         return h.connect.agentWrites().stream().map(u -> u.key + " " + u.trace).collect(Collectors.toList());
     }
 
     @Test
     void aHeldWriteOfAConnectorDeletedMeanwhileIsNotWrittenOverItsTombstone() throws Exception {
-        try (Harness h = new Harness().start("")) {
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            h.sidecar.lying = true;
+        try (Harness h = onALyingSidecar()) {
             // The connector stops on this worker as it is deleted: its putSafe UNASSIGNED, and one of its tasks'.
             h.write(connector("c", "UNASSIGNED", "v1", true));
             h.write(StatusUpdate.task("c", 0, "UNASSIGNED", "v2", WORKER, 1, true, null, true, null));
@@ -54,9 +65,7 @@ class DeletedKeyTest {
 
     @Test
     void aWriteTakenAfterTheTombstoneWasReadIsWritten() throws Exception {
-        try (Harness h = new Harness().start("")) {
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            h.sidecar.lying = true;
+        try (Harness h = onALyingSidecar()) {
             h.write(connector("c", "UNASSIGNED", "v1", true));
             deletedElsewhere(h, "status-connector-c");
             // The connector created again and started here: a new status, after the deletion (Connect's new cache entry).
@@ -69,9 +78,7 @@ class DeletedKeyTest {
 
     @Test
     void aTombstoneTheAgentMayHaveWrittenItselfAbandonsNothing() throws Exception {
-        try (Harness h = new Harness().start("")) {
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            h.sidecar.lying = true;
+        try (Harness h = onALyingSidecar()) {
             // This worker deletes the connector (the leader's DESTROYED), and creates it again; a tombstone then read
             // may be its own DESTROYED, which tells nothing of the newer write.
             h.write(connector("c", "DESTROYED", "v1", false));
@@ -91,9 +98,7 @@ class DeletedKeyTest {
      */
     @Test
     void aHeldWriteThatLandsRightAfterATombstoneNoCheckSawIsUndone() throws Exception {
-        try (Harness h = new Harness().start("")) {
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            h.sidecar.lying = true;
+        try (Harness h = onALyingSidecar()) {
             h.write(connector("c", "UNASSIGNED", "v1", true));
             h.connect.landsFirst = u -> deletedElsewhere(h, u.key);
             h.awaitPath(Router.Path.CONNECT, 8_000);
@@ -107,9 +112,7 @@ class DeletedKeyTest {
     /** The same with the new owner's status of a higher generation landing first: it is written again, exactly. */
     @Test
     void aHeldWriteThatLandsRightAfterANewerOwnersStatusNoCheckSawIsUndone() throws Exception {
-        try (Harness h = new Harness().start("")) {
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            h.sidecar.lying = true;
+        try (Harness h = onALyingSidecar()) {
             h.write(StatusUpdate.task("c", 0, "RUNNING", "v1", WORKER, 1, true, null, false, null));
             h.connect.landsFirst = u -> h.topic.append(u.key, "owner", "other worker",
                     Topic.value("task", "RUNNING", "owner", "127.0.0.1:8084", 2, null, "c", 0, 0));
@@ -125,9 +128,7 @@ class DeletedKeyTest {
      */
     @Test
     void aHeldWriteThatLandsOverWhatItWouldWinOverStays() throws Exception {
-        try (Harness h = new Harness().start("")) {
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            h.sidecar.lying = true;
+        try (Harness h = onALyingSidecar()) {
             h.write(StatusUpdate.task("c", 0, "RUNNING", "v1", WORKER, 2, true, null, false, null));
             h.write(connector("d", "DESTROYED", "v2", false));
             h.write(connector("d", "RUNNING", "v3", false));
