@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -99,6 +100,27 @@ async def test_fatal_errors_are_not_retried(faulty: Faulty) -> None:
     assert len(produce_times(faulty.cluster)) == 1
     assert faulty.count("status_update_retry", "task") == 0
     assert faulty.count("status_update_failure", "task") == 1
+
+
+async def test_failures_not_yet_summed_up_are_logged_when_the_store_stops(faulty: Faulty,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    # Refused for good, the updates are dropped (never parked: a retry cannot help). Only the first is logged at once;
+    # the others used to wait for a summary line a minute later, which a stopping sidecar never logged: they were lost
+    # without a line (the stop's own line names only what the stop cut short).
+    caplog.set_level(logging.ERROR, "status_store.retry.queue")
+    faulty.cluster.push_request_errors(FaultyCluster.PRODUCE, *[TOPIC_AUTHORIZATION_FAILED] * 3)
+    updates = [faulty.store.put(TaskStatus(TaskId("c", task), State.RUNNING, "w:1", 1)) for task in range(3)]
+    for update in updates:
+        outcome = await update.result(WAIT)
+        assert outcome.result is Result.FAILED
+        assert outcome.error is not None
+        assert outcome.error.name == "TOPIC_AUTHORIZATION_FAILED"
+    assert await faulty.store.stop() == []
+    said = [record.getMessage() for record in caplog.records if record.name == "status_store.retry.queue"]
+    assert [line.split(" to the ")[0][:31] for line in said] == ["Status update of status-task-c-",
+                                                                "2 more status update(s)"], said
+    named = [said[0].split()[3], *said[1].split("e.g. ")[1].split(", ")]
+    assert sorted(named) == ["status-task-c-0", "status-task-c-1", "status-task-c-2"], said
 
 
 PER_UPDATE = {"status.storage.retry.mode": "per-update"}

@@ -11,8 +11,10 @@ import logging
 import pytest
 
 from status_store.errors import WriteFailedError
+from status_store.retry.backoff import RetryMode
 from status_store.retry.commands import WakeAt
 from status_store.retry.delivery import Delivery
+from status_store.retry.engine import Engine
 from status_store.retry.queue import RetryQueue
 from status_store.retry.updates import Result, RetryPolicy, StatusUpdate, UpdateKind
 
@@ -82,6 +84,30 @@ def test_failures_after_the_first_are_summed_up_when_the_window_closes(caplog: p
     p.advance(30.0)
     assert caplog.records[-1].getMessage() == (
         "2 more status update(s) to the status topic failed in the last 60 s, e.g. k1, k2")
+
+
+def test_failures_summed_up_when_the_engine_closes_are_logged_then(caplog: pytest.LogCaptureFixture) -> None:
+    # A failure after the first of its window used to wait for the window's end (a minute) to be logged; a stopping
+    # sidecar ends first, and an update dropped after its last retry (or refused for good) was then lost without a
+    # line: neither in the stop's own line, which names only what the stop cut short, nor in any other.
+    caplog.set_level(logging.ERROR, "status_store.retry.queue")
+    p = parts()
+    for key in ("k0", "k1", "k2", "k3"):
+        p.put(key, "v")
+    first, *others = p.taken()
+    p.settle(first, None, WriteFailedError("k0", 1, "INVALID_RECORD", "scripted"))
+    p.advance(12.0)
+    p.engine.stop(p.now)
+    for send in others[:2]:
+        p.settle(send, None, WriteFailedError(send.key.decode(), 1, "INVALID_RECORD", "scripted"))
+    assert len(caplog.records) == 1
+    p.advance(0.5)
+    assert [update.key for update in p.engine.close(p.now, "the store stopped")] == ["k3"]
+    assert caplog.records[-1].getMessage() == (
+        "2 more status update(s) to the status topic failed in the last 12.5 s, e.g. k1, k2")
+    # Nothing is left to sum up at the window's end, and the next failure is logged at once.
+    p.advance(60.0)
+    assert len(caplog.records) == 2
     # The next window closes with nothing failed in it: no line, and no window left open.
     p.advance(60.0)
     assert len(caplog.records) == 2
@@ -121,3 +147,38 @@ def test_the_views_read_between_events_take_the_queues_clock() -> None:
     assert queue.waiting_retries() == [b0]
     assert queue.next_attempt(b0) == pytest.approx(1002.1)  # no probe scheduled (one is out): it may go now
     assert a0.outcome is None
+
+
+
+@pytest.mark.parametrize("stop_lasts", [2.8, 10.0, 60.0, 600.0])
+def test_a_slow_stop_names_every_update_it_leaves_unwritten_whatever_settles_during_it(stop_lasts: float) -> None:
+    # The sidecar's stop with every broker down (tests/test_stop_bound.py), as slow as one likes: the attempts in
+    # flight at the stop time out during it, their partitions are held, their probes go and fail until they run out
+    # of retries and are parked. Whenever the engine closes, every update is either without an outcome (returned by
+    # the close: the stop's line names it) or parked (named by the stop's line too, or kept by the spool): none
+    # settles otherwise, so none is lost without a line.
+    p = Parts(Engine(RetryPolicy(BACKOFF, 5, None, mode=RetryMode.PARTITION), partition_of))
+    p.engine.park_after_last_retry()
+    updates = [p.put(f"k{key}", "v") for key in range(50)]
+    sends = p.taken()
+    assert len(sends) == 50
+    p.engine.stop(p.now)
+    assert p.taken() == []
+    end = p.now + stop_lasts
+    p.advance(min(2.8, stop_lasts))  # the attempts in flight time out
+    for _ in range(100_000):
+        for send in sends:
+            p.settle(send, None, WriteFailedError(send.key.decode(), 1, "_MSG_TIMED_OUT", "scripted"))
+        sends = p.taken()
+        if p.now >= end:
+            break
+        p.advance(min(0.1, end - p.now))
+        sends += p.taken()
+    lost, parked = p.engine.close(p.now, "the store stopped"), p.engine.parked()
+    # Each key once: its update (or, a parked one sent again by a probe, the update that sends it again) cut short by
+    # the stop, or parked.
+    assert sorted(u.key for u in [*lost, *parked]) == sorted(u.key for u in updates)
+    assert all((o := p.outcome(u)) is not None and o.result is Result.FAILED and (o.stopped or o.parked)
+               for u in [*updates, *lost])
+    if stop_lasts >= 60.0:
+        assert parked  # the long stops do run some out of retries

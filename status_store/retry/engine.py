@@ -127,14 +127,16 @@ class Engine:
         self._sends.drive(self._gate.probe_stalled())
 
     def close(self, now: float, reason: str) -> list[StatusUpdate]:
-        """Stopped: no timer fires any more (the summary lines' windows still close), every update without an outcome
-        fails for ``reason`` (returned), and only the parked updates are kept."""
+        """Stopped: no timer fires any more, every update without an outcome fails for ``reason`` (returned), only the
+        parked updates are kept, and the failures summed up so far are logged now (the summary lines' windows still
+        close: a failure after this one is logged at once)."""
         self._scheduler.at(now)
         self._scheduler.close()
         lost = self._ledger.unsettled_updates()
         for update in lost:
             self._ledger.finish(update, Result.FAILED, reason, stopped=True)
         self._slots.keep_parked()
+        self._ledger.close()
         return lost
 
     # ----------------------------------------------------------------------------- commands

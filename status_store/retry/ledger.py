@@ -3,7 +3,8 @@
 update's handle are to hear of it (the outcome, the events) it leaves as effects (``commands.Settle``, ``Notify``) that
 the queue applies after the step, in order.
 
-- **Failures are logged without flooding**: the first of a burst at once, then one line per interval.
+- **Failures are logged without flooding**: the first of a burst at once, then one line per interval, and the
+  last one when the engine closes (a stopping process would end before the interval).
 """
 
 from __future__ import annotations
@@ -96,6 +97,11 @@ class Ledger:
         """A summary line's window closed (the failure log's, if it is that one)."""
         self._failures.window_closed(closes, window)
 
+    def close(self) -> None:
+        """The engine closed: the failures summed up so far are logged now, not at their window's end (a stopping
+        process ends first)."""
+        self._failures.sum_up_now()
+
     def oldest_unsettled(self) -> int | None:
         """The number of the oldest update without an outcome (None when none)."""
         if not self._unsettled:
@@ -144,7 +150,19 @@ class _FailureLog:
         if not self._count:
             self._closes = None
             return
-        log.error("%d more status update(s) to the %s topic failed in the last %.0f s, e.g. %s", self._count,
-                  self._name, self._interval, ", ".join(self._keys))
-        self._count, self._keys = 0, []
+        self._sum_up(self._interval)
         self._open()
+
+    def sum_up_now(self) -> None:
+        """The failures since the window's first are summed up in one line now; the next failure is logged at once
+        again (the window's end logs nothing)."""
+        if self._closes is None:
+            return
+        if self._count:
+            self._sum_up(self._windows.now() - (self._closes - self._interval))
+        self._closes = None
+
+    def _sum_up(self, seconds: float) -> None:
+        log.error("%d more status update(s) to the %s topic failed in the last %.3g s, e.g. %s", self._count,
+                  self._name, seconds, ", ".join(self._keys))
+        self._count, self._keys = 0, []

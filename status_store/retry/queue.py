@@ -338,7 +338,7 @@ class RetryQueue:
             await self.flush(timeout)
         lost = self._engine.close(self._started().time(), "the store stopped before Kafka acknowledged the write")
         self._apply(self._engine.take_effects())
-        # The failures' summary line still comes at the end of its window.
+        # The failures summed up so far were logged at the close; a window still open closes on the loop's timer.
         self._carry_out(self._engine.wake())
         return lost
 
