@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,21 +277,20 @@ def report_deletions(bursts: list[dict[str, Burst]]) -> None:
     """Where each deletion burst's time went on each worker, and the pod's gap in the same parts."""
     if any(one.deletion is None or one.phases is None for burst in bursts for one in burst.values()):
         return
-    print("\nthe deletions, in parts: the delete requests answered, every status tombstone read from its topic, every "
-          "one 404 in its REST API (s from the first delete request); summed over the revocations (its log): the "
-          "tasks stopping until their polls ended (the last task's producer closed), the rest of their stop, the "
-          "status store's flushes\n")
-    print("| burst | worker | requests answered | rebalances | revocations | polls ending | rest of the stops | "
-          "flushes | every tombstone in the topic | every one 404 |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for number, burst in enumerate(bursts, 1):
-        for name, one in burst.items():
-            times, phases = one.deletion, one.phases
-            assert times is not None
-            assert phases is not None
-            print(f"| {number} | {name} | {times.requests_s:.2f} | {phases.rebalances} | {phases.revocations} | "
-                  f"{phases.polls_s:.2f} | {phases.stopping_s - phases.polls_s:.2f} | {phases.flushing_s:.2f} | "
-                  f"{optional(times.tombstones_s)} | {one.delete_s:.2f} |")
+    def row(one: Burst) -> str:
+        times, phases = one.deletion, one.phases
+        assert times is not None
+        assert phases is not None
+        return (f"{times.requests_s:.2f} | {phases.rebalances} | {phases.revocations} | {phases.polls_s:.2f} | "
+                f"{phases.stopping_s - phases.polls_s:.2f} | {phases.flushing_s:.2f} | "
+                f"{optional(times.tombstones_s)} | {one.delete_s:.2f}")
+
+    print_bursts(bursts, "the deletions, in parts: the delete requests answered, every status tombstone read from its "
+                 "topic, every one 404 in its REST API (s from the first delete request); summed over the revocations "
+                 "(its log): the tasks stopping until their polls ended (the last task's producer closed), the rest of "
+                 "their stop, the status store's flushes",
+                 ["requests answered", "rebalances", "revocations", "polls ending", "rest of the stops", "flushes",
+                  "every tombstone in the topic", "every one 404"], row)
     parts: dict[str, list[float]] = {what: [] for what in deletion_parts(bursts[0][POD])}
     for burst in bursts:
         pod, stock = deletion_parts(burst[POD]), deletion_parts(burst[CONNECT])
@@ -307,6 +306,18 @@ def report_deletions(bursts: list[dict[str, Burst]]) -> None:
     less = [less_polls(burst[POD]) / less_polls(burst[CONNECT]) for burst in bursts]
     print(f"until deleted, less the tasks' polls, the pod against the Connect worker: "
           f"{', '.join(f'{r:.2f}x' for r in less)} (median {statistics.median(less):.2f}x)")
+
+
+def print_bursts(bursts: list[dict[str, Burst]], intro: str, columns: list[str], row: Callable[[Burst], str],
+                 last_left: bool = False) -> None:
+    """A table of each burst on each worker after ``intro``: its number, the worker, then ``columns`` (``row``'s cells,
+    right-aligned figures; the last left-aligned if ``last_left``)."""
+    print(f"\n{intro}\n")
+    print("| burst | worker | " + " | ".join(columns) + " |")
+    print("|---|---|" + "---:|" * (len(columns) - 1) + ("---|" if last_left else "---:|"))
+    for number, burst in enumerate(bursts, 1):
+        for name, one in burst.items():
+            print(f"| {number} | {name} | {row(one)} |")
 
 
 def less_polls(one: Burst) -> float:
@@ -329,20 +340,19 @@ def report_creations(bursts: list[dict[str, Burst]]) -> None:
     """Where each creation burst's time went on each worker, and the pod's gap split in the same parts."""
     if any(one.creation is None for burst in bursts for one in burst.values()):
         return
-    print("\nthe creations, in parts (seconds from the first create request): the create requests answered; the "
-          "worker's rebalances; its last task started (its log); every RUNNING read from its status topic; every "
-          "one RUNNING in its REST API\n")
-    print("| burst | worker | requests answered | rebalances | last task started | every RUNNING in the topic | "
-          "in its REST API | CPU s: its JVM / the sidecar / the machine |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
-    for number, burst in enumerate(bursts, 1):
-        for name, one in burst.items():
-            part = one.creation
-            assert part is not None
-            cpu = " / ".join(f"{part.cpu_s[what]:.2f}" if what in part.cpu_s else "-"
-                             for what in ("worker", "sidecar", "machine"))
-            print(f"| {number} | {name} | {part.configs_s:.2f} | {part.rebalances} | {optional(part.tasks_started_s)}"
-                  f" | {optional(part.durable_s)} | {one.seconds:.2f} | {cpu} |")
+    def row(one: Burst) -> str:
+        part = one.creation
+        assert part is not None
+        cpu = " / ".join(f"{part.cpu_s[what]:.2f}" if what in part.cpu_s else "-"
+                         for what in ("worker", "sidecar", "machine"))
+        return (f"{part.configs_s:.2f} | {part.rebalances} | {optional(part.tasks_started_s)} | "
+                f"{optional(part.durable_s)} | {one.seconds:.2f} | {cpu}")
+
+    print_bursts(bursts, "the creations, in parts (seconds from the first create request): the create requests "
+                 "answered; the worker's rebalances; its last task started (its log); every RUNNING read from its "
+                 "status topic; every one RUNNING in its REST API",
+                 ["requests answered", "rebalances", "last task started", "every RUNNING in the topic",
+                  "in its REST API", "CPU s: its JVM / the sidecar / the machine"], row, last_left=True)
     # The pod's gap, burst by burst, in three parts: Connect's own start of the tasks (its herder, its rebalances);
     # the statuses' way to the topic after the last task started (the worker's put, for the pod the agent and the
     # sidecar); and from the topic to the REST API (the worker reading its topic, the bench's poll).
