@@ -20,6 +20,8 @@ shipped, never imported by ``status_store``; ``tests/`` and ``bench/`` both impo
 
 from __future__ import annotations
 
+import os
+import random
 import socket
 import subprocess
 from pathlib import Path
@@ -42,7 +44,58 @@ def stop(process: subprocess.Popen[str] | subprocess.Popen[bytes], timeout: floa
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on 127.0.0.1 now, for a server to listen on (see ``free_ports``)."""
+    return free_ports(1)[0]
+
+
+# The ports handed out are taken below the kernel's ephemeral range: a port from that range (what binding port 0
+# gives) can be taken meanwhile as the local port of any outgoing connection (the suite makes thousands), and the
+# server it was meant for then fails with "Address already in use" (a Connect worker's REST port, seconds after it
+# was picked, in a whole-suite run). Each pytest-xdist worker picks from a slice of its own, and each process walks
+# its slice from a random start, never handing out a port twice until it wraps.
+_LOWEST_PORT = 10000
+_next_port: int | None = None
+
+
+def _ephemeral_low() -> int:
+    """The lowest port of the kernel's ephemeral range (Linux's default 32768 where it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def port_slice() -> range:
+    """This process's slice of the ports below the ephemeral range: its pytest-xdist worker's share."""
+    low, high = _LOWEST_PORT, _ephemeral_low()
+    if high - low < 1000:
+        low, high = 1024, high
+    worker, workers = os.environ.get("PYTEST_XDIST_WORKER", "gw0"), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
+    try:
+        index, count = int(worker.removeprefix("gw")), max(1, int(workers))
+    except ValueError:
+        index, count = 0, 1
+    size = (high - low) // count
+    start = low + (index % count) * size
+    return range(start, start + size)
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports nobody is bound to on 127.0.0.1 now, below the kernel's ephemeral range and in this
+    process's own slice of it (above)."""
+    global _next_port
+    ports = port_slice()
+    if _next_port is None or _next_port not in ports:
+        _next_port = ports.start + random.randrange(len(ports))
+    found: list[int] = []
+    for _ in range(len(ports)):
+        port, _next_port = _next_port, ports.start + (_next_port + 1 - ports.start) % len(ports)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # bound, or lingering in TIME_WAIT: the next one
+        found.append(port)
+        if len(found) == count:
+            return found
+    raise RuntimeError(f"fewer than {count} free ports in {ports.start}-{ports.stop - 1} on 127.0.0.1")

@@ -8,15 +8,14 @@ import contextlib
 import socket
 import threading
 
+from . import free_port
+
 
 class Downstream:
     """A port of its own; ``open`` listens on it, ``close`` stops (the scripted sink's connections are refused)."""
 
     def __init__(self) -> None:
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        self.port = probe.getsockname()[1]
-        probe.close()
+        self.port = free_port()
         self._server: socket.socket | None = None
         self._thread: threading.Thread | None = None
 

@@ -9,13 +9,14 @@ import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import free_ports as free_ports  # where the harness's JVMs' ports come from
 
 JVM_DIR = Path(__file__).with_name("jvm")
 CONNECTOR_SOURCES = JVM_DIR / "src"
@@ -124,20 +125,6 @@ def compiled(line: KafkaLine, name: str, root: Path, sources: Path, resources: P
     except OSError:  # another process compiled it meanwhile
         shutil.rmtree(building, ignore_errors=True)
     return target
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports on 127.0.0.1 nobody listens on right now."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def log4j2_config(log_file: Path) -> str:
