@@ -70,6 +70,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Collection, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -176,11 +177,21 @@ def every_one_running(connect: ConnectCluster, pending: list[str], tasks: int) -
 def all_read_in(tail: TopicTail, keys: list[str], state: str | None, since: float) -> float | None:
     """Seconds after ``since`` (monotonic) until the tail had read, for every key, a record in ``state`` (None: a
     tombstone) written since (the first such of each key); None when some key has none."""
+    read = tail.records(keys)
+    last = last_first(((at, key, json.loads(value)["state"] if value else None) for at, key, value in read), keys,
+                      state, since)
+    return None if last is None else last - since
+
+
+def last_first(records: Iterable[tuple[float, str, str | None]], keys: Collection[str], state: str | None,
+               since: float) -> float | None:
+    """Of ``records`` (time, key, state; None: a tombstone), the time of the latest of each key's first record in
+    ``state`` at or after ``since``; None when some key has none."""
     first: dict[str, float] = {}
-    for at, key, value in tail.records(keys):
-        if at >= since and key not in first and (json.loads(value)["state"] == state if value else state is None):
+    for at, key, record_state in records:
+        if at >= since and record_state == state and key not in first:
             first[key] = at
-    return max(first.values()) - since if len(first) == len(keys) else None
+    return max(first.values()) if len(first) == len(keys) else None
 
 
 def cpu_seconds(pid: int | None) -> float:
@@ -472,12 +483,8 @@ class Bench:
         found = []
         for call in calls:
             state = CHANGES[call.change][2]
-            since = math.floor(call.began_epoch * 1000) / 1000
-            first: dict[str, float] = {}
-            for at, key, record_state in written[call.worker]:
-                if at >= since and record_state == state and key not in first:
-                    first[key] = at
-            found.append((call, max(first.values()) - call.began_epoch if len(first) == len(keys) else None))
+            last = last_first(written[call.worker], keys, state, math.floor(call.began_epoch * 1000) / 1000)
+            found.append((call, None if last is None else last - call.began_epoch))
         return found
 
     def burst_processes(self, name: str) -> dict[str, int | None]:

@@ -277,6 +277,7 @@ def report_deletions(bursts: list[dict[str, Burst]]) -> None:
     """Where each deletion burst's time went on each worker, and the pod's gap in the same parts."""
     if any(one.deletion is None or one.phases is None for burst in bursts for one in burst.values()):
         return
+
     def row(one: Burst) -> str:
         times, phases = one.deletion, one.phases
         assert times is not None
@@ -297,10 +298,7 @@ def report_deletions(bursts: list[dict[str, Burst]]) -> None:
         for what, mine in pod.items():
             if mine is not None and (theirs := stock[what]) is not None:
                 parts[what].append(mine - theirs)
-    for what, gaps in parts.items():
-        if gaps:
-            print(f"the pod's deletion gap, {what}: {', '.join(f'{gap * 1000:+.0f}' for gap in gaps)} ms (median "
-                  f"{statistics.median(gaps) * 1000:+.0f} ms)")
+    print_gaps("the pod's deletion gap", parts)
     # The tasks' polls are the scripted task's sleep, which a stop waits out on both workers; where in its 200 ms a
     # deletion finds each task is chance, and moves a burst by up to a second either way.
     less = [less_polls(burst[POD]) / less_polls(burst[CONNECT]) for burst in bursts]
@@ -318,6 +316,14 @@ def print_bursts(bursts: list[dict[str, Burst]], intro: str, columns: list[str],
     for number, burst in enumerate(bursts, 1):
         for name, one in burst.items():
             print(f"| {number} | {name} | {row(one)} |")
+
+
+def print_gaps(title: str, parts: dict[str, list[float]]) -> None:
+    """Each part's gaps, burst by burst (seconds), in ms with their median; a part with none is left out."""
+    for what, gaps in parts.items():
+        if gaps:
+            print(f"{title}, {what}: {', '.join(f'{gap * 1000:+.0f}' for gap in gaps)} ms (median "
+                  f"{statistics.median(gaps) * 1000:+.0f} ms)")
 
 
 def less_polls(one: Burst) -> float:
@@ -340,6 +346,7 @@ def report_creations(bursts: list[dict[str, Burst]]) -> None:
     """Where each creation burst's time went on each worker, and the pod's gap split in the same parts."""
     if any(one.creation is None for burst in bursts for one in burst.values()):
         return
+
     def row(one: Burst) -> str:
         part = one.creation
         assert part is not None
@@ -371,10 +378,7 @@ def report_creations(bursts: list[dict[str, Burst]]) -> None:
                if (one := burst[POD]).creation is not None and "sidecar" in one.creation.cpu_s]
     if sidecar:
         print(f"CPU seconds of a creation burst, the pod's sidecar (median): {statistics.median(sidecar):.2f}")
-    for what, gaps in parts.items():
-        if gaps:
-            print(f"the pod's gap, {what}: {', '.join(f'{gap * 1000:+.0f}' for gap in gaps)} ms (median "
-                  f"{statistics.median(gaps) * 1000:+.0f} ms)")
+    print_gaps("the pod's gap", parts)
 
 
 def creation_parts(one: Burst) -> tuple[float, float, float] | None:

@@ -69,7 +69,7 @@ def port_slice() -> range:
     """This process's slice of the ports below the ephemeral range: its pytest-xdist worker's share."""
     low, high = _LOWEST_PORT, _ephemeral_low()
     if high - low < 1000:
-        low, high = 1024, high
+        low = 1024
     worker, workers = os.environ.get("PYTEST_XDIST_WORKER", "gw0"), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
     try:
         index, count = int(worker.removeprefix("gw")), max(1, int(workers))
