@@ -20,7 +20,8 @@ Each agent session (one worker's store, from its start to its stop) sends its st
 - **A final request hands over for good** (the worker's store stops while the sidecar is up): from then on the
   session's pending writes are the sidecar's: written whatever the lease, and spooled.
 - **A request may wait for outcomes** (``wait_ms``, the agent's flush before a rebalance): its answer comes once
-  every pending write of the session has its outcome, or after that bound.
+  every pending write of the session has its outcome, or after that bound, or once the agent says (``wake``) that it
+  took a write while the request was on its way: that write goes in the next request at once.
 - **The sidecar says what it could not write.** A write of a session that the sidecar did not start before the
   lease ended settles ``expired``: not written by this instance, never will be, the agent's again (it sends it once
   more, or writes it through Connect after its key's fence). So does one it gave up without Kafka refusing it (its
@@ -126,8 +127,13 @@ class AgentSession:
     last_seen: float = 0.0
     # The highest seq taken in: a seq at or below it again (an answer the agent lost) is not written twice.
     last_seq: int = 0
+    # The highest seq the agent said it holds and has not sent (``wake``): while above every seq taken, an answer does
+    # not wait for outcomes.
+    woken_by: int = 0
     # The term the session's new writes are taken in (``LeaseTerm``).
     term: LeaseTerm = field(init=False)
+    # Set by ``wake`` while an answer waits (``settling``).
+    _wake: asyncio.Event | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.term = LeaseTerm(self)
@@ -206,10 +212,37 @@ class AgentSession:
         return excess
 
     async def settling(self, timeout: float) -> None:
-        """Wait until every pending write has its outcome, at most ``timeout`` seconds."""
-        if self.pending:
-            await asyncio.wait([asyncio.ensure_future(pending.update.settled()) for pending in self.pending.values()],
-                               timeout=timeout)
+        """Wait until every pending write has its outcome, at most ``timeout`` seconds, or until the agent says it holds
+        a write it has not sent (``wake``)."""
+        if not self.pending or self.woken():
+            return
+        wake = self._wake = asyncio.Event()
+        all_settled = asyncio.ensure_future(asyncio.wait(
+            [asyncio.ensure_future(pending.update.settled()) for pending in self.pending.values()]))
+        woken = asyncio.ensure_future(wake.wait())
+        try:
+            await asyncio.wait([all_settled, woken], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+            all_settled.cancel()
+            if self._wake is wake:
+                self._wake = None
+
+    def wake(self, seq: int) -> bool:
+        """The agent took a write (``seq``) while a request of the session was on its way, and holds it for the next:
+        the answer waiting for outcomes (``settling``) comes now, and so does any until the session takes that seq, so
+        that the write waits one round trip, not Kafka's acknowledgement of the writes before it. False (nothing to
+        do) when the session took that seq already."""
+        if seq <= self.last_seq:
+            return False
+        self.woken_by = max(self.woken_by, seq)
+        if self._wake is not None:
+            self._wake.set()
+        return True
+
+    def woken(self) -> bool:
+        """Whether the agent holds a write newer than every one the session took (``wake``)."""
+        return self.woken_by > self.last_seq
 
     def outcomes(self) -> list[dict[str, Any]]:
         """The settled writes not acknowledged yet, lowest seqs first, at most ``MAX_OUTCOMES_SENT``."""
@@ -263,6 +296,10 @@ class AgentSessions:
             self._forget_idle()
             session = self._sessions[agent] = AgentSession(agent, last_seen=self._clock())
         return session
+
+    def find(self, agent: str) -> AgentSession | None:
+        """The agent's session, or None (none made)."""
+        return self._sessions.get(agent)
 
     def collect(self, session: AgentSession) -> None:
         """Settle what has its outcome in ``session``, counting (and, once a minute, logging) outcomes dropped."""

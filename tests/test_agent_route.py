@@ -404,3 +404,26 @@ def test_a_write_the_store_stopped_before_writing_is_the_agents_again() -> None:
     body = outcome_body(7, outcome.key, outcome)
     assert body["result"] == "expired", body
     assert "the store stopped before Kafka acknowledged the write" in body["reason"]
+
+
+async def test_a_wake_answers_whether_the_sessions_answers_stop_waiting(
+        served: tuple[StatusStore, httpx.AsyncClient]) -> None:
+    store, http = served
+    agent = Agent(http, store)
+    await agent.send(agent.item(**task("c", 0)))
+    instance = (await http.get("/")).json()["instance"]
+
+    async def wake(**body: Any) -> httpx.Response:
+        return await http.post("/agent/wake", json=body)
+
+    assert (await wake(agent="agent-1", instance=instance, seq=1)).json() == {"woken": False}  # taken already
+    assert (await wake(agent="nobody", seq=7)).json() == {"woken": False}  # no session: none made
+    assert (await http.get("/metrics")).text.count("status_agent_sessions 1.0") == 1
+    response = await wake(agent="agent-1", instance=instance, seq=2)
+    assert (response.status_code, response.json()) == (200, {"woken": True})
+    response = await wake(agent="agent-1", instance="another", seq=2)
+    assert response.status_code == 409
+    assert "another" in response.json()["message"]
+    response = await wake(agent="agent-1", seq=0)
+    assert response.status_code == 422
+    assert "seq" in response.json()["message"]

@@ -115,3 +115,48 @@ async def test_ending_the_lease_gives_back_every_write_of_a_key_with_nothing_in_
     assert sorted(session.pending) == [2, 4]
     assert [(body["seq"], body["key"], body["result"]) for body in session.outcomes()] == [
         (1, "status-task-a-0", "expired"), (3, "status-task-a-0", "expired")]
+
+
+def waiting_session(*seqs: int) -> agents.AgentSession:
+    """A session whose writes of these seqs were taken (the last the highest seq) and never settle."""
+    session = agents.AgentSessions().session("agent-1")
+    for seq in seqs:
+        update = StatusUpdate(f"status-task-c-{seq}", b"v", UpdateKind.TASK)
+        session.pending[seq] = agents.Pending(update.key, update, session.term)
+        session.last_seq = seq
+    return session
+
+
+async def test_a_wake_for_a_write_the_agent_holds_ends_the_wait_for_outcomes() -> None:
+    # A status the agent takes while a request waits for Kafka's acknowledgement of the writes before it waited for
+    # that answer, a round trip and Kafka's acknowledgement more than a stock worker's record (bench.connect_outage: a
+    # resume's slowest statuses reached the sidecar's producer 8-10 ms behind the stock worker's). The agent says so
+    # (``wake``), and the answer comes at once. Without it, this wait would run its hour.
+    session = waiting_session(1, 2)
+    waiting = asyncio.ensure_future(session.settling(3600))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    assert session.wake(3)
+    await asyncio.wait_for(waiting, 30)
+    assert sorted(session.pending) == [1, 2]  # nothing settled: the answer only stopped waiting
+    # Until the session takes that write, no answer waits: the wake may come before the request it means.
+    await asyncio.wait_for(session.settling(3600), 30)
+    session.last_seq = 3
+    assert not session.woken()
+    waiting = asyncio.ensure_future(session.settling(0.05))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    await waiting
+
+
+async def test_a_wake_for_a_write_the_session_took_already_changes_nothing() -> None:
+    session = waiting_session(1, 2)
+    assert not session.wake(2)
+    assert not session.wake(1)
+    waiting = asyncio.ensure_future(session.settling(3600))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    waiting.cancel()
+    # A wake with nothing waiting holds for the next wait, until the session takes its seq.
+    assert session.wake(5)
+    await asyncio.wait_for(session.settling(3600), 30)

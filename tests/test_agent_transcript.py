@@ -94,7 +94,8 @@ async def answered_as_written(http: httpx.AsyncClient, step: dict[str, Any], ins
     expect = step["expect"]
 
     async def found() -> list[str]:
-        response = await http.post("/agent/statuses", json=filled(step["post"], instance), headers=headers)
+        path, body = ("/agent/wake", step["wake"]) if "wake" in step else ("/agent/statuses", step["post"])
+        response = await http.post(path, json=filled(body, instance), headers=headers)
         differ = differences(expect["status"], response.status_code, instance, "status")
         differ += differences(expect["body"], response.json(), instance, "body")
         for name, value in expect.get("headers", {}).items():

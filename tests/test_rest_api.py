@@ -873,12 +873,13 @@ async def test_an_agent_request_without_query_parameters_is_answered_as_fastapi_
 
 
 def _fast_lane_requests() -> list[tuple[str, bytes, dict[str, str]]]:
-    """Requests of the two write routes the middleware serves itself: common ones, and each of the refusals."""
+    """Requests of the write routes the middleware serves itself: common ones, and each of the refusals."""
     token = {"authorization": "Bearer t", **JSON}
     agent = b'{"agent":"a","updates":[' + _AGENT_UPDATE + b']}'
     batch = b'{"updates":[{"kind":"task","connector":"c","task":0,"state":"RUNNING","generation":1}]}'
     requests = []
-    for url, body in (("/agent/statuses", agent), ("/statuses", batch)):
+    wake = b'{"agent":"a","seq":7}'
+    for url, body in (("/agent/statuses", agent), ("/statuses", batch), ("/agent/wake", wake)):
         requests += [(url, body, token), (url, body, JSON), (url, body, {"authorization": "Bearer u", **JSON}),
                      (url, body, {"authorization": "Bearer t", "content-type": "text/plain"}),
                      (url, body + b" " * 2000, token), (url, body[:-1], token), (url, b"", token),
@@ -889,8 +890,9 @@ def _fast_lane_requests() -> list[tuple[str, bytes, dict[str, str]]]:
 
 async def test_the_fast_lane_answers_as_the_router_and_fastapi_answer(
         api_factory: ApiFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    # POST /agent/statuses and POST /statuses are served by the middleware itself (routing.serve_directly), past the
-    # router and the exception middleware: each request is answered as the same app without that lane answers it.
+    # POST /agent/statuses, POST /agent/wake and POST /statuses are served by the middleware itself
+    # (routing.serve_directly), past the router and the exception middleware: each request is answered as the same app
+    # without that lane answers it.
     async with api_factory(token="t", max_body_bytes=2000) as api:
         monkeypatch.setattr("status_store.api.middleware.direct_routes", lambda routes: {})
         laneless = create_app(api.store, CollectorRegistry(), "t", 2000)

@@ -1,6 +1,7 @@
 """The route class of every endpoint: a write is authenticated, and its media type checked, before its
 body is read; the hot writes' common requests are served without FastAPI's parameter solving, and those of a write
-route with a fixed path (``POST /agent/statuses``, ``POST /statuses``) without the router either (``serve_directly``).
+route with a fixed path (``POST /agent/statuses``, ``POST /agent/wake``, ``POST /statuses``) without the router either
+(``serve_directly``).
 
 FastAPI reads and parses a request's body before it solves the route's dependencies, so a token
 checked in a dependency would come after the JSON parser had spoken (and worked) for anyone. Here

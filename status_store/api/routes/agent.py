@@ -183,6 +183,45 @@ async def agent_statuses(body: AgentRequest, store: StoreDep, agents: AgentsDep)
     return Response(await asyncio.to_thread(lambda: connect_json(answer).encode()), media_type="application/json")
 
 
+class AgentWake(BaseModel):
+    """An agent's word that it took a write (``seq``) while a request of its session was on its way."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    agent: Annotated[Text, Field(min_length=1, max_length=200)]
+    instance: Annotated[Text | None, Field(description="The sidecar instance the agent writes to (GET /): another "
+                                                       "instance answers 409")] = None
+    seq: Seq
+
+
+class AgentWoken(BaseModel):
+    """Whether the session's answers wait for outcomes no longer, until it takes the write named."""
+
+    woken: bool
+
+
+async def wake_arguments(request: Request) -> dict[str, Any] | None:
+    """``agent_wake``'s arguments for a body that validates, read without FastAPI's handler; None otherwise."""
+    try:
+        body = AgentWake.model_validate_json(await request.body())
+    except ValidationError:
+        return None
+    return {"body": body, "agents": request.app.state.agents}
+
+
+@router.post("/agent/wake", response_model=AgentWoken)
+@served_directly(wake_arguments)
+async def agent_wake(body: AgentWake, agents: AgentsDep) -> Response:
+    """The agent took a write (``seq``) while a request of its session was on its way, and holds it for the next
+    request: the answer to that request, if it waits for outcomes (``wait_ms``), comes now, so that the write waits a
+    round trip, not Kafka's acknowledgement of the writes before it. Nothing else changes: an unknown session, or a
+    seq the session took already, is answered ``false``."""
+    if body.instance is not None and body.instance != agents.instance:
+        raise ApiError(409, f"This is sidecar instance {agents.instance}, not {body.instance}")
+    session = agents.find(body.agent)
+    return ConnectJSONResponse({"woken": session is not None and session.wake(body.seq)})
+
+
 def _idle(store: StatusStore) -> Callable[[StatusUpdate], bool]:
     """Whether a write waits for its next attempt (on a timer, or in a held partition's line) or is parked now: no
     attempt of it is in flight."""

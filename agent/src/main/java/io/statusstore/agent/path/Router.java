@@ -9,6 +9,7 @@ import io.statusstore.agent.status.StatusUpdate;
 import java.util.Collections;
 import java.util.List;
 import java.util.Set;
+import java.util.function.LongConsumer;
 
 /**
  * Which path each status write takes, and the table of writes not yet settled: the one lock worker threads
@@ -46,6 +47,8 @@ public final class Router {
     /** Until when (ms) writes on STARTING wait for the first exchange: set when the sender starts. */
     private long startingUntil = Long.MAX_VALUE;
     private long lastSeq;
+    /** {@link #wakeOnWrite}. */
+    private LongConsumer wakeOnWrite;
     private String workerId;
     private String leaveReason;
     private boolean stopRequested;
@@ -107,12 +110,26 @@ public final class Router {
             if (path != Path.QUIESCING && path != Path.STARTING) {
                 signal();
             }
+            if (wakeOnWrite != null && path == Path.SIDECAR) {
+                LongConsumer wake = wakeOnWrite;
+                wakeOnWrite = null;
+                wake.accept(lastSeq);
+            }
             return true;
         }
         if (!leaving) {
             leave("the agent's table is full (max.keys=" + maxKeys + ")");
         }
         return false;
+    }
+
+    /**
+     * While a request whose answer waits for outcomes is on its way: what to call (once, at once, on the worker's
+     * thread: it must not block) with the seq of the first write taken meanwhile, which waits for that answer
+     * ({@link Wakes}); null otherwise.
+     */
+    synchronized void wakeOnWrite(LongConsumer wake) {
+        wakeOnWrite = wake;
     }
 
     public synchronized Path path() {

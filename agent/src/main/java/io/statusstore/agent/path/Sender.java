@@ -52,8 +52,9 @@ public final class Sender implements Runnable {
     /**
      * A write taken while no request is in flight waits this long for the ones that come with it, so that they go in
      * one request: Connect writes a resumed connector's status and its tasks' within a millisecond or two of each other
-     * (a revocation its tasks' likewise), and a write that misses a request waits for that request's answer, held
-     * until Kafka acknowledged what it carried ({@link #OUTCOME_WAIT_MS}): a round trip more. A stock worker's producer
+     * (a revocation its tasks' likewise), and a write that misses a request waits for that request's answer (which
+     * it wakes, {@link Wakes}, instead of waiting for Kafka's acknowledgement of what that request carried,
+     * {@link #OUTCOME_WAIT_MS}): a round trip more. A stock worker's producer
      * lingers too (linger.ms, 5 ms since Kafka 4.0). Not while Connect flushes or the store stops: what is taken then
      * goes at once, and so do the writes taken while a request was in flight.
      */
@@ -76,6 +77,7 @@ public final class Sender implements Runnable {
     private final Warnings warnings = new Warnings();
     private final OverdueCheck overdue;
     private final Handover handover;
+    private final Wakes wakes;
 
     /** When the last request that may have reached the sidecar was sent (ms). */
     private long lastPostAt = Long.MIN_VALUE / 2;
@@ -109,6 +111,7 @@ public final class Sender implements Runnable {
         this.statusTopic = statusTopic;
         this.overdue = new OverdueCheck(router, connect, warnings);
         this.handover = new Handover(options, router, client, connect, metrics, warnings, clusterId, statusTopic, agentId);
+        this.wakes = new Wakes(client, agentId);
     }
 
     @Override
@@ -307,10 +310,17 @@ public final class Sender implements Runnable {
             lastHeldAt = now;
         } else if (!stopping && (!batch.isEmpty() || router.hasPending())) {
             waitMs = Math.min(OUTCOME_WAIT_MS, options.readTimeoutMs / 8);
+            // A write taken while this answer waits for Kafka wakes it (Wakes): it goes in the next request at once.
+            router.wakeOnWrite(wakes.forRequest(handover.instance()));
         }
         try {
-            AgentAnswer answer = handover.checked(client.post(AgentRequest.encode(agentId, router.workerId(), handover.instance(),
-                    router.ack(), options.leaseMs, sentAtMs, stopping, waitMs, batch)));
+            AgentAnswer answer;
+            try {
+                answer = handover.checked(client.post(AgentRequest.encode(agentId, router.workerId(),
+                        handover.instance(), router.ack(), options.leaseMs, sentAtMs, stopping, waitMs, batch)));
+            } finally {
+                router.wakeOnWrite(null);
+            }
             long answered = now();
             for (AgentAnswer.Item refused : router.apply(batch, answer, answered, answered + handover.readBackMs())) {
                 warnings.warn("refused " + refused.key, "the sidecar refused the status of " + refused.key

@@ -42,6 +42,18 @@ public final class AgentRequest {
         return w.endArray().endObject().toString();
     }
 
+    /**
+     * The body of {@code POST /agent/wake}: the agent took the write {@code seq} while a request of its session was on
+     * its way, and holds it for the next request.
+     */
+    public static String encodeWake(String agentId, String instance, long seq) {
+        return new JsonOut().beginObject()
+                .name("agent").value(agentId)
+                .name("instance").value(instance)
+                .name("seq").value(seq)
+                .endObject().toString();
+    }
+
     /** One update, with the fields its kind carries in the protocol. */
     public static void encode(JsonOut w, StatusUpdate u) {
         w.beginObject().name("seq").value(u.seq).name("kind").value(u.kind.wire).name("connector").value(u.connector);

@@ -40,6 +40,7 @@ public final class SidecarClient {
         return thread;
     });
 
+    private final URL url;
     private final String base;
     private final Token token;
     private final int connectTimeoutMs;
@@ -57,6 +58,7 @@ public final class SidecarClient {
      * an https:// sidecar's CA and this agent's certificate (null: the JVM's defaults).
      */
     public SidecarClient(URL url, Token token, int connectTimeoutMs, int readTimeoutMs, SidecarTls tls) {
+        this.url = url;
         String text = url.toString();
         this.base = text.endsWith("/") ? text.substring(0, text.length() - 1) : text;
         this.token = token == null ? Token.from(null, null) : token;
@@ -97,6 +99,19 @@ public final class SidecarClient {
         } catch (Throwable t) {
             throw malformed("POST /agent/statuses", t);
         }
+    }
+
+    /**
+     * {@code POST /agent/wake} with an {@link AgentRequest#encodeWake} body: answered 200, whatever it says (a wake only
+     * shortens the wait of an answer; nothing of it is believed). A failure is a {@link SidecarException}.
+     */
+    public void wake(String body) throws SidecarException {
+        call("POST", "/agent/wake", body, deadlineMs());
+    }
+
+    /** A client of the same sidecar, with the same settings, on a connection of its own. */
+    public SidecarClient another() {
+        return new SidecarClient(url, token, connectTimeoutMs, readTimeoutMs, tls);
     }
 
     public String url() {

@@ -131,12 +131,19 @@ public final class FakeSidecar {
     private long leaseUntil = Long.MAX_VALUE;
     private boolean finalSeen;
     private int gets;
+    private final List<Map<?, ?>> wakesTaken = new ArrayList<>();
+    private int wokenAnswers;
+    private int notFound;
+    /** Whether it serves {@code POST /agent/wake}; false: a sidecar of a version before it (404). */
+    public volatile boolean wakes = true;
 
     /** One agent's session: its writes by seq, pending and settled, its lease (agents.AgentSession). */
     private static final class Session {
         final TreeMap<Long, Map<?, ?>> pending = new TreeMap<>();
         final TreeMap<Long, Map<String, Object>> settled = new TreeMap<>();
         long lastSeq;
+        /** The highest seq a wake named. */
+        long wokenBy;
         long leaseUntil = Long.MIN_VALUE;
         boolean isFinal;
 
@@ -370,7 +377,11 @@ public final class FakeSidecar {
                 }
                 return;
             }
-            if (!exchange.getRequestMethod().equals("POST") || !path.equals("/agent/statuses")) {
+            if (!exchange.getRequestMethod().equals("POST")
+                    || !(path.equals("/agent/statuses") || path.equals("/agent/wake") && wakes)) {
+                synchronized (this) {
+                    notFound++;
+                }
                 error(exchange, 404, "HTTP 404 Not Found");
                 return;
             }
@@ -381,6 +392,14 @@ public final class FakeSidecar {
                 return;
             }
             Map<?, ?> body = (Map<?, ?>) JsonTree.parse(read(exchange.getRequestBody()));
+            if (path.equals("/agent/wake")) {
+                try {
+                    answer(exchange, 200, "{\"woken\":" + wake(body) + "}");
+                } catch (Refusal r) {
+                    error(exchange, r.status, r.getMessage());
+                }
+                return;
+            }
             Answering how = answering;
             if (how == Answering.UNAVAILABLE) {
                 exchange.getResponseHeaders().add("Retry-After", "1");
@@ -482,16 +501,18 @@ public final class FakeSidecar {
         long ack = body.containsKey("ack") ? (Long) body.get("ack") : 0;
         session.settled.headMap(ack, true).clear();
         long waitMs = body.get("wait_ms") instanceof Long ? (Long) body.get("wait_ms") : 0;
+        // An answer that did not wait (a wake came first) carries no outcome of its own updates, as one without wait_ms.
+        boolean waited = waitMs > 0;
         if (lease == LEASE_ENDING_MS && !session.isFinal) {
             endLease(session, waitMs);
         } else if (waitMs > 0) {
-            settling(session, waitMs);
+            waited = settling(session, waitMs);
         }
         w.endArray().name("outcomes").beginArray();
         int sent = 0;
         for (Map<String, Object> outcome : session.settled.values()) {
             Long seq = (Long) outcome.get("seq");
-            if (waitMs == 0 && seq > ack && !settledBefore.contains(seq) && fresh(updates, seq)) {
+            if (!waited && seq > ack && !settledBefore.contains(seq) && fresh(updates, seq)) {
                 // Written as it was taken here, but Kafka's acknowledgement comes after this answer went.
                 continue;
             }
@@ -567,17 +588,65 @@ public final class FakeSidecar {
         session.pending.clear();
     }
 
-    /** The route's wait_ms: until every pending write of the session has its outcome, {@code ms} at most. */
-    private void settling(Session session, long ms) {
+    /**
+     * {@code POST /agent/wake} (agents.AgentSession.wake): the agent holds a write of this seq; an answer of the session
+     * waiting for outcomes comes now, and none waits until the session takes that seq.
+     */
+    private synchronized boolean wake(Map<?, ?> body) throws Refusal {
+        Object to = body.get("instance");
+        if (to != null && !to.equals(instance)) {
+            throw new Refusal(409, "This is sidecar instance " + instance + ", not " + to);
+        }
+        wakesTaken.add(body);
+        Session session = sessions.get((String) body.get("agent"));
+        long seq = (Long) body.get("seq");
+        if (session == null || seq <= session.lastSeq) {
+            return false;
+        }
+        session.wokenBy = Math.max(session.wokenBy, seq);
+        notifyAll();
+        return true;
+    }
+
+    /** The wakes this sidecar was sent, in order. */
+    public synchronized List<Map<?, ?>> wakes() {
+        return new ArrayList<>(wakesTaken);
+    }
+
+    /** How many requests were answered 404. */
+    public synchronized int notFound() {
+        return notFound;
+    }
+
+    /** How many answers stopped waiting for outcomes because of a wake. */
+    public synchronized int wokenAnswers() {
+        return wokenAnswers;
+    }
+
+    /**
+     * The route's wait_ms: until every pending write of the session has its outcome, {@code ms} at most, or until the
+     * agent says it holds a write the session has not taken ({@link #wake}). False when it did not wait at all (a
+     * wake came before it).
+     */
+    private boolean settling(Session session, long ms) {
+        if (session.wokenBy > session.lastSeq) {
+            wokenAnswers++;
+            return false;
+        }
         long deadline = now() + ms;
         while (!session.pending.isEmpty() && now() < deadline) {
+            if (session.wokenBy > session.lastSeq) {
+                wokenAnswers++;
+                return true;
+            }
             try {
                 wait(Math.max(1, deadline - now()));
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-                return;
+                return true;
             }
         }
+        return true;
     }
 
     /** The store's check_room: 503 when the request's new keys would pass max.pending keys with writes pending. */

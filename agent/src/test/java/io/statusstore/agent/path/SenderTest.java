@@ -46,6 +46,73 @@ class SenderTest {
         }
     }
 
+    /** Whether a request carried a write of this key. */
+    private static boolean carried(Map<?, ?> post, String connector, int task) {
+        for (Object o : (List<?>) post.get("updates")) {
+            Map<?, ?> u = (Map<?, ?>) o;
+            if (connector.equals(u.get("connector")) && Long.valueOf(task).equals(u.get("task"))) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    @Test
+    void aWriteTakenWhileAnAnswerWaitsForKafkaWakesThatAnswer() throws Exception {
+        // bench.connect_outage: a resume's slowest statuses reached the sidecar's producer 8-10 ms behind the stock
+        // worker's. A task's status taken a moment after its connector's, once the connector's request had gone, waited
+        // for that request's answer, which waits until Kafka acknowledged it: a round trip to Kafka more than the stock
+        // worker's record. Now the agent wakes that answer, and the write goes in the next request. Kafka is slow
+        // here (writes wait for release): unwoken, the answer would wait out its whole wait.
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.sidecar.posts().stream().anyMatch(p -> carried(p, "c", 0)), 2_000,
+                    "c-0's request at the sidecar, its answer waiting for Kafka");
+            h.write("c", 1, "RUNNING");
+            Harness.await(() -> h.sidecar.posts().stream().anyMatch(p -> carried(p, "c", 1)), 2_000, "c-1 sent");
+            assertEquals(1, h.sidecar.wokenAnswers(), "c-0's answer woken");
+            List<Map<?, ?>> wakes = h.sidecar.wakes();
+            assertEquals(1, wakes.size());
+            long c1 = h.sidecar.posts().stream().filter(p -> carried(p, "c", 1))
+                    .flatMap(p -> ((List<?>) p.get("updates")).stream()).map(u -> (Long) ((Map<?, ?>) u).get("seq"))
+                    .max(Long::compare).get();
+            assertEquals(c1, wakes.get(0).get("seq"), "the wake names the write it holds");
+            h.sidecar.release();
+            h.sidecar.writeAtOnce = true;
+            h.awaitNewestLanded(5_000);
+            Harness.await(() -> h.router.size() == 0, 5_000, "table empty once outcomes came");
+            h.assertInvariants();
+            assertTrue(h.connectWrites().isEmpty());
+        }
+    }
+
+    @Test
+    void aSidecarThatDoesNotKnowWakesIsNotWokenAgain() throws Exception {
+        // A sidecar of a version before wakes answers 404: the agent writes as before, and wakes it no more.
+        try (Harness h = new Harness().start("")) {
+            h.sidecar.wakes = false;
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            for (int round = 0; round < 2; round++) {
+                int task = 2 * round;
+                h.write("c", task, "RUNNING");
+                Harness.await(() -> h.sidecar.posts().stream().anyMatch(p -> carried(p, "c", task)), 2_000,
+                        "c-" + task + "'s request at the sidecar");
+                h.write("c", task + 1, "RUNNING");
+                Harness.await(() -> h.sidecar.posts().stream().anyMatch(p -> carried(p, "c", task + 1)), 2_000,
+                        "c-" + (task + 1) + " sent once the answer came");
+                h.sidecar.release();
+            }
+            assertEquals(1, h.sidecar.notFound(), "one wake answered 404, none after");
+            h.sidecar.writeAtOnce = true;
+            h.awaitNewestLanded(5_000);
+            h.assertInvariants();
+            assertTrue(h.connectWrites().isEmpty());
+        }
+    }
+
     @Test
     void aFreshStoresFirstWriteWaitsForTheFirstExchangeAndGoesToTheSidecar() throws Exception {
         // A fresh KafkaStatusBackingStore with the agent wrote 31 statuses and its sidecar 30: the first one, offered

@@ -96,8 +96,9 @@ class TranscriptTest {
         long deadline = System.nanoTime() / 1_000_000 + UNTIL_MS;
         List<String> found;
         while (true) {
-            Answer answer = call(sidecar, "POST", "/agent/statuses", filled(step.get("post"), instance),
-                    (String) step.get("token"));
+            boolean wake = step.containsKey("wake");
+            Answer answer = call(sidecar, "POST", wake ? "/agent/wake" : "/agent/statuses",
+                    filled(step.get(wake ? "wake" : "post"), instance), (String) step.get("token"));
             found = new ArrayList<>();
             differences(expect.get("status"), (long) answer.status, instance, "status", found);
             differences(expect.get("body"), JsonTree.parse(answer.body), instance, "body", found);
