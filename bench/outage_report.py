@@ -117,6 +117,19 @@ class RebalancePhases:
     # the task's own time; the rest is Connect closing it and putting its status (the agent's hand-off, for the pod).
     polls_s: float = 0.0
     rebalances: int = 0  # the worker's rebalances ('Joined group at generation' in its log)
+    # Each revocation's own figures (ms), in order: its flush, its tasks' polls, and the time from the flush of the
+    # revocation before it to its first 'Stopping task' (None for the first): the rebalances between, the next
+    # deletion's config read and its assignment.
+    each: tuple[Revocation, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class Revocation:
+    """One revocation's parts, in ms (``RebalancePhases.each``)."""
+
+    flush_ms: float
+    polls_ms: float
+    since_flush_ms: float | None
 
 
 _LOG_TIME = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
@@ -133,6 +146,10 @@ def rebalance_phases(lines: Iterable[str]) -> RebalancePhases:
     began: datetime.datetime | None = None
     closed: datetime.datetime | None = None
     stopped: datetime.datetime | None = None
+    flushed: datetime.datetime | None = None
+    since_flush_ms: float | None = None
+    polls_ms = 0.0
+    each: list[Revocation] = []
     for line in lines:
         found = _LOG_TIME.match(line)
         if found is None:
@@ -142,17 +159,20 @@ def rebalance_phases(lines: Iterable[str]) -> RebalancePhases:
             rebalances += 1
         elif "Stopping task " in line and began is None:
             began, closed = at, None
+            since_flush_ms = None if flushed is None else (at - flushed).total_seconds() * 1000
         elif "Closing the Kafka producer" in line and "connector-producer-" in line and began is not None:
             closed = at
         elif "Finished stopping tasks in preparation for rebalance" in line and began is not None:
             stopping += (at - began).total_seconds()
-            polls += ((closed or at) - began).total_seconds()
+            polls_ms = ((closed or at) - began).total_seconds() * 1000
+            polls += polls_ms / 1000
             began, stopped = None, at
         elif "Finished flushing status backing store in preparation for rebalance" in line and stopped is not None:
             flushing += (at - stopped).total_seconds()
             revocations += 1
-            stopped = None
-    return RebalancePhases(revocations, stopping, flushing, polls, rebalances)
+            each.append(Revocation((at - stopped).total_seconds() * 1000, polls_ms, since_flush_ms))
+            stopped, flushed = None, at
+    return RebalancePhases(revocations, stopping, flushing, polls, rebalances, tuple(each))
 
 
 def seconds(value: float | None) -> str:
@@ -304,6 +324,33 @@ def report_deletions(bursts: list[dict[str, Burst]]) -> None:
     less = [less_polls(burst[POD]) / less_polls(burst[CONNECT]) for burst in bursts]
     print(f"until deleted, less the tasks' polls, the pod against the Connect worker: "
           f"{', '.join(f'{r:.2f}x' for r in less)} (median {statistics.median(less):.2f}x)")
+    print_revocations(bursts)
+
+
+# A revocation whose tasks' polls took this long (ms) waited out nearly a whole poll of the scripted task (a sleep of
+# 200 ms): it began just after their polls had begun.
+WHOLE_POLL_MS = (150.0, 250.0)
+
+
+def print_revocations(bursts: list[dict[str, Burst]]) -> None:
+    """Each worker's revocations over every burst, by their medians: the flush, the time from the flush of the
+    revocation before (the rebalances between, the next deletion's config read, its assignment), the tasks' polls; and
+    how many waited out nearly a whole poll. The connectors of a burst were created at once, so their tasks' polls run
+    nearly in phase, and each revocation begins some ms after the one before it ended, at a poll's end: a few ms more a
+    revocation can move the next one past its tasks' poll boundary, to wait out nearly a whole poll."""
+    low, high = WHOLE_POLL_MS
+    for name in bursts[0]:
+        each = [revocation for burst in bursts if (phases := burst[name].phases) is not None
+                for revocation in phases.each]
+        since = [r.since_flush_ms for r in each if r.since_flush_ms is not None]
+        if not each or not since:
+            continue
+        whole = sum(1 for r in each if low <= r.polls_ms < high)
+        flush = statistics.median(r.flush_ms for r in each)
+        polls = statistics.median(r.polls_ms for r in each)
+        print(f"{name}, per revocation (median of {len(each)}): flush {flush:.0f} ms, from the flush of the revocation "
+              f"before {statistics.median(since):.0f} ms, the tasks' polls {polls:.0f} ms; polls of "
+              f"{low:.0f}-{high:.0f} ms (nearly a whole poll): {whole} of {len(each)}")
 
 
 def print_bursts(bursts: list[dict[str, Burst]], intro: str, columns: list[str], row: Callable[[Burst], str],

@@ -29,7 +29,9 @@ from bench.outage_report import (
     Burst,
     DeletionTimes,
     RebalancePhases,
+    Revocation,
     creation_phases,
+    print_revocations,
     rebalance_phases,
     report_deletions,
 )
@@ -184,8 +186,12 @@ def test_rebalance_phases_split_each_stop_at_its_last_tasks_producer_closing_and
 """.splitlines()
     # The polls: until the last task producer's close (not another producer's); a stop with no task producer closing
     # in the log counts whole.
-    assert rebalance_phases(lines) == RebalancePhases(
+    phases = rebalance_phases(lines)
+    assert phases == RebalancePhases(
         2, pytest.approx(0.422 + 0.074), pytest.approx(0.016 + 0.010), pytest.approx(0.205 + 0.074), 2)
+    # Each revocation alone: its flush, its polls, and from the revocation before's flush to its first stop.
+    assert [(r.flush_ms, r.polls_ms, r.since_flush_ms) for r in phases.each] == [
+        pytest.approx((16, 205, None)), pytest.approx((10, 74, 178))]
 
 
 def test_deletions_in_parts_give_the_pods_gap_in_each_part_and_the_ratio_less_the_tasks_polls(
@@ -201,6 +207,24 @@ def test_deletions_in_parts_give_the_pods_gap_in_each_part_and_the_ratio_less_th
     assert "the pod's deletion gap, flushes: +100, +100 ms (median +100 ms)" in printed
     assert "the pod's deletion gap, every one 404: +500, -400 ms (median +50 ms)" in printed
     assert "less the tasks' polls, the pod against the Connect worker: 1.11x, 0.90x (median 1.01x)" in printed
+
+
+def test_revocations_are_told_by_their_medians_and_those_that_waited_out_nearly_a_whole_poll(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # A few ms more between revocations moved a revocation past its tasks' poll boundary: it waited out nearly a
+    # whole poll (the pod's deletions 1.24-1.29x on a quiet machine, its revocations 6-8 ms slower).
+    def burst(*each: Revocation) -> Burst:
+        return Burst(2.0, 80, 3.0, RebalancePhases(len(each), 1.0, 0.1, 0.9, 40, each),
+                     deletion=DeletionTimes(2.8, 2.9))
+    pod = burst(Revocation(7, 190, None), Revocation(6, 30, 25), Revocation(8, 160, 24))
+    stock = burst(Revocation(4, 20, None), Revocation(3, 40, 21), Revocation(4, 195, 22))
+    print_revocations([{POD: pod, CONNECT: stock}])
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [
+        f"{POD}, per revocation (median of 3): flush 7 ms, from the flush of the revocation before 24 ms, the tasks' "
+        "polls 160 ms; polls of 150-250 ms (nearly a whole poll): 2 of 3",
+        f"{CONNECT}, per revocation (median of 3): flush 4 ms, from the flush of the revocation before 22 ms, the "
+        "tasks' polls 40 ms; polls of 150-250 ms (nearly a whole poll): 1 of 3"]
 
 
 def test_creation_phases_count_the_rebalances_and_find_the_last_of_the_bursts_tasks_started() -> None:
