@@ -2,6 +2,7 @@ package io.statusstore.agent.connect;
 
 import io.statusstore.agent.AgentLog;
 import io.statusstore.agent.AgentOptions;
+import io.statusstore.agent.Daemons;
 import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.jmx.MetricsMBeans;
 import io.statusstore.agent.path.ReadBack;
@@ -83,8 +84,7 @@ final class BoundStore {
 
     synchronized void start() {
         if (thread == null) {
-            thread = new Thread(sender, "status-store-agent-sender");
-            thread.setDaemon(true);
+            thread = Daemons.named("status-store-agent-sender").newThread(sender);
             thread.start();
         }
     }

@@ -1,5 +1,6 @@
 package io.statusstore.agent.connect;
 
+import io.statusstore.agent.Daemons;
 import io.statusstore.agent.Warnings;
 import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.path.ConnectPath;
@@ -35,18 +36,12 @@ import java.util.function.BooleanSupplier;
 final class StoreOriginals implements ConnectPath {
     private static final Runnable MARKER = () -> { };
     /** Where the probe records are handed to the producer: its send may block for metadata (max.block.ms). */
-    private static final ExecutorService PROBES = Executors.newSingleThreadExecutor(task -> {
-        Thread thread = new Thread(task, "status-store-agent-probe");
-        thread.setDaemon(true);
-        return thread;
-    });
+    private static final ExecutorService PROBES =
+            Executors.newSingleThreadExecutor(Daemons.named("status-store-agent-probe"));
 
     /** Where a record is written again ({@link #rewrite}), and its failed attempts tried again after a pause. */
-    private static final ScheduledExecutorService UNDO = Executors.newSingleThreadScheduledExecutor(task -> {
-        Thread thread = new Thread(task, "status-store-agent-undo");
-        thread.setDaemon(true);
-        return thread;
-    });
+    private static final ScheduledExecutorService UNDO =
+            Executors.newSingleThreadScheduledExecutor(Daemons.named("status-store-agent-undo"));
     /** The pause before a failed attempt to write a record again is made again. */
     private static final long UNDO_RETRY_MS = 100;
     /** How long the agent tries to write a record again: as long as Connect's producer may deliver one late. */

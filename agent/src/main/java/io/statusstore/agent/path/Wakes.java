@@ -1,5 +1,6 @@
 package io.statusstore.agent.path;
 
+import io.statusstore.agent.Daemons;
 import io.statusstore.agent.sidecar.AgentRequest;
 import io.statusstore.agent.sidecar.SidecarClient;
 import io.statusstore.agent.sidecar.SidecarException;
@@ -19,11 +20,8 @@ import java.util.function.LongConsumer;
  * an older version: 404) is not woken again.
  */
 final class Wakes {
-    private static final ExecutorService THREAD = Executors.newSingleThreadExecutor(task -> {
-        Thread thread = new Thread(task, "status-store-agent-wake");
-        thread.setDaemon(true);
-        return thread;
-    });
+    private static final ExecutorService THREAD =
+            Executors.newSingleThreadExecutor(Daemons.named("status-store-agent-wake"));
 
     private final SidecarClient client;
     private final String agentId;

@@ -1,5 +1,6 @@
 package io.statusstore.agent.sidecar;
 
+import io.statusstore.agent.Daemons;
 import io.statusstore.agent.json.JsonTree;
 
 import java.io.ByteArrayOutputStream;
@@ -34,11 +35,8 @@ import javax.net.ssl.SSLHandshakeException;
 public final class SidecarClient {
     /** The largest answer read; the sidecar bounds the outcomes it sends per answer (PROTOCOL.md). */
     static final int MAX_ANSWER_BYTES = 8 << 20;
-    private static final ScheduledExecutorService WATCHDOG = Executors.newSingleThreadScheduledExecutor(task -> {
-        Thread thread = new Thread(task, "status-store-agent-watchdog");
-        thread.setDaemon(true);
-        return thread;
-    });
+    private static final ScheduledExecutorService WATCHDOG =
+            Executors.newSingleThreadScheduledExecutor(Daemons.named("status-store-agent-watchdog"));
 
     private final URL url;
     private final String base;
