@@ -57,6 +57,19 @@ class SenderTest {
         return false;
     }
 
+    /**
+     * c-{@code first} written and its request at the sidecar (Kafka slow: its answer waits), then c-{@code first + 1},
+     * until a request carried it.
+     */
+    private static void writeWhileAnAnswerWaits(Harness h, int first) {
+        h.write("c", first, "RUNNING");
+        Harness.await(() -> h.sidecar.posts().stream().anyMatch(p -> carried(p, "c", first)), 2_000,
+                "c-" + first + "'s request at the sidecar, its answer waiting for Kafka");
+        h.write("c", first + 1, "RUNNING");
+        Harness.await(() -> h.sidecar.posts().stream().anyMatch(p -> carried(p, "c", first + 1)), 2_000,
+                "c-" + (first + 1) + " sent");
+    }
+
     @Test
     void aWriteTakenWhileAnAnswerWaitsForKafkaWakesThatAnswer() throws Exception {
         // bench.connect_outage: a resume's slowest statuses reached the sidecar's producer 8-10 ms behind the stock
@@ -71,12 +84,7 @@ class SenderTest {
             h.sidecar.writeAtOnce = false;
             for (int round = 0; round < 3 && h.sidecar.wokenAnswers() == 0; round++) {
                 int first = 2 * round;
-                h.write("c", first, "RUNNING");
-                Harness.await(() -> h.sidecar.posts().stream().anyMatch(p -> carried(p, "c", first)), 2_000,
-                        "c-" + first + "'s request at the sidecar, its answer waiting for Kafka");
-                h.write("c", first + 1, "RUNNING");
-                Harness.await(() -> h.sidecar.posts().stream().anyMatch(p -> carried(p, "c", first + 1)), 2_000,
-                        "c-" + (first + 1) + " sent");
+                writeWhileAnAnswerWaits(h, first);
                 long held = h.sidecar.posts().stream().filter(p -> carried(p, "c", first + 1))
                         .flatMap(p -> ((List<?>) p.get("updates")).stream())
                         .map(u -> (Long) ((Map<?, ?>) u).get("seq")).max(Long::compare).get();
@@ -102,13 +110,7 @@ class SenderTest {
             h.awaitPath(Router.Path.SIDECAR, 2_000);
             h.sidecar.writeAtOnce = false;
             for (int round = 0; round < 2; round++) {
-                int task = 2 * round;
-                h.write("c", task, "RUNNING");
-                Harness.await(() -> h.sidecar.posts().stream().anyMatch(p -> carried(p, "c", task)), 2_000,
-                        "c-" + task + "'s request at the sidecar");
-                h.write("c", task + 1, "RUNNING");
-                Harness.await(() -> h.sidecar.posts().stream().anyMatch(p -> carried(p, "c", task + 1)), 2_000,
-                        "c-" + (task + 1) + " sent once the answer came");
+                writeWhileAnAnswerWaits(h, 2 * round);
                 h.sidecar.release();
             }
             assertEquals(1, h.sidecar.notFound(), "one wake answered 404, none after");
