@@ -4,6 +4,7 @@ printed as Markdown and returned by column name (``--json``)."""
 from __future__ import annotations
 
 import datetime
+import math
 import re
 import statistics
 from collections.abc import Callable, Iterable
@@ -285,12 +286,42 @@ def report_bursts(bursts: list[dict[str, Burst]], burst_connectors: int, tasks: 
         print(f"{name}: median {created:.2f} s until RUNNING, {deleted:.2f} s until deleted{of_which}")
     ratio = [burst[POD].seconds / burst[CONNECT].seconds for burst in bursts]
     deleted_ratio = [burst[POD].delete_s / burst[CONNECT].delete_s for burst in bursts]
-    print(f"the pod against the Connect worker: until RUNNING {', '.join(f'{r:.2f}x' for r in ratio)} (median "
-          f"{statistics.median(ratio):.2f}x), until deleted {', '.join(f'{r:.2f}x' for r in deleted_ratio)} (median "
-          f"{statistics.median(deleted_ratio):.2f}x)")
+    print(f"the pod against the Connect worker: until RUNNING {', '.join(f'{r:.2f}x' for r in ratio)} "
+          f"({median_with_interval(ratio)}), until deleted {', '.join(f'{r:.2f}x' for r in deleted_ratio)} "
+          f"({median_with_interval(deleted_ratio)})")
     report_creations(bursts)
     report_deletions(bursts)
     return rows
+
+
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float, float] | None:
+    """The order statistics that bound the median of what ``values`` sample with at least ``confidence`` (the sign
+    test's interval: no assumption about the bursts' spread), as (low, high, the coverage they give); None when there
+    are too few values for it (fewer than 6 at 95 %). A target within the interval is neither met nor missed by the
+    run: its bursts cannot tell."""
+    n = len(values)
+    ordered = sorted(values)
+    # P(Binomial(n, 1/2) <= j), until it exceeds the tail either side may have.
+    tail = (1 - confidence) / 2
+    below, k = 0.0, 0
+    while True:
+        below_next = below + math.comb(n, k) / 2 ** n
+        if below_next > tail:
+            break
+        below, k = below_next, k + 1
+    if k == 0:
+        return None
+    return ordered[k - 1], ordered[n - k], 1 - 2 * below
+
+
+def median_with_interval(ratios: list[float]) -> str:
+    """"median 1.12x" with the interval of the median the ratios give (``median_interval``), when they give one."""
+    text = f"median {statistics.median(ratios):.2f}x"
+    interval = median_interval(ratios)
+    if interval is not None:
+        low, high, coverage = interval
+        text += f"; {coverage:.0%} interval of the median {low:.2f}-{high:.2f}x"
+    return text
 
 
 def report_deletions(bursts: list[dict[str, Burst]]) -> None:
@@ -323,7 +354,7 @@ def report_deletions(bursts: list[dict[str, Burst]]) -> None:
     # deletion finds each task is chance, and moves a burst by up to a second either way.
     less = [less_polls(burst[POD]) / less_polls(burst[CONNECT]) for burst in bursts]
     print(f"until deleted, less the tasks' polls, the pod against the Connect worker: "
-          f"{', '.join(f'{r:.2f}x' for r in less)} (median {statistics.median(less):.2f}x)")
+          f"{', '.join(f'{r:.2f}x' for r in less)} ({median_with_interval(less)})")
     print_revocations(bursts)
 
 
