@@ -182,6 +182,20 @@ def test_rate_cap_alone() -> None:
     assert cap.reserve(10.1) == 10.25
 
 
+def test_a_turn_whose_wait_ended_late_still_goes_the_spacing_after_the_last_request_sent() -> None:
+    # A live storm of 100 restarts at a cap of 20 a second saw 22 in one second: a sender's sleep until its turn ended
+    # late on a busy loop, and the next ones went on their turns right behind it.
+    cap = RateCap(4.0)
+    turns = [cap.reserve(0.0) for _ in range(3)]
+    assert turns == [0.0, 0.25, 0.5]
+    assert cap.claim(0.4) == 0.0  # the first, 0.4 s late, goes now
+    assert cap.claim(0.45) == pytest.approx(0.2)  # the second's turn came at 0.25: it goes at 0.65
+    assert cap.claim(0.5) == pytest.approx(0.4)  # the third's turn, 0.5: at 0.9
+    assert cap.reserve(0.6) == pytest.approx(1.15)  # the turns to come count from the last one claimed
+    assert cap.claim(1.15) == 0.0
+    assert cap.claim(5.0) == 0.0  # idle time is not saved up, nor owed
+
+
 def test_a_restart_the_worker_does_not_confirm_is_dropped_without_pausing_the_worker() -> None:
     p = plan()
     p.failed(T0, W, "boom", 0.0)

@@ -23,7 +23,8 @@ connector or task (``Target``):
   ``exclude_connectors`` (whole name), or a failure whose trace holds a match of ``exclude_trace``, is never
   restarted.
 - **Storms**: the jitter spreads restarts of failures read together; the rate cap (``RateCap``) spaces every restart
-  request at least ``1 / max_per_second`` apart, whatever is due (``reserve``: the sender waits for its turn).
+  request at least ``1 / max_per_second`` apart, whatever is due (``reserve``: the sender waits for its turn; ``claim``:
+  and, should that wait have ended late, until the spacing after the last one sent).
 - **Act only on what is true**: a due restart is first checked with the worker (the sender asks it, and only what
   it confirms FAILED on itself is restarted); a check takes no turn of the rate cap, so failures the worker refutes
   (statuses written into the topic by anyone else) never delay those it confirms. ``not-failed``: the worker did
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import enum
 import heapq
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -170,12 +172,23 @@ class RateCap:
     def __init__(self, per_second: float) -> None:
         self._spacing = 1.0 / per_second
         self.next_free = 0.0
+        self._last_sent = -math.inf
 
     def reserve(self, now: float) -> float:
         """When a request asked for now may go (now, or its turn after those reserved before it); it is counted."""
         at = max(now, self.next_free)
         self.next_free = at + self._spacing
         return at
+
+    def claim(self, now: float) -> float:
+        """A request whose turn came goes at least the spacing after the last one claimed: how much longer it waits (0:
+        it goes now), counted as sent then, and the turns to come after it. A sender's wait for its turn that ended late
+        (a busy event loop) would otherwise send it right behind the one before, and the next ones on their turns: 22 in
+        one second at a cap of 20."""
+        at = max(now, self._last_sent + self._spacing)
+        self._last_sent = at
+        self.next_free = max(self.next_free, at + self._spacing)
+        return at - now
 
 
 @dataclass(frozen=True, slots=True)

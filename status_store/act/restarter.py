@@ -210,9 +210,12 @@ class AutoRestart:
         if checked is None:
             # Confirmed: the request waits for its turn of the rate cap, and is still wanted then.
             now = self._clock()
-            at = self.plan.rate.reserve(now)
+            rate = self.plan.rate
+            at = rate.reserve(now)
             if at > now:
                 await asyncio.sleep(at - now)
+            if (late := rate.claim(self._clock())) > 0:
+                await asyncio.sleep(late)
             if not self._failed_on(due):
                 self.plan.unsent(due)
                 self._wake.set()
