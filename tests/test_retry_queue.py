@@ -263,18 +263,21 @@ async def test_a_fatal_error_fails_even_with_a_newer_value_held(faulty: Faulty) 
     assert faulty.count("status_update_failure", "connector") == 1
 
 
-@pytest.mark.parametrize("faulty", [{"sidecar.kafka.linger.ms": "1500",
-                                     "status.storage.retry.delivery.timeout.ms": "5000"}], indirect=True)
+# The write in flight lingers in the producer long enough for the test to write and read another worker's status
+# meanwhile, on a loaded machine too (1.5 s was not, once, in a whole run of the suite).
+@pytest.mark.parametrize("faulty", [{"sidecar.kafka.linger.ms": "5000",
+                                     "status.storage.retry.delivery.timeout.ms": "15000"}], indirect=True)
 async def test_a_held_safe_write_is_checked_again_before_it_is_sent(faulty: Faulty) -> None:
     store = faulty.store
-    await store.put(connector("c", generation=5)).result(WAIT)
-    await store.read_your_writes(WAIT)
-    in_flight = store.put(connector("c", generation=5))  # lingers 1.5 s in the producer
+    write_raw(store, (b"status-connector-c", b'{"state":"RUNNING","trace":null,"worker_id":"w1:8083","generation":5}'))
+    await store.read_to_end(WAIT)
+    in_flight = store.put(connector("c", generation=5))  # lingers 5 s in the producer
     held = store.put_safe(connector("c", generation=5, state=State.FAILED))
     assert held is not None
     # Another worker's newer status is read while the safe write waits behind the one in flight.
     write_raw(store, (b"status-connector-c", b'{"state":"RUNNING","trace":null,"worker_id":"w2:8083","generation":6}'))
     await store.read_to_end(WAIT)
+    assert not in_flight.done(), "the newer status was read only after the write in flight ended: no test"
     assert (await in_flight.result(WAIT)).ok
     outcome = await held.result(WAIT)
     assert outcome.result is Result.SUPERSEDED

@@ -5,12 +5,18 @@ is blocked, no answer at all while SIGSTOPped, 200 otherwise); and what a reply 
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+
 import pytest
 
-from status_store.act.health_watch import _probe
-from status_store.act.stuck import Probe, WorkerHealth
-from status_store.act.worker_rest import Reply, Trouble
+from status_store.act.health_watch import HealthWatch, _probe
+from status_store.act.stuck import Probe, Stuck, WorkerHealth
+from status_store.act.worker_rest import Reply, Trouble, WorkerRest
+from status_store.act.workers import Liveness, Member
 from status_store.client import change_line
+from tests.test_workers import metadata
 
 W = "w1:8083"
 BLOCKED = ("Worker was unable to handle this request and may be unable to handle other requests. The worker is "
@@ -80,6 +86,25 @@ def test_what_is_no_evidence_of_a_hang_never_makes_a_worker_stuck(probe: Probe) 
     assert h.stuck_workers(60.0) == {}
 
 
+@pytest.mark.parametrize("probe", [Probe.UNSUPPORTED, Probe.UNAUTHORIZED, Probe.TLS_FAILED])
+def test_an_answer_that_is_no_evidence_after_bad_ones_starts_the_count_again(probe: Probe) -> None:
+    # Refused while a worker restarts, then a 404 (or credentials refused): not stuck, then, or once the bound
+    # has passed since the refusals (this asked a WorkerHealth in a state it had no answer for, and raised).
+    h = health()
+    h.asking(W, 0.0)
+    h.answered(W, Probe.UNREACHABLE, 0.001, "ConnectError: refused", 0.001)
+    h.asking(W, 1.0)
+    h.answered(W, probe, 0.01, "HTTP 404", 1.01)
+    assert h.stuck(W, 6.0) is None
+    assert h.stuck_workers(100.0) == {}
+    h.asking(W, 101.0)
+    h.answered(W, Probe.UNREACHABLE, 0.001, "ConnectError: refused", 101.001)
+    assert h.stuck(W, 105.9) is None
+    stuck = h.stuck(W, 106.0)
+    assert stuck is not None
+    assert (stuck.since, stuck.probe) == (101.0, Probe.UNREACHABLE)
+
+
 def test_a_slow_answer_is_shown_slow_and_is_not_stuck() -> None:
     h = health()
     h.asking(W, 0.0)
@@ -123,3 +148,40 @@ def test_watch_says_when_a_worker_is_stuck_and_when_it_answers_again() -> None:
                                             "unhealthy: generating task configs for connector c")
     back = {**stuck, "stuck": False, "since": None, "probe": None, "message": None}
     assert change_line("worker", back) == "1970-01-01T00:00:00Z  worker w1:8083  answers again"
+
+
+async def test_the_watch_goes_on_after_an_error_of_its_own(caplog: pytest.LogCaptureFixture) -> None:
+    # Before, the first error ended the watch's task, silently: no worker was asked or flagged again.
+    liveness = Liveness()
+    liveness.read([Member("m-a", metadata("http://127.0.0.1:1/"))], time.time())  # nothing listens: refused
+    rest = WorkerRest(2.0)
+    rest.start()
+    told: list[dict[str, Stuck]] = []
+    watch = HealthWatch(liveness, rest, WorkerHealth(bound_s=0.0, slow_s=5.0), 0.01, 2.0,
+                        lambda became, cleared, at: told.append(became))
+    keep = watch.health.keep
+    raised = 0
+
+    def keep_raising_once(workers: object) -> None:
+        nonlocal raised
+        if raised == 0:
+            raised += 1
+            raise RuntimeError("a bug of ours")
+        keep(workers)  # type: ignore[arg-type]
+
+    watch.health.keep = keep_raising_once  # type: ignore[method-assign]
+    caplog.set_level(logging.ERROR, "status_store.act.health_watch")
+    watch.start()
+    try:
+        for _ in range(500):
+            if told:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await watch.stop()
+        await rest.stop()
+    assert raised == 1
+    assert [list(became) for became in told] == [["127.0.0.1:1"]]
+    assert told[0]["127.0.0.1:1"].probe is Probe.UNREACHABLE
+    assert "Asking the workers for GET /health hit an error" in caplog.text
+    assert "RuntimeError: a bug of ours" in caplog.text

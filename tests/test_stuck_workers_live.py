@@ -45,8 +45,13 @@ def workers(sidecar: LiveSidecar) -> dict[str, dict[str, Any]]:
 
 def flagged_after(sidecar: LiveSidecar, worker: str, since: float, timeout: float) -> float:
     """Seconds from ``since`` (time.monotonic) until the sidecar marks the worker stuck."""
-    wait_until(lambda: workers(sidecar).get(worker, {}).get("stuck_since") is not None, timeout,
-               f"{worker} marked stuck", interval=0.2)
+    try:
+        wait_until(lambda: workers(sidecar).get(worker, {}).get("stuck_since") is not None, timeout,
+                   f"{worker} marked stuck", interval=0.2)
+    except TimeoutError as e:
+        # What the sidecar saw of the worker, and what it said meanwhile.
+        said = sidecar.service.output()[-40:] if sidecar.service is not None else []
+        raise TimeoutError(f"{e}\nthe sidecar's /fleet: {workers(sidecar)}\nits log:\n" + "".join(said)) from None
     return time.monotonic() - since
 
 

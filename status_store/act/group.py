@@ -56,7 +56,14 @@ class GroupWatch:
 
     async def _run(self) -> None:
         while True:
-            await self.read_once()
+            try:
+                await self.read_once()
+            except Exception:
+                # A bug of ours must not end the reads for good (the group's members would be frozen as last read).
+                held = self._failure_log.take()
+                if held is not None:
+                    log.exception("Reading the Connect group %s (group.id) hit an error; reading again in %.0f s",
+                                  self.group, self._interval_s)
             await asyncio.sleep(self._interval_s)
 
     async def read_once(self) -> None:

@@ -16,11 +16,15 @@ import logging
 import time
 from collections.abc import Callable
 
+from ..logs import RateLimit
 from .stuck import Probe, Stuck, WorkerHealth
 from .worker_rest import Reply, Trouble, WorkerRest
 from .workers import Liveness
 
 log = logging.getLogger(__name__)
+
+# At most one line per this many seconds for an error of the watch itself.
+ERROR_LOG_INTERVAL_S = 60.0
 
 # Told of the workers that became stuck (with why) and those that are not any more, at a time (seconds since the
 # epoch).
@@ -44,6 +48,7 @@ class HealthWatch:
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
         self._probes: set[asyncio.Task[None]] = set()
+        self._error_log = RateLimit(ERROR_LOG_INTERVAL_S)
 
     def start(self) -> None:
         """Ask now, then every interval."""
@@ -63,7 +68,15 @@ class HealthWatch:
 
     async def _run(self) -> None:
         while True:
-            self.check()
+            try:
+                self.check()
+            except Exception:
+                # A bug of ours must not end the watch for good (no worker would be flagged again): said, then the
+                # next interval asks again.
+                held = self._error_log.take()
+                if held is not None:
+                    log.exception("Asking the workers for GET /health hit an error; asking again in %.0f s%s",
+                                  self._interval_s, f" ({held} more since the last one logged)" if held else "")
             await asyncio.sleep(self._interval_s)
 
     def check(self) -> None:
@@ -80,9 +93,15 @@ class HealthWatch:
     async def _probe(self, worker: str, url: str) -> None:
         asked = self._clock()
         self.health.asking(worker, asked)
-        reply = await self._rest.get(worker, url.rstrip("/") + "/health", self._timeout_s)
+        try:
+            reply = await self._rest.get(worker, url.rstrip("/") + "/health", self._timeout_s)
+            probe, message = _probe(reply)
+        except Exception as e:
+            # Not the worker's answer (a URL the client refuses, a bug of ours): no evidence either way.
+            self._error_log.log(log, logging.WARNING, "Worker %s: GET /health could not be asked: %s: %s", worker,
+                                type(e).__name__, e)
+            probe, message = Probe.UNSUPPORTED, f"not asked: {type(e).__name__}"
         now = self._clock()
-        probe, message = _probe(reply)
         self.health.answered(worker, probe, max(0.0, now - asked), message, now)
         self._evaluate()
 

@@ -89,7 +89,9 @@ class WorkerHealth:
         if probe in BAD:
             if state.bad_since is None:
                 state.bad_since = asked_at
-        elif probe in (Probe.HEALTHY, Probe.SLOW, Probe.STARTING):
+        else:
+            # A 200, a 503 while starting, or an answer that is no evidence either way (a 404, refused credentials,
+            # a failed TLS handshake): the bad answers before it no longer count.
             state.bad_since = None
         if (probe, message) != (state.probe, state.message):
             self.changes += 1
