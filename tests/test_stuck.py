@@ -5,7 +5,6 @@ is blocked, no answer at all while SIGSTOPped, 200 otherwise); and what a reply 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -16,6 +15,7 @@ from status_store.act.stuck import Probe, Stuck, WorkerHealth
 from status_store.act.worker_rest import Reply, Trouble, WorkerRest
 from status_store.act.workers import Liveness, Member
 from status_store.client import change_line
+from tests.helpers import eventually
 from tests.test_workers import metadata
 
 W = "w1:8083"
@@ -173,10 +173,7 @@ async def test_the_watch_goes_on_after_an_error_of_its_own(caplog: pytest.LogCap
     caplog.set_level(logging.ERROR, "status_store.act.health_watch")
     watch.start()
     try:
-        for _ in range(500):
-            if told:
-                break
-            await asyncio.sleep(0.01)
+        await eventually(lambda: bool(told), 5.0)
     finally:
         await watch.stop()
         await rest.stop()
