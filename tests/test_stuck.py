@@ -1,7 +1,7 @@
 """Workers that hang in the group (``act/stuck.py``), on a clock of the test's own, the probes' answers as a real
 Connect 4.4.0 worker gives them (tests/test_stuck_workers_live.py: a 500 with its message after 10 s while its herder
 is blocked, no answer at all while SIGSTOPped, 200 otherwise); and what a reply of ``GET /health`` says
-(``health_watch._probe``)."""
+(``health_watch._probe``); and that the watch and the group's reads go on after an error of their own."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from status_store.act.group import GroupWatch
 from status_store.act.health_watch import HealthWatch, _probe
 from status_store.act.stuck import Probe, Stuck, WorkerHealth
 from status_store.act.worker_rest import Reply, Trouble, WorkerRest
@@ -181,4 +182,27 @@ async def test_the_watch_goes_on_after_an_error_of_its_own(caplog: pytest.LogCap
     assert [list(became) for became in told] == [["127.0.0.1:1"]]
     assert told[0]["127.0.0.1:1"].probe is Probe.UNREACHABLE
     assert "Asking the workers for GET /health hit an error" in caplog.text
+    assert "RuntimeError: a bug of ours" in caplog.text
+
+
+async def test_the_group_reads_go_on_after_an_error_of_their_own(caplog: pytest.LogCaptureFixture) -> None:
+    # Before, the first error ended the reads' task, silently: the group's members stayed as last read, for good.
+    reads = 0
+
+    async def read_raising_once() -> None:
+        nonlocal reads
+        reads += 1
+        if reads == 1:
+            raise RuntimeError("a bug of ours")
+
+    watch = GroupWatch("connect-cluster", "127.0.0.1:1", {}, 0.01, Liveness(), lambda left, came, at: None,
+                       lambda: lambda: ())
+    watch.read_once = read_raising_once  # type: ignore[method-assign]
+    caplog.set_level(logging.ERROR, "status_store.act.group")
+    watch.start()
+    try:
+        await eventually(lambda: reads >= 3, 5.0)
+    finally:
+        await watch.stop()
+    assert "Reading the Connect group connect-cluster (group.id) hit an error" in caplog.text
     assert "RuntimeError: a bug of ours" in caplog.text

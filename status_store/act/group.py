@@ -62,8 +62,9 @@ class GroupWatch:
                 # A bug of ours must not end the reads for good (the group's members would be frozen as last read).
                 held = self._failure_log.take()
                 if held is not None:
-                    log.exception("Reading the Connect group %s (group.id) hit an error; reading again in %.0f s",
-                                  self.group, self._interval_s)
+                    more = f" ({held} more since the last one logged)" if held else ""
+                    log.exception("Reading the Connect group %s (group.id) hit an error; reading again in %.0f s%s",
+                                  self.group, self._interval_s, more)
             await asyncio.sleep(self._interval_s)
 
     async def read_once(self) -> None:

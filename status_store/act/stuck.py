@@ -10,8 +10,9 @@ currently generating task configs for connector c"). A paused or wedged process 
 - answers that are bad (500 ``unhealthy``, the probe's timeout, a refused connection) for longer than ``bound_s``,
   counted from the first bad probe's start;
 
-and clears it at the first 200. ``starting`` (503 before the herder is ready), a worker without ``/health`` (404:
-Connect before 3.9) and one whose credentials or TLS handshake fail are not evidence of a hang: never stuck. A worker
+and clears it at the first answer that is not bad: a 200, or one that is no evidence either way. ``starting`` (503
+before the herder is ready), a worker without ``/health`` (404: Connect before 3.9) and one whose credentials or TLS
+handshake fail are not evidence of a hang: never stuck, and the bad answers before them no longer count. A worker
 that answers 200 but later than ``slow_s`` is ``slow``, shown, not stuck. Only workers in the group are probed
 (``workers.Liveness``): one that left is *gone*, not stuck.
 """
@@ -47,7 +48,7 @@ SLOW_S = 5.0
 class WorkerProbes:
     """One worker's probes: the last answer (``probe``, its ``message`` and ``latency_s``, ``at``), the probe in
     flight (``asked_at``), and since when the answers are bad (``bad_since``: the start of the first bad probe since
-    the last good one)."""
+    the last answer that was not bad)."""
 
     probe: Probe | None = None
     message: str | None = None
