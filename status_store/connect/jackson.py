@@ -11,7 +11,12 @@ beyond strict JSON, and this module reproduces:
   Jackson's own reader, which fails on code points above U+10FFFF, but only in the 4000-character
   chunks the parser loads;
 - numbers may have leading zeros (``007`` is 7);
-- one value is read and whatever follows it is ignored;
+- one value is read and whatever follows it is ignored, but for the character right after a literal
+  (``true``, ``false``, ``null``), which must not continue it: a letter, a digit, ``_`` or another character
+  Java takes for part of an identifier (in UTF-8 input, any non-ASCII byte) is an unrecognized token;
+- UTF-32 input that ends with 1-3 bytes of an incomplete character fails once the parser asks for more than the
+  complete characters (Jackson's UTF32Reader: "Unexpected EOF in the middle of a 4-byte UTF-32 char"), so a
+  value that ends before them is read;
 - ``StreamReadConstraints``: at most 1000 digits in a number, 1000 levels of nesting, 50,000
   bytes (UTF-8 input) or characters (UTF-16/32 input) in a property name, 20,000,000 characters
   in a string; a fraction must fit a ``BigDecimal`` (an exponent within 32 bits);
@@ -28,7 +33,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
+
+from .java_text import (
+    ByteOrder,
+    JsonReadError,
+    detect_encoding,
+    jackson_utf32,
+    java_identifier_part,
+    java_string,
+    java_utf16,
+)
 
 MAX_NUMBER_LENGTH = 1000
 MAX_NESTING_DEPTH = 1000
@@ -41,13 +56,8 @@ _WHITESPACE = frozenset(b" \t\n\r")
 _ESCAPES = {ord('"'): 0x22, ord("\\"): 0x5C, ord("/"): 0x2F, ord("b"): 0x08, ord("f"): 0x0C, ord("n"): 0x0A,
             ord("r"): 0x0D, ord("t"): 0x09}
 _HEX = {c: int(chr(c), 16) for c in b"0123456789abcdefABCDEF"}
-_ByteOrder = Literal["big", "little"]
 _STRING_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _FLOAT = re.compile(r"-?(\d+)(?:\.(\d+))?(?:[eE]([-+]?\d+))?")
-
-
-class JsonReadError(ValueError):
-    """Bytes Jackson would not read as one JSON value."""
 
 
 class NoContent(JsonReadError):
@@ -78,6 +88,9 @@ def read_value(data: bytes) -> Any:
         value, end = decoder.raw_decode(text, start)
     except (ValueError, RecursionError):
         # Leading zeros, a BOM, a name that may be too long, or not JSON at all: Jackson's rules decide.
+        return _Parser.for_bytes(data).read()
+    if value is None or isinstance(value, bool):
+        # A literal at the root: the character after it may continue it (``nullx``), as Jackson checks.
         return _Parser.for_bytes(data).read()
     if size > MAX_STRING_LENGTH:
         _check_string_lengths(text[:end])
@@ -145,85 +158,6 @@ def _check_fraction(integer_digits: int, fraction: str | None, exponent: str | N
 # ------------------------------------------------------------------------------------ Jackson's rules
 
 
-def _detect(data: bytes) -> tuple[str, int]:
-    """The encoding Jackson's ByteSourceJsonBootstrapper picks, and where the content starts (after a BOM)."""
-    if len(data) >= 4:
-        quad = int.from_bytes(data[:4], "big")
-        if quad == 0x0000FEFF:
-            return "utf-32-be", 4
-        if quad == 0xFFFE0000:
-            return "utf-32-le", 4
-        if quad in (0x0000FFFE, 0xFEFF0000):
-            raise JsonReadError("an unsupported UCS-4 byte order (2143 or 3412)")
-        if quad >> 16 == 0xFEFF:
-            return "utf-16-be", 2
-        if quad >> 16 == 0xFFFE:
-            return "utf-16-le", 2
-        if quad >> 8 == 0xEFBBBF:
-            return "utf-8", 3
-        if quad >> 8 == 0:
-            return "utf-32-be", 0
-        if quad & 0x00FFFFFF == 0:
-            return "utf-32-le", 0
-        if quad & 0xFF00FFFF == 0 or quad & 0xFFFF00FF == 0:
-            raise JsonReadError("an unsupported UCS-4 byte order (2143 or 3412)")
-        return _detect_utf16(quad >> 16)
-    if len(data) >= 2:
-        return _detect_utf16(int.from_bytes(data[:2], "big"))
-    return "utf-8", 0
-
-
-def _detect_utf16(first_two: int) -> tuple[str, int]:
-    if first_two & 0xFF00 == 0:
-        return "utf-16-be", 0
-    if first_two & 0x00FF == 0:
-        return "utf-16-le", 0
-    return "utf-8", 0
-
-
-def _java_utf16(data: bytes, byteorder: _ByteOrder) -> list[int]:
-    """UTF-16 decoded by Java's decoder with malformed input replaced (as ``new String(bytes, "UTF-16BE")``
-    and ``InputStreamReader`` do): a lone low surrogate, or a high surrogate not followed by a low one (both
-    units dropped), becomes one U+FFFD; so do leftover bytes at the end."""
-    units: list[int] = []
-    i, n = 0, len(data)
-    while n - i >= 2:
-        unit = int.from_bytes(data[i:i + 2], byteorder)
-        if 0xD800 <= unit <= 0xDBFF:
-            if n - i < 4:
-                break
-            low = int.from_bytes(data[i + 2:i + 4], byteorder)
-            units.extend((unit, low) if 0xDC00 <= low <= 0xDFFF else (0xFFFD,))
-            i += 4
-            continue
-        units.append(0xFFFD if 0xDC00 <= unit <= 0xDFFF else unit)
-        i += 2
-    if i < n:
-        units.append(0xFFFD)
-    return units
-
-
-def _jackson_utf32(data: bytes, byteorder: _ByteOrder) -> tuple[list[int], int | None]:
-    """UTF-32 decoded by Jackson's UTF32Reader: the units before the first code point above U+10FFFF, and
-    that code point's unit position (None when there is none). Surrogate code points pass as they are."""
-    units: list[int] = []
-    for i in range(0, len(data) - 3, 4):
-        code = int.from_bytes(data[i:i + 4], byteorder)
-        if code > 0x10FFFF:
-            return units, len(units)
-        if code > 0xFFFF:
-            code -= 0x10000
-            units.extend((0xD800 + (code >> 10), 0xDC00 | (code & 0x3FF)))
-        else:
-            units.append(code)
-    return units, None
-
-
-def _java_string(units: Sequence[int]) -> str:
-    """A Java string (UTF-16 code units) as a Python str: pairs combined, lone surrogates kept."""
-    return b"".join(unit.to_bytes(2, "little") for unit in units).decode("utf-16-le", "surrogatepass")
-
-
 class _Parser:
     """Jackson's parser over UTF-8 bytes (UTF8StreamJsonParser) or over UTF-16 code units
     (ReaderBasedJsonParser), building the tree as JsonNodeDeserializer does: without recursion, so the
@@ -234,13 +168,13 @@ class _Parser:
 
     @classmethod
     def for_bytes(cls, data: bytes) -> _Parser:
-        encoding, start = _detect(data)
+        encoding, start = detect_encoding(data)
         if encoding == "utf-8":
             return cls(data[start:], utf8=True)
-        byteorder: _ByteOrder = "big" if encoding.endswith("be") else "little"
+        byteorder: ByteOrder = "big" if encoding.endswith("be") else "little"
         if encoding.startswith("utf-16"):
-            return cls(_java_utf16(data[start:], byteorder), utf8=False)
-        return _Utf32Parser(*_jackson_utf32(data[start:], byteorder))
+            return cls(java_utf16(data[start:], byteorder), utf8=False)
+        return _Utf32Parser(*jackson_utf32(data[start:], byteorder))
 
     def read(self) -> Any:
         """The first value; what follows it is never looked at."""
@@ -320,6 +254,12 @@ class _Parser:
                 for expected in literal[1:]:
                     if self._next() != expected:
                         raise self.fail(f"not {literal.decode()}")
+                following = self._peek()
+                if following is not None and following >= 0x30 and following not in (0x5D, 0x7D) and (
+                        (self.utf8 and following >= 0x80) or java_identifier_part(following)):
+                    # Jackson's _matchToken2/_checkMatchEnd; in UTF-8 input it decodes the byte as a character's
+                    # second byte, which a lead byte never is.
+                    raise self.fail(f"an unrecognized token: {literal.decode()} followed by {following:#x}")
                 return value, None
         raise self.fail(f"unexpected character {first:#x}")
 
@@ -359,7 +299,7 @@ class _Parser:
             raise self.fail(f"a property name longer than {MAX_NAME_LENGTH}")
         if not name and len(units) > MAX_STRING_LENGTH:
             raise self.fail(f"a string longer than {MAX_STRING_LENGTH} characters")
-        return _java_string(units)
+        return java_string(units)
 
     def _escape(self) -> int:
         kind = self._next()
@@ -450,9 +390,31 @@ class _Utf32Parser(_Parser):
     """UTF-32 input: Jackson's UTF32Reader fails on a code point above U+10FFFF when the parser loads the
     4000-character chunk holding it, so such a code point after the value's chunk goes unnoticed."""
 
-    def __init__(self, units: list[int], invalid_at: int | None) -> None:
+    def __init__(self, units: list[int], invalid_at: int | None, tail: int) -> None:
         super().__init__(units, utf8=False)
         self.invalid_at = invalid_at
+        self.tail = tail
+
+    def _at_end(self) -> None:
+        """The parser asks for more than the complete characters: the reader fails on an incomplete one."""
+        if self.tail:
+            raise JsonReadError(f"an incomplete UTF-32 character ({self.tail} bytes) at character {len(self.data)}")
+
+    def _next(self) -> int:
+        if self.pos >= len(self.data):
+            self._at_end()
+        return super()._next()
+
+    def _peek(self) -> int | None:
+        if self.pos >= len(self.data):
+            self._at_end()
+        return super()._peek()
+
+    def _skip_whitespace(self) -> int | None:
+        found = super()._skip_whitespace()
+        if found is None:
+            self._at_end()
+        return found
 
     def fail(self, why: str) -> JsonReadError:
         if self.invalid_at is not None and self.pos >= self.invalid_at:

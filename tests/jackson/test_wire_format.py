@@ -226,6 +226,36 @@ EDGES = [
 ]
 
 
+def utf32(text: str, byteorder: str = "be") -> bytes:
+    return text.encode(f"utf-32-{byteorder}")
+
+
+# What Connect reads as null (a tombstone: the configuration or status removed) or rejects (the record ignored): a
+# literal and what follows it, and UTF-32 input that ends with an incomplete character. Each was read as null here
+# once (a connector's configuration removed) where Connect ignores the record.
+NULL_EDGES = [
+    b"\x00\x00\xfe\xff\x00", b"\x00\x00\xfe\xff", b"\xff\xfe\x00\x00\x00\x00", utf32("null") + b"\x00",
+    utf32("null ") + b"\x00", utf32('{"properties":{}}') + b"\x00", utf32('{"properties":{}} ') + b"\x00\x00",
+    utf32(" ") + b"\x00", utf32("nullx"), utf32("null:"), utf32("nullx", "le"),
+    b"nullx", b"null1", b"null_", b"null\x7f", b"nullnull", b"null\xc3\xa9", b"null\x80", b"null\xc2\xa0",
+    b"null,", b"null]", b"null}", b"null$", b"null-", b"null:", b"null\x00", b"null ", b"null{", b"null/",
+    b" true1", b"falsee", "nullx".encode("utf-16-be"), "null1".encode("utf-16-le"), "null,".encode("utf-16-be"),
+    "null\u00e9".encode("utf-16-be"), "null\u200b".encode("utf-16-le"), "null\u00a0".encode("utf-16-be"),
+    "null\ud800".encode("utf-16-be", "surrogatepass"),
+]
+
+
+@pytest.mark.parametrize("value", NULL_EDGES, ids=range(len(NULL_EDGES)))
+def test_what_connect_reads_as_null_or_rejects_is_read_so(jackson: JacksonOracle, value: bytes) -> None:
+    configs = connect_reads(jackson, jackson.read_connector_configs, [value])
+    assert not isinstance(configs[0], Unchecked)
+    ours = ours_connector_config(value)
+    assert_same_reading([value], [ours if isinstance(ours, Rejected) else json_of(ours)],
+                        [c if isinstance(c, Rejected) else json_of(c) for c in configs])
+    statuses = connect_reads(jackson, jackson.read_statuses, [value])
+    assert_same_reading([value], [ours_status(value)], statuses)
+
+
 @pytest.mark.parametrize("value", EDGES, ids=range(len(EDGES)))
 def test_status_values_at_jacksons_limits_are_read_as_connect_reads_them(jackson: JacksonOracle, value: bytes) -> None:
     connect = connect_reads(jackson, jackson.read_statuses, [value])
