@@ -2,6 +2,7 @@ package io.statusstore.agent.connect;
 
 import io.statusstore.agent.AgentLog;
 import io.statusstore.agent.AgentOptions;
+import io.statusstore.agent.Warnings;
 import io.statusstore.agent.status.StatusUpdate;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.Callback;
@@ -29,6 +30,8 @@ public final class StoreHooks {
     private static final AtomicInteger ORIGINALS_RUNNING = new AtomicInteger();
     private static final AtomicBoolean FAULT_LOGGED = new AtomicBoolean();
     private static volatile AgentOptions options;
+    /** The agent's warnings in this JVM: the hooks' own and the bound store's, so that each cause's limit holds. */
+    private static volatile Warnings warnings = new Warnings();
     private static volatile BoundStore bound;
 
     private StoreHooks() {
@@ -39,10 +42,17 @@ public final class StoreHooks {
         options = agentOptions;
     }
 
-    /** For tests: forgets the options and any bound store. */
+    /** As {@link #arm(AgentOptions)}, the agent's lines going through {@code agentWarnings} (tests: their own clock). */
+    static void arm(AgentOptions agentOptions, Warnings agentWarnings) {
+        warnings = agentWarnings;
+        options = agentOptions;
+    }
+
+    /** For tests: forgets the options, any bound store and the warnings' counts. */
     static void disarm() {
         options = null;
         bound = null;
+        warnings = new Warnings();
     }
 
     static BoundStore bound() {
@@ -101,7 +111,7 @@ public final class StoreHooks {
                             + "') stays on Connect's own path: the agent serves the first one only");
                     return;
                 }
-                bound = BoundStore.bind(store, (WorkerConfig) config, o);
+                bound = BoundStore.bind(store, (WorkerConfig) config, o, warnings);
             }
         } catch (Throwable t) {
             AgentLog.warn("could not bind the worker's status store (" + t + "): the worker runs on its own store", t);

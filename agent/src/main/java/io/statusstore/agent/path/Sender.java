@@ -74,7 +74,7 @@ public final class Sender implements Runnable {
     private final String clusterId;
     private final String statusTopic;
     private final String agentId = UUID.randomUUID().toString();
-    private final Warnings warnings = new Warnings();
+    private final Warnings warnings;
     private final OverdueCheck overdue;
     private final Handover handover;
     private final Wakes wakes;
@@ -100,13 +100,15 @@ public final class Sender implements Runnable {
     /** Until when (System.nanoTime) the unsent writes wait for more. */
     private long gatherUntilNs;
 
+    /** {@code warnings}: the agent's, shared with what else warns for the worker's store (one limit per cause). */
     public Sender(AgentOptions options, Router router, SidecarClient client, ConnectPath connect,
-                  AgentMetrics metrics, String clusterId, String statusTopic) {
+                  AgentMetrics metrics, Warnings warnings, String clusterId, String statusTopic) {
         this.options = options;
         this.router = router;
         this.client = client;
         this.connect = connect;
         this.metrics = metrics;
+        this.warnings = warnings;
         this.clusterId = clusterId;
         this.statusTopic = statusTopic;
         this.overdue = new OverdueCheck(router, connect, warnings);
