@@ -121,7 +121,8 @@ final class BoundStore {
     void flush() throws InterruptedException {
         Router.Path path = router.path();
         if (path != Router.Path.CONNECT && path != Router.Path.STOPPED && !router.awaitSettled(options.flushTimeoutMs)) {
-            AgentLog.warn("flush: " + router.size() + " key(s) not settled after " + options.flushTimeoutMs
+            // Every rebalance flushes: a short flush.timeout.ms through a long outage is a line a minute, counted.
+            warnings.warn("flush", "flush: " + router.size() + " key(s) not settled after " + options.flushTimeoutMs
                     + " ms (flush.timeout.ms); the rebalance goes on");
         }
     }

@@ -8,12 +8,12 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.connect.runtime.WorkerConfig;
 
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The entry points {@link StoreAdvice} calls from inside Connect's classes. Each catches everything: an agent
- * fault lets Connect's own method run, and is logged once.
+ * fault lets Connect's own method run, and is logged at most once a minute per kind of fault (its stack trace the
+ * first time), its repeats counted.
  *
  * <p>The agent binds the first KafkaStatusBackingStore configured in the JVM (a Connect worker has one); any
  * other runs untouched. The agent's own calls to the original methods (the fall back) pass through the
@@ -28,7 +28,6 @@ public final class StoreHooks {
     private static final String CONNECTOR_KEY = "status-connector-";
     /** Original write methods running now, in any thread: Connect's path is quiet only at zero. */
     private static final AtomicInteger ORIGINALS_RUNNING = new AtomicInteger();
-    private static final AtomicBoolean FAULT_LOGGED = new AtomicBoolean();
     private static volatile AgentOptions options;
     /** The agent's warnings in this JVM: the hooks' own and the bound store's, so that each cause's limit holds. */
     private static volatile Warnings warnings = new Warnings();
@@ -231,8 +230,6 @@ public final class StoreHooks {
     }
 
     private static void fault(Throwable t) {
-        if (FAULT_LOGGED.compareAndSet(false, true)) {
-            AgentLog.warn("agent fault (the write went to Connect's own store; logged once)", t);
-        }
+        warnings.warn("fault " + t.getClass().getName(), "agent fault (the write went to Connect's own store)", t);
     }
 }
