@@ -59,6 +59,17 @@ public final class Warnings {
         return true;
     }
 
+    /**
+     * Counts a repeat of {@code cause} that is not to be logged (a line said again only when what it says changes): the
+     * cause's next line counts it. A cause never warned of has no line to count it in, and is left alone.
+     */
+    public synchronized void repeated(String cause) {
+        Cause c = causes.get(cause);
+        if (c != null) {
+            c.suppressed++;
+        }
+    }
+
     private static final class Cause {
         long loggedAt;
         long suppressed;

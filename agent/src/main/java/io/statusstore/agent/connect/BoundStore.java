@@ -3,6 +3,7 @@ package io.statusstore.agent.connect;
 import io.statusstore.agent.AgentLog;
 import io.statusstore.agent.AgentOptions;
 import io.statusstore.agent.Daemons;
+import io.statusstore.agent.Warnings;
 import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.jmx.MetricsMBeans;
 import io.statusstore.agent.path.ReadBack;
@@ -36,15 +37,17 @@ final class BoundStore {
     final ReadBack readBack;
     final DrainedWrites drained;
     private final AgentOptions options;
+    private final Warnings warnings;
     private final Router router;
     private final Sender sender;
     private Thread thread;
 
     private BoundStore(Object store, Object kafkaLog, ExecutorService retryExecutor, AgentOptions options,
-                       String clusterId, String statusTopic) {
+                       Warnings warnings, String clusterId, String statusTopic) {
         this.store = store;
         this.kafkaLog = kafkaLog;
         this.options = options;
+        this.warnings = warnings;
         this.readBack = new ReadBack(2 * options.maxKeys, READ_BACK_KEEP_MS);
         this.router = new Router(options.maxKeys, metrics, readBack);
         @SuppressWarnings("unchecked")
@@ -56,14 +59,16 @@ final class BoundStore {
         router.undoWith(originals);
         SidecarClient client = new SidecarClient(options.url, Token.from(options.tokenFile, options.token),
                 options.connectTimeoutMs, options.readTimeoutMs, options.tls);
-        this.sender = new Sender(options, router, client, originals, metrics, clusterId, statusTopic);
+        this.sender = new Sender(options, router, client, originals, metrics, warnings, clusterId, statusTopic);
     }
 
-    static BoundStore bind(Object store, WorkerConfig config, AgentOptions options) throws ReflectiveOperationException {
+    /** {@code warnings}: the agent's in this JVM, which the store's warnings go through too. */
+    static BoundStore bind(Object store, WorkerConfig config, AgentOptions options, Warnings warnings)
+            throws ReflectiveOperationException {
         String statusTopic = config.getString("status.storage.topic");
         String clusterId = config.kafkaClusterId();
         BoundStore b = new BoundStore(store, field(store, "kafkaLog"), (ExecutorService) field(store, "sendRetryExecutor"),
-                options, clusterId, statusTopic);
+                options, warnings, clusterId, statusTopic);
         Object clientId = field(store, "clientId");
         String id = clientId instanceof String ? (String) clientId : "connect-statuses";
         try {
@@ -116,7 +121,8 @@ final class BoundStore {
     void flush() throws InterruptedException {
         Router.Path path = router.path();
         if (path != Router.Path.CONNECT && path != Router.Path.STOPPED && !router.awaitSettled(options.flushTimeoutMs)) {
-            AgentLog.warn("flush: " + router.size() + " key(s) not settled after " + options.flushTimeoutMs
+            // Every rebalance flushes: a short flush.timeout.ms through a long outage is a line a minute, counted.
+            warnings.warn("flush", "flush: " + router.size() + " key(s) not settled after " + options.flushTimeoutMs
                     + " ms (flush.timeout.ms); the rebalance goes on");
         }
     }

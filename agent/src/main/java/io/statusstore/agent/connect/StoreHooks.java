@@ -2,17 +2,18 @@ package io.statusstore.agent.connect;
 
 import io.statusstore.agent.AgentLog;
 import io.statusstore.agent.AgentOptions;
+import io.statusstore.agent.Warnings;
 import io.statusstore.agent.status.StatusUpdate;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.connect.runtime.WorkerConfig;
 
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The entry points {@link StoreAdvice} calls from inside Connect's classes. Each catches everything: an agent
- * fault lets Connect's own method run, and is logged once.
+ * fault lets Connect's own method run, and is logged at most once a minute per kind of fault (its stack trace the
+ * first time), its repeats counted.
  *
  * <p>The agent binds the first KafkaStatusBackingStore configured in the JVM (a Connect worker has one); any
  * other runs untouched. The agent's own calls to the original methods (the fall back) pass through the
@@ -27,8 +28,9 @@ public final class StoreHooks {
     private static final String CONNECTOR_KEY = "status-connector-";
     /** Original write methods running now, in any thread: Connect's path is quiet only at zero. */
     private static final AtomicInteger ORIGINALS_RUNNING = new AtomicInteger();
-    private static final AtomicBoolean FAULT_LOGGED = new AtomicBoolean();
     private static volatile AgentOptions options;
+    /** The agent's warnings in this JVM: the hooks' own and the bound store's, so that each cause's limit holds. */
+    private static volatile Warnings warnings = new Warnings();
     private static volatile BoundStore bound;
 
     private StoreHooks() {
@@ -39,10 +41,17 @@ public final class StoreHooks {
         options = agentOptions;
     }
 
-    /** For tests: forgets the options and any bound store. */
+    /** As {@link #arm(AgentOptions)}, the agent's lines going through {@code agentWarnings} (tests: their own clock). */
+    static void arm(AgentOptions agentOptions, Warnings agentWarnings) {
+        warnings = agentWarnings;
+        options = agentOptions;
+    }
+
+    /** For tests: forgets the options, any bound store and the warnings' counts. */
     static void disarm() {
         options = null;
         bound = null;
+        warnings = new Warnings();
     }
 
     static BoundStore bound() {
@@ -101,7 +110,7 @@ public final class StoreHooks {
                             + "') stays on Connect's own path: the agent serves the first one only");
                     return;
                 }
-                bound = BoundStore.bind(store, (WorkerConfig) config, o);
+                bound = BoundStore.bind(store, (WorkerConfig) config, o, warnings);
             }
         } catch (Throwable t) {
             AgentLog.warn("could not bind the worker's status store (" + t + "): the worker runs on its own store", t);
@@ -221,8 +230,6 @@ public final class StoreHooks {
     }
 
     private static void fault(Throwable t) {
-        if (FAULT_LOGGED.compareAndSet(false, true)) {
-            AgentLog.warn("agent fault (the write went to Connect's own store; logged once)", t);
-        }
+        warnings.warn("fault " + t.getClass().getName(), "agent fault (the write went to Connect's own store)", t);
     }
 }

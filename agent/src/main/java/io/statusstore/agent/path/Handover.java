@@ -37,8 +37,10 @@ final class Handover {
     private long quiesceDeadline;
     private long connectSince = -1;
     private boolean everOnSidecar;
-    private boolean notQuietLogged;
-    private String lastConnectLine;
+    /** Whether the line on Connect's path not being quiet was logged since the agent was last on the sidecar. */
+    private boolean notQuietSaid;
+    /** The probe's reason last logged since the agent was last on the sidecar, or null. */
+    private String saidWhy;
     private String instance;
     /** An instance that answered what the agent cannot believe (rule 1): not given statuses again. */
     private String distrusted;
@@ -117,11 +119,14 @@ final class Handover {
             line = "the sidecar at " + client.url() + (refuses(e) ? " refuses the agent: " : " does not take "
                     + "statuses: ") + e.getMessage();
         }
-        if (!why.equals(lastConnectLine)) {
+        String cause = "probe " + why;
+        if (why.equals(saidWhy)) {
+            // Said again only when the reason changes: a repeat is counted in its reason's next line.
+            warnings.repeated(cause);
+        } else if (warnings.warn(cause, line + "; statuses stay on Connect's own path, checking again every "
+                + options.probeIntervalMs + " ms")) {
             // A reason that changes back and forth is still one line a minute per reason.
-            lastConnectLine = why;
-            warnings.warn("probe " + why, line + "; statuses stay on Connect's own path, checking again every "
-                    + options.probeIntervalMs + " ms");
+            saidWhy = why;
         }
     }
 
@@ -145,15 +150,16 @@ final class Handover {
             return false;
         }
         if (now() >= quiesceDeadline) {
-            router.toFencing("Connect's own path is not quiet");
+            router.toFencing(Leaving.Kind.NOT_QUIET, "Connect's own path is not quiet");
             nextProbeAt = now() + options.probeIntervalMs;
-            if (notQuietLogged) {
+            if (notQuietSaid) {
+                // Said once while the agent stays on Connect's path: a repeat is counted in the next such line.
+                warnings.repeated("not quiet");
                 return false;
             }
-            notQuietLogged = true;
-            warnings.warn("not quiet", "Connect's own status path still has writes in flight or queued to re-send "
-                    + "after " + options.quietTimeoutMs + " ms (quiet.timeout.ms): statuses stay on it; trying again in "
-                    + options.probeIntervalMs + " ms");
+            notQuietSaid = warnings.warn("not quiet", "Connect's own status path still has writes in flight or queued to "
+                    + "re-send after " + options.quietTimeoutMs + " ms (quiet.timeout.ms): statuses stay on it; trying "
+                    + "again in " + options.probeIntervalMs + " ms");
             return false;
         }
         Sender.pause(50);
@@ -169,9 +175,9 @@ final class Handover {
                 ? "back on the sidecar at " + where + " after " + (now - connectSince) + " ms on Connect's own path"
                 : "handing the worker's statuses to the sidecar at " + where);
         everOnSidecar = true;
-        notQuietLogged = false;
+        notQuietSaid = false;
         connectSince = -1;
-        lastConnectLine = null;
+        saidWhy = null;
     }
 
     /** An answer from the instance the request named, or a failed request: another one must not have taken it. */

@@ -53,8 +53,8 @@ final class Outcomes {
      * Applies the sidecar's answer to a request, once it is checked against what the agent sent: an item naming a
      * seq the request did not carry (or leaving one out), an outcome naming a seq never sent or a key other than its
      * seq's, make the whole answer a failed request (nothing of it applied). A write it says it wrote is to be read
-     * back by the worker's store by {@code readBackBy}. Returns the writes it refused for good (for one log line
-     * each).
+     * back by the worker's store by {@code readBackBy}. Returns the writes it refused for good (for the log, a line
+     * a minute).
      */
     List<AgentAnswer.Item> apply(List<StatusUpdate> batch, AgentAnswer answer, long now, long readBackBy)
             throws SidecarException {

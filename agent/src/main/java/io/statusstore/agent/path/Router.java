@@ -50,7 +50,7 @@ public final class Router {
     /** {@link #wakeOnWrite}. */
     private LongConsumer wakeOnWrite;
     private String workerId;
-    private String leaveReason;
+    private Leaving leaving;
     private boolean stopRequested;
     /** The sender's thread has ended: nothing moves the path back to the sidecar, and stop needs no one to wait for. */
     private boolean orphaned;
@@ -105,8 +105,8 @@ public final class Router {
         if (path == Path.STARTING && System.nanoTime() / 1_000_000 >= startingUntil) {
             leave(null);
         }
-        boolean leaving = path == Path.FENCING;
-        if (table.offer(update.withSeq(++lastSeq), !leaving)) {
+        boolean fencing = path == Path.FENCING;
+        if (table.offer(update.withSeq(++lastSeq), !fencing)) {
             if (path != Path.QUIESCING && path != Path.STARTING) {
                 signal();
             }
@@ -117,8 +117,8 @@ public final class Router {
             }
             return true;
         }
-        if (!leaving) {
-            leave("the agent's table is full (max.keys=" + maxKeys + ")");
+        if (!fencing) {
+            leave(new Leaving(Leaving.Kind.TABLE_FULL, "the agent's table is full (max.keys=" + maxKeys + ")"));
         }
         return false;
     }
@@ -215,8 +215,8 @@ public final class Router {
      * Applies the sidecar's answer to a request, once it is checked against what the agent sent: an item naming a
      * seq the request did not carry (or leaving one out), an outcome naming a seq never sent or a key other than its
      * seq's, make the whole answer a failed request (nothing of it applied). A write it says it wrote is to be read
-     * back by the worker's store by {@code readBackBy}. Returns the writes it refused for good (for one log line
-     * each).
+     * back by the worker's store by {@code readBackBy}. Returns the writes it refused for good (for the log, a line
+     * a minute).
      */
     synchronized List<AgentAnswer.Item> apply(List<StatusUpdate> batch, AgentAnswer answer, long now, long readBackBy)
             throws SidecarException {
@@ -328,17 +328,17 @@ public final class Router {
         return true;
     }
 
-    /** Leaves the sidecar (or the quiescing) for the fence, with the reason the sender logs. */
-    synchronized void toFencing(String reason) {
+    /** Leaves the sidecar (or the quiescing) for the fence, with the reason the sender logs and its kind. */
+    synchronized void toFencing(Leaving.Kind kind, String why) {
         if (path == Path.SIDECAR || path == Path.QUIESCING || path == Path.STARTING) {
-            leave(reason);
+            leave(new Leaving(kind, why));
         }
     }
 
-    /** The reason the path left the sidecar, once (the sender logs it). */
-    synchronized String takeLeaveReason() {
-        String reason = leaveReason;
-        leaveReason = null;
+    /** Why the path left the sidecar, once (the sender logs it), or null. */
+    synchronized Leaving takeLeaving() {
+        Leaving reason = leaving;
+        leaving = null;
         return reason;
     }
 
@@ -478,8 +478,8 @@ public final class Router {
     }
 
     /** Leaves for the fence; only leaving the sidecar is a switch of path, logged with its reason. */
-    private void leave(String reason) {
-        leaveReason = path == Path.SIDECAR ? reason : null;
+    private void leave(Leaving reason) {
+        leaving = path == Path.SIDECAR ? reason : null;
         path = Path.FENCING;
         table.moves().fence(sidecarFence);
         signal();

@@ -1,6 +1,5 @@
 package io.statusstore.agent.path;
 
-import io.statusstore.agent.AgentLog;
 import io.statusstore.agent.AgentOptions;
 import io.statusstore.agent.Warnings;
 import io.statusstore.agent.jmx.AgentMetrics;
@@ -74,7 +73,7 @@ public final class Sender implements Runnable {
     private final String clusterId;
     private final String statusTopic;
     private final String agentId = UUID.randomUUID().toString();
-    private final Warnings warnings = new Warnings();
+    private final Warnings warnings;
     private final OverdueCheck overdue;
     private final Handover handover;
     private final Wakes wakes;
@@ -100,13 +99,15 @@ public final class Sender implements Runnable {
     /** Until when (System.nanoTime) the unsent writes wait for more. */
     private long gatherUntilNs;
 
+    /** {@code warnings}: the agent's, shared with what else warns for the worker's store (one limit per cause). */
     public Sender(AgentOptions options, Router router, SidecarClient client, ConnectPath connect,
-                  AgentMetrics metrics, String clusterId, String statusTopic) {
+                  AgentMetrics metrics, Warnings warnings, String clusterId, String statusTopic) {
         this.options = options;
         this.router = router;
         this.client = client;
         this.connect = connect;
         this.metrics = metrics;
+        this.warnings = warnings;
         this.clusterId = clusterId;
         this.statusTopic = statusTopic;
         this.overdue = new OverdueCheck(router, connect, warnings);
@@ -154,7 +155,7 @@ public final class Sender implements Runnable {
     private void stepFailed(Throwable t) {
         warnings.warn("step " + t.getClass().getName(), "a step of the agent's sender failed (" + t
                 + "): statuses go through Connect's own path", t);
-        router.toFencing("a step of the agent's sender failed (" + t + ")");
+        router.toFencing(Leaving.Kind.STEP_FAILED, "a step of the agent's sender failed (" + t + ")");
         pause(FAILED_STEP_PAUSE_MS);
     }
 
@@ -165,7 +166,7 @@ public final class Sender implements Runnable {
     private void ended() {
         Thread.interrupted();
         router.orphan();
-        router.toFencing("the agent's sender thread ends");
+        router.toFencing(Leaving.Kind.SENDER_ENDS, "the agent's sender thread ends");
         while (router.path() == Router.Path.FENCING) {
             try {
                 onFencing();
@@ -201,7 +202,7 @@ public final class Sender implements Runnable {
 
     private void onQuiescing() {
         if (stopRequestedAt >= 0) {
-            router.toFencing("the worker's status store stops");
+            router.toFencing(Leaving.Kind.STOPS, "the worker's status store stops");
             return;
         }
         if (handover.onQuiescing()) {
@@ -221,15 +222,15 @@ public final class Sender implements Runnable {
         StatusUpdate unseen = router.verify(now);
         if (unseen != null) {
             handover.distrust();
-            router.toFencing("the sidecar at " + client.url() + " said it wrote the status of " + unseen.key + " (#"
-                    + unseen.seq + ") but the worker's own store has not read it back within " + handover.readBackMs()
-                    + " ms: it is not believed");
+            router.toFencing(Leaving.Kind.NOT_READ_BACK, "the sidecar at " + client.url() + " said it wrote the status "
+                    + "of " + unseen.key + " (#" + unseen.seq + ") but the worker's own store has not read it back within "
+                    + handover.readBackMs() + " ms: it is not believed");
             return;
         }
         String overdueWhy = overdue.leave(now, handover.outcomeBoundMs(), handover.readBackMs(), client.url());
         if (overdueWhy != null) {
             endLease();
-            router.toFencing(overdueWhy);
+            router.toFencing(Leaving.Kind.NO_OUTCOME, overdueWhy);
             return;
         }
         if (router.flushWaiting()) {
@@ -323,7 +324,8 @@ public final class Sender implements Runnable {
             }
             long answered = now();
             for (AgentAnswer.Item refused : router.apply(batch, answer, answered, answered + handover.readBackMs())) {
-                warnings.warn("refused " + refused.key, "the sidecar refused the status of " + refused.key
+                // One cause for every key: many statuses refused are a line a minute, with their count.
+                warnings.warn("refused", "the sidecar refused the status of " + refused.key
                         + " for good: " + refused.reason);
             }
             // Rule 5's evidence, from the sidecar itself: those writes are overdue now, not a poll and a second later.
@@ -349,8 +351,14 @@ public final class Sender implements Runnable {
             if (e.malformed) {
                 handover.distrust();
             }
-            router.toFencing("the sidecar at " + client.url() + (Handover.refuses(e) ? " refuses the agent: "
-                    : e.malformed ? " cannot be believed: " : " is away: ") + e.getMessage());
+            String sidecar = "the sidecar at " + client.url();
+            if (Handover.refuses(e)) {
+                router.toFencing(Leaving.Kind.REFUSES, sidecar + " refuses the agent: " + e.getMessage());
+            } else if (e.malformed) {
+                router.toFencing(Leaving.Kind.NOT_BELIEVED, sidecar + " cannot be believed: " + e.getMessage());
+            } else {
+                router.toFencing(Leaving.Kind.AWAY, sidecar + " is away: " + e.getMessage());
+            }
         }
     }
 
@@ -445,13 +453,15 @@ public final class Sender implements Runnable {
     }
 
     private void onFencing() throws InterruptedException {
-        String reason = router.takeLeaveReason();
+        Leaving reason = router.takeLeaving();
         long now = now();
         if (reason != null) {
             metrics.switched(false);
             long fence = router.nextFence(now);
-            AgentLog.warn("falling back to Connect's own status path: " + reason + "; of " + router.size()
-                    + " key(s) not yet settled, those with nothing at the sidecar go through Connect's producer now"
+            // Once a minute per kind of reason: a sidecar that flaps is a line a minute, with the count of switches.
+            warnings.warn("switch " + reason.kind, "falling back to Connect's own status path: " + reason.why
+                    + "; of " + router.size() + " key(s) not yet settled, those with nothing at the sidecar go through "
+                    + "Connect's producer now"
                     + (fence > now ? ", the others once nothing the sidecar took of them can land, in "
                     + (fence - now) + " ms" : ""));
             handover.leftSidecar(now);

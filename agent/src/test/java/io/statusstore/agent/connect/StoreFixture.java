@@ -1,6 +1,7 @@
 package io.statusstore.agent.connect;
 
 import io.statusstore.agent.AgentOptions;
+import io.statusstore.agent.Warnings;
 import io.statusstore.agent.path.FakeSidecar;
 import io.statusstore.agent.path.Router;
 import io.statusstore.agent.path.Topic;
@@ -80,9 +81,18 @@ final class StoreFixture {
     /** As {@link #armedStore(FakeSidecar, StubLog)}, its records serialized by {@code converter}. */
     static KafkaStatusBackingStore armedStore(FakeSidecar sidecar, StubLog log, JsonConverter converter)
             throws Exception {
+        return armedStore(sidecar, log, converter, "", new Warnings());
+    }
+
+    /**
+     * As {@link #armedStore(FakeSidecar, StubLog, JsonConverter)}, with {@code extra} options (",name=value..." or
+     * "") and the agent's lines through {@code warnings}.
+     */
+    static KafkaStatusBackingStore armedStore(FakeSidecar sidecar, StubLog log, JsonConverter converter, String extra,
+                                              Warnings warnings) throws Exception {
         StoreHooks.arm(AgentOptions.parse("url=" + sidecar.url() + ",lease.ms=1000,read.timeout.ms=500,"
-                + "connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,stop.timeout.ms=200",
-                Collections.<String, String>emptyMap()));
+                + "connect.timeout.ms=200,poll.interval.ms=50,probe.interval.ms=50,stop.timeout.ms=200" + extra,
+                Collections.<String, String>emptyMap()), warnings);
         KafkaStatusBackingStore store = new KafkaStatusBackingStore(Time.SYSTEM, converter, () -> null, "connect-it-");
         DistributedConfig config = workerConfig();
         store.configure(config);

@@ -37,7 +37,7 @@ public final class AgentLines {
     }
 
     /** How many lines were written so far, stack traces' included. */
-    int allLines() throws IOException {
+    public int allLines() throws IOException {
         String text = text();
         return text.isEmpty() ? 0 : text.split("\n").length;
     }

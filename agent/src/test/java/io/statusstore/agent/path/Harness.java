@@ -1,6 +1,7 @@
 package io.statusstore.agent.path;
 
 import io.statusstore.agent.AgentOptions;
+import io.statusstore.agent.Warnings;
 import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.sidecar.SidecarClient;
 import io.statusstore.agent.sidecar.Token;
@@ -11,6 +12,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -30,6 +32,9 @@ final class Harness implements AutoCloseable {
     final FakeSidecar sidecar = new FakeSidecar(topic);
     final FakeConnect connect = new FakeConnect(topic);
     final AgentMetrics metrics = new AgentMetrics();
+    /** How far the clock of the agent's warnings runs ahead of the real one ({@link #aMinutePasses}). */
+    private final AtomicLong warningsAhead = new AtomicLong();
+    final Warnings warnings = new Warnings(() -> System.nanoTime() / 1_000_000 + warningsAhead.get());
     final Map<String, String> newest = new LinkedHashMap<>();
     AgentOptions options;
     Router router;
@@ -57,11 +62,17 @@ final class Harness implements AutoCloseable {
         router = new Router(options.maxKeys, metrics, readBack);
         router.undoWith(connect);
         Sender sender = new Sender(options, router, new SidecarClient(options.url, Token.from(options.tokenFile, options.token),
-                options.connectTimeoutMs, options.readTimeoutMs, null), connect, metrics, "cluster-1", "connect-status");
+                options.connectTimeoutMs, options.readTimeoutMs, null), connect, metrics, warnings, "cluster-1",
+                "connect-status");
         thread = new Thread(sender, "test-sender");
         thread.setDaemon(true);
         thread.start();
         return this;
+    }
+
+    /** For the agent's warnings a minute passes: each cause may be said again, with the count of its repeats. */
+    void aMinutePasses() {
+        warningsAhead.addAndGet(Warnings.INTERVAL_MS);
     }
 
     /** Interrupts the sender's thread, as nothing in the worker ever should: it ends. */

@@ -134,7 +134,7 @@ public final class RouterBench {
             router.offer(task(i, "RUNNING"));
         }
         long began = System.nanoTime();
-        router.toFencing("the benchmark leaves");
+        router.toFencing(Leaving.Kind.STOPS, "the benchmark leaves");
         int drained = 0;
         StatusUpdate next;
         while ((next = router.takeReady(now())) != null) {

@@ -755,8 +755,8 @@ class SenderTest {
         h.topic.reader(readBack::read);
         h.router = new Router(h.options.maxKeys, h.metrics, readBack);
         Sender sender = new Sender(h.options, h.router, new SidecarClient(h.options.url, Token.from(null, null),
-                h.options.connectTimeoutMs, h.options.readTimeoutMs, null), h.connect, h.metrics, "cluster-1",
-                "connect-status");
+                h.options.connectTimeoutMs, h.options.readTimeoutMs, null), h.connect, h.metrics, h.warnings,
+                "cluster-1", "connect-status");
         sender.gatherMs = gatherMs;
         Thread thread = new Thread(sender, "test-sender");
         thread.setDaemon(true);
