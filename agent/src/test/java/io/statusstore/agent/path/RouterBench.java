@@ -4,6 +4,7 @@ import io.statusstore.agent.jmx.AgentMetrics;
 import io.statusstore.agent.sidecar.AgentAnswer;
 import io.statusstore.agent.status.StatusUpdate;
 
+import java.io.PrintStream;
 import java.lang.reflect.Constructor;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -29,7 +30,8 @@ import java.util.concurrent.locks.LockSupport;
  *   hands each to Connect's path: until the table is empty.</li>
  * </ul>
  *
- * One JSON line per measure and round on stdout. Run by {@code agent/bench.sh} (docs/BENCHMARKS.md).
+ * One JSON line per measure and round on stdout. Run by {@code agent/bench.sh} (docs/BENCHMARKS.md); RouterBenchTest
+ * runs it small, so that it keeps running as the classes it builds change.
  */
 public final class RouterBench {
     private static final int OUTCOMES_PER_ANSWER = 10;
@@ -40,22 +42,29 @@ public final class RouterBench {
     private static final long OFFER_EVERY_US = 50;
 
     private final int keys;
+    private final PrintStream out;
     private final Constructor<AgentAnswer> answers;
 
-    private RouterBench(int keys) throws ReflectiveOperationException {
+    RouterBench(int keys, PrintStream out) throws ReflectiveOperationException {
         this.keys = keys;
-        this.answers = AgentAnswer.class.getDeclaredConstructor(String.class, List.class, List.class);
+        this.out = out;
+        // The answer as AgentAnswer.parse makes it (instance, accepted, outcomes, timed out), without the JSON.
+        this.answers = AgentAnswer.class.getDeclaredConstructor(String.class, List.class, List.class, List.class);
         answers.setAccessible(true);
     }
 
     public static void main(String[] args) throws Exception {
         int keys = args.length > 0 ? Integer.parseInt(args[0]) : 10_000;
         int rounds = args.length > 1 ? Integer.parseInt(args[1]) : 3;
-        RouterBench bench = new RouterBench(keys);
+        new RouterBench(keys, System.out).run(rounds);
+    }
+
+    /** Every measure, {@code rounds} times. */
+    void run(int rounds) throws Exception {
         for (int round = 1; round <= rounds; round++) {
-            bench.offers(round);
-            bench.drainThroughSidecar(round);
-            bench.drainThroughConnect(round);
+            offers(round);
+            drainThroughSidecar(round);
+            drainThroughConnect(round);
         }
     }
 
@@ -196,7 +205,7 @@ public final class RouterBench {
     }
 
     private AgentAnswer answer(List<AgentAnswer.Item> accepted, List<AgentAnswer.Item> outcomes) throws Exception {
-        return answers.newInstance("bench", accepted, outcomes);
+        return answers.newInstance("bench", accepted, outcomes, Collections.<Long>emptyList());
     }
 
     private static StatusUpdate task(int i, String state) {
@@ -221,7 +230,7 @@ public final class RouterBench {
     }
 
     private void print(int round, String measure, String figures) {
-        System.out.println("{\"round\": " + round + ", \"measure\": \"" + measure + "\", \"keys\": " + keys + ", "
+        out.println("{\"round\": " + round + ", \"measure\": \"" + measure + "\", \"keys\": " + keys + ", "
                 + figures + "}");
     }
 }
