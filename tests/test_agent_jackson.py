@@ -1,7 +1,8 @@
 """The agent's JSON is the worker's own Jackson (jackson-core from the class path the agent was loaded from), never
 one of its own: its jar carries none, and on a class path without Jackson the real ``-javaagent`` attach says so in
 one line and leaves the JVM alone; attached on the command line (as KAFKA_OPTS puts it) or through
-JAVA_TOOL_OPTIONS, it finds each Connect line's jackson-core. The agent's Maven build runs its JSON tests on both
+JAVA_TOOL_OPTIONS, it finds each Connect line's jackson-core, and given both ways at once it keeps the first. The
+agent's Maven build runs its JSON tests on both
 lines' Jackson (a surefire execution per version); tests/test_agent_live.py runs a real worker of each line."""
 
 from __future__ import annotations
@@ -74,3 +75,20 @@ def test_attached_either_way_the_agent_uses_the_jackson_of_the_class_path(line: 
     assert len(lines) == 1, stderr
     assert "attached (status-store-agent " in lines[0], lines
     assert f", jackson-core {version};" in lines[0], lines
+
+
+def test_given_both_through_java_tool_options_and_on_the_command_line_the_first_holds_and_the_second_says_so(
+        tmp_path: Path) -> None:
+    """A platform's JAVA_TOOL_OPTIONS and a user's KAFKA_OPTS (the command line) may both carry the agent: the JVM
+    starts the one in JAVA_TOOL_OPTIONS first, whose options hold; the second says in one line that it is ignored."""
+    [jar] = sorted(kafka_line("kafka-4").directory.glob("jackson-core-*.jar"))
+    env = {name: value for name, value in os.environ.items() if name != "JAVA_TOOL_OPTIONS"}
+    env["JAVA_TOOL_OPTIONS"] = javaagent("http://127.0.0.1:9", {"max.keys": "123"})
+    lines, stderr = run_main(tmp_path, ["-cp", str(jar), javaagent("http://127.0.0.1:7", {"max.keys": "456"})], env)
+    assert len(lines) == 2, stderr
+    assert "attached (status-store-agent " in lines[0], lines
+    assert "url=http://127.0.0.1:9, " in lines[0], lines
+    assert "max.keys=123" in lines[0], lines
+    assert "given twice to this JVM (KAFKA_OPTS and JAVA_TOOL_OPTIONS both name it?): the second is ignored" in lines[1]
+    assert "127.0.0.1:7" not in stderr, stderr
+    assert "max.keys=456" not in stderr, stderr
