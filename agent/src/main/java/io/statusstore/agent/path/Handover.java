@@ -93,6 +93,7 @@ final class Handover {
         nextProbeAt = now + options.probeIntervalMs;
         String why;
         String line;
+        boolean asked = false;
         try {
             SidecarIdentity identity = client.identify();
             why = identity.mismatch(clusterId, statusTopic);
@@ -105,6 +106,7 @@ final class Handover {
                 // request proves the token and the agent route, before anything is handed over.
                 client.ready();
                 instance = identity.instance;
+                asked = true;
                 List<StatusUpdate> none = Collections.emptyList();
                 router.apply(none, checked(client.post(AgentRequest.encode(agentId, router.workerId(), instance,
                         router.ack(), options.leaseMs, System.currentTimeMillis(), false, 0, none))), now, now);
@@ -115,9 +117,16 @@ final class Handover {
             }
             line = "the sidecar at " + client.url() + " " + why;
         } catch (SidecarException e) {
-            why = refuses(e) ? "refuses " + e.status : e.status == 503 ? "not ready" : "unreachable";
-            line = "the sidecar at " + client.url() + (refuses(e) ? " refuses the agent: " : " does not take "
-                    + "statuses: ") + e.getMessage();
+            boolean unbelieved = asked && e.malformed;
+            if (unbelieved) {
+                // The instance's answer to the probe's request cannot be checked (rule 1): as after any other
+                // request, it gets no statuses until it restarts, though it may answer well at the next probe.
+                distrust();
+            }
+            why = unbelieved ? "cannot be believed" : refuses(e) ? "refuses " + e.status
+                    : e.status == 503 ? "not ready" : "unreachable";
+            line = "the sidecar at " + client.url() + (unbelieved ? " cannot be believed: "
+                    : refuses(e) ? " refuses the agent: " : " does not take statuses: ") + e.getMessage();
         }
         String cause = "probe " + why;
         if (why.equals(saidWhy)) {

@@ -131,6 +131,8 @@ public final class FakeSidecar {
     private long leaseUntil = Long.MAX_VALUE;
     private boolean finalSeen;
     private int gets;
+    /** Every POST /agent/statuses that reached it, answered in whatever way. */
+    private int statusRequests;
     private final List<Map<?, ?>> wakesTaken = new ArrayList<>();
     private int wokenAnswers;
     private int notFound;
@@ -244,6 +246,10 @@ public final class FakeSidecar {
             count += session.pending.size();
         }
         return count;
+    }
+
+    synchronized int statusRequests() {
+        return statusRequests;
     }
 
     synchronized int gets() {
@@ -399,6 +405,9 @@ public final class FakeSidecar {
                     error(exchange, r.status, r.getMessage());
                 }
                 return;
+            }
+            synchronized (this) {
+                statusRequests++;
             }
             Answering how = answering;
             if (how == Answering.UNAVAILABLE) {

@@ -32,6 +32,43 @@ class UncheckedAnswerTest {
         }
     }
 
+    /**
+     * The probe's empty request answered with what cannot be checked: that instance gets no statuses, not at this
+     * probe nor at a later one where it answers well (rule 1), as on an answer to a request with statuses. It was
+     * handed the statuses at the next probe before (the probe did not distrust it).
+     */
+    @ParameterizedTest
+    @EnumSource(value = FakeSidecar.Answering.class, names = {"WRONG_SHAPE", "DEEP"})
+    void anInstanceWhoseProbeAnswerCannotBeCheckedGetsNoStatusesThoughItAnswersWellLater(FakeSidecar.Answering fault)
+            throws Exception {
+        AgentLines log = new AgentLines();
+        Harness h = new Harness();
+        h.sidecar.answering = fault;
+        try {
+            h.start("");
+            Harness.await(() -> h.sidecar.statusRequests() >= 1, 2_000, "the probe's empty request");
+            h.sidecar.answering = FakeSidecar.Answering.OK;
+            int probed = h.sidecar.statusRequests();
+            // The probe interval is 50 ms: a dozen probes, any of which would hand over to this instance.
+            Thread.sleep(600);
+            assertEquals(probed, h.sidecar.statusRequests(), "no request goes to the instance again");
+            assertEquals(Router.Path.CONNECT, h.router.path());
+            h.write("c", 0, "RUNNING");
+            h.awaitNewestLanded(2_000);
+            assertTrue(h.sidecarWrites().isEmpty(), "written through Connect: " + h.topic.records());
+            assertFalse(log.lines().stream().anyMatch(l -> l.contains("handing the worker's statuses")),
+                    log.lines().toString());
+            assertTrue(log.lines().stream().anyMatch(l -> l.contains("answered what the agent cannot believe")),
+                    "the probe says why: " + log.lines());
+            // Restarted, a new instance is believed again.
+            h.sidecar.stop();
+            h.sidecar.start();
+            h.awaitPath(Router.Path.SIDECAR, 3_000);
+        } finally {
+            h.close();
+        }
+    }
+
     @Test
     void aSidecarThatTricklesItsAnswerIsLeftAtTheRequestsDeadline() throws Exception {
         AgentLines log = new AgentLines();
