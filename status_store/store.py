@@ -375,12 +375,20 @@ class StatusStore:
             return None
         # Room was checked above, for this write.
         rules = _ConnectRules(own, entry, status, safe, lease)
-        return self._queue.submit(StatusUpdate(key, value, kind, rules, safe, spooled=lease is None), True)
+        return self._leased(StatusUpdate(key, value, kind, rules, safe, spooled=lease is None), lease, True)
 
     def _submit(self, key: str, value: bytes | None, kind: UpdateKind, lease: Lease | None = None) -> StatusUpdate:
         if lease is None:
             return self._queue.submit(StatusUpdate(key, value, kind))
-        return self._queue.submit(StatusUpdate(key, value, kind, _LeaseRule(lease), spooled=False))
+        return self._leased(StatusUpdate(key, value, kind, _LeaseRule(lease), spooled=False), lease)
+
+    def _leased(self, update: StatusUpdate, lease: Lease | None, room_checked: bool = False) -> StatusUpdate:
+        """Submit a write, unless its writer's lease ended already (a request that arrived after its own lease): then
+        it is settled at once, never sent (the queue asks the lease only before a write that waited, or a retry), and
+        takes no other write's place."""
+        if lease is not None and (ended := lease()) is not None:
+            return self._queue.supersede(update, ended)
+        return self._queue.submit(update, room_checked)
 
     @property
     def exhausted(self) -> ExhaustedStats:

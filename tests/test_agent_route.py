@@ -427,3 +427,24 @@ async def test_a_wake_answers_whether_the_sessions_answers_stop_waiting(
     response = await wake(agent="agent-1", seq=0)
     assert response.status_code == 422
     assert "seq" in response.json()["message"]
+
+
+async def test_a_write_taken_by_a_request_that_arrives_after_its_own_lease_is_never_sent(
+        served: tuple[StatusStore, httpx.AsyncClient]) -> None:
+    # A request held on its way (or by a sidecar whose loop hung) past its own lease, which runs from when it was sent:
+    # its agent got no answer within its deadline, left, and writes the request's keys through Connect after their
+    # fence (that request's sending + lease.ms + the write bound + 1 s). The sidecar starts no write of a session after
+    # its lease: one started on arrival here could land a write bound later, after Connect's newer write of the key.
+    # Before, the write was sent at once: the lease was asked only before a retry or a write that waited.
+    store, http = served
+    agent = Agent(http, store)
+    answer = await agent.send(agent.item(**connector("c")), lease_ms=1_000,
+                              sent_at_ms=int(time.time() * 1000) - 5_000)
+    assert answer["accepted"] == [{"seq": 1, "result": "pending"}]
+    await store.flush(WAIT)
+    await store.read_your_writes(WAIT)
+    assert b"status-connector-c" not in last_values(store)
+    assert store.queue.attempts_total == 0
+    outcome = (await agent.settled(1))[1]
+    assert outcome["result"] == "expired", outcome
+    assert "the agent's again" in outcome["reason"]
