@@ -76,9 +76,10 @@ public final class AgentOptions {
         this.token = token;
         this.tokenFile = token == null ? null : values.get("token.file");
         this.maxKeys = (int) number(values, "max.keys", 10_000, 1, Integer.MAX_VALUE);
-        this.batchSize = (int) number(values, "batch.size", 500, 1, 100_000);
+        // The sidecar takes at most 10,000 updates a request and a lease of at most an hour (PROTOCOL.md).
+        this.batchSize = (int) number(values, "batch.size", 500, 1, 10_000);
         this.fallbackAfterMs = number(values, "fallback.after.ms", 15_000, 0, Long.MAX_VALUE);
-        this.leaseMs = number(values, "lease.ms", 4_000, 1, Long.MAX_VALUE);
+        this.leaseMs = number(values, "lease.ms", 4_000, 1, 3_600_000);
         this.connectTimeoutMs = (int) number(values, "connect.timeout.ms", 500, 1, Integer.MAX_VALUE);
         this.readTimeoutMs = (int) number(values, "read.timeout.ms", 2_000, 1, Integer.MAX_VALUE);
         this.pollIntervalMs = number(values, "poll.interval.ms", 1_000, 1, Long.MAX_VALUE);

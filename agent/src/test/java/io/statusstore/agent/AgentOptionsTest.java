@@ -75,6 +75,12 @@ class AgentOptionsTest {
         assertEquals("option 'max.keys' given twice", error("max.keys=1,max.keys=2", NO_ENV));
         assertEquals("max.keys='ten' is not a whole number", error("max.keys=ten", NO_ENV));
         assertEquals("max.keys=0 is out of range [1, 2147483647]", error("max.keys=0", NO_ENV));
+        // The sidecar takes a lease of at most an hour and 10,000 updates a request (422 above, PROTOCOL.md): an agent
+        // given more would never hand a status over, each probe answered 422. Refused here, naming the key.
+        assertEquals("lease.ms=3600001 is out of range [1, 3600000]", error("lease.ms=3600001", NO_ENV));
+        assertEquals("batch.size=10001 is out of range [1, 10000]", error("batch.size=10001", NO_ENV));
+        assertEquals(3_600_000, AgentOptions.parse("lease.ms=3600000", NO_ENV).leaseMs);
+        assertEquals(10_000, AgentOptions.parse("batch.size=10000", NO_ENV).batchSize);
         assertTrue(error("url=ftp://x", NO_ENV).contains("is not http:// or https://"));
         assertTrue(error("url=nonsense", NO_ENV).startsWith("url 'nonsense' is not a URL"));
         assertTrue(error("lease.ms=1000", NO_ENV).startsWith("lease.ms=1000 must exceed connect.timeout.ms + read.timeout.ms + poll.interval.ms (3500)"));
