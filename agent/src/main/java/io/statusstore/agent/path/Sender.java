@@ -400,7 +400,11 @@ public final class Sender implements Runnable {
             askOutcomesUntil = fence;
             nextAskAt = answered;
         } catch (SidecarException e) {
-            // The fence of the requests before it stands.
+            // The fence of the requests before it stands. An answer that cannot be checked (rule 1): as after any other
+            // request, the instance gets no statuses until it restarts, though it reads its topics again.
+            if (e.malformed) {
+                handover.distrust();
+            }
         }
     }
 
