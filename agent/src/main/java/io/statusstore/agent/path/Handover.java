@@ -42,6 +42,8 @@ final class Handover {
     /** The probe's reason last logged since the agent was last on the sidecar, or null. */
     private String saidWhy;
     private String instance;
+    /** When the probe's empty request was last answered (ms): writes go only to a sidecar that answered just before. */
+    private long probeAnsweredAt = Long.MIN_VALUE / 2;
     /** An instance that answered what the agent cannot believe (rule 1): not given statuses again. */
     private String distrusted;
     // The sidecar's write bound (GET /): how long after its lease a write it started may still land.
@@ -68,6 +70,14 @@ final class Handover {
     /** The instance written to answered what the agent cannot believe: it gets no statuses until it restarts. */
     void distrust() {
         distrusted = instance;
+    }
+
+    /**
+     * When the probe's empty request was answered (ms): the last answer of the sidecar the agent arrives at, however
+     * long Connect's own path took to go quiet since.
+     */
+    long probeAnsweredAt() {
+        return probeAnsweredAt;
     }
 
     /** The agent left the sidecar at {@code now} (for the line saying how long it was away when it is back). */
@@ -110,6 +120,7 @@ final class Handover {
                 List<StatusUpdate> none = Collections.emptyList();
                 router.apply(none, checked(client.post(AgentRequest.encode(agentId, router.workerId(), instance,
                         router.ack(), options.leaseMs, System.currentTimeMillis(), false, 0, none))), now, now);
+                probeAnsweredAt = now();
                 writeBoundMs = identity.writeBoundMs;
                 quiesceDeadline = now + options.quietTimeoutMs;
                 router.toQuiescing();

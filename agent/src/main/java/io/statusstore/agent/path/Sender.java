@@ -207,8 +207,10 @@ public final class Sender implements Runnable {
         }
         if (handover.onQuiescing()) {
             overdue.reset();
-            lastAnswerAt = now();
-            nextPollAt = lastAnswerAt;
+            // Its last answer was the probe's: if Connect's path took longer than LIVE_MS to go quiet since, an empty
+            // request goes before the writes that waited (rule 3), as after any idle time.
+            lastAnswerAt = handover.probeAnsweredAt();
+            nextPollAt = now();
         }
     }
 

@@ -175,6 +175,50 @@ class SenderTest {
         }
     }
 
+    /**
+     * New writes go only in a request to a sidecar that answered within the last 250 ms (rule 3), on arriving at the
+     * sidecar too: Connect's own path took a while to go quiet after the probe was answered, and the sidecar hung
+     * meanwhile. An empty request goes first; unanswered, the writes that waited in the table have nothing at the
+     * sidecar and go through Connect at once. Before, the agent counted its arrival as an answer and sent them in a
+     * request that went unanswered, so their keys waited out the fence (the lease and a second after that request).
+     */
+    @Test
+    void writesThatWaitedForConnectsPathToGoQuietGoOnlyToASidecarThatAnsweredJustBefore() throws Exception {
+        try (Harness h = new Harness()) {
+            h.sidecar.clusterId = "not-yet";
+            h.start("");
+            h.awaitPath(Router.Path.CONNECT, 2_000);
+            // On Connect's own path, whose producer keeps re-sending v1 (an outage).
+            h.connect.holding = true;
+            assertFalse(h.write("c", 0, "RUNNING"));
+            h.sidecar.clusterId = "cluster-1";
+            h.awaitPath(Router.Path.QUIESCING, 2_000);
+            int probed = h.sidecar.statusRequests();
+            // The sidecar hangs while Connect's path is not quiet: it answers no request within its deadline (300 ms).
+            h.sidecar.lateMs = 1_500;
+            h.sidecar.answering = FakeSidecar.Answering.LATE;
+            assertTrue(h.write("c", 0, "PAUSED"), "while quiescing, writes wait in the table");
+            assertTrue(h.write("d", 0, "RUNNING"));
+            Thread.sleep(400);
+            long released = FakeSidecar.now();
+            h.connect.release();
+            Harness.await(() -> h.topic.latest().containsKey("status-task-d-0"), 3_000, "d-0 through Connect");
+            h.awaitNewestLanded(3_000);
+            long written = h.connectWrites().get(h.connectWrites().size() - 1).at;
+            // The empty request's deadline (300 ms), not the fence of a request that carried them (400 ms + 1 s).
+            assertTrue(written - released < 1_000, "the writes waited " + (written - released) + " ms for Connect's "
+                    + "path: " + h.topic.records());
+            Thread.sleep(h.sidecar.lateMs);
+            List<Map<?, ?>> posts = h.sidecar.posts();
+            assertTrue(posts.size() > probed, "the empty request reached the hung sidecar: " + posts);
+            for (Map<?, ?> post : posts.subList(probed, posts.size())) {
+                assertTrue(((List<?>) post.get("updates")).isEmpty(), "a write went to a sidecar that had not answered "
+                        + "for " + "over 250 ms: " + post);
+            }
+            assertTrue(h.sidecarWrites().isEmpty(), h.topic.records().toString());
+        }
+    }
+
     @Test
     void aWriteTheSidecarMadeIsSettledOnItsOwnAnswerSoItsKeyIsNotFencedWhenTheSidecarDies() throws Exception {
         // The sidecar writes c-0 at once, as Kafka acknowledges a write within moments, but the outcome of a write
