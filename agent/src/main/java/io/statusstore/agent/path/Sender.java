@@ -303,7 +303,7 @@ public final class Sender implements Runnable {
         long sentAtMs = System.currentTimeMillis();
         long previousPostAt = lastPostAt;
         lastPostAt = now;
-        router.posting(handover.fenceAfter(now));
+        long fenceBefore = router.posting(handover.fenceAfter(now));
         // The answer waits for the outcomes of what the session has at the sidecar (OUTCOME_WAIT_MS; an older sidecar
         // answers at once). Connect's flush waits for every write taken so far: its next poll follows FLUSH_POLL_MS
         // after this one. A final request does not wait: the sidecar owns what it holds from then on.
@@ -340,7 +340,7 @@ public final class Sender implements Runnable {
             if (!e.reached || e.status == 409) {
                 // Refused at connect, or by another instance: it renewed no lease, so the fence need not wait for it.
                 lastPostAt = previousPostAt;
-                router.posting(handover.fenceAfter(previousPostAt));
+                router.notPosted(fenceBefore);
             }
             if (e.status == 409 && handover.restarted(batch, previousPostAt)) {
                 lastAnswerAt = now();

@@ -219,6 +219,36 @@ class SenderTest {
         }
     }
 
+    /**
+     * A request refused at connect never reached the sidecar and renewed no lease: a key with a write there waits for
+     * the fence of the last request that may have reached it (rule 3), not of the refused one. Here the worker's store
+     * has not read back c-0, which the sidecar said it wrote (its consumer lags), and the agent was idle 600 ms when the
+     * sidecar died. Before, the refused request's fence stood (the sender's reset of it did nothing), and c-0 waited
+     * those 600 ms more.
+     */
+    @Test
+    void aRequestRefusedAtConnectDoesNotPushBackTheFenceOfTheKeysAtTheSidecar() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            // The worker's store reads nothing more for now: what the sidecar says it wrote is not read back.
+            h.topic.reader((key, value) -> { });
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.sidecarWrites().size() == 1 && h.sidecar.posts().size() >= 2, 2_000,
+                    "c-0 written by the sidecar");
+            Thread.sleep(600);
+            // The last request that reached it (its write bound is 0 here).
+            long fence = h.sidecar.leaseEnd() + Sender.FENCE_MARGIN_MS;
+            h.sidecar.stop();
+            h.write("d", 0, "RUNNING");
+            Harness.await(() -> h.connectWrites().stream().anyMatch(r -> r.key.equals("status-task-c-0")), 4_000,
+                    "c-0 through Connect");
+            long written = h.connectWrites().stream().filter(r -> r.key.equals("status-task-c-0")).findFirst().get().at;
+            assertTrue(written < fence + 250, "c-0 went through Connect " + (written - fence) + " ms after the fence of "
+                    + "the last request that reached the sidecar: " + h.topic.records());
+            h.awaitNewestLanded(1_000);
+        }
+    }
+
     @Test
     void aWriteTheSidecarMadeIsSettledOnItsOwnAnswerSoItsKeyIsNotFencedWhenTheSidecarDies() throws Exception {
         // The sidecar writes c-0 at once, as Kafka acknowledges a write within moments, but the outcome of a write
