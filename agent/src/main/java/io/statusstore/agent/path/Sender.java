@@ -85,6 +85,8 @@ public final class Sender implements Runnable {
     private long lastHeldAt = Long.MIN_VALUE / 2;
     private long nextPollAt;
     private long stopRequestedAt = -1;
+    /** Until when (ms) a fresh store's first writes wait for the first exchange, which ends by then. */
+    private long startingUntil = Long.MAX_VALUE;
     private boolean finalSent;
     /**
      * Leaving a sidecar that answered the end of the session's lease: until when (its fence) the agent asks it for the
@@ -118,7 +120,8 @@ public final class Sender implements Runnable {
     @Override
     public void run() {
         // A fresh store's first writes wait for the first exchange (Router.Path.STARTING) one request deadline at most.
-        router.startingUntil(now() + options.connectTimeoutMs + options.readTimeoutMs);
+        startingUntil = now() + options.connectTimeoutMs + options.readTimeoutMs;
+        router.startingUntil(startingUntil);
         try {
             while (router.path() != Router.Path.STOPPED) {
                 try {
@@ -143,7 +146,7 @@ public final class Sender implements Runnable {
         }
         switch (router.path()) {
             case STARTING: onStarting(); break;
-            case CONNECT: onConnect(); break;
+            case CONNECT: onConnect(Long.MAX_VALUE); break;
             case QUIESCING: onQuiescing(); break;
             case SIDECAR: onSidecar(); break;
             case FENCING: onFencing(); break;
@@ -187,17 +190,18 @@ public final class Sender implements Runnable {
      */
     private void onStarting() throws InterruptedException {
         if (stopRequestedAt < 0) {
-            onConnect();
+            // The first exchange ends within the writes' bound (GET /, GET /ready and the empty request together).
+            onConnect(startingUntil);
         }
         router.leaveStarting();
     }
 
-    private void onConnect() throws InterruptedException {
+    private void onConnect(long until) throws InterruptedException {
         if (stopRequestedAt >= 0) {
             router.finish();
             return;
         }
-        handover.onConnect();
+        handover.onConnect(until);
     }
 
     private void onQuiescing() {

@@ -134,6 +134,32 @@ class SenderTest {
         }
     }
 
+    /**
+     * A fresh store's first writes wait for the agent's first exchange one request deadline at most (1,150 ms here):
+     * GET /, GET /ready and the empty request each answered within their own deadline (700 ms each), but together
+     * later than that. Before, the first exchange went on past the bound (each call had a whole deadline of its own)
+     * and handed the writes that waited to the sidecar 2.1 s after the start.
+     */
+    @Test
+    void aFreshStoresFirstWritesWaitOneRequestDeadlineAtMostForASlowFirstExchange() throws Exception {
+        Harness h = new Harness();
+        h.sidecar.getLateMs = 700;
+        h.sidecar.lateMs = 700;
+        h.sidecar.answering = FakeSidecar.Answering.LATE;
+        h.sidecar.start();
+        try {
+            long started = FakeSidecar.now();
+            h.start("read.timeout.ms=1000,lease.ms=2000");
+            assertTrue(h.write("c", 0, "RUNNING"), "the first write waits for the first exchange");
+            h.awaitNewestLanded(5_000);
+            Topic.Record first = h.topic.records().get(0);
+            assertEquals("connect", first.via, "not handed over within the bound: " + h.topic.records());
+            assertTrue(first.at - started < 1_150 + 300, "the first write waited " + (first.at - started) + " ms");
+        } finally {
+            h.close();
+        }
+    }
+
     @Test
     void aFreshStoresFirstWritesTakeConnectsPathWhenNoSidecarAnswers() throws Exception {
         try (Harness h = new Harness()) {
