@@ -465,6 +465,11 @@ public final class Sender implements Runnable {
     private void onFencing() throws InterruptedException {
         Leaving reason = router.takeLeaving();
         long now = now();
+        if (router.verify(now) != null) {
+            // Rule 4 still holds once the agent left for another reason: a write the sidecar said it wrote and the
+            // worker's store did not read back in time (it goes through Connect at its fence) marks that instance.
+            handover.distrust();
+        }
         if (reason != null) {
             metrics.switched(false);
             long fence = router.nextFence(now);
