@@ -269,7 +269,7 @@ class SenderTest {
             Harness.await(() -> h.connectWrites().stream().anyMatch(r -> r.key.equals("status-task-c-0")), 4_000,
                     "c-0 through Connect");
             long written = h.connectWrites().stream().filter(r -> r.key.equals("status-task-c-0")).findFirst().get().at;
-            assertTrue(written < fence + 250, "c-0 went through Connect " + (written - fence) + " ms after the fence of "
+            assertTrue(written < fence + 400, "c-0 went through Connect " + (written - fence) + " ms after the fence of "
                     + "the last request that reached the sidecar: " + h.topic.records());
             h.awaitNewestLanded(1_000);
         }
