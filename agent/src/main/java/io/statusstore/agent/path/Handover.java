@@ -42,6 +42,8 @@ final class Handover {
     /** The probe's reason last logged since the agent was last on the sidecar, or null. */
     private String saidWhy;
     private String instance;
+    /** When the probe's empty request was last answered (ms): writes go only to a sidecar that answered just before. */
+    private long probeAnsweredAt = Long.MIN_VALUE / 2;
     /** An instance that answered what the agent cannot believe (rule 1): not given statuses again. */
     private String distrusted;
     // The sidecar's write bound (GET /): how long after its lease a write it started may still land.
@@ -70,6 +72,14 @@ final class Handover {
         distrusted = instance;
     }
 
+    /**
+     * When the probe's empty request was answered (ms): the last answer of the sidecar the agent arrives at, however
+     * long Connect's own path took to go quiet since.
+     */
+    long probeAnsweredAt() {
+        return probeAnsweredAt;
+    }
+
     /** The agent left the sidecar at {@code now} (for the line saying how long it was away when it is back). */
     void leftSidecar(long now) {
         connectSince = now;
@@ -80,8 +90,11 @@ final class Handover {
         nextProbeAt = now + options.probeIntervalMs;
     }
 
-    /** A step on CONNECT (or STARTING): the sidecar is asked, every probe interval, whether it takes statuses now. */
-    void onConnect() throws InterruptedException {
+    /**
+     * A step on CONNECT (or STARTING): the sidecar is asked, every probe interval, whether it takes statuses now; its
+     * calls end by {@code until} (ms; on STARTING, the bound of the first writes' wait), each within its own deadline.
+     */
+    void onConnect(long until) throws InterruptedException {
         long now = now();
         if (connectSince < 0) {
             connectSince = now;
@@ -95,7 +108,7 @@ final class Handover {
         String line;
         boolean asked = false;
         try {
-            SidecarIdentity identity = client.identify();
+            SidecarIdentity identity = client.identify(left(until));
             why = identity.mismatch(clusterId, statusTopic);
             if (why == null && identity.instance.equals(distrusted)) {
                 why = "(instance " + distrusted + ") answered what the agent cannot believe: it gets no statuses "
@@ -104,12 +117,14 @@ final class Handover {
             if (why == null) {
                 // Its cache has read the status topic to its end (put_safe is judged against it), and an empty
                 // request proves the token and the agent route, before anything is handed over.
-                client.ready();
+                client.ready(left(until));
                 instance = identity.instance;
                 asked = true;
                 List<StatusUpdate> none = Collections.emptyList();
                 router.apply(none, checked(client.post(AgentRequest.encode(agentId, router.workerId(), instance,
-                        router.ack(), options.leaseMs, System.currentTimeMillis(), false, 0, none))), now, now);
+                        router.ack(), options.leaseMs, System.currentTimeMillis(), false, 0, none), left(until))),
+                        now, now);
+                probeAnsweredAt = now();
                 writeBoundMs = identity.writeBoundMs;
                 quiesceDeadline = now + options.quietTimeoutMs;
                 router.toQuiescing();
@@ -251,6 +266,11 @@ final class Handover {
     /** As {@link #fenceAfter}, for a request that asked for a lease of {@code leaseMs}. */
     long fenceAfterLease(long postedAt, long leaseMs) {
         return postedAt + leaseMs + writeBoundMs + Sender.FENCE_MARGIN_MS;
+    }
+
+    /** How long until {@code until} (ms); Long.MAX_VALUE: no bound. */
+    private static long left(long until) {
+        return until == Long.MAX_VALUE ? Long.MAX_VALUE : until - now();
     }
 
     private static long now() {

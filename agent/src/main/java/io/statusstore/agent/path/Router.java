@@ -162,8 +162,18 @@ public final class Router {
      * A request goes now: until {@code fence} the sidecar may write what it took of this session (its lease runs
      * from this request, and a write it starts within the lease lands within its write bound, or never).
      */
-    synchronized void posting(long fence) {
+    synchronized long posting(long fence) {
+        long before = sidecarFence;
         sidecarFence = Math.max(sidecarFence, fence);
+        return before;
+    }
+
+    /**
+     * The request {@link #posting} announced surely never reached the sidecar (refused at connect, or by another
+     * instance): it renewed no lease, so the fence is again {@code before}, what {@link #posting} returned.
+     */
+    synchronized void notPosted(long before) {
+        sidecarFence = before;
     }
 
     /**

@@ -85,6 +85,8 @@ public final class Sender implements Runnable {
     private long lastHeldAt = Long.MIN_VALUE / 2;
     private long nextPollAt;
     private long stopRequestedAt = -1;
+    /** Until when (ms) a fresh store's first writes wait for the first exchange, which ends by then. */
+    private long startingUntil = Long.MAX_VALUE;
     private boolean finalSent;
     /**
      * Leaving a sidecar that answered the end of the session's lease: until when (its fence) the agent asks it for the
@@ -118,7 +120,8 @@ public final class Sender implements Runnable {
     @Override
     public void run() {
         // A fresh store's first writes wait for the first exchange (Router.Path.STARTING) one request deadline at most.
-        router.startingUntil(now() + options.connectTimeoutMs + options.readTimeoutMs);
+        startingUntil = now() + options.connectTimeoutMs + options.readTimeoutMs;
+        router.startingUntil(startingUntil);
         try {
             while (router.path() != Router.Path.STOPPED) {
                 try {
@@ -143,7 +146,7 @@ public final class Sender implements Runnable {
         }
         switch (router.path()) {
             case STARTING: onStarting(); break;
-            case CONNECT: onConnect(); break;
+            case CONNECT: onConnect(Long.MAX_VALUE); break;
             case QUIESCING: onQuiescing(); break;
             case SIDECAR: onSidecar(); break;
             case FENCING: onFencing(); break;
@@ -187,17 +190,18 @@ public final class Sender implements Runnable {
      */
     private void onStarting() throws InterruptedException {
         if (stopRequestedAt < 0) {
-            onConnect();
+            // The first exchange ends within the writes' bound (GET /, GET /ready and the empty request together).
+            onConnect(startingUntil);
         }
         router.leaveStarting();
     }
 
-    private void onConnect() throws InterruptedException {
+    private void onConnect(long until) throws InterruptedException {
         if (stopRequestedAt >= 0) {
             router.finish();
             return;
         }
-        handover.onConnect();
+        handover.onConnect(until);
     }
 
     private void onQuiescing() {
@@ -207,8 +211,10 @@ public final class Sender implements Runnable {
         }
         if (handover.onQuiescing()) {
             overdue.reset();
-            lastAnswerAt = now();
-            nextPollAt = lastAnswerAt;
+            // Its last answer was the probe's: if Connect's path took longer than LIVE_MS to go quiet since, an empty
+            // request goes before the writes that waited (rule 3), as after any idle time.
+            lastAnswerAt = handover.probeAnsweredAt();
+            nextPollAt = now();
         }
     }
 
@@ -301,7 +307,7 @@ public final class Sender implements Runnable {
         long sentAtMs = System.currentTimeMillis();
         long previousPostAt = lastPostAt;
         lastPostAt = now;
-        router.posting(handover.fenceAfter(now));
+        long fenceBefore = router.posting(handover.fenceAfter(now));
         // The answer waits for the outcomes of what the session has at the sidecar (OUTCOME_WAIT_MS; an older sidecar
         // answers at once). Connect's flush waits for every write taken so far: its next poll follows FLUSH_POLL_MS
         // after this one. A final request does not wait: the sidecar owns what it holds from then on.
@@ -338,7 +344,7 @@ public final class Sender implements Runnable {
             if (!e.reached || e.status == 409) {
                 // Refused at connect, or by another instance: it renewed no lease, so the fence need not wait for it.
                 lastPostAt = previousPostAt;
-                router.posting(handover.fenceAfter(previousPostAt));
+                router.notPosted(fenceBefore);
             }
             if (e.status == 409 && handover.restarted(batch, previousPostAt)) {
                 lastAnswerAt = now();
@@ -400,7 +406,11 @@ public final class Sender implements Runnable {
             askOutcomesUntil = fence;
             nextAskAt = answered;
         } catch (SidecarException e) {
-            // The fence of the requests before it stands.
+            // The fence of the requests before it stands. An answer that cannot be checked (rule 1): as after any other
+            // request, the instance gets no statuses until it restarts, though it reads its topics again.
+            if (e.malformed) {
+                handover.distrust();
+            }
         }
     }
 
@@ -455,6 +465,11 @@ public final class Sender implements Runnable {
     private void onFencing() throws InterruptedException {
         Leaving reason = router.takeLeaving();
         long now = now();
+        if (router.verify(now) != null) {
+            // Rule 4 still holds once the agent left for another reason: a write the sidecar said it wrote and the
+            // worker's store did not read back in time (it goes through Connect at its fence) marks that instance.
+            handover.distrust();
+        }
         if (reason != null) {
             metrics.switched(false);
             long fence = router.nextFence(now);

@@ -68,7 +68,12 @@ public final class SidecarClient {
 
     /** {@code GET /}: which cluster and status topic the sidecar serves. */
     public SidecarIdentity identify() throws SidecarException {
-        String answer = call("GET", "/", null, deadlineMs());
+        return identify(deadlineMs());
+    }
+
+    /** {@link #identify()} within {@code deadlineMs} (at most {@link #deadlineMs()}). */
+    public SidecarIdentity identify(long deadlineMs) throws SidecarException {
+        String answer = call("GET", "/", null, Math.max(1, Math.min(deadlineMs, deadlineMs())));
         try {
             return SidecarIdentity.from(JsonTree.parse(answer));
         } catch (Throwable t) {
@@ -78,7 +83,12 @@ public final class SidecarClient {
 
     /** {@code GET /ready}: whether the sidecar reads its topics to their end now (200), else why not. */
     public void ready() throws SidecarException {
-        call("GET", "/ready", null, deadlineMs());
+        ready(deadlineMs());
+    }
+
+    /** {@link #ready()} within {@code deadlineMs} (at most {@link #deadlineMs()}). */
+    public void ready(long deadlineMs) throws SidecarException {
+        call("GET", "/ready", null, Math.max(1, Math.min(deadlineMs, deadlineMs())));
     }
 
     /** {@code POST /agent/statuses} with an {@link AgentRequest} body; the answer's shape is checked. */

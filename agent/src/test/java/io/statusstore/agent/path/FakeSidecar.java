@@ -70,6 +70,8 @@ public final class FakeSidecar {
     public volatile long writeBoundMs = 0;
     volatile Answering answering = Answering.OK;
     volatile long lateMs = 400;
+    /** How late it answers {@code GET /} and {@code GET /ready} (a sidecar under load, or reading its topics slowly). */
+    volatile long getLateMs;
     /** Whether {@code GET /ready} answers 200 (else 503). */
     volatile boolean ready = true;
     /** The bearer token requests must carry (401 otherwise), or null for none. */
@@ -364,6 +366,9 @@ public final class FakeSidecar {
     private void handle(HttpExchange exchange) throws IOException {
         try {
             String path = exchange.getRequestURI().getPath();
+            if (exchange.getRequestMethod().equals("GET") && getLateMs > 0) {
+                Thread.sleep(getLateMs);
+            }
             if (exchange.getRequestMethod().equals("GET") && path.equals("/")) {
                 synchronized (this) {
                     gets++;

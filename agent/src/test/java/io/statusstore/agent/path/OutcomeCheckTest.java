@@ -42,6 +42,40 @@ class OutcomeCheckTest {
         }
     }
 
+    /**
+     * The sidecar says it wrote c-0, which it did not, and the agent leaves it for another reason (a 503) before c-0's
+     * read-back bound has passed: the bound passes while the agent waits c-0's fence, and the sidecar is still caught
+     * (rule 4): that instance gets no statuses again, though it answers the probe well. Before, rule 4 was checked only
+     * on the sidecar's path, and the next probe handed over to it.
+     */
+    @Test
+    void aSidecarThatSaidWrittenOfWhatItDidNotWriteIsCaughtThoughTheAgentLeftItForAnotherReason() throws Exception {
+        AgentLines log = new AgentLines();
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.lying = true;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.sidecar.posts().size() >= 2, 2_000, "c-0 said written");
+            h.sidecar.answering = FakeSidecar.Answering.UNAVAILABLE;
+            h.write("d", 0, "RUNNING");
+            Harness.await(() -> h.router.path() != Router.Path.SIDECAR, 2_000, "the sidecar left (503)");
+            h.sidecar.answering = FakeSidecar.Answering.OK;
+            h.sidecar.lying = false;
+            // c-0 goes through Connect at its fence (the lease, 400 ms, and a second after the 503), after its read-back
+            // bound (a second after the sidecar said it wrote it); then the agent probes every 50 ms.
+            h.awaitNewestLanded(4_000);
+            Harness.await(() -> h.router.path() == Router.Path.CONNECT, 2_000, "on Connect's own path");
+            int requests = h.sidecar.statusRequests();
+            Thread.sleep(600);
+            assertEquals(requests, h.sidecar.statusRequests(), "no request goes to the instance again");
+            assertEquals(Router.Path.CONNECT, h.router.path());
+            List<String> lines = log.lines();
+            assertFalse(lines.stream().anyMatch(l -> l.contains("back on the sidecar")), lines.toString());
+            assertTrue(lines.stream().anyMatch(l -> l.contains("answered what the agent cannot believe")),
+                    "the probe says why: " + lines);
+        }
+    }
+
     @Test
     void aWritePendingPastTheWriteBoundWhileTheWorkersProducerWritesLeavesTheSidecar() throws Exception {
         try (Harness h = new Harness().start("")) {

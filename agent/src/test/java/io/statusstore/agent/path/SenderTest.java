@@ -134,6 +134,32 @@ class SenderTest {
         }
     }
 
+    /**
+     * A fresh store's first writes wait for the agent's first exchange one request deadline at most (1,150 ms here):
+     * GET /, GET /ready and the empty request each answered within their own deadline (700 ms each), but together
+     * later than that. Before, the first exchange went on past the bound (each call had a whole deadline of its own)
+     * and handed the writes that waited to the sidecar 2.1 s after the start.
+     */
+    @Test
+    void aFreshStoresFirstWritesWaitOneRequestDeadlineAtMostForASlowFirstExchange() throws Exception {
+        Harness h = new Harness();
+        h.sidecar.getLateMs = 700;
+        h.sidecar.lateMs = 700;
+        h.sidecar.answering = FakeSidecar.Answering.LATE;
+        h.sidecar.start();
+        try {
+            long started = FakeSidecar.now();
+            h.start("read.timeout.ms=1000,lease.ms=2000");
+            assertTrue(h.write("c", 0, "RUNNING"), "the first write waits for the first exchange");
+            h.awaitNewestLanded(5_000);
+            Topic.Record first = h.topic.records().get(0);
+            assertEquals("connect", first.via, "not handed over within the bound: " + h.topic.records());
+            assertTrue(first.at - started < 1_150 + 300, "the first write waited " + (first.at - started) + " ms");
+        } finally {
+            h.close();
+        }
+    }
+
     @Test
     void aFreshStoresFirstWritesTakeConnectsPathWhenNoSidecarAnswers() throws Exception {
         try (Harness h = new Harness()) {
@@ -172,6 +198,80 @@ class SenderTest {
             h.assertInvariants();
             assertEquals("connect", h.topic.records().get(0).via);
             assertEquals("sidecar", h.topic.records().get(1).via);
+        }
+    }
+
+    /**
+     * New writes go only in a request to a sidecar that answered within the last 250 ms (rule 3), on arriving at the
+     * sidecar too: Connect's own path took a while to go quiet after the probe was answered, and the sidecar hung
+     * meanwhile. An empty request goes first; unanswered, the writes that waited in the table have nothing at the
+     * sidecar and go through Connect at once. Before, the agent counted its arrival as an answer and sent them in a
+     * request that went unanswered, so their keys waited out the fence (the lease and a second after that request).
+     */
+    @Test
+    void writesThatWaitedForConnectsPathToGoQuietGoOnlyToASidecarThatAnsweredJustBefore() throws Exception {
+        try (Harness h = new Harness()) {
+            h.sidecar.clusterId = "not-yet";
+            h.start("");
+            h.awaitPath(Router.Path.CONNECT, 2_000);
+            // On Connect's own path, whose producer keeps re-sending v1 (an outage).
+            h.connect.holding = true;
+            assertFalse(h.write("c", 0, "RUNNING"));
+            h.sidecar.clusterId = "cluster-1";
+            h.awaitPath(Router.Path.QUIESCING, 2_000);
+            int probed = h.sidecar.statusRequests();
+            // The sidecar hangs while Connect's path is not quiet: it answers no request within its deadline (300 ms).
+            h.sidecar.lateMs = 1_500;
+            h.sidecar.answering = FakeSidecar.Answering.LATE;
+            assertTrue(h.write("c", 0, "PAUSED"), "while quiescing, writes wait in the table");
+            assertTrue(h.write("d", 0, "RUNNING"));
+            Thread.sleep(400);
+            long released = FakeSidecar.now();
+            h.connect.release();
+            Harness.await(() -> h.topic.latest().containsKey("status-task-d-0"), 3_000, "d-0 through Connect");
+            h.awaitNewestLanded(3_000);
+            long written = h.connectWrites().get(h.connectWrites().size() - 1).at;
+            // The empty request's deadline (300 ms), not the fence of a request that carried them (400 ms + 1 s).
+            assertTrue(written - released < 1_000, "the writes waited " + (written - released) + " ms for Connect's "
+                    + "path: " + h.topic.records());
+            Thread.sleep(h.sidecar.lateMs);
+            List<Map<?, ?>> posts = h.sidecar.posts();
+            assertTrue(posts.size() > probed, "the empty request reached the hung sidecar: " + posts);
+            for (Map<?, ?> post : posts.subList(probed, posts.size())) {
+                assertTrue(((List<?>) post.get("updates")).isEmpty(), "a write went to a sidecar that had not answered "
+                        + "for " + "over 250 ms: " + post);
+            }
+            assertTrue(h.sidecarWrites().isEmpty(), h.topic.records().toString());
+        }
+    }
+
+    /**
+     * A request refused at connect never reached the sidecar and renewed no lease: a key with a write there waits for
+     * the fence of the last request that may have reached it (rule 3), not of the refused one. Here the worker's store
+     * has not read back c-0, which the sidecar said it wrote (its consumer lags), and the agent was idle 600 ms when the
+     * sidecar died. Before, the refused request's fence stood (the sender's reset of it did nothing), and c-0 waited
+     * those 600 ms more.
+     */
+    @Test
+    void aRequestRefusedAtConnectDoesNotPushBackTheFenceOfTheKeysAtTheSidecar() throws Exception {
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            // The worker's store reads nothing more for now: what the sidecar says it wrote is not read back.
+            h.topic.reader((key, value) -> { });
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.sidecarWrites().size() == 1 && h.sidecar.posts().size() >= 2, 2_000,
+                    "c-0 written by the sidecar");
+            Thread.sleep(600);
+            // The last request that reached it (its write bound is 0 here).
+            long fence = h.sidecar.leaseEnd() + Sender.FENCE_MARGIN_MS;
+            h.sidecar.stop();
+            h.write("d", 0, "RUNNING");
+            Harness.await(() -> h.connectWrites().stream().anyMatch(r -> r.key.equals("status-task-c-0")), 4_000,
+                    "c-0 through Connect");
+            long written = h.connectWrites().stream().filter(r -> r.key.equals("status-task-c-0")).findFirst().get().at;
+            assertTrue(written < fence + 400, "c-0 went through Connect " + (written - fence) + " ms after the fence of "
+                    + "the last request that reached the sidecar: " + h.topic.records());
+            h.awaitNewestLanded(1_000);
         }
     }
 

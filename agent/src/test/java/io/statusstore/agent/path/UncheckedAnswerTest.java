@@ -69,6 +69,49 @@ class UncheckedAnswerTest {
         }
     }
 
+    /**
+     * Rule 5 leaves a sidecar cut off from Kafka with one more request, the one that ends the lease; its answer cannot
+     * be checked (an outcome of a seq never sent). That instance gets no statuses again (rule 1, whichever request it
+     * answered so), though it reads its topics again (GET /ready) and answers the probe well. Before, the request that
+     * ends the lease swallowed the failure without distrusting the instance, and the next probe handed over to it.
+     */
+    @Test
+    void anInstanceWhoseAnswerToTheRequestEndingTheLeaseCannotBeCheckedGetsNoStatusesAgain() throws Exception {
+        AgentLines log = new AgentLines();
+        try (Harness h = new Harness()) {
+            h.sidecar.writeBoundMs = 1_000;
+            h.start("");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.sidecar.timedOut = true;
+            java.util.concurrent.CompletableFuture<Boolean> producerWrote = new java.util.concurrent.CompletableFuture<>();
+            h.connect.answer = producerWrote;
+            h.write("c", 0, "PAUSED");
+            // The sidecar says the write's attempt timed out: rule 5 asks the worker's producer, which can write.
+            Harness.await(() -> !h.connect.writeChecks().isEmpty(), 5_000, "rule 5's question to the worker's producer");
+            int before = h.sidecar.posts().size();
+            h.sidecar.answering = FakeSidecar.Answering.UNKNOWN_SEQ;
+            producerWrote.complete(true);
+            Harness.await(() -> h.router.path() != Router.Path.SIDECAR, 2_000, "the sidecar left");
+            h.sidecar.answering = FakeSidecar.Answering.OK;
+            List<java.util.Map<?, ?>> posts = h.sidecar.posts();
+            assertEquals(1L, posts.get(before).get("lease_ms"), "the unchecked answer was the one to the request that "
+                    + "ends the lease: " + posts.subList(before, posts.size()));
+            // The key goes through Connect at its fence; then the agent probes every 50 ms, the sidecar ready again.
+            h.awaitNewestLanded(5_000);
+            Harness.await(() -> h.router.path() == Router.Path.CONNECT, 2_000, "on Connect's own path");
+            int requests = h.sidecar.statusRequests();
+            Thread.sleep(600);
+            assertEquals(requests, h.sidecar.statusRequests(), "no request goes to the instance again");
+            assertEquals(Router.Path.CONNECT, h.router.path());
+            assertFalse(log.lines().stream().anyMatch(l -> l.contains("back on the sidecar")), log.lines().toString());
+            h.write("c", 0, "RUNNING");
+            h.awaitNewestLanded(2_000);
+            assertTrue(h.sidecarWrites().isEmpty(), "written through Connect: " + h.topic.records());
+            h.assertInvariants();
+        }
+    }
+
     @Test
     void aSidecarThatTricklesItsAnswerIsLeftAtTheRequestsDeadline() throws Exception {
         AgentLines log = new AgentLines();
