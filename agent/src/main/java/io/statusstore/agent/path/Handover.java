@@ -216,15 +216,18 @@ final class Handover {
     /**
      * Another instance refused the request (409, nothing taken): the sidecar restarted. The old instance may live on
      * (a pod still terminating), writing what it holds of this session until its lease ends, so the keys pending
-     * there are sent to the new one only after that. Returns false when the new one is not one to hand writes to.
+     * there are sent to the new one only after that. Returns false when the new one is not one to hand writes to: as
+     * the probe, only an instance the agent believes (rule 1), whose {@code GET /ready} answers 200.
      */
     boolean restarted(List<StatusUpdate> batch, long lastPostToOld) {
         router.returnBatch(batch);
         try {
             SidecarIdentity identity = client.identify();
-            if (identity.mismatch(clusterId, statusTopic) != null || identity.instance.equals(instance)) {
+            if (identity.mismatch(clusterId, statusTopic) != null || identity.instance.equals(instance)
+                    || identity.instance.equals(distrusted)) {
                 return false;
             }
+            client.ready();
             AgentLog.info("the sidecar at " + client.url() + " restarted (instance " + identity.instance + ", was "
                     + instance + "): what was pending at the old instance goes to the new one once the old one's lease "
                     + "and write bound have passed");

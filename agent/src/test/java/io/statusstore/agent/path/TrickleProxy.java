@@ -14,10 +14,11 @@ import java.util.Locale;
  * A raw HTTP proxy in front of a {@link FakeSidecar} that, while {@link #trickling}, hands each answer to
  * {@code POST /agent/statuses} back a byte at a time, {@link #byteMs} apart, head included: every read of the
  * agent gets a byte well within its read timeout, and the whole answer takes far longer than any request may.
- * One request per connection.
+ * One request per connection; {@link #to} points the connections from then on at another sidecar (two instances
+ * behind one URL, as a load balancer in front of an old pod still terminating and its successor hands them out).
  */
 final class TrickleProxy implements AutoCloseable {
-    private final int upstreamPort;
+    private volatile int upstreamPort;
     private final ServerSocket server;
     volatile boolean trickling;
     volatile long byteMs = 100;
@@ -28,6 +29,11 @@ final class TrickleProxy implements AutoCloseable {
         Thread accept = new Thread(this::accept, "trickle-proxy");
         accept.setDaemon(true);
         accept.start();
+    }
+
+    /** The connections made from now on go to the sidecar on {@code port}. */
+    void to(int port) {
+        upstreamPort = port;
     }
 
     String url() {
