@@ -69,7 +69,15 @@ final class Handover {
 
     /** The instance written to answered what the agent cannot believe: it gets no statuses until it restarts. */
     void distrust() {
-        distrusted = instance;
+        distrust(instance);
+    }
+
+    /**
+     * {@code said} (the instance that said it wrote a status the worker's store never read back, rule 4; null: the
+     * current one) gets no statuses until it restarts.
+     */
+    void distrust(String said) {
+        distrusted = said != null ? said : instance;
     }
 
     /**

@@ -37,6 +37,8 @@ final class KeyEntry {
     long pendingSince;
     /** The pending time of a write the sidecar gave back (expired), for the write sent again; -1 when none. */
     long givenBackSince = -1;
+    /** The sidecar instance that said it wrote the verifying write: the one rule 4 catches if it was not read back. */
+    String verifyingBy;
     /** By when the verifying write must have been read back (ms). */
     long verifyUntil;
     /** Not sent before this time (ms): an old sidecar instance may still write this key until then. */

@@ -239,6 +239,11 @@ final class KeyTable {
      * read it already. Returns whether it named one.
      */
     boolean written(String key, long seq, long until, ReadBack readBack) {
+        return written(key, seq, until, readBack, null);
+    }
+
+    /** As {@link #written(String, long, long, ReadBack)}, said by the sidecar instance {@code by}. */
+    boolean written(String key, long seq, long until, ReadBack readBack, String by) {
         KeyEntry entry = entries.get(key);
         if (entry == null) {
             return false;
@@ -261,6 +266,7 @@ final class KeyTable {
         }
         if (entry.verifying == null || entry.verifying.seq < written.seq) {
             entry.verifying = readBack.seen(written) ? null : written;
+            entry.verifyingBy = by;
             entry.verifyUntil = until;
         }
         orders.attach(entry);
@@ -292,6 +298,12 @@ final class KeyTable {
             readBack(entry.key, readBack);
         }
         return null;
+    }
+
+    /** The sidecar instance that said it wrote {@code update}, the write of its key being read back, or null. */
+    String saidWrittenBy(StatusUpdate update) {
+        KeyEntry entry = entries.get(update.key);
+        return entry != null && entry.verifying == update ? entry.verifyingBy : null;
     }
 
     /** The earliest time a write the sidecar says it wrote must have been read back, or -1. */

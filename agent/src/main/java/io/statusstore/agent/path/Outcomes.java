@@ -88,7 +88,7 @@ final class Outcomes {
                     takeBack(u, item.attempts);
                     break;
                 case "written":
-                    table.written(u.key, u.seq, readBackBy, readBack);
+                    table.written(u.key, u.seq, readBackBy, readBack, answer.instance);
                     count(item, awaited);
                     break;
                 default:
@@ -98,7 +98,7 @@ final class Outcomes {
         }
         for (AgentAnswer.Item outcome : answer.outcomes) {
             if (outcome.seq > acked) {
-                settle(outcome, readBackBy);
+                settle(outcome, readBackBy, answer.instance);
             }
         }
         return refused;
@@ -119,7 +119,7 @@ final class Outcomes {
         return ack;
     }
 
-    private void settle(AgentAnswer.Item outcome, long readBackBy) {
+    private void settle(AgentAnswer.Item outcome, long readBackBy, String instance) {
         boolean awaited = table.awaits(outcome.seq);
         if (outcome.result.equals("expired")) {
             StatusUpdate u = table.pending(outcome.key, outcome.seq);
@@ -127,7 +127,7 @@ final class Outcomes {
                 takeBack(u, outcome.attempts);
             }
         } else if (outcome.result.equals("written")) {
-            table.written(outcome.key, outcome.seq, readBackBy, readBack);
+            table.written(outcome.key, outcome.seq, readBackBy, readBack, instance);
             count(outcome, awaited);
         } else {
             table.settle(outcome.key, outcome.seq);

@@ -262,6 +262,14 @@ public final class Router {
         return unseen;
     }
 
+    /**
+     * The sidecar instance that said it wrote {@code unseen} ({@link #verify} returned it), or null: rule 4 catches
+     * that one, which may be an instance the agent left for a new one since.
+     */
+    synchronized String saidWrittenBy(StatusUpdate unseen) {
+        return table.saidWrittenBy(unseen);
+    }
+
     /** When the next write the sidecar says it wrote must have been read back, or -1. */
     synchronized long nextVerifyDeadline() {
         return table.nextVerifyDeadline();

@@ -227,7 +227,8 @@ public final class Sender implements Runnable {
         }
         StatusUpdate unseen = router.verify(now);
         if (unseen != null) {
-            handover.distrust();
+            // The instance that said it wrote it: an older one, if the sidecar restarted since.
+            handover.distrust(router.saidWrittenBy(unseen));
             router.toFencing(Leaving.Kind.NOT_READ_BACK, "the sidecar at " + client.url() + " said it wrote the status "
                     + "of " + unseen.key + " (#" + unseen.seq + ") but the worker's own store has not read it back within "
                     + handover.readBackMs() + " ms: it is not believed");
@@ -465,10 +466,11 @@ public final class Sender implements Runnable {
     private void onFencing() throws InterruptedException {
         Leaving reason = router.takeLeaving();
         long now = now();
-        if (router.verify(now) != null) {
+        StatusUpdate unseen = router.verify(now);
+        if (unseen != null) {
             // Rule 4 still holds once the agent left for another reason: a write the sidecar said it wrote and the
             // worker's store did not read back in time (it goes through Connect at its fence) marks that instance.
-            handover.distrust();
+            handover.distrust(router.saidWrittenBy(unseen));
         }
         if (reason != null) {
             metrics.switched(false);

@@ -75,4 +75,44 @@ class RestartedInstanceTest {
             h.assertInvariants();
         }
     }
+
+    /**
+     * An instance says it wrote a status it never wrote (rule 4), and the sidecar restarts before the read-back bound
+     * passes: the agent goes on with the new instance (409, GET /). When the bound passes, the instance caught is the
+     * one that said "written": the agent leaves (the status goes through Connect after its fence) and comes back to
+     * the new one, which said nothing untrue. Before, the check marked the instance current then, the new one, and
+     * the worker stayed on Connect's own path for as long as that instance ran.
+     */
+    @Test
+    void aWriteTheOldInstanceSaidWrittenAndNeverWroteDistrustsTheOldInstanceNotTheNewOne() throws Exception {
+        AgentLines log = new AgentLines();
+        try (Harness h = new Harness().start("")) {
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.lying = true;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.router.nextVerifyDeadline() > 0, 2_000, "the sidecar's word that it wrote c-0");
+            h.sidecar.stop();
+            h.sidecar.lying = false;
+            h.sidecar.start();
+            h.write("d", 0, "RUNNING");
+            Harness.await(() -> said(log, " restarted (instance"), 2_000,
+                    "the agent goes on with the new instance");
+            // The read-back bound (the write bound, 0 here, and 1 s) passes: c-0 goes through Connect after its fence.
+            h.awaitNewestLanded(6_000);
+            assertTrue(log.lines().stream().anyMatch(l -> l.contains("has not read it back")), log.lines().toString());
+            h.awaitPath(Router.Path.SIDECAR, 5_000);
+            h.write("c", 0, "PAUSED");
+            h.awaitNewestLanded(2_000);
+            assertEquals("sidecar", h.topic.records().get(h.topic.records().size() - 1).via, h.topic.records().toString());
+            h.assertInvariants();
+        }
+    }
+
+    private static boolean said(AgentLines log, String text) {
+        try {
+            return log.lines().stream().anyMatch(l -> l.contains(text));
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
 }
