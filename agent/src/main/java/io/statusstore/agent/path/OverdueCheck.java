@@ -44,8 +44,9 @@ final class OverdueCheck {
     }
 
     /**
-     * The agent is on the sidecar again: a question asked before it left is about writes since settled through
-     * Connect, and its answer is not judged.
+     * The agent is on the sidecar again, or on a new instance of it (restarted): a question asked before is about
+     * writes since settled through Connect, or pending at the old instance (sent again to the new one), and its answer
+     * is not judged.
      */
     void reset() {
         asked = null;

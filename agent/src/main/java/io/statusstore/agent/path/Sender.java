@@ -348,6 +348,8 @@ public final class Sender implements Runnable {
                 router.notPosted(fenceBefore);
             }
             if (e.status == 409 && handover.restarted(batch, previousPostAt)) {
+                // Rule 5's question so far was about writes at the old instance, sent again to the new one later.
+                overdue.reset();
                 lastAnswerAt = now();
                 return;
             }

@@ -108,6 +108,46 @@ class RestartedInstanceTest {
         }
     }
 
+    /**
+     * Rule 5's question to the worker's producer is out about a write overdue at an instance that then restarts: the
+     * agent goes on with the new instance (409, GET /), which holds no write of the session yet. The producer then
+     * answers that it writes: that is evidence against the old instance, not the new one, and the agent stays. Before,
+     * the answer, judged on the new instance, made the agent leave it ("has given no outcome ... while the worker's own
+     * producer wrote"), ending its lease.
+     */
+    @Test
+    void rule5sQuestionAboutTheOldInstanceDoesNotMakeTheAgentLeaveTheNewOne() throws Exception {
+        AgentLines log = new AgentLines();
+        try (Harness h = new Harness()) {
+            h.sidecar.writeBoundMs = 1_000;
+            h.start("");
+            h.awaitPath(Router.Path.SIDECAR, 2_000);
+            h.sidecar.writeAtOnce = false;
+            h.sidecar.timedOut = true;
+            java.util.concurrent.CompletableFuture<Boolean> producerWrote = new java.util.concurrent.CompletableFuture<>();
+            h.connect.answer = producerWrote;
+            h.write("c", 0, "PAUSED");
+            // The old instance says the write's attempt timed out: rule 5 asks the worker's producer.
+            Harness.await(() -> !h.connect.writeChecks().isEmpty(), 5_000, "rule 5's question to the worker's producer");
+            h.sidecar.stop();
+            h.sidecar.writeAtOnce = true;
+            h.sidecar.timedOut = false;
+            h.sidecar.start();
+            Harness.await(() -> said(log, " restarted (instance"), 2_000, "the agent goes on with the new instance");
+            int requests = h.sidecar.posts().size();
+            producerWrote.complete(true);
+            Thread.sleep(300);
+            assertEquals(Router.Path.SIDECAR, h.router.path(), log.lines().toString());
+            assertTrue(!said(log, "falling back"), log.lines().toString());
+            assertTrue(h.sidecar.posts().subList(requests, h.sidecar.posts().size()).stream()
+                    .noneMatch(p -> Long.valueOf(1).equals(p.get("lease_ms"))), "no request ended the lease");
+            // c-0 goes to the new instance once the old one's lease and write bound have passed.
+            h.awaitNewestLanded(5_000);
+            assertEquals("sidecar", h.topic.records().get(h.topic.records().size() - 1).via, h.topic.records().toString());
+            h.assertInvariants();
+        }
+    }
+
     private static boolean said(AgentLines log, String text) {
         try {
             return log.lines().stream().anyMatch(l -> l.contains(text));
