@@ -102,6 +102,27 @@ final class Harness implements AutoCloseable {
         return write(task(connector, task, state, false));
     }
 
+    /** Starts with the test timings, the sidecar saying its writes take up to {@code ms} to land; returns on it. */
+    void onSidecarWithWriteBound(long ms) throws Exception {
+        sidecar.writeBoundMs = ms;
+        start("");
+        awaitPath(Router.Path.SIDECAR, 2_000);
+    }
+
+    /**
+     * The sidecar holds this write without an outcome and says its attempt timed out, so rule 5 asks the worker's
+     * producer whether it can write; returns once asked, with the producer's answer for the test to give.
+     */
+    java.util.concurrent.CompletableFuture<Boolean> rule5Asks(String connector, int task, String state) {
+        sidecar.writeAtOnce = false;
+        sidecar.timedOut = true;
+        java.util.concurrent.CompletableFuture<Boolean> producerWrote = new java.util.concurrent.CompletableFuture<>();
+        connect.answer = producerWrote;
+        write(connector, task, state);
+        await(() -> !connect.writeChecks().isEmpty(), 5_000, "rule 5's question to the worker's producer");
+        return producerWrote;
+    }
+
     void awaitPath(Router.Path path, long ms) {
         await(() -> router.path() == path, ms, "path " + path + " (now " + router.path() + ")");
     }

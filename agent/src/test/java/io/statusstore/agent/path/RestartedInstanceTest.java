@@ -119,16 +119,9 @@ class RestartedInstanceTest {
     void rule5sQuestionAboutTheOldInstanceDoesNotMakeTheAgentLeaveTheNewOne() throws Exception {
         AgentLines log = new AgentLines();
         try (Harness h = new Harness()) {
-            h.sidecar.writeBoundMs = 1_000;
-            h.start("");
-            h.awaitPath(Router.Path.SIDECAR, 2_000);
-            h.sidecar.writeAtOnce = false;
-            h.sidecar.timedOut = true;
-            java.util.concurrent.CompletableFuture<Boolean> producerWrote = new java.util.concurrent.CompletableFuture<>();
-            h.connect.answer = producerWrote;
-            h.write("c", 0, "PAUSED");
+            h.onSidecarWithWriteBound(1_000);
             // The old instance says the write's attempt timed out: rule 5 asks the worker's producer.
-            Harness.await(() -> !h.connect.writeChecks().isEmpty(), 5_000, "rule 5's question to the worker's producer");
+            java.util.concurrent.CompletableFuture<Boolean> producerWrote = h.rule5Asks("c", 0, "PAUSED");
             h.sidecar.stop();
             h.sidecar.writeAtOnce = true;
             h.sidecar.timedOut = false;

@@ -178,17 +178,24 @@ class SenderTest {
         }
     }
 
+    /**
+     * Starts the agent on Connect's own path (the sidecar's cluster not the worker's yet), where Connect's producer
+     * keeps re-sending c-0's v1 (an outage); then the sidecar matches, and the agent waits for Connect's path to go quiet.
+     */
+    private static void quiescingBehindConnectsResend(Harness h) throws Exception {
+        h.sidecar.clusterId = "not-yet";
+        h.start("");
+        h.awaitPath(Router.Path.CONNECT, 2_000);
+        h.connect.holding = true;
+        assertFalse(h.write("c", 0, "RUNNING"));
+        h.sidecar.clusterId = "cluster-1";
+        h.awaitPath(Router.Path.QUIESCING, 2_000);
+    }
+
     @Test
     void waitsForConnectsOwnPathToGoQuietBeforeHandingOver() throws Exception {
         try (Harness h = new Harness()) {
-            h.sidecar.clusterId = "not-yet";
-            h.start("");
-            h.awaitPath(Router.Path.CONNECT, 2_000);
-            // On Connect's own path, whose producer keeps re-sending v1 (an outage).
-            h.connect.holding = true;
-            assertFalse(h.write("c", 0, "RUNNING"));
-            h.sidecar.clusterId = "cluster-1";
-            h.awaitPath(Router.Path.QUIESCING, 2_000);
+            quiescingBehindConnectsResend(h);
             assertTrue(h.write("c", 0, "PAUSED"), "while quiescing, writes wait in the table");
             Thread.sleep(300);
             assertEquals(Router.Path.QUIESCING, h.router.path());
@@ -212,14 +219,7 @@ class SenderTest {
     @Test
     void writesThatWaitedForConnectsPathToGoQuietGoOnlyToASidecarThatAnsweredJustBefore() throws Exception {
         try (Harness h = new Harness()) {
-            h.sidecar.clusterId = "not-yet";
-            h.start("");
-            h.awaitPath(Router.Path.CONNECT, 2_000);
-            // On Connect's own path, whose producer keeps re-sending v1 (an outage).
-            h.connect.holding = true;
-            assertFalse(h.write("c", 0, "RUNNING"));
-            h.sidecar.clusterId = "cluster-1";
-            h.awaitPath(Router.Path.QUIESCING, 2_000);
+            quiescingBehindConnectsResend(h);
             int probed = h.sidecar.statusRequests();
             // The sidecar hangs while Connect's path is not quiet: it answers no request within its deadline (300 ms).
             h.sidecar.lateMs = 1_500;
