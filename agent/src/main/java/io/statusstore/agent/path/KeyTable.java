@@ -236,13 +236,8 @@ final class KeyTable {
     /**
      * The sidecar says it wrote the pending (or, sent again, the sending) write {@code seq} of {@code key}: it is
      * checked against what the worker's store reads back until {@code until}, and settled at once if the store has
-     * read it already. Returns whether it named one.
+     * read it already; {@code by} is the instance that says so (null: not known). Returns whether it named one.
      */
-    boolean written(String key, long seq, long until, ReadBack readBack) {
-        return written(key, seq, until, readBack, null);
-    }
-
-    /** As {@link #written(String, long, long, ReadBack)}, said by the sidecar instance {@code by}. */
     boolean written(String key, long seq, long until, ReadBack readBack, String by) {
         KeyEntry entry = entries.get(key);
         if (entry == null) {

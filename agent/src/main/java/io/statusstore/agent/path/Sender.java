@@ -225,10 +225,8 @@ public final class Sender implements Runnable {
             router.finish();
             return;
         }
-        StatusUpdate unseen = router.verify(now);
+        StatusUpdate unseen = unreadWritten(now);
         if (unseen != null) {
-            // The instance that said it wrote it: an older one, if the sidecar restarted since.
-            handover.distrust(router.saidWrittenBy(unseen));
             router.toFencing(Leaving.Kind.NOT_READ_BACK, "the sidecar at " + client.url() + " said it wrote the status "
                     + "of " + unseen.key + " (#" + unseen.seq + ") but the worker's own store has not read it back within "
                     + handover.readBackMs() + " ms: it is not believed");
@@ -465,15 +463,23 @@ public final class Sender implements Runnable {
         }
     }
 
+    /**
+     * A write the sidecar said it wrote and the worker's store has not read back in time (rule 4), or null; the instance
+     * that said so (an older one, if the sidecar restarted since) gets no statuses until it restarts.
+     */
+    private StatusUpdate unreadWritten(long now) {
+        StatusUpdate unseen = router.verify(now);
+        if (unseen != null) {
+            handover.distrust(router.saidWrittenBy(unseen));
+        }
+        return unseen;
+    }
+
     private void onFencing() throws InterruptedException {
         Leaving reason = router.takeLeaving();
         long now = now();
-        StatusUpdate unseen = router.verify(now);
-        if (unseen != null) {
-            // Rule 4 still holds once the agent left for another reason: a write the sidecar said it wrote and the
-            // worker's store did not read back in time (it goes through Connect at its fence) marks that instance.
-            handover.distrust(router.saidWrittenBy(unseen));
-        }
+        // Rule 4 still holds once the agent left for another reason: such a write goes through Connect at its fence.
+        unreadWritten(now);
         if (reason != null) {
             metrics.switched(false);
             long fence = router.nextFence(now);

@@ -193,7 +193,7 @@ class KeyTableModelTest {
         }
         Slots s = model.get(u.key);
         long until = now + random.nextInt(20);
-        assertEquals(true, table.written(u.key, u.seq, until, readBack), where);
+        assertEquals(true, table.written(u.key, u.seq, until, readBack, null), where);
         if (s.pending != null && s.pending.seq == u.seq) {
             s.pending = null;
             s.replaced.clear();
