@@ -12,7 +12,10 @@ import io.statusstore.agent.sidecar.SidecarIdentity;
 import io.statusstore.agent.status.StatusUpdate;
 
 import java.util.Collections;
+import java.util.Iterator;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Set;
 
 /**
  * Which sidecar the {@link Sender} hands statuses to, and getting there: the probe on Connect's path (the right
@@ -22,6 +25,8 @@ import java.util.List;
  */
 final class Handover {
     private static final long QUIET_CHECK_MS = 1_000;
+    /** Instances distrusted that are remembered (each a few dozen bytes). */
+    static final int DISTRUSTED_KEPT = 64;
 
     private final AgentOptions options;
     private final Router router;
@@ -44,8 +49,11 @@ final class Handover {
     private String instance;
     /** When the probe's empty request was last answered (ms): writes go only to a sidecar that answered just before. */
     private long probeAnsweredAt = Long.MIN_VALUE / 2;
-    /** An instance that answered what the agent cannot believe (rule 1): not given statuses again. */
-    private String distrusted;
+    /**
+     * The instances that answered what the agent cannot believe (rule 1), newest last: not given statuses again. An
+     * instance is new at each start of a sidecar, so the last {@value #DISTRUSTED_KEPT} are kept.
+     */
+    private final Set<String> distrusted = new LinkedHashSet<>();
     // The sidecar's write bound (GET /): how long after its lease a write it started may still land.
     private long writeBoundMs = SidecarIdentity.UNKNOWN_WRITE_BOUND_MS;
 
@@ -77,7 +85,12 @@ final class Handover {
      * current one) gets no statuses until it restarts.
      */
     void distrust(String said) {
-        distrusted = said != null ? said : instance;
+        String caught = said != null ? said : instance;
+        if (caught != null && distrusted.add(caught) && distrusted.size() > DISTRUSTED_KEPT) {
+            Iterator<String> oldest = distrusted.iterator();
+            oldest.next();
+            oldest.remove();
+        }
     }
 
     /**
@@ -118,8 +131,8 @@ final class Handover {
         try {
             SidecarIdentity identity = client.identify(left(until));
             why = identity.mismatch(clusterId, statusTopic);
-            if (why == null && identity.instance.equals(distrusted)) {
-                why = "(instance " + distrusted + ") answered what the agent cannot believe: it gets no statuses "
+            if (why == null && distrusted.contains(identity.instance)) {
+                why = "(instance " + identity.instance + ") answered what the agent cannot believe: it gets no statuses "
                         + "until it restarts as a new instance";
             }
             if (why == null) {
@@ -232,7 +245,7 @@ final class Handover {
         try {
             SidecarIdentity identity = client.identify();
             if (identity.mismatch(clusterId, statusTopic) != null || identity.instance.equals(instance)
-                    || identity.instance.equals(distrusted)) {
+                    || distrusted.contains(identity.instance)) {
                 return false;
             }
             client.ready();

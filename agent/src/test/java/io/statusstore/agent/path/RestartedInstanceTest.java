@@ -2,6 +2,8 @@ package io.statusstore.agent.path;
 
 import org.junit.jupiter.api.Test;
 
+import java.util.List;
+
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -40,6 +42,50 @@ class RestartedInstanceTest {
             assertTrue(h.sidecarWrites().isEmpty(), "written through Connect: " + h.topic.records());
             assertEquals(Router.Path.CONNECT, h.router.path());
             assertTrue(log.lines().stream().noneMatch(l -> l.contains(" restarted (instance")), log.lines().toString());
+            h.assertInvariants();
+        } finally {
+            h.close();
+            second.stop();
+        }
+    }
+
+    /**
+     * Two instances behind one URL, each of which answers once what cannot be checked: the first the probe's request,
+     * the second a request with a status after the agent came to it. Then the first answers again, well: it gets no
+     * statuses, as the second gets none. Before, the agent remembered only the instance it distrusted last, and its
+     * next probe handed the first one the statuses.
+     */
+    @Test
+    void everyInstanceThatAnsweredWhatCannotBeBelievedGetsNoStatusesNotOnlyTheLast() throws Exception {
+        AgentLines log = new AgentLines();
+        Harness h = new Harness();
+        FakeSidecar second = new FakeSidecar(h.topic).start();
+        h.sidecar.start();
+        try (TrickleProxy proxy = new TrickleProxy(h.sidecar.port())) {
+            h.url = proxy.url();
+            h.sidecar.answering = FakeSidecar.Answering.WRONG_SHAPE;
+            h.start("");
+            Harness.await(() -> h.sidecar.statusRequests() >= 1, 2_000, "the probe's empty request");
+            h.sidecar.answering = FakeSidecar.Answering.OK;
+            proxy.to(second.port());
+            h.awaitPath(Router.Path.SIDECAR, 3_000);
+            second.answering = FakeSidecar.Answering.WRONG_SHAPE;
+            h.write("c", 0, "RUNNING");
+            Harness.await(() -> h.router.path() != Router.Path.SIDECAR, 2_000, "the agent left the second instance");
+            proxy.to(h.sidecar.port());
+            // c-0 goes through Connect after its fence; then the agent probes every 50 ms.
+            h.awaitNewestLanded(6_000);
+            Harness.await(() -> h.router.path() == Router.Path.CONNECT, 2_000, "on Connect's own path");
+            int taken = h.sidecar.statusRequests();
+            // A dozen probes, any of which would hand over to the first instance.
+            Thread.sleep(600);
+            assertEquals(taken, h.sidecar.statusRequests(), "the first instance is asked to take nothing again");
+            assertEquals(Router.Path.CONNECT, h.router.path());
+            h.write("c", 0, "PAUSED");
+            h.awaitNewestLanded(2_000);
+            List<Topic.Record> records = h.topic.records();
+            assertEquals("connect", records.get(records.size() - 1).via, records.toString());
+            assertTrue(log.lines().stream().noneMatch(l -> l.contains("back on the sidecar")), log.lines().toString());
             h.assertInvariants();
         } finally {
             h.close();
