@@ -134,6 +134,8 @@ public final class StoreHooks {
             if (b != null && b.store == store && BYPASS.get() == null) {
                 b.stop();
             }
+        } catch (InterruptedException e) {
+            interrupted("stop");
         } catch (Throwable t) {
             fault(t);
         }
@@ -145,6 +147,8 @@ public final class StoreHooks {
             if (b != null && b.store == store && BYPASS.get() == null) {
                 b.flush();
             }
+        } catch (InterruptedException e) {
+            interrupted("flush");
         } catch (Throwable t) {
             fault(t);
         }
@@ -227,6 +231,17 @@ public final class StoreHooks {
             b.metrics.fellBack();
         }
         return taken;
+    }
+
+    /**
+     * Connect's thread was interrupted while the agent waited in the store's {@code what}: the wait ends, and the
+     * interrupt stays set for Connect's own method, as its producer's flush leaves it (Kafka's InterruptException).
+     * Not a fault: what the agent holds goes on as after a wait that timed out.
+     */
+    private static void interrupted(String what) {
+        Thread.currentThread().interrupt();
+        warnings.warn("interrupted " + what, "the status store's " + what + " was interrupted while the agent waited "
+                + "for the sidecar: the interrupt goes on to Connect; what was not settled goes on being handed");
     }
 
     private static void fault(Throwable t) {
