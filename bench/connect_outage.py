@@ -4,7 +4,8 @@ brokers. Then the burst a rebalance makes, for both.
 
     .venv/bin/python -m bench.connect_outage [--brokers 3] [--connectors 10] [--tasks 3] [--outage-seconds 30]
                                              [--runs 3] [--burst-connectors 20] [--bursts 5] [--changes 20]
-                                             [--sidecar KEY=VALUE ...] [--keep DIR] [--quick]
+                                             [--sidecar KEY=VALUE ...] [--agent KEY=VALUE ...] [--keep DIR]
+                                             [--quick]
 
 The cluster: ``--brokers`` Apache Kafka brokers (KRaft, a controller of their own, both JIT compilers), each behind
 a ``KafkaProxy`` (harness/kafka_proxy.py) that counts the requests it forwards by client id and API key. Two Connect
@@ -15,7 +16,8 @@ with topics of its own:
   is ``<group>-statuses``;
 - **the pod**: a stock worker started with the agent (``-javaagent``, nothing else), and ``status-store serve`` on
   the worker's own properties (its producer ``outage-pod-sidecar``): the worker hands it every status write. Its
-  Produce requests are the worker's status producer's and the sidecar's together.
+  Produce requests are the worker's status producer's and the sidecar's together. ``--agent enabled=false`` checks
+  the bench against itself: the pod's worker then runs on its own store, beside its sidecar.
 
 Each status topic: 5 partitions, replication factor ``--brokers``, ``min.insync.replicas`` one less. Before the runs
 the last broker is stopped, so every partition has one in-sync replica less than its replicas, which the topics
@@ -270,13 +272,15 @@ def quantile(values: list[float], q: float) -> float:
 class Bench:
     """The cluster, the stock worker, the pod, and their status topics' tails, for every run."""
 
-    def __init__(self, workdir: Path, brokers: int, full_jit: bool, sidecar_settings: dict[str, str]) -> None:
+    def __init__(self, workdir: Path, brokers: int, full_jit: bool, sidecar_settings: dict[str, str],
+                 agent_options: dict[str, str] | None = None) -> None:
         line = kafka_line("kafka-4")
         self.brokers = brokers
         self.kafka = KafkaCluster(line, workdir / "kafka", brokers=brokers, proxied=True, full_jit=full_jit)
         self.connect = ConnectCluster(line, workdir / "connect", self.kafka, GROUP, workers=1, full_jit=full_jit)
         self.pod = AgentPod(line, workdir / "pod", self.kafka, POD_GROUP, workers=1, full_jit=full_jit,
-                            sidecar_settings={"sidecar.kafka.client.id": POD_SIDECAR_CLIENT, **sidecar_settings})
+                            sidecar_settings={"sidecar.kafka.client.id": POD_SIDECAR_CLIENT, **sidecar_settings},
+                            agent_options=agent_options)
         self.workers = {CONNECT: self.connect, POD: self.pod.connect}
         self.topics = {name: worker.status_topic for name, worker in self.workers.items()}
         self.admin: AdminClient | None = None
@@ -519,17 +523,21 @@ async def main() -> None:
     parser.add_size("--changes", type=int, full=20, quick=1, help="rounds of pause, resume and restart timed")
     parser.add_argument("--sidecar", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of the pod's sidecar (again for more), beside the worker's properties")
+    parser.add_argument("--agent", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the pod's agent (again for more), in its -javaagent string; enabled=false "
+                             "checks the bench against itself: the pod's worker then runs on its own store")
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="the cluster's files in DIR (new or empty), kept: every JVM's log and the sidecar's")
     args = parser.parse()
     sidecar_settings = dict(setting.split("=", 1) for setting in args.sidecar)
+    agent_options = dict(option.split("=", 1) for option in args.agent)
     print(f"load average at the start: {load_average()}")
     calls: list[Call] = []
     stages: list[tuple[Call, float | None]] = []
     with (contextlib.nullcontext(str(args.keep)) if args.keep
           else tempfile.TemporaryDirectory(prefix="bench-connect-outage-")) as scratch:
         # Quick runs check that it all runs: the JVMs start sooner with the fast compiler alone.
-        bench = Bench(Path(scratch), args.brokers, not args.quick, sidecar_settings)
+        bench = Bench(Path(scratch), args.brokers, not args.quick, sidecar_settings, agent_options)
         try:
             bench.start()
             runs = [await bench.run(index, args.connectors, args.tasks, args.outage_seconds)
@@ -548,7 +556,7 @@ async def main() -> None:
                 (args.keep / "sidecar.log").write_text("".join(bench.pod.sidecar.service.output()), encoding="utf-8")
             bench.stop()
     found = report(runs, bursts, changes, args.brokers, args.connectors, args.tasks, args.outage_seconds,
-                   args.burst_connectors, sidecar_settings, stages)
+                   args.burst_connectors, sidecar_settings, stages, agent_options)
     print(f"\nload average at the end: {load_average()}")
     write_json(args.json, {**found, "load average at the end": os.getloadavg()})
 

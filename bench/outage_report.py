@@ -182,11 +182,13 @@ def seconds(value: float | None) -> str:
 
 def report(runs: list[Run], bursts: list[dict[str, Burst]], changes: Took | None, brokers: int, connectors: int,
            tasks: int, outage_s: float, burst_connectors: int, sidecar_settings: dict[str, str],
-           stages: list[tuple[Call, float | None]] | None = None) -> dict[str, Any]:
+           stages: list[tuple[Call, float | None]] | None = None,
+           agent_options: dict[str, str] | None = None) -> dict[str, Any]:
     """Print the tables and the ratios; returns each table's rows by column name."""
     settings = ", ".join(f"{key}={value}" for key, value in sidecar_settings.items()) or "its defaults"
-    print(f"\nthe pod's sidecar with {settings}")
-    found: dict[str, Any] = {"sidecar settings": sidecar_settings}
+    options = ", ".join(f"{key}={value}" for key, value in (agent_options or {}).items()) or "its defaults"
+    print(f"\nthe pod's sidecar with {settings}; its agent with {options}")
+    found: dict[str, Any] = {"sidecar settings": sidecar_settings, "agent options": agent_options or {}}
     if runs:
         found["outages"] = report_outages(runs, brokers, connectors, tasks, outage_s)
     if bursts:

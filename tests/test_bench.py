@@ -130,7 +130,10 @@ def test_spool_quick_run(tmp_path: Path) -> None:
 
 
 def test_connect_outage_quick_run(tmp_path: Path) -> None:
-    output, found = quick_json("connect_outage", tmp_path)
+    # An agent option as the A/A check gives one (enabled=false), here its default: the pod's worker with the agent on.
+    output, found = quick_json("connect_outage", tmp_path, "--agent", "enabled=true")
+    assert found["agent options"] == {"enabled": "true"}, output
+    assert "its agent with enabled=true" in output, output
     workers = ["Connect worker", "the pod (agent + sidecar)"]
     runs = found["outages"]
     assert [run["worker"] for run in runs] == workers, output
