@@ -147,6 +147,18 @@ final class Harness implements AutoCloseable {
     }
 
     /** Nothing lost, and no key ever went back to an older write. */
+    /**
+     * On Connect's own path, the agent asks the sidecar to take nothing for a dozen of its probes (50 ms apart): it does
+     * not believe that instance ({@code what}: what that shows).
+     */
+    void assertAskedNothingAgain(String what) throws InterruptedException {
+        await(() -> router.path() == Router.Path.CONNECT, 2_000, "on Connect's own path");
+        int requests = sidecar.statusRequests();
+        Thread.sleep(600);
+        assertEquals(requests, sidecar.statusRequests(), what);
+        assertEquals(Router.Path.CONNECT, router.path());
+    }
+
     void assertInvariants() {
         assertEquals(newest, topic.latest(), "every key ends with its newest write");
         Map<String, Integer> seen = new HashMap<>();
