@@ -146,7 +146,6 @@ final class Harness implements AutoCloseable {
         await(() -> topic.latest().equals(newest), ms, "newest writes landed: " + newest + " vs " + topic.latest());
     }
 
-    /** Nothing lost, and no key ever went back to an older write. */
     /**
      * On Connect's own path, the agent asks the sidecar to take nothing for a dozen of its probes (50 ms apart): it does
      * not believe that instance ({@code what}: what that shows).
@@ -159,6 +158,7 @@ final class Harness implements AutoCloseable {
         assertEquals(Router.Path.CONNECT, router.path());
     }
 
+    /** Nothing lost, and no key ever went back to an older write. */
     void assertInvariants() {
         assertEquals(newest, topic.latest(), "every key ends with its newest write");
         Map<String, Integer> seen = new HashMap<>();
