@@ -64,6 +64,11 @@ class BenchParser(argparse.ArgumentParser):
         action = self.add_argument(*flags, default=None, help=f"{help} (default {full}; quick {quick})", **kwargs)
         self._sizes[action.dest] = (full, quick)
 
+    def add_key_values(self, *flags: str, help: str) -> None:
+        """An option given as ``KEY=VALUE``, again for more: a dict (empty when not given); a value may hold ``=``,
+        an argument without one is refused with argparse's error."""
+        self.add_argument(*flags, action=_KeyValues, default={}, metavar="KEY=VALUE", help=help)
+
     def parse(self, argv: Sequence[str] | None = None) -> argparse.Namespace:
         """The parsed command line, every size filled in."""
         args = self.parse_args(argv)
@@ -71,6 +76,17 @@ class BenchParser(argparse.ArgumentParser):
             if getattr(args, name) is None:
                 setattr(args, name, quick if args.quick else full)
         return args
+
+
+class _KeyValues(argparse.Action):
+    """Each ``KEY=VALUE`` given into one dict (a key given again keeps its last value)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        key, equals, value = str(values).partition("=")
+        if not key or not equals:
+            parser.error(f"{option_string} takes KEY=VALUE, not {values!r}")
+        setattr(namespace, self.dest, {**getattr(namespace, self.dest), key: value})
 
 
 def write_json(path: Path | None, found: Mapping[str, Any]) -> None:

@@ -444,8 +444,7 @@ def main() -> None:
                     help="Connect's scheduled.rebalance.max.delay.ms")
     parser.add_size("--initial-backoff-ms", full=10000, quick=2000, type=int,
                     help="sidecar.restart.initial.backoff.ms")
-    parser.add_argument("--sidecar", action="append", default=[], metavar="KEY=VALUE",
-                        help="another setting of the sidecars")
+    parser.add_key_values("--sidecar", help="another setting of the sidecars")
     parser.add_argument("--seed", type=int, default=1, help="the poller's phases")
     parser.add_size("--away-seconds", full=20.0, quick=6.0, type=float, help="how long the downstream is away")
     parser.add_size("--downstream-runs", full=3, quick=1, type=int, help="downstream faults timed")
@@ -463,7 +462,7 @@ def main() -> None:
     sidecar = {"sidecar.restart.enable": "true", "sidecar.restart.initial.backoff.ms": str(args.initial_backoff_ms),
                "sidecar.restart.exclude.connector.pattern": f"{POLLED}.*|{STOCK}.*",
                "sidecar.workers.check.interval.ms": "1000", "sidecar.workers.stuck.after.ms": str(args.stuck_after_ms),
-               **dict(item.split("=", 1) for item in args.sidecar)}
+               **args.sidecar}
     print(f"load before: {load_average()}")
     with tempfile.TemporaryDirectory(prefix="bench-autorestart-") as scratch, \
             KafkaCluster(kafka_line("kafka-4"), Path(scratch) / "kafka", full_jit=not args.quick) as kafka, \

@@ -521,23 +521,21 @@ async def main() -> None:
     parser.add_size("--burst-connectors", type=int, full=20, quick=2, help="connectors created at once (the burst)")
     parser.add_size("--bursts", type=int, full=5, quick=1, help="bursts, the workers taking turns at going first")
     parser.add_size("--changes", type=int, full=20, quick=1, help="rounds of pause, resume and restart timed")
-    parser.add_argument("--sidecar", action="append", default=[], metavar="KEY=VALUE",
-                        help="a setting of the pod's sidecar (again for more), beside the worker's properties")
-    parser.add_argument("--agent", action="append", default=[], metavar="KEY=VALUE",
-                        help="an option of the pod's agent (again for more), in its -javaagent string; enabled=false "
-                             "checks the bench against itself: the pod's worker then runs on its own store")
+    parser.add_key_values("--sidecar", help="a setting of the pod's sidecar (again for more), beside the worker's "
+                                            "properties")
+    parser.add_key_values("--agent", help="an option of the pod's agent (again for more), in its -javaagent string; "
+                                          "enabled=false checks the bench against itself: the pod's worker then runs "
+                                          "on its own store")
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="the cluster's files in DIR (new or empty), kept: every JVM's log and the sidecar's")
     args = parser.parse()
-    sidecar_settings = dict(setting.split("=", 1) for setting in args.sidecar)
-    agent_options = dict(option.split("=", 1) for option in args.agent)
     print(f"load average at the start: {load_average()}")
     calls: list[Call] = []
     stages: list[tuple[Call, float | None]] = []
     with (contextlib.nullcontext(str(args.keep)) if args.keep
           else tempfile.TemporaryDirectory(prefix="bench-connect-outage-")) as scratch:
         # Quick runs check that it all runs: the JVMs start sooner with the fast compiler alone.
-        bench = Bench(Path(scratch), args.brokers, not args.quick, sidecar_settings, agent_options)
+        bench = Bench(Path(scratch), args.brokers, not args.quick, args.sidecar, args.agent)
         try:
             bench.start()
             runs = [await bench.run(index, args.connectors, args.tasks, args.outage_seconds)
@@ -556,7 +554,7 @@ async def main() -> None:
                 (args.keep / "sidecar.log").write_text("".join(bench.pod.sidecar.service.output()), encoding="utf-8")
             bench.stop()
     found = report(runs, bursts, changes, args.brokers, args.connectors, args.tasks, args.outage_seconds,
-                   args.burst_connectors, sidecar_settings, stages, agent_options)
+                   args.burst_connectors, args.sidecar, stages, args.agent)
     print(f"\nload average at the end: {load_average()}")
     write_json(args.json, {**found, "load average at the end": os.getloadavg()})
 

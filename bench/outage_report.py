@@ -185,9 +185,10 @@ def report(runs: list[Run], bursts: list[dict[str, Burst]], changes: Took | None
            stages: list[tuple[Call, float | None]] | None = None,
            agent_options: dict[str, str] | None = None) -> dict[str, Any]:
     """Print the tables and the ratios; returns each table's rows by column name."""
-    settings = ", ".join(f"{key}={value}" for key, value in sidecar_settings.items()) or "its defaults"
-    options = ", ".join(f"{key}={value}" for key, value in (agent_options or {}).items()) or "its defaults"
-    print(f"\nthe pod's sidecar with {settings}; its agent with {options}")
+    def given(values: dict[str, str]) -> str:
+        return ", ".join(f"{key}={value}" for key, value in values.items()) or "its defaults"
+
+    print(f"\nthe pod's sidecar with {given(sidecar_settings)}; its agent with {given(agent_options or {})}")
     found: dict[str, Any] = {"sidecar settings": sidecar_settings, "agent options": agent_options or {}}
     if runs:
         found["outages"] = report_outages(runs, brokers, connectors, tasks, outage_s)

@@ -211,10 +211,10 @@ def main() -> None:
     parser = BenchParser(__doc__)
     parser.add_size("--writes", type=int, full=1200, quick=40, help="writes per side")
     parser.add_size("--rounds", type=int, full=6, quick=2, help="alternating blocks the writes are split into")
-    parser.add_argument("--sidecar", action="append", default=[], metavar="KEY=VALUE",
-                        help="a sidecar setting (again for more); sidecar.kafka.* ones go to the plain clients too")
+    parser.add_key_values("--sidecar", help="a sidecar setting (again for more); sidecar.kafka.* ones go to the "
+                                            "plain clients too")
     args = parser.parse()
-    settings = dict(setting.split("=", 1) for setting in args.sidecar)
+    settings: dict[str, str] = args.sidecar
     clients = {key.removeprefix("sidecar.kafka."): value for key, value in settings.items()
                if key.startswith("sidecar.kafka.")}
     print(f"load average at the start: {load_average()}; the sidecar with {settings or 'its defaults'}")

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from bench import BenchParser
 from bench.outage_report import (
     CONNECT,
     POD,
@@ -127,6 +128,16 @@ def test_spool_quick_run(tmp_path: Path) -> None:
     runs = [json.loads(line) for line in output.splitlines()]
     assert [(run["batch"], run["writes"], len(run["rounds"])) for run in runs] == [(1, 1000, 1), (500, 1000, 1)]
     assert all(run["us_per_write"] > 0 and run["cpu_us_per_write"] > 0 for run in runs)
+
+
+def test_key_values_gather_into_one_dict_and_an_argument_without_equals_is_refused() -> None:
+    parser = BenchParser(None)
+    parser.add_key_values("--sidecar", help="a setting")
+    assert parser.parse([]).sidecar == {}
+    assert parser.parse(["--sidecar", "a=1", "--sidecar", "b=x=y", "--sidecar", "a=2"]).sidecar == {"a": "2",
+                                                                                                    "b": "x=y"}
+    with pytest.raises(SystemExit):
+        parser.parse(["--sidecar", "enabled"])
 
 
 def test_connect_outage_quick_run(tmp_path: Path) -> None:
