@@ -52,7 +52,11 @@ of ``--tasks`` tasks created at once on each worker: seconds until each worker's
 and the status records written per second meanwhile; then every one deleted: seconds until each worker answers 404
 for every one. A deletion revokes the connector and its tasks, and Connect flushes its status store before that
 rebalance goes on (``DistributedHerder``'s ``onRevoked``), where the agent waits until the sidecar has settled what
-it was given. ``--bursts`` of them, the workers taking turns at going first.
+it was given. ``--bursts`` of them, the workers taking turns at going first. The deletions' Produce requests of each
+worker's status writes (the pod's worker's and sidecar's), as the proxies see them: the broker's answer, and how many
+were sent while another request of their connection was unanswered (a broker reads a connection's next request once
+it has answered the one before; librdkafka, the sidecar's client, puts one partition in each request, where a stock
+worker's Java client sends a broker every partition's records in one).
 
 **Status changes** (after the bursts): one connector of ``--tasks`` tasks on each worker, paused, resumed and
 restarted (with its tasks) through the worker's REST API, ``--changes`` times each, one worker at a time (taking
@@ -289,6 +293,8 @@ class Bench:
     def start(self) -> None:
         """Start everything; stop the last broker, and wait until it has left every status partition's ISR."""
         self.kafka.start()
+        for proxy in self.kafka.proxies:
+            proxy.timed = True  # the workers' and the sidecar's connections: their Produce requests' answers
         self.admin = AdminClient({"bootstrap.servers": self.kafka.bootstrap_servers, "log_level": 2})
         self.connect.start()
         self.pod.start()
@@ -447,6 +453,9 @@ class Bench:
             for connector in scenario.names:
                 wait_until(functools.partial(gone, connect, connector), 300, f"{connector} deleted", interval=0.05)
             deleted = time.monotonic() - began
+            produce = [answer for proxy in self.kafka.proxies
+                       for answer in proxy.answers(PRODUCE, CLIENT_IDS[name], since=began)
+                       if answer.sent <= began + deleted]
             with log_file.open("rb") as log:
                 log.seek(log_from)
                 phases = rebalance_phases(log.read().decode(errors="replace").splitlines())
@@ -460,7 +469,7 @@ class Bench:
             tombstones_s = all_read_in(self.tails[name], keys, None, began)
             results[name] = Burst(created, records, deleted, phases,
                                   CreationPhases(configs_s, *creation, durable_s, cpu),
-                                  DeletionTimes(requests_s, tombstones_s))
+                                  DeletionTimes(requests_s, tombstones_s, produce))
         return results
 
     def stages(self, calls: list[Call], tasks: int) -> list[tuple[Call, float | None]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.status_changes import Call, Took, report_changes, report_stages
+from harness.kafka_proxy import Answer
 from harness.topic_tail import PARTITIONS
 
 CONNECT = "Connect worker"
@@ -71,6 +72,9 @@ class DeletionTimes:
     requests_s: float  # every delete request answered (each once Connect wrote the connector's config tombstone)
     tombstones_s: float | None  # every connector's and task's status tombstone read from the status topic (None: not
     # every one read)
+    # The Produce requests of the worker's status writes meanwhile (the pod's worker's and sidecar's), as the
+    # proxies in front of the brokers saw them (None: not timed).
+    produce: list[Answer] | None = None
 
 
 @dataclass(frozen=True)
@@ -359,6 +363,29 @@ def report_deletions(bursts: list[dict[str, Burst]]) -> None:
     print(f"until deleted, less the tasks' polls, the pod against the Connect worker: "
           f"{', '.join(f'{r:.2f}x' for r in less)} ({median_with_interval(less)})")
     print_revocations(bursts)
+    print_produce_answers(bursts)
+
+
+def print_produce_answers(bursts: list[dict[str, Burst]]) -> None:
+    """Each worker's Produce requests of its status writes during the deletions, every burst's together: the
+    broker's answer, and the requests sent while another of their connection was unanswered (a broker reads a
+    connection's next request once it has answered the one before: librdkafka, the sidecar's client, puts one partition
+    in each request, where Java's client sends a broker every partition's records in one)."""
+    for name in bursts[0]:
+        answers = [answer for burst in bursts if (times := burst[name].deletion) is not None
+                   and times.produce is not None for answer in times.produce]
+        if not answers:
+            continue
+        behind = [answer.seconds * 1000 for answer in answers if answer.behind]
+        alone = [answer.seconds * 1000 for answer in answers if not answer.behind]
+        print(f"{name}, Produce requests of its status writes during the deletions (as the brokers' proxies saw them): "
+              f"{len(answers)}; answered {median_ms(alone)} at the median when sent alone on their connection, "
+              f"{len(behind)} sent while another of their connection was unanswered, answered {median_ms(behind)}")
+
+
+def median_ms(values: list[float]) -> str:
+    """"6.1 ms", or "-" for none."""
+    return f"{statistics.median(values):.1f} ms" if values else "-"
 
 
 # A revocation whose tasks' polls took this long (ms) waited out nearly a whole poll of the scripted task (a sleep of

@@ -13,6 +13,10 @@ count requests by client id and API key, and can:
 - ``delay``: hold each request this long before forwarding it;
 - ``cut``: close every connection now (what a broker's crash looks like to its clients).
 
+With ``timed`` set, the connections made from then on also note each request's answer (``answers``): when the proxy
+sent the request on, when the broker's answer came back, and whether another request of that connection was still
+unanswered when it was sent (a broker reads a connection's next request only once it has answered the one before).
+
 It runs an event loop of its own in a thread, so synchronous tests and benchmarks can use it.
 """
 
@@ -23,12 +27,35 @@ import collections
 import enum
 import struct
 import threading
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+
+
+# Answers kept per proxy (the oldest go first), and requests of one connection awaiting theirs (a Produce request with
+# acks=0 is never answered, and is not awaited).
+KEPT_ANSWERS = 200_000
+AWAITED_PER_CONNECTION = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A request the broker answered, as the proxy saw it (``time.monotonic()`` seconds)."""
+
+    client: str
+    api_key: int
+    sent: float  # the proxy sent it on to the broker
+    answered: float  # the broker's answer reached the proxy
+    behind: bool  # another request of its connection was unanswered when it was sent
+
+    @property
+    def seconds(self) -> float:
+        return self.answered - self.sent
 
 
 class Fault(enum.Enum):
@@ -47,6 +74,9 @@ class KafkaProxy:
         self.upstream_port, self.port = upstream_port, port
         self.fault = Fault.NONE
         self.delay_s = 0.0
+        # Whether connections made from now on note their answers (``answers``).
+        self.timed = False
+        self._answers: collections.deque[Answer] = collections.deque(maxlen=KEPT_ANSWERS)
         # Set while traffic flows; cleared while the proxy is a black hole (on the proxy's loop).
         self._flowing: asyncio.Event | None = None
         # Set while the broker's answers flow; cleared while they are held (a black hole, or unanswered).
@@ -104,6 +134,14 @@ class KafkaProxy:
         with self._lock:
             self._counts.clear()
 
+    def answers(self, api_key: int, client_ids: Iterable[str] | None = None, since: float = 0.0) -> list[Answer]:
+        """The answers to one API's requests sent on since ``since`` (``time.monotonic()``), of every client or of
+        those whose id is in ``client_ids``, on the connections made while ``timed`` was set."""
+        wanted = set(client_ids) if client_ids is not None else None
+        with self._lock:
+            return [answer for answer in self._answers if answer.api_key == api_key and answer.sent >= since
+                    and (wanted is None or answer.client in wanted)]
+
     # ----------------------------------------------------------------------------- the proxy's loop
 
     def _run(self, ready: threading.Event) -> None:
@@ -141,9 +179,12 @@ class KafkaProxy:
             client_writer.transport.abort()
             return
         self._connections.update((client_writer, broker_writer))
+        # A timed connection's requests awaiting their answers, by correlation id: (client, API key, sent on, behind
+        # another).
+        awaited: dict[int, tuple[str, int, float, bool]] | None = {} if self.timed else None
         try:
-            await asyncio.gather(self._requests(client_reader, broker_writer),
-                                 self._responses(broker_reader, client_writer))
+            await asyncio.gather(self._requests(client_reader, broker_writer, awaited),
+                                 self._responses(broker_reader, client_writer, awaited))
         except (OSError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -151,12 +192,13 @@ class KafkaProxy:
                 self._connections.discard(writer)
                 writer.transport.abort()
 
-    async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        awaited: dict[int, tuple[str, int, float, bool]] | None) -> None:
         while True:
             size_bytes = await reader.readexactly(4)
             (size,) = struct.unpack(">i", size_bytes)
             body = await reader.readexactly(size)
-            api_key, _, _, client_length = struct.unpack(">hhih", body[:10])
+            api_key, version, correlation, client_length = struct.unpack(">hhih", body[:10])
             client = body[10:10 + client_length].decode("utf-8", "replace") if client_length >= 0 else ""
             assert self._flowing is not None
             await self._flowing.wait()  # a black hole holds it: nothing goes through, the connection stays open
@@ -164,15 +206,94 @@ class KafkaProxy:
                 await asyncio.sleep(self.delay_s)
             with self._lock:
                 self._counts[(client, api_key)] += 1
+            if awaited is not None and is_answered(api_key, version, body, 10 + max(client_length, 0)):
+                if len(awaited) >= AWAITED_PER_CONNECTION:
+                    del awaited[next(iter(awaited))]
+                awaited[correlation] = (client, api_key, time.monotonic(), bool(awaited))
             writer.write(size_bytes + body)
             await writer.drain()
 
-    async def _responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                         awaited: dict[int, tuple[str, int, float, bool]] | None) -> None:
+        framing = _Framing()
         while True:
             data = await reader.read(65536)
             if not data:
                 raise OSError("the broker closed the connection")
+            if awaited is not None:
+                self._note_answers(data, framing, awaited)
             assert self._answering is not None
             await self._answering.wait()
             writer.write(data)
             await writer.drain()
+
+    def _note_answers(self, data: bytes, framing: _Framing, awaited: dict[int, tuple[str, int, float, bool]]) -> None:
+        """Note each answer whose head (size, correlation id) is in ``data``, the broker's bytes as they come."""
+        now, at = time.monotonic(), 0
+        while at < len(data):
+            if framing.rest:  # the body of an answer already noted
+                step = min(framing.rest, len(data) - at)
+                framing.rest -= step
+                at += step
+                continue
+            take = min(8 - len(framing.head), len(data) - at)
+            framing.head += data[at:at + take]
+            at += take
+            if len(framing.head) < 8:
+                break
+            size, correlation = struct.unpack(">ii", framing.head)
+            framing.head, framing.rest = b"", max(size - 4, 0)
+            if (request := awaited.pop(correlation, None)) is not None:
+                client, api_key, sent, behind = request
+                with self._lock:
+                    self._answers.append(Answer(client, api_key, sent, now, behind))
+
+
+class _Framing:
+    """Where a connection's answers are in the broker's bytes: the head of the next one read so far, and the bytes of
+    the current one's body still to come."""
+
+    __slots__ = ("head", "rest")
+
+    def __init__(self) -> None:
+        self.head, self.rest = b"", 0
+
+
+def is_answered(api_key: int, version: int, body: bytes, offset: int) -> bool:
+    """Whether the broker answers this request: every one but a Produce request with acks=0. ``offset``: where the
+    request header's client id ends in ``body``."""
+    if api_key != PRODUCE:
+        return True
+    try:
+        if version >= 9:  # flexible: the header's tagged fields, then a compact nullable transactional id
+            offset = _skip_tagged_fields(body, offset)
+            length, offset = _varint(body, offset)
+            offset += max(length - 1, 0)
+        else:
+            (length,) = struct.unpack_from(">h", body, offset)
+            offset += 2 + max(length, 0)
+        acks: int = struct.unpack_from(">h", body, offset)[0]
+    except (struct.error, IndexError):
+        return True  # not understood: awaited, and forgotten once the connection has many more
+    return acks != 0
+
+
+def _varint(data: bytes, offset: int) -> tuple[int, int]:
+    """An unsigned varint at ``offset``, and the offset after it."""
+    value = shift = 0
+    while True:
+        byte = data[offset]
+        offset += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, offset
+        shift += 7
+
+
+def _skip_tagged_fields(data: bytes, offset: int) -> int:
+    count, offset = _varint(data, offset)
+    for _ in range(count):
+        _, offset = _varint(data, offset)
+        size, offset = _varint(data, offset)
+        offset += size
+    return offset

@@ -163,6 +163,12 @@ def test_connect_outage_quick_run(tmp_path: Path) -> None:
     # Each worker's deletions, from its own log: a revocation each (two at most: two connectors), both parts timed.
     assert all(1 <= burst["revocations"] <= 2 and burst["of which tasks stopping (s)"] > 0
                and burst["of which status store flushes (s)"] >= 0 for burst in found["bursts"]), output
+    # The deletions' Produce requests as the proxies saw them: a stock worker's status producer keeps one request in
+    # flight (Connect's max.in.flight.requests.per.connection=1), so none of its went behind another.
+    assert re.search(r"Connect worker, Produce requests of its status writes during the deletions \(as the brokers' "
+                     r"proxies saw them\): [1-9][0-9]*; answered [0-9.]+ ms at the median when sent alone on their "
+                     r"connection, 0 sent while another", output), output
+    assert "the pod (agent + sidecar), Produce requests of its status writes during the deletions" in output, output
     # A round of status changes on each, each shown by its worker's own REST API.
     assert [(change["change"], change["times"]) for change in found["status changes"]] == [
         ("pause", 1), ("resume", 1), ("restart", 1), ("every change", 3)], output

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
+import time
 import uuid
 from typing import Any
 
@@ -15,7 +17,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from harness import free_port
 from harness.faulty_cluster import FaultyCluster
 from harness.java_process import wait_until
-from harness.kafka_proxy import PRODUCE, Fault
+from harness.kafka_proxy import PRODUCE, Fault, is_answered
 from harness.real_kafka import KafkaCluster
 from harness.tansu import TansuBroker
 from status_store.connect.model import ConnectorStatus, State
@@ -221,6 +223,63 @@ def test_the_clients_send_each_write_at_once_as_connects_do() -> None:
         "linger.ms"] == "20"
     Producer(producer)  # librdkafka takes them
     Consumer(reader)
+
+
+def test_a_timed_proxy_notes_each_answer_and_the_requests_sent_behind_another_on_their_connection(
+        kafka_cluster: KafkaCluster) -> None:
+    # bench.connect_outage reads the brokers' answers to each worker's status writes so: librdkafka sends two
+    # partitions of a leader in two requests, and the broker reads the second once it has answered the first.
+    topic = f"timed-{uuid.uuid4().hex[:8]}"
+    client_admin = admin(kafka_cluster.bootstrap_servers)  # must outlive its futures
+    client_admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(WAIT)
+    wait_until(lambda: all(found.leader >= 0 for found in client_admin.list_topics(
+        topic, timeout=WAIT).topics[topic].partitions.values()), WAIT, "every partition led")
+    by_leader: dict[int, list[int]] = {}
+    for partition, found in client_admin.list_topics(topic, timeout=WAIT).topics[topic].partitions.items():
+        by_leader.setdefault(found.leader, []).append(partition)
+    leader, (first, second, *_) = next((leader, found) for leader, found in by_leader.items() if len(found) > 1)
+    proxy = kafka_cluster.broker(leader).proxy
+    assert proxy is not None
+    client = f"timed-{uuid.uuid4().hex[:8]}"
+    proxy.timed = True
+    try:
+        producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "client.id": client,
+                             "acks": "all", "linger.ms": 0, "max.in.flight.requests.per.connection": 5})
+        producer.produce(topic, b"up", partition=first)  # the connection is up, answered alone
+        assert producer.flush(WAIT) == 0
+        since = time.monotonic()
+        # Both requests wait in the proxy until it lets them through, one right after the other.
+        proxy.set_fault(Fault.BLACKHOLE)
+        producer.produce(topic, b"a", partition=first)
+        producer.produce(topic, b"b", partition=second)
+        producer.poll(1.0)  # librdkafka sends both meanwhile (no linger)
+        proxy.set_fault(Fault.NONE)
+        assert producer.flush(WAIT) == 0
+    finally:
+        proxy.set_fault(Fault.NONE)
+        proxy.timed = False
+    answers = proxy.answers(PRODUCE, [client], since)
+    assert [answer.behind for answer in answers] == [False, True]
+    assert all(answer.answered >= answer.sent >= since for answer in answers)
+    assert proxy.answers(PRODUCE, [client])[0].behind is False  # the first write's, before
+    assert proxy.answers(PRODUCE, ["another client"]) == []
+
+
+@pytest.mark.parametrize(("version", "acks", "answered"), [(7, 0, False), (7, -1, True), (9, 0, False), (9, 1, True),
+                                                           (11, -1, True)])
+def test_a_produce_request_with_acks_0_is_not_awaited_by_a_timed_proxy(version: int, acks: int,
+                                                                       answered: bool) -> None:
+    # Kafka's Produce request: the header (API key, version, correlation id, client id; from version 9 its tagged
+    # fields), then the transactional id (from version 9 a compact nullable string) and acks.
+    client = b"c"
+    header = struct.pack(">hhih", PRODUCE, version, 7, len(client)) + client
+    if version >= 9:
+        body = header + b"\x01\x00\x00" + b"\x00" + struct.pack(">h", acks)  # an empty tagged field; no id
+    else:
+        body = header + struct.pack(">h", -1) + struct.pack(">h", acks)
+    assert is_answered(PRODUCE, version, body, len(header)) is answered
+    assert is_answered(PRODUCE, version, body[:len(header) + 1], len(header)) is True  # cut short: awaited
+    assert is_answered(3, 12, header, len(header)) is True  # not a Produce request
 
 
 async def test_a_write_goes_out_while_another_partitions_write_to_its_leader_is_unanswered_and_keys_keep_order(
