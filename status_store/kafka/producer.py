@@ -126,8 +126,9 @@ class TopicProducer:
                                         "the store stopped before this write was sent"))
         self._outbox.clear()
         self._stopping.set()
-        for thread in self._threads:
-            await asyncio.to_thread(thread.join, 5)
+        # One bound for every delivery thread, not one each.
+        await asyncio.gather(*(asyncio.to_thread(thread.join, 5) for thread in self._threads))
+        self._threads = []
         self._drain_reports()
         self._producers = []
         return pending
