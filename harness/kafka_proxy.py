@@ -41,6 +41,8 @@ METADATA = 3
 # acks=0 is never answered, and is not awaited).
 KEPT_ANSWERS = 200_000
 AWAITED_PER_CONNECTION = 1_000
+# A timed connection's requests awaiting their answers, by correlation id: (client, API key, sent on, behind another).
+Awaited = dict[int, tuple[str, int, float, bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,9 +181,7 @@ class KafkaProxy:
             client_writer.transport.abort()
             return
         self._connections.update((client_writer, broker_writer))
-        # A timed connection's requests awaiting their answers, by correlation id: (client, API key, sent on, behind
-        # another).
-        awaited: dict[int, tuple[str, int, float, bool]] | None = {} if self.timed else None
+        awaited: Awaited | None = {} if self.timed else None
         try:
             await asyncio.gather(self._requests(client_reader, broker_writer, awaited),
                                  self._responses(broker_reader, client_writer, awaited))
@@ -193,7 +193,7 @@ class KafkaProxy:
                 writer.transport.abort()
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                        awaited: dict[int, tuple[str, int, float, bool]] | None) -> None:
+                        awaited: Awaited | None) -> None:
         while True:
             size_bytes = await reader.readexactly(4)
             (size,) = struct.unpack(">i", size_bytes)
@@ -214,7 +214,7 @@ class KafkaProxy:
             await writer.drain()
 
     async def _responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                         awaited: dict[int, tuple[str, int, float, bool]] | None) -> None:
+                         awaited: Awaited | None) -> None:
         framing = _Framing()
         while True:
             data = await reader.read(65536)
@@ -227,7 +227,7 @@ class KafkaProxy:
             writer.write(data)
             await writer.drain()
 
-    def _note_answers(self, data: bytes, framing: _Framing, awaited: dict[int, tuple[str, int, float, bool]]) -> None:
+    def _note_answers(self, data: bytes, framing: _Framing, awaited: Awaited) -> None:
         """Note each answer whose head (size, correlation id) is in ``data``, the broker's bytes as they come."""
         now, at = time.monotonic(), 0
         while at < len(data):
