@@ -34,7 +34,6 @@ from .kafka.late_writes import LateWrites
 from .kafka.partition_watch import PartitionWatch
 from .kafka.producer import TopicProducer
 from .kafka.reader import TopicReader, status_records
-from .kafka.settings import STATUS_PRODUCER_CONNECTIONS
 from .kafka.topics import ensure_topic
 from .retry.backoff import Random, RetryMode
 from .retry.delivery import read_targets
@@ -108,7 +107,7 @@ def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.rand
 
     reader = TopicReader(config.topic, bootstrap_servers, config.client_configs, read)
     producer = TopicProducer(config.topic, bootstrap_servers, config.client_configs, retry.delivery_timeout_ms,
-                             on_restart=reader.restart, connections=STATUS_PRODUCER_CONNECTIONS)
+                             on_restart=reader.restart)
     # A write given up that may still land is watched, and undone if it lands late over a newer record of its key.
     late = LateWrites(config.topic, producer.send_written, _call_later,
                       lambda partition: max(producer.written_to(partition), reader.applied_to(partition)) - 1,

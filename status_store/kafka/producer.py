@@ -3,16 +3,9 @@
 ``send`` never blocks and never calls into librdkafka: the records of one event-loop turn wait, in order, in
 an outbox that the end of the turn hands to the producer in one tight loop (a burst of writes, a batch
 request or a spool replay, reaches librdkafka without the loop's other work between the produce calls).
-A background thread per librdkafka producer serves delivery reports and hands them to the event loop in
-batches (one ``call_soon_threadsafe`` per batch). Records librdkafka's queue has no room for stay in the
-outbox, in order, until delivery reports free room.
-
-Writes to several partitions of a broker do not queue behind each other: librdkafka puts one partition in each
-ProduceRequest (Java's client sends a broker every partition's records in one), and a broker reads a connection's next
-request only once it has answered the one before, so on one connection a write to a second partition of a leader
-waited out the first one's ``acks=all`` answer. So a producer may keep several librdkafka producers (``connections``:
-a connection to each broker each), and hands each partition's writes to the same one always: each partition's writes
-in order, as before.
+A background thread serves delivery reports and hands them to the event loop in batches (one
+``call_soon_threadsafe`` per batch). Records librdkafka's queue has no room for stay in the outbox, in
+order, until delivery reports free room.
 """
 
 from __future__ import annotations
@@ -44,13 +37,11 @@ class TopicProducer:
 
     def __init__(self, topic: str, bootstrap_servers: str, client_configs: Mapping[str, str],
                  delivery_timeout_ms: int = DEFAULT_DELIVERY_TIMEOUT_MS,
-                 on_restart: Callable[[int], None] | None = None, attempts: Attempts | None = None,
-                 connections: int = 1) -> None:
-        """``on_restart(partition)``: a partition acknowledged an offset below an earlier one (its log started over:
-        the topic was deleted and created again). ``attempts``: the ids each record names in its ``ATTEMPT_HEADER``
-        (late_writes.py); ``on_given_up`` (set before the start, or None) is told of each delivery that failed.
-        ``connections``: librdkafka producers (each with its connection to each broker) the partitions are spread
-        over, at most one per partition."""
+                 on_restart: Callable[[int], None] | None = None, attempts: Attempts | None = None) -> None:
+        """``on_restart(partition)``: a partition acknowledged an offset below an earlier one (its log started
+        over: the topic was deleted and created again). ``attempts``: the ids each record names in its
+        ``ATTEMPT_HEADER`` (late_writes.py); ``on_given_up`` (set before the start, or None) is told of each
+        delivery that failed."""
         self.topic = topic
         self._bootstrap = bootstrap_servers
         self._settings = producer_settings(bootstrap_servers, client_configs, delivery_timeout_ms)
@@ -59,11 +50,9 @@ class TopicProducer:
         self.on_given_up: GivenUp | None = None
         self.cluster_id: str | None = None
         self.partitions: tuple[int, ...] = ()
-        self._connections = connections
         self._loop: asyncio.AbstractEventLoop | None = None
-        # The librdkafka producers, while running; partition p's writes go through the (p % len)th.
-        self._producers: list[Producer] = []
-        self._threads: list[threading.Thread] = []
+        self._producer: Producer | None = None
+        self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         # Delivery reports, filled by the producer thread and drained on the loop.
         self._reports: collections.deque[_ReportTuple] = collections.deque()
@@ -85,19 +74,15 @@ class TopicProducer:
     async def start(self, timeout: float) -> None:
         """Connect and find the topic's partitions; bounded by ``timeout``."""
         self._loop = asyncio.get_running_loop()
-        first = Producer(self._settings)
-        self.cluster_id, self.partitions = await topic_partitions(first, self.topic, self._bootstrap, timeout)
-        producers = [first, *(Producer(self._settings)
-                              for _ in range(min(self._connections, len(self.partitions)) - 1))]
-        if len(producers) > 1:
-            # Each learns the topic's partitions now, not on its first write.
-            await asyncio.gather(*(topic_partitions(producer, self.topic, self._bootstrap, timeout)
-                                   for producer in producers[1:]))
-        self._producers = producers
-        self._threads = [threading.Thread(target=self._serve_deliveries, args=(producer,),
-                                          name="status-store-producer", daemon=True) for producer in producers]
-        for thread in self._threads:
-            thread.start()
+        self._producer = Producer(self._settings)
+        try:
+            self.cluster_id, self.partitions = await topic_partitions(self._producer, self.topic, self._bootstrap,
+                                                                      timeout)
+        except BaseException:
+            self._producer = None
+            raise
+        self._thread = threading.Thread(target=self._serve_deliveries, name="status-store-producer", daemon=True)
+        self._thread.start()
 
     async def stop(self, timeout: float) -> int:
         """Flush pending writes for at most ``timeout`` seconds, then close.
@@ -107,30 +92,28 @@ class TopicProducer:
         if self._closed:
             return 0
         self._closed = True
-        producers = self._producers
+        pending = 0
+        producer = self._producer
         self._send_outbox()  # what this turn submitted goes out before the flush
-        unsent = await asyncio.gather(*(asyncio.to_thread(producer.flush, timeout) for producer in producers))
-        pending = sum(unsent)
-        if pending:
-            # Their owner's queue has given them their outcome already and says what becomes of them (a spool may
-            # keep them): one line, the owner's, not a second one here that says otherwise.
-            log.debug("%d write(s) to %s still in the producer's queue after %.1f s: purged", pending, self.topic,
-                      timeout)
-            for producer, left in zip(producers, unsent, strict=True):
-                if left:
-                    producer.purge()
-                    await asyncio.to_thread(producer.poll, 0)
+        if producer is not None:
+            pending = await asyncio.to_thread(producer.flush, timeout)
+            if pending:
+                # Their owner's queue has given them their outcome already and says what becomes of them (a spool
+                # may keep them): one line, the owner's, not a second one here that says otherwise.
+                log.debug("%d write(s) to %s still in the producer's queue after %.1f s: purged", pending, self.topic,
+                          timeout)
+                producer.purge()
+                await asyncio.to_thread(producer.poll, 0)
         for key, _, done in self._outbox:
             pending += 1
             done(None, WriteFailedError(key.decode(errors="replace"), KafkaError._DESTROY, "_DESTROY",
                                         "the store stopped before this write was sent"))
         self._outbox.clear()
         self._stopping.set()
-        # One bound for every delivery thread, not one each.
-        await asyncio.gather(*(asyncio.to_thread(thread.join, 5) for thread in self._threads))
-        self._threads = []
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 5)
         self._drain_reports()
-        self._producers = []
+        self._producer = None
         return pending
 
     def written_targets(self) -> dict[int, int]:
@@ -145,7 +128,7 @@ class TopicProducer:
         """Hand one record to the producer (at the end of this turn of the event loop); never blocks. ``done``
         runs on the event loop when Kafka has acknowledged the record (with where it is) or failed it (with
         the error)."""
-        if self._closed or not self._producers:
+        if self._closed or self._producer is None:
             raise StoreClosedError(f"the producer of {self.topic} is not running")
         self._outbox.append((key, value, done))
         if not self._outbox_scheduled:
@@ -163,18 +146,16 @@ class TopicProducer:
     def _send_outbox(self) -> None:
         """Produce the outbox's records in order, in one tight loop, until librdkafka's queue is full."""
         self._outbox_scheduled = False
-        producers, outbox, topic, reports = self._producers, self._outbox, self.topic, self._reports
-        if not producers:
+        producer, outbox, topic, reports = self._producer, self._outbox, self.topic, self._reports
+        if producer is None:
             return
-        attempt, count, partitions = self._attempts.next, len(producers), len(self.partitions)
+        produce, attempt = producer.produce, self._attempts.next
         while outbox:
             key, value, done = outbox[0]
-            # (librdkafka places the record itself, by the same partitioner, on the partitions it knows then.)
-            producer = producers[murmur2(key, partitions) % count] if count > 1 else producers[0]
             attempt_id = attempt()
             try:
-                producer.produce(topic, value, key, on_delivery=_Report(reports, done, attempt_id),
-                                 headers=[(ATTEMPT_HEADER, attempt_id)])
+                produce(topic, value, key, on_delivery=_Report(reports, done, attempt_id),
+                        headers=[(ATTEMPT_HEADER, attempt_id)])
             except BufferError:
                 if len(producer) != 0:
                     return  # full for now: the rest waits for delivery reports to free room
@@ -185,7 +166,9 @@ class TopicProducer:
                 done(None, _write_failed(key, e.args[0]))
             outbox.popleft()
 
-    def _serve_deliveries(self, producer: Producer) -> None:
+    def _serve_deliveries(self) -> None:
+        producer = self._producer
+        assert producer is not None
         while not self._stopping.is_set():
             try:
                 producer.poll(POLL_INTERVAL_S)

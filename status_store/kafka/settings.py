@@ -33,12 +33,6 @@ JAVA_DEFAULTS = {"reconnect.backoff.ms": "50", "reconnect.backoff.max.ms": "1000
 PRODUCER_DEFAULTS = {"linger.ms": "0"}
 # Produce requests in flight per broker connection (see producer_settings).
 MAX_IN_FLIGHT = 5
-# The librdkafka producers the status topic's writes are spread over (a connection to each broker each, at most one per
-# partition): a broker reads a connection's next request once it has answered the one before, and librdkafka puts one
-# partition in each request, so on one connection a write to a second partition of a leader queued behind the first
-# one's acks=all answer (producer.py). One per partition of Connect's default status topic
-# (status.storage.partitions=5).
-STATUS_PRODUCER_CONNECTIONS = 5
 
 # How long the reader waits for a broker's answer before it gives the connection up and asks the metadata where its
 # partitions are led now. A leader that hangs (a paused process, a network partition) answers nothing and closes
