@@ -351,3 +351,63 @@ def test_the_engine_never_drops_a_newer_value_for_an_older_one(steps: list[tuple
         assert newest.outcome is not None
         if newest.outcome.result is Result.WRITTEN:
             assert topic.last_landed(key) == newest.value, (key, topic.landed)
+
+
+# Keys over five partitions (a key's partition is its last character), and what a write may meet at a held partition.
+HELD_KEYS = tuple(f"{name}{partition}" for name in "abc" for partition in range(5))
+HOLD_DELIVERIES = ("written", "retriable", "timed-out-lost", "timed-out-held", "leader", "fatal")
+HOLD_ERRORS = {**DELIVERY_ERRORS, "leader": "NOT_LEADER_OR_FOLLOWER"}
+
+held_steps = st.one_of(
+    st.tuples(st.just("submit"), st.integers(0, len(HELD_KEYS) - 1)),
+    st.tuples(st.just("settle"), st.integers(0, 30), st.sampled_from(HOLD_DELIVERIES)),
+    st.tuples(st.just("advance"), st.sampled_from([0.0, 0.05, 0.2, 1.0, 3.0, 10.0])),
+    st.tuples(st.just("writable"), st.integers(0, 4)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(held_steps, max_size=120), st.sampled_from([0, 1, 3]), st.booleans(), st.sampled_from([None, 5.0]))
+def test_once_kafka_takes_every_write_no_partition_stays_held(steps: list[tuple[Any, ...]], max_retries: int,
+                                                              park: bool, timeout: float | None) -> None:
+    """Writes to five partitions, settled in any order as written or failed (refused, timed out, a leader's move, a
+    fatal error), the clock moving and the cluster saying a partition takes writes again between: once Kafka takes
+    every write, every held partition is released and every update settled, parked ones included (their partition
+    took writes again). A hold that nothing probes any more would stay for good: what the real-fault tests would
+    see as a partition held long after the brokers came back."""
+    clock = FakeClock()
+    topic = Topic()
+    backoff = AdditiveJitter(100, 1000, 2.0, 0.0)
+    queue = RetryQueue(topic.send, RetryPolicy(backoff, max_retries, timeout=timeout, probe_backoff=backoff), [],
+                       route=lambda key: int(key[-1]), clock=clock)
+    if park:
+        queue.park_after_last_retry()
+    counter = itertools.count()
+    for step in steps:
+        if step[0] == "submit":
+            key = HELD_KEYS[step[1]]
+            value = f"{key}:{next(counter)}".encode()
+            update = topic.owners[value] = StatusUpdate(key, value, UpdateKind.CONNECTOR, lambda retry: None)
+            queue.submit(update)
+        elif step[0] == "settle" and topic.unsettled:
+            delivery = step[2]
+            if delivery == "leader":
+                write = topic.unsettled.pop(step[1] % len(topic.unsettled))
+                write.delivery = delivery
+                write.done(None, WriteFailedError(write.key, 1, HOLD_ERRORS[delivery], "scripted"))
+            else:
+                topic.settle(step[1], delivery)
+        elif step[0] == "advance":
+            clock.advance(step[1])
+        elif step[0] == "writable":
+            queue.writable_again(step[1])
+    # Kafka takes every write from now on.
+    for _ in range(600):
+        if queue.unsettled == 0 and not topic.unsettled and not queue.held_partitions:
+            break
+        while topic.unsettled:
+            topic.settle(0, "written")
+        clock.advance(1.0)
+    assert queue.held_partitions == [], (queue.held_partitions, queue.unsettled, queue.parked_count)
+    assert queue.unsettled == 0, queue.unsettled
+    assert queue.parked_count == 0, queue.parked_count
