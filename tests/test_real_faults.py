@@ -159,7 +159,27 @@ class Faults:
         if stopped:
             self.kafka.start_brokers(stopped)
         self.kafka.wait_in_sync([self.topic, self.connect.config_topic, "__consumer_offsets"])
-        wait_until(lambda: self.metric("status_partitions_held") == 0, SETTLE_S, "no partition held")
+        self.wait_released("no partition held")
+
+    def wait_released(self, what: str) -> None:
+        """Wait (bounded) until the sidecar holds no partition; else fail with what it holds, on the failure's first
+        line (CI shows little more): its waiting updates' last errors, and whether probes went meanwhile (probes
+        failing: the writes fail; none: nothing tests the partition)."""
+        probes = self.metric("status_retry_probes_total")
+        try:
+            wait_until(lambda: self.metric("status_partitions_held") == 0, SETTLE_S, what)
+        except TimeoutError:
+            raise TimeoutError(f"{what}: not within {SETTLE_S} s; {self.holding(probes)}") from None
+
+    def holding(self, probes_before: float) -> str:
+        """One line of what the sidecar holds now."""
+        held = [r for r in self.sidecar.call("GET", "/retries?limit=1000") if r["held"]]
+        errors = collections.Counter(r["last_error"] or "none" for r in held)
+        soonest = min((r["next_attempt_in_seconds"] for r in held), default=None)
+        return (f"{self.metric('status_partitions_held'):.0f} partition(s) held, {len(held)} update(s) waiting in "
+                f"them (last errors {dict(errors)}, the next probe in {soonest} s), "
+                f"{self.metric('status_retry_probes_total') - probes_before:.0f} probe(s) sent during the wait, "
+                f"{self.metric('status_parked_updates'):.0f} parked")
 
 
 def coordinator_partition(group: str, partitions: int) -> int:
@@ -289,7 +309,11 @@ class Writers:
         """Wait until ``count`` more writes have been answered ``status``."""
         answers = self.ledger.answers
         target = answers[status] + count
-        wait_until(lambda: answers[status] >= target, timeout, f"{count} more writes answered {status}")
+        try:
+            wait_until(lambda: answers[status] >= target, timeout, f"{count} more writes answered {status}")
+        except TimeoutError:
+            raise TimeoutError(f"{count} more writes answered {status}: not within {timeout} s; the answers so far "
+                               f"{dict(answers)}") from None
 
 
 def round_of(value: bytes) -> int:
@@ -348,7 +372,7 @@ def test_two_brokers_stopped_hold_the_partitions_until_they_return(cluster: Faul
         wait_until(refused_for_replicas, 30, "writes refused with NOT_ENOUGH_REPLICAS on /retries")
         assert all(r["held"] for r in retries), retries
         kafka.start_brokers([2, 3])
-        wait_until(lambda: cluster.metric("status_partitions_held") == 0, SETTLE_S, "every partition released")
+        cluster.wait_released("every partition released")
         writers.wait_for_answers(3, 200)
     # One line when a partition is held (naming the first error: a write waiting for the replicas that went away
     # may time out first), one when it is released.
@@ -499,7 +523,7 @@ def test_every_broker_restarted(cluster: Faults) -> None:
         wait_until(lambda: cluster.metric("status_partitions_held") == PARTITIONS, 30, "every partition held")
         writers.wait_for_answers(2, 504)
         kafka.start_brokers(brokers)
-        wait_until(lambda: cluster.metric("status_partitions_held") == 0, SETTLE_S, "every partition released")
+        cluster.wait_released("every partition released")
         writers.wait_for_answers(3, 200)
     assert "no longer exists" not in cluster.log()  # the topic was never taken for lost
     check_after(cluster, writers)
@@ -547,6 +571,6 @@ def test_a_black_holed_broker(cluster: Faults) -> None:
             assert re.search(f"of the {cluster.topic} topic is held: _(MSG_)?TIMED_OUT", cluster.log())
         finally:
             proxy.set_fault(Fault.NONE)
-        wait_until(lambda: cluster.metric("status_partitions_held") == 0, SETTLE_S, "every partition released")
+        cluster.wait_released("every partition released")
         writers.wait_for_answers(3, 200)
     check_after(cluster, writers)
