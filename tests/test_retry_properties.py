@@ -205,10 +205,12 @@ def test_through_restarts_with_a_spool_each_key_ends_with_its_last_put(ops: list
 
 # What becomes of one write: acknowledged; refused with a retriable error; timed out, and lost, or held by the network
 # and delivered (landing in the topic) just before the next write of its partition that gets through (a network
-# delivers a connection's requests in order); refused with a fatal error.
+# delivers a connection's requests in order); refused with a fatal error. (Also: refused by a broker that no longer
+# leads the partition.)
 DELIVERIES = ("written", "retriable", "timed-out-lost", "timed-out-held", "fatal")
 DELIVERY_ERRORS = {"retriable": "NOT_ENOUGH_REPLICAS", "timed-out-lost": "_MSG_TIMED_OUT",
-                   "timed-out-held": "_MSG_TIMED_OUT", "fatal": "TOPIC_AUTHORIZATION_FAILED"}
+                   "timed-out-held": "_MSG_TIMED_OUT", "fatal": "TOPIC_AUTHORIZATION_FAILED",
+                   "leader": "NOT_LEADER_OR_FOLLOWER"}
 # A key's partition is its last character.
 KEYS = ("a0", "b1", "c0")
 GENERATION_MOVED = "its writer's generation moved"
@@ -257,6 +259,16 @@ class Topic:
         if delivery == "timed-out-held":
             self._held[partition].append((write.key, write.value))
         write.done(None, WriteFailedError(write.key, 1, DELIVERY_ERRORS[delivery], "scripted"))
+
+    def take_every_write(self, queue: RetryQueue, clock: FakeClock) -> None:
+        """Kafka takes every write from now on: each one sent is written, the clock moving a second at a time, until
+        the queue has settled everything and holds no partition (bounded)."""
+        for _ in range(600):
+            if queue.unsettled == 0 and not self.unsettled and not queue.held_partitions:
+                return
+            while self.unsettled:
+                self.settle(0, "written")
+            clock.advance(1.0)
 
     def own_sends(self, update: StatusUpdate) -> list[Write]:
         """The sends of the update's own value while it had no outcome (its attempts), in order."""
@@ -322,13 +334,7 @@ def test_the_engine_never_drops_a_newer_value_for_an_older_one(steps: list[tuple
             topic.settle(step[1], step[2])
         elif step[0] == "advance":
             clock.advance(step[1])
-    # Kafka takes every write from now on.
-    for _ in range(200):
-        if queue.unsettled == 0 and not topic.unsettled:
-            break
-        while topic.unsettled:
-            topic.settle(0, "written")
-        clock.advance(1.0)
+    topic.take_every_write(queue, clock)
     assert queue.unsettled == 0
     for update, outcome in outcomes.finished:
         own = topic.own_sends(update)
@@ -355,8 +361,7 @@ def test_the_engine_never_drops_a_newer_value_for_an_older_one(steps: list[tuple
 
 # Keys over five partitions (a key's partition is its last character), and what a write may meet at a held partition.
 HELD_KEYS = tuple(f"{name}{partition}" for name in "abc" for partition in range(5))
-HOLD_DELIVERIES = ("written", "retriable", "timed-out-lost", "timed-out-held", "leader", "fatal")
-HOLD_ERRORS = {**DELIVERY_ERRORS, "leader": "NOT_LEADER_OR_FOLLOWER"}
+HOLD_DELIVERIES = (*DELIVERIES, "leader")
 
 held_steps = st.one_of(
     st.tuples(st.just("submit"), st.integers(0, len(HELD_KEYS) - 1)),
@@ -390,24 +395,12 @@ def test_once_kafka_takes_every_write_no_partition_stays_held(steps: list[tuple[
             update = topic.owners[value] = StatusUpdate(key, value, UpdateKind.CONNECTOR, lambda retry: None)
             queue.submit(update)
         elif step[0] == "settle" and topic.unsettled:
-            delivery = step[2]
-            if delivery == "leader":
-                write = topic.unsettled.pop(step[1] % len(topic.unsettled))
-                write.delivery = delivery
-                write.done(None, WriteFailedError(write.key, 1, HOLD_ERRORS[delivery], "scripted"))
-            else:
-                topic.settle(step[1], delivery)
+            topic.settle(step[1], step[2])
         elif step[0] == "advance":
             clock.advance(step[1])
         elif step[0] == "writable":
             queue.writable_again(step[1])
-    # Kafka takes every write from now on.
-    for _ in range(600):
-        if queue.unsettled == 0 and not topic.unsettled and not queue.held_partitions:
-            break
-        while topic.unsettled:
-            topic.settle(0, "written")
-        clock.advance(1.0)
+    topic.take_every_write(queue, clock)
     assert queue.held_partitions == [], (queue.held_partitions, queue.unsettled, queue.parked_count)
     assert queue.unsettled == 0, queue.unsettled
     assert queue.parked_count == 0, queue.parked_count
