@@ -124,10 +124,18 @@ def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.rand
     after = AfterLastRetry(config, bootstrap_servers, queue, events.dead_letters, spool, cache.note_written)
     queue.subscribe(after)
     # While partitions are held, the cluster's word that one can take writes again sends its probe at once.
+    # A topic created again under its name (a new id) is written and read with new clients (partition_watch.py).
     watch = PartitionWatch(config.topic, bootstrap_servers, config.client_configs,
-                           lambda: queue.held_partitions, queue.writable_again)
+                           lambda: queue.held_partitions, queue.writable_again,
+                           recreated=lambda: _renew_clients(producer, reader))
     return StoreParts(cache, RecordLimit.of(config.client_configs, config.topic_configs), spool, reader, producer,
                       queue, events, after, watch, late)
+
+
+def _renew_clients(producer: TopicProducer, reader: TopicReader) -> None:
+    producer.renew()
+    for partition in reader.partitions:
+        reader.restart(partition)
 
 
 def _call_later(delay: float, callback: Callable[[], None]) -> object:

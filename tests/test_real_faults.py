@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException, Producer, murmur2
+from confluent_kafka.admin import AdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.java_process import SOURCE_CONNECTOR, kafka_line, wait_until
@@ -573,4 +574,39 @@ def test_a_black_holed_broker(cluster: Faults) -> None:
             proxy.set_fault(Fault.NONE)
         cluster.wait_released("every partition released")
         writers.wait_for_answers(3, 200)
+    check_after(cluster, writers)
+
+
+def test_the_status_topic_deleted_and_created_again(cluster: Faults) -> None:
+    """The status topic deleted and created again under the same name (an operator's slip, a topic operator that
+    restores it) while nothing writes, after its partitions' leaders have moved: then Connect's worker writes its new
+    statuses to the new topic and reads them back (its clients follow the topic's new id), and so does the sidecar.
+    librdkafka's clients do not follow it (its issue #4898: a producer from before times out every write to a
+    partition whose leader moved, for good; a reader from before fetches some partitions in vain)."""
+    kafka = cluster.kafka
+    with Writers(cluster.sidecar, "recreated") as before:
+        # Every partition's leader moves, and moves back, while the sidecar writes: its producer follows them, and
+        # holds their leader epochs, above the new topic's.
+        for node in kafka.brokers:
+            kafka.stop_broker(node.node_id)
+            kafka.start_broker(node.node_id)
+            kafka.wait_in_sync([cluster.topic, cluster.connect.config_topic, "__consumer_offsets"])
+        cluster.wait_released("every partition released")
+        before.wait_for_answers(3, 200)
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 0})
+    worker = cluster.connect.workers[0].process
+    # With Kafka's auto.create.topics.enable (these brokers'), a running worker's clients create a deleted topic again
+    # at once, with the brokers' defaults (one partition, not compacted): the worker is held still while the topic is
+    # created again as a status topic, as a cluster without auto-creation, or a topic operator, has it.
+    worker.pause()
+    try:
+        admin.delete_topics([cluster.topic], operation_timeout=30)[cluster.topic].result(60)
+        wait_until(lambda: cluster.topic not in admin.list_topics(timeout=5).topics, 60, "the status topic gone")
+        kafka.create_topic(cluster.topic, PARTITIONS, 3, {"cleanup.policy": "compact", "min.insync.replicas": "2"})
+    finally:
+        worker.resume()
+    kafka.wait_in_sync([cluster.topic])
+    cluster.toggle_connector()
+    with Writers(cluster.sidecar, "recreated-after") as writers:
+        writers.wait_for_answers(3, 200, timeout=SETTLE_S)
     check_after(cluster, writers)

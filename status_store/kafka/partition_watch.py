@@ -7,6 +7,11 @@ partition is held, ``PartitionWatch`` reads both every ``WATCH_INTERVAL_S`` (a M
 request, not a write) and, when what it reads of a held partition changes to writable, tells its owner at once
 (``writable_again``): the probe goes then, not at its time. What it cannot read (no permission to describe the
 topic's configuration) it does without: the leader and the in-sync replicas alone then.
+
+It also reads the topic's id (once at the start, then every ``TOPIC_ID_INTERVAL_S`` while partitions are held): a
+new id says the topic was deleted and created again under its name, which librdkafka's clients do not follow (its
+issue #4898: a producer from before times out every write to a partition whose leader moved), and the owner is told
+(``recreated``) to renew them.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from .client_log import client_logging
@@ -30,6 +36,8 @@ READ_TIMEOUT_S = 2.0
 SIGNALS_PER_CHANGE = 3
 # A configuration the cluster would not describe is asked for again after this long.
 CONFIGS_RETRY_S = 60.0
+# How often the topic's id is read while partitions are held.
+TOPIC_ID_INTERVAL_S = 1.0
 
 
 class Reading(NamedTuple):
@@ -49,13 +57,19 @@ class PartitionWatch:
     """Reads the held partitions' state from the cluster and says when one became writable."""
 
     def __init__(self, topic: str, bootstrap_servers: str, client_configs: Mapping[str, str],
-                 held: Callable[[], Sequence[int]], writable_again: Callable[[int], object]) -> None:
+                 held: Callable[[], Sequence[int]], writable_again: Callable[[int], object],
+                 recreated: Callable[[], object] = lambda: None) -> None:
+        """``recreated``: called when the topic's id changed (it was deleted and created again)."""
         self.topic = topic
         # Never creates the topic; the client's log lines go where every client's go.
         self._settings: dict[str, Any] = {**client_configs, "bootstrap.servers": bootstrap_servers,
                                           "allow.auto.create.topics": False, **client_logging(bootstrap_servers)}
         self._held = held
         self._writable_again = writable_again
+        self._recreated = recreated
+        # The topic's id as first read (None: not read yet), and the loop time of the next reading while held.
+        self._topic_id: str | None = None
+        self._topic_id_after = 0.0
         self._admin: AdminClient | None = None
         self._last: dict[int, Reading] = {}
         # Signals left for a held partition's latest change to writable.
@@ -81,6 +95,8 @@ class PartitionWatch:
         while True:
             await asyncio.sleep(WATCH_INTERVAL_S)
             held = set(self._held())
+            if (self._topic_id is None or held) and asyncio.get_running_loop().time() >= self._topic_id_after:
+                await self._check_topic_id()
             if not held:
                 self._last.clear()
                 self._left.clear()
@@ -120,6 +136,26 @@ class PartitionWatch:
         min_in_sync = await self._min_in_sync()
         return {number: Reading(partition.leader, len(partition.isrs), min_in_sync)
                 for number, partition in described.partitions.items()}
+
+    async def _check_topic_id(self) -> None:
+        """Read the topic's id; tell the owner when it is not the one first read."""
+        loop = asyncio.get_running_loop()
+        self._topic_id_after = loop.time() + TOPIC_ID_INTERVAL_S
+        if self._admin is None:
+            self._admin = AdminClient(self._settings)
+        try:
+            future = self._admin.describe_topics(TopicCollection([self.topic]),
+                                                 request_timeout=READ_TIMEOUT_S)[self.topic]
+            async with asyncio.timeout(READ_TIMEOUT_S + 1):
+                topic_id = str((await asyncio.wrap_future(future)).topic_id)
+        except Exception as e:  # the brokers away, the topic gone for now, no permission: read again later
+            log.debug("Could not read the id of %s: %s", self.topic, e)
+            return
+        if self._topic_id is not None and topic_id != self._topic_id:
+            log.warning("%s was deleted and created again (its id was %s, now %s): renewing the clients that write "
+                        "and read it", self.topic, self._topic_id, topic_id)
+            self._recreated()
+        self._topic_id = topic_id
 
     async def _min_in_sync(self) -> int | None:
         """The topic's ``min.insync.replicas`` (its own, or the brokers' default); None when it cannot be read (no

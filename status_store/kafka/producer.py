@@ -53,6 +53,8 @@ class TopicProducer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._producer: Producer | None = None
         self._thread: threading.Thread | None = None
+        # Producers renewed away, with their threads (serving their last delivery reports): stopped with the store.
+        self._retired: list[tuple[Producer, threading.Thread]] = []
         self._stopping = threading.Event()
         # Delivery reports, filled by the producer thread and drained on the loop.
         self._reports: collections.deque[_ReportTuple] = collections.deque()
@@ -81,7 +83,23 @@ class TopicProducer:
         except BaseException:
             self._producer = None
             raise
-        self._thread = threading.Thread(target=self._serve_deliveries, name="status-store-producer", daemon=True)
+        self._thread = threading.Thread(target=self._serve_deliveries, args=(self._producer,),
+                                        name="status-store-producer", daemon=True)
+        self._thread.start()
+
+    def renew(self) -> None:
+        """Send from now on through a new librdkafka producer: the topic was created again, and librdkafka keeps the
+        old topic's leader epochs (its issue #4898), so the producer from before may time out every write to a
+        partition of the new topic for good. The old one's writes end as they would have (written, or failed after
+        their delivery timeout: the retry queue sends them again), its thread serving their reports until then."""
+        if self._closed or self._producer is None:
+            return
+        log.warning("Writing to %s with a new producer: the topic was created again", self.topic)
+        if self._thread is not None:
+            self._retired.append((self._producer, self._thread))
+        self._producer = Producer(self._settings)
+        self._thread = threading.Thread(target=self._serve_deliveries, args=(self._producer,),
+                                        name="status-store-producer", daemon=True)
         self._thread.start()
 
     async def stop(self, timeout: float) -> int:
@@ -93,14 +111,17 @@ class TopicProducer:
             return 0
         self._closed = True
         pending = 0
-        producer = self._producer
         self._send_outbox()  # what this turn submitted goes out before the flush
-        if producer is not None:
-            pending = await asyncio.to_thread(producer.flush, timeout)
-            if pending:
+        producers = [producer for producer, _ in self._retired]
+        if self._producer is not None:
+            producers.append(self._producer)
+        for producer, left in zip(producers, await asyncio.gather(
+                *(asyncio.to_thread(producer.flush, timeout) for producer in producers)), strict=True):
+            if left:
+                pending += left
                 # Their owner's queue has given them their outcome already and says what becomes of them (a spool
                 # may keep them): one line, the owner's, not a second one here that says otherwise.
-                log.debug("%d write(s) to %s still in the producer's queue after %.1f s: purged", pending, self.topic,
+                log.debug("%d write(s) to %s still in the producer's queue after %.1f s: purged", left, self.topic,
                           timeout)
                 producer.purge()
                 await asyncio.to_thread(producer.poll, 0)
@@ -110,8 +131,12 @@ class TopicProducer:
                                         "the store stopped before this write was sent"))
         self._outbox.clear()
         self._stopping.set()
+        threads = [thread for _, thread in self._retired]
         if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 5)
+            threads.append(self._thread)
+        for thread in threads:
+            await asyncio.to_thread(thread.join, 5)
+        self._retired.clear()
         self._drain_reports()
         self._producer = None
         return pending
@@ -166,10 +191,9 @@ class TopicProducer:
                 done(None, _write_failed(key, e.args[0]))
             outbox.popleft()
 
-    def _serve_deliveries(self) -> None:
-        producer = self._producer
-        assert producer is not None
-        while not self._stopping.is_set():
+    def _serve_deliveries(self, producer: Producer) -> None:
+        """Serve ``producer``'s delivery reports until the stop, or, once it was renewed, until it has none left."""
+        while not self._stopping.is_set() and (producer is self._producer or len(producer) > 0):
             try:
                 producer.poll(POLL_INTERVAL_S)
                 self._schedule_drain()

@@ -46,7 +46,8 @@ class _Waiter:
 
 class _Rounds:
     """The reader thread's state: the barriers of the round under way, which partitions have reported their
-    end since it began, where each partition has been read to, and whether the assignment must be renewed."""
+    end since it began, where each partition has been read to, and whether the assignment (or the whole client)
+    must be renewed."""
 
     def __init__(self, partitions: Sequence[int], first: Barrier) -> None:
         self.partitions = partitions
@@ -54,6 +55,7 @@ class _Rounds:
         self.at_end: set[int] = set()
         self.positions: dict[int, int] = {}
         self.reassign = False
+        self.renew_client = False
 
     def begin(self, requests: collections.deque[Barrier]) -> None:
         """Take the barrier requests waiting, if no round is under way."""
@@ -65,9 +67,11 @@ class _Rounds:
             self.reassign = True
 
     def restart(self, partition: int) -> None:
-        """Read a partition again from its beginning (its log started over)."""
+        """Read a partition again from its beginning (its log started over), with a new client: the topic was
+        created again, and librdkafka keeps the old topic's leader epochs (its issue #4898), so a client from before
+        may fetch the new topic's partitions in vain for good."""
         self.positions.pop(partition, None)
-        self.reassign = True
+        self.reassign = self.renew_client = True
 
     def assignment(self, topic: str) -> list[TopicPartition] | None:
         """The assignment to renew, once, or None."""
@@ -192,6 +196,9 @@ class TopicReader:
                 rounds.begin(self._barrier_requests)
                 while self._restarts:
                     rounds.restart(self._restarts.popleft())
+                if rounds.renew_client:
+                    rounds.renew_client = False
+                    consumer = self._renew(consumer)
                 renewed = rounds.assignment(self.topic)
                 if renewed is not None:
                     consumer.assign(renewed)
@@ -219,6 +226,14 @@ class TopicReader:
                 log.exception("The reader hit an error on topic %s; reading again in 1 s", self.topic)
                 rounds.reassign = True
                 self._stopping.wait(1.0)
+
+    def _renew(self, consumer: Consumer) -> Consumer:
+        """A new client in the place of ``consumer``, which is closed (the caller assigns the new one)."""
+        log.info("Reading topic %s with a new client: its log started over", self.topic)
+        renewed = Consumer(self._settings)
+        self._consumer = renewed
+        consumer.close()
+        return renewed
 
     def _note_events(self, messages: list[Message], at_end: set[int]) -> None:
         for message in messages:
