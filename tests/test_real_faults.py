@@ -577,36 +577,60 @@ def test_a_black_holed_broker(cluster: Faults) -> None:
     check_after(cluster, writers)
 
 
+def move_every_leader_and_back(faults: Faults, writers: Writers) -> None:
+    """Every broker restarted in turn while ``writers`` write: every partition's leader moves, and moves back, and the
+    sidecar's clients follow, and hold their leader epochs, above a new topic's."""
+    kafka = faults.kafka
+    for node in kafka.brokers:
+        kafka.stop_broker(node.node_id)
+        kafka.start_broker(node.node_id)
+        kafka.wait_in_sync([faults.topic, faults.connect.config_topic, "__consumer_offsets"])
+    faults.wait_released("every partition released")
+    writers.wait_for_answers(3, 200)
+
+
+def create_topic_again(faults: Faults) -> None:
+    """Delete the status topic and create it again (compacted, as Connect creates it). With Kafka's
+    auto.create.topics.enable (these brokers'), a running worker's clients create a deleted topic again at once, with
+    the brokers' defaults (one partition, not compacted): the worker is held still (SIGSTOP) while the topic is created
+    again as a status topic, as a cluster without auto-creation, or a topic operator, has it."""
+    kafka, topic = faults.kafka, faults.topic
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 0})
+    worker = faults.connect.workers[0].process
+    worker.pause()
+    try:
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(60)
+        wait_until(lambda: topic not in admin.list_topics(timeout=5).topics, 60, "the status topic gone")
+        kafka.create_topic(topic, PARTITIONS, 3, {"cleanup.policy": "compact", "min.insync.replicas": "2"})
+    finally:
+        worker.resume()
+    kafka.wait_in_sync([topic])
+
+
 def test_the_status_topic_deleted_and_created_again(cluster: Faults) -> None:
     """The status topic deleted and created again under the same name (an operator's slip, a topic operator that
     restores it) while nothing writes, after its partitions' leaders have moved: then Connect's worker writes its new
     statuses to the new topic and reads them back (its clients follow the topic's new id), and so does the sidecar.
     librdkafka's clients do not follow it (its issue #4898: a producer from before times out every write to a
     partition whose leader moved, for good; a reader from before fetches some partitions in vain)."""
-    kafka = cluster.kafka
     with Writers(cluster.sidecar, "recreated") as before:
-        # Every partition's leader moves, and moves back, while the sidecar writes: its producer follows them, and
-        # holds their leader epochs, above the new topic's.
-        for node in kafka.brokers:
-            kafka.stop_broker(node.node_id)
-            kafka.start_broker(node.node_id)
-            kafka.wait_in_sync([cluster.topic, cluster.connect.config_topic, "__consumer_offsets"])
-        cluster.wait_released("every partition released")
-        before.wait_for_answers(3, 200)
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers, "log_level": 0})
-    worker = cluster.connect.workers[0].process
-    # With Kafka's auto.create.topics.enable (these brokers'), a running worker's clients create a deleted topic again
-    # at once, with the brokers' defaults (one partition, not compacted): the worker is held still while the topic is
-    # created again as a status topic, as a cluster without auto-creation, or a topic operator, has it.
-    worker.pause()
-    try:
-        admin.delete_topics([cluster.topic], operation_timeout=30)[cluster.topic].result(60)
-        wait_until(lambda: cluster.topic not in admin.list_topics(timeout=5).topics, 60, "the status topic gone")
-        kafka.create_topic(cluster.topic, PARTITIONS, 3, {"cleanup.policy": "compact", "min.insync.replicas": "2"})
-    finally:
-        worker.resume()
-    kafka.wait_in_sync([cluster.topic])
+        move_every_leader_and_back(cluster, before)
+    create_topic_again(cluster)
     cluster.toggle_connector()
     with Writers(cluster.sidecar, "recreated-after") as writers:
         writers.wait_for_answers(3, 200, timeout=SETTLE_S)
     check_after(cluster, writers)
+
+
+def test_the_status_topic_created_again_while_only_connect_writes(cluster: Faults) -> None:
+    """The same, but afterwards only Connect's worker writes (the sidecar beside a worker that keeps its own status
+    store): nothing the sidecar writes tells it that the topic's log started over, and its REST API still answers as
+    Connect's, from the new topic."""
+    with Writers(cluster.sidecar, "recreated-read") as before:
+        move_every_leader_and_back(cluster, before)
+    create_topic_again(cluster)
+    cluster.toggle_connector()
+    cluster.toggled()
+    cluster.connect.wait_for_status(CONNECTOR, all_in(cluster.connector_state, 2), cluster.connector_state, SETTLE_S)
+    routes = [f"/connectors/{CONNECTOR}/status", *(f"/connectors/{CONNECTOR}/tasks/{task}/status" for task in range(2))]
+    same_answers(cluster.connect.request, cluster.sidecar.request, routes)

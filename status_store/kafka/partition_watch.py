@@ -8,10 +8,12 @@ request, not a write) and, when what it reads of a held partition changes to wri
 (``writable_again``): the probe goes then, not at its time. What it cannot read (no permission to describe the
 topic's configuration) it does without: the leader and the in-sync replicas alone then.
 
-It also reads the topic's id (once at the start, then every ``TOPIC_ID_INTERVAL_S`` while partitions are held): a
-new id says the topic was deleted and created again under its name, which librdkafka's clients do not follow (its
-issue #4898: a producer from before times out every write to a partition whose leader moved), and the owner is told
-(``recreated``) to renew them.
+It also reads the topic's id, every ``TOPIC_ID_INTERVAL_S`` while partitions are held and every
+``TOPIC_ID_IDLE_INTERVAL_S`` else: a new id says the topic was deleted and created again under its name, which
+librdkafka's clients do not follow (its issue #4898: a producer from before times out every write to a partition whose
+leader moved, a reader from before fetches some partitions in vain, both for good), and the owner is told
+(``recreated``) to renew them. The idle reading is what tells a sidecar that writes nothing itself (it reads a worker's
+own writes).
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ READ_TIMEOUT_S = 2.0
 SIGNALS_PER_CHANGE = 3
 # A configuration the cluster would not describe is asked for again after this long.
 CONFIGS_RETRY_S = 60.0
-# How often the topic's id is read while partitions are held.
+# How often the topic's id is read while partitions are held, and while none is (from the start on).
 TOPIC_ID_INTERVAL_S = 1.0
+TOPIC_ID_IDLE_INTERVAL_S = 10.0
 
 
 class Reading(NamedTuple):
@@ -67,9 +70,9 @@ class PartitionWatch:
         self._held = held
         self._writable_again = writable_again
         self._recreated = recreated
-        # The topic's id as first read (None: not read yet), and the loop time of the next reading while held.
+        # The topic's id as first read (None: not read yet), and the loop time it was last asked for.
         self._topic_id: str | None = None
-        self._topic_id_after = 0.0
+        self._topic_id_asked = -TOPIC_ID_IDLE_INTERVAL_S
         self._admin: AdminClient | None = None
         self._last: dict[int, Reading] = {}
         # Signals left for a held partition's latest change to writable.
@@ -95,7 +98,8 @@ class PartitionWatch:
         while True:
             await asyncio.sleep(WATCH_INTERVAL_S)
             held = set(self._held())
-            if (self._topic_id is None or held) and asyncio.get_running_loop().time() >= self._topic_id_after:
+            interval = TOPIC_ID_INTERVAL_S if held else TOPIC_ID_IDLE_INTERVAL_S
+            if asyncio.get_running_loop().time() >= self._topic_id_asked + interval:
                 await self._check_topic_id()
             if not held:
                 self._last.clear()
@@ -139,8 +143,7 @@ class PartitionWatch:
 
     async def _check_topic_id(self) -> None:
         """Read the topic's id; tell the owner when it is not the one first read."""
-        loop = asyncio.get_running_loop()
-        self._topic_id_after = loop.time() + TOPIC_ID_INTERVAL_S
+        self._topic_id_asked = asyncio.get_running_loop().time()
         if self._admin is None:
             self._admin = AdminClient(self._settings)
         try:
