@@ -23,8 +23,10 @@ from harness.tansu import TansuBroker
 from status_store.connect.model import ConnectorStatus, State
 from status_store.errors import KafkaUnavailableError, TopicSetupError
 from status_store.kafka import reader as kafka_reader
+from status_store.kafka.producer import TopicProducer
 from status_store.kafka.settings import consumer_settings, producer_settings
 from status_store.kafka.topics import ensure_topic
+from status_store.retry.delivery import Delivery
 from status_store.retry.updates import Result
 
 from .conftest import PARTITIONS, Broker, StoreFactory
@@ -327,3 +329,57 @@ async def test_a_write_goes_out_while_another_partitions_write_to_its_leader_is_
         connector = store.cache.get_connector(names[first])
         assert connector is not None
         assert connector.state is State.FAILED
+
+
+async def test_a_renewed_producer_s_unanswered_writes_settle_through_it_and_the_stop_waits_for_them(
+        kafka_cluster: KafkaCluster) -> None:
+    """``TopicProducer.renew`` (the topic was created again): a write unanswered when the producer is renewed gets its
+    outcome from the producer that sent it, later writes go through the new one meanwhile, and the store's stop flushes,
+    and settles, what a renewed producer still holds."""
+    topic = f"renew-{uuid.uuid4().hex[:8]}"
+    kafka_cluster.create_topic(topic, PARTITIONS, 3)
+    leaders = {n: p.leader for n, p in kafka_cluster.partitions(topic).items()}
+    keys = {murmur2(f"k{i}".encode(), PARTITIONS): f"k{i}".encode() for i in range(200)}
+    held = 0
+    other = next(p for p in keys if leaders[p] != leaders[held])
+    proxy = kafka_cluster.broker(leaders[held]).proxy
+    assert proxy is not None
+    loop = asyncio.get_running_loop()
+    producer = TopicProducer(topic, kafka_cluster.bootstrap_servers, {}, delivery_timeout_ms=60000)
+
+    def send(partition: int) -> asyncio.Future[tuple[Delivery | None, Exception | None]]:
+        outcome: asyncio.Future[tuple[Delivery | None, Exception | None]] = loop.create_future()
+        producer.send(keys[partition], b"v", lambda delivery, error: outcome.set_result((delivery, error)))
+        return outcome
+
+    async def unanswered() -> asyncio.Future[tuple[Delivery | None, Exception | None]]:
+        before = proxy.requests(PRODUCE)
+        outcome = send(held)
+        await asyncio.to_thread(wait_until, lambda: proxy.requests(PRODUCE) > before, WAIT, "the write sent")
+        return outcome
+
+    await producer.start(WAIT)
+    try:
+        for partition in keys:  # every connection up
+            assert (await asyncio.wait_for(send(partition), WAIT))[1] is None
+        proxy.set_fault(Fault.UNANSWERED)
+        older = await unanswered()
+        producer.renew()
+        assert (await asyncio.wait_for(send(other), WAIT))[1] is None  # through the new producer meanwhile
+        assert not older.done()
+        proxy.set_fault(Fault.NONE)
+        delivery, error = await asyncio.wait_for(older, WAIT)
+        assert error is None
+        assert delivery is not None
+        assert delivery.partition == held
+        assert (await asyncio.wait_for(send(held), WAIT))[1] is None  # the new producer's connection to the leader up
+        proxy.set_fault(Fault.UNANSWERED)
+        last = await unanswered()
+        producer.renew()
+    finally:
+        pending = await producer.stop(1.0)
+        proxy.set_fault(Fault.NONE)
+    assert pending == 1
+    delivery, error = await asyncio.wait_for(last, WAIT)
+    assert delivery is None
+    assert error is not None
