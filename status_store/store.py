@@ -74,6 +74,8 @@ CLOSE_RESERVE_S = 0.5
 # When the spool cannot be written, writes are refused with this Retry-After (its commits are retried after a wait
 # from 0.1 s to 2 s, and its settled rows go as Kafka takes the writes: a freed disk takes writes again soon).
 SPOOL_RETRY_AFTER_S = 1.0
+# A held partition the cluster says can take writes for this many delivery timeouts is written through a new producer.
+STUCK_DELIVERY_TIMEOUTS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,16 +126,20 @@ def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.rand
     after = AfterLastRetry(config, bootstrap_servers, queue, events.dead_letters, spool, cache.note_written)
     queue.subscribe(after)
     # While partitions are held, the cluster's word that one can take writes again sends its probe at once.
-    # A topic created again under its name (a new id) is written and read with new clients (partition_watch.py).
+    # A topic created again under its name (a new id) is written and read with new clients, and a partition held
+    # while the cluster says it can take writes is written through a new producer (partition_watch.py): past two
+    # delivery timeouts, an attempt in flight to a leader that moved has failed and the next one gone to the new one.
     watch = PartitionWatch(config.topic, bootstrap_servers, config.client_configs,
                            lambda: queue.held_partitions, queue.writable_again,
-                           recreated=lambda: _renew_clients(producer, reader))
+                           recreated=lambda: _renew_clients(producer, reader),
+                           stuck=lambda: producer.renew("the one before failed writes the cluster could take"),
+                           stuck_after_s=STUCK_DELIVERY_TIMEOUTS * retry.delivery_timeout_ms / 1000)
     return StoreParts(cache, RecordLimit.of(config.client_configs, config.topic_configs), spool, reader, producer,
                       queue, events, after, watch, late)
 
 
 def _renew_clients(producer: TopicProducer, reader: TopicReader) -> None:
-    producer.renew()
+    producer.renew("the topic was created again")
     for partition in reader.partitions:
         reader.restart(partition)
 

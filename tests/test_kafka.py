@@ -23,6 +23,7 @@ from harness.tansu import TansuBroker
 from status_store.connect.model import ConnectorStatus, State
 from status_store.errors import KafkaUnavailableError, TopicSetupError
 from status_store.kafka import reader as kafka_reader
+from status_store.kafka.partition_watch import PartitionWatch
 from status_store.kafka.producer import TopicProducer
 from status_store.kafka.settings import consumer_settings, producer_settings
 from status_store.kafka.topics import ensure_topic
@@ -364,7 +365,7 @@ async def test_a_renewed_producer_s_unanswered_writes_settle_through_it_and_the_
             assert (await asyncio.wait_for(send(partition), WAIT))[1] is None
         proxy.set_fault(Fault.UNANSWERED)
         older = await unanswered()
-        producer.renew()
+        producer.renew("a test")
         assert (await asyncio.wait_for(send(other), WAIT))[1] is None  # through the new producer meanwhile
         assert not older.done()
         proxy.set_fault(Fault.NONE)
@@ -375,7 +376,7 @@ async def test_a_renewed_producer_s_unanswered_writes_settle_through_it_and_the_
         assert (await asyncio.wait_for(send(held), WAIT))[1] is None  # the new producer's connection to the leader up
         proxy.set_fault(Fault.UNANSWERED)
         last = await unanswered()
-        producer.renew()
+        producer.renew("a test")
     finally:
         pending = await producer.stop(1.0)
         proxy.set_fault(Fault.NONE)
@@ -383,3 +384,43 @@ async def test_a_renewed_producer_s_unanswered_writes_settle_through_it_and_the_
     delivery, error = await asyncio.wait_for(last, WAIT)
     assert delivery is None
     assert error is not None
+
+
+async def test_a_producer_failing_writes_the_cluster_says_it_could_take_is_renewed(
+        kafka_cluster: KafkaCluster, store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A librdkafka producer stuck on stale leaders, made as librdkafka's issue #4898 makes one (the topic created again
+    after its leaders moved), with the topic's id left unread so that nothing but the partitions' state tells: once the
+    cluster has said for two delivery timeouts that a held partition can take writes, the store writes through a new
+    producer, and every write lands."""
+    async def unread(_: PartitionWatch) -> None:
+        return None
+
+    monkeypatch.setattr(PartitionWatch, "_check_topic_id", unread)
+    topic = f"stuck-{uuid.uuid4().hex[:8]}"
+    names = list({murmur2(f"status-connector-c{i}".encode(), PARTITIONS): f"c{i}" for i in range(200)}.values())
+    settings = {"status.storage.replication.factor": "3", "status.storage.retry.delivery.timeout.ms": "3000",
+                "status.storage.retry.max.retries": "1000", "status.storage.retry.timeout.ms": "600000"}
+    async with store_factory(kafka_cluster.bootstrap_servers, topic, **settings) as store:
+
+        async def write_all(state: State) -> list[Result]:
+            outcomes = await asyncio.gather(*(store.put(ConnectorStatus(name, state, "w:1", 1)).result(60)
+                                              for name in names))
+            return [outcome.result for outcome in outcomes]
+
+        # Every leader moves, and moves back, while the store writes: its producer holds leader epochs above 0.
+        for node in kafka_cluster.brokers:
+            await asyncio.to_thread(kafka_cluster.stop_broker, node.node_id)
+            assert await write_all(State.PAUSED) == [Result.WRITTEN] * PARTITIONS
+            await asyncio.to_thread(kafka_cluster.start_broker, node.node_id)
+            await asyncio.to_thread(kafka_cluster.wait_in_sync, [topic])
+            assert await write_all(State.RUNNING) == [Result.WRITTEN] * PARTITIONS
+        client = admin(kafka_cluster.bootstrap_servers)
+        client.delete_topics([topic], operation_timeout=30)[topic].result(60)
+        await asyncio.to_thread(wait_until, lambda: topic not in client.list_topics(timeout=5).topics, 60,
+                                "the topic gone")
+        await asyncio.to_thread(kafka_cluster.create_topic, topic, PARTITIONS, 3, {"cleanup.policy": "compact"})
+        await asyncio.to_thread(kafka_cluster.wait_in_sync, [topic])
+        assert await write_all(State.FAILED) == [Result.WRITTEN] * PARTITIONS
+        await store.read_your_writes(WAIT)
+        read = [store.cache.get_connector(name) for name in names]
+        assert [None if status is None else status.state for status in read] == [State.FAILED] * PARTITIONS

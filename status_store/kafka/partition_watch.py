@@ -14,6 +14,11 @@ librdkafka's clients do not follow (its issue #4898: a producer from before time
 leader moved, a reader from before fetches some partitions in vain, both for good), and the owner is told
 (``recreated``) to renew them. The idle reading is what tells a sidecar that writes nothing itself (it reads a worker's
 own writes).
+
+A held partition the cluster has said is writable for ``stuck_after_s`` without a break, its writes failing all the
+while, is the client's, not the cluster's: librdkafka can keep a stale leader for good (its issues #4898 and #4976
+among others), where Java's client (Connect's) follows the metadata. The owner is told (``stuck``) to write through a
+new producer, at most once per ``stuck_after_s``.
 """
 
 from __future__ import annotations
@@ -61,8 +66,10 @@ class PartitionWatch:
 
     def __init__(self, topic: str, bootstrap_servers: str, client_configs: Mapping[str, str],
                  held: Callable[[], Sequence[int]], writable_again: Callable[[int], object],
-                 recreated: Callable[[], object] = lambda: None) -> None:
-        """``recreated``: called when the topic's id changed (it was deleted and created again)."""
+                 recreated: Callable[[], object] = lambda: None, stuck: Callable[[], object] = lambda: None,
+                 stuck_after_s: float = 20.0) -> None:
+        """``recreated``: called when the topic's id changed (it was deleted and created again). ``stuck``: called
+        when a held partition has been writable by the cluster's word for ``stuck_after_s`` without a break."""
         self.topic = topic
         # Never creates the topic; the client's log lines go where every client's go.
         self._settings: dict[str, Any] = {**client_configs, "bootstrap.servers": bootstrap_servers,
@@ -70,6 +77,9 @@ class PartitionWatch:
         self._held = held
         self._writable_again = writable_again
         self._recreated = recreated
+        self._stuck, self._stuck_after_s = stuck, stuck_after_s
+        # Per held partition, the loop time since which every reading has said it is writable.
+        self._writable_since: dict[int, float] = {}
         # The topic's id as first read (None: not read yet), and the loop time it was last asked for.
         self._topic_id: str | None = None
         self._topic_id_asked = -TOPIC_ID_IDLE_INTERVAL_S
@@ -104,21 +114,26 @@ class PartitionWatch:
             if not held:
                 self._last.clear()
                 self._left.clear()
+                self._writable_since.clear()
                 continue
             try:
                 readings = await self._read()
             except Exception as e:  # the brokers away: the probes go on their schedule meanwhile
                 log.debug("Could not read the state of %s's held partitions: %s", self.topic, e)
                 continue
+            now = asyncio.get_running_loop().time()
             for partition in sorted(held):
                 reading = readings.get(partition)
                 if reading is None:
+                    self._writable_since.pop(partition, None)
                     continue
                 before = self._last.get(partition)
                 self._last[partition] = reading
                 if not reading.writable:
                     self._left.pop(partition, None)
+                    self._writable_since.pop(partition, None)
                     continue
+                self._writable_since.setdefault(partition, now)
                 if before is not None and reading != before:
                     log.debug("Partition %d of %s can take writes again (%s): probing it now", partition, self.topic,
                               reading)
@@ -129,6 +144,17 @@ class PartitionWatch:
             for partition in set(self._last) - held:
                 del self._last[partition]
                 self._left.pop(partition, None)
+                self._writable_since.pop(partition, None)
+            self._renew_if_stuck(now)
+
+    def _renew_if_stuck(self, now: float) -> None:
+        stuck = sorted(p for p, since in self._writable_since.items() if now - since >= self._stuck_after_s)
+        if stuck:
+            log.warning("Partition(s) %s of %s held for %.0f s while the cluster says they can take writes (a leader, "
+                        "enough replicas in sync): writing through a new producer (a client can keep a stale leader)",
+                        ", ".join(map(str, stuck)), self.topic, self._stuck_after_s)
+            self._writable_since.clear()
+            self._stuck()
 
     async def _read(self) -> dict[int, Reading]:
         if self._admin is None:

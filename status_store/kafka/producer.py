@@ -87,14 +87,15 @@ class TopicProducer:
                                         name="status-store-producer", daemon=True)
         self._thread.start()
 
-    def renew(self) -> None:
-        """Send from now on through a new librdkafka producer: the topic was created again, and librdkafka keeps the
-        old topic's leader epochs (its issue #4898), so the producer from before may time out every write to a
-        partition of the new topic for good. The old one's writes end as they would have (written, or failed after
-        their delivery timeout: the retry queue sends them again), its thread serving their reports until then."""
+    def renew(self, reason: str) -> None:
+        """Send from now on through a new librdkafka producer, the one before being stuck (``reason``): the topic was
+        created again, and librdkafka keeps the old topic's leader epochs (its issue #4898), so the producer from
+        before may time out every write to a partition of the new topic for good; or it keeps a stale leader for
+        another reason. The old one's writes end as they would have (written, or failed after their delivery timeout:
+        the retry queue sends them again), its thread serving their reports until then."""
         if self._closed or self._producer is None:
             return
-        log.warning("Writing to %s with a new producer: the topic was created again", self.topic)
+        log.info("Writing to %s with a new producer: %s", self.topic, reason)
         if self._thread is not None:
             self._retired.append((self._producer, self._thread))
         self._producer = Producer(self._settings)
