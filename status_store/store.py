@@ -139,7 +139,7 @@ def build(config: StoreConfig, bootstrap_servers: str, rng: Random = random.rand
 
 
 def _renew_clients(producer: TopicProducer, reader: TopicReader) -> None:
-    producer.renew("the topic was created again")
+    producer.renew("the topic was created again", log_started_over=True)
     for partition in reader.partitions:
         reader.restart(partition)
 

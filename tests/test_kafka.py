@@ -387,7 +387,8 @@ async def test_a_renewed_producer_s_unanswered_writes_settle_through_it_and_the_
 
 
 async def test_a_producer_failing_writes_the_cluster_says_it_could_take_is_renewed(
-        kafka_cluster: KafkaCluster, store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+        kafka_cluster: KafkaCluster, store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
     """A librdkafka producer stuck on stale leaders, made as librdkafka's issue #4898 makes one (the topic created again
     after its leaders moved), with the topic's id left unread so that nothing but the partitions' state tells: once the
     cluster has said for two delivery timeouts that a held partition can take writes, the store writes through a new
@@ -421,6 +422,7 @@ async def test_a_producer_failing_writes_the_cluster_says_it_could_take_is_renew
         await asyncio.to_thread(kafka_cluster.create_topic, topic, PARTITIONS, 3, {"cleanup.policy": "compact"})
         await asyncio.to_thread(kafka_cluster.wait_in_sync, [topic])
         assert await write_all(State.FAILED) == [Result.WRITTEN] * PARTITIONS
+        assert "while the cluster says they can take writes" in caplog.text  # through a new producer
         await store.read_your_writes(WAIT)
         read = [store.cache.get_connector(name) for name in names]
         assert [None if status is None else status.state for status in read] == [State.FAILED] * PARTITIONS

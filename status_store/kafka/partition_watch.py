@@ -18,7 +18,7 @@ own writes).
 A held partition the cluster has said is writable for ``stuck_after_s`` without a break, its writes failing all the
 while, is the client's, not the cluster's: librdkafka can keep a stale leader for good (its issues #4898 and #4976
 among others), where Java's client (Connect's) follows the metadata. The owner is told (``stuck``) to write through a
-new producer, at most once per ``stuck_after_s``.
+new producer; if the partitions stay held, again after twice as long each time (up to ``STUCK_MAX_S``).
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ CONFIGS_RETRY_S = 60.0
 # How often the topic's id is read while partitions are held, and while none is (from the start on).
 TOPIC_ID_INTERVAL_S = 1.0
 TOPIC_ID_IDLE_INTERVAL_S = 10.0
+# What a broker without topic ids (before Kafka 2.8) answers for one: no id.
+NO_TOPIC_ID = (0, 0)
+# The longest a held partition the cluster says is writable waits for its producer's next renewal.
+STUCK_MAX_S = 600.0
 
 
 class Reading(NamedTuple):
@@ -78,11 +82,15 @@ class PartitionWatch:
         self._writable_again = writable_again
         self._recreated = recreated
         self._stuck, self._stuck_after_s = stuck, stuck_after_s
-        # Per held partition, the loop time since which every reading has said it is writable.
+        # Per held partition, the loop time since which every reading has said it is writable; how long that must
+        # last for a renewal now (doubled by each renewal while partitions stay held).
         self._writable_since: dict[int, float] = {}
-        # The topic's id as first read (None: not read yet), and the loop time it was last asked for.
+        self._stuck_bound_s = stuck_after_s
+        # The topic's id as last read (None: not read yet), the loop time it was last asked for, and the reading under
+        # way (its own task: a broker that does not answer holds up none of the held partitions' readings).
         self._topic_id: str | None = None
         self._topic_id_asked = -TOPIC_ID_IDLE_INTERVAL_S
+        self._topic_id_reading: asyncio.Task[None] | None = None
         self._admin: AdminClient | None = None
         self._last: dict[int, Reading] = {}
         # Signals left for a held partition's latest change to writable.
@@ -99,27 +107,33 @@ class PartitionWatch:
 
     async def stop(self) -> None:
         """Watch no more."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        tasks = [task for task in (self._task, self._topic_id_reading) if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = self._topic_id_reading = None
 
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(WATCH_INTERVAL_S)
             held = set(self._held())
+            loop = asyncio.get_running_loop()
             interval = TOPIC_ID_INTERVAL_S if held else TOPIC_ID_IDLE_INTERVAL_S
-            if asyncio.get_running_loop().time() >= self._topic_id_asked + interval:
-                await self._check_topic_id()
+            reading_id = self._topic_id_reading is not None and not self._topic_id_reading.done()
+            if not reading_id and loop.time() >= self._topic_id_asked + interval:
+                self._topic_id_asked = loop.time()
+                self._topic_id_reading = loop.create_task(self._check_topic_id())
             if not held:
                 self._last.clear()
                 self._left.clear()
                 self._writable_since.clear()
+                self._stuck_bound_s = self._stuck_after_s
                 continue
             try:
                 readings = await self._read()
             except Exception as e:  # the brokers away: the probes go on their schedule meanwhile
                 log.debug("Could not read the state of %s's held partitions: %s", self.topic, e)
+                self._writable_since.clear()  # not read: no longer "without a break"
                 continue
             now = asyncio.get_running_loop().time()
             for partition in sorted(held):
@@ -148,13 +162,21 @@ class PartitionWatch:
             self._renew_if_stuck(now)
 
     def _renew_if_stuck(self, now: float) -> None:
-        stuck = sorted(p for p, since in self._writable_since.items() if now - since >= self._stuck_after_s)
+        stuck = sorted(p for p, since in self._writable_since.items() if now - since >= self._stuck_bound_s)
         if stuck:
             log.warning("Partition(s) %s of %s held for %.0f s while the cluster says they can take writes (a leader, "
                         "enough replicas in sync): writing through a new producer (a client can keep a stale leader)",
-                        ", ".join(map(str, stuck)), self.topic, self._stuck_after_s)
+                        ", ".join(map(str, stuck)), self.topic, self._stuck_bound_s)
             self._writable_since.clear()
-            self._stuck()
+            self._stuck_bound_s = min(2 * self._stuck_bound_s, max(STUCK_MAX_S, self._stuck_after_s))
+            self._tell(self._stuck)
+
+    def _tell(self, owner: Callable[[], object]) -> None:
+        """Call the owner; what it raises is logged, and the watch goes on."""
+        try:
+            owner()
+        except Exception:
+            log.exception("Renewing the clients of %s failed; the watch goes on", self.topic)
 
     async def _read(self) -> dict[int, Reading]:
         if self._admin is None:
@@ -168,22 +190,26 @@ class PartitionWatch:
                 for number, partition in described.partitions.items()}
 
     async def _check_topic_id(self) -> None:
-        """Read the topic's id; tell the owner when it is not the one first read."""
-        self._topic_id_asked = asyncio.get_running_loop().time()
-        if self._admin is None:
-            self._admin = AdminClient(self._settings)
+        """Read the topic's id; tell the owner when it is not the one last read. No id (a broker before Kafka 2.8)
+        is no reading."""
         try:
+            if self._admin is None:
+                self._admin = AdminClient(self._settings)
             future = self._admin.describe_topics(TopicCollection([self.topic]),
                                                  request_timeout=READ_TIMEOUT_S)[self.topic]
             async with asyncio.timeout(READ_TIMEOUT_S + 1):
-                topic_id = str((await asyncio.wrap_future(future)).topic_id)
+                found = (await asyncio.wrap_future(future)).topic_id
         except Exception as e:  # the brokers away, the topic gone for now, no permission: read again later
             log.debug("Could not read the id of %s: %s", self.topic, e)
             return
+        if (found.get_most_significant_bits(), found.get_least_significant_bits()) == NO_TOPIC_ID:
+            return
+        topic_id = str(found)
         if self._topic_id is not None and topic_id != self._topic_id:
             log.warning("%s was deleted and created again (its id was %s, now %s): renewing the clients that write "
                         "and read it", self.topic, self._topic_id, topic_id)
-            self._recreated()
+            self._writable_since.clear()  # renewed now: a held partition's wait for a renewal starts again
+            self._tell(self._recreated)
         self._topic_id = topic_id
 
     async def _min_in_sync(self) -> int | None:

@@ -26,8 +26,9 @@ from .settings import DEFAULT_DELIVERY_TIMEOUT_MS, POLL_INTERVAL_S, producer_set
 
 log = logging.getLogger(__name__)
 
-# (completion callback, error, partition, offset, the failed record: key, value, attempt id) of one delivery report.
-_ReportTuple = tuple[DoneCallback, KafkaError | None, int, int, bytes | None, bytes | None, bytes | None]
+# (completion callback, error, partition, offset, the failed record: key, value, attempt id, and the generation of the
+# librdkafka producer that sent it) of one delivery report.
+_ReportTuple = tuple[DoneCallback, KafkaError | None, int, int, bytes | None, bytes | None, bytes | None, int]
 # Told of a delivery that failed, on the event loop: (error, partition, key, value, attempt id).
 GivenUp = Callable[[KafkaError, int, bytes | None, bytes | None, bytes | None], None]
 
@@ -53,8 +54,12 @@ class TopicProducer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._producer: Producer | None = None
         self._thread: threading.Thread | None = None
-        # Producers renewed away, with their threads (serving their last delivery reports): stopped with the store.
+        # Producers renewed away, with their threads serving their last delivery reports: each closes its producer
+        # and leaves the list once it has none left (under the lock), or the store's stop takes them (``_closed``).
         self._retired: list[tuple[Producer, threading.Thread]] = []
+        self._retired_lock = threading.Lock()
+        # Renewals so far: the generation of the producer sending now (a delivery report names its producer's).
+        self._generation = 0
         self._stopping = threading.Event()
         # Delivery reports, filled by the producer thread and drained on the loop.
         self._reports: collections.deque[_ReportTuple] = collections.deque()
@@ -83,25 +88,34 @@ class TopicProducer:
         except BaseException:
             self._producer = None
             raise
-        self._thread = threading.Thread(target=self._serve_deliveries, args=(self._producer,),
+        self._thread = threading.Thread(target=self._serve_deliveries, args=(self._producer, self._generation),
                                         name="status-store-producer", daemon=True)
         self._thread.start()
 
-    def renew(self, reason: str) -> None:
+    def renew(self, reason: str, log_started_over: bool = False) -> None:
         """Send from now on through a new librdkafka producer, the one before being stuck (``reason``): the topic was
         created again, and librdkafka keeps the old topic's leader epochs (its issue #4898), so the producer from
         before may time out every write to a partition of the new topic for good; or it keeps a stale leader for
         another reason. The old one's writes end as they would have (written, or failed after their delivery timeout:
-        the retry queue sends them again), its thread serving their reports until then."""
-        if self._closed or self._producer is None:
+        the retry queue sends them again), its thread serving their reports until then. ``log_started_over``: the
+        offsets acknowledged so far belong to a log that is gone (the topic was created again)."""
+        if self._closed or self._producer is None or self._thread is None:
             return
         log.info("Writing to %s with a new producer: %s", self.topic, reason)
-        if self._thread is not None:
+        renewed = Producer(self._settings)
+        with self._retired_lock:
             self._retired.append((self._producer, self._thread))
-        self._producer = Producer(self._settings)
-        self._thread = threading.Thread(target=self._serve_deliveries, args=(self._producer,),
+        self._producer = renewed
+        self._generation += 1
+        if log_started_over:
+            self._written.clear()
+        self._thread = threading.Thread(target=self._serve_deliveries, args=(renewed, self._generation),
                                         name="status-store-producer", daemon=True)
         self._thread.start()
+        if self._outbox and not self._outbox_scheduled and self._loop is not None:
+            # Records waiting for room in the old producer's queue go to the new one now.
+            self._outbox_scheduled = True
+            self._loop.call_soon(self._send_outbox)
 
     async def stop(self, timeout: float) -> int:
         """Flush pending writes for at most ``timeout`` seconds, then close.
@@ -110,10 +124,12 @@ class TopicProducer:
         """
         if self._closed:
             return 0
-        self._closed = True
+        with self._retired_lock:  # the renewed producers not closed yet are this stop's
+            self._closed = True
+            retired = list(self._retired)
         pending = 0
         self._send_outbox()  # what this turn submitted goes out before the flush
-        producers = [producer for producer, _ in self._retired]
+        producers = [producer for producer, _ in retired]
         if self._producer is not None:
             producers.append(self._producer)
         for producer, left in zip(producers, await asyncio.gather(
@@ -132,12 +148,12 @@ class TopicProducer:
                                         "the store stopped before this write was sent"))
         self._outbox.clear()
         self._stopping.set()
-        threads = [thread for _, thread in self._retired]
+        threads = [thread for _, thread in retired]
         if self._thread is not None:
             threads.append(self._thread)
         for thread in threads:
             await asyncio.to_thread(thread.join, 5)
-        self._retired.clear()
+        self._retired = []
         self._drain_reports()
         self._producer = None
         return pending
@@ -175,12 +191,12 @@ class TopicProducer:
         producer, outbox, topic, reports = self._producer, self._outbox, self.topic, self._reports
         if producer is None:
             return
-        produce, attempt = producer.produce, self._attempts.next
+        produce, attempt, generation = producer.produce, self._attempts.next, self._generation
         while outbox:
             key, value, done = outbox[0]
             attempt_id = attempt()
             try:
-                produce(topic, value, key, on_delivery=_Report(reports, done, attempt_id),
+                produce(topic, value, key, on_delivery=_Report(reports, done, attempt_id, generation),
                         headers=[(ATTEMPT_HEADER, attempt_id)])
             except BufferError:
                 if len(producer) != 0:
@@ -192,15 +208,24 @@ class TopicProducer:
                 done(None, _write_failed(key, e.args[0]))
             outbox.popleft()
 
-    def _serve_deliveries(self, producer: Producer) -> None:
-        """Serve ``producer``'s delivery reports until the stop, or, once it was renewed, until it has none left."""
-        while not self._stopping.is_set() and (producer is self._producer or len(producer) > 0):
+    def _serve_deliveries(self, producer: Producer, generation: int) -> None:
+        """Serve ``producer``'s delivery reports until the stop, or, once it was renewed, until it has none left;
+        then close it, unless the stop has taken it."""
+        while not self._stopping.is_set() and (generation == self._generation or len(producer) > 0):
             try:
                 producer.poll(POLL_INTERVAL_S)
                 self._schedule_drain()
             except Exception:
                 log.exception("Serving delivery reports of %s hit an error; retrying in 1 s", self.topic)
                 self._stopping.wait(1.0)
+        with self._retired_lock:
+            if self._closed or generation == self._generation:
+                return
+            self._retired = [entry for entry in self._retired if entry[0] is not producer]
+        try:
+            producer.close()
+        except Exception:
+            log.exception("Closing a renewed producer of %s failed", self.topic)
 
     def _schedule_drain(self) -> None:
         if self._reports and not self._drain_scheduled and self._loop is not None:
@@ -215,13 +240,19 @@ class TopicProducer:
         reports, written = self._reports, self._written
         given_up = self.on_given_up
         while reports:
-            done, error, partition, offset, key, value, attempt = reports.popleft()
+            done, error, partition, offset, key, value, attempt, generation = reports.popleft()
             if error is not None:
                 if given_up is not None:
                     given_up(error, partition, key, value, attempt)
                 done(None, _write_failed(key, error))
                 continue
             last = written.get(partition, -1)
+            if generation != self._generation:
+                # A renewed producer's: its offsets and the new one's interleave in no order (each producer's own
+                # are in order).
+                written[partition] = max(last, offset)
+                done(new_tuple(Delivery, (partition, offset)), None)
+                continue
             written[partition] = offset
             if offset < last:
                 # Offsets went back: the partition's log started over (the topic was deleted and created
@@ -238,18 +269,20 @@ class _Report:
     """The delivery callback of one record: runs on whichever thread polled the producer, so it only hands the
     report over (never touches a future). One small object per record in flight, not a partial of a bound method."""
 
-    __slots__ = ("attempt", "done", "reports")
+    __slots__ = ("attempt", "done", "generation", "reports")
 
-    def __init__(self, reports: collections.deque[_ReportTuple], done: DoneCallback, attempt: bytes) -> None:
-        self.reports, self.done, self.attempt = reports, done, attempt
+    def __init__(self, reports: collections.deque[_ReportTuple], done: DoneCallback, attempt: bytes,
+                 generation: int) -> None:
+        self.reports, self.done, self.attempt, self.generation = reports, done, attempt, generation
 
     def __call__(self, error: KafkaError | None, message: Message) -> None:
         if error is None:
-            self.reports.append((self.done, None, message.partition() or 0, message.offset() or 0, None, None, None))
+            self.reports.append((self.done, None, message.partition() or 0, message.offset() or 0, None, None, None,
+                                 self.generation))
         else:  # a record never placed on a partition says -1: it was never sent
             partition = message.partition()
             self.reports.append((self.done, error, -1 if partition is None else partition, -1, message.key(),
-                                 message.value(), self.attempt))
+                                 message.value(), self.attempt, self.generation))
 
 
 def _write_failed(key: bytes | None, error: KafkaError) -> WriteFailedError:

@@ -232,7 +232,10 @@ class TopicReader:
         log.info("Reading topic %s with a new client: its log started over", self.topic)
         renewed = Consumer(self._settings)
         self._consumer = renewed
-        consumer.close()
+        try:
+            consumer.close()
+        except Exception:  # the new one reads on whatever became of the old one
+            log.exception("Closing the reader's previous client of %s failed", self.topic)
         return renewed
 
     def _note_events(self, messages: list[Message], at_end: set[int]) -> None:
