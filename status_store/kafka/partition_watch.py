@@ -135,7 +135,7 @@ class PartitionWatch:
                 log.debug("Could not read the state of %s's held partitions: %s", self.topic, e)
                 self._writable_since.clear()  # not read: no longer "without a break"
                 continue
-            now = asyncio.get_running_loop().time()
+            now = loop.time()
             for partition in sorted(held):
                 reading = readings.get(partition)
                 if reading is None:

@@ -237,7 +237,7 @@ class TopicProducer:
 
     def _drain_reports(self) -> None:
         self._drain_scheduled = False
-        reports, written = self._reports, self._written
+        reports, written, current = self._reports, self._written, self._generation
         given_up = self.on_given_up
         while reports:
             done, error, partition, offset, key, value, attempt, generation = reports.popleft()
@@ -247,16 +247,16 @@ class TopicProducer:
                 done(None, _write_failed(key, error))
                 continue
             last = written.get(partition, -1)
-            if generation != self._generation:
+            if generation != current:
                 # A renewed producer's: its offsets and the new one's interleave in no order (each producer's own
                 # are in order).
                 written[partition] = max(last, offset)
-                done(new_tuple(Delivery, (partition, offset)), None)
-                continue
-            written[partition] = offset
-            if offset < last:
+            elif offset >= last:
+                written[partition] = offset
+            else:
                 # Offsets went back: the partition's log started over (the topic was deleted and created
                 # again). What was read belongs to the old log; the reader reads the new one anew.
+                written[partition] = offset
                 log.error("Partition %d of %s acknowledged offset %d after %d: the topic was created again; "
                           "reading it anew", partition, self.topic, offset, last)
                 if self._on_restart is not None:
