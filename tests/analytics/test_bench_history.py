@@ -25,8 +25,10 @@ from ..bench_runs import run_quick
 from .conftest import GeneratedAnalyses, GeneratedHistories
 from .test_latest_differential import Written, cache_view, connectors_named, read_order, topics
 
-# The input of one of tests/analytics/test_duckdb_oracle.py's cases too: one Spark analysis for both.
+# The input of one of tests/analytics/test_duckdb_oracle.py's cases too: one Spark analysis for both, which they share
+# only in one test process (the session's generated_analyses): this module runs in that module's group.
 EVENTS, SEED = 6000, 11
+pytestmark = pytest.mark.xdist_group("tests/analytics/test_duckdb_oracle.py")
 
 
 @pytest.fixture(scope="module")
