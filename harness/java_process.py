@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,6 +29,9 @@ SCRIPTED_VERSION = "1.0.0-scripted"
 
 START_WAIT = 90.0
 STOP_WAIT = 20.0
+# How long a JVM asked for a thread dump (SIGQUIT) has to write it, and the dump's last part (HotSpot's).
+DUMP_WAIT = 5.0
+DUMP_END = b"JNI global refs"
 # The header on the records a test writes into a Connect cluster's topics in a foreign writer's place
 # (tests/test_connect_records_live.py), so that a test of what Connect itself wrote can leave them out.
 FOREIGN_WRITER_HEADER = "status-store-test-foreign-writer"
@@ -128,9 +132,10 @@ def compiled(line: KafkaLine, name: str, root: Path, sources: Path, resources: P
 
 
 def log4j2_config(log_file: Path) -> str:
-    """A log4j2 configuration sending every line of a Kafka 4.x JVM to ``log_file``."""
+    """A log4j2 configuration sending every line of a Kafka 4.x JVM to ``log_file``, through its clean stop: log4j2's
+    own shutdown hook, which runs beside Kafka's and Connect's, would stop the logging before they log their stop."""
     return f"""<?xml version="1.0" encoding="UTF-8"?>
-<Configuration status="warn">
+<Configuration status="warn" shutdownHook="disable">
   <Appenders>
     <File name="file" fileName="{log_file}" append="true">
       <PatternLayout pattern="[%d] %p %m (%c)%n"/>
@@ -233,7 +238,8 @@ class JavaProcess:
             raise RuntimeError(f"{self.name} exited with code {self.process.returncode}\n{self.tail()}")
 
     def stop(self, timeout: float = STOP_WAIT) -> None:
-        """SIGTERM (Kafka's and Connect's clean shutdown), SIGKILL when it outlasts ``timeout``."""
+        """SIGTERM (Kafka's and Connect's clean shutdown), SIGKILL when it outlasts ``timeout``: a clean stop turned
+        into a crash says so, with a thread dump at the end of the stdout file that says where the stop hung."""
         if not self.alive():
             return
         assert self.process is not None
@@ -242,7 +248,24 @@ class JavaProcess:
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
+            self.dump_threads()
+            print(f"{self.name} (pid {self.pid}) outlasted its clean stop ({timeout:g} s): killed; its threads are at "
+                  f"the end of {self.stdout_file}", file=sys.stderr)
             self.kill()
+
+    def dump_threads(self) -> None:
+        """A thread dump (SIGQUIT) at the end of the stdout file; returns once written, or after ``DUMP_WAIT``."""
+        if not self.alive():
+            return
+        written = self.stdout_file.stat().st_size if self.stdout_file.exists() else 0
+        os.kill(self.pid, signal.SIGQUIT)
+        deadline = time.monotonic() + DUMP_WAIT
+        while time.monotonic() < deadline and self.alive():
+            with open(self.stdout_file, "rb") as out:
+                out.seek(written)
+                if DUMP_END in out.read():
+                    return
+            time.sleep(0.1)
 
     def kill(self) -> None:
         """SIGKILL (a crash) and wait for it to go."""
