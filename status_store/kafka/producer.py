@@ -251,16 +251,15 @@ class TopicProducer:
                 # A renewed producer's: its offsets and the new one's interleave in no order (each producer's own
                 # are in order).
                 written[partition] = max(last, offset)
-            elif offset >= last:
-                written[partition] = offset
             else:
-                # Offsets went back: the partition's log started over (the topic was deleted and created
-                # again). What was read belongs to the old log; the reader reads the new one anew.
                 written[partition] = offset
-                log.error("Partition %d of %s acknowledged offset %d after %d: the topic was created again; "
-                          "reading it anew", partition, self.topic, offset, last)
-                if self._on_restart is not None:
-                    self._on_restart(partition)
+                if offset < last:
+                    # Offsets went back: the partition's log started over (the topic was deleted and created
+                    # again). What was read belongs to the old log; the reader reads the new one anew.
+                    log.error("Partition %d of %s acknowledged offset %d after %d: the topic was created again; "
+                              "reading it anew", partition, self.topic, offset, last)
+                    if self._on_restart is not None:
+                        self._on_restart(partition)
             done(new_tuple(Delivery, (partition, offset)), None)
         self._send_outbox()
 
