@@ -221,7 +221,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     return report
 
 
-def _real(line: str) -> KafkaLine:
+def real_line(line: str) -> KafkaLine:
+    """The fetched jars of a Kafka line; the test fails with what to run when they are not there."""
     try:
         return kafka_line(line)
     except RealKafkaMissing as missing:
@@ -231,7 +232,7 @@ def _real(line: str) -> KafkaLine:
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """A single-node Apache Kafka (KRaft, broker and controller in one process) for the test process."""
-    with KafkaCluster(_real("kafka-4"), tmp_path_factory.mktemp("kafka")) as cluster:
+    with KafkaCluster(real_line("kafka-4"), tmp_path_factory.mktemp("kafka")) as cluster:
         yield cluster
 
 
@@ -240,7 +241,8 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
     """Three Apache Kafka brokers and a controller of their own, for the fault tests, each behind a proxy that
     counts requests and injects network faults (a test that stops brokers or sets faults undoes them before it
     ends)."""
-    with KafkaCluster(_real("kafka-4"), tmp_path_factory.mktemp("kafka-cluster"), brokers=3, proxied=True) as cluster:
+    with KafkaCluster(real_line("kafka-4"), tmp_path_factory.mktemp("kafka-cluster"), brokers=3,
+                      proxied=True) as cluster:
         yield cluster
 
 
@@ -249,7 +251,7 @@ def connect_cluster(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactor
     """Two Connect workers of the newest 4.x with the scripted connector, on ``kafka``. A worker that leaves gives
     its tasks up after 8 s (``scheduled.rebalance.max.delay.ms``), so UNASSIGNED can be seen on purpose. A test that
     stops a worker starts it again before it ends."""
-    with ConnectCluster(_real("kafka-4"), tmp_path_factory.mktemp("connect-4"), kafka, "connect-4",
+    with ConnectCluster(real_line("kafka-4"), tmp_path_factory.mktemp("connect-4"), kafka, "connect-4",
                         settings={"scheduled.rebalance.max.delay.ms": "8000"}) as cluster:
         yield cluster
 
@@ -257,7 +259,7 @@ def connect_cluster(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactor
 @pytest.fixture(scope="session")
 def connect3_worker(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectCluster]:
     """One Connect worker of the last 3.x line, with topics and a group of its own, on ``kafka``."""
-    with ConnectCluster(_real("kafka-3"), tmp_path_factory.mktemp("connect-3"), kafka, "connect-3",
+    with ConnectCluster(real_line("kafka-3"), tmp_path_factory.mktemp("connect-3"), kafka, "connect-3",
                         workers=1) as cluster:
         yield cluster
 
@@ -266,7 +268,7 @@ def connect3_worker(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactor
 def agent_pod(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentPod]:
     """Two stock Connect workers of the newest 4.x started with the agent (``-javaagent``, nothing else), and the
     sidecar on their topics that they hand every status to; on ``kafka``, with topics and a group of their own."""
-    with AgentPod(_real("kafka-4"), tmp_path_factory.mktemp("agent-4"), kafka, "agent-4",
+    with AgentPod(real_line("kafka-4"), tmp_path_factory.mktemp("agent-4"), kafka, "agent-4",
                   settings={"scheduled.rebalance.max.delay.ms": "8000"}) as pod:
         yield pod
 
@@ -274,7 +276,7 @@ def agent_pod(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> 
 @pytest.fixture(scope="session")
 def agent3_pod(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentPod]:
     """One stock Connect worker of the last 3.x line started with the agent, and its sidecar."""
-    with AgentPod(_real("kafka-3"), tmp_path_factory.mktemp("agent-3"), kafka, "agent-3", workers=1) as pod:
+    with AgentPod(real_line("kafka-3"), tmp_path_factory.mktemp("agent-3"), kafka, "agent-3", workers=1) as pod:
         yield pod
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from harness.java_process import JavaProcess, RealKafkaMissing, kafka_line, wait_until
+from harness.java_process import JavaProcess, compiled, wait_until
+
+from .conftest import real_line
 
 HANGS_ON_STOP = """
 public class HangsOnStop {
@@ -30,15 +31,11 @@ def test_a_jvm_that_outlasts_its_clean_stop_is_killed_after_a_thread_dump(tmp_pa
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     # A Connect worker whose clean stop outlasted the bound was killed without a word, and the test that stopped it
     # met a crash's aftermath instead (no UNASSIGNED statuses), with nothing to say where the stop had hung.
-    try:
-        line = kafka_line("kafka-4")
-    except RealKafkaMissing as e:
-        pytest.fail(str(e))
+    line = real_line("kafka-4")
     source = tmp_path / "src" / "HangsOnStop.java"
     source.parent.mkdir()
     source.write_text(HANGS_ON_STOP, encoding="utf-8")
-    classes = tmp_path / "classes"
-    subprocess.run(["javac", "-d", str(classes), str(source)], check=True, capture_output=True, timeout=120)
+    classes = compiled(line, "hangs-on-stop", tmp_path, source.parent)
     process = JavaProcess("hangs-on-stop", line, "HangsOnStop", [], tmp_path / "run", extra_classpath=[classes],
                           heap="64m")
     process.start()
